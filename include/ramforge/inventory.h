@@ -1,0 +1,155 @@
+/*
+ * The resource inventory: one entry per model tensor, keyed by inventory
+ * generation + native tensor index, with its file page range, the pages it
+ * shares with other file-backed tensors of the same mapping, an estimate of
+ * what releasing it could reclaim, and whether it is eligible at all.
+ *
+ * Plain C over plain structs: forge fills rf_tensor_meta / rf_mapping_meta
+ * from llama.cpp and /proc/self/maps; nothing here includes llama.cpp.
+ */
+#ifndef RAMFORGE_INVENTORY_H
+#define RAMFORGE_INVENTORY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ramforge/intervals.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RF_NAME_MAX 64 /* GGML_MAX_NAME: tensor names, including the NUL */
+
+/* What the inference graph reads for a weight (observed once at load). */
+enum rf_weight_access {
+    RF_ACCESS_UNKNOWN = 0,      /* not observed */
+    RF_ACCESS_FILE_BACKED = 1,  /* the graph reads the file mapping */
+    RF_ACCESS_ANONYMOUS = 2,    /* the graph reads an anonymous (repacked) copy */
+    RF_ACCESS_UNREFERENCED = 3, /* observed graph never read it */
+};
+
+/* A mapping of the model file, as forge found it in /proc/self/maps. */
+struct rf_mapping_meta {
+    uint32_t index;                /* mapping index (0 for a single-file model) */
+    char path[4096];               /* model file path */
+    uint64_t file_size_bytes;      /* st_size of the file */
+    uint32_t dev_major, dev_minor; /* device of the file */
+    uint64_t inode;
+    bool validated;             /* an r--s mapping with this dev+inode was found in maps */
+    uint64_t map_offset_bytes;  /* file offset of the first mapped byte (page aligned) */
+    uint64_t map_length_bytes;  /* bytes mapped from map_offset_bytes */
+};
+
+/* One tensor, as forge read it from GGUF metadata and the graph probe. */
+struct rf_tensor_meta {
+    uint32_t index;               /* native tensor index (GGUF order) */
+    char name[RF_NAME_MAX];       /* may repeat between tensors */
+    char type_name[16];           /* ggml type name: "q8_0", "f32", ... */
+    int32_t mapping_index;        /* -1: not file-backed / no mapping */
+    uint64_t file_offset_bytes;   /* absolute file offset of the data */
+    uint64_t logical_bytes;       /* ggml_nbytes: payload size */
+    enum rf_weight_access access; /* what the graph reads */
+};
+
+enum rf_eligibility {
+    RF_ELIGIBLE = 0,              /* file-backed, read from the file, release-eligible */
+    RF_ELIGIBLE_DEAD_FILE_PAGES,  /* graph reads an anonymous copy: file pages unused */
+    RF_INELIGIBLE_UNREFERENCED,   /* never read by the observed graph (not eligible: may be) */
+    RF_INELIGIBLE_UNKNOWN_ACCESS, /* access not observed */
+    RF_INELIGIBLE_EMPTY_RANGE,    /* zero logical bytes */
+    RF_INELIGIBLE_NOT_MAPPED,     /* no validated mapping, or the range lies outside it */
+};
+
+enum rf_confidence {
+    RF_CONFIDENCE_LOW = 0,    /* no validated mapping */
+    RF_CONFIDENCE_MEDIUM = 1, /* validated mapping, access not observed */
+    RF_CONFIDENCE_HIGH = 2,   /* validated mapping and observed access */
+};
+
+struct rf_resource_key {
+    uint64_t generation;   /* inventory generation */
+    uint32_t tensor_index; /* native tensor index */
+};
+
+struct rf_inventory_entry {
+    struct rf_resource_key key;
+    char name[RF_NAME_MAX];
+    char type_name[16];
+    bool file_backed;             /* has a validated mapping range */
+    int32_t mapping_index;        /* -1 when none */
+    uint64_t mapping_size_bytes;  /* map_length_bytes of its mapping, 0 when none */
+    uint64_t file_offset_bytes;   /* absolute file offset */
+    uint64_t logical_bytes;       /* payload bytes */
+    uint64_t page_bytes;          /* page size used for the ranges */
+    struct rf_page_range pages;   /* outward page range in file pages */
+    uint64_t shared_page_bytes;   /* pages shared with other file-backed tensors, bytes */
+    uint64_t unique_reclaimable_bytes; /* (range pages - shared pages) * page_bytes, estimate */
+    enum rf_weight_access access;
+    enum rf_eligibility eligibility;
+    enum rf_confidence confidence;
+};
+
+struct rf_inventory_totals {
+    uint64_t n_tensors;
+    uint64_t n_file_backed;
+    uint64_t n_anonymous;    /* access == ANONYMOUS */
+    uint64_t n_eligible;     /* ELIGIBLE or ELIGIBLE_DEAD_FILE_PAGES */
+    uint64_t logical_bytes;  /* all tensors (estimate: saturating, labelled as such) */
+    uint64_t file_backed_logical_bytes; /* tensors with a validated mapping range */
+    uint64_t anonymous_logical_bytes;   /* tensors the graph reads from an anonymous copy */
+    uint64_t mapped_virtual_bytes;      /* union of file-backed page ranges, bytes */
+    uint64_t shared_page_bytes;         /* union of pages shared by >=2 tensors, bytes */
+    uint64_t unique_reclaimable_bytes;  /* sum over eligible entries */
+};
+
+struct rf_inventory {
+    uint64_t generation;
+    uint64_t page_bytes;
+    struct rf_inventory_entry *entries; /* n entries in native index order, owned */
+    size_t n;
+    struct rf_mapping_meta *mappings; /* copies of the mapping metadata, owned */
+    size_t n_mappings;
+    struct rf_inventory_totals totals;
+};
+
+void rf_inventory_init(struct rf_inventory *inv);
+
+/* Frees entries and mappings; leaves an empty inventory. NULL is a no-op. */
+void rf_inventory_free(struct rf_inventory *inv);
+
+/*
+ * Builds an inventory of generation `generation` from n tensors and
+ * n_mappings mappings into *out (initialised; old content freed).
+ *
+ * A tensor is file-backed when mapping_index names a validated mapping and
+ * [file_offset, file_offset + logical_bytes) lies inside the mapped
+ * fragment [map_offset, map_offset + map_length) and inside the file;
+ * otherwise it is RF_INELIGIBLE_NOT_MAPPED with confidence LOW. Shared-page
+ * bytes: the pages of its range that other file-backed tensors of the same
+ * mapping also cover (rf_interval_multi_covered). Totals use checked
+ * arithmetic. page_bytes must be a power of two.
+ * Errors: -EINVAL (bad page_bytes, mapping_index out of range), -EOVERFLOW,
+ * -ENOMEM.
+ */
+int rf_inventory_build(const struct rf_tensor_meta *tensors, size_t n,
+                       const struct rf_mapping_meta *mappings, size_t n_mappings,
+                       uint64_t page_bytes, uint64_t generation, struct rf_inventory *out);
+
+/*
+ * Checks that key belongs to inv's current generation and names an entry;
+ * returns it through *out. Errors: -RF_ESTALE (older generation), -ENOENT.
+ */
+int rf_inventory_lookup(const struct rf_inventory *inv, struct rf_resource_key key,
+                        const struct rf_inventory_entry **out);
+
+const char *rf_weight_access_name(enum rf_weight_access a);   /* "file_backed", ... */
+const char *rf_eligibility_name(enum rf_eligibility e);       /* "eligible", ... */
+const char *rf_confidence_name(enum rf_confidence c);         /* "high", ... */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,192 @@
+/*
+ * Linux probes: /proc/<pid>/{maps,smaps,status,cgroup,mountinfo} and the
+ * cgroup v1/v2 memory controller.
+ *
+ * Every path is built as SYSROOT + "/proc/..." or SYSROOT + "/sys/...", so
+ * tests read fixture trees under tests/data/ instead of the live system. A
+ * NULL or "" sysroot means the real root. PID is a decimal pid or "self".
+ *
+ * All parsers are written for hostile text: a malformed line is skipped or
+ * reported as -EBADMSG, numbers are range-checked, sizes in kB are converted
+ * to bytes with checked multiplication (-EOVERFLOW), and no read is
+ * unbounded (RFSYS_SLURP_MAX_BYTES).
+ */
+#ifndef RAMFORGE_SYS_H
+#define RAMFORGE_SYS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Largest procfs/sysfs file rfsys_slurp reads: 64 MiB (smaps of a large process). */
+#define RFSYS_SLURP_MAX_BYTES (64u << 20)
+
+/* cgroup v1 reports "no limit" as this value or larger (PAGE_COUNTER_MAX * 4096). */
+#define RFSYS_CGROUP_V1_UNLIMITED 9223372036854771712ULL
+
+/*
+ * Reads SYSROOT + PATH into a NUL-terminated heap buffer, retrying on EINTR,
+ * reading at most max_bytes (-EFBIG if the file is larger). On success
+ * *out is owned by the caller (free()), *len_out (may be NULL) is the length
+ * without the NUL. Errors: negative errno from open/read, -ENAMETOOLONG,
+ * -EFBIG, -ENOMEM.
+ */
+int rfsys_slurp(const char *sysroot, const char *path, size_t max_bytes, char **out,
+                size_t *len_out);
+
+/* Figures from /proc/<pid>/status. has_* is false where the field was absent. */
+struct rfsys_status {
+    bool has_vm_rss;
+    uint64_t vm_rss_bytes; /* VmRSS: resident set size, bytes */
+    bool has_vm_hwm;
+    uint64_t vm_hwm_bytes; /* VmHWM: peak resident set size, bytes */
+    bool has_rss_anon;
+    uint64_t rss_anon_bytes; /* RssAnon, bytes */
+    bool has_rss_file;
+    uint64_t rss_file_bytes; /* RssFile, bytes */
+    bool has_rss_shmem;
+    uint64_t rss_shmem_bytes; /* RssShmem, bytes */
+    bool has_vm_lck;
+    uint64_t vm_lck_bytes; /* VmLck: mlocked, bytes */
+};
+
+/*
+ * Parses SYSROOT/proc/PID/status. Fields it does not know are ignored.
+ * Errors: those of rfsys_slurp; -EBADMSG for a known field whose value is
+ * not "<number> kB"; -EOVERFLOW when kB * 1024 overflows.
+ */
+int rfsys_read_status(const char *sysroot, const char *pid, struct rfsys_status *out);
+
+/*
+ * One line of /proc/PID/maps, optionally with its smaps block. The path of
+ * a file mapping may contain spaces; a trailing " (deleted)" is removed from
+ * path and sets deleted. Pseudo paths ("[heap]", "[stack]") are kept as
+ * they are; an anonymous mapping has path == NULL.
+ */
+struct rfsys_mapping {
+    uint64_t start_addr;   /* first byte of the VMA (virtual address) */
+    uint64_t end_addr;     /* one past the last byte */
+    uint64_t offset_bytes; /* file offset of start_addr */
+    char perms[5];         /* "r--s", "rw-p", ... NUL-terminated */
+    uint32_t dev_major;    /* device of the backing file (hex in maps) */
+    uint32_t dev_minor;
+    uint64_t inode;   /* 0 for anonymous mappings */
+    char *path;       /* owned by the enclosing rfsys_maps; NULL if anonymous */
+    bool deleted;     /* path ended in " (deleted)" */
+    bool has_smaps;   /* the fields below were read from smaps */
+    uint64_t rss_bytes;           /* Rss */
+    uint64_t pss_bytes;           /* Pss */
+    uint64_t shared_clean_bytes;  /* Shared_Clean */
+    uint64_t shared_dirty_bytes;  /* Shared_Dirty */
+    uint64_t private_clean_bytes; /* Private_Clean */
+    uint64_t private_dirty_bytes; /* Private_Dirty */
+    uint64_t anonymous_bytes;     /* Anonymous */
+    uint64_t locked_bytes;        /* Locked */
+};
+
+/* A list of mappings in address order. Initialise with rfsys_maps_init. */
+struct rfsys_maps {
+    struct rfsys_mapping *v; /* array of n mappings, owned */
+    size_t n;
+};
+
+void rfsys_maps_init(struct rfsys_maps *maps);
+
+/* Releases every mapping and path; leaves an empty list. NULL is a no-op. */
+void rfsys_maps_free(struct rfsys_maps *maps);
+
+/*
+ * Parses SYSROOT/proc/PID/maps into *out (which must be initialised; any
+ * old content is freed). A malformed line (e.g. truncated) gives -EBADMSG
+ * and an empty list. Errors: those of rfsys_slurp, -EBADMSG, -ENOMEM.
+ */
+int rfsys_read_maps(const char *sysroot, const char *pid, struct rfsys_maps *out);
+
+/*
+ * Parses SYSROOT/proc/PID/smaps: the maps header lines plus the per-mapping
+ * "Field: N kB" lines (unknown fields ignored; has_smaps set). Errors as
+ * rfsys_read_maps, plus -EOVERFLOW for a kB value that overflows bytes.
+ */
+int rfsys_read_smaps(const char *sysroot, const char *pid, struct rfsys_maps *out);
+
+/*
+ * Sums Rss, Pss and Locked over the mappings that map the file identified by
+ * (dev_major, dev_minor, inode) with permissions perms (e.g. "r--s"; NULL
+ * matches any). Writes the number of matching mappings to *n_out. Errors:
+ * -EOVERFLOW on a sum overflow. Mappings without smaps data are counted but
+ * add nothing, and set *complete_out (may be NULL) to false.
+ */
+struct rfsys_mapping_sum {
+    size_t n_mappings;
+    uint64_t virtual_bytes; /* sum of end_addr - start_addr */
+    uint64_t rss_bytes;
+    uint64_t pss_bytes;
+    uint64_t locked_bytes;
+    bool complete; /* every matching mapping had smaps data */
+};
+int rfsys_maps_sum_file(const struct rfsys_maps *maps, uint32_t dev_major, uint32_t dev_minor,
+                        uint64_t inode, const char *perms, struct rfsys_mapping_sum *out);
+
+enum rfsys_cgroup_version {
+    RFSYS_CGROUP_NONE = 0, /* no memory controller found */
+    RFSYS_CGROUP_V1 = 1,
+    RFSYS_CGROUP_V2 = 2,
+};
+
+/*
+ * The memory controller of the process's cgroup. *_source names the file a
+ * figure came from, relative to the sysroot (e.g.
+ * "/sys/fs/cgroup/memory/a/b/memory.usage_in_bytes"); empty when absent.
+ */
+struct rfsys_cgroup_memory {
+    enum rfsys_cgroup_version version;
+    char dir[512]; /* controller directory, relative to the sysroot */
+
+    bool has_current;
+    uint64_t current_bytes; /* v2 memory.current, v1 memory.usage_in_bytes */
+    char current_source[600];
+
+    bool has_peak;
+    uint64_t peak_bytes; /* v2 memory.peak, v1 memory.max_usage_in_bytes */
+    char peak_source[600];
+
+    bool has_limit;
+    bool limit_unlimited; /* v2 "max", v1 >= RFSYS_CGROUP_V1_UNLIMITED */
+    uint64_t limit_bytes; /* v2 memory.max, v1 memory.limit_in_bytes; 0 when unlimited */
+    char limit_source[600];
+
+    bool has_high; /* v2 only */
+    bool high_unlimited;
+    uint64_t high_bytes; /* v2 memory.high */
+
+    bool has_events; /* v2 memory.events */
+    uint64_t events_low, events_high, events_max, events_oom, events_oom_kill;
+};
+
+/*
+ * Finds the memory controller of process PID and reads its figures.
+ *
+ * Reads SYSROOT/proc/PID/cgroup ("ID:controllers:path" lines; v2 is
+ * "0::path", v1 lists "memory" among the comma-separated controllers) and
+ * SYSROOT/proc/PID/mountinfo (cgroup2 mounts; cgroup mounts whose super
+ * options include "memory"), joining the mount point with the cgroup path
+ * relative to the mount's root. A v1 memory hierarchy is preferred when
+ * present (hybrid systems mount v2 without the memory controller); v2 is
+ * used when its directory has memory.current. When the cgroup's own
+ * directory is not visible (a namespace), the mount point itself is used.
+ * Missing files leave has_* false; no controller gives version NONE and
+ * returns 0. Errors: -EBADMSG for a malformed value, those of rfsys_slurp
+ * for /proc/PID/cgroup.
+ */
+int rfsys_read_cgroup_memory(const char *sysroot, const char *pid,
+                             struct rfsys_cgroup_memory *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
