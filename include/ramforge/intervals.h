@@ -76,7 +76,8 @@ bool rf_interval_set_contains(const struct rf_interval_set *s, uint64_t page);
  * Pages covered by at least two of the n ranges (the ranges may overlap in
  * any way and come in any order), as a set written to *out (initialised by
  * the caller; any old content is freed). This is the "shared pages" of a
- * mapping. Errors: -ENOMEM.
+ * mapping. Empty or reversed ranges count for nothing. Errors: -ENOMEM
+ * (then *out is unchanged).
  */
 int rf_interval_multi_covered(const struct rf_page_range *ranges, size_t n,
                               struct rf_interval_set *out);

@@ -96,7 +96,7 @@ struct rf_inventory_totals {
     uint64_t n_file_backed;
     uint64_t n_anonymous;    /* access == ANONYMOUS */
     uint64_t n_eligible;     /* ELIGIBLE or ELIGIBLE_DEAD_FILE_PAGES */
-    uint64_t logical_bytes;  /* all tensors (estimate: saturating, labelled as such) */
+    uint64_t logical_bytes;  /* all tensors (checked sum: overflow fails the build) */
     uint64_t file_backed_logical_bytes; /* tensors with a validated mapping range */
     uint64_t anonymous_logical_bytes;   /* tensors the graph reads from an anonymous copy */
     uint64_t mapped_virtual_bytes;      /* union of file-backed page ranges, bytes */
@@ -130,8 +130,18 @@ void rf_inventory_free(struct rf_inventory *inv);
  * bytes: the pages of its range that other file-backed tensors of the same
  * mapping also cover (rf_interval_multi_covered). Totals use checked
  * arithmetic. page_bytes must be a power of two.
- * Errors: -EINVAL (bad page_bytes, mapping_index out of range), -EOVERFLOW,
- * -ENOMEM.
+ *
+ * mapping_index is a position in `mappings`, and mappings[i].index must be
+ * i. An empty tensor (logical_bytes 0) is inside when its offset lies in the
+ * closed fragment and at or before the end of the file. A not-mapped entry
+ * has mapping_index -1, an empty page range and zero shared/unique bytes;
+ * its logical bytes still count in totals.logical_bytes (and in
+ * anonymous_logical_bytes when its access is ANONYMOUS). Entries are sorted
+ * by native tensor index, which must be unique.
+ *
+ * Errors: -EINVAL (bad page_bytes, mapping_index out of range, mappings[i].index
+ * != i, duplicate tensor index, unknown access value), -EOVERFLOW (a sum or a
+ * validated mapping's offset + length), -ENOMEM. On error *out is unchanged.
  */
 int rf_inventory_build(const struct rf_tensor_meta *tensors, size_t n,
                        const struct rf_mapping_meta *mappings, size_t n_mappings,
@@ -139,11 +149,14 @@ int rf_inventory_build(const struct rf_tensor_meta *tensors, size_t n,
 
 /*
  * Checks that key belongs to inv's current generation and names an entry;
- * returns it through *out. Errors: -RF_ESTALE (older generation), -ENOENT.
+ * returns it through *out (NULL on error). O(1) when indices are 0..n-1,
+ * else O(log n). Errors: -RF_ESTALE (older generation, or any generation
+ * other than inv's), -ENOENT, -EINVAL (NULL argument).
  */
 int rf_inventory_lookup(const struct rf_inventory *inv, struct rf_resource_key key,
                         const struct rf_inventory_entry **out);
 
+/* Static names for reports; NULL for a value outside the enum. */
 const char *rf_weight_access_name(enum rf_weight_access a);   /* "file_backed", ... */
 const char *rf_eligibility_name(enum rf_eligibility e);       /* "eligible", ... */
 const char *rf_confidence_name(enum rf_confidence c);         /* "high", ... */

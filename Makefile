@@ -1,0 +1,41 @@
+# Thin wrapper over CMake. The README's two commands: `make demo`, `make check`.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+DEMO_PRESET ?= tinyllama
+DEMO_TYPE ?= q8_0
+DEMO_MODEL = $(BUILD)/models/$(DEMO_PRESET)-$(DEMO_TYPE).gguf
+# A user's own llama.cpp install prefix; empty: the pinned build (scripts/build-llama.sh).
+LLAMA_PREFIX ?=
+
+.PHONY: all deps llama build demo check clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+llama: deps
+	@scripts/build-llama.sh >/dev/null
+
+$(BUILD)/CMakeCache.txt: | deps
+	@prefix="$(LLAMA_PREFIX)"; \
+	if [ -z "$$prefix" ]; then prefix=$$(scripts/build-llama.sh | tail -n 1) || exit 1; fi; \
+	cmake -S . -B $(BUILD) -DRAMFORGE_LLAMA_PREFIX="$$prefix" >/dev/null
+
+build: $(BUILD)/CMakeCache.txt
+	@cmake --build $(BUILD) -j$(JOBS)
+
+$(DEMO_MODEL): | build
+	@mkdir -p $(dir $@)
+	$(BUILD)/ramforge mkmodel --preset $(DEMO_PRESET) --type $(DEMO_TYPE) --seed 42 -o $@
+
+demo: build $(DEMO_MODEL)
+	$(BUILD)/ramforge run -m $(DEMO_MODEL) -p "Hello my name is" -n 16 \
+	    --residency-report --residency-report-json $(BUILD)/demo-report.json
+	@echo "ramforge: JSON report written to $(BUILD)/demo-report.json"
+
+check: build
+	@cd $(BUILD) && ctest --output-on-failure
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,167 @@
+/*
+ * forge: the native layer over llama.cpp's C API.
+ *
+ * It loads a GGUF model through llama.cpp (mmap), exposes its tensors and
+ * mappings as the plain structs of inventory.h, observes once which weights
+ * the inference graph reads from the file mapping and which from an
+ * anonymous (repacked) copy, runs greedy generation, and generates test
+ * models. It is the only part of ramforge that includes llama.cpp headers;
+ * callers see opaque handles and plain structs.
+ *
+ * Errors are negative errno values (or -RF_EBADMODEL) with a one-line
+ * message written to a caller buffer ("cannot open x.gguf: No such file or
+ * directory"); nothing is printed.
+ */
+#ifndef RAMFORGE_FORGE_H
+#define RAMFORGE_FORGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ramforge/inventory.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FORGE_ERR_MAX 512 /* size of the message buffers below */
+
+/* llama.cpp version string this build links, e.g. "v0.4.0 80fb11a". */
+const char *forge_llama_version(void);
+
+/*
+ * Initialises llama.cpp's backends once and routes its log through
+ * rf_log (verbose false drops its INFO/DEBUG lines). Idempotent.
+ */
+void forge_init(bool verbose);
+
+/*
+ * Checks that PATH is a GGUF file llama.cpp can map: readable, GGUF magic,
+ * a header gguf can parse, and every tensor's data inside the file. Reads
+ * only the header (gguf_init_from_file with no_alloc). Returns 0, or
+ * -errno (open/stat) / -RF_EBADMODEL with the reason in err.
+ */
+int forge_gguf_check(const char *path, char err[FORGE_ERR_MAX]);
+
+struct forge_model;
+
+struct forge_model_params {
+    bool use_extra_bufts; /* allow CPU_REPACK (repacked anonymous weights); default true */
+    int n_threads;        /* threads for the access probe; default 2 */
+    bool probe_access;    /* run the graph probe at load; default true */
+};
+
+struct forge_model_params forge_model_default_params(void);
+
+/*
+ * Loads PATH with llama_model_load_from_file (LLAMA_LOAD_MODE_MMAP), reads
+ * the tensor table with gguf, finds the model's r--s mappings in
+ * /proc/self/maps by the file's dev+inode, and (probe_access) decodes one
+ * token on a short-lived context whose cb_eval ask phase records each
+ * weight source's data pointer: inside the file mapping = FILE_BACKED,
+ * elsewhere = ANONYMOUS, never seen = UNREFERENCED. The probe context is
+ * freed before this returns. *out is freed with forge_model_free.
+ * Errors: those of forge_gguf_check, -EIO when llama.cpp refuses the
+ * model, -ENOMEM.
+ */
+int forge_model_load(const char *path, const struct forge_model_params *params,
+                     struct forge_model **out, char err[FORGE_ERR_MAX]);
+
+/* Frees the model and everything it owns. NULL is a no-op. */
+void forge_model_free(struct forge_model *m);
+
+/* Process-unique id of this loaded model instance (1, 2, ...). */
+uint64_t forge_model_instance_id(const struct forge_model *m);
+
+/* The tensor table (GGUF order); owned by m, valid until forge_model_free. */
+const struct rf_tensor_meta *forge_model_tensors(const struct forge_model *m, size_t *n_out);
+
+/* The model's mappings (one per file); owned by m. */
+const struct rf_mapping_meta *forge_model_mappings(const struct forge_model *m, size_t *n_out);
+
+/* Model facts from llama.cpp (llama_model_desc, n_layer, ...). */
+struct forge_model_info {
+    char desc[128];        /* llama_model_desc: "llama 1B Q8_0" */
+    char path[4096];       /* as given to forge_model_load */
+    uint64_t file_size_bytes;
+    uint64_t n_params;     /* llama_model_n_params */
+    uint64_t size_bytes;   /* llama_model_size: native logical tensor bytes */
+    int32_t n_layer, n_embd, n_head, n_head_kv, n_ctx_train, n_vocab;
+    bool access_probed;    /* the graph probe ran and classified tensors */
+    uint64_t probe_ns;     /* wall time of the probe, nanoseconds */
+};
+void forge_model_get_info(const struct forge_model *m, struct forge_model_info *out);
+
+struct forge_generate_params {
+    const char *prompt;  /* UTF-8, tokenized with add_special = true, parse_special = true */
+    int32_t n_predict;   /* tokens to generate (stops early at end-of-generation) */
+    uint32_t n_ctx;      /* context size; 0 = n_prompt + n_predict */
+    int32_t n_threads;   /* <= 0: llama.cpp's default */
+};
+
+/* What a generation produced, and its timings in nanoseconds (CLOCK_MONOTONIC). */
+struct forge_generate_result {
+    int32_t *prompt_tokens; /* n_prompt ids, owned */
+    size_t n_prompt;
+    int32_t *tokens;        /* n_tokens generated ids, owned */
+    size_t n_tokens;
+    char *text;             /* generated text (pieces of tokens), owned, NUL-terminated */
+    uint32_t n_ctx;         /* the context size used */
+    uint64_t context_init_ns;  /* llama_init_from_model */
+    uint64_t prompt_ns;     /* first llama_decode (prompt processing) */
+    uint64_t ttft_ns;       /* inference start to first sampled token */
+    uint64_t decode_ns;     /* decode of generated tokens after the first */
+    uint64_t sync_ns;       /* explicit llama_synchronize calls, summed */
+    uint64_t inference_ns;  /* prompt processing start to the last token */
+};
+
+/*
+ * Tokenizes the prompt, creates a context, decodes greedily (the sampler
+ * chain of llama.cpp's examples/simple), frees the context, and fills *out
+ * (free with forge_generate_result_free). Errors: -EINVAL (empty prompt,
+ * n_predict < 1, context too small), -EIO (llama.cpp failed; err says
+ * where), -ENOMEM.
+ */
+int forge_generate(struct forge_model *m, const struct forge_generate_params *params,
+                   struct forge_generate_result *out, char err[FORGE_ERR_MAX]);
+
+void forge_generate_result_free(struct forge_generate_result *r);
+
+/* Model generation (ramforge mkmodel). */
+enum forge_mkmodel_preset {
+    FORGE_PRESET_TINY = 0,  /* 2 layers, n_embd 64: a few MiB */
+    FORGE_PRESET_SMALL,     /* 4 layers, n_embd 256: tens of MiB */
+    FORGE_PRESET_TINYLLAMA, /* TinyLlama-1.1B shapes: 22 layers, n_embd 2048 */
+};
+
+struct forge_mkmodel_params {
+    enum forge_mkmodel_preset preset;
+    const char *type;   /* "f32", "f16", "q8_0", "q4_0" for 2-D weights */
+    uint64_t seed;      /* PRNG seed: same arguments, byte-identical file */
+    const char *vocab_path; /* GGUF holding the tokenizer (ggml-vocab-llama-spm.gguf) */
+    const char *out_path;
+    /* Called with (done, total) tensors while writing data; may be NULL. */
+    void (*progress)(uint64_t done, uint64_t total, void *user_data);
+    void *progress_user_data;
+};
+
+/*
+ * Builds a llama-architecture model with llama_model_init_from_user (every
+ * standard tensor listed in the metadata with its type; weights from a
+ * splitmix64 stream seeded by seed and the tensor name, quantized with
+ * ggml_quantize_chunk; optional tensors llama.cpp adds on its own are filled
+ * with neutral values) and writes it with llama_model_save_to_file to a
+ * temporary file renamed over out_path, so a failure leaves no partial file.
+ * Errors: -EINVAL (bad type), -errno / -RF_EBADMODEL (vocab), -EIO.
+ */
+int forge_mkmodel(const struct forge_mkmodel_params *params, char err[FORGE_ERR_MAX]);
+
+/* Parses "tiny"/"small"/"tinyllama"; -EINVAL otherwise. */
+int forge_mkmodel_preset_parse(const char *s, enum forge_mkmodel_preset *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

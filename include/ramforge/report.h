@@ -1,0 +1,123 @@
+/*
+ * The operation report: a versioned JSON document (schema_version 1, kind
+ * "ramforge.residency.operation_report") built from the plain structs of
+ * the other core modules, with jansson.
+ *
+ * Every top-level key is always present. A section whose figures could not
+ * be had, or whose feature is not part of this run, keeps its keys with
+ * null values and a "reason"; nothing is reported as a fake zero.
+ */
+#ifndef RAMFORGE_REPORT_H
+#define RAMFORGE_REPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "ramforge/inventory.h"
+#include "ramforge/ledger.h"
+#include "ramforge/timing.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RF_REPORT_SCHEMA_VERSION 1
+#define RF_REPORT_KIND "ramforge.residency.operation_report"
+#define RF_REPORT_MAX_WARNINGS 16
+
+/* One point-in-time sample of process, mapping and cgroup figures. */
+struct rf_residency_sample {
+    bool taken;                  /* false: the sample was not taken */
+    const char *label;           /* "after_load", "after_session", ... */
+    bool has_process_rss;
+    uint64_t process_rss_bytes;  /* /proc/self/status VmRSS */
+    bool has_process_rss_peak;
+    uint64_t process_rss_peak_bytes; /* VmHWM */
+    bool has_mapping;
+    uint64_t mapping_rss_bytes;  /* /proc/self/smaps Rss of the model mappings */
+    uint64_t mapping_pss_bytes;  /* ... Pss */
+    bool has_cgroup_current;
+    uint64_t cgroup_current_bytes;
+    bool has_cgroup_peak;
+    uint64_t cgroup_peak_bytes;
+    bool has_cgroup_events;      /* v2 memory.events */
+    uint64_t cgroup_events_high, cgroup_events_max, cgroup_events_oom, cgroup_events_oom_kill;
+};
+
+/* Everything one `ramforge run` knows; pointers are borrowed. */
+struct rf_report {
+    const char *ramforge_version;
+    const char *llama_cpp_version;
+
+    /* model identity */
+    const char *model_path;
+    const char *model_desc;          /* llama_model_desc */
+    uint64_t model_file_size_bytes;
+    uint64_t model_native_size_bytes; /* llama_model_size */
+    uint64_t model_n_params;
+    uint64_t instance_id;            /* forge model instance */
+    bool access_probed;              /* weights classified by the graph probe */
+
+    const char *policy;              /* "off", "observe" */
+    const struct rf_inventory *inventory;     /* NULL: not built (reason in policy_reason) */
+    const struct rf_ledger *ledger;           /* NULL: not built */
+    const struct rf_reconciliation *reconciliation; /* NULL with ledger */
+    const char *not_built_reason;    /* why inventory/ledger are NULL */
+
+    const char *cgroup_version;      /* "v1", "v2", "none" */
+    const char *cgroup_dir;          /* controller directory, or NULL */
+    bool has_cgroup_limit;
+    bool cgroup_limit_unlimited;
+    uint64_t cgroup_limit_bytes;
+
+    struct rf_residency_sample samples[2]; /* after load, after the session */
+
+    const struct rf_timing *timing;
+
+    /* native lifetime facts this version can state */
+    int64_t active_contexts;         /* contexts alive when the report was built */
+
+    /* output */
+    const int32_t *prompt_tokens;
+    size_t n_prompt;
+    const int32_t *tokens;
+    size_t n_tokens;
+    const char *text;
+    uint32_t n_ctx;
+    int32_t n_threads;
+
+    const char *warnings[RF_REPORT_MAX_WARNINGS];
+    size_t n_warnings;
+};
+
+/* FNV-1a 64 over the little-endian bytes of the token ids: "fnv1a64:<16 hex>". */
+void rf_token_fingerprint(const int32_t *tokens, size_t n, char out[32]);
+
+/*
+ * Builds the document. *out is a new reference (json_decref).
+ * Errors: -ENOMEM.
+ */
+int rf_report_to_json(const struct rf_report *r, json_t **out);
+
+/*
+ * The inventory as JSON (ramforge inspect --json and the report's model
+ * section): generation, page_bytes, mappings, totals and, when
+ * with_entries, one object per tensor. Errors: -ENOMEM.
+ */
+int rf_inventory_to_json(const struct rf_inventory *inv, bool with_entries, json_t **out);
+
+/*
+ * Writes doc to path through a temporary file in the same directory and a
+ * rename, so a failure leaves no partial file. Errors: -errno of the
+ * failing call (the temporary file is removed).
+ */
+int rf_json_write_file(json_t *doc, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

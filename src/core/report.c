@@ -1,0 +1,387 @@
+/*
+ * The operation report (schema_version 1) and the inventory as JSON, built
+ * with jansson. Byte counts are JSON integers; a figure that could not be
+ * had is null with a reason beside it. Sections for features this version
+ * does not run keep their keys, null, with a reason.
+ */
+#include "ramforge/report.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* jansson integers are signed 64-bit: larger values become null. */
+static json_t *jbytes(bool has, uint64_t v)
+{
+    return has && v <= (uint64_t)INT64_MAX ? json_integer((json_int_t)v) : json_null();
+}
+
+static json_t *jstr(const char *s)
+{
+    return s ? json_string(s) : json_null();
+}
+
+void rf_token_fingerprint(const int32_t *tokens, size_t n, char out[32])
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v = (uint32_t)tokens[i];
+        for (int b = 0; b < 4; b++)
+            h = (h ^ ((v >> (8 * b)) & 0xff)) * 0x100000001b3ull;
+    }
+    snprintf(out, 32, "fnv1a64:%016llx", (unsigned long long)h);
+}
+
+static json_t *token_array(const int32_t *tokens, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        json_array_append_new(a, json_integer(tokens[i]));
+    return a;
+}
+
+static json_t *mapping_json(const struct rf_mapping_meta *m)
+{
+    char dev[32];
+    snprintf(dev, sizeof(dev), "%x:%x", m->dev_major, m->dev_minor);
+    return json_pack("{s:I, s:s, s:o, s:s, s:o, s:b, s:o, s:o}", "index", (json_int_t)m->index,
+                     "path", m->path, "file_size_bytes", jbytes(true, m->file_size_bytes),
+                     "device", dev, "inode", jbytes(true, m->inode), "validated", m->validated,
+                     "map_offset_bytes", jbytes(m->validated, m->map_offset_bytes),
+                     "map_length_bytes", jbytes(m->validated, m->map_length_bytes));
+}
+
+static json_t *entry_json(const struct rf_inventory_entry *e)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "generation", jbytes(true, e->key.generation));
+    json_object_set_new(o, "index", json_integer(e->key.tensor_index));
+    json_object_set_new(o, "name", json_string(e->name));
+    json_object_set_new(o, "type", json_string(e->type_name));
+    json_object_set_new(o, "file_backed", json_boolean(e->file_backed));
+    json_object_set_new(o, "mapping_index",
+                        e->mapping_index >= 0 ? json_integer(e->mapping_index) : json_null());
+    json_object_set_new(o, "file_offset_bytes", jbytes(true, e->file_offset_bytes));
+    json_object_set_new(o, "logical_bytes", jbytes(true, e->logical_bytes));
+    json_object_set_new(o, "first_page", jbytes(e->file_backed, e->pages.first_page));
+    json_object_set_new(o, "end_page", jbytes(e->file_backed, e->pages.end_page));
+    json_object_set_new(o, "shared_page_bytes", jbytes(e->file_backed, e->shared_page_bytes));
+    json_object_set_new(o, "unique_reclaimable_bytes",
+                        jbytes(e->file_backed, e->unique_reclaimable_bytes));
+    json_object_set_new(o, "access", json_string(rf_weight_access_name(e->access)));
+    json_object_set_new(o, "eligibility", json_string(rf_eligibility_name(e->eligibility)));
+    json_object_set_new(o, "confidence", json_string(rf_confidence_name(e->confidence)));
+    return o;
+}
+
+int rf_inventory_to_json(const struct rf_inventory *inv, bool with_entries, json_t **out)
+{
+    const struct rf_inventory_totals *t = &inv->totals;
+    json_t *o = json_object(), *maps = json_array(), *tot = json_object();
+
+    if (!o || !maps || !tot)
+        goto nomem;
+    json_object_set_new(o, "generation", jbytes(true, inv->generation));
+    json_object_set_new(o, "page_bytes", jbytes(true, inv->page_bytes));
+    for (size_t i = 0; i < inv->n_mappings; i++) {
+        json_t *m = mapping_json(&inv->mappings[i]);
+        if (!m)
+            goto nomem;
+        json_array_append_new(maps, m);
+    }
+    json_object_set_new(o, "mappings", maps);
+    maps = NULL;
+    json_object_set_new(tot, "n_tensors", jbytes(true, t->n_tensors));
+    json_object_set_new(tot, "n_file_backed", jbytes(true, t->n_file_backed));
+    json_object_set_new(tot, "n_anonymous", jbytes(true, t->n_anonymous));
+    json_object_set_new(tot, "n_eligible", jbytes(true, t->n_eligible));
+    json_object_set_new(tot, "logical_bytes", jbytes(true, t->logical_bytes));
+    json_object_set_new(tot, "file_backed_logical_bytes", jbytes(true, t->file_backed_logical_bytes));
+    json_object_set_new(tot, "anonymous_logical_bytes", jbytes(true, t->anonymous_logical_bytes));
+    json_object_set_new(tot, "mapped_virtual_bytes", jbytes(true, t->mapped_virtual_bytes));
+    json_object_set_new(tot, "shared_page_bytes", jbytes(true, t->shared_page_bytes));
+    json_object_set_new(tot, "unique_reclaimable_bytes", jbytes(true, t->unique_reclaimable_bytes));
+    json_object_set_new(tot, "note",
+                        json_string("logical and page-range figures from the GGUF tensor table, "
+                                    "not residency; unique_reclaimable_bytes sums eligible "
+                                    "entries and is an estimate"));
+    json_object_set_new(o, "totals", tot);
+    tot = NULL;
+    if (with_entries) {
+        json_t *a = json_array();
+        if (!a)
+            goto nomem;
+        json_object_set_new(o, "tensors", a);
+        for (size_t i = 0; i < inv->n; i++) {
+            json_t *e = entry_json(&inv->entries[i]);
+            if (!e)
+                goto nomem;
+            json_array_append_new(a, e);
+        }
+    }
+    *out = o;
+    return 0;
+nomem:
+    json_decref(o);
+    json_decref(maps);
+    json_decref(tot);
+    return -ENOMEM;
+}
+
+static json_t *ledger_json(const struct rf_ledger *l, const struct rf_reconciliation *rc)
+{
+    json_t *o = json_object(), *entries = json_array(), *rec = json_object();
+    if (!o || !entries || !rec) {
+        json_decref(o);
+        json_decref(entries);
+        json_decref(rec);
+        return NULL;
+    }
+    for (int c = 0; c < RF_LEDGER_N_CATEGORIES; c++) {
+        const struct rf_ledger_entry *e = &l->entries[c];
+        json_array_append_new(
+            entries,
+            json_pack("{s:s, s:o, s:s, s:s, s:s}", "category",
+                      rf_ledger_category_name((enum rf_ledger_category)c), "value_bytes",
+                      jbytes(e->has_value, e->value_bytes), "provenance",
+                      rf_provenance_name(e->provenance), "source", e->source, "note", e->note));
+    }
+    json_object_set_new(o, "entries", entries);
+#define REC(field)                                                                                 \
+    json_object_set_new(rec, #field,                                                               \
+                        rc->field.has_value ? json_integer(rc->field.value) : json_null())
+    REC(mapped_virtual_bytes);
+    REC(mapped_resident_bytes);
+    REC(process_rss_bytes);
+    REC(cgroup_current_bytes);
+    REC(cgroup_peak_bytes);
+    REC(rss_minus_mapping_resident_bytes);
+    REC(cgroup_current_minus_rss_bytes);
+#undef REC
+    json_object_set_new(rec, "note",
+                        json_string("differences are signed and are not overhead: RSS holds KV "
+                                    "cache, scratch and runtime pages; the cgroup charge holds "
+                                    "page cache and kernel memory"));
+    json_object_set_new(o, "reconciliation", rec);
+    json_object_set_new(o, "note",
+                        json_string("categories are not additive; no total is given"));
+    return o;
+}
+
+static json_t *sample_json(const struct rf_residency_sample *s)
+{
+    return json_pack("{s:s, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "label",
+                     s->label ? s->label : "", "taken", s->taken, "process_rss_bytes",
+                     jbytes(s->has_process_rss, s->process_rss_bytes), "process_rss_peak_bytes",
+                     jbytes(s->has_process_rss_peak, s->process_rss_peak_bytes),
+                     "mapping_rss_bytes", jbytes(s->has_mapping, s->mapping_rss_bytes),
+                     "mapping_pss_bytes", jbytes(s->has_mapping, s->mapping_pss_bytes),
+                     "cgroup_current_bytes", jbytes(s->has_cgroup_current, s->cgroup_current_bytes),
+                     "cgroup_peak_bytes", jbytes(s->has_cgroup_peak, s->cgroup_peak_bytes),
+                     "cgroup_events_high", jbytes(s->has_cgroup_events, s->cgroup_events_high),
+                     "cgroup_events_max", jbytes(s->has_cgroup_events, s->cgroup_events_max),
+                     "cgroup_events_oom", jbytes(s->has_cgroup_events, s->cgroup_events_oom),
+                     "cgroup_events_oom_kill",
+                     jbytes(s->has_cgroup_events, s->cgroup_events_oom_kill));
+}
+
+/* {"<key>": null, ..., "reason": reason} for a section this run does not fill. */
+static json_t *absent_section(const char *reason, const char *const *keys)
+{
+    json_t *o = json_object();
+    for (; o && *keys; keys++)
+        json_object_set_new(o, *keys, json_null());
+    if (o)
+        json_object_set_new(o, "reason", json_string(reason));
+    return o;
+}
+
+static json_t *model_json(const struct rf_report *r)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "path", jstr(r->model_path));
+    json_object_set_new(o, "desc", jstr(r->model_desc));
+    json_object_set_new(o, "file_size_bytes", jbytes(true, r->model_file_size_bytes));
+    json_object_set_new(o, "native_size_bytes", jbytes(true, r->model_native_size_bytes));
+    json_object_set_new(o, "n_params", jbytes(true, r->model_n_params));
+    json_object_set_new(o, "instance_id", jbytes(true, r->instance_id));
+    json_object_set_new(o, "access_probed", json_boolean(r->access_probed));
+    if (r->inventory) {
+        json_t *inv;
+        if (rf_inventory_to_json(r->inventory, false, &inv) < 0) {
+            json_decref(o);
+            return NULL;
+        }
+        json_object_set_new(o, "inventory_generation", jbytes(true, r->inventory->generation));
+        json_object_set_new(o, "inventory", inv);
+    } else {
+        json_object_set_new(o, "inventory_generation", json_null());
+        json_object_set_new(o, "inventory", json_null());
+        json_object_set_new(o, "reason", jstr(r->not_built_reason));
+    }
+    return o;
+}
+
+static json_t *timing_json(const struct rf_timing *t)
+{
+    json_t *o = json_object();
+    for (int k = 0; o && k < RF_TIMER_N; k++)
+        json_object_set_new(o, rf_timer_name((enum rf_timer)k),
+                            t ? jbytes(t->has[k], t->ns[k]) : json_null());
+    if (o)
+        json_object_set_new(o, "note",
+                            json_string("nanoseconds; nested timers are not summed; end_to_end "
+                                        "runs from command entry to the end of the work and "
+                                        "excludes report serialization; null: stage not run"));
+    return o;
+}
+
+int rf_report_to_json(const struct rf_report *r, json_t **out)
+{
+    static const char *admission_keys[] = {"outcome", "soft_target_bytes", NULL};
+    static const char *plan_keys[] = {"profile_used", "selected_count", "selected_bytes", NULL};
+    static const char *staging_keys[] = {"budget_bytes", "selected_bytes", "accepted_bytes",
+                                         "observed_mapping_delta_bytes", NULL};
+    static const char *application_keys[] = {"requested_bytes", "accepted_bytes",
+                                             "observed_mapping_delta_bytes",
+                                             "observed_cgroup_delta_bytes", NULL};
+    static const char *lifetime_keys[] = {"state_counts", NULL};
+    static const char *profile_keys[] = {"source", "profile_used", NULL};
+    char fp[32];
+    json_t *doc = json_object(), *v;
+
+    if (!doc)
+        return -ENOMEM;
+    json_object_set_new(doc, "schema_version", json_integer(RF_REPORT_SCHEMA_VERSION));
+    json_object_set_new(doc, "kind", json_string(RF_REPORT_KIND));
+    json_object_set_new(doc, "ramforge_version", jstr(r->ramforge_version));
+    json_object_set_new(doc, "llama_cpp_version", jstr(r->llama_cpp_version));
+    json_object_set_new(doc, "model", model_json(r));
+    json_object_set_new(doc, "policy",
+                        json_pack("{s:s, s:b, s:b}", "profile", r->policy, "plans", false,
+                                  "mutates", false));
+
+    v = absent_section("admission control is not implemented in this version", admission_keys);
+    if (v) {
+        json_t *hard = json_object();
+        json_object_set_new(hard, "cgroup_version", jstr(r->cgroup_version));
+        json_object_set_new(hard, "cgroup_dir", jstr(r->cgroup_dir));
+        json_object_set_new(hard, "limit_bytes",
+                            jbytes(r->has_cgroup_limit && !r->cgroup_limit_unlimited,
+                                   r->cgroup_limit_bytes));
+        json_object_set_new(hard, "unlimited",
+                            r->has_cgroup_limit ? json_boolean(r->cgroup_limit_unlimited)
+                                                : json_null());
+        json_object_set_new(v, "hard_limit", hard);
+    }
+    json_object_set_new(doc, "admission", v);
+    json_object_set_new(doc, "plan",
+                        absent_section("no plan: policy profiles off and observe make none in "
+                                       "this version",
+                                       plan_keys));
+    json_object_set_new(doc, "ledger", r->ledger ? ledger_json(r->ledger, r->reconciliation)
+                                                 : absent_section(r->not_built_reason ? r->not_built_reason : "not built",
+                                                                  (const char *[]){"entries", "reconciliation", NULL}));
+    json_object_set_new(doc, "staging",
+                        absent_section("no staging was planned or requested", staging_keys));
+    json_object_set_new(doc, "application",
+                        absent_section("no release was requested (policy does not mutate)",
+                                       application_keys));
+    json_object_set_new(
+        doc, "native",
+        json_pack("{s:n, s:o, s:n, s:n, s:I, s:n, s:s}", "contract_version", "instance_id",
+                  jbytes(true, r->instance_id), "quiescent", "in_flight_contexts",
+                  "active_contexts", (json_int_t)r->active_contexts, "execution_generation",
+                  "reason",
+                  "the native execution gate (contract version 1) is not implemented in this "
+                  "version; active_contexts is ramforge's own count"));
+    json_object_set_new(doc, "lifetime",
+                        absent_section("resource-lifetime tracking is not implemented in this "
+                                       "version",
+                                       lifetime_keys));
+    json_object_set_new(doc, "profile",
+                        absent_section("no access profile was loaded", profile_keys));
+
+    json_t *res = json_object(), *samples = json_array();
+    for (int i = 0; res && samples && i < 2; i++)
+        if (r->samples[i].taken)
+            json_array_append_new(samples, sample_json(&r->samples[i]));
+    json_object_set_new(res, "samples", samples);
+    json_object_set_new(res, "page_snapshot", json_null());
+    json_object_set_new(res, "reason",
+                        json_string("page-level mincore snapshots are not implemented in this "
+                                    "version"));
+    json_object_set_new(doc, "residency", res);
+    json_object_set_new(doc, "timing", timing_json(r->timing));
+
+    rf_token_fingerprint(r->tokens, r->n_tokens, fp);
+    json_object_set_new(
+        doc, "output",
+        json_pack("{s:I, s:I, s:s, s:o, s:o, s:s, s:I, s:I}", "n_prompt_tokens",
+                  (json_int_t)r->n_prompt, "n_generated_tokens", (json_int_t)r->n_tokens,
+                  "token_fingerprint", fp, "prompt_token_ids",
+                  token_array(r->prompt_tokens, r->n_prompt), "token_ids",
+                  token_array(r->tokens, r->n_tokens), "text", r->text ? r->text : "", "n_ctx",
+                  (json_int_t)r->n_ctx, "n_threads", (json_int_t)r->n_threads));
+
+    json_t *w = json_array();
+    for (size_t i = 0; w && i < r->n_warnings; i++)
+        json_array_append_new(w, json_string(r->warnings[i]));
+    json_object_set_new(doc, "warnings", w);
+
+    /* Any NULL above (allocation failure) left a key unset. */
+    static const char *required[] = {"schema_version", "kind", "ramforge_version",
+                                     "llama_cpp_version", "model", "policy", "admission", "plan",
+                                     "ledger", "staging", "application", "native", "lifetime",
+                                     "profile", "residency", "timing", "output", "warnings"};
+    for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++) {
+        if (!json_object_get(doc, required[i])) {
+            json_decref(doc);
+            return -ENOMEM;
+        }
+    }
+    *out = doc;
+    return 0;
+}
+
+int rf_json_write_file(json_t *doc, const char *path)
+{
+    char *tmp = NULL;
+    int fd, rc = 0;
+
+    if (asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0)
+        return -ENOMEM;
+    fd = mkstemp(tmp);
+    if (fd < 0) {
+        rc = -errno;
+        free(tmp);
+        return rc;
+    }
+    if (json_dumpfd(doc, fd, JSON_INDENT(2) | JSON_SORT_KEYS) < 0 || write(fd, "\n", 1) != 1) {
+        rc = errno ? -errno : -EIO;
+        close(fd);
+        goto fail;
+    }
+    if (fsync(fd) < 0 || close(fd) < 0) {
+        rc = -errno;
+        goto fail;
+    }
+    if (chmod(tmp, 0644) < 0 || rename(tmp, path) < 0) {
+        rc = -errno;
+        goto fail;
+    }
+    free(tmp);
+    return 0;
+fail:
+    unlink(tmp);
+    free(tmp);
+    return rc;
+}

@@ -1,0 +1,339 @@
+/*
+ * forge model: loads a GGUF model through llama.cpp (mmap), builds the plain
+ * tensor and mapping tables the inventory consumes, and classifies each
+ * weight by what the inference graph actually reads.
+ *
+ * The tensor table comes from the GGUF header (gguf_init_from_file,
+ * no_alloc): name, type, absolute file offset (data offset + tensor offset)
+ * and payload size. The mapping comes from /proc/self/maps: the r--s
+ * mapping whose dev+inode are the file's. llama.cpp unmaps the header pages
+ * after load, so the mapping starts at a non-zero file offset; a tensor's
+ * address is map_start + (file offset - mapping file offset).
+ *
+ * The access probe decodes one token on a short-lived context with a
+ * cb_eval callback. In the ask phase (before the scheduler splits the
+ * graph) it looks at each node's sources; a source in a weights buffer is
+ * looked up by name and classified by its data pointer: inside the file
+ * mapping it is FILE_BACKED, elsewhere ANONYMOUS (a CPU_REPACK copy). The
+ * callback always answers false, so it adds no barrier and reads no data.
+ */
+#include "forge_internal.h"
+
+#include "ramforge/timing.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "ramforge/error.h"
+#include "ramforge/sys.h"
+
+#include "ggml-backend.h"
+#include "ggml.h"
+#include "gguf.h"
+#include "llama.h"
+
+static atomic_uint_fast64_t next_instance_id = 1;
+
+struct forge_model_params forge_model_default_params(void)
+{
+    struct forge_model_params p = {
+        .use_extra_bufts = true,
+        .n_threads = 2,
+        .probe_access = true,
+    };
+    return p;
+}
+
+/* Sorted (name, index) pairs so the probe callback finds a weight by name. */
+struct name_index {
+    const char *name;
+    uint32_t index;
+};
+
+static int cmp_name_index(const void *a, const void *b)
+{
+    return strcmp(((const struct name_index *)a)->name, ((const struct name_index *)b)->name);
+}
+
+static int load_tensor_table(struct forge_model *m, struct gguf_context *g)
+{
+    int64_t n = gguf_get_n_tensors(g);
+    uint64_t data_offset = gguf_get_data_offset(g);
+
+    m->tensors = calloc(n > 0 ? (size_t)n : 1, sizeof(*m->tensors));
+    m->by_name = calloc(n > 0 ? (size_t)n : 1, sizeof(*m->by_name));
+    if (!m->tensors || !m->by_name)
+        return -ENOMEM;
+    for (int64_t i = 0; i < n; i++) {
+        struct rf_tensor_meta *t = &m->tensors[i];
+        t->index = (uint32_t)i;
+        snprintf(t->name, sizeof(t->name), "%s", gguf_get_tensor_name(g, i));
+        snprintf(t->type_name, sizeof(t->type_name), "%s",
+                 ggml_type_name(gguf_get_tensor_type(g, i)));
+        t->mapping_index = 0;
+        /* forge_gguf_check proved data_offset + offset + size fits the file. */
+        t->file_offset_bytes = data_offset + gguf_get_tensor_offset(g, i);
+        t->logical_bytes = gguf_get_tensor_size(g, i);
+        t->access = RF_ACCESS_UNKNOWN;
+        m->by_name[i].name = t->name;
+        m->by_name[i].index = (uint32_t)i;
+    }
+    m->n_tensors = (size_t)n;
+    qsort(m->by_name, m->n_tensors, sizeof(*m->by_name), cmp_name_index);
+    return 0;
+}
+
+/*
+ * Finds the model file's r--s mapping in /proc/self/maps. Contiguous
+ * fragments (same file, adjacent addresses and offsets) are merged; if the
+ * file is mapped in disjoint pieces the largest piece is kept and tensors
+ * outside it become NOT_MAPPED in the inventory.
+ */
+static int find_mapping(struct forge_model *m, const struct stat *st)
+{
+    struct rf_mapping_meta *mm = &m->mapping;
+    struct rfsys_maps maps;
+    int rc;
+
+    memset(mm, 0, sizeof(*mm));
+    snprintf(mm->path, sizeof(mm->path), "%s", m->info.path);
+    mm->file_size_bytes = (uint64_t)st->st_size;
+    mm->dev_major = major(st->st_dev);
+    mm->dev_minor = minor(st->st_dev);
+    mm->inode = (uint64_t)st->st_ino;
+
+    rfsys_maps_init(&maps);
+    rc = rfsys_read_maps(NULL, "self", &maps);
+    if (rc < 0)
+        goto out;
+    uint64_t best_start = 0, best_end = 0, best_off = 0;
+    for (size_t i = 0; i < maps.n; i++) {
+        const struct rfsys_mapping *v = &maps.v[i];
+        if (v->inode != mm->inode || v->dev_major != mm->dev_major ||
+            v->dev_minor != mm->dev_minor || strcmp(v->perms, "r--s") != 0)
+            continue;
+        uint64_t start = v->start_addr, end = v->end_addr, off = v->offset_bytes;
+        /* merge the following contiguous fragments */
+        while (i + 1 < maps.n) {
+            const struct rfsys_mapping *w = &maps.v[i + 1];
+            if (w->inode != mm->inode || w->start_addr != end || strcmp(w->perms, "r--s") != 0 ||
+                w->offset_bytes != off + (end - start))
+                break;
+            end = w->end_addr;
+            i++;
+        }
+        if (end - start > best_end - best_start) {
+            best_start = start;
+            best_end = end;
+            best_off = off;
+        }
+    }
+    if (best_end > best_start) {
+        mm->validated = true;
+        mm->map_offset_bytes = best_off;
+        mm->map_length_bytes = best_end - best_start;
+        m->map_start = (uintptr_t)best_start;
+        m->map_end = (uintptr_t)best_end;
+    }
+out:
+    rfsys_maps_free(&maps);
+    return rc;
+}
+
+/* Resolves a graph source to the model weight it reads, or NULL. */
+static struct rf_tensor_meta *weight_of(struct forge_model *m, const struct ggml_tensor *src)
+{
+    while (src->view_src)
+        src = src->view_src;
+    if (!src->buffer || ggml_backend_buffer_get_usage(src->buffer) != GGML_BACKEND_BUFFER_USAGE_WEIGHTS)
+        return NULL;
+    struct name_index key = {.name = src->name};
+    struct name_index *hit =
+        bsearch(&key, m->by_name, m->n_tensors, sizeof(*m->by_name), cmp_name_index);
+    return hit ? &m->tensors[hit->index] : NULL;
+}
+
+static bool probe_eval_cb(struct ggml_tensor *t, bool ask, void *user_data)
+{
+    struct forge_model *m = user_data;
+
+    if (!ask)
+        return true;
+    for (int i = 0; i < GGML_MAX_SRC; i++) {
+        const struct ggml_tensor *src = t->src[i];
+        if (!src)
+            continue;
+        struct rf_tensor_meta *w = weight_of(m, src);
+        if (!w)
+            continue;
+        const struct ggml_tensor *base = src;
+        while (base->view_src)
+            base = base->view_src;
+        uintptr_t p = (uintptr_t)base->data;
+        enum rf_weight_access a = (m->map_end > m->map_start && p >= m->map_start && p < m->map_end)
+                                      ? RF_ACCESS_FILE_BACKED
+                                      : RF_ACCESS_ANONYMOUS;
+        /* A weight read both ways keeps FILE_BACKED: its file pages are live. */
+        if (w->access != RF_ACCESS_FILE_BACKED)
+            w->access = a;
+    }
+    return false; /* observe only: no data, no barrier */
+}
+
+/*
+ * Decodes one BOS token on a throw-away context with probe_eval_cb, then
+ * marks every weight the graph never named as UNREFERENCED.
+ */
+static int probe_access(struct forge_model *m, int n_threads, char err[FORGE_ERR_MAX])
+{
+    struct llama_context_params cp = llama_context_default_params();
+    const struct llama_vocab *vocab = llama_model_get_vocab(m->model);
+    uint64_t t0 = rf_now_ns();
+    int rc = 0;
+
+    cp.n_ctx = 64;
+    cp.n_batch = 1;
+    cp.n_ubatch = 1;
+    cp.n_threads = n_threads;
+    cp.n_threads_batch = n_threads;
+    cp.cb_eval = probe_eval_cb;
+    cp.cb_eval_user_data = m;
+    cp.no_perf = true;
+
+    struct llama_context *ctx = llama_init_from_model(m->model, cp);
+    if (!ctx) {
+        snprintf(err, FORGE_ERR_MAX, "%s: llama.cpp could not create the probe context",
+                 m->info.path);
+        return -EIO;
+    }
+    llama_token tok = llama_vocab_bos(vocab);
+    if (tok == LLAMA_TOKEN_NULL)
+        tok = 0;
+    if (llama_decode(ctx, llama_batch_get_one(&tok, 1)) != 0) {
+        snprintf(err, FORGE_ERR_MAX, "%s: llama.cpp could not decode the probe token",
+                 m->info.path);
+        rc = -EIO;
+        goto out;
+    }
+    llama_synchronize(ctx);
+    for (size_t i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].access == RF_ACCESS_UNKNOWN)
+            m->tensors[i].access = RF_ACCESS_UNREFERENCED;
+    m->info.access_probed = true;
+out:
+    llama_free(ctx);
+    m->info.probe_ns = rf_now_ns() - t0;
+    return rc;
+}
+
+int forge_model_load(const char *path, const struct forge_model_params *params,
+                     struct forge_model **out, char err[FORGE_ERR_MAX])
+{
+    struct forge_model_params defaults = forge_model_default_params();
+    struct gguf_context *g = NULL;
+    struct forge_model *m = NULL;
+    struct stat st;
+    int rc;
+
+    *out = NULL;
+    if (!params)
+        params = &defaults;
+    rc = forge_gguf_open(path, &g, &st, err);
+    if (rc < 0)
+        return rc;
+
+    m = calloc(1, sizeof(*m));
+    if (!m) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    m->instance_id = atomic_fetch_add(&next_instance_id, 1);
+    snprintf(m->info.path, sizeof(m->info.path), "%s", path);
+    m->info.file_size_bytes = (uint64_t)st.st_size;
+    rc = load_tensor_table(m, g);
+    if (rc < 0)
+        goto fail;
+
+    struct llama_model_params mp = llama_model_default_params();
+    mp.load_mode = LLAMA_LOAD_MODE_MMAP;
+    mp.use_extra_bufts = params->use_extra_bufts;
+    m->model = llama_model_load_from_file(path, mp);
+    if (!m->model) {
+        snprintf(err, FORGE_ERR_MAX, "%s: llama.cpp could not load the model (rerun with --verbose)",
+                 path);
+        rc = -RF_EBADMODEL;
+        goto fail;
+    }
+    rc = find_mapping(m, &st);
+    if (rc < 0) {
+        snprintf(err, FORGE_ERR_MAX, "cannot read /proc/self/maps: %s", rf_strerror(rc));
+        goto fail;
+    }
+    if (!m->mapping.validated)
+        for (size_t i = 0; i < m->n_tensors; i++)
+            m->tensors[i].mapping_index = -1;
+
+    struct forge_model_info *info = &m->info;
+    llama_model_desc(m->model, info->desc, sizeof(info->desc));
+    info->n_params = llama_model_n_params(m->model);
+    info->size_bytes = llama_model_size(m->model);
+    info->n_layer = llama_model_n_layer(m->model);
+    info->n_embd = llama_model_n_embd(m->model);
+    info->n_head = llama_model_n_head(m->model);
+    info->n_head_kv = llama_model_n_head_kv(m->model);
+    info->n_ctx_train = llama_model_n_ctx_train(m->model);
+    info->n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m->model));
+
+    if (params->probe_access) {
+        rc = probe_access(m, params->n_threads > 0 ? params->n_threads : 2, err);
+        if (rc < 0)
+            goto fail;
+    }
+    gguf_free(g);
+    *out = m;
+    return 0;
+fail:
+    forge_model_free(m);
+    gguf_free(g);
+    return rc;
+}
+
+void forge_model_free(struct forge_model *m)
+{
+    if (!m)
+        return;
+    if (m->model)
+        llama_model_free(m->model);
+    free(m->by_name);
+    free(m->tensors);
+    free(m);
+}
+
+uint64_t forge_model_instance_id(const struct forge_model *m)
+{
+    return m->instance_id;
+}
+
+const struct rf_tensor_meta *forge_model_tensors(const struct forge_model *m, size_t *n_out)
+{
+    *n_out = m->n_tensors;
+    return m->tensors;
+}
+
+const struct rf_mapping_meta *forge_model_mappings(const struct forge_model *m, size_t *n_out)
+{
+    *n_out = 1;
+    return &m->mapping;
+}
+
+void forge_model_get_info(const struct forge_model *m, struct forge_model_info *out)
+{
+    *out = m->info;
+}

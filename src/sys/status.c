@@ -1,0 +1,87 @@
+/*
+ * /proc/<pid>/status: the process's own memory figures (VmRSS, VmHWM,
+ * RssAnon, RssFile, RssShmem, VmLck), in bytes.
+ *
+ * The file is a few KiB of "Name:\tvalue" lines; only the six size fields
+ * are parsed, every other line (including ones without a colon) is ignored.
+ */
+#include "ramforge/sys.h"
+#include "sys_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * Applies one line to *st. Lines without a colon and unknown fields are
+ * ignored; a known field must hold "<number> kB" (-EBADMSG, -EOVERFLOW).
+ * A field that appears twice keeps its last value.
+ */
+static int parse_status_line(char *line, struct rfsys_status *st)
+{
+    const struct {
+        const char *name;
+        bool *has;
+        uint64_t *bytes;
+    } fields[] = {
+        {"VmRSS", &st->has_vm_rss, &st->vm_rss_bytes},
+        {"VmHWM", &st->has_vm_hwm, &st->vm_hwm_bytes},
+        {"RssAnon", &st->has_rss_anon, &st->rss_anon_bytes},
+        {"RssFile", &st->has_rss_file, &st->rss_file_bytes},
+        {"RssShmem", &st->has_rss_shmem, &st->rss_shmem_bytes},
+        {"VmLck", &st->has_vm_lck, &st->vm_lck_bytes},
+    };
+    char *colon = strchr(line, ':');
+    size_t i;
+
+    if (!colon)
+        return 0;
+    *colon = '\0';
+    for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        uint64_t bytes;
+        int ret;
+
+        if (strcmp(line, fields[i].name) != 0)
+            continue;
+        ret = rfsys__parse_kb(colon + 1, &bytes);
+        if (ret < 0)
+            return ret;
+        *fields[i].has = true;
+        *fields[i].bytes = bytes;
+        return 0;
+    }
+    return 0;
+}
+
+int rfsys_read_status(const char *sysroot, const char *pid, struct rfsys_status *out)
+{
+    struct rfsys_status st;
+    char path[64];
+    char *text = NULL;
+    char *cursor, *line;
+    int ret;
+
+    if (!out)
+        return -EINVAL;
+    memset(out, 0, sizeof(*out));
+    memset(&st, 0, sizeof(st));
+    ret = rfsys__proc_path(path, sizeof(path), pid, "status");
+    if (ret < 0)
+        goto out;
+    ret = rfsys_slurp(sysroot, path, RFSYS_SLURP_MAX_BYTES, &text, NULL);
+    if (ret < 0)
+        goto out;
+
+    cursor = text;
+    while ((line = rfsys__next_line(&cursor)) != NULL) {
+        ret = parse_status_line(line, &st);
+        if (ret < 0)
+            goto out;
+    }
+    *out = st;
+    ret = 0;
+
+out:
+    free(text);
+    return ret;
+}

@@ -1,0 +1,119 @@
+/*
+ * Live tests on the running kernel (sysroot "" and NULL): smaps and status
+ * of this test process, and its cgroup memory controller, whatever version
+ * the machine has.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ramforge/sys.h"
+
+static void test_live_smaps_has_self(void **state)
+{
+    char exe[PATH_MAX];
+    struct rfsys_maps maps;
+    struct rfsys_mapping_sum sum;
+    const struct rfsys_mapping *text = NULL;
+    ssize_t n;
+    size_t i;
+
+    (void)state;
+    n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    assert_true(n > 0);
+    exe[n] = '\0';
+
+    rfsys_maps_init(&maps);
+    assert_int_equal(rfsys_read_smaps("", "self", &maps), 0);
+    assert_true(maps.n > 0);
+    for (i = 0; i < maps.n; i++) {
+        const struct rfsys_mapping *m = &maps.v[i];
+
+        assert_true(m->has_smaps);
+        assert_true(m->start_addr < m->end_addr);
+        if (i > 0)
+            assert_true(maps.v[i - 1].end_addr <= m->start_addr);
+        if (m->path && strcmp(m->path, exe) == 0 && m->perms[2] == 'x')
+            text = m;
+    }
+    assert_non_null(text); /* the executable's code is mapped */
+    assert_true(text->inode != 0);
+
+    /* This code runs from that file, so some of it is resident. */
+    assert_int_equal(rfsys_maps_sum_file(&maps, text->dev_major, text->dev_minor, text->inode,
+                                         NULL, &sum),
+                     0);
+    assert_true(sum.n_mappings >= 1);
+    assert_true(sum.complete);
+    assert_true(sum.rss_bytes > 0);
+    assert_true(sum.virtual_bytes >= text->end_addr - text->start_addr);
+
+    /* maps (NULL sysroot) sees the same executable mapping. */
+    assert_int_equal(rfsys_read_maps(NULL, "self", &maps), 0);
+    text = NULL;
+    for (i = 0; i < maps.n; i++) {
+        assert_false(maps.v[i].has_smaps);
+        if (maps.v[i].path && strcmp(maps.v[i].path, exe) == 0)
+            text = &maps.v[i];
+    }
+    assert_non_null(text);
+    rfsys_maps_free(&maps);
+}
+
+static void test_live_status(void **state)
+{
+    struct rfsys_status st;
+
+    (void)state;
+    assert_int_equal(rfsys_read_status("", "self", &st), 0);
+    assert_true(st.has_vm_rss);
+    assert_true(st.vm_rss_bytes > 0);
+    assert_int_equal(st.vm_rss_bytes % 1024, 0);
+    if (st.has_vm_hwm)
+        assert_true(st.vm_hwm_bytes >= st.vm_rss_bytes);
+}
+
+static void test_live_cgroup(void **state)
+{
+    struct rfsys_cgroup_memory cg;
+    int ret;
+
+    (void)state;
+    ret = rfsys_read_cgroup_memory("", "self", &cg);
+    if (ret == -ENOENT)
+        skip(); /* no /proc/self/cgroup: kernel without cgroups */
+    assert_int_equal(ret, 0);
+    switch (cg.version) {
+    case RFSYS_CGROUP_NONE:
+        assert_false(cg.has_current);
+        break;
+    case RFSYS_CGROUP_V1:
+    case RFSYS_CGROUP_V2:
+        assert_true(cg.dir[0] == '/');
+        assert_true(cg.has_current);
+        assert_true(cg.current_source[0] == '/');
+        if (cg.has_limit && cg.limit_unlimited)
+            assert_int_equal(cg.limit_bytes, 0);
+        break;
+    default:
+        fail_msg("unknown cgroup version %d", (int)cg.version);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_live_smaps_has_self),
+        cmocka_unit_test(test_live_status),
+        cmocka_unit_test(test_live_cgroup),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,81 @@
+/* Shared helpers of the ramforge CLI (see cli.h). */
+#include "cli.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s: ", RF_PROGRAM);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+void cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s: ", RF_PROGRAM);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry '%s %s--help' for more information.\n", RF_PROGRAM, cmd ? cmd : "");
+}
+
+bool cli_parse_int(const char *what, const char *s, long long min, long long max, long long *out)
+{
+    char *end;
+    long long v;
+
+    errno = 0;
+    v = strtoll(s, &end, 10);
+    if (*s == '\0' || *end != '\0') {
+        cli_error("invalid %s '%s': not a whole number", what, s);
+        return false;
+    }
+    if (errno == ERANGE || v < min || v > max) {
+        cli_error("invalid %s '%s': must be between %lld and %lld", what, s, min, max);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+const char *cli_format_bytes(uint64_t bytes, bool raw, char *buf, size_t len)
+{
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)bytes;
+    int u = 0;
+
+    if (raw || bytes < 1024) {
+        snprintf(buf, len, "%" PRIu64 "%s", bytes, raw ? "" : " B");
+        return buf;
+    }
+    while (v >= 1024.0 && u < 6) {
+        v /= 1024.0;
+        u++;
+    }
+    snprintf(buf, len, "%.2f %s", v, units[u]);
+    return buf;
+}
+
+const char *cli_format_ns(uint64_t ns, char *buf, size_t len)
+{
+    if (ns >= 1000000000ull)
+        snprintf(buf, len, "%.3f s", (double)ns / 1e9);
+    else
+        snprintf(buf, len, "%.3f ms", (double)ns / 1e6);
+    return buf;
+}
+
+void cli_log_sink(enum rf_log_level level, const char *msg, void *user_data)
+{
+    (void)level;
+    (void)user_data;
+    fprintf(stderr, "%s\n", msg);
+}

@@ -1,0 +1,40 @@
+/* Shared helpers of the ramforge CLI: messages, number parsing, byte formatting. */
+#ifndef RAMFORGE_CLI_H
+#define RAMFORGE_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ramforge/error.h"
+
+#define RF_PROGRAM "ramforge"
+#define RF_EXIT_FAILURE 1 /* the work failed */
+#define RF_EXIT_USAGE 2   /* bad command line */
+
+/* "ramforge: <message>" on stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* "ramforge: <message>" and "Try 'ramforge CMD --help'." on stderr. */
+void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/*
+ * Parses a decimal integer in [min, max] from the whole of s. On failure
+ * prints "ramforge: invalid <what> 's': <reason>" and returns false.
+ */
+bool cli_parse_int(const char *what, const char *s, long long min, long long max, long long *out);
+
+/* Formats bytes as "1.50 MiB" (or the exact integer when raw). buf >= 32. */
+const char *cli_format_bytes(uint64_t bytes, bool raw, char *buf, size_t len);
+
+/* Formats nanoseconds as "12.3 ms". buf >= 32. */
+const char *cli_format_ns(uint64_t ns, char *buf, size_t len);
+
+int cmd_run(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_mkmodel(int argc, char **argv);
+
+/* The log sink the CLI installs: llama.cpp and library messages on stderr with --verbose. */
+void cli_log_sink(enum rf_log_level level, const char *msg, void *user_data);
+
+#endif

@@ -1,0 +1,63 @@
+/*
+ * ramforge: where a llama.cpp model's memory is, with proof.
+ *
+ * Dispatches the subcommands: run (inference under the memory ledger),
+ * inspect (the tensor inventory), mkmodel (generated test models).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ramforge/forge.h"
+
+#ifndef RAMFORGE_VERSION
+#define RAMFORGE_VERSION "0.0.0"
+#endif
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: %s COMMAND [OPTIONS]\n"
+            "\n"
+            "Memory ledger and residency reports for llama.cpp inference.\n"
+            "\n"
+            "Commands:\n"
+            "  run       load a GGUF model (mmap), generate greedily, and report where its\n"
+            "            memory is: inventory, ledger, reconciliation, timing\n"
+            "  inspect   the model's tensor inventory: page ranges, shared pages,\n"
+            "            reclaimable estimates, eligibility (no prompt is run)\n"
+            "  mkmodel   generate a llama-architecture test model with llama.cpp's API\n"
+            "\n"
+            "Options:\n"
+            "  -h, --help     show this help\n"
+            "  -V, --version  show ramforge's and llama.cpp's versions\n"
+            "\n"
+            "Run '%s COMMAND --help' for a command's options.\n"
+            "Exit status: 0 success, 1 failure, 2 bad command line.\n",
+            RF_PROGRAM, RF_PROGRAM);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return RF_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) {
+        printf("ramforge %s (llama.cpp %s)\n", RAMFORGE_VERSION, forge_llama_version());
+        return 0;
+    }
+    if (!strcmp(cmd, "run"))
+        return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "inspect"))
+        return cmd_inspect(argc - 1, argv + 1);
+    if (!strcmp(cmd, "mkmodel"))
+        return cmd_mkmodel(argc - 1, argv + 1);
+    cli_usage_error(NULL, "unknown command '%s'", cmd);
+    return RF_EXIT_USAGE;
+}
