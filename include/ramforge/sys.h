@@ -4,7 +4,8 @@
  *
  * Every path is built as SYSROOT + "/proc/..." or SYSROOT + "/sys/...", so
  * tests read fixture trees under tests/data/ instead of the live system. A
- * NULL or "" sysroot means the real root. PID is a decimal pid or "self".
+ * NULL or "" sysroot means the real root. PID is a decimal pid (at most 10
+ * digits) or "self"; anything else, or a NULL out pointer, is -EINVAL.
  *
  * All parsers are written for hostile text: a malformed line is skipped or
  * reported as -EBADMSG, numbers are range-checked, sizes in kB are converted
@@ -32,8 +33,9 @@ extern "C" {
  * Reads SYSROOT + PATH into a NUL-terminated heap buffer, retrying on EINTR,
  * reading at most max_bytes (-EFBIG if the file is larger). On success
  * *out is owned by the caller (free()), *len_out (may be NULL) is the length
- * without the NUL. Errors: negative errno from open/read, -ENAMETOOLONG,
- * -EFBIG, -ENOMEM.
+ * without the NUL. Errors: negative errno from open/read (-ENOENT,
+ * -EISDIR, ...), -ENAMETOOLONG (SYSROOT + PATH >= PATH_MAX), -EFBIG,
+ * -ENOMEM, -EINVAL (NULL path or out). On error *out is NULL.
  */
 int rfsys_slurp(const char *sysroot, const char *path, size_t max_bytes, char **out,
                 size_t *len_out);
@@ -57,7 +59,8 @@ struct rfsys_status {
 /*
  * Parses SYSROOT/proc/PID/status. Fields it does not know are ignored.
  * Errors: those of rfsys_slurp; -EBADMSG for a known field whose value is
- * not "<number> kB"; -EOVERFLOW when kB * 1024 overflows.
+ * not "<number> kB"; -EOVERFLOW when the number or kB * 1024 does not fit
+ * in 64 bits. On error *out is all zero (every has_* false).
  */
 int rfsys_read_status(const char *sysroot, const char *pid, struct rfsys_status *out);
 
@@ -65,7 +68,8 @@ int rfsys_read_status(const char *sysroot, const char *pid, struct rfsys_status 
  * One line of /proc/PID/maps, optionally with its smaps block. The path of
  * a file mapping may contain spaces; a trailing " (deleted)" is removed from
  * path and sets deleted. Pseudo paths ("[heap]", "[stack]") are kept as
- * they are; an anonymous mapping has path == NULL.
+ * they are; an anonymous mapping has path == NULL. The kernel escapes a
+ * newline in a path as "\012"; path keeps that text as it is.
  */
 struct rfsys_mapping {
     uint64_t start_addr;   /* first byte of the VMA (virtual address) */
@@ -102,23 +106,29 @@ void rfsys_maps_free(struct rfsys_maps *maps);
 /*
  * Parses SYSROOT/proc/PID/maps into *out (which must be initialised; any
  * old content is freed). A malformed line (e.g. truncated) gives -EBADMSG
- * and an empty list. Errors: those of rfsys_slurp, -EBADMSG, -ENOMEM.
+ * and an empty list. Errors: those of rfsys_slurp, -EBADMSG, -ENOMEM,
+ * -EINVAL; on any error *out is an empty list. Mappings are in file order
+ * (the kernel writes them in address order).
  */
 int rfsys_read_maps(const char *sysroot, const char *pid, struct rfsys_maps *out);
 
 /*
  * Parses SYSROOT/proc/PID/smaps: the maps header lines plus the per-mapping
  * "Field: N kB" lines (unknown fields ignored; has_smaps set). Errors as
- * rfsys_read_maps, plus -EOVERFLOW for a kB value that overflows bytes.
+ * rfsys_read_maps, plus -EOVERFLOW for a kB value that overflows bytes
+ * and -EBADMSG for a field line before the first header.
  */
 int rfsys_read_smaps(const char *sysroot, const char *pid, struct rfsys_maps *out);
 
 /*
  * Sums Rss, Pss and Locked over the mappings that map the file identified by
  * (dev_major, dev_minor, inode) with permissions perms (e.g. "r--s"; NULL
- * matches any). Writes the number of matching mappings to *n_out. Errors:
- * -EOVERFLOW on a sum overflow. Mappings without smaps data are counted but
- * add nothing, and set *complete_out (may be NULL) to false.
+ * matches any) into *out: n_mappings counts the matches, virtual_bytes
+ * sums their lengths. Mappings without smaps data are counted but add
+ * nothing to rss/pss/locked, and set out->complete to false (true when no
+ * mapping matches). Errors: -EOVERFLOW on a sum overflow, -EINVAL for a
+ * NULL maps/out or a mapping with end_addr < start_addr; *out is all zero
+ * on error.
  */
 struct rfsys_mapping_sum {
     size_t n_mappings;
@@ -181,6 +191,13 @@ struct rfsys_cgroup_memory {
  * Missing files leave has_* false; no controller gives version NONE and
  * returns 0. Errors: -EBADMSG for a malformed value, those of rfsys_slurp
  * for /proc/PID/cgroup.
+ *
+ * Details: lines of /proc/PID/cgroup and mountinfo that do not have the
+ * expected shape are skipped. A missing mountinfo gives NONE; its other
+ * read errors are returned. A cgroup path with a ".." component is treated
+ * as not visible (the mount point is used). A value that does not fit in
+ * 64 bits is -EBADMSG; -ENAMETOOLONG when dir would not fit. Unknown
+ * memory.events keys are ignored. On error *out is all zero (version NONE).
  */
 int rfsys_read_cgroup_memory(const char *sysroot, const char *pid,
                              struct rfsys_cgroup_memory *out);

@@ -121,9 +121,9 @@ static void set_tensor_data(struct ggml_tensor *t, void *user_data)
     const int64_t n_per_row = t->ne[0];
     const int64_t nrows = ggml_nelements(t) / n_per_row;
     const size_t row_bytes = ggml_row_size(t->type, n_per_row);
-    const bool standard = is_standard(t->name);
-    const float constant = is_norm(t->name) || (!standard && !strstr(t->name, ".bias")) ? 1.0f
-                                                                                      : 0.0f;
+    /* Random weights for standard matrices; norms and optional tensors get a constant. */
+    const bool random = is_standard(t->name) && !is_norm(t->name);
+    const float constant = strstr(t->name, ".bias") ? 0.0f : 1.0f;
     uint64_t state = fs->seed ^ fnv1a(t->name);
     float *src = NULL;
     void *dst = NULL;
@@ -140,7 +140,7 @@ static void set_tensor_data(struct ggml_tensor *t, void *user_data)
         int64_t nr = nrows - r0 < MKMODEL_ROWS_PER_CHUNK ? nrows - r0 : MKMODEL_ROWS_PER_CHUNK;
         int64_t ne = nr * n_per_row;
         for (int64_t i = 0; i < ne; i++)
-            src[i] = (standard && !is_norm(t->name)) ? weight_value(&state) : constant;
+            src[i] = random ? weight_value(&state) : constant;
         size_t bytes = (size_t)nr * row_bytes;
         switch (t->type) {
         case GGML_TYPE_F32:

@@ -254,8 +254,8 @@ static bool exists(const char *sysroot, const char *dir, const char *name)
  * when that directory is not visible (namespaces, "/.." paths). For v2,
  * the chosen directory must have memory.current, else dir is left empty.
  */
-static int resolve_dir(const char *sysroot, const struct cg_mount *mnt, const char *path,
-                       bool v2, char *dir, size_t size)
+static int resolve_dir(const char *sysroot, const struct cg_mount *mnt, const char *path, bool v2,
+                       char *dir, size_t size)
 {
     const char *rel = path_below(path, mnt->root);
     int ret;
@@ -306,8 +306,7 @@ static int parse_value(const char *s, bool allow_max, bool *is_max, uint64_t *va
  * parse_value and source (may be NULL) receives "dir/name".
  */
 static int read_value(const char *sysroot, const char *dir, const char *name, bool allow_max,
-                      bool *found, bool *is_max, uint64_t *value, char *source,
-                      size_t source_size)
+                      bool *found, bool *is_max, uint64_t *value, char *source, size_t source_size)
 {
     char rel[PATH_MAX];
     char *text = NULL;
@@ -353,9 +352,8 @@ static int read_events(const char *sysroot, const char *dir, struct rfsys_cgroup
         const char *key;
         uint64_t *value;
     } keys[] = {
-        {"low", &out->events_low},   {"high", &out->events_high},
-        {"max", &out->events_max},   {"oom", &out->events_oom},
-        {"oom_kill", &out->events_oom_kill},
+        {"low", &out->events_low}, {"high", &out->events_high},         {"max", &out->events_max},
+        {"oom", &out->events_oom}, {"oom_kill", &out->events_oom_kill},
     };
     char rel[PATH_MAX];
     char *text = NULL;
@@ -408,13 +406,12 @@ static int read_v1(const char *sysroot, struct rfsys_cgroup_memory *out)
     bool found;
     int ret;
 
-    ret = read_value(sysroot, out->dir, "memory.usage_in_bytes", false, &out->has_current,
-                     NULL, &out->current_bytes, out->current_source,
-                     sizeof(out->current_source));
+    ret = read_value(sysroot, out->dir, "memory.usage_in_bytes", false, &out->has_current, NULL,
+                     &out->current_bytes, out->current_source, sizeof(out->current_source));
     if (ret < 0)
         return ret;
-    ret = read_value(sysroot, out->dir, "memory.max_usage_in_bytes", false, &out->has_peak,
-                     NULL, &out->peak_bytes, out->peak_source, sizeof(out->peak_source));
+    ret = read_value(sysroot, out->dir, "memory.max_usage_in_bytes", false, &out->has_peak, NULL,
+                     &out->peak_bytes, out->peak_source, sizeof(out->peak_source));
     if (ret < 0)
         return ret;
     ret = read_value(sysroot, out->dir, "memory.limit_in_bytes", false, &found, NULL,
@@ -442,20 +439,18 @@ static int read_v2(const char *sysroot, struct rfsys_cgroup_memory *out)
                      &out->peak_bytes, out->peak_source, sizeof(out->peak_source));
     if (ret < 0)
         return ret;
-    ret = read_value(sysroot, out->dir, "memory.max", true, &out->has_limit,
-                     &out->limit_unlimited, &out->limit_bytes, out->limit_source,
-                     sizeof(out->limit_source));
+    ret = read_value(sysroot, out->dir, "memory.max", true, &out->has_limit, &out->limit_unlimited,
+                     &out->limit_bytes, out->limit_source, sizeof(out->limit_source));
     if (ret < 0)
         return ret;
-    ret = read_value(sysroot, out->dir, "memory.high", true, &out->has_high,
-                     &out->high_unlimited, &out->high_bytes, NULL, 0);
+    ret = read_value(sysroot, out->dir, "memory.high", true, &out->has_high, &out->high_unlimited,
+                     &out->high_bytes, NULL, 0);
     if (ret < 0)
         return ret;
     return read_events(sysroot, out->dir, out);
 }
 
-int rfsys_read_cgroup_memory(const char *sysroot, const char *pid,
-                             struct rfsys_cgroup_memory *out)
+int rfsys_read_cgroup_memory(const char *sysroot, const char *pid, struct rfsys_cgroup_memory *out)
 {
     struct cg_mount v1_mount, v2_mount;
     const char *v1_path, *v2_path;

@@ -153,8 +153,7 @@ static int parse_smaps_field(const char *line, const char *value, struct rfsys_m
     size_t i;
 
     for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-        if (strlen(fields[i].name) == name_len &&
-            memcmp(line, fields[i].name, name_len) == 0)
+        if (strlen(fields[i].name) == name_len && memcmp(line, fields[i].name, name_len) == 0)
             return rfsys__parse_kb(value, fields[i].bytes);
     }
     return 0;
@@ -188,8 +187,8 @@ static int maps_push(struct rfsys_maps *maps, size_t *cap, struct rfsys_mapping 
  * accepts field lines after each header and sets has_smaps. On any error
  * *out is left empty.
  */
-static int read_maps_file(const char *sysroot, const char *pid, const char *name,
-                          bool with_smaps, struct rfsys_maps *out)
+static int read_maps_file(const char *sysroot, const char *pid, const char *name, bool with_smaps,
+                          struct rfsys_maps *out)
 {
     struct rfsys_maps maps;
     struct rfsys_mapping *cur = NULL;

@@ -182,7 +182,8 @@ static void test_hybrid(void **state)
     (void)state;
     assert_int_equal(rfsys_read_cgroup_memory(ROOT("cg-hybrid"), "self", &cg), 0);
     assert_int_equal(cg.version, RFSYS_CGROUP_V1);
-    assert_string_equal(cg.dir, "/sys/fs/cgroup/memory/process_api/1433dffd71d0a03273213ec1fa823e87");
+    assert_string_equal(cg.dir,
+                        "/sys/fs/cgroup/memory/process_api/1433dffd71d0a03273213ec1fa823e87");
     assert_true(cg.has_current);
     assert_int_equal(cg.current_bytes, 661250048);
     assert_true(cg.has_peak);
@@ -247,11 +248,11 @@ static void test_hostile(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_v2_no_peak),   cmocka_unit_test(test_v2_limit),
+        cmocka_unit_test(test_v2_no_peak),       cmocka_unit_test(test_v2_limit),
         cmocka_unit_test(test_v2_escaped_mount), cmocka_unit_test(test_v2_namespace),
-        cmocka_unit_test(test_v1_unlimited), cmocka_unit_test(test_v1_limit),
-        cmocka_unit_test(test_v1_namespace), cmocka_unit_test(test_hybrid),
-        cmocka_unit_test(test_no_controller), cmocka_unit_test(test_hostile),
+        cmocka_unit_test(test_v1_unlimited),     cmocka_unit_test(test_v1_limit),
+        cmocka_unit_test(test_v1_namespace),     cmocka_unit_test(test_hybrid),
+        cmocka_unit_test(test_no_controller),    cmocka_unit_test(test_hostile),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

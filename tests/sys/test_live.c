@@ -47,9 +47,8 @@ static void test_live_smaps_has_self(void **state)
     assert_true(text->inode != 0);
 
     /* This code runs from that file, so some of it is resident. */
-    assert_int_equal(rfsys_maps_sum_file(&maps, text->dev_major, text->dev_minor, text->inode,
-                                         NULL, &sum),
-                     0);
+    assert_int_equal(
+        rfsys_maps_sum_file(&maps, text->dev_major, text->dev_minor, text->inode, NULL, &sum), 0);
     assert_true(sum.n_mappings >= 1);
     assert_true(sum.complete);
     assert_true(sum.rss_bytes > 0);

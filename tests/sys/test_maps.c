@@ -57,15 +57,14 @@ static void check_self_headers(const struct rfsys_maps *maps)
                  "/usr/bin/old app", false);
     check_header(&maps->v[1], 0x7f3a40000000, 0x7f3a48000000, "r--s", 0, 0xfd, 1, 2097153,
                  MODEL_PATH, false);
-    check_header(&maps->v[2], 0x7f3a48000000, 0x7f3a4a000000, "r--s", 0x08000000, 0xfd, 1,
-                 2097153, MODEL_PATH, false);
+    check_header(&maps->v[2], 0x7f3a48000000, 0x7f3a4a000000, "r--s", 0x08000000, 0xfd, 1, 2097153,
+                 MODEL_PATH, false);
     check_header(&maps->v[3], 0x7f3a4a000000, 0x7f3a4a001000, "rw-p", 0, 0, 0, 0, NULL, false);
     check_header(&maps->v[4], 0x7f3a4a001000, 0x7f3a4a101000, "r--s", 0, 0xfd, 1, 2097154,
                  "/srv/old model.gguf", true);
     check_header(&maps->v[5], 0x7f3a4c000000, 0x7f3a4c001000, "r--p", 0, 0xfd, 1, 2097153,
                  MODEL_PATH, false);
-    check_header(&maps->v[6], 0x55d0c1e00000, 0x55d0c1e21000, "rw-p", 0, 0, 0, 0, "[heap]",
-                 false);
+    check_header(&maps->v[6], 0x55d0c1e00000, 0x55d0c1e21000, "rw-p", 0, 0, 0, 0, "[heap]", false);
 }
 
 static void test_read_maps(void **state)
@@ -236,8 +235,8 @@ static void test_malformed(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_read_maps),    cmocka_unit_test(test_read_smaps),
-        cmocka_unit_test(test_sum_file),     cmocka_unit_test(test_sum_overflow),
+        cmocka_unit_test(test_read_maps), cmocka_unit_test(test_read_smaps),
+        cmocka_unit_test(test_sum_file),  cmocka_unit_test(test_sum_overflow),
         cmocka_unit_test(test_malformed),
     };
 

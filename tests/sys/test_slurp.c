@@ -150,8 +150,7 @@ static void test_errors(void **state)
     memset(long_root, 'x', 8191);
     long_root[0] = '/';
     long_root[8191] = '\0';
-    assert_int_equal(rfsys_slurp(long_root, "/proc/self/status", 4096, &buf, NULL),
-                     -ENAMETOOLONG);
+    assert_int_equal(rfsys_slurp(long_root, "/proc/self/status", 4096, &buf, NULL), -ENAMETOOLONG);
     assert_null(buf);
     free(long_root);
 }
@@ -159,12 +158,9 @@ static void test_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reads_whole_file),
-        cmocka_unit_test(test_no_trailing_newline),
-        cmocka_unit_test(test_len_out_optional),
-        cmocka_unit_test(test_bound_exact_and_over),
-        cmocka_unit_test(test_empty_file),
-        cmocka_unit_test(test_grows_past_first_buffer),
+        cmocka_unit_test(test_reads_whole_file), cmocka_unit_test(test_no_trailing_newline),
+        cmocka_unit_test(test_len_out_optional), cmocka_unit_test(test_bound_exact_and_over),
+        cmocka_unit_test(test_empty_file),       cmocka_unit_test(test_grows_past_first_buffer),
         cmocka_unit_test(test_errors),
     };
 
