@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -25,6 +26,20 @@ void cli_usage_error(const char *cmd, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fprintf(stderr, "\nTry '%s %s--help' for more information.\n", RF_PROGRAM, cmd ? cmd : "");
+}
+
+int cli_bad_option(const char *cmd, int c, char **argv)
+{
+    const char *opt = argv[optind - 1];
+    char shortopt[3] = {'-', (char)optopt, '\0'};
+
+    if (optopt && strncmp(opt, "--", 2) != 0)
+        opt = shortopt;
+    if (c == ':')
+        cli_usage_error(cmd, "option '%s' requires an argument", opt);
+    else
+        cli_usage_error(cmd, "unrecognized option '%s'", opt);
+    return RF_EXIT_USAGE;
 }
 
 bool cli_parse_int(const char *what, const char *s, long long min, long long max, long long *out)

@@ -19,6 +19,13 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /*
+ * Reports the option getopt_long just refused ('?' unknown, ':' missing
+ * argument; call with opterr = 0 and an optstring starting with ':') as
+ * one "ramforge: ..." line plus the --help hint. Returns RF_EXIT_USAGE.
+ */
+int cli_bad_option(const char *cmd, int c, char **argv);
+
+/*
  * Parses a decimal integer in [min, max] from the whole of s. On failure
  * prints "ramforge: invalid <what> 's': <reason>" and returns false.
  */

@@ -84,7 +84,8 @@ int cmd_inspect(int argc, char **argv)
     int c, status = RF_EXIT_FAILURE, rc;
 
     optind = 1;
-    while ((c = getopt_long(argc, argv, "Jbvh", opts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":Jbvh", opts, NULL)) != -1) {
         switch (c) {
         case 'J':
             json = true;
@@ -105,8 +106,7 @@ int cmd_inspect(int argc, char **argv)
             usage(stdout);
             return 0;
         default:
-            fprintf(stderr, "Try '%s inspect --help' for more information.\n", RF_PROGRAM);
-            return RF_EXIT_USAGE;
+            return cli_bad_option("inspect ", c, argv);
         }
     }
     if (optind != argc - 1) {

@@ -68,7 +68,8 @@ int cmd_mkmodel(int argc, char **argv)
     int c;
 
     optind = 1;
-    while ((c = getopt_long(argc, argv, "o:P:T:s:qvh", opts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":o:P:T:s:qvh", opts, NULL)) != -1) {
         switch (c) {
         case 'o':
             p.out_path = optarg;
@@ -107,8 +108,7 @@ int cmd_mkmodel(int argc, char **argv)
             usage(stdout);
             return 0;
         default:
-            fprintf(stderr, "Try '%s mkmodel --help' for more information.\n", RF_PROGRAM);
-            return RF_EXIT_USAGE;
+            return cli_bad_option("mkmodel ", c, argv);
         }
     }
     if (optind < argc) {

@@ -103,7 +103,8 @@ static int parse_options(int argc, char **argv, struct run_options *o)
     int c;
 
     optind = 1;
-    while ((c = getopt_long(argc, argv, "m:p:n:t:c:s:vh", opts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":m:p:n:t:c:s:vh", opts, NULL)) != -1) {
         switch (c) {
         case 'm':
             o->model = optarg;
@@ -157,8 +158,7 @@ static int parse_options(int argc, char **argv, struct run_options *o)
             usage(stdout);
             return 0;
         default:
-            fprintf(stderr, "Try '%s run --help' for more information.\n", RF_PROGRAM);
-            return RF_EXIT_USAGE;
+            return cli_bad_option("run ", c, argv);
         }
     }
     if (optind < argc) {

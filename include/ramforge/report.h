@@ -64,7 +64,7 @@ struct rf_report {
     const char *policy;              /* "off", "observe" */
     const struct rf_inventory *inventory;     /* NULL: not built (reason in policy_reason) */
     const struct rf_ledger *ledger;           /* NULL: not built */
-    const struct rf_reconciliation *reconciliation; /* NULL with ledger */
+    const struct rf_reconciliation *reconciliation; /* NULL: derived from ledger + inventory */
     const char *not_built_reason;    /* why inventory/ledger are NULL */
 
     const char *cgroup_version;      /* "v1", "v2", "none" */

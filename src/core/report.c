@@ -225,7 +225,8 @@ static json_t *model_json(const struct rf_report *r)
     } else {
         json_object_set_new(o, "inventory_generation", json_null());
         json_object_set_new(o, "inventory", json_null());
-        json_object_set_new(o, "reason", jstr(r->not_built_reason));
+        json_object_set_new(o, "reason",
+                            json_string(r->not_built_reason ? r->not_built_reason : "not built"));
     }
     return o;
 }
@@ -255,6 +256,8 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
                                              "observed_cgroup_delta_bytes", NULL};
     static const char *lifetime_keys[] = {"state_counts", NULL};
     static const char *profile_keys[] = {"source", "profile_used", NULL};
+    struct rf_reconciliation own_rc;
+    const struct rf_reconciliation *rc = r->reconciliation;
     char fp[32];
     json_t *doc = json_object(), *v;
 
@@ -287,7 +290,13 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
                         absent_section("no plan: policy profiles off and observe make none in "
                                        "this version",
                                        plan_keys));
-    json_object_set_new(doc, "ledger", r->ledger ? ledger_json(r->ledger, r->reconciliation)
+    if (r->ledger && !rc) {
+        /* A ledger without its reconciliation: derive it, as the caller would have. */
+        rf_ledger_reconcile(r->ledger, r->inventory != NULL,
+                            r->inventory ? r->inventory->totals.mapped_virtual_bytes : 0, &own_rc);
+        rc = &own_rc;
+    }
+    json_object_set_new(doc, "ledger", r->ledger ? ledger_json(r->ledger, rc)
                                                  : absent_section(r->not_built_reason ? r->not_built_reason : "not built",
                                                                   (const char *[]){"entries", "reconciliation", NULL}));
     json_object_set_new(doc, "staging",
@@ -365,6 +374,7 @@ int rf_json_write_file(json_t *doc, const char *path)
         free(tmp);
         return rc;
     }
+    errno = 0; /* json_dumpfd may fail without a system error */
     if (json_dumpfd(doc, fd, JSON_INDENT(2) | JSON_SORT_KEYS) < 0 || write(fd, "\n", 1) != 1) {
         rc = errno ? -errno : -EIO;
         close(fd);

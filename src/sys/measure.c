@@ -83,7 +83,8 @@ void rf_measure_fill_ledger(struct rf_ledger *l, const struct rf_inventory *inv,
     if (inv) {
         rf_ledger_set(l, RF_LEDGER_FILE_BACKED_LOGICAL, inv->totals.file_backed_logical_bytes,
                       RF_PROV_NATIVE_LOGICAL, "GGUF tensor table (gguf_get_tensor_size)",
-                      "payload bytes of tensors inside the validated file mapping; not residency");
+                      "payload bytes of tensors inside the validated file mapping, repacked "
+                      "weights included (their file pages stay mapped); not residency");
         if (access_probed)
             rf_ledger_set(l, RF_LEDGER_ANONYMOUS_WEIGHTS, inv->totals.anonymous_logical_bytes,
                           RF_PROV_NATIVE_LOGICAL,

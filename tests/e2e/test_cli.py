@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the ramforge CLI on generated models.
+
+Usage: test_cli.py --ramforge BIN [--simple BIN] --schema FILE CASE
+
+Each CASE is one ctest test. Expected values come from sources other than
+the code under test: /proc/<pid>/smaps read here, llama.cpp's own
+examples/simple, `inspect --json` against `run`'s report, the GGUF file
+bytes. Exit 0 pass, 1 fail, 77 skip.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "schema"))
+import validate_report  # noqa: E402
+
+SKIP = 77
+LEDGER_CATEGORIES = [
+    "FileBackedLogical", "FileBackedResident", "AnonymousWeights", "MappingPss",
+    "ProcessRss", "ProcessRssPeak", "CgroupCurrent", "CgroupPeak",
+    "StagingRequested", "StagingAccepted", "KvCache", "GraphScratch", "Runtime",
+]
+TOP_LEVEL_KEYS = [
+    "schema_version", "kind", "ramforge_version", "llama_cpp_version", "model", "policy",
+    "admission", "plan", "ledger", "staging", "application", "native", "lifetime",
+    "profile", "residency", "timing", "output", "warnings",
+]
+PROMPT = "Hello my name is"
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failure(msg)
+
+
+class Ctx:
+    def __init__(self, args, tmp):
+        self.rf = args.ramforge
+        self.simple = args.simple
+        self.schema = args.schema
+        self.tmp = tmp
+        self.models = {}
+
+    def run(self, *argv, check_rc=0, **kw):
+        p = subprocess.run([self.rf, *argv], capture_output=True, text=True, timeout=300, **kw)
+        if check_rc is not None and p.returncode != check_rc:
+            raise Failure(f"ramforge {' '.join(argv)} exited {p.returncode}, expected "
+                          f"{check_rc}\nstdout: {p.stdout[-2000:]}\nstderr: {p.stderr[-2000:]}")
+        return p
+
+    def model(self, preset="tiny", wtype="q8_0", seed=42):
+        key = (preset, wtype, seed)
+        if key not in self.models:
+            path = os.path.join(self.tmp, f"{preset}-{wtype}-{seed}.gguf")
+            self.run("mkmodel", "--preset", preset, "--type", wtype, "--seed", str(seed),
+                     "-o", path)
+            self.models[key] = path
+        return self.models[key]
+
+    def report(self, model, *extra, n=16):
+        path = os.path.join(self.tmp, f"report-{len(os.listdir(self.tmp))}.json")
+        p = self.run("run", "-m", model, "-p", PROMPT, "-n", str(n),
+                     "--residency-report-json", path, *extra)
+        self.last_report = path
+        with open(path) as f:
+            return json.load(f), p
+
+
+def ledger_map(doc):
+    return {e["category"]: e for e in doc["ledger"]["entries"]}
+
+
+def case_report(c):
+    model = c.model()
+    doc, _ = c.report(model)
+    errors = validate_report.validate(c.schema, c.last_report)
+    check(not errors, f"report does not match the schema: {errors[:3]}")
+    for k in TOP_LEVEL_KEYS:
+        check(k in doc, f"missing top-level key {k}")
+    check(doc["schema_version"] == 1, "schema_version")
+    check(doc["kind"] == "ramforge.residency.operation_report", "kind")
+    cats = [e["category"] for e in doc["ledger"]["entries"]]
+    check(cats == LEDGER_CATEGORIES, f"ledger categories {cats}")
+    led = ledger_map(doc)
+    for cat in ("KvCache", "GraphScratch", "Runtime"):
+        check(led[cat]["value_bytes"] is None and led[cat]["provenance"] == "unknown"
+              and led[cat]["note"], f"{cat} must be unknown with a reason")
+    # FileBackedLogical equals the file-backed tensor bytes of `inspect --json`.
+    inv = json.loads(c.run("inspect", "--json", model).stdout)
+    fb = sum(t["logical_bytes"] for t in inv["tensors"] if t["file_backed"])
+    check(led["FileBackedLogical"]["value_bytes"] == fb,
+          f"FileBackedLogical {led['FileBackedLogical']['value_bytes']} != inventory {fb}")
+    check(led["FileBackedLogical"]["provenance"] == "native_logical", "FileBackedLogical provenance")
+    # ... and the GGUF payload sizes add up to no more than the file.
+    check(0 < fb <= os.path.getsize(model), "file-backed bytes within the file")
+    rec = doc["ledger"]["reconciliation"]
+    rss, mres = led["ProcessRss"]["value_bytes"], led["FileBackedResident"]["value_bytes"]
+    check(rec["rss_minus_mapping_resident_bytes"] == rss - mres, "reconciliation difference")
+    check(doc["output"]["n_generated_tokens"] == len(doc["output"]["token_ids"]) > 0, "tokens")
+    keys = set(doc["ledger"]) | set(doc["ledger"]["reconciliation"]) | \
+        {k for e in doc["ledger"]["entries"] for k in e}
+    check(not [k for k in keys if "total" in k], f"the ledger must not carry a total: {keys}")
+    # policy off: no inventory or ledger, each with its reason, and still valid.
+    off, _ = c.report(model, "--residency-policy", "off")
+    errors = validate_report.validate(c.schema, c.last_report)
+    check(not errors, f"policy-off report does not match the schema: {errors[:3]}")
+    check(off["ledger"]["entries"] is None and off["ledger"]["reason"], "off: ledger absent")
+    # the human report goes to stderr, bounded.
+    p = c.run("run", "-m", model, "-n", "4", "--residency-report")
+    check("FileBackedResident" in p.stderr and len(p.stderr.splitlines()) < 60, "human report")
+
+
+def smaps_model_rss(pid, model):
+    """Sums Rss of the r--s mappings of the model file, read here from /proc/PID/smaps."""
+    real = os.path.realpath(model)
+    total, cur = 0, False
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            parts = line.split()
+            if "-" in parts[0] and len(parts) >= 5 and not parts[0].endswith(":"):
+                cur = parts[1] == "r--s" and len(parts) >= 6 and " ".join(parts[5:]) == real
+            elif cur and parts[0] == "Rss:":
+                total += int(parts[1]) * 1024
+    return total
+
+
+def case_smaps(c):
+    model = c.model("small")
+    path = os.path.join(c.tmp, "held.json")
+    p = subprocess.Popen([c.rf, "run", "-m", model, "-n", "8", "--residency-report-json",
+                          path, "--hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not os.path.exists(path):
+            if p.poll() is not None:
+                raise Failure(f"ramforge exited early: {p.stderr.read()}")
+            check(time.time() < deadline, "no report within 120 s")
+            time.sleep(0.05)
+        measured = smaps_model_rss(p.pid, model)
+        with open(path) as f:
+            doc = json.load(f)
+    finally:
+        p.stdin.close()
+        p.wait(timeout=60)
+    reported = ledger_map(doc)["FileBackedResident"]["value_bytes"]
+    check(measured > 0, "the model mapping is in smaps")
+    check(abs(reported - measured) <= 0.01 * measured,
+          f"FileBackedResident {reported} vs /proc/{p.pid}/smaps {measured}")
+    print(f"FileBackedResident {reported} B, smaps {measured} B")
+
+
+def case_parity(c):
+    model = c.model("small")
+    off, p_off = c.report(model, "--residency-policy", "off", n=24)
+    obs, p_obs = c.report(model, "--residency-policy", "observe", n=24)
+    ids_off, ids_obs = off["output"]["token_ids"], obs["output"]["token_ids"]
+    check(len(ids_off) > 0, "tokens generated")
+    check(ids_off == ids_obs, f"off {ids_off} != observe {ids_obs}")
+    check(off["output"]["token_fingerprint"] == obs["output"]["token_fingerprint"], "fingerprint")
+    check(p_off.stdout == p_obs.stdout, "printed text differs")
+    if not c.simple or not os.path.exists(c.simple):
+        print("skip: llama.cpp examples/simple was not built (no pinned source)")
+        return SKIP
+    s = subprocess.run([c.simple, "-m", model, "-n", "24", PROMPT], capture_output=True,
+                       text=True, timeout=300)
+    check(s.returncode == 0, f"llama-simple failed: {s.stderr[-1000:]}")
+    ours = p_obs.stdout.rstrip("\n")
+    check(len(ours) > 0 and s.stdout.rstrip("\n").endswith(ours),
+          f"examples/simple printed {s.stdout!r}, ramforge {ours!r}")
+    print(f"{len(ids_obs)} tokens identical across off, observe and examples/simple")
+
+
+def case_repack(c):
+    model = c.model("tiny", "q4_0")
+    inv = json.loads(c.run("inspect", "--json", model).stdout)
+    anon = [t for t in inv["tensors"] if t["access"] == "anonymous"]
+    check(anon, "no repacked weights seen on a Q4_0 model")
+    for t in inv["tensors"]:
+        repackable = t["type"] == "q4_0" and t["name"] != "token_embd.weight"
+        if repackable:
+            check(t["access"] == "anonymous", f"{t['name']} should be repacked: {t['access']}")
+        else:
+            check(t["access"] == "file_backed", f"{t['name']} should be file-backed: {t['access']}")
+    for t in anon:
+        if t["file_backed"]:
+            check(t["eligibility"] == "eligible_dead_file_pages", f"{t['name']} eligibility")
+    check(inv["totals"]["n_anonymous"] == len(anon), "n_anonymous")
+    # Without extra buffer types nothing is repacked.
+    inv2 = json.loads(c.run("inspect", "--json", "--no-repack", model).stdout)
+    check(all(t["access"] == "file_backed" for t in inv2["tensors"]), "--no-repack")
+    # The report's AnonymousWeights is the GGUF size of the repacked weights.
+    doc, _ = c.report(model, n=4)
+    check(ledger_map(doc)["AnonymousWeights"]["value_bytes"] ==
+          sum(t["logical_bytes"] for t in anon), "AnonymousWeights")
+    # Reading the repacked copies gives the tokens the file-backed weights give.
+    doc2, _ = c.report(model, "--no-repack", n=4)
+    check(doc["output"]["token_ids"] == doc2["output"]["token_ids"],
+          f"repack {doc['output']['token_ids']} != no-repack {doc2['output']['token_ids']}")
+    print(f"{len(anon)} repacked weights; tokens equal with and without repack")
+
+
+def expect_error(c, argv, rc, needle, outputs=()):
+    p = c.run(*argv, check_rc=None)
+    check(p.returncode == rc, f"{argv}: exit {p.returncode}, expected {rc}; {p.stderr}")
+    lines = [l for l in p.stderr.splitlines() if l.startswith("ramforge: ")]
+    check(len(lines) == 1, f"{argv}: expected one error line, got {p.stderr!r}")
+    check(needle in lines[0], f"{argv}: {lines[0]!r} lacks {needle!r}")
+    check("Traceback" not in p.stderr and "Segmentation" not in p.stderr, "crash")
+    for out in outputs:
+        d = os.path.dirname(out) or "."
+        left = [f for f in os.listdir(d) if f.startswith(os.path.basename(out))] \
+            if os.path.isdir(d) else []
+        check(not left, f"{argv}: left {left} behind")
+
+
+def case_badinput(c):
+    model = c.model()
+    t = c.tmp
+    rj = os.path.join(t, "bad-report.json")
+    size = os.path.getsize(model)
+    with open(model, "rb") as f:
+        data = f.read()
+    notgguf = os.path.join(t, "notgguf.gguf")
+    with open(notgguf, "w") as f:
+        f.write("this is not a model\n")
+    trunc_header = os.path.join(t, "trunc-header.gguf")
+    with open(trunc_header, "wb") as f:
+        f.write(data[:1000])
+    trunc_data = os.path.join(t, "trunc-data.gguf")
+    with open(trunc_data, "wb") as f:
+        f.write(data[:size - 100])
+    missing = os.path.join(t, "missing.gguf")
+
+    expect_error(c, ["run", "-m", missing, "--residency-report-json", rj], 1,
+                 f"cannot open {missing}: No such file or directory", [rj])
+    expect_error(c, ["run", "-m", notgguf, "--residency-report-json", rj], 1,
+                 "not a GGUF file", [rj])
+    expect_error(c, ["run", "-m", trunc_header, "--residency-report-json", rj], 1,
+                 "truncated or corrupt GGUF header", [rj])
+    expect_error(c, ["run", "-m", trunc_data, "--residency-report-json", rj], 1,
+                 "past the end of the file", [rj])
+    expect_error(c, ["inspect", trunc_data], 1, "past the end of the file")
+    expect_error(c, ["inspect", missing], 1, "No such file or directory")
+    expect_error(c, ["run", "-m", model, "--bogus"], 2, "unrecognized option")
+    expect_error(c, ["run", "-m", model, "-n", "abc"], 2, "invalid token count (-n) 'abc'")
+    expect_error(c, ["run", "-m", model, "-n", "0"], 2, "must be between")
+    expect_error(c, ["run", "-m", model, "-n", "99999999999999999999999"], 2, "must be between")
+    expect_error(c, ["run", "-m", model, "-t", "-3"], 2, "invalid thread count")
+    expect_error(c, ["run", "-m", model, "--residency-policy", "bogus"], 2,
+                 "unknown residency policy 'bogus'")
+    expect_error(c, ["run"], 2, "missing -m/--model")
+    expect_error(c, ["frobnicate"], 2, "unknown command 'frobnicate'")
+    unwritable = os.path.join(model, "r.json")  # a path under a regular file: ENOTDIR
+    expect_error(c, ["run", "-m", model, "--residency-report-json", unwritable], 1,
+                 f"cannot write {unwritable}")
+    nodir = os.path.join(t, "no-such-dir", "r.json")
+    expect_error(c, ["run", "-m", model, "--residency-report-json", nodir], 1,
+                 "No such file or directory")
+    expect_error(c, ["mkmodel", "-o", os.path.join(t, "no-such-dir", "m.gguf")], 1,
+                 "cannot create")
+    expect_error(c, ["mkmodel", "-o", os.path.join(t, "x.gguf"), "--type", "q5_k"], 2,
+                 "unknown type 'q5_k'")
+    expect_error(c, ["mkmodel", "-o", os.path.join(t, "x.gguf"), "--seed", "-1"], 2,
+                 "invalid seed")
+    check(not os.path.exists(os.path.join(t, "x.gguf")), "mkmodel left a file")
+
+
+def case_mkmodel(c):
+    a = c.model("tiny", "q8_0", 7)
+    b = os.path.join(c.tmp, "again.gguf")
+    c.run("mkmodel", "--preset", "tiny", "--type", "q8_0", "--seed", "7", "-o", b)
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        check(fa.read() == fb.read(), "same arguments must give a byte-identical file")
+    d = c.model("tiny", "q8_0", 8)
+    with open(a, "rb") as fa, open(d, "rb") as fd:
+        check(fa.read() != fd.read(), "another seed must give another file")
+    for wtype in ("f32", "f16", "q8_0", "q4_0"):
+        m = c.model("tiny", wtype)
+        inv = json.loads(c.run("inspect", "--json", "--no-probe", m).stdout)
+        names = [t["name"] for t in inv["tensors"]]
+        check(len(names) == 3 + 2 * 9, f"{wtype}: {len(names)} tensors, expected 21")
+        types = {t["name"]: t["type"] for t in inv["tensors"]}
+        check(types["blk.0.attn_q.weight"] == wtype and types["output_norm.weight"] == "f32",
+              f"{wtype}: tensor types {types}")
+        check(all(t["access"] == "unknown" for t in inv["tensors"]), "--no-probe")
+    with open(c.model("tiny"), "rb") as f:
+        check(f.read(4) == b"GGUF", "GGUF magic")
+
+
+CASES = {
+    "report": case_report, "smaps": case_smaps, "parity": case_parity,
+    "repack": case_repack, "badinput": case_badinput, "mkmodel": case_mkmodel,
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ramforge", required=True)
+    ap.add_argument("--simple", default="")
+    ap.add_argument("--schema", required=True)
+    ap.add_argument("case", choices=sorted(CASES))
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ramforge-e2e-") as tmp:
+        try:
+            rc = CASES[args.case](Ctx(args, tmp))
+        except Failure as e:
+            print(f"FAIL {args.case}: {e}")
+            return 1
+    print(f"{'SKIP' if rc == SKIP else 'PASS'} {args.case}")
+    return rc or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

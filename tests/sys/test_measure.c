@@ -1,0 +1,375 @@
+/*
+ * Tests for rf_measure_sample and rf_measure_fill_ledger on fixture
+ * sysroots: tests/data/sys/measure (pid "self": a full sample; pid 201:
+ * the model only mapped r--p and a cgroup without memory.peak) and the
+ * cgroup trees cg-v2-nopeak and cg-none. Expected figures are worked out
+ * by hand from the fixture text in the comments; an absent figure must be
+ * unknown (has_value false, null in the report), never zero.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <jansson.h>
+
+#include "ramforge/inventory.h"
+#include "ramforge/ledger.h"
+#include "ramforge/measure.h"
+#include "ramforge/report.h"
+#include "ramforge/sys.h"
+
+#define ROOT(name) RF_TEST_DATA "/sys/" name
+#define MEASURE ROOT("measure")
+#define KIB 1024ull
+#define RUN_SCOPE "/sys/fs/cgroup/ramforge.slice/run-1.scope"
+
+/* The model file of the fixture: dev fd:01, inode 4242. */
+static struct rf_mapping_meta model_mapping(uint32_t index, uint32_t major, uint32_t minor,
+                                            uint64_t inode, bool validated)
+{
+    struct rf_mapping_meta m;
+
+    memset(&m, 0, sizeof(m));
+    m.index = index;
+    snprintf(m.path, sizeof(m.path), "%s", "/models/tiny.gguf");
+    m.file_size_bytes = 1344 * KIB;
+    m.dev_major = major;
+    m.dev_minor = minor;
+    m.inode = inode;
+    m.validated = validated;
+    m.map_offset_bytes = 0;
+    m.map_length_bytes = 1344 * KIB;
+    return m;
+}
+
+/*
+ * measure/proc/self:
+ *   status  VmRSS 20480 kB, VmHWM 30720 kB
+ *   smaps   fd:01 4242 r--s @0        Rss 1024 kB  Pss 512 kB   counted
+ *           fd:01 4242 r--p @0x100000 Rss   64 kB  Pss  64 kB   private: not counted
+ *           fd:01 4242 r--s @0x110000 Rss  256 kB  Pss 256 kB   counted
+ *           fd:01 9999 r--s           Rss 2048 kB               another file
+ *           fd:02 4242 r--s           Rss   32 kB               same inode, other device
+ *   => mapping Rss (1024 + 256) kB = 1310720, Pss (512 + 256) kB = 786432
+ *   cgroup  v2 /ramforge.slice/run-1.scope: current 52428800, peak 104857600,
+ *           events high 3, max 1, oom 0, oom_kill 0
+ */
+static void test_sample_full(void **state)
+{
+    struct rf_mapping_meta m = model_mapping(0, 0xfd, 0x01, 4242, true);
+    struct rf_residency_sample s;
+    struct rfsys_cgroup_memory cg;
+
+    (void)state;
+    assert_int_equal(rf_measure_sample(MEASURE, "self", &m, 1, "after_load", &s, &cg), 0);
+    assert_true(s.taken);
+    assert_string_equal(s.label, "after_load");
+    assert_true(s.has_process_rss);
+    assert_int_equal(s.process_rss_bytes, 20480 * KIB);
+    assert_true(s.has_process_rss_peak);
+    assert_int_equal(s.process_rss_peak_bytes, 30720 * KIB);
+    assert_true(s.has_mapping);
+    assert_int_equal(s.mapping_rss_bytes, 1310720);
+    assert_int_equal(s.mapping_pss_bytes, 786432);
+    assert_true(s.has_cgroup_current);
+    assert_int_equal(s.cgroup_current_bytes, 52428800);
+    assert_true(s.has_cgroup_peak);
+    assert_int_equal(s.cgroup_peak_bytes, 104857600);
+    assert_true(s.has_cgroup_events);
+    assert_int_equal(s.cgroup_events_high, 3);
+    assert_int_equal(s.cgroup_events_max, 1);
+    assert_int_equal(s.cgroup_events_oom, 0);
+    assert_int_equal(s.cgroup_events_oom_kill, 0);
+    assert_int_equal(cg.version, RFSYS_CGROUP_V2);
+    assert_string_equal(cg.current_source, RUN_SCOPE "/memory.current");
+    assert_string_equal(cg.peak_source, RUN_SCOPE "/memory.peak");
+
+    /* cg may be NULL: the same figures, no crash. */
+    assert_int_equal(rf_measure_sample(MEASURE, "self", &m, 1, "x", &s, NULL), 0);
+    assert_int_equal(s.cgroup_peak_bytes, 104857600);
+}
+
+/* Two model files (a split model): each file's r--s mappings, summed. */
+static void test_sample_two_files(void **state)
+{
+    struct rf_mapping_meta m[2] = {model_mapping(0, 0xfd, 0x01, 4242, true),
+                                   model_mapping(1, 0xfd, 0x01, 9999, true)};
+    struct rf_residency_sample s;
+
+    (void)state;
+    assert_int_equal(rf_measure_sample(MEASURE, "self", m, 2, "l", &s, NULL), 0);
+    assert_true(s.has_mapping);
+    assert_int_equal(s.mapping_rss_bytes, (1024 + 256 + 2048) * KIB);
+    assert_int_equal(s.mapping_pss_bytes, (512 + 256 + 2048) * KIB);
+}
+
+/* A model mapping smaps does not show as r--s: no figure, not a zero. */
+static void test_sample_mapping_missing(void **state)
+{
+    struct rf_residency_sample s;
+    struct rf_mapping_meta m;
+
+    (void)state;
+    /* pid 201 maps inode 4242 only r--p. */
+    m = model_mapping(0, 0xfd, 0x01, 4242, true);
+    assert_int_equal(rf_measure_sample(MEASURE, "201", &m, 1, "l", &s, NULL), 0);
+    assert_false(s.has_mapping);
+    assert_int_equal(s.mapping_rss_bytes, 0);
+    assert_true(s.has_process_rss);
+    assert_int_equal(s.process_rss_bytes, 4096 * KIB);
+
+    /* An inode smaps does not have at all. */
+    m = model_mapping(0, 0xfd, 0x01, 5555, true);
+    assert_int_equal(rf_measure_sample(MEASURE, "self", &m, 1, "l", &s, NULL), 0);
+    assert_false(s.has_mapping);
+
+    /* One file found, the other not: the sum is not partial, it is absent. */
+    struct rf_mapping_meta two[2] = {model_mapping(0, 0xfd, 0x01, 4242, true),
+                                     model_mapping(1, 0xfd, 0x01, 5555, true)};
+    assert_int_equal(rf_measure_sample(MEASURE, "self", two, 2, "l", &s, NULL), 0);
+    assert_false(s.has_mapping);
+    assert_int_equal(s.mapping_rss_bytes, 0);
+    assert_int_equal(s.mapping_pss_bytes, 0);
+
+    /* Not validated, or no mapping at all. */
+    m = model_mapping(0, 0xfd, 0x01, 4242, false);
+    assert_int_equal(rf_measure_sample(MEASURE, "self", &m, 1, "l", &s, NULL), 0);
+    assert_false(s.has_mapping);
+    assert_int_equal(rf_measure_sample(MEASURE, "self", NULL, 0, "l", &s, NULL), 0);
+    assert_false(s.has_mapping);
+}
+
+/* Nothing readable: taken, every has_* false, the cgroup zeroed (NONE). */
+static void test_sample_nothing(void **state)
+{
+    struct rf_mapping_meta m = model_mapping(0, 0xfd, 0x01, 4242, true);
+    struct rf_residency_sample s;
+    struct rfsys_cgroup_memory cg;
+
+    (void)state;
+    memset(&cg, 0x5a, sizeof(cg));
+    assert_int_equal(rf_measure_sample(ROOT("no-such-tree"), "self", &m, 1, "l", &s, &cg), 0);
+    assert_true(s.taken);
+    assert_false(s.has_process_rss);
+    assert_false(s.has_process_rss_peak);
+    assert_false(s.has_mapping);
+    assert_false(s.has_cgroup_current);
+    assert_false(s.has_cgroup_peak);
+    assert_false(s.has_cgroup_events);
+    assert_int_equal(cg.version, RFSYS_CGROUP_NONE);
+    assert_string_equal(cg.current_source, "");
+}
+
+/* An inventory of one file-backed and one anonymous tensor on mapping m. */
+static void build_inventory(struct rf_inventory *inv, const struct rf_mapping_meta *m)
+{
+    struct rf_tensor_meta t[2];
+
+    memset(t, 0, sizeof(t));
+    t[0].index = 0;
+    snprintf(t[0].name, sizeof(t[0].name), "%s", "tok_embd.weight");
+    snprintf(t[0].type_name, sizeof(t[0].type_name), "%s", "q8_0");
+    t[0].mapping_index = 0;
+    t[0].file_offset_bytes = 4096;
+    t[0].logical_bytes = 10000;
+    t[0].access = RF_ACCESS_FILE_BACKED;
+    t[1] = t[0];
+    t[1].index = 1;
+    snprintf(t[1].name, sizeof(t[1].name), "%s", "blk.0.ffn_up.weight");
+    t[1].file_offset_bytes = 16384;
+    t[1].logical_bytes = 3000;
+    t[1].access = RF_ACCESS_ANONYMOUS;
+    rf_inventory_init(inv);
+    assert_int_equal(rf_inventory_build(t, 2, m, 1, 4096, 1, inv), 0);
+}
+
+static const struct rf_ledger_entry *entry(const struct rf_ledger *l, enum rf_ledger_category c)
+{
+    return &l->entries[c];
+}
+
+static void assert_measured(const struct rf_ledger *l, enum rf_ledger_category c, uint64_t v,
+                            const char *source)
+{
+    const struct rf_ledger_entry *e = entry(l, c);
+
+    assert_true(e->has_value);
+    assert_int_equal(e->value_bytes, v);
+    assert_int_equal(e->provenance, RF_PROV_EXACT_MEASURED);
+    assert_string_equal(e->source, source);
+    assert_true(strlen(e->note) > 0);
+}
+
+static void assert_unknown(const struct rf_ledger *l, enum rf_ledger_category c,
+                           const char *reason_part)
+{
+    const struct rf_ledger_entry *e = entry(l, c);
+
+    assert_false(e->has_value);
+    assert_int_equal(e->provenance, RF_PROV_UNKNOWN);
+    assert_true(strlen(e->note) > 0);
+    if (reason_part)
+        assert_non_null(strstr(e->note, reason_part));
+}
+
+static void test_fill_ledger_full(void **state)
+{
+    struct rf_mapping_meta m = model_mapping(0, 0xfd, 0x01, 4242, true);
+    struct rf_residency_sample s;
+    struct rfsys_cgroup_memory cg;
+    struct rf_inventory inv;
+    struct rf_ledger l;
+
+    (void)state;
+    build_inventory(&inv, &m);
+    assert_int_equal(rf_measure_sample(MEASURE, "self", inv.mappings, inv.n_mappings, "l", &s, &cg),
+                     0);
+    rf_ledger_init(&l);
+    rf_measure_fill_ledger(&l, &inv, true, &s, &cg, "self");
+
+    /* From the inventory: logical sizes, not residency. */
+    assert_true(entry(&l, RF_LEDGER_FILE_BACKED_LOGICAL)->has_value);
+    assert_int_equal(entry(&l, RF_LEDGER_FILE_BACKED_LOGICAL)->value_bytes, 13000);
+    assert_int_equal(entry(&l, RF_LEDGER_FILE_BACKED_LOGICAL)->provenance, RF_PROV_NATIVE_LOGICAL);
+    assert_true(entry(&l, RF_LEDGER_ANONYMOUS_WEIGHTS)->has_value);
+    assert_int_equal(entry(&l, RF_LEDGER_ANONYMOUS_WEIGHTS)->value_bytes, 3000);
+    assert_int_equal(entry(&l, RF_LEDGER_ANONYMOUS_WEIGHTS)->provenance, RF_PROV_NATIVE_LOGICAL);
+
+    /* From the sample, each with its source file. */
+    assert_measured(&l, RF_LEDGER_FILE_BACKED_RESIDENT, 1310720,
+                    "/proc/self/smaps Rss of r--s mappings of dev fd:1 inode 4242");
+    assert_measured(&l, RF_LEDGER_MAPPING_PSS, 786432,
+                    "/proc/self/smaps Pss of r--s mappings of dev fd:1 inode 4242");
+    assert_measured(&l, RF_LEDGER_PROCESS_RSS, 20971520, "/proc/self/status VmRSS");
+    assert_measured(&l, RF_LEDGER_PROCESS_RSS_PEAK, 31457280, "/proc/self/status VmHWM");
+    assert_measured(&l, RF_LEDGER_CGROUP_CURRENT, 52428800, RUN_SCOPE "/memory.current");
+    assert_measured(&l, RF_LEDGER_CGROUP_PEAK, 104857600, RUN_SCOPE "/memory.peak");
+
+    /* Nothing staged: a real zero with its provenance; the C API's gaps unknown. */
+    assert_true(entry(&l, RF_LEDGER_STAGING_REQUESTED)->has_value);
+    assert_int_equal(entry(&l, RF_LEDGER_STAGING_REQUESTED)->value_bytes, 0);
+    assert_int_equal(entry(&l, RF_LEDGER_STAGING_REQUESTED)->provenance, RF_PROV_REQUESTED);
+    assert_int_equal(entry(&l, RF_LEDGER_STAGING_ACCEPTED)->provenance, RF_PROV_NATIVE_ACCEPTED);
+    assert_unknown(&l, RF_LEDGER_KV_CACHE, "KV-cache");
+    assert_unknown(&l, RF_LEDGER_GRAPH_SCRATCH, NULL);
+    assert_unknown(&l, RF_LEDGER_RUNTIME, NULL);
+
+    /* Access probe not run: which weights are anonymous is unknown. */
+    rf_ledger_init(&l);
+    rf_measure_fill_ledger(&l, &inv, false, &s, &cg, "self");
+    assert_unknown(&l, RF_LEDGER_ANONYMOUS_WEIGHTS, "probe");
+    rf_inventory_free(&inv);
+}
+
+/*
+ * measure/proc/201: VmRSS 4096 kB, VmHWM 8192 kB, inode 4242 mapped only
+ * r--p; cgroup /ramforge.slice/nopeak.scope has memory.current 8388608 and
+ * no memory.peak.
+ */
+static void test_fill_ledger_mapping_and_peak_missing(void **state)
+{
+    struct rf_mapping_meta m = model_mapping(0, 0xfd, 0x01, 4242, true);
+    struct rf_residency_sample s;
+    struct rfsys_cgroup_memory cg;
+    struct rf_reconciliation rc;
+    struct rf_inventory inv;
+    struct rf_ledger l;
+
+    (void)state;
+    build_inventory(&inv, &m);
+    assert_int_equal(rf_measure_sample(MEASURE, "201", inv.mappings, inv.n_mappings, "l", &s, &cg),
+                     0);
+    rf_ledger_init(&l);
+    rf_measure_fill_ledger(&l, &inv, true, &s, &cg, "201");
+
+    assert_unknown(&l, RF_LEDGER_FILE_BACKED_RESIDENT, "not found in smaps");
+    assert_unknown(&l, RF_LEDGER_MAPPING_PSS, "not found in smaps");
+    assert_measured(&l, RF_LEDGER_PROCESS_RSS, 4096 * KIB, "/proc/201/status VmRSS");
+    assert_measured(&l, RF_LEDGER_PROCESS_RSS_PEAK, 8192 * KIB, "/proc/201/status VmHWM");
+    assert_measured(&l, RF_LEDGER_CGROUP_CURRENT, 8388608,
+                    "/sys/fs/cgroup/ramforge.slice/nopeak.scope/memory.current");
+    assert_unknown(&l, RF_LEDGER_CGROUP_PEAK, "memory.peak");
+
+    /* Downstream: null in the reconciliation and in the report, not 0. */
+    rf_ledger_reconcile(&l, true, inv.totals.mapped_virtual_bytes, &rc);
+    assert_false(rc.mapped_resident_bytes.has_value);
+    assert_false(rc.rss_minus_mapping_resident_bytes.has_value);
+    assert_false(rc.cgroup_peak_bytes.has_value);
+
+    struct rf_report r;
+    json_t *doc = NULL, *res;
+
+    memset(&r, 0, sizeof(r));
+    r.policy = "observe";
+    r.inventory = &inv;
+    r.ledger = &l;
+    r.reconciliation = &rc;
+    r.samples[0] = s;
+    assert_int_equal(rf_report_to_json(&r, &doc), 0);
+    res = json_object_get(json_array_get(json_object_get(json_object_get(doc, "ledger"), "entries"),
+                                         RF_LEDGER_FILE_BACKED_RESIDENT),
+                          "value_bytes");
+    assert_non_null(res);
+    assert_true(json_is_null(res));
+    res = json_object_get(
+        json_array_get(json_object_get(json_object_get(doc, "residency"), "samples"), 0),
+        "mapping_rss_bytes");
+    assert_non_null(res);
+    assert_true(json_is_null(res));
+    json_decref(doc);
+    rf_inventory_free(&inv);
+}
+
+/* The existing cgroup trees: v2 without memory.peak, and no memory controller. */
+static void test_fill_ledger_cgroup_trees(void **state)
+{
+    struct rf_residency_sample s;
+    struct rfsys_cgroup_memory cg;
+    struct rf_ledger l;
+
+    (void)state;
+    assert_int_equal(rf_measure_sample(ROOT("cg-v2-nopeak"), "self", NULL, 0, "l", &s, &cg), 0);
+    rf_ledger_init(&l);
+    rf_measure_fill_ledger(&l, NULL, false, &s, &cg, "self");
+    assert_measured(&l, RF_LEDGER_CGROUP_CURRENT, 734003200,
+                    "/sys/fs/cgroup/user.slice/user-1000.slice/session-2.scope/memory.current");
+    assert_unknown(&l, RF_LEDGER_CGROUP_PEAK, "memory.peak");
+    /* That tree has no status or smaps: unknown, with a reason. */
+    assert_unknown(&l, RF_LEDGER_PROCESS_RSS, "VmRSS");
+    assert_unknown(&l, RF_LEDGER_FILE_BACKED_RESIDENT, NULL);
+    /* No inventory: the logical entries keep rf_ledger_init's unknowns. */
+    assert_unknown(&l, RF_LEDGER_FILE_BACKED_LOGICAL, NULL);
+
+    assert_int_equal(rf_measure_sample(ROOT("cg-none"), "self", NULL, 0, "l", &s, &cg), 0);
+    assert_int_equal(cg.version, RFSYS_CGROUP_NONE);
+    rf_ledger_init(&l);
+    rf_measure_fill_ledger(&l, NULL, false, &s, &cg, "self");
+    assert_unknown(&l, RF_LEDGER_CGROUP_CURRENT, "no cgroup memory controller");
+    assert_unknown(&l, RF_LEDGER_CGROUP_PEAK, "no cgroup memory controller");
+
+    /* cg NULL is allowed. */
+    rf_ledger_init(&l);
+    rf_measure_fill_ledger(&l, NULL, false, &s, NULL, "self");
+    assert_unknown(&l, RF_LEDGER_CGROUP_CURRENT, NULL);
+    assert_string_equal(entry(&l, RF_LEDGER_CGROUP_CURRENT)->source, "cgroup memory controller");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sample_full),
+        cmocka_unit_test(test_sample_two_files),
+        cmocka_unit_test(test_sample_mapping_missing),
+        cmocka_unit_test(test_sample_nothing),
+        cmocka_unit_test(test_fill_ledger_full),
+        cmocka_unit_test(test_fill_ledger_mapping_and_peak_missing),
+        cmocka_unit_test(test_fill_ledger_cgroup_trees),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
