@@ -398,6 +398,7 @@ int cmd_run(int argc, char **argv)
     rep.text = gen.text;
     rep.n_ctx = gen.n_ctx;
     rep.n_threads = (int32_t)o.n_threads;
+    rep.seed = (uint32_t)o.seed;
 
     if (o.observe) {
         add_warning(&rep, "FileBackedResident is this process's mapping RSS: it is neither the "

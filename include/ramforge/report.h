@@ -87,7 +87,8 @@ struct rf_report {
     size_t n_tokens;
     const char *text;
     uint32_t n_ctx;
-    int32_t n_threads;
+    int32_t n_threads;   /* requested threads; 0: llama.cpp's default */
+    uint32_t seed;       /* --seed: recorded; greedy decoding does not use it */
 
     const char *warnings[RF_REPORT_MAX_WARNINGS];
     size_t n_warnings;

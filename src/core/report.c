@@ -334,12 +334,13 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
     rf_token_fingerprint(r->tokens, r->n_tokens, fp);
     json_object_set_new(
         doc, "output",
-        json_pack("{s:I, s:I, s:s, s:o, s:o, s:s, s:I, s:I}", "n_prompt_tokens",
+        json_pack("{s:I, s:I, s:s, s:o, s:o, s:s, s:I, s:I, s:I}", "n_prompt_tokens",
                   (json_int_t)r->n_prompt, "n_generated_tokens", (json_int_t)r->n_tokens,
                   "token_fingerprint", fp, "prompt_token_ids",
                   token_array(r->prompt_tokens, r->n_prompt), "token_ids",
                   token_array(r->tokens, r->n_tokens), "text", r->text ? r->text : "", "n_ctx",
-                  (json_int_t)r->n_ctx, "n_threads", (json_int_t)r->n_threads));
+                  (json_int_t)r->n_ctx, "n_threads", (json_int_t)r->n_threads, "seed",
+                  (json_int_t)r->seed));
 
     json_t *w = json_array();
     for (size_t i = 0; w && i < r->n_warnings; i++)
