@@ -48,6 +48,7 @@ struct forge_model;
 
 struct forge_model_params {
     bool use_extra_bufts; /* allow CPU_REPACK (repacked anonymous weights); default true */
+    bool mlock;           /* LLAMA_LOAD_MODE_MMAP_MLOCK: lock the mapping; default false */
     int n_threads;        /* threads for the access probe; default 2 */
     bool probe_access;    /* run the graph probe at load; default true */
 };
@@ -93,6 +94,97 @@ struct forge_model_info {
 };
 void forge_model_get_info(const struct forge_model *m, struct forge_model_info *out);
 
+/*
+ * Lifetime (native contract version 1). A model-scoped execution gate:
+ * a context holds a shared lease from graph submission (llama_decode) until
+ * llama_synchronize or its destruction observes completion; page release
+ * takes the exclusive side without blocking and fails with -EBUSY while any
+ * lease is held, and new submissions wait while a release runs.
+ */
+#define FORGE_CONTRACT_VERSION 1
+
+struct forge_model_lifetime {
+    uint32_t contract_version;     /* FORGE_CONTRACT_VERSION */
+    uint64_t instance_id;          /* forge_model_instance_id */
+    bool quiescent;                /* no context in flight and none alive */
+    uint32_t in_flight_contexts;   /* contexts holding a lease */
+    uint32_t active_contexts;      /* contexts alive */
+    uint64_t execution_generation; /* completed executions of all contexts */
+};
+
+/* A consistent snapshot of the model's gate. Thread-safe. */
+void forge_model_lifetime_state(struct forge_model *m, struct forge_model_lifetime *out);
+
+struct forge_context;
+
+struct forge_context_params {
+    uint32_t n_ctx;    /* context size, tokens */
+    uint32_t n_batch;  /* largest batch passed to forge_context_decode; 0 = n_ctx */
+    int32_t n_threads; /* <= 0: llama.cpp's default */
+};
+
+struct forge_context_lifetime {
+    bool in_flight;                /* holds a lease */
+    uint64_t execution_generation; /* completed executions of this context */
+};
+
+/* Creates a context (counted active until freed). Errors: -EIO, -ENOMEM. */
+int forge_context_create(struct forge_model *m, const struct forge_context_params *p,
+                         struct forge_context **out, char err[FORGE_ERR_MAX]);
+
+/*
+ * Submits n tokens (positions continue from the last decode): synchronizes
+ * a previous submission, takes the shared lease (waiting while a release
+ * runs) and calls llama_decode. The lease is held until
+ * forge_context_synchronize. Errors: -EIO (llama_decode failed; the lease
+ * is ended).
+ */
+int forge_context_decode(struct forge_context *fc, int32_t *tokens, size_t n);
+
+/* llama_synchronize, then ends the lease. A no-op when nothing is in flight. */
+void forge_context_synchronize(struct forge_context *fc);
+
+/* Synchronizes, frees the llama_context and stops counting it. NULL is a no-op. */
+void forge_context_free(struct forge_context *fc);
+
+void forge_context_lifetime_state(const struct forge_context *fc,
+                                  struct forge_context_lifetime *out);
+
+/* File pages [first_page, end_page) of mapping mapping_index, in page-size units. */
+struct forge_release_range {
+    int32_t mapping_index;
+    uint64_t first_page;
+    uint64_t end_page;
+};
+
+enum forge_release_mode {
+    FORGE_RELEASE_DONTNEED = 0, /* MADV_DONTNEED: drops mapping RSS; page cache stays */
+    FORGE_RELEASE_PAGEOUT = 1,  /* MADV_PAGEOUT: reclaims the pages (Linux 5.4+) */
+};
+
+struct forge_release_result {
+    uint64_t requested_bytes; /* bytes of the ranges submitted */
+    uint64_t accepted_bytes;  /* bytes madvise returned 0 for: not proof of reclamation */
+    size_t n_failed;          /* ranges refused (validation or madvise) */
+    int first_error;          /* negative errno of the first refusal, 0 if none */
+};
+
+/*
+ * Advises the ranges away under the exclusive side of the gate, held across
+ * every madvise call. Returns -EBUSY at once, changing nothing, when any
+ * context is in flight (idle contexts are allowed here; ramforge's policy
+ * demands a quiescent model before it calls this). Each range is validated
+ * against a fresh /proc/self/maps: wholly inside one r--s VMA of the model
+ * file at the right file offset, else it is refused with -EFAULT and not
+ * touched. range_errors (n entries, may be NULL) receives 0 or the negative
+ * errno per range (-EINVAL from madvise for an mlocked range). Returns 0
+ * when the gate was taken (see out for per-range outcomes), -EBUSY, or the
+ * error of reading /proc/self/maps.
+ */
+int forge_model_release(struct forge_model *m, const struct forge_release_range *ranges, size_t n,
+                        enum forge_release_mode mode, struct forge_release_result *out,
+                        int *range_errors);
+
 struct forge_generate_params {
     const char *prompt;  /* UTF-8, tokenized with add_special = true, parse_special = true */
     int32_t n_predict;   /* tokens to generate (stops early at end-of-generation) */
@@ -114,6 +206,9 @@ struct forge_generate_result {
     uint64_t decode_ns;     /* decode of generated tokens after the first */
     uint64_t sync_ns;       /* explicit llama_synchronize calls, summed */
     uint64_t inference_ns;  /* prompt processing start to the last token */
+    bool has_memory_breakdown; /* llama_get_memory_breakdown answered */
+    uint64_t kv_cache_bytes;   /* context (KV cache) buffers, bytes */
+    uint64_t compute_bytes;    /* compute (graph scratch) buffers, bytes */
 };
 
 /*

@@ -7,7 +7,11 @@
 
 #include "ramforge/forge.h"
 
+#include "gate.h"
+
 struct gguf_context;
+struct llama_context;
+struct llama_context_params;
 struct llama_model;
 struct name_index;
 
@@ -20,7 +24,31 @@ struct forge_model {
     struct name_index *by_name;     /* n_tensors, sorted by name */
     struct rf_mapping_meta mapping; /* the model file's mapping */
     uintptr_t map_start, map_end;   /* its virtual address range; 0,0 if not found */
+    struct forge_gate gate;         /* execution gate, contract version 1 */
+    bool gate_ready;                /* gate initialised (for forge_model_free) */
 };
+
+struct forge_context {
+    struct forge_model *m;
+    struct llama_context *ctx;
+    bool in_flight;                /* holds a lease: submitted, completion not observed */
+    uint64_t execution_generation; /* completed executions of this context */
+};
+
+/* Creates a context from full llama.cpp parameters (the probe sets cb_eval). */
+int forge_context_open(struct forge_model *m, const struct llama_context_params *cp,
+                       struct forge_context **out, char err[FORGE_ERR_MAX]);
+
+/*
+ * Sums llama_get_memory_breakdown(ctx) over buffer types: context (KV
+ * cache) and compute (graph scratch) bytes. -ENOSYS where the build has no
+ * llama-ext.h, -EIO when llama.cpp throws.
+ */
+#ifdef __cplusplus
+extern "C"
+#endif
+int forge_memory_breakdown(const struct llama_context *ctx, uint64_t *context_bytes,
+                           uint64_t *compute_bytes);
 
 
 /*

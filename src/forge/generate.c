@@ -47,13 +47,13 @@ static int append_piece(const struct llama_vocab *vocab, llama_token id, char **
     return 0;
 }
 
-/* llama_decode followed by a timed explicit llama_synchronize. */
-static int decode_sync(struct llama_context *ctx, struct llama_batch batch, uint64_t *sync_ns)
+/* Decode under the gate, then a timed explicit synchronization (ends the lease). */
+static int decode_sync(struct forge_context *fc, int32_t *tokens, size_t n, uint64_t *sync_ns)
 {
-    if (llama_decode(ctx, batch) != 0)
+    if (forge_context_decode(fc, tokens, n) < 0)
         return -EIO;
     uint64_t t = rf_now_ns();
-    llama_synchronize(ctx);
+    forge_context_synchronize(fc);
     *sync_ns += rf_now_ns() - t;
     return 0;
 }
@@ -62,7 +62,7 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
                    struct forge_generate_result *out, char err[FORGE_ERR_MAX])
 {
     const struct llama_vocab *vocab = llama_model_get_vocab(m->model);
-    struct llama_context *ctx = NULL;
+    struct forge_context *fc = NULL;
     struct llama_sampler *smpl = NULL;
     size_t text_len = 0, text_cap = 0;
     int rc = 0;
@@ -93,47 +93,44 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     out->n_prompt = (size_t)n_prompt;
 
     uint32_t need = (uint32_t)n_prompt + (uint32_t)p->n_predict - 1;
-    struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = p->n_ctx ? p->n_ctx : need;
+    struct forge_context_params cp = {
+        .n_ctx = p->n_ctx ? p->n_ctx : need,
+        .n_batch = (uint32_t)n_prompt,
+        .n_threads = p->n_threads,
+    };
     if (cp.n_ctx < need) {
         snprintf(err, FORGE_ERR_MAX, "context size %u is too small for %d prompt + %d generated tokens",
                  cp.n_ctx, n_prompt, p->n_predict);
         rc = -EINVAL;
         goto out;
     }
-    cp.n_batch = (uint32_t)n_prompt;
-    cp.no_perf = true;
-    if (p->n_threads > 0) {
-        cp.n_threads = p->n_threads;
-        cp.n_threads_batch = p->n_threads;
-    }
     uint64_t t0 = rf_now_ns();
-    ctx = llama_init_from_model(m->model, cp);
+    rc = forge_context_create(m, &cp, &fc, err);
     out->context_init_ns = rf_now_ns() - t0;
-    if (!ctx) {
-        snprintf(err, FORGE_ERR_MAX, "llama.cpp could not create a context of %u tokens", cp.n_ctx);
-        rc = -EIO;
+    if (rc < 0)
         goto out;
-    }
-    out->n_ctx = llama_n_ctx(ctx);
+    out->n_ctx = llama_n_ctx(fc->ctx);
+    out->has_memory_breakdown =
+        forge_memory_breakdown(fc->ctx, &out->kv_cache_bytes, &out->compute_bytes) == 0;
     struct llama_sampler_chain_params sp = llama_sampler_chain_default_params();
     sp.no_perf = true;
     smpl = llama_sampler_chain_init(sp);
     llama_sampler_chain_add(smpl, llama_sampler_init_greedy());
 
     uint64_t t_inf = rf_now_ns();
-    struct llama_batch batch = llama_batch_get_one(out->prompt_tokens, n_prompt);
+    int32_t *batch = out->prompt_tokens;
+    int32_t batch_n = n_prompt;
     uint64_t t_first = 0;
-    for (int32_t n_pos = 0; n_pos + batch.n_tokens < n_prompt + p->n_predict;) {
-        if (decode_sync(ctx, batch, &out->sync_ns) < 0) {
+    for (int32_t n_pos = 0; n_pos + batch_n < n_prompt + p->n_predict;) {
+        if (decode_sync(fc, batch, (size_t)batch_n, &out->sync_ns) < 0) {
             snprintf(err, FORGE_ERR_MAX, "llama_decode failed at position %d", n_pos);
             rc = -EIO;
             goto out;
         }
         if (n_pos == 0)
             out->prompt_ns = rf_now_ns() - t_inf;
-        n_pos += batch.n_tokens;
-        llama_token id = llama_sampler_sample(smpl, ctx, -1);
+        n_pos += batch_n;
+        llama_token id = llama_sampler_sample(smpl, fc->ctx, -1);
         if (out->n_tokens == 0) {
             t_first = rf_now_ns();
             out->ttft_ns = t_first - t_inf;
@@ -146,7 +143,8 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
             snprintf(err, FORGE_ERR_MAX, "cannot convert token %d to text", id);
             goto out;
         }
-        batch = llama_batch_get_one(&out->tokens[out->n_tokens - 1], 1);
+        batch = &out->tokens[out->n_tokens - 1];
+        batch_n = 1;
     }
     uint64_t t_end = rf_now_ns();
     out->inference_ns = t_end - t_inf;
@@ -158,8 +156,7 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     }
 out:
     llama_sampler_free(smpl);
-    if (ctx)
-        llama_free(ctx);
+    forge_context_free(fc);
     if (rc < 0)
         forge_generate_result_free(out);
     return rc;

@@ -45,6 +45,7 @@ struct forge_model_params forge_model_default_params(void)
 {
     struct forge_model_params p = {
         .use_extra_bufts = true,
+        .mlock = false,
         .n_threads = 2,
         .probe_access = true,
     };
@@ -195,8 +196,9 @@ static int probe_access(struct forge_model *m, int n_threads, char err[FORGE_ERR
 {
     struct llama_context_params cp = llama_context_default_params();
     const struct llama_vocab *vocab = llama_model_get_vocab(m->model);
+    struct forge_context *fc;
     uint64_t t0 = rf_now_ns();
-    int rc = 0;
+    int rc;
 
     cp.n_ctx = 64;
     cp.n_batch = 1;
@@ -207,28 +209,25 @@ static int probe_access(struct forge_model *m, int n_threads, char err[FORGE_ERR
     cp.cb_eval_user_data = m;
     cp.no_perf = true;
 
-    struct llama_context *ctx = llama_init_from_model(m->model, cp);
-    if (!ctx) {
-        snprintf(err, FORGE_ERR_MAX, "%s: llama.cpp could not create the probe context",
-                 m->info.path);
-        return -EIO;
-    }
+    rc = forge_context_open(m, &cp, &fc, err);
+    if (rc < 0)
+        return rc;
     llama_token tok = llama_vocab_bos(vocab);
     if (tok == LLAMA_TOKEN_NULL)
         tok = 0;
-    if (llama_decode(ctx, llama_batch_get_one(&tok, 1)) != 0) {
+    rc = forge_context_decode(fc, &tok, 1);
+    if (rc < 0) {
         snprintf(err, FORGE_ERR_MAX, "%s: llama.cpp could not decode the probe token",
                  m->info.path);
-        rc = -EIO;
         goto out;
     }
-    llama_synchronize(ctx);
+    forge_context_synchronize(fc);
     for (size_t i = 0; i < m->n_tensors; i++)
         if (m->tensors[i].access == RF_ACCESS_UNKNOWN)
             m->tensors[i].access = RF_ACCESS_UNREFERENCED;
     m->info.access_probed = true;
 out:
-    llama_free(ctx);
+    forge_context_free(fc);
     m->info.probe_ns = rf_now_ns() - t0;
     return rc;
 }
@@ -255,6 +254,8 @@ int forge_model_load(const char *path, const struct forge_model_params *params,
         goto fail;
     }
     m->instance_id = atomic_fetch_add(&next_instance_id, 1);
+    forge_gate_init(&m->gate);
+    m->gate_ready = true;
     snprintf(m->info.path, sizeof(m->info.path), "%s", path);
     m->info.file_size_bytes = (uint64_t)st.st_size;
     rc = load_tensor_table(m, g);
@@ -262,7 +263,7 @@ int forge_model_load(const char *path, const struct forge_model_params *params,
         goto fail;
 
     struct llama_model_params mp = llama_model_default_params();
-    mp.load_mode = LLAMA_LOAD_MODE_MMAP;
+    mp.load_mode = params->mlock ? LLAMA_LOAD_MODE_MMAP_MLOCK : LLAMA_LOAD_MODE_MMAP;
     mp.use_extra_bufts = params->use_extra_bufts;
     m->model = llama_model_load_from_file(path, mp);
     if (!m->model) {
@@ -313,6 +314,8 @@ void forge_model_free(struct forge_model *m)
         llama_model_free(m->model);
     free(m->by_name);
     free(m->tensors);
+    if (m->gate_ready)
+        forge_gate_destroy(&m->gate);
     free(m);
 }
 

@@ -1,0 +1,188 @@
+/*
+ * Policy profiles and the release plan: which eligible tensors a profile
+ * selects at a safe boundary, and which file pages that selection may
+ * advise away without touching a page some unselected tensor still covers.
+ *
+ * A plan is pure arithmetic over an rf_inventory plus a few measured facts
+ * (mapping resident bytes, the native binding verdict, an optional access
+ * profile). Building one never touches memory; applying it is forge's job,
+ * and the native lifetime gate remains the final authority. The byte
+ * figures a plan carries are estimates (provenance "estimated" in the
+ * ledger), never measured reclamation.
+ *
+ * Also here: rf_parse_size, the byte-size syntax of the CLI's --target and
+ * --reserve (implemented in src/core/size.c).
+ */
+#ifndef RAMFORGE_POLICY_H
+#define RAMFORGE_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ramforge/intervals.h"
+#include "ramforge/inventory.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * The spec's profiles. Plans: all but off. Mutates (after a safe boundary):
+ * conservative, memory-bound, reuse-aware, active. Needs a target:
+ * memory-bound, active.
+ */
+enum rf_policy_profile {
+    RF_POLICY_OFF = 0,          /* no policy action */
+    RF_POLICY_OBSERVE,          /* memory-bound plan for inspection only */
+    RF_POLICY_CONSERVATIVE,     /* only tensors with zero shared page bytes */
+    RF_POLICY_MEMORY_BOUND,     /* large candidates until the soft target is met */
+    RF_POLICY_REUSE_AWARE,      /* memory-bound, cold-first by an access profile */
+    RF_POLICY_ACTIVE,           /* compatibility alias for memory-bound */
+};
+
+/*
+ * Parses a profile name: "off", "observe", "conservative", "memory-bound",
+ * "reuse-aware" or "active" (exact, lowercase). Errors: -EINVAL (unknown
+ * name, NULL argument); *out is unchanged on error.
+ */
+int rf_policy_parse(const char *name, enum rf_policy_profile *out);
+
+/* The profile's static name as rf_policy_parse spells it; NULL outside the enum. */
+const char *rf_policy_name(enum rf_policy_profile p);
+
+bool rf_policy_plans(enum rf_policy_profile p);           /* all but off */
+bool rf_policy_mutates(enum rf_policy_profile p);         /* conservative, memory-bound,
+                                                             reuse-aware, active */
+bool rf_policy_requires_target(enum rf_policy_profile p); /* memory-bound, active */
+
+/*
+ * Parses a byte size: decimal digits, then optionally one space and a
+ * suffix, matched case-insensitively:
+ *
+ *   B                            x 1
+ *   K KiB  M MiB  G GiB  T TiB   x 1024^1..4   (IEC)
+ *   P PiB  E EiB                 x 1024^5..6
+ *   KB MB GB TB PB EB            x 1000^1..6   (SI)
+ *
+ * With a K..E suffix the number may carry a decimal fraction ("1.5GiB");
+ * the result is floored to whole bytes and computed exactly in integers.
+ * No sign, no leading or trailing space, no exponent.
+ *
+ * Errors: -EINVAL (NULL, empty, unparsable, a sign, trailing junk, a
+ * fraction without a K..E suffix, or a result of zero bytes: "0", "0MiB",
+ * "0.0001K"), -EOVERFLOW (the value does not fit uint64_t). Syntax is
+ * checked before size, so "99999999999999999999x" is -EINVAL. *out_bytes is
+ * unchanged on error.
+ */
+int rf_parse_size(const char *s, uint64_t *out_bytes);
+
+/* Inputs of rf_plan_build. Start from rf_plan_default_params(). */
+struct rf_plan_params {
+    enum rf_policy_profile profile;
+    bool has_target;
+    uint64_t target_bytes;  /* mapping-resident target; meaningful when has_target */
+    uint64_t reserve_bytes; /* safety reserve taken off the target; must be < target */
+    bool has_mapping_resident;
+    uint64_t mapping_resident_bytes; /* measured FileBackedResident, all model mappings */
+    bool binding_ok;                 /* native contract bound, matching and quiescent */
+    const char *binding_reason;      /* why selection is refused when !binding_ok; borrowed */
+    const uint32_t *profile_order;   /* access profile: tensor indices, coldest first;
+                                        NULL: none; borrowed */
+    size_t n_profile_order;          /* entries in profile_order */
+    bool dead_pages_only; /* select only RF_ELIGIBLE_DEAD_FILE_PAGES (the after-load boundary) */
+};
+
+/* One run of pages to advise away in one mapping. */
+struct rf_release_range {
+    int32_t mapping_index;      /* position in the inventory's mappings */
+    struct rf_page_range pages; /* file pages, half-open, non-empty */
+};
+
+struct rf_plan {
+    enum rf_policy_profile profile;
+    uint64_t generation;   /* inventory generation the plan was built from */
+    uint64_t page_bytes;   /* the inventory's page size */
+    bool applied_profile;  /* rf_policy_mutates(profile): the plan may be applied */
+    bool profile_used;     /* a valid access profile ordered the selection */
+    bool has_soft_target;
+    uint64_t soft_target_bytes; /* target - reserve; meaningful when has_soft_target */
+    size_t n_candidates;        /* entries the profile could select from */
+    uint32_t *selected;         /* tensor indices, in selection order; owned */
+    size_t n_selected;
+    uint64_t selected_logical_bytes; /* sum of the selected tensors' payloads */
+    struct rf_release_range *release; /* sorted by (mapping, first page), disjoint and
+                                         non-adjacent within a mapping; owned */
+    size_t n_release;
+    uint64_t release_pages;          /* pages in release */
+    uint64_t release_bytes;          /* release_pages * page_bytes */
+    uint64_t shared_bytes_protected; /* pages of selected tensors kept because an
+                                        unselected file-backed tensor covers them, bytes */
+    bool has_estimated_resident_after;
+    uint64_t estimated_resident_after_bytes; /* mapping_resident - release_bytes, floored
+                                                at 0: assumes released pages were resident */
+    bool target_met; /* has_soft_target and estimated_resident_after <= soft target */
+    char reason[256]; /* one line: what was selected and why, or why nothing was */
+};
+
+/*
+ * Profile off, no target, no resident measurement, binding refused with no
+ * reason, no access profile, dead_pages_only false.
+ */
+struct rf_plan_params rf_plan_default_params(void);
+
+void rf_plan_init(struct rf_plan *plan);
+
+/* Frees the selection and release arrays; leaves an empty plan. NULL is a no-op. */
+void rf_plan_free(struct rf_plan *plan);
+
+/*
+ * Builds the plan of p->profile over inv into *out (initialised; old
+ * content freed on success, unchanged on error).
+ *
+ * Soft target: target - reserve, when a target is given. Candidates:
+ * entries of inv's generation that are file-backed and RF_ELIGIBLE or
+ * RF_ELIGIBLE_DEAD_FILE_PAGES (only the latter with dead_pages_only);
+ * conservative also requires shared_page_bytes == 0. Without binding_ok
+ * nothing is selected and reason is binding_reason.
+ *
+ * Order: dead-file-pages candidates first (the graph reads an anonymous
+ * copy), then the rest; each group largest unique_reclaimable_bytes first,
+ * ties by tensor index. For reuse-aware with a valid access profile the
+ * rest go in profile order (coldest first), then candidates the profile
+ * does not name, largest first; profile_used is set. A profile naming a
+ * tensor index twice or one not in inv is ignored (profile_used false, the
+ * reason says so); other profiles ignore it.
+ *
+ * Selection:
+ *   off           nothing
+ *   conservative  no target: every dead-file-pages candidate; with a
+ *                 target and a resident measurement: in order until met;
+ *                 with a target but no measurement: dead-file-pages only
+ *   memory-bound, active, reuse-aware (no valid profile: as memory-bound),
+ *   observe       in order, while the estimated resident after release is
+ *                 above the soft target; needs a target (observe and
+ *                 reuse-aware without one select nothing) and a resident
+ *                 measurement (without one: nothing, and the reason says so)
+ *
+ * Release ranges: the union of the selected tensors' outward page ranges
+ * minus every page any unselected file-backed entry of the same mapping
+ * covers, whatever its eligibility. Pages shared only among selected
+ * tensors are released. A page is never released unless a selected tensor
+ * covers it. Entries the inventory could not place in a mapping have no
+ * pages and protect nothing. Cost O(s log s + sum of segments per tensor),
+ * s = 2 x file-backed entries.
+ *
+ * Errors: -EINVAL (NULL inv/p/out, unknown profile, a required target
+ * missing, reserve >= target, profile_order NULL with n_profile_order > 0,
+ * an inventory entry with a bad mapping index), -EOVERFLOW (a byte sum),
+ * -ENOMEM.
+ */
+int rf_plan_build(const struct rf_inventory *inv, const struct rf_plan_params *p,
+                  struct rf_plan *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
