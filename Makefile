@@ -7,7 +7,7 @@ DEMO_MODEL = $(BUILD)/models/$(DEMO_PRESET)-$(DEMO_TYPE).gguf
 # A user's own llama.cpp install prefix; empty: the pinned build (scripts/build-llama.sh).
 LLAMA_PREFIX ?=
 
-.PHONY: all deps llama build demo check clean
+.PHONY: all deps llama build demo check tsan clean
 
 all: build
 
@@ -37,5 +37,13 @@ demo: build $(DEMO_MODEL)
 check: build
 	@cd $(BUILD) && ctest --output-on-failure
 
+# The execution-gate stress test under ThreadSanitizer (build-tsan/).
+tsan: | deps
+	@prefix="$(LLAMA_PREFIX)"; \
+	if [ -z "$$prefix" ]; then prefix=$$(scripts/build-llama.sh | tail -n 1) || exit 1; fi; \
+	cmake -S . -B build-tsan -DRAMFORGE_LLAMA_PREFIX="$$prefix" -DRAMFORGE_TSAN=ON >/dev/null
+	@cmake --build build-tsan -j$(JOBS) --target test_forge_gate
+	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build-tsan/tests/forge/test_forge_gate
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-tsan

@@ -28,23 +28,23 @@ extern "C" {
 #endif
 
 enum rf_lifetime_state {
-    RF_LT_DISCOVERED = 0,                   /* listed in the inventory */
-    RF_LT_OWNED,                            /* the loaded model instance owns it */
-    RF_LT_REFERENCED,                       /* a context's graph may read it */
-    RF_LT_EXECUTION_SUBMITTED,              /* a graph using it was submitted */
-    RF_LT_EXECUTION_COMPLETED,              /* that graph completed (not a boundary) */
-    RF_LT_OPERATION_BOUNDARY_SYNCHRONIZED,  /* synchronized, contexts dropped, quiescent */
-    RF_LT_RELEASE_ELIGIBLE,                 /* the policy may select it */
-    RF_LT_RELEASE_SELECTED,                 /* a plan selected it */
-    RF_LT_RELEASE_REQUESTED,                /* the native release call was made */
-    RF_LT_NATIVE_ACCEPTED,                  /* the native layer accepted the request */
-    RF_LT_NATIVE_FAILURE,                   /* the native layer refused it */
-    RF_LT_RECONCILED,                       /* acceptance reconciled with observations */
-    RF_LT_RELEASE_FAILED,                   /* failed release, errno kept */
-    RF_LT_FINAL_USE_PROVEN,                 /* reserved: unreachable today */
-    RF_LT_INVALIDATED,                      /* generation refreshed: terminal */
-    RF_LT_SHARED_OR_REUSED,                 /* not released: shared pages or reuse */
-    RF_LT_UNKNOWN,                          /* lifetime could not be established */
+    RF_LT_DISCOVERED = 0,                  /* listed in the inventory */
+    RF_LT_OWNED,                           /* the loaded model instance owns it */
+    RF_LT_REFERENCED,                      /* a context's graph may read it */
+    RF_LT_EXECUTION_SUBMITTED,             /* a graph using it was submitted */
+    RF_LT_EXECUTION_COMPLETED,             /* that graph completed (not a boundary) */
+    RF_LT_OPERATION_BOUNDARY_SYNCHRONIZED, /* synchronized, contexts dropped, quiescent */
+    RF_LT_RELEASE_ELIGIBLE,                /* the policy may select it */
+    RF_LT_RELEASE_SELECTED,                /* a plan selected it */
+    RF_LT_RELEASE_REQUESTED,               /* the native release call was made */
+    RF_LT_NATIVE_ACCEPTED,                 /* the native layer accepted the request */
+    RF_LT_NATIVE_FAILURE,                  /* the native layer refused it */
+    RF_LT_RECONCILED,                      /* acceptance reconciled with observations */
+    RF_LT_RELEASE_FAILED,                  /* failed release, errno kept */
+    RF_LT_FINAL_USE_PROVEN,                /* reserved: unreachable today */
+    RF_LT_INVALIDATED,                     /* generation refreshed: terminal */
+    RF_LT_SHARED_OR_REUSED,                /* not released: shared pages or reuse */
+    RF_LT_UNKNOWN,                         /* lifetime could not be established */
     RF_LT_N
 };
 

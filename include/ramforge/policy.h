@@ -33,12 +33,12 @@ extern "C" {
  * memory-bound, active.
  */
 enum rf_policy_profile {
-    RF_POLICY_OFF = 0,          /* no policy action */
-    RF_POLICY_OBSERVE,          /* memory-bound plan for inspection only */
-    RF_POLICY_CONSERVATIVE,     /* only tensors with zero shared page bytes */
-    RF_POLICY_MEMORY_BOUND,     /* large candidates until the soft target is met */
-    RF_POLICY_REUSE_AWARE,      /* memory-bound, cold-first by an access profile */
-    RF_POLICY_ACTIVE,           /* compatibility alias for memory-bound */
+    RF_POLICY_OFF = 0,      /* no policy action */
+    RF_POLICY_OBSERVE,      /* memory-bound plan for inspection only */
+    RF_POLICY_CONSERVATIVE, /* only tensors with zero shared page bytes */
+    RF_POLICY_MEMORY_BOUND, /* large candidates until the soft target is met */
+    RF_POLICY_REUSE_AWARE,  /* memory-bound, cold-first by an access profile */
+    RF_POLICY_ACTIVE,       /* compatibility alias for memory-bound */
 };
 
 /*
@@ -101,16 +101,16 @@ struct rf_release_range {
 
 struct rf_plan {
     enum rf_policy_profile profile;
-    uint64_t generation;   /* inventory generation the plan was built from */
-    uint64_t page_bytes;   /* the inventory's page size */
-    bool applied_profile;  /* rf_policy_mutates(profile): the plan may be applied */
-    bool profile_used;     /* a valid access profile ordered the selection */
+    uint64_t generation;  /* inventory generation the plan was built from */
+    uint64_t page_bytes;  /* the inventory's page size */
+    bool applied_profile; /* rf_policy_mutates(profile): the plan may be applied */
+    bool profile_used;    /* a valid access profile ordered the selection */
     bool has_soft_target;
     uint64_t soft_target_bytes; /* target - reserve; meaningful when has_soft_target */
     size_t n_candidates;        /* entries the profile could select from */
     uint32_t *selected;         /* tensor indices, in selection order; owned */
     size_t n_selected;
-    uint64_t selected_logical_bytes; /* sum of the selected tensors' payloads */
+    uint64_t selected_logical_bytes;  /* sum of the selected tensors' payloads */
     struct rf_release_range *release; /* sorted by (mapping, first page), disjoint and
                                          non-adjacent within a mapping; owned */
     size_t n_release;
@@ -121,7 +121,7 @@ struct rf_plan {
     bool has_estimated_resident_after;
     uint64_t estimated_resident_after_bytes; /* mapping_resident - release_bytes, floored
                                                 at 0: assumes released pages were resident */
-    bool target_met; /* has_soft_target and estimated_resident_after <= soft target */
+    bool target_met;  /* has_soft_target and estimated_resident_after <= soft target */
     char reason[256]; /* one line: what was selected and why, or why nothing was */
 };
 
