@@ -1,11 +1,18 @@
 /*
- * ramforge run: greedy generation under the memory ledger.
+ * ramforge run: greedy generation under the memory ledger and a residency
+ * policy.
  *
- * Loads the model through forge (mmap), builds the inventory (policy
- * observe), samples process, mapping and cgroup figures after load and
- * after the session is dropped, fills the ledger and its reconciliation,
- * prints the generated text on stdout, and writes the human report
- * (stderr) and the JSON operation report on request.
+ * The run walks the safe boundaries of the specification:
+ *   load (+ access probe) -> after_load boundary: inventory, lifetimes,
+ *     quiescence observation, sample; a mutating policy releases the file
+ *     pages of weights the graph reads from anonymous copies (they cost
+ *     nothing to lose)
+ *   admission against the cgroup hard limit and the soft target
+ *   session: greedy generation on one context, which is then dropped
+ *   after_session boundary: quiescence observation, sample, plan; a
+ *     mutating policy releases what the plan selected, under the native gate
+ *   optional verify session: the same prompt again, tokens compared
+ * then the ledger, the reconciliation and the reports.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -17,13 +24,18 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "ramforge/admission.h"
+#include "ramforge/binding.h"
 #include "ramforge/error.h"
 #include "ramforge/forge.h"
 #include "ramforge/inventory.h"
 #include "ramforge/ledger.h"
+#include "ramforge/lifetime.h"
 #include "ramforge/measure.h"
+#include "ramforge/policy.h"
 #include "ramforge/report.h"
 #include "ramforge/timing.h"
+#include "run.h"
 
 struct run_options {
     const char *model;
@@ -32,10 +44,16 @@ struct run_options {
     long long n_threads; /* 0: llama.cpp default */
     long long n_ctx;     /* 0: prompt + n_predict */
     long long seed;
-    bool observe;        /* --residency-policy observe (default) vs off */
+    enum rf_policy_profile policy;
+    bool has_target;
+    uint64_t target_bytes;
+    uint64_t reserve_bytes;
+    enum forge_release_mode release_mode;
     bool human_report;
     const char *json_path;
     bool repack;
+    bool mlock;
+    bool verify;
     bool hold;
     bool verbose;
 };
@@ -47,7 +65,8 @@ static void usage(FILE *out)
             "\n"
             "Load MODEL through llama.cpp (mmap), generate N tokens greedily (the decode\n"
             "loop of llama.cpp's examples/simple), print the generated text on stdout, and\n"
-            "account for the model's memory.\n"
+            "account for the model's memory; with a mutating policy, release cold weight\n"
+            "pages at safe boundaries (after load, after the session is dropped).\n"
             "\n"
             "Options:\n"
             "  -m, --model PATH              GGUF model (required)\n"
@@ -57,15 +76,38 @@ static void usage(FILE *out)
             "  -c, --ctx-size N              context size in tokens (default: prompt + N)\n"
             "  -s, --seed N                  recorded in the report; greedy decoding does not\n"
             "                                use it (default 0)\n"
-            "      --residency-policy P      off      run without inventory or ledger\n"
-            "                                observe  build the inventory, the ledger and its\n"
-            "                                         reconciliation; change nothing (default)\n"
+            "      --residency-policy P      off           no inventory, ledger or plan\n"
+            "                                observe       inventory, ledger, reconciliation and\n"
+            "                                              (with a target) a plan; changes\n"
+            "                                              nothing (default)\n"
+            "                                conservative  release only tensors that share no\n"
+            "                                              page; without a target only the file\n"
+            "                                              pages of repacked weights\n"
+            "                                memory-bound  release cold, large tensors until the\n"
+            "                                              mapping fits the soft target\n"
+            "                                reuse-aware   order by an access profile (none is\n"
+            "                                              available yet: as memory-bound, and\n"
+            "                                              the plan says profile_used=false)\n"
+            "                                active        alias of memory-bound\n"
+            "      --memory-target SIZE      target for the model mapping's resident bytes\n"
+            "                                (required by memory-bound and active); SIZE is\n"
+            "                                bytes or 512MiB, 2G, 1.5GiB, 300MB (IEC K/M/G/T =\n"
+            "                                1024, SI KB/MB/GB/TB = 1000)\n"
+            "      --safety-reserve SIZE     taken off the target: soft target = target -\n"
+            "                                reserve (default 0)\n"
+            "      --release-mode MODE       dontneed (MADV_DONTNEED: drops the mapping's RSS,\n"
+            "                                the page cache stays) or pageout (MADV_PAGEOUT:\n"
+            "                                reclaims the pages); default dontneed\n"
+            "      --verify-session          after the release, run the prompt again and\n"
+            "                                compare the tokens (pages re-fault from the file)\n"
             "      --residency-report        print the human-readable report on stderr\n"
             "      --residency-report-json PATH\n"
             "                                write the JSON operation report (schema_version 1)\n"
             "                                to PATH (temporary file + rename: never partial)\n"
             "      --no-repack               load without llama.cpp's extra buffer types\n"
             "                                (no CPU_REPACK copies of Q4_0 weights)\n"
+            "      --mlock                   lock the model mapping (release is then refused\n"
+            "                                by the kernel and reported as ReleaseFailed)\n"
             "      --hold                    after the report, keep the model loaded until\n"
             "                                standard input closes (compare with\n"
             "                                /proc/PID/smaps, fincore, vmtouch)\n"
@@ -73,13 +115,37 @@ static void usage(FILE *out)
             "  -h, --help                    show this help\n"
             "\n"
             "Figures carry their provenance: exact_measured (read from /proc or the cgroup),\n"
-            "native_logical (tensor sizes from the GGUF table: not residency), requested,\n"
-            "native_accepted, estimated, or unknown (null, with the reason). They are never\n"
-            "added into one total.\n",
+            "native_logical (sizes from the GGUF table or llama.cpp: not residency),\n"
+            "requested and native_accepted (bytes submitted to and accepted by madvise: not\n"
+            "reclamation), estimated, or unknown (null, with the reason). They are never\n"
+            "added into one total. Admission: a cgroup hard limit the run would exceed\n"
+            "refuses the run (exit 1); exceeding only the soft target is a warning.\n",
             RF_PROGRAM);
 }
 
-enum { OPT_POLICY = 256, OPT_REPORT, OPT_REPORT_JSON, OPT_NO_REPACK, OPT_HOLD };
+enum {
+    OPT_POLICY = 256,
+    OPT_TARGET,
+    OPT_RESERVE,
+    OPT_RELEASE_MODE,
+    OPT_VERIFY,
+    OPT_REPORT,
+    OPT_REPORT_JSON,
+    OPT_NO_REPACK,
+    OPT_MLOCK,
+    OPT_HOLD,
+};
+
+static bool parse_size_option(const char *opt, const char *arg, uint64_t *out)
+{
+    int rc = rf_parse_size(arg, out);
+    if (rc == -EOVERFLOW)
+        cli_usage_error("run ", "invalid size for %s '%s': too large", opt, arg);
+    else if (rc < 0)
+        cli_usage_error("run ", "invalid size for %s '%s': expected a positive size such as "
+                        "512MiB, 2G or 300000000", opt, arg);
+    return rc == 0;
+}
 
 /* Returns -1 to continue, or the exit status. */
 static int parse_options(int argc, char **argv, struct run_options *o)
@@ -92,9 +158,14 @@ static int parse_options(int argc, char **argv, struct run_options *o)
         {"ctx-size", required_argument, NULL, 'c'},
         {"seed", required_argument, NULL, 's'},
         {"residency-policy", required_argument, NULL, OPT_POLICY},
+        {"memory-target", required_argument, NULL, OPT_TARGET},
+        {"safety-reserve", required_argument, NULL, OPT_RESERVE},
+        {"release-mode", required_argument, NULL, OPT_RELEASE_MODE},
+        {"verify-session", no_argument, NULL, OPT_VERIFY},
         {"residency-report", no_argument, NULL, OPT_REPORT},
         {"residency-report-json", required_argument, NULL, OPT_REPORT_JSON},
         {"no-repack", no_argument, NULL, OPT_NO_REPACK},
+        {"mlock", no_argument, NULL, OPT_MLOCK},
         {"hold", no_argument, NULL, OPT_HOLD},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
@@ -129,15 +200,36 @@ static int parse_options(int argc, char **argv, struct run_options *o)
                 return RF_EXIT_USAGE;
             break;
         case OPT_POLICY:
-            if (!strcmp(optarg, "observe")) {
-                o->observe = true;
-            } else if (!strcmp(optarg, "off")) {
-                o->observe = false;
-            } else {
-                cli_usage_error("run ", "unknown residency policy '%s' (expected off or observe)",
+            if (rf_policy_parse(optarg, &o->policy) < 0) {
+                cli_usage_error("run ",
+                                "unknown residency policy '%s' (expected off, observe, "
+                                "conservative, memory-bound, reuse-aware or active)",
                                 optarg);
                 return RF_EXIT_USAGE;
             }
+            break;
+        case OPT_TARGET:
+            if (!parse_size_option("--memory-target", optarg, &o->target_bytes))
+                return RF_EXIT_USAGE;
+            o->has_target = true;
+            break;
+        case OPT_RESERVE:
+            if (!parse_size_option("--safety-reserve", optarg, &o->reserve_bytes))
+                return RF_EXIT_USAGE;
+            break;
+        case OPT_RELEASE_MODE:
+            if (!strcmp(optarg, "dontneed")) {
+                o->release_mode = FORGE_RELEASE_DONTNEED;
+            } else if (!strcmp(optarg, "pageout")) {
+                o->release_mode = FORGE_RELEASE_PAGEOUT;
+            } else {
+                cli_usage_error("run ", "unknown release mode '%s' (expected dontneed or pageout)",
+                                optarg);
+                return RF_EXIT_USAGE;
+            }
+            break;
+        case OPT_VERIFY:
+            o->verify = true;
             break;
         case OPT_REPORT:
             o->human_report = true;
@@ -147,6 +239,9 @@ static int parse_options(int argc, char **argv, struct run_options *o)
             break;
         case OPT_NO_REPACK:
             o->repack = false;
+            break;
+        case OPT_MLOCK:
+            o->mlock = true;
             break;
         case OPT_HOLD:
             o->hold = true;
@@ -173,6 +268,18 @@ static int parse_options(int argc, char **argv, struct run_options *o)
         cli_usage_error("run ", "the prompt is empty");
         return RF_EXIT_USAGE;
     }
+    if (rf_policy_requires_target(o->policy) && !o->has_target) {
+        cli_usage_error("run ", "--residency-policy %s needs --memory-target SIZE",
+                        rf_policy_name(o->policy));
+        return RF_EXIT_USAGE;
+    }
+    if (o->has_target && o->reserve_bytes >= o->target_bytes) {
+        cli_usage_error("run ",
+                        "--safety-reserve (%" PRIu64 " bytes) must be below --memory-target "
+                        "(%" PRIu64 " bytes)",
+                        o->reserve_bytes, o->target_bytes);
+        return RF_EXIT_USAGE;
+    }
     return -1;
 }
 
@@ -192,246 +299,577 @@ static bool report_dir_writable(const char *path)
     return ok;
 }
 
+/* Everything one run owns; freed in run_state_free. */
+struct run_state {
+    struct run_options o;
+    struct forge_model *m;
+    struct forge_model_info info;
+    const struct rf_mapping_meta *mappings;
+    size_t n_mappings;
+    struct rf_inventory inv;
+    struct rf_lifetime lt;
+    struct rf_binding binding;
+    struct rf_plan plans[2]; /* after_load (dead pages), after_session */
+    struct rf_admission_result admission;
+    struct rf_ledger ledger;
+    struct rf_reconciliation recon;
+    struct rf_timing timing;
+    struct rfsys_cgroup_memory cg;
+    struct forge_generate_result gen, verify_gen;
+    struct rf_report rep;
+    size_t n_samples;
+};
+
 static void add_warning(struct rf_report *r, const char *w)
 {
     if (r->n_warnings < RF_REPORT_MAX_WARNINGS)
         r->warnings[r->n_warnings++] = w;
 }
 
-static void print_human_report(const struct rf_report *r)
+/* Takes the next residency sample; returns it. */
+static struct rf_residency_sample *take_sample(struct run_state *s, const char *label)
 {
-    char b1[32], b2[32];
-    FILE *f = stderr;
-
-    fprintf(f, "\n== ramforge residency report (schema %d), policy %s ==\n",
-            RF_REPORT_SCHEMA_VERSION, r->policy);
-    fprintf(f, "model: %s (%s), file %s, native tensor size %s, instance %" PRIu64 "\n",
-            r->model_path, r->model_desc,
-            cli_format_bytes(r->model_file_size_bytes, false, b1, sizeof(b1)),
-            cli_format_bytes(r->model_native_size_bytes, false, b2, sizeof(b2)), r->instance_id);
-    if (r->inventory) {
-        const struct rf_inventory_totals *t = &r->inventory->totals;
-        fprintf(f,
-                "inventory: generation %" PRIu64 ", %" PRIu64 " tensors: %" PRIu64
-                " file-backed, %" PRIu64 " read from an anonymous copy, %" PRIu64 " eligible\n",
-                r->inventory->generation, t->n_tensors, t->n_file_backed, t->n_anonymous,
-                t->n_eligible);
-    } else {
-        fprintf(f, "inventory: not built (%s)\n", r->not_built_reason);
-    }
-    if (r->ledger) {
-        fprintf(f, "ledger (categories are not additive; no total):\n");
-        for (int c = 0; c < RF_LEDGER_N_CATEGORIES; c++) {
-            const struct rf_ledger_entry *e = &r->ledger->entries[c];
-            fprintf(f, "  %-20s %12s  %-15s %s\n",
-                    rf_ledger_category_name((enum rf_ledger_category)c),
-                    e->has_value ? cli_format_bytes(e->value_bytes, false, b1, sizeof(b1))
-                                 : "unknown",
-                    rf_provenance_name(e->provenance), e->has_value ? e->source : e->note);
-        }
-        const struct rf_reconciliation *rc = r->reconciliation;
-        fprintf(f, "reconciliation (signed differences, not overhead):\n");
-        if (rc->rss_minus_mapping_resident_bytes.has_value)
-            fprintf(f, "  process RSS - mapping resident: %+.2f MiB\n",
-                    (double)rc->rss_minus_mapping_resident_bytes.value / 1048576.0);
-        else
-            fprintf(f, "  process RSS - mapping resident: unknown\n");
-        if (rc->cgroup_current_minus_rss_bytes.has_value)
-            fprintf(f, "  cgroup current - process RSS:   %+.2f MiB\n",
-                    (double)rc->cgroup_current_minus_rss_bytes.value / 1048576.0);
-        else
-            fprintf(f, "  cgroup current - process RSS:   unknown\n");
-    } else {
-        fprintf(f, "ledger: not built (%s)\n", r->not_built_reason);
-    }
-    const struct rf_timing *t = r->timing;
-    fprintf(f, "timing:");
-    static const enum rf_timer shown[] = {RF_TIMER_MODEL_LOAD, RF_TIMER_OBSERVATION,
-                                          RF_TIMER_TTFT, RF_TIMER_INFERENCE, RF_TIMER_END_TO_END};
-    for (size_t i = 0; i < sizeof(shown) / sizeof(shown[0]); i++)
-        if (t->has[shown[i]])
-            fprintf(f, " %s %s", rf_timer_name(shown[i]),
-                    cli_format_ns(t->ns[shown[i]], b1, sizeof(b1)));
-    fputc('\n', f);
-    char fp[32];
-    rf_token_fingerprint(r->tokens, r->n_tokens, fp);
-    fprintf(f, "output: %zu prompt tokens, %zu generated, %s\n", r->n_prompt, r->n_tokens, fp);
-    for (size_t i = 0; i < r->n_warnings; i++)
-        fprintf(f, "warning: %s\n", r->warnings[i]);
+    size_t i = s->n_samples < RF_REPORT_MAX_SAMPLES ? s->n_samples++ : RF_REPORT_MAX_SAMPLES - 1;
+    struct rf_residency_sample *smp = &s->rep.samples[i];
+    uint64_t t0 = rf_now_ns();
+    rf_measure_sample(NULL, "self", s->mappings, s->n_mappings, label, smp, &s->cg);
+    rf_timing_add(&s->timing, RF_TIMER_OBSERVATION, rf_now_ns() - t0);
+    return smp;
 }
 
-/* Waits until standard input closes (--hold). */
-static void hold_until_stdin_closes(void)
+/* Advances resource i to `to` when legal; illegal requests are left as they are. */
+static void lt_move(struct run_state *s, size_t i, enum rf_lifetime_state to)
 {
-    char buf[256];
-    fprintf(stderr, "%s: holding pid %ld with the model loaded; close standard input to exit\n",
-            RF_PROGRAM, (long)getpid());
-    while (fread(buf, 1, sizeof(buf), stdin) > 0 || (!feof(stdin) && errno == EINTR))
-        ;
+    if (rf_lifetime_transition_legal(s->lt.states[i], to))
+        rf_lifetime_advance(&s->lt, i, to);
+}
+
+/* Walks every referenced resource through one execution that ended at a dropped context. */
+static void lt_execution(struct run_state *s)
+{
+    for (size_t i = 0; i < s->lt.n; i++) {
+        enum rf_lifetime_state st = s->lt.states[i];
+        if (st == RF_LT_UNKNOWN || st == RF_LT_INVALIDATED || st == RF_LT_SHARED_OR_REUSED)
+            continue;
+        if (st == RF_LT_RECONCILED || st == RF_LT_RELEASE_FAILED)
+            lt_move(s, i, RF_LT_REFERENCED);
+        lt_move(s, i, RF_LT_EXECUTION_SUBMITTED);
+        lt_move(s, i, RF_LT_EXECUTION_COMPLETED);
+        lt_move(s, i, RF_LT_OPERATION_BOUNDARY_SYNCHRONIZED);
+    }
+}
+
+/* At a synchronized boundary: eligible resources become ReleaseEligible. */
+static void lt_boundary(struct run_state *s)
+{
+    for (size_t i = 0; i < s->lt.n; i++) {
+        enum rf_eligibility e = s->inv.entries[i].eligibility;
+        if (e == RF_ELIGIBLE || e == RF_ELIGIBLE_DEAD_FILE_PAGES)
+            lt_move(s, i, RF_LT_RELEASE_ELIGIBLE);
+    }
+}
+
+/* After load: Discovered -> Owned -> Referenced (probe saw it) -> probe execution. */
+static void lt_after_load(struct run_state *s)
+{
+    for (size_t i = 0; i < s->lt.n; i++) {
+        lt_move(s, i, RF_LT_OWNED);
+        enum rf_weight_access a = s->inv.entries[i].access;
+        if (a == RF_ACCESS_FILE_BACKED || a == RF_ACCESS_ANONYMOUS)
+            lt_move(s, i, RF_LT_REFERENCED);
+        else
+            lt_move(s, i, RF_LT_UNKNOWN); /* not referenced by the observed graph */
+    }
+    lt_execution(s);
+    lt_boundary(s);
+}
+
+/* Records the native lifetime facts at a boundary; returns whether selection may proceed. */
+static bool observe_native(struct run_state *s, const char *boundary, const char **why)
+{
+    struct forge_model_lifetime fl;
+    forge_model_lifetime_state(s->m, &fl);
+    struct rf_native_lifetime nl = {
+        .has_contract = true,
+        .contract_version = fl.contract_version,
+        .instance_id = fl.instance_id,
+        .quiescent = fl.quiescent,
+        .in_flight_contexts = fl.in_flight_contexts,
+        .active_contexts = fl.active_contexts,
+        .execution_generation = fl.execution_generation,
+    };
+    rf_binding_observe(&s->binding, &nl, boundary);
+    s->rep.has_native = true;
+    s->rep.native = nl;
+    s->rep.native_boundary = boundary;
+    return rf_binding_may_select(&s->binding, why);
+}
+
+static struct rf_recon_value delta(bool has_a, uint64_t after, bool has_b, uint64_t before)
+{
+    struct rf_recon_value v = {false, 0};
+    if (has_a && has_b && after <= INT64_MAX && before <= INT64_MAX) {
+        v.has_value = true;
+        v.value = (int64_t)after - (int64_t)before;
+    }
+    return v;
+}
+
+/*
+ * Plans at a boundary and, for a mutating policy, applies the plan under the
+ * gate: lifetimes ReleaseEligible -> ReleaseSelected -> ReleaseRequested ->
+ * NativeAccepted -> Reconciled, or NativeFailure -> ReleaseFailed with the
+ * errno of the refused range. Returns 0 or a negative error of the planner.
+ */
+static int plan_and_apply(struct run_state *s, struct rf_plan *plan, const char *boundary,
+                          bool dead_pages_only, const struct rf_residency_sample *before,
+                          const char *after_label)
+{
+    const char *why = NULL;
+    bool may = observe_native(s, boundary, &why);
+    struct rf_plan_params pp = rf_plan_default_params();
+    struct rf_report_application *app = &s->rep.applications[s->rep.n_applications++];
+    uint64_t t0 = rf_now_ns();
+    int rc;
+
+    app->boundary = boundary;
+    pp.profile = s->o.policy;
+    pp.has_target = s->o.has_target;
+    pp.target_bytes = s->o.target_bytes;
+    pp.reserve_bytes = s->o.reserve_bytes;
+    pp.has_mapping_resident = before->has_mapping;
+    pp.mapping_resident_bytes = before->mapping_rss_bytes;
+    pp.binding_ok = may;
+    pp.binding_reason = why;
+    pp.dead_pages_only = dead_pages_only;
+    rc = rf_plan_build(&s->inv, &pp, plan);
+    rf_timing_add(&s->timing, RF_TIMER_PLANNING, rf_now_ns() - t0);
+    if (rc < 0)
+        return rc;
+    s->rep.plan = plan;
+    s->rep.plan_boundary = boundary;
+    if (!rf_policy_mutates(s->o.policy)) {
+        app->refused_reason = "the policy does not mutate";
+        return 0;
+    }
+    if (!may) {
+        app->refused_reason = why;
+        return 0;
+    }
+    if (plan->n_release == 0) {
+        app->refused_reason = plan->n_selected ? "every selected page is shared with an "
+                                                 "unselected tensor"
+                                               : "the plan selected nothing";
+        return 0;
+    }
+
+    struct forge_release_range *ranges = calloc(plan->n_release, sizeof(*ranges));
+    int *errs = calloc(plan->n_release, sizeof(int));
+    if (!ranges || !errs) {
+        free(ranges);
+        free(errs);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < plan->n_release; i++) {
+        ranges[i].mapping_index = plan->release[i].mapping_index;
+        ranges[i].first_page = plan->release[i].pages.first_page;
+        ranges[i].end_page = plan->release[i].pages.end_page;
+    }
+    for (size_t k = 0; k < plan->n_selected; k++) {
+        size_t i = plan->selected[k];
+        lt_move(s, i, RF_LT_RELEASE_SELECTED);
+        lt_move(s, i, RF_LT_RELEASE_REQUESTED);
+    }
+    struct forge_release_result res;
+    rc = forge_model_release(s->m, ranges, plan->n_release, s->o.release_mode, &res, errs);
+    if (rc < 0) {
+        /* The gate refused (a context in flight): nothing was advised. */
+        app->refused_reason = rc == -EBUSY ? "the execution gate was busy" : rf_strerror(rc);
+        for (size_t k = 0; k < plan->n_selected; k++)
+            rf_lifetime_fail(&s->lt, plan->selected[k], rc);
+        free(ranges);
+        free(errs);
+        return 0;
+    }
+    app->attempted = true;
+    app->requested_bytes = res.requested_bytes;
+    app->accepted_bytes = res.accepted_bytes;
+    app->n_failed = res.n_failed;
+    app->first_error = res.first_error;
+    for (size_t k = 0; k < plan->n_selected; k++) {
+        size_t i = plan->selected[k];
+        int err = 0;
+        for (size_t r = 0; r < plan->n_release && !err; r++) {
+            struct rf_page_range hit =
+                rf_page_range_intersect(plan->release[r].pages, s->inv.entries[i].pages);
+            if (errs[r] && plan->release[r].mapping_index == s->inv.entries[i].mapping_index &&
+                rf_page_range_pages(hit) > 0)
+                err = errs[r];
+        }
+        if (err)
+            rf_lifetime_fail(&s->lt, i, err);
+        else
+            lt_move(s, i, RF_LT_NATIVE_ACCEPTED);
+    }
+    free(ranges);
+    free(errs);
+
+    const struct rf_residency_sample *after = take_sample(s, after_label);
+    app->mapping_delta = delta(after->has_mapping, after->mapping_rss_bytes, before->has_mapping,
+                               before->mapping_rss_bytes);
+    app->rss_delta = delta(after->has_process_rss, after->process_rss_bytes,
+                           before->has_process_rss, before->process_rss_bytes);
+    app->cgroup_delta = delta(after->has_cgroup_current, after->cgroup_current_bytes,
+                              before->has_cgroup_current, before->cgroup_current_bytes);
+    for (size_t k = 0; k < plan->n_selected; k++)
+        lt_move(s, plan->selected[k], RF_LT_RECONCILED);
+    return 0;
+}
+
+/* KV cache bytes estimated from the hyperparameters: K and V, f16, n_ctx cells. */
+static bool estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uint64_t *out)
+{
+    if (info->n_head <= 0 || info->n_head_kv <= 0 || info->n_layer <= 0 || info->n_embd <= 0)
+        return false;
+    uint64_t per_token = (uint64_t)info->n_embd / (uint64_t)info->n_head *
+                         (uint64_t)info->n_head_kv * 2 /* K, V */ * 2 /* f16 */;
+    return !__builtin_mul_overflow(per_token, (uint64_t)info->n_layer, out) &&
+           !__builtin_mul_overflow(*out, n_ctx, out);
+}
+
+/* Admission before the session. Returns false when the run is refused. */
+static bool admit(struct run_state *s, const struct rf_residency_sample *now, uint64_t n_ctx_est)
+{
+    struct rf_admission_input in;
+    uint64_t kv = 0, req;
+    bool has_kv = estimate_kv(&s->info, n_ctx_est, &kv);
+    const char *why;
+
+    memset(&in, 0, sizeof(in));
+    in.has_request = now->has_process_rss && has_kv &&
+                     !__builtin_add_overflow(now->process_rss_bytes, kv, &req);
+    in.request_bytes = in.has_request ? req : 0;
+    in.has_target = s->o.has_target;
+    in.target_bytes = s->o.target_bytes;
+    in.reserve_bytes = s->o.reserve_bytes;
+    in.has_hard_limit = s->cg.has_limit;
+    in.hard_unlimited = s->cg.limit_unlimited;
+    in.hard_limit_bytes = s->cg.limit_bytes;
+    in.hard_limit_source = s->cg.limit_source[0] ? s->cg.limit_source : NULL;
+    in.has_cgroup_current = now->has_cgroup_current;
+    in.cgroup_current_bytes = now->cgroup_current_bytes;
+    in.has_process_rss = now->has_process_rss;
+    in.process_rss_bytes = now->process_rss_bytes;
+    /* Reclaimable only with a matching contract observed quiescent. */
+    if (rf_binding_may_select(&s->binding, &why)) {
+        in.has_reclaimable = true;
+        in.reclaimable_bytes = s->inv.totals.unique_reclaimable_bytes;
+    }
+    if (now->has_process_rss && now->has_mapping &&
+        now->process_rss_bytes >= now->mapping_rss_bytes) {
+        in.has_non_file = true;
+        in.non_file_bytes = now->process_rss_bytes - now->mapping_rss_bytes + kv;
+    }
+    in.unknown_components[in.n_unknown++] = "GraphScratch";
+    in.unknown_components[in.n_unknown++] = "Runtime";
+    if (rf_admission_decide(&in, &s->admission) < 0) {
+        s->rep.admission_reason = "admission could not decide (invalid input)";
+        return true;
+    }
+    s->rep.admission = &s->admission;
+    return s->admission.outcome != RF_ADMIT_REJECTED;
+}
+
+static void run_state_free(struct run_state *s)
+{
+    forge_generate_result_free(&s->gen);
+    forge_generate_result_free(&s->verify_gen);
+    rf_plan_free(&s->plans[0]);
+    rf_plan_free(&s->plans[1]);
+    rf_lifetime_free(&s->lt);
+    rf_inventory_free(&s->inv);
+    forge_model_free(s->m);
+}
+
+/* Fills the ledger's native categories from the session's memory breakdown. */
+static void fill_native_ledger(struct run_state *s, uint64_t n_ctx)
+{
+    uint64_t kv;
+    if (s->gen.has_memory_breakdown) {
+        rf_ledger_set(&s->ledger, RF_LEDGER_KV_CACHE, s->gen.kv_cache_bytes, RF_PROV_NATIVE_LOGICAL,
+                      "llama_get_memory_breakdown (context buffers)",
+                      "allocated by the session's context; freed when the session was dropped");
+        rf_ledger_set(&s->ledger, RF_LEDGER_GRAPH_SCRATCH, s->gen.compute_bytes,
+                      RF_PROV_NATIVE_LOGICAL, "llama_get_memory_breakdown (compute buffers)",
+                      "allocated by the session's context; freed when the session was dropped");
+    } else if (estimate_kv(&s->info, n_ctx, &kv)) {
+        rf_ledger_set(&s->ledger, RF_LEDGER_KV_CACHE, kv, RF_PROV_ESTIMATED,
+                      "model hyperparameters x context size (f16 K and V)",
+                      "llama_get_memory_breakdown is not available in this build");
+    }
+}
+
+static int write_reports(struct run_state *s)
+{
+    if (s->o.human_report)
+        run_print_report(&s->rep);
+    if (s->o.json_path) {
+        json_t *doc;
+        int rc = rf_report_to_json(&s->rep, &doc);
+        if (rc == 0) {
+            rc = rf_json_write_file(doc, s->o.json_path);
+            json_decref(doc);
+        }
+        if (rc < 0) {
+            cli_error("cannot write %s: %s", s->o.json_path, rf_strerror(rc));
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static void fill_report_identity(struct run_state *s)
+{
+    struct rf_report *r = &s->rep;
+    r->ramforge_version = RAMFORGE_VERSION;
+    r->llama_cpp_version = forge_llama_version();
+    r->model_path = s->info.path;
+    r->model_desc = s->info.desc;
+    r->model_file_size_bytes = s->info.file_size_bytes;
+    r->model_native_size_bytes = s->info.size_bytes;
+    r->model_n_params = s->info.n_params;
+    r->instance_id = forge_model_instance_id(s->m);
+    r->access_probed = s->info.access_probed;
+    r->policy = rf_policy_name(s->o.policy);
+    r->policy_plans = rf_policy_plans(s->o.policy);
+    r->policy_mutates = rf_policy_mutates(s->o.policy);
+    r->has_target = s->o.has_target;
+    r->target_bytes = s->o.target_bytes;
+    r->reserve_bytes = s->o.reserve_bytes;
+    r->release_mode = !r->policy_mutates                            ? NULL
+                      : s->o.release_mode == FORGE_RELEASE_PAGEOUT ? "pageout"
+                                                                   : "dontneed";
+    r->timing = &s->timing;
+    r->n_threads = (int32_t)s->o.n_threads;
+    r->seed = (uint32_t)s->o.seed;
+    if (s->o.policy == RF_POLICY_OFF) {
+        r->not_built_reason = "residency policy off: no inventory, ledger or sample was taken";
+        r->plan_reason = "residency policy off";
+        r->admission_reason = "residency policy off";
+        return;
+    }
+    r->inventory = &s->inv;
+    r->lifetime = &s->lt;
+    r->cgroup_version = s->cg.version == RFSYS_CGROUP_V1   ? "v1"
+                        : s->cg.version == RFSYS_CGROUP_V2 ? "v2"
+                                                           : "none";
+    r->cgroup_dir = s->cg.version != RFSYS_CGROUP_NONE ? s->cg.dir : NULL;
+    r->has_cgroup_limit = s->cg.has_limit;
+    r->cgroup_limit_unlimited = s->cg.limit_unlimited;
+    r->cgroup_limit_bytes = s->cg.limit_bytes;
+}
+
+static void set_output(struct run_state *s)
+{
+    s->rep.prompt_tokens = s->gen.prompt_tokens;
+    s->rep.n_prompt = s->gen.n_prompt;
+    s->rep.tokens = s->gen.tokens;
+    s->rep.n_tokens = s->gen.n_tokens;
+    s->rep.text = s->gen.text;
+    s->rep.n_ctx = s->gen.n_ctx;
+}
+
+static void add_warnings(struct run_state *s)
+{
+    struct rf_report *r = &s->rep;
+    if (s->o.policy == RF_POLICY_OFF)
+        return;
+    add_warning(r, "FileBackedResident is this process's mapping RSS: it is neither the file's "
+                   "page cache nor the cgroup charge");
+    if (!s->gen.has_memory_breakdown)
+        add_warning(r, "KvCache and GraphScratch are not reported by this llama.cpp build");
+    add_warning(r, "Runtime is unknown: allocator, loader and tokenizer memory are inside "
+                   "ProcessRss");
+    if (s->inv.totals.n_anonymous > 0)
+        add_warning(r, "some weights are read from anonymous repacked copies: their file pages "
+                       "stay mapped and resident but are never read again");
+    if (s->cg.version == RFSYS_CGROUP_NONE)
+        add_warning(r, "no cgroup memory controller was found: cgroup figures are unknown");
+    if (r->policy_mutates)
+        add_warning(r, "a release request is not reclamation: accepted bytes are what madvise "
+                       "took; only the measured deltas show what changed");
+    if (r->admission && r->admission->outcome == RF_ADMIT_WARNING)
+        add_warning(r, "the run exceeds the soft target (see admission.reason)");
+    for (size_t i = 0; i < r->n_applications; i++)
+        if (r->applications[i].n_failed)
+            add_warning(r, "the kernel refused part of a release: those resources are "
+                           "ReleaseFailed, not released");
 }
 
 int cmd_run(int argc, char **argv)
 {
     uint64_t t_entry = rf_now_ns();
-    struct run_options o = {
-        .prompt = "Hello my name is",
-        .n_predict = 32,
-        .observe = true,
-        .repack = true,
-    };
+    struct run_state *s = calloc(1, sizeof(*s));
     struct forge_model_params mp = forge_model_default_params();
-    struct forge_generate_result gen = {0};
-    struct forge_model *m = NULL;
-    struct forge_model_info info;
-    struct rfsys_cgroup_memory cg;
-    struct rf_reconciliation recon;
-    struct rf_inventory inv;
-    struct rf_ledger ledger;
-    struct rf_timing timing;
-    struct rf_report rep;
     char err[FORGE_ERR_MAX];
     int status = RF_EXIT_FAILURE, rc;
 
-    rc = parse_options(argc, argv, &o);
-    if (rc >= 0)
-        return rc;
-    if (o.json_path && !report_dir_writable(o.json_path))
+    if (!s) {
+        cli_error("out of memory");
         return RF_EXIT_FAILURE;
-    if (o.verbose)
+    }
+    s->o.prompt = "Hello my name is";
+    s->o.n_predict = 32;
+    s->o.policy = RF_POLICY_OBSERVE;
+    s->o.repack = true;
+    rc = parse_options(argc, argv, &s->o);
+    if (rc >= 0) {
+        free(s);
+        return rc;
+    }
+    const struct run_options *o = &s->o;
+    const bool observing = o->policy != RF_POLICY_OFF;
+    if (o->json_path && !report_dir_writable(o->json_path))
+        goto out;
+    if (o->verbose)
         rf_log_set(cli_log_sink, NULL);
-    forge_init(o.verbose);
+    forge_init(o->verbose);
+    rf_timing_init(&s->timing);
+    rf_inventory_init(&s->inv);
+    rf_ledger_init(&s->ledger);
+    rf_plan_init(&s->plans[0]);
+    rf_plan_init(&s->plans[1]);
 
-    rf_timing_init(&timing);
-    rf_inventory_init(&inv);
-    rf_ledger_init(&ledger);
-    memset(&rep, 0, sizeof(rep));
-    memset(&cg, 0, sizeof(cg));
-
-    mp.use_extra_bufts = o.repack;
-    mp.probe_access = o.observe;
-    mp.n_threads = o.n_threads > 0 ? (int)o.n_threads : 2;
+    /* Load. */
+    mp.use_extra_bufts = o->repack;
+    mp.mlock = o->mlock;
+    mp.probe_access = observing;
+    mp.n_threads = o->n_threads > 0 ? (int)o->n_threads : 2;
     uint64_t t0 = rf_now_ns();
-    if (forge_model_load(o.model, &mp, &m, err) < 0) {
+    if (forge_model_load(o->model, &mp, &s->m, err) < 0) {
         cli_error("%s", err);
         goto out;
     }
-    forge_model_get_info(m, &info);
-    rf_timing_set(&timing, RF_TIMER_MODEL_LOAD, rf_now_ns() - t0 - info.probe_ns);
+    forge_model_get_info(s->m, &s->info);
+    rf_timing_set(&s->timing, RF_TIMER_MODEL_LOAD, rf_now_ns() - t0 - s->info.probe_ns);
+    size_t n_tensors;
+    const struct rf_tensor_meta *tensors = forge_model_tensors(s->m, &n_tensors);
+    s->mappings = forge_model_mappings(s->m, &s->n_mappings);
+    fill_report_identity(s);
 
-    size_t n_tensors, n_mappings;
-    const struct rf_tensor_meta *tensors = forge_model_tensors(m, &n_tensors);
-    const struct rf_mapping_meta *mappings = forge_model_mappings(m, &n_mappings);
-    if (o.observe) {
-        rf_timing_add(&timing, RF_TIMER_OBSERVATION, info.probe_ns);
+    /* The after_load boundary: no context exists. */
+    if (observing) {
+        rf_timing_add(&s->timing, RF_TIMER_OBSERVATION, s->info.probe_ns);
         t0 = rf_now_ns();
-        rc = rf_inventory_build(tensors, n_tensors, mappings, n_mappings,
-                                (uint64_t)sysconf(_SC_PAGESIZE), 1, &inv);
+        rc = rf_inventory_build(tensors, n_tensors, s->mappings, s->n_mappings,
+                                (uint64_t)sysconf(_SC_PAGESIZE), 1, &s->inv);
+        if (rc == 0)
+            rc = rf_lifetime_init(&s->lt, s->inv.n);
+        rf_timing_add(&s->timing, RF_TIMER_PLANNING, rf_now_ns() - t0);
         if (rc < 0) {
-            cli_error("%s: cannot build the inventory: %s", o.model, rf_strerror(rc));
+            cli_error("%s: cannot build the inventory: %s", o->model, rf_strerror(rc));
             goto out;
         }
-        rf_measure_sample(NULL, "self", mappings, n_mappings, "after_load", &rep.samples[0], NULL);
-        rf_timing_add(&timing, RF_TIMER_OBSERVATION, rf_now_ns() - t0);
+        lt_after_load(s);
+        rf_binding_bind(&s->binding, forge_model_instance_id(s->m));
+        const struct rf_residency_sample *loaded = take_sample(s, "after_load");
+        if (rf_policy_mutates(o->policy)) {
+            rc = plan_and_apply(s, &s->plans[0], "after_load", true, loaded,
+                                "after_load_release");
+            if (rc < 0) {
+                cli_error("%s: cannot plan: %s", o->model, rf_strerror(rc));
+                goto out;
+            }
+        } else {
+            const char *why;
+            observe_native(s, "after_load", &why);
+        }
+        const struct rf_residency_sample *now = &s->rep.samples[s->n_samples - 1];
+        uint64_t n_ctx_est = o->n_ctx ? (uint64_t)o->n_ctx : (uint64_t)o->n_predict + 64;
+        if (!admit(s, now, n_ctx_est)) {
+            cli_error("admission rejected the run: %s", s->admission.reason);
+            rf_timing_set(&s->timing, RF_TIMER_END_TO_END, rf_now_ns() - t_entry);
+            s->rep.plan_reason = "the run was rejected before the session";
+            write_reports(s);
+            goto out;
+        }
+        if (s->admission.outcome == RF_ADMIT_WARNING)
+            cli_error("warning: %s", s->admission.reason);
     }
 
+    /* The session. */
     struct forge_generate_params gp = {
-        .prompt = o.prompt,
-        .n_predict = (int32_t)o.n_predict,
-        .n_ctx = (uint32_t)o.n_ctx,
-        .n_threads = (int32_t)o.n_threads,
+        .prompt = o->prompt,
+        .n_predict = (int32_t)o->n_predict,
+        .n_ctx = (uint32_t)o->n_ctx,
+        .n_threads = (int32_t)o->n_threads,
     };
-    if (forge_generate(m, &gp, &gen, err) < 0) {
-        cli_error("%s: %s", o.model, err);
+    if (forge_generate(s->m, &gp, &s->gen, err) < 0) {
+        cli_error("%s: %s", o->model, err);
         goto out;
     }
-    rf_timing_set(&timing, RF_TIMER_CONTEXT_INIT, gen.context_init_ns);
-    rf_timing_set(&timing, RF_TIMER_INFERENCE, gen.inference_ns);
-    rf_timing_set(&timing, RF_TIMER_PROMPT, gen.prompt_ns);
-    rf_timing_set(&timing, RF_TIMER_TTFT, gen.ttft_ns);
-    rf_timing_set(&timing, RF_TIMER_DECODE, gen.decode_ns);
-    rf_timing_set(&timing, RF_TIMER_SYNCHRONIZATION, gen.sync_ns);
+    rf_timing_set(&s->timing, RF_TIMER_CONTEXT_INIT, s->gen.context_init_ns);
+    rf_timing_set(&s->timing, RF_TIMER_INFERENCE, s->gen.inference_ns);
+    rf_timing_set(&s->timing, RF_TIMER_PROMPT, s->gen.prompt_ns);
+    rf_timing_set(&s->timing, RF_TIMER_TTFT, s->gen.ttft_ns);
+    rf_timing_set(&s->timing, RF_TIMER_DECODE, s->gen.decode_ns);
+    rf_timing_set(&s->timing, RF_TIMER_SYNCHRONIZATION, s->gen.sync_ns);
+    set_output(s);
 
-    /* The session (context) is dropped: sample the quiescent model. */
-    if (o.observe) {
-        t0 = rf_now_ns();
-        rf_measure_sample(NULL, "self", mappings, n_mappings, "after_session", &rep.samples[1],
-                          &cg);
-        rf_measure_fill_ledger(&ledger, &inv, info.access_probed, &rep.samples[1], &cg, "self");
-        rf_ledger_reconcile(&ledger, true, inv.totals.mapped_virtual_bytes, &recon);
-        rf_timing_add(&timing, RF_TIMER_OBSERVATION, rf_now_ns() - t0);
-    }
-    rf_timing_set(&timing, RF_TIMER_END_TO_END, rf_now_ns() - t_entry);
-
-    printf("%s\n", gen.text);
-    fflush(stdout);
-
-    rep.ramforge_version = RAMFORGE_VERSION;
-    rep.llama_cpp_version = forge_llama_version();
-    rep.model_path = info.path;
-    rep.model_desc = info.desc;
-    rep.model_file_size_bytes = info.file_size_bytes;
-    rep.model_native_size_bytes = info.size_bytes;
-    rep.model_n_params = info.n_params;
-    rep.instance_id = forge_model_instance_id(m);
-    rep.access_probed = info.access_probed;
-    rep.policy = o.observe ? "observe" : "off";
-    if (o.observe) {
-        rep.inventory = &inv;
-        rep.ledger = &ledger;
-        rep.reconciliation = &recon;
-        rep.cgroup_version = cg.version == RFSYS_CGROUP_V1   ? "v1"
-                             : cg.version == RFSYS_CGROUP_V2 ? "v2"
-                                                             : "none";
-        rep.cgroup_dir = cg.version != RFSYS_CGROUP_NONE ? cg.dir : NULL;
-        rep.has_cgroup_limit = cg.has_limit;
-        rep.cgroup_limit_unlimited = cg.limit_unlimited;
-        rep.cgroup_limit_bytes = cg.limit_bytes;
-    } else {
-        rep.not_built_reason = "residency policy off: no inventory, ledger or sample was taken";
-    }
-    rep.timing = &timing;
-    rep.active_contexts = 0; /* forge_generate freed its context */
-    rep.prompt_tokens = gen.prompt_tokens;
-    rep.n_prompt = gen.n_prompt;
-    rep.tokens = gen.tokens;
-    rep.n_tokens = gen.n_tokens;
-    rep.text = gen.text;
-    rep.n_ctx = gen.n_ctx;
-    rep.n_threads = (int32_t)o.n_threads;
-    rep.seed = (uint32_t)o.seed;
-
-    if (o.observe) {
-        add_warning(&rep, "FileBackedResident is this process's mapping RSS: it is neither the "
-                          "file's page cache nor the cgroup charge");
-        add_warning(&rep, "KvCache, GraphScratch and Runtime are unknown: the pinned llama.cpp C "
-                          "API does not report them; they are inside ProcessRss");
-        if (inv.totals.n_anonymous > 0)
-            add_warning(&rep, "some weights are read from anonymous repacked copies: their file "
-                              "pages stay mapped and resident but are never read again");
-        if (cg.version == RFSYS_CGROUP_NONE)
-            add_warning(&rep, "no cgroup memory controller was found: cgroup figures are unknown");
-    }
-
-    if (o.human_report)
-        print_human_report(&rep);
-    if (o.json_path) {
-        json_t *doc;
-        rc = rf_report_to_json(&rep, &doc);
-        if (rc == 0) {
-            rc = rf_json_write_file(doc, o.json_path);
-            json_decref(doc);
-        }
+    /* The after_session boundary: the context was dropped. */
+    if (observing) {
+        lt_execution(s);
+        lt_boundary(s);
+        const struct rf_residency_sample *dropped = take_sample(s, "after_session");
+        rc = plan_and_apply(s, &s->plans[1], "after_session", false, dropped, "after_release");
         if (rc < 0) {
-            cli_error("cannot write %s: %s", o.json_path, rf_strerror(rc));
+            cli_error("%s: cannot plan: %s", o->model, rf_strerror(rc));
             goto out;
         }
+        const struct rf_residency_sample *last = &s->rep.samples[s->n_samples - 1];
+        rf_measure_fill_ledger(&s->ledger, &s->inv, s->info.access_probed, last, &s->cg, "self");
+        fill_native_ledger(s, s->gen.n_ctx);
+        rf_ledger_reconcile(&s->ledger, true, s->inv.totals.mapped_virtual_bytes, &s->recon);
+        s->rep.ledger = &s->ledger;
+        s->rep.reconciliation = &s->recon;
+        if (o->verify) {
+            if (forge_generate(s->m, &gp, &s->verify_gen, err) < 0) {
+                cli_error("%s: verify session: %s", o->model, err);
+                goto out;
+            }
+            lt_execution(s);
+            take_sample(s, "after_verify");
+            s->rep.verified = true;
+            s->rep.verify_tokens = s->verify_gen.tokens;
+            s->rep.n_verify_tokens = s->verify_gen.n_tokens;
+            s->rep.verify_tokens_equal =
+                s->verify_gen.n_tokens == s->gen.n_tokens &&
+                memcmp(s->verify_gen.tokens, s->gen.tokens, s->gen.n_tokens * sizeof(int32_t)) == 0;
+            const char *why;
+            observe_native(s, "after_verify", &why);
+        }
     }
-    if (o.hold)
-        hold_until_stdin_closes();
+    rf_timing_set(&s->timing, RF_TIMER_END_TO_END, rf_now_ns() - t_entry);
+
+    printf("%s\n", s->gen.text);
+    fflush(stdout);
+    add_warnings(s);
+    if (write_reports(s) < 0)
+        goto out;
+    if (s->rep.verified && !s->rep.verify_tokens_equal) {
+        cli_error("the verify session's tokens differ from the first session's");
+        goto out;
+    }
+    if (o->hold) {
+        char buf[256];
+        fprintf(stderr, "%s: holding pid %ld with the model loaded; close standard input to exit\n",
+                RF_PROGRAM, (long)getpid());
+        while (fread(buf, 1, sizeof(buf), stdin) > 0)
+            ;
+    }
     status = 0;
 out:
-    forge_generate_result_free(&gen);
-    rf_inventory_free(&inv);
-    forge_model_free(m);
+    run_state_free(s);
+    free(s);
     return status;
 }

@@ -16,8 +16,12 @@
 
 #include <jansson.h>
 
+#include "ramforge/admission.h"
+#include "ramforge/binding.h"
 #include "ramforge/inventory.h"
 #include "ramforge/ledger.h"
+#include "ramforge/lifetime.h"
+#include "ramforge/policy.h"
 #include "ramforge/timing.h"
 
 #ifdef __cplusplus
@@ -47,6 +51,26 @@ struct rf_residency_sample {
     uint64_t cgroup_events_high, cgroup_events_max, cgroup_events_oom, cgroup_events_oom_kill;
 };
 
+/*
+ * One release at a safe boundary: what was requested, what the native call
+ * accepted, and what was observed around it (signed deltas, after - before).
+ * A request is not reclamation; the deltas are point-in-time observations.
+ */
+struct rf_report_application {
+    const char *boundary;        /* "after_load", "after_session" */
+    bool attempted;              /* false: refused_reason says why */
+    const char *refused_reason;
+    uint64_t requested_bytes;    /* bytes of the release ranges submitted */
+    uint64_t accepted_bytes;     /* bytes madvise returned 0 for */
+    uint64_t n_failed;           /* ranges the kernel or the validation refused */
+    int first_error;             /* negative errno of the first refusal, 0 if none */
+    struct rf_recon_value mapping_delta; /* smaps Rss of the model mappings */
+    struct rf_recon_value rss_delta;     /* status VmRSS */
+    struct rf_recon_value cgroup_delta;  /* cgroup current */
+};
+
+#define RF_REPORT_MAX_APPLICATIONS 2
+
 /* Everything one `ramforge run` knows; pointers are borrowed. */
 struct rf_report {
     const char *ramforge_version;
@@ -61,7 +85,30 @@ struct rf_report {
     uint64_t instance_id;            /* forge model instance */
     bool access_probed;              /* weights classified by the graph probe */
 
-    const char *policy;              /* "off", "observe" */
+    const char *policy;              /* rf_policy_name */
+    bool policy_plans, policy_mutates;
+    bool has_target;
+    uint64_t target_bytes;           /* --memory-target */
+    uint64_t reserve_bytes;          /* --safety-reserve */
+    const char *release_mode;        /* "dontneed", "pageout"; NULL when not mutating */
+
+    const struct rf_admission_result *admission; /* NULL: not decided (reason below) */
+    const char *admission_reason;
+    const struct rf_plan *plan;      /* NULL: no plan (reason below) */
+    const char *plan_reason;
+    const char *plan_boundary;       /* where the plan was built */
+    struct rf_report_application applications[RF_REPORT_MAX_APPLICATIONS];
+    size_t n_applications;
+    bool has_native;                 /* the native lifetime facts below were observed */
+    struct rf_native_lifetime native;
+    const char *native_boundary;
+    const struct rf_lifetime *lifetime; /* per-resource states, NULL: not tracked */
+
+    /* --verify-session: a second session after release */
+    bool verified;
+    bool verify_tokens_equal;
+    const int32_t *verify_tokens;
+    size_t n_verify_tokens;
     const struct rf_inventory *inventory;     /* NULL: not built (reason in policy_reason) */
     const struct rf_ledger *ledger;           /* NULL: not built */
     const struct rf_reconciliation *reconciliation; /* NULL: derived from ledger + inventory */
@@ -73,12 +120,11 @@ struct rf_report {
     bool cgroup_limit_unlimited;
     uint64_t cgroup_limit_bytes;
 
-    struct rf_residency_sample samples[2]; /* after load, after the session */
+#define RF_REPORT_MAX_SAMPLES 5
+    /* after_load, after_load_release, after_session, after_release, after_verify */
+    struct rf_residency_sample samples[RF_REPORT_MAX_SAMPLES];
 
     const struct rf_timing *timing;
-
-    /* native lifetime facts this version can state */
-    int64_t active_contexts;         /* contexts alive when the report was built */
 
     /* output */
     const int32_t *prompt_tokens;

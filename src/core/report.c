@@ -245,21 +245,246 @@ static json_t *timing_json(const struct rf_timing *t)
     return o;
 }
 
+static json_t *jrecon(struct rf_recon_value v)
+{
+    return v.has_value ? json_integer(v.value) : json_null();
+}
+
+static json_t *hard_limit_json(const struct rf_report *r)
+{
+    json_t *hard = json_object();
+    if (!hard)
+        return NULL;
+    json_object_set_new(hard, "cgroup_version", jstr(r->cgroup_version));
+    json_object_set_new(hard, "cgroup_dir", jstr(r->cgroup_dir));
+    json_object_set_new(hard, "limit_bytes",
+                        jbytes(r->has_cgroup_limit && !r->cgroup_limit_unlimited,
+                               r->cgroup_limit_bytes));
+    json_object_set_new(hard, "unlimited",
+                        r->has_cgroup_limit ? json_boolean(r->cgroup_limit_unlimited) : json_null());
+    return hard;
+}
+
+static json_t *policy_json(const struct rf_report *r)
+{
+    json_t *o = json_object();
+    bool has_soft = r->has_target && r->target_bytes > r->reserve_bytes;
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "profile", jstr(r->policy));
+    json_object_set_new(o, "plans", json_boolean(r->policy_plans));
+    json_object_set_new(o, "mutates", json_boolean(r->policy_mutates));
+    json_object_set_new(o, "target_bytes", jbytes(r->has_target, r->target_bytes));
+    json_object_set_new(o, "reserve_bytes", jbytes(true, r->reserve_bytes));
+    json_object_set_new(o, "soft_target_bytes",
+                        jbytes(has_soft, has_soft ? r->target_bytes - r->reserve_bytes : 0));
+    json_object_set_new(o, "release_mode", jstr(r->release_mode));
+    return o;
+}
+
+static json_t *admission_json(const struct rf_report *r)
+{
+    static const char *keys[] = {"outcome", "soft_target_bytes", NULL};
+    const struct rf_admission_result *a = r->admission;
+    json_t *o;
+
+    if (!a) {
+        o = absent_section(r->admission_reason ? r->admission_reason : "no admission decision",
+                           keys);
+        if (o)
+            json_object_set_new(o, "hard_limit", hard_limit_json(r));
+        return o;
+    }
+    o = json_object();
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "outcome", json_string(rf_admission_outcome_name(a->outcome)));
+    json_object_set_new(o, "soft_target_bytes", jbytes(a->has_soft_target, a->soft_target_bytes));
+    json_object_set_new(o, "excess_bytes", jbytes(a->has_excess, a->excess_bytes));
+    json_object_set_new(o, "excess_likely_anonymous", json_boolean(a->excess_likely_anonymous));
+    json_object_set_new(o, "reclaimable_bytes", jbytes(a->has_reclaimable, a->reclaimable_bytes));
+    json_object_set_new(o, "hard_limit_checked", json_boolean(a->hard_limit_checked));
+    json_object_set_new(o, "projected_charge_bytes",
+                        jbytes(a->has_projected_charge, a->projected_charge_bytes));
+    json_object_set_new(o, "hard_limit", hard_limit_json(r));
+    json_t *unk = json_array();
+    for (size_t i = 0; unk && i < a->n_unknown; i++)
+        json_array_append_new(unk, json_string(a->unknown_components[i]));
+    json_object_set_new(o, "unknown_components", unk);
+    json_object_set_new(o, "reason", json_string(a->reason));
+    return o;
+}
+
+#define RF_REPORT_MAX_SELECTED_NAMES 64
+
+static json_t *plan_json(const struct rf_report *r)
+{
+    static const char *keys[] = {"profile_used", "selected_count", "selected_bytes", NULL};
+    const struct rf_plan *p = r->plan;
+    json_t *o, *names;
+
+    if (!p)
+        return absent_section(r->plan_reason ? r->plan_reason : "no plan", keys);
+    o = json_object();
+    names = json_array();
+    if (!o || !names) {
+        json_decref(o);
+        json_decref(names);
+        return NULL;
+    }
+    json_object_set_new(o, "profile_used", json_boolean(p->profile_used));
+    json_object_set_new(o, "selected_count", jbytes(true, p->n_selected));
+    json_object_set_new(o, "selected_bytes", jbytes(true, p->selected_logical_bytes));
+    json_object_set_new(o, "boundary", jstr(r->plan_boundary));
+    json_object_set_new(o, "applied", json_boolean(p->applied_profile));
+    json_object_set_new(o, "generation", jbytes(true, p->generation));
+    json_object_set_new(o, "candidate_count", jbytes(true, p->n_candidates));
+    json_object_set_new(o, "soft_target_bytes", jbytes(p->has_soft_target, p->soft_target_bytes));
+    json_object_set_new(o, "release_bytes", jbytes(true, p->release_bytes));
+    json_object_set_new(o, "shared_bytes_protected", jbytes(true, p->shared_bytes_protected));
+    json_object_set_new(o, "estimated_resident_after_bytes",
+                        jbytes(p->has_estimated_resident_after, p->estimated_resident_after_bytes));
+    json_object_set_new(o, "target_met", json_boolean(p->target_met));
+    for (size_t i = 0; i < p->n_selected && i < RF_REPORT_MAX_SELECTED_NAMES; i++) {
+        const struct rf_inventory_entry *e = NULL;
+        struct rf_resource_key key = {p->generation, p->selected[i]};
+        if (r->inventory && rf_inventory_lookup(r->inventory, key, &e) == 0)
+            json_array_append_new(names, json_string(e->name));
+    }
+    json_object_set_new(o, "selected", names);
+    json_object_set_new(o, "selected_truncated",
+                        json_boolean(p->n_selected > RF_REPORT_MAX_SELECTED_NAMES));
+    json_object_set_new(o, "reason", json_string(p->reason));
+    return o;
+}
+
+static json_t *application_json(const struct rf_report *r)
+{
+    static const char *keys[] = {"requested_bytes", "accepted_bytes",
+                                 "observed_mapping_delta_bytes", "observed_cgroup_delta_bytes",
+                                 NULL};
+    uint64_t req = 0, acc = 0;
+    struct rf_recon_value md = {true, 0}, cd = {true, 0};
+    json_t *o, *list;
+    bool any = false;
+
+    for (size_t i = 0; i < r->n_applications; i++)
+        any |= r->applications[i].attempted;
+    if (!any)
+        return absent_section(r->n_applications && r->applications[0].refused_reason
+                                  ? r->applications[0].refused_reason
+                                  : "no release was requested (the policy does not mutate)",
+                              keys);
+    o = json_object();
+    list = json_array();
+    if (!o || !list) {
+        json_decref(o);
+        json_decref(list);
+        return NULL;
+    }
+    for (size_t i = 0; i < r->n_applications; i++) {
+        const struct rf_report_application *a = &r->applications[i];
+        json_t *b = json_object();
+        if (!b)
+            continue;
+        json_object_set_new(b, "boundary", jstr(a->boundary));
+        json_object_set_new(b, "attempted", json_boolean(a->attempted));
+        json_object_set_new(b, "refused_reason", jstr(a->attempted ? NULL : a->refused_reason));
+        json_object_set_new(b, "requested_bytes", jbytes(a->attempted, a->requested_bytes));
+        json_object_set_new(b, "accepted_bytes", jbytes(a->attempted, a->accepted_bytes));
+        json_object_set_new(b, "failed_ranges", jbytes(a->attempted, a->n_failed));
+        json_object_set_new(b, "error",
+                            a->first_error ? json_string(strerror(-a->first_error)) : json_null());
+        json_object_set_new(b, "observed_mapping_delta_bytes", jrecon(a->mapping_delta));
+        json_object_set_new(b, "observed_rss_delta_bytes", jrecon(a->rss_delta));
+        json_object_set_new(b, "observed_cgroup_delta_bytes", jrecon(a->cgroup_delta));
+        json_array_append_new(list, b);
+        if (!a->attempted)
+            continue;
+        /* checked sums: an overflow or a missing delta leaves the total null */
+        if (__builtin_add_overflow(req, a->requested_bytes, &req) ||
+            __builtin_add_overflow(acc, a->accepted_bytes, &acc))
+            req = acc = UINT64_MAX;
+        md.has_value = md.has_value && a->mapping_delta.has_value &&
+                       !__builtin_add_overflow(md.value, a->mapping_delta.value, &md.value);
+        cd.has_value = cd.has_value && a->cgroup_delta.has_value &&
+                       !__builtin_add_overflow(cd.value, a->cgroup_delta.value, &cd.value);
+    }
+    json_object_set_new(o, "requested_bytes", jbytes(req != UINT64_MAX, req));
+    json_object_set_new(o, "accepted_bytes", jbytes(acc != UINT64_MAX, acc));
+    json_object_set_new(o, "observed_mapping_delta_bytes", jrecon(md));
+    json_object_set_new(o, "observed_cgroup_delta_bytes", jrecon(cd));
+    json_object_set_new(o, "release_mode", jstr(r->release_mode));
+    json_object_set_new(o, "boundaries", list);
+    json_object_set_new(o, "note",
+                        json_string("requested and accepted bytes are page bytes submitted to "
+                                    "and accepted by madvise, not reclamation; deltas are "
+                                    "measured after - before each release (negative = dropped); "
+                                    "the cgroup charge may not move when mapping RSS falls"));
+    return o;
+}
+
+static json_t *native_json(const struct rf_report *r)
+{
+    const struct rf_native_lifetime *n = &r->native;
+    if (!r->has_native)
+        return json_pack("{s:n, s:o, s:n, s:n, s:n, s:n, s:n, s:s}", "contract_version",
+                         "instance_id", jbytes(true, r->instance_id), "quiescent",
+                         "in_flight_contexts", "active_contexts", "execution_generation",
+                         "observed_at", "reason", "no lifetime observation was taken");
+    return json_pack("{s:o, s:o, s:b, s:I, s:I, s:o, s:o, s:n}", "contract_version",
+                     n->has_contract ? json_integer(n->contract_version) : json_null(),
+                     "instance_id", jbytes(true, n->instance_id), "quiescent", n->quiescent,
+                     "in_flight_contexts", (json_int_t)n->in_flight_contexts, "active_contexts",
+                     (json_int_t)n->active_contexts, "execution_generation",
+                     jbytes(true, n->execution_generation), "observed_at",
+                     jstr(r->native_boundary), "reason");
+}
+
+static json_t *lifetime_json(const struct rf_report *r)
+{
+    static const char *keys[] = {"state_counts", NULL};
+    uint64_t counts[RF_LT_N];
+    json_t *o, *c, *failed;
+
+    if (!r->lifetime)
+        return absent_section("resource lifetimes were not tracked (policy off)", keys);
+    rf_lifetime_counts(r->lifetime, counts);
+    o = json_object();
+    c = json_object();
+    failed = json_array();
+    if (!o || !c || !failed) {
+        json_decref(o);
+        json_decref(c);
+        json_decref(failed);
+        return NULL;
+    }
+    for (int s = 0; s < RF_LT_N; s++)
+        json_object_set_new(c, rf_lifetime_state_name((enum rf_lifetime_state)s),
+                            jbytes(true, counts[s]));
+    for (size_t i = 0; i < r->lifetime->n && json_array_size(failed) < 32; i++) {
+        if (r->lifetime->states[i] != RF_LT_RELEASE_FAILED || !r->inventory || i >= r->inventory->n)
+            continue;
+        int err = rf_lifetime_error(r->lifetime, i);
+        json_array_append_new(failed,
+                              json_pack("{s:s, s:o}", "name", r->inventory->entries[i].name,
+                                        "error", err ? json_string(strerror(-err)) : json_null()));
+    }
+    json_object_set_new(o, "state_counts", c);
+    json_object_set_new(o, "release_failed", failed);
+    json_object_set_new(o, "resources", jbytes(true, r->lifetime->n));
+    return o;
+}
+
 int rf_report_to_json(const struct rf_report *r, json_t **out)
 {
-    static const char *admission_keys[] = {"outcome", "soft_target_bytes", NULL};
-    static const char *plan_keys[] = {"profile_used", "selected_count", "selected_bytes", NULL};
     static const char *staging_keys[] = {"budget_bytes", "selected_bytes", "accepted_bytes",
                                          "observed_mapping_delta_bytes", NULL};
-    static const char *application_keys[] = {"requested_bytes", "accepted_bytes",
-                                             "observed_mapping_delta_bytes",
-                                             "observed_cgroup_delta_bytes", NULL};
-    static const char *lifetime_keys[] = {"state_counts", NULL};
     static const char *profile_keys[] = {"source", "profile_used", NULL};
     struct rf_reconciliation own_rc;
     const struct rf_reconciliation *rc = r->reconciliation;
     char fp[32];
-    json_t *doc = json_object(), *v;
+    json_t *doc = json_object();
 
     if (!doc)
         return -ENOMEM;
@@ -268,28 +493,9 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
     json_object_set_new(doc, "ramforge_version", jstr(r->ramforge_version));
     json_object_set_new(doc, "llama_cpp_version", jstr(r->llama_cpp_version));
     json_object_set_new(doc, "model", model_json(r));
-    json_object_set_new(doc, "policy",
-                        json_pack("{s:s, s:b, s:b}", "profile", r->policy, "plans", false,
-                                  "mutates", false));
-
-    v = absent_section("admission control is not implemented in this version", admission_keys);
-    if (v) {
-        json_t *hard = json_object();
-        json_object_set_new(hard, "cgroup_version", jstr(r->cgroup_version));
-        json_object_set_new(hard, "cgroup_dir", jstr(r->cgroup_dir));
-        json_object_set_new(hard, "limit_bytes",
-                            jbytes(r->has_cgroup_limit && !r->cgroup_limit_unlimited,
-                                   r->cgroup_limit_bytes));
-        json_object_set_new(hard, "unlimited",
-                            r->has_cgroup_limit ? json_boolean(r->cgroup_limit_unlimited)
-                                                : json_null());
-        json_object_set_new(v, "hard_limit", hard);
-    }
-    json_object_set_new(doc, "admission", v);
-    json_object_set_new(doc, "plan",
-                        absent_section("no plan: policy profiles off and observe make none in "
-                                       "this version",
-                                       plan_keys));
+    json_object_set_new(doc, "policy", policy_json(r));
+    json_object_set_new(doc, "admission", admission_json(r));
+    json_object_set_new(doc, "plan", plan_json(r));
     if (r->ledger && !rc) {
         /* A ledger without its reconciliation: derive it, as the caller would have. */
         rf_ledger_reconcile(r->ledger, r->inventory != NULL,
@@ -301,26 +507,14 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
                                                                   (const char *[]){"entries", "reconciliation", NULL}));
     json_object_set_new(doc, "staging",
                         absent_section("no staging was planned or requested", staging_keys));
-    json_object_set_new(doc, "application",
-                        absent_section("no release was requested (policy does not mutate)",
-                                       application_keys));
-    json_object_set_new(
-        doc, "native",
-        json_pack("{s:n, s:o, s:n, s:n, s:I, s:n, s:s}", "contract_version", "instance_id",
-                  jbytes(true, r->instance_id), "quiescent", "in_flight_contexts",
-                  "active_contexts", (json_int_t)r->active_contexts, "execution_generation",
-                  "reason",
-                  "the native execution gate (contract version 1) is not implemented in this "
-                  "version; active_contexts is ramforge's own count"));
-    json_object_set_new(doc, "lifetime",
-                        absent_section("resource-lifetime tracking is not implemented in this "
-                                       "version",
-                                       lifetime_keys));
+    json_object_set_new(doc, "application", application_json(r));
+    json_object_set_new(doc, "native", native_json(r));
+    json_object_set_new(doc, "lifetime", lifetime_json(r));
     json_object_set_new(doc, "profile",
                         absent_section("no access profile was loaded", profile_keys));
 
     json_t *res = json_object(), *samples = json_array();
-    for (int i = 0; res && samples && i < 2; i++)
+    for (int i = 0; res && samples && i < RF_REPORT_MAX_SAMPLES; i++)
         if (r->samples[i].taken)
             json_array_append_new(samples, sample_json(&r->samples[i]));
     json_object_set_new(res, "samples", samples);
@@ -341,6 +535,19 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
                   token_array(r->tokens, r->n_tokens), "text", r->text ? r->text : "", "n_ctx",
                   (json_int_t)r->n_ctx, "n_threads", (json_int_t)r->n_threads, "seed",
                   (json_int_t)r->seed));
+    json_t *verify = json_object();
+    if (verify) {
+        char vfp[32];
+        rf_token_fingerprint(r->verify_tokens, r->n_verify_tokens, vfp);
+        json_object_set_new(verify, "run", json_boolean(r->verified));
+        json_object_set_new(verify, "token_ids",
+                            r->verified ? token_array(r->verify_tokens, r->n_verify_tokens)
+                                        : json_null());
+        json_object_set_new(verify, "token_fingerprint", r->verified ? json_string(vfp) : json_null());
+        json_object_set_new(verify, "tokens_identical",
+                            r->verified ? json_boolean(r->verify_tokens_equal) : json_null());
+        json_object_set_new(json_object_get(doc, "output"), "verify_session", verify);
+    }
 
     json_t *w = json_array();
     for (size_t i = 0; w && i < r->n_warnings; i++)

@@ -190,7 +190,12 @@ static void build_observe(struct fixture *f)
     f->r.samples[0].process_rss_bytes = 4096;
     f->r.samples[1].taken = false; /* not taken: left out of samples[] */
     f->r.timing = &f->timing;
-    f->r.active_contexts = 1;
+    f->r.has_native = true;
+    f->r.native.has_contract = true;
+    f->r.native.contract_version = 1;
+    f->r.native.instance_id = 9;
+    f->r.native.active_contexts = 1;
+    f->r.native_boundary = "after_session";
     f->r.prompt_tokens = prompt;
     f->r.n_prompt = 3;
     f->r.tokens = tokens;
@@ -259,6 +264,8 @@ static void test_top_level_keys(void **state)
     assert_json_int(at(doc, "model", "inventory_generation"), 7);
     assert_null(at(doc, "model", "reason"));
     assert_json_int(at(doc, "native", "active_contexts"), 1);
+    assert_json_int(at(doc, "native", "contract_version"), 1);
+    assert_string_equal(json_string_value(at(doc, "native", "observed_at")), "after_session");
     assert_json_int(json_object_get(at(doc, "admission", "hard_limit"), "limit_bytes"), 1 << 20);
     assert_int_equal(json_array_size(at(doc, "warnings", NULL)), 1);
 

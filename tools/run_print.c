@@ -1,0 +1,144 @@
+/* ramforge run: the bounded human-readable residency report (stderr). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "run.h"
+
+static const char *opt_bytes(bool has, uint64_t v, char *buf, size_t len)
+{
+    return has ? cli_format_bytes(v, false, buf, len) : "unknown";
+}
+
+static const char *signed_mib(struct rf_recon_value v, char *buf, size_t len)
+{
+    if (!v.has_value)
+        return "unknown";
+    snprintf(buf, len, "%+.2f MiB", (double)v.value / 1048576.0);
+    return buf;
+}
+
+static void print_ledger(FILE *f, const struct rf_report *r)
+{
+    char b1[32], b2[32];
+    if (!r->ledger) {
+        fprintf(f, "ledger: not built (%s)\n", r->not_built_reason);
+        return;
+    }
+    fprintf(f, "ledger (categories are not additive; no total):\n");
+    for (int c = 0; c < RF_LEDGER_N_CATEGORIES; c++) {
+        const struct rf_ledger_entry *e = &r->ledger->entries[c];
+        fprintf(f, "  %-20s %12s  %-15s %s\n", rf_ledger_category_name((enum rf_ledger_category)c),
+                e->has_value ? cli_format_bytes(e->value_bytes, false, b1, sizeof(b1)) : "unknown",
+                rf_provenance_name(e->provenance), e->has_value ? e->source : e->note);
+    }
+    const struct rf_reconciliation *rc = r->reconciliation;
+    fprintf(f, "reconciliation (signed differences, not overhead):\n");
+    fprintf(f, "  process RSS - mapping resident: %s\n",
+            signed_mib(rc->rss_minus_mapping_resident_bytes, b1, sizeof(b1)));
+    fprintf(f, "  cgroup current - process RSS:   %s\n",
+            signed_mib(rc->cgroup_current_minus_rss_bytes, b2, sizeof(b2)));
+}
+
+static void print_policy(FILE *f, const struct rf_report *r)
+{
+    char b1[32], b2[32], b3[32], b4[32], b5[32];
+    if (r->admission)
+        fprintf(f, "admission: %s: %s\n", rf_admission_outcome_name(r->admission->outcome),
+                r->admission->reason);
+    if (r->plan) {
+        const struct rf_plan *p = r->plan;
+        fprintf(f,
+                "plan (%s, %s): %zu of %zu candidates selected, %s of tensors, release %s "
+                "(%s of shared pages protected), estimated mapping resident after %s, soft target "
+                "%s: %s\n",
+                rf_policy_name(p->profile), r->plan_boundary ? r->plan_boundary : "",
+                p->n_selected, p->n_candidates,
+                cli_format_bytes(p->selected_logical_bytes, false, b1, sizeof(b1)),
+                cli_format_bytes(p->release_bytes, false, b2, sizeof(b2)),
+                cli_format_bytes(p->shared_bytes_protected, false, b3, sizeof(b3)),
+                opt_bytes(p->has_estimated_resident_after, p->estimated_resident_after_bytes, b4,
+                          sizeof(b4)),
+                p->has_soft_target ? (p->target_met ? "met" : "not met") : "none", p->reason);
+    } else if (r->plan_reason) {
+        fprintf(f, "plan: none (%s)\n", r->plan_reason);
+    }
+    for (size_t i = 0; i < r->n_applications; i++) {
+        const struct rf_report_application *a = &r->applications[i];
+        if (!a->attempted) {
+            fprintf(f, "release at %s: not attempted (%s)\n", a->boundary, a->refused_reason);
+            continue;
+        }
+        fprintf(f,
+                "release at %s (%s): requested %s, accepted %s, %" PRIu64
+                " ranges refused%s%s; observed mapping RSS %s, process RSS %s, cgroup %s\n",
+                a->boundary, r->release_mode,
+                cli_format_bytes(a->requested_bytes, false, b1, sizeof(b1)),
+                cli_format_bytes(a->accepted_bytes, false, b2, sizeof(b2)), a->n_failed,
+                a->first_error ? ": " : "", a->first_error ? strerror(-a->first_error) : "",
+                signed_mib(a->mapping_delta, b3, sizeof(b3)), signed_mib(a->rss_delta, b4, sizeof(b4)),
+                signed_mib(a->cgroup_delta, b5, sizeof(b5)));
+    }
+    if (r->has_native)
+        fprintf(f,
+                "native: contract %u, instance %" PRIu64 ", %s, %u in flight, %u active, "
+                "execution generation %" PRIu64 " (%s)\n",
+                r->native.contract_version, r->native.instance_id,
+                r->native.quiescent ? "quiescent" : "not quiescent", r->native.in_flight_contexts,
+                r->native.active_contexts, r->native.execution_generation,
+                r->native_boundary ? r->native_boundary : "");
+    if (r->lifetime) {
+        uint64_t counts[RF_LT_N];
+        rf_lifetime_counts(r->lifetime, counts);
+        fprintf(f, "lifetime:");
+        for (int s = 0; s < RF_LT_N; s++)
+            if (counts[s])
+                fprintf(f, " %s %" PRIu64, rf_lifetime_state_name((enum rf_lifetime_state)s),
+                        counts[s]);
+        fputc('\n', f);
+    }
+}
+
+void run_print_report(const struct rf_report *r)
+{
+    char b1[32], b2[32];
+    FILE *f = stderr;
+
+    fprintf(f, "\n== ramforge residency report (schema %d), policy %s ==\n",
+            RF_REPORT_SCHEMA_VERSION, r->policy);
+    fprintf(f, "model: %s (%s), file %s, native tensor size %s, instance %" PRIu64 "\n",
+            r->model_path, r->model_desc,
+            cli_format_bytes(r->model_file_size_bytes, false, b1, sizeof(b1)),
+            cli_format_bytes(r->model_native_size_bytes, false, b2, sizeof(b2)), r->instance_id);
+    if (r->inventory) {
+        const struct rf_inventory_totals *t = &r->inventory->totals;
+        fprintf(f,
+                "inventory: generation %" PRIu64 ", %" PRIu64 " tensors: %" PRIu64
+                " file-backed, %" PRIu64 " read from an anonymous copy, %" PRIu64 " eligible\n",
+                r->inventory->generation, t->n_tensors, t->n_file_backed, t->n_anonymous,
+                t->n_eligible);
+    } else {
+        fprintf(f, "inventory: not built (%s)\n", r->not_built_reason);
+    }
+    print_ledger(f, r);
+    print_policy(f, r);
+    const struct rf_timing *t = r->timing;
+    fprintf(f, "timing:");
+    static const enum rf_timer shown[] = {RF_TIMER_MODEL_LOAD, RF_TIMER_OBSERVATION,
+                                          RF_TIMER_PLANNING, RF_TIMER_TTFT, RF_TIMER_INFERENCE,
+                                          RF_TIMER_END_TO_END};
+    for (size_t i = 0; i < sizeof(shown) / sizeof(shown[0]); i++)
+        if (t->has[shown[i]])
+            fprintf(f, " %s %s", rf_timer_name(shown[i]),
+                    cli_format_ns(t->ns[shown[i]], b1, sizeof(b1)));
+    fputc('\n', f);
+    char fp[32];
+    rf_token_fingerprint(r->tokens, r->n_tokens, fp);
+    fprintf(f, "output: %zu prompt tokens, %zu generated, %s\n", r->n_prompt, r->n_tokens, fp);
+    if (r->verified)
+        fprintf(f, "verify session after release: tokens %s\n",
+                r->verify_tokens_equal ? "identical" : "DIFFERENT");
+    for (size_t i = 0; i < r->n_warnings; i++)
+        fprintf(f, "warning: %s\n", r->warnings[i]);
+}
