@@ -1,4 +1,5 @@
-# Thin wrapper over CMake. The README's two commands: `make demo`, `make check`.
+# Thin wrapper over CMake. The README's two commands: `make demo`, `make check`
+# (the ctest suite, then the execution-gate stress test under ThreadSanitizer).
 BUILD ?= build
 JOBS ?= $(shell nproc)
 DEMO_PRESET ?= tinyllama
@@ -36,6 +37,7 @@ demo: build $(DEMO_MODEL)
 
 check: build
 	@cd $(BUILD) && ctest --output-on-failure
+	@$(MAKE) --no-print-directory tsan
 
 # The execution-gate stress test under ThreadSanitizer (build-tsan/).
 tsan: | deps

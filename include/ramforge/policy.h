@@ -90,7 +90,8 @@ struct rf_plan_params {
     const uint32_t *profile_order;   /* access profile: tensor indices, coldest first;
                                         NULL: none; borrowed */
     size_t n_profile_order;          /* entries in profile_order */
-    bool dead_pages_only; /* select only RF_ELIGIBLE_DEAD_FILE_PAGES (the after-load boundary) */
+    bool dead_pages_only; /* select every RF_ELIGIBLE_DEAD_FILE_PAGES candidate and nothing
+                             else, whatever the target (the after-load boundary) */
 };
 
 /* One run of pages to advise away in one mapping. */
@@ -156,6 +157,8 @@ void rf_plan_free(struct rf_plan *plan);
  *
  * Selection:
  *   off           nothing
+ *   dead_pages_only (any planning profile): every dead-file-pages
+ *                 candidate, whatever the target: they cost nothing to lose
  *   conservative  no target: every dead-file-pages candidate; with a
  *                 target and a resident measurement: in order until met;
  *                 with a target but no measurement: dead-file-pages only

@@ -441,6 +441,9 @@ int rf_plan_build(const struct rf_inventory *inv, const struct rf_plan_params *p
     } else if (!p->binding_ok) {
         snprintf(why_none, sizeof(why_none), "%s",
                  p->binding_reason ? p->binding_reason : "native binding refused selection");
+    } else if (dead_only) {
+        /* Dead file pages cost nothing to lose: all of them, whatever the target. */
+        mode = SEL_ALL;
     } else if (conservative && !p->has_target) {
         mode = SEL_ALL;
         dead_only = true;

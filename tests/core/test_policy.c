@@ -579,6 +579,13 @@ static void test_dead_pages_only(void **state)
     assert_int_equal(plan.selected[2], 5);
     assert_int_equal(plan.release_bytes, 3 * PAGE);
     assert_false(plan.target_met);
+
+    /* A target already met does not stop it: dead file pages cost nothing to lose. */
+    with_target(&p, 20 * PAGE, PAGE, 14 * PAGE);
+    assert_int_equal(rf_plan_build(&inv, &p, &plan), 0);
+    assert_int_equal(plan.n_selected, 3);
+    assert_int_equal(plan.release_bytes, 3 * PAGE);
+    assert_true(plan.target_met);
     rf_plan_free(&plan);
     rf_inventory_free(&inv);
 }

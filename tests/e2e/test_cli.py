@@ -297,9 +297,136 @@ def case_mkmodel(c):
         check(f.read(4) == b"GGUF", "GGUF magic")
 
 
+def app_boundary(doc, name):
+    for b in doc["application"].get("boundaries") or []:
+        if b["boundary"] == name:
+            return b
+    return None
+
+
+def sample(doc, label):
+    for smp in doc["residency"]["samples"]:
+        if smp["label"] == label:
+            return smp
+    return None
+
+
+def case_memory_bound(c):
+    model = c.model("small")
+    page = os.sysconf("SC_PAGE_SIZE")
+    target, reserve = 8 << 20, 1 << 20
+    soft = target - reserve
+    base, _ = c.report(model, "--residency-policy", "off", n=12)
+    doc, _ = c.report(model, "--residency-policy", "memory-bound", "--memory-target",
+                      "8MiB", "--safety-reserve", "1MiB", "--verify-session", n=12)
+    errors = validate_report.validate(c.schema, c.last_report)
+    check(not errors, f"report does not match the schema: {errors[:3]}")
+    check(doc["policy"]["soft_target_bytes"] == soft, "soft target = target - reserve")
+    b = app_boundary(doc, "after_session")
+    check(b and b["attempted"], f"no release after the session: {doc['application']}")
+    check(b["requested_bytes"] > 0 and b["accepted_bytes"] == b["requested_bytes"],
+          f"requested {b['requested_bytes']} accepted {b['accepted_bytes']}")
+    check(b["observed_mapping_delta_bytes"] < 0, "the mapping RSS did not drop")
+    after = sample(doc, "after_release")
+    check(after["mapping_rss_bytes"] <= soft + page,
+          f"mapping RSS after release {after['mapping_rss_bytes']} > soft target {soft} + a page")
+    check(doc["plan"]["target_met"] is True, "plan says target not met")
+    # Tokens: the session before release, the verify session after it and a policy-off run.
+    check(doc["output"]["verify_session"]["tokens_identical"] is True, "verify tokens differ")
+    check(doc["output"]["verify_session"]["token_ids"] == doc["output"]["token_ids"] ==
+          base["output"]["token_ids"], "tokens differ from the policy-off run")
+    led = ledger_map(doc)
+    check(led["FileBackedResident"]["value_bytes"] == after["mapping_rss_bytes"],
+          "ledger FileBackedResident is the last sample before the verify session")
+    # Independent check: /proc/<pid>/smaps of a held process after release.
+    path = os.path.join(c.tmp, "held-mb.json")
+    p = subprocess.Popen([c.rf, "run", "-m", model, "-n", "12", "--residency-policy",
+                          "memory-bound", "--memory-target", "8MiB", "--safety-reserve", "1MiB",
+                          "--residency-report-json", path, "--hold"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        deadline = time.time() + 120
+        while not os.path.exists(path):
+            if p.poll() is not None:
+                raise Failure(f"ramforge exited early: {p.stderr.read()}")
+            check(time.time() < deadline, "no report within 120 s")
+            time.sleep(0.05)
+        measured = smaps_model_rss(p.pid, model)
+    finally:
+        p.stdin.close()
+        p.wait(timeout=60)
+    check(measured <= soft + page, f"/proc/{p.pid}/smaps shows {measured} > {soft} + a page")
+    print(f"after release: mapping RSS {after['mapping_rss_bytes']} B (smaps {measured} B), "
+          f"soft target {soft} B; requested {b['requested_bytes']} B, "
+          f"delta {b['observed_mapping_delta_bytes']} B")
+
+
+def case_conservative(c):
+    model = c.model("small")
+    inv = json.loads(c.run("inspect", "--json", model).stdout)
+    shared = {t["name"] for t in inv["tensors"] if t["shared_page_bytes"] > 0}
+    check(shared, "the small model has tensors sharing pages")
+    doc, _ = c.report(model, "--residency-policy", "conservative", "--memory-target", "4MiB",
+                      "--verify-session", n=8)
+    sel = doc["plan"]["selected"]
+    check(sel, "conservative selected nothing")
+    check(not (set(sel) & shared), f"conservative selected shared tensors {set(sel) & shared}")
+    check(doc["output"]["verify_session"]["tokens_identical"] is True, "verify tokens differ")
+    # The released pages are those of the selected tensors only: the rest stays resident.
+    b = app_boundary(doc, "after_session")
+    check(b["attempted"] and b["accepted_bytes"] > 0, "nothing released")
+    sel_bytes = sum(t["logical_bytes"] for t in inv["tensors"] if t["name"] in sel)
+    check(b["requested_bytes"] <= sel_bytes + len(sel) * os.sysconf("SC_PAGE_SIZE"),
+          "released more than the selected tensors' pages")
+
+
+def case_repack_release(c):
+    model = c.model("small", "q4_0")
+    base, _ = c.report(model, "--residency-policy", "off", n=12)
+    doc, _ = c.report(model, "--residency-policy", "memory-bound", "--memory-target", "1MiB",
+                      "--verify-session", n=12)
+    early = app_boundary(doc, "after_load")
+    check(early and early["attempted"] and early["accepted_bytes"] > 0,
+          f"the dead file pages of repacked weights were not released after load: {early}")
+    check(doc["output"]["token_ids"] == base["output"]["token_ids"],
+          "tokens after releasing dead pages differ from policy off")
+    check(doc["output"]["verify_session"]["tokens_identical"] is True, "verify tokens differ")
+    print(f"after_load released {early['accepted_bytes']} B of dead file pages, mapping delta "
+          f"{early['observed_mapping_delta_bytes']} B")
+
+
+def case_policy_badinput(c):
+    model = c.model()
+    for size in ("-1MiB", "0", "0MiB", "abc", "12XB", "99999999999999999999999", "16EiB", ""):
+        expect_error(c, ["run", "-m", model, "--residency-policy", "memory-bound",
+                         "--memory-target", size], 2, "invalid size for --memory-target")
+    expect_error(c, ["run", "-m", model, "--residency-policy", "memory-bound"], 2,
+                 "needs --memory-target")
+    expect_error(c, ["run", "-m", model, "--residency-policy", "active"], 2,
+                 "needs --memory-target")
+    expect_error(c, ["run", "-m", model, "--memory-target", "1MiB", "--safety-reserve", "2MiB"],
+                 2, "must be below --memory-target")
+    expect_error(c, ["run", "-m", model, "--release-mode", "evict"], 2,
+                 "unknown release mode 'evict'")
+    # A locked mapping: the kernel refuses MADV_DONTNEED; recorded as ReleaseFailed.
+    doc, p = c.report(model, "--residency-policy", "memory-bound", "--memory-target", "1MiB",
+                      "--mlock", n=4)
+    b = app_boundary(doc, "after_session")
+    if b and b["attempted"] and b["failed_ranges"] == 0:
+        print("skip: this kernel let MADV_DONTNEED through on an mlocked mapping")
+        return SKIP
+    check(b and b["attempted"] and b["failed_ranges"] > 0 and b["error"], f"mlock: {b}")
+    check(doc["lifetime"]["state_counts"]["ReleaseFailed"] > 0 or
+          doc["lifetime"]["release_failed"], "no ReleaseFailed resources")
+    check(b["accepted_bytes"] < b["requested_bytes"], "a refused range counted as accepted")
+
+
 CASES = {
     "report": case_report, "smaps": case_smaps, "parity": case_parity,
     "repack": case_repack, "badinput": case_badinput, "mkmodel": case_mkmodel,
+    "memory_bound": case_memory_bound, "conservative": case_conservative,
+    "repack_release": case_repack_release, "policy_badinput": case_policy_badinput,
 }
 
 
