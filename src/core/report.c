@@ -358,6 +358,15 @@ static json_t *plan_json(const struct rf_report *r)
     return o;
 }
 
+/* A delta of a boundary that was not attempted is not an observation. */
+static struct rf_recon_value attempted_or_null(const struct rf_report_application *a,
+                                               struct rf_recon_value v)
+{
+    if (!a->attempted)
+        v.has_value = false;
+    return v;
+}
+
 static json_t *application_json(const struct rf_report *r)
 {
     static const char *keys[] = {"requested_bytes", "accepted_bytes",
@@ -389,15 +398,23 @@ static json_t *application_json(const struct rf_report *r)
             continue;
         json_object_set_new(b, "boundary", jstr(a->boundary));
         json_object_set_new(b, "attempted", json_boolean(a->attempted));
-        json_object_set_new(b, "refused_reason", jstr(a->attempted ? NULL : a->refused_reason));
+        /* A boundary not attempted has no figures, only its reason (never null). */
+        json_object_set_new(b, "refused_reason",
+                            a->attempted ? json_null()
+                                         : json_string(a->refused_reason ? a->refused_reason
+                                                                         : "not attempted"));
         json_object_set_new(b, "requested_bytes", jbytes(a->attempted, a->requested_bytes));
         json_object_set_new(b, "accepted_bytes", jbytes(a->attempted, a->accepted_bytes));
         json_object_set_new(b, "failed_ranges", jbytes(a->attempted, a->n_failed));
-        json_object_set_new(b, "error",
-                            a->first_error ? json_string(strerror(-a->first_error)) : json_null());
-        json_object_set_new(b, "observed_mapping_delta_bytes", jrecon(a->mapping_delta));
-        json_object_set_new(b, "observed_rss_delta_bytes", jrecon(a->rss_delta));
-        json_object_set_new(b, "observed_cgroup_delta_bytes", jrecon(a->cgroup_delta));
+        json_object_set_new(b, "error", a->attempted && a->first_error
+                                            ? json_string(strerror(-a->first_error))
+                                            : json_null());
+        json_object_set_new(b, "observed_mapping_delta_bytes",
+                            jrecon(attempted_or_null(a, a->mapping_delta)));
+        json_object_set_new(b, "observed_rss_delta_bytes",
+                            jrecon(attempted_or_null(a, a->rss_delta)));
+        json_object_set_new(b, "observed_cgroup_delta_bytes",
+                            jrecon(attempted_or_null(a, a->cgroup_delta)));
         json_array_append_new(list, b);
         if (!a->attempted)
             continue;
@@ -432,13 +449,15 @@ static json_t *native_json(const struct rf_report *r)
                          "instance_id", jbytes(true, r->instance_id), "quiescent",
                          "in_flight_contexts", "active_contexts", "execution_generation",
                          "observed_at", "reason", "no lifetime observation was taken");
-    return json_pack("{s:o, s:o, s:b, s:I, s:I, s:o, s:o, s:n}", "contract_version",
+    return json_pack("{s:o, s:o, s:b, s:I, s:I, s:o, s:o, s:o}", "contract_version",
                      n->has_contract ? json_integer(n->contract_version) : json_null(),
                      "instance_id", jbytes(true, n->instance_id), "quiescent", n->quiescent,
                      "in_flight_contexts", (json_int_t)n->in_flight_contexts, "active_contexts",
                      (json_int_t)n->active_contexts, "execution_generation",
                      jbytes(true, n->execution_generation), "observed_at",
-                     jstr(r->native_boundary), "reason");
+                     jstr(r->native_boundary), "reason",
+                     n->has_contract ? json_null()
+                                     : json_string("the native layer exposes no lifetime contract"));
 }
 
 static json_t *lifetime_json(const struct rf_report *r)
@@ -536,7 +555,11 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
                   (json_int_t)r->n_ctx, "n_threads", (json_int_t)r->n_threads, "seed",
                   (json_int_t)r->seed));
     json_t *verify = json_object();
-    if (verify) {
+    if (!verify) {
+        json_decref(doc);
+        return -ENOMEM;
+    }
+    {
         char vfp[32];
         rf_token_fingerprint(r->verify_tokens, r->n_verify_tokens, vfp);
         json_object_set_new(verify, "run", json_boolean(r->verified));
@@ -546,7 +569,10 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
         json_object_set_new(verify, "token_fingerprint", r->verified ? json_string(vfp) : json_null());
         json_object_set_new(verify, "tokens_identical",
                             r->verified ? json_boolean(r->verify_tokens_equal) : json_null());
-        json_object_set_new(json_object_get(doc, "output"), "verify_session", verify);
+        if (json_object_set_new(json_object_get(doc, "output"), "verify_session", verify) < 0) {
+            json_decref(doc);
+            return -ENOMEM;
+        }
     }
 
     json_t *w = json_array();
