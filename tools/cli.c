@@ -49,7 +49,7 @@ bool cli_parse_int(const char *what, const char *s, long long min, long long max
 
     errno = 0;
     v = strtoll(s, &end, 10);
-    if (*s == '\0' || *end != '\0') {
+    if (*s == '\0' || *end != '\0' || !(*s == '-' || *s == '+' || (*s >= '0' && *s <= '9'))) {
         cli_error("invalid %s '%s': not a whole number", what, s);
         return false;
     }

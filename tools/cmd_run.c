@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -286,18 +287,44 @@ static int parse_options(int argc, char **argv, struct run_options *o)
     return -1;
 }
 
-/* Fails early, before inference, when the report's directory is not writable. */
-static bool report_dir_writable(const char *path)
+/*
+ * Fails early, before inference, when the report cannot be written: the
+ * path names something that is not a regular file (a directory, a device,
+ * a FIFO, a symlink: the report is renamed into place and would replace
+ * it), the model itself, or its directory is not writable.
+ */
+static bool report_path_usable(const char *path, const char *model)
 {
+    struct stat st, ms;
+    size_t len = strlen(path);
+
+    if (len == 0 || path[len - 1] == '/') {
+        cli_error("cannot write %s: not a file name", path);
+        return false;
+    }
+    if (lstat(path, &st) == 0) {
+        if (!S_ISREG(st.st_mode)) {
+            cli_error("cannot write %s: exists and is not a regular file", path);
+            return false;
+        }
+        if (stat(model, &ms) == 0 && ms.st_dev == st.st_dev && ms.st_ino == st.st_ino) {
+            cli_error("cannot write %s: it is the model file", path);
+            return false;
+        }
+    } else if (errno != ENOENT) {
+        cli_error("cannot write %s: %s", path, strerror(errno));
+        return false;
+    }
     char *copy = strdup(path);
     if (!copy) {
         cli_error("out of memory");
         return false;
     }
     const char *dir = dirname(copy);
-    bool ok = access(dir, W_OK | X_OK) == 0;
+    struct stat ds;
+    bool ok = stat(dir, &ds) == 0 && S_ISDIR(ds.st_mode) && access(dir, W_OK | X_OK) == 0;
     if (!ok)
-        cli_error("cannot write %s: %s", path, strerror(errno));
+        cli_error("cannot write %s: %s", path, errno ? strerror(errno) : "not a directory");
     free(copy);
     return ok;
 }
@@ -583,6 +610,14 @@ static bool admit(struct run_state *s, const struct rf_residency_sample *now, ui
     return s->admission.outcome != RF_ADMIT_REJECTED;
 }
 
+/* forge_generate's hook: the session's context is alive, its buffers allocated. */
+static void sample_end_of_session(void *user_data)
+{
+    struct run_state *s = user_data;
+    if (s->o.policy != RF_POLICY_OFF)
+        take_sample(s, "end_of_session");
+}
+
 static void run_state_free(struct run_state *s)
 {
     forge_generate_result_free(&s->gen);
@@ -605,15 +640,25 @@ static void fill_native_ledger(struct run_state *s, uint64_t n_ctx)
         rf_ledger_set(&s->ledger, RF_LEDGER_GRAPH_SCRATCH, s->gen.compute_bytes,
                       RF_PROV_NATIVE_LOGICAL, "llama_get_memory_breakdown (compute buffers)",
                       "allocated by the session's context; freed when the session was dropped");
-    } else if (estimate_kv(&s->info, n_ctx, &kv)) {
-        rf_ledger_set(&s->ledger, RF_LEDGER_KV_CACHE, kv, RF_PROV_ESTIMATED,
-                      "model hyperparameters x context size (f16 K and V)",
-                      "llama_get_memory_breakdown is not available in this build");
+    } else {
+        if (estimate_kv(&s->info, n_ctx, &kv))
+            rf_ledger_set(&s->ledger, RF_LEDGER_KV_CACHE, kv, RF_PROV_ESTIMATED,
+                          "model hyperparameters x context size (f16 K and V)",
+                          "llama_get_memory_breakdown is not available in this build");
+        else
+            rf_ledger_set_unknown(&s->ledger, RF_LEDGER_KV_CACHE, "llama_get_memory_breakdown",
+                                  "not available in this build, and the hyperparameters are "
+                                  "unknown");
+        rf_ledger_set_unknown(&s->ledger, RF_LEDGER_GRAPH_SCRATCH, "llama_get_memory_breakdown",
+                              "not available in this build");
     }
 }
 
+static void fill_report_cgroup(struct run_state *s);
+
 static int write_reports(struct run_state *s)
 {
+    fill_report_cgroup(s);
     if (s->o.human_report)
         run_print_report(&s->rep);
     if (s->o.json_path) {
@@ -653,7 +698,7 @@ static void fill_report_identity(struct run_state *s)
                       : s->o.release_mode == FORGE_RELEASE_PAGEOUT ? "pageout"
                                                                    : "dontneed";
     r->timing = &s->timing;
-    r->n_threads = (int32_t)s->o.n_threads;
+
     r->seed = (uint32_t)s->o.seed;
     if (s->o.policy == RF_POLICY_OFF) {
         r->not_built_reason = "residency policy off: no inventory, ledger or sample was taken";
@@ -663,6 +708,14 @@ static void fill_report_identity(struct run_state *s)
     }
     r->inventory = &s->inv;
     r->lifetime = &s->lt;
+}
+
+/* The cgroup facts of the last sample (rf_measure_sample fills s->cg). */
+static void fill_report_cgroup(struct run_state *s)
+{
+    struct rf_report *r = &s->rep;
+    if (s->o.policy == RF_POLICY_OFF)
+        return;
     r->cgroup_version = s->cg.version == RFSYS_CGROUP_V1   ? "v1"
                         : s->cg.version == RFSYS_CGROUP_V2 ? "v2"
                                                            : "none";
@@ -680,6 +733,7 @@ static void set_output(struct run_state *s)
     s->rep.n_tokens = s->gen.n_tokens;
     s->rep.text = s->gen.text;
     s->rep.n_ctx = s->gen.n_ctx;
+    s->rep.n_threads = s->gen.n_threads;
 }
 
 static void add_warnings(struct run_state *s)
@@ -691,6 +745,9 @@ static void add_warnings(struct run_state *s)
                    "page cache nor the cgroup charge");
     if (!s->gen.has_memory_breakdown)
         add_warning(r, "KvCache and GraphScratch are not reported by this llama.cpp build");
+    add_warning(r, "the ledger is sampled after the session was dropped: the session's KV cache "
+                   "and scratch were freed with it and are in ProcessRssPeak, not ProcessRss "
+                   "(residency.samples end_of_session has the RSS with them)");
     add_warning(r, "Runtime is unknown: allocator, loader and tokenizer memory are inside "
                    "ProcessRss");
     if (s->inv.totals.n_anonymous > 0)
@@ -732,7 +789,7 @@ int cmd_run(int argc, char **argv)
     }
     const struct run_options *o = &s->o;
     const bool observing = o->policy != RF_POLICY_OFF;
-    if (o->json_path && !report_dir_writable(o->json_path))
+    if (o->json_path && !report_path_usable(o->json_path, o->model))
         goto out;
     if (o->verbose)
         rf_log_set(cli_log_sink, NULL);
@@ -747,7 +804,7 @@ int cmd_run(int argc, char **argv)
     mp.use_extra_bufts = o->repack;
     mp.mlock = o->mlock;
     mp.probe_access = observing;
-    mp.n_threads = o->n_threads > 0 ? (int)o->n_threads : 2;
+    mp.n_threads = (int)o->n_threads;
     uint64_t t0 = rf_now_ns();
     if (forge_model_load(o->model, &mp, &s->m, err) < 0) {
         cli_error("%s", err);
@@ -806,6 +863,8 @@ int cmd_run(int argc, char **argv)
         .n_predict = (int32_t)o->n_predict,
         .n_ctx = (uint32_t)o->n_ctx,
         .n_threads = (int32_t)o->n_threads,
+        .on_session_end = sample_end_of_session,
+        .user_data = s,
     };
     if (forge_generate(s->m, &gp, &s->gen, err) < 0) {
         cli_error("%s: %s", o->model, err);
@@ -836,6 +895,7 @@ int cmd_run(int argc, char **argv)
         s->rep.ledger = &s->ledger;
         s->rep.reconciliation = &s->recon;
         if (o->verify) {
+            gp.on_session_end = NULL;
             if (forge_generate(s->m, &gp, &s->verify_gen, err) < 0) {
                 cli_error("%s: verify session: %s", o->model, err);
                 goto out;

@@ -113,11 +113,15 @@ void run_print_report(const struct rf_report *r)
             cli_format_bytes(r->model_native_size_bytes, false, b2, sizeof(b2)), r->instance_id);
     if (r->inventory) {
         const struct rf_inventory_totals *t = &r->inventory->totals;
+        uint64_t reads_file = 0;
+        for (size_t i = 0; i < r->inventory->n; i++)
+            reads_file += r->inventory->entries[i].access == RF_ACCESS_FILE_BACKED;
         fprintf(f,
-                "inventory: generation %" PRIu64 ", %" PRIu64 " tensors: %" PRIu64
-                " file-backed, %" PRIu64 " read from an anonymous copy, %" PRIu64 " eligible\n",
-                r->inventory->generation, t->n_tensors, t->n_file_backed, t->n_anonymous,
-                t->n_eligible);
+                "inventory: generation %" PRIu64 ", %" PRIu64 " tensors, %" PRIu64
+                " inside the file mapping; the graph reads %" PRIu64 " from the mapping and %" PRIu64
+                " from anonymous copies; %" PRIu64 " release-eligible\n",
+                r->inventory->generation, t->n_tensors, t->n_file_backed, reads_file,
+                t->n_anonymous, t->n_eligible);
     } else {
         fprintf(f, "inventory: not built (%s)\n", r->not_built_reason);
     }
@@ -128,10 +132,13 @@ void run_print_report(const struct rf_report *r)
     static const enum rf_timer shown[] = {RF_TIMER_MODEL_LOAD, RF_TIMER_OBSERVATION,
                                           RF_TIMER_PLANNING, RF_TIMER_TTFT, RF_TIMER_INFERENCE,
                                           RF_TIMER_END_TO_END};
-    for (size_t i = 0; i < sizeof(shown) / sizeof(shown[0]); i++)
-        if (t->has[shown[i]])
-            fprintf(f, " %s %s", rf_timer_name(shown[i]),
-                    cli_format_ns(t->ns[shown[i]], b1, sizeof(b1)));
+    for (size_t i = 0; i < sizeof(shown) / sizeof(shown[0]); i++) {
+        if (!t->has[shown[i]])
+            continue;
+        const char *name = rf_timer_name(shown[i]);
+        int len = (int)strlen(name) - 3; /* without "_ns": the value carries its unit */
+        fprintf(f, " %.*s %s", len, name, cli_format_ns(t->ns[shown[i]], b1, sizeof(b1)));
+    }
     fputc('\n', f);
     char fp[32];
     rf_token_fingerprint(r->tokens, r->n_tokens, fp);

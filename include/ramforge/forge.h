@@ -49,7 +49,7 @@ struct forge_model;
 struct forge_model_params {
     bool use_extra_bufts; /* allow CPU_REPACK (repacked anonymous weights); default true */
     bool mlock;           /* LLAMA_LOAD_MODE_MMAP_MLOCK: lock the mapping; default false */
-    int n_threads;        /* threads for the access probe; default 2 */
+    int n_threads;        /* threads for the access probe; <= 0: llama.cpp's default */
     bool probe_access;    /* run the graph probe at load; default true */
 };
 
@@ -117,10 +117,16 @@ void forge_model_lifetime_state(struct forge_model *m, struct forge_model_lifeti
 
 struct forge_context;
 
+struct ggml_tensor;
+
 struct forge_context_params {
     uint32_t n_ctx;    /* context size, tokens */
     uint32_t n_batch;  /* largest batch passed to forge_context_decode; 0 = n_ctx */
     int32_t n_threads; /* <= 0: llama.cpp's default */
+    /* llama.cpp's cb_eval (ggml_backend_sched_eval_callback), installed only
+     * when non-NULL; NULL (the zero value): no callback at all. */
+    bool (*cb_eval)(struct ggml_tensor *t, bool ask, void *user_data);
+    void *cb_eval_user_data; /* passed to cb_eval; borrowed */
 };
 
 struct forge_context_lifetime {
@@ -185,11 +191,21 @@ int forge_model_release(struct forge_model *m, const struct forge_release_range 
                         enum forge_release_mode mode, struct forge_release_result *out,
                         int *range_errors);
 
+struct forge_observer;
+
 struct forge_generate_params {
     const char *prompt;  /* UTF-8, tokenized with add_special = true, parse_special = true */
     int32_t n_predict;   /* tokens to generate (stops early at end-of-generation) */
     uint32_t n_ctx;      /* context size; 0 = n_prompt + n_predict */
     int32_t n_threads;   /* <= 0: llama.cpp's default */
+    struct forge_observer *observer; /* dispatch observer (forge_observer.h), borrowed;
+                                        NULL: no callback installed */
+    /*
+     * Called once with the session's context still alive, after the last
+     * token (KV cache and compute buffers allocated); may be NULL.
+     */
+    void (*on_session_end)(void *user_data);
+    void *user_data;
 };
 
 /* What a generation produced, and its timings in nanoseconds (CLOCK_MONOTONIC). */
@@ -206,6 +222,7 @@ struct forge_generate_result {
     uint64_t decode_ns;     /* decode of generated tokens after the first */
     uint64_t sync_ns;       /* explicit llama_synchronize calls, summed */
     uint64_t inference_ns;  /* prompt processing start to the last token */
+    int32_t n_threads;         /* llama_n_threads of the context used */
     bool has_memory_breakdown; /* llama_get_memory_breakdown answered */
     uint64_t kv_cache_bytes;   /* context (KV cache) buffers, bytes */
     uint64_t compute_bytes;    /* compute (graph scratch) buffers, bytes */
@@ -214,7 +231,10 @@ struct forge_generate_result {
 /*
  * Tokenizes the prompt, creates a context, decodes greedily (the sampler
  * chain of llama.cpp's examples/simple), frees the context, and fills *out
- * (free with forge_generate_result_free). Errors: -EINVAL (empty prompt,
+ * (free with forge_generate_result_free). With params->observer, the
+ * observer is the context's cb_eval, bound to it for this generation and
+ * unbound before return; its events accumulate across calls. Without it no
+ * cb_eval is installed. Errors: -EINVAL (empty prompt,
  * n_predict < 1, context too small), -EIO (llama.cpp failed; err says
  * where), -ENOMEM.
  */

@@ -120,8 +120,9 @@ struct rf_report {
     bool cgroup_limit_unlimited;
     uint64_t cgroup_limit_bytes;
 
-#define RF_REPORT_MAX_SAMPLES 5
-    /* after_load, after_load_release, after_session, after_release, after_verify */
+#define RF_REPORT_MAX_SAMPLES 8
+    /* after_load, after_load_release, end_of_session, after_session, after_release,
+       after_verify */
     struct rf_residency_sample samples[RF_REPORT_MAX_SAMPLES];
 
     const struct rf_timing *timing;

@@ -379,11 +379,22 @@ static json_t *application_json(const struct rf_report *r)
 
     for (size_t i = 0; i < r->n_applications; i++)
         any |= r->applications[i].attempted;
-    if (!any)
-        return absent_section(r->n_applications && r->applications[0].refused_reason
-                                  ? r->applications[0].refused_reason
+    if (!any) {
+        /* Every boundary's reason ("after_load: ...; after_session: ..."), not the first only. */
+        char why[512] = "";
+        size_t at = 0;
+        for (size_t i = 0; i < r->n_applications && at < sizeof(why); i++) {
+            const struct rf_report_application *a = &r->applications[i];
+            int len = snprintf(why + at, sizeof(why) - at, "%s%s%s%s", at ? "; " : "",
+                               a->boundary ? a->boundary : "", a->boundary ? ": " : "",
+                               a->refused_reason ? a->refused_reason : "not attempted");
+            at += len > 0 ? (size_t)len : 0;
+        }
+        return absent_section(r->n_applications
+                                  ? why
                                   : "no release was requested (the policy does not mutate)",
                               keys);
+    }
     o = json_object();
     list = json_array();
     if (!o || !list) {
@@ -554,25 +565,30 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
                   token_array(r->tokens, r->n_tokens), "text", r->text ? r->text : "", "n_ctx",
                   (json_int_t)r->n_ctx, "n_threads", (json_int_t)r->n_threads, "seed",
                   (json_int_t)r->seed));
+    /* verify_session sits inside output: a failure to add it is not caught below. */
     json_t *verify = json_object();
+    char vfp[32];
     if (!verify) {
         json_decref(doc);
         return -ENOMEM;
     }
-    {
-        char vfp[32];
-        rf_token_fingerprint(r->verify_tokens, r->n_verify_tokens, vfp);
-        json_object_set_new(verify, "run", json_boolean(r->verified));
-        json_object_set_new(verify, "token_ids",
-                            r->verified ? token_array(r->verify_tokens, r->n_verify_tokens)
-                                        : json_null());
-        json_object_set_new(verify, "token_fingerprint", r->verified ? json_string(vfp) : json_null());
-        json_object_set_new(verify, "tokens_identical",
-                            r->verified ? json_boolean(r->verify_tokens_equal) : json_null());
-        if (json_object_set_new(json_object_get(doc, "output"), "verify_session", verify) < 0) {
-            json_decref(doc);
-            return -ENOMEM;
-        }
+    rf_token_fingerprint(r->verify_tokens, r->n_verify_tokens, vfp);
+    json_object_set_new(verify, "run", json_boolean(r->verified));
+    json_object_set_new(verify, "token_ids",
+                        r->verified ? token_array(r->verify_tokens, r->n_verify_tokens)
+                                    : json_null());
+    json_object_set_new(verify, "token_fingerprint", r->verified ? json_string(vfp) : json_null());
+    json_object_set_new(verify, "tokens_identical",
+                        r->verified ? json_boolean(r->verify_tokens_equal) : json_null());
+    if (json_object_size(verify) != 4) {
+        json_decref(verify);
+        json_decref(doc);
+        return -ENOMEM;
+    }
+    /* set_new takes verify even when it fails (output NULL included) */
+    if (json_object_set_new(json_object_get(doc, "output"), "verify_session", verify) < 0) {
+        json_decref(doc);
+        return -ENOMEM;
     }
 
     json_t *w = json_array();

@@ -2,15 +2,22 @@
  * forge contexts: llama_context wrapped with the execution gate. A decode
  * takes the shared lease; synchronize (or free) observes completion and
  * ends it. Every context, the access probe's included, counts as active
- * while it exists.
+ * while it exists. A cb_eval callback is installed only when the caller
+ * passes one; contexts opened with one are counted process-wide.
  */
 #include "forge_internal.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "llama.h"
+
+#include "ramforge/forge_observer.h"
+
+static _Atomic uint64_t next_context_id = 1;
+static _Atomic uint64_t cb_eval_contexts; /* contexts opened with a cb_eval */
 
 int forge_context_open(struct forge_model *m, const struct llama_context_params *cp,
                        struct forge_context **out, char err[FORGE_ERR_MAX])
@@ -28,6 +35,10 @@ int forge_context_open(struct forge_model *m, const struct llama_context_params 
         free(fc);
         return -EIO;
     }
+    fc->id = atomic_fetch_add(&next_context_id, 1);
+    fc->has_cb_eval = cp->cb_eval != NULL;
+    if (fc->has_cb_eval)
+        atomic_fetch_add(&cb_eval_contexts, 1);
     forge_gate_context_opened(&m->gate);
     *out = fc;
     return 0;
@@ -44,7 +55,27 @@ int forge_context_create(struct forge_model *m, const struct forge_context_param
         cp.n_threads = p->n_threads;
         cp.n_threads_batch = p->n_threads;
     }
+    /* Only when asked: with cb_eval NULL the scheduler computes each split at once. */
+    if (p->cb_eval) {
+        cp.cb_eval = p->cb_eval;
+        cp.cb_eval_user_data = p->cb_eval_user_data;
+    }
     return forge_context_open(m, &cp, out, err);
+}
+
+uint64_t forge_context_id(const struct forge_context *fc)
+{
+    return fc->id;
+}
+
+bool forge_context_has_cb_eval(const struct forge_context *fc)
+{
+    return fc->has_cb_eval;
+}
+
+uint64_t forge_cb_eval_contexts_opened(void)
+{
+    return atomic_load(&cb_eval_contexts);
 }
 
 int forge_context_decode(struct forge_context *fc, int32_t *tokens, size_t n)

@@ -31,6 +31,8 @@ struct forge_model {
 struct forge_context {
     struct forge_model *m;
     struct llama_context *ctx;
+    uint64_t id;                   /* process-unique context id (1, 2, ...) */
+    bool has_cb_eval;              /* created with a cb_eval callback installed */
     bool in_flight;                /* holds a lease: submitted, completion not observed */
     uint64_t execution_generation; /* completed executions of this context */
 };

@@ -2,10 +2,12 @@
  * Greedy generation: the decode loop of llama.cpp's examples/simple (prompt
  * tokenized with add_special and parse_special, one greedy sampler, stop at
  * end-of-generation or after n_predict tokens), with an explicit, timed
- * llama_synchronize after each llama_decode.
+ * llama_synchronize after each llama_decode. An observer, when given, is
+ * the context's cb_eval and is bound to it while the context lives.
  */
 #include "forge_internal.h"
 
+#include "ramforge/forge_observer.h"
 #include "ramforge/timing.h"
 
 #include <errno.h>
@@ -98,6 +100,8 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
         .n_batch = (uint32_t)n_prompt,
         .n_threads = p->n_threads,
     };
+    if (p->observer)
+        forge_observer_context_params(p->observer, &cp); /* else: no cb_eval at all */
     if (cp.n_ctx < need) {
         snprintf(err, FORGE_ERR_MAX, "context size %u is too small for %d prompt + %d generated tokens",
                  cp.n_ctx, n_prompt, p->n_predict);
@@ -109,7 +113,10 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     out->context_init_ns = rf_now_ns() - t0;
     if (rc < 0)
         goto out;
+    if (p->observer)
+        forge_observer_bind(p->observer, fc);
     out->n_ctx = llama_n_ctx(fc->ctx);
+    out->n_threads = llama_n_threads(fc->ctx);
     out->has_memory_breakdown =
         forge_memory_breakdown(fc->ctx, &out->kv_cache_bytes, &out->compute_bytes) == 0;
     struct llama_sampler_chain_params sp = llama_sampler_chain_default_params();
@@ -149,6 +156,8 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     uint64_t t_end = rf_now_ns();
     out->inference_ns = t_end - t_inf;
     out->decode_ns = t_first ? t_end - t_first : 0;
+    if (p->on_session_end)
+        p->on_session_end(p->user_data);
     if (!out->text) {
         out->text = strdup("");
         if (!out->text)
@@ -156,6 +165,8 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     }
 out:
     llama_sampler_free(smpl);
+    if (fc && p->observer)
+        forge_observer_bind(p->observer, NULL);
     forge_context_free(fc);
     if (rc < 0)
         forge_generate_result_free(out);

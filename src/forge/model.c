@@ -46,7 +46,7 @@ struct forge_model_params forge_model_default_params(void)
     struct forge_model_params p = {
         .use_extra_bufts = true,
         .mlock = false,
-        .n_threads = 2,
+        .n_threads = 0,
         .probe_access = true,
     };
     return p;
@@ -203,8 +203,10 @@ static int probe_access(struct forge_model *m, int n_threads, char err[FORGE_ERR
     cp.n_ctx = 64;
     cp.n_batch = 1;
     cp.n_ubatch = 1;
-    cp.n_threads = n_threads;
-    cp.n_threads_batch = n_threads;
+    if (n_threads > 0) {
+        cp.n_threads = n_threads;
+        cp.n_threads_batch = n_threads;
+    }
     cp.cb_eval = probe_eval_cb;
     cp.cb_eval_user_data = m;
     cp.no_perf = true;
@@ -293,7 +295,7 @@ int forge_model_load(const char *path, const struct forge_model_params *params,
     info->n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m->model));
 
     if (params->probe_access) {
-        rc = probe_access(m, params->n_threads > 0 ? params->n_threads : 2, err);
+        rc = probe_access(m, params->n_threads, err);
         if (rc < 0)
             goto fail;
     }

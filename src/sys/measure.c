@@ -96,7 +96,7 @@ void rf_measure_fill_ledger(struct rf_ledger *l, const struct rf_inventory *inv,
                                   "the access probe did not run: which weights are repacked is "
                                   "unknown");
         if (inv->n_mappings > 0)
-            snprintf(dev, sizeof(dev), "dev %x:%x inode %llu", inv->mappings[0].dev_major,
+            snprintf(dev, sizeof(dev), "dev %02x:%02x inode %llu", inv->mappings[0].dev_major,
                      inv->mappings[0].dev_minor, (unsigned long long)inv->mappings[0].inode);
     }
     snprintf(src, sizeof(src), "/proc/%s/smaps Rss of r--s mappings of %s", pid, dev);
@@ -109,14 +109,18 @@ void rf_measure_fill_ledger(struct rf_ledger *l, const struct rf_inventory *inv,
              "the model mapping was not found in smaps");
     snprintf(src, sizeof(src), "/proc/%s/status VmRSS", pid);
     measured(l, RF_LEDGER_PROCESS_RSS, s->has_process_rss, s->process_rss_bytes, src,
-             "whole process: mapping pages, anonymous weights, KV cache, scratch, runtime",
+             "whole process at this sample: mapping pages, repacked copies, runtime, and the "
+             "KV cache and scratch of any context alive then",
              "VmRSS missing from status");
     snprintf(src, sizeof(src), "/proc/%s/status VmHWM", pid);
     measured(l, RF_LEDGER_PROCESS_RSS_PEAK, s->has_process_rss_peak, s->process_rss_peak_bytes,
              src, "process RSS high-water mark since start", "VmHWM missing from status");
     measured(l, RF_LEDGER_CGROUP_CURRENT, s->has_cgroup_current, s->cgroup_current_bytes,
              cg && cg->current_source[0] ? cg->current_source : "cgroup memory controller",
-             "charged to the cgroup: includes page cache, kernel memory and other processes",
+             cg && cg->version == RFSYS_CGROUP_V1
+                 ? "charged to the cgroup: page cache, kernel memory and other processes "
+                   "included; v1 usage_in_bytes is approximate (the kernel documents it as fuzzy)"
+                 : "charged to the cgroup: includes page cache, kernel memory and other processes",
              cg && cg->version == RFSYS_CGROUP_NONE ? "no cgroup memory controller found"
                                                     : "the cgroup's usage file is not readable");
     measured(l, RF_LEDGER_CGROUP_PEAK, s->has_cgroup_peak, s->cgroup_peak_bytes,
@@ -125,6 +129,9 @@ void rf_measure_fill_ledger(struct rf_ledger *l, const struct rf_inventory *inv,
              cg && cg->version == RFSYS_CGROUP_NONE
                  ? "no cgroup memory controller found"
                  : "no peak file (memory.peak needs Linux 5.19+ on cgroup v2)");
+    rf_ledger_set_unknown(l, RF_LEDGER_RUNTIME, "llama.cpp C API",
+                          "allocator, loader and tokenizer memory are not reported by llama.cpp; "
+                          "they are inside ProcessRss");
     rf_ledger_set(l, RF_LEDGER_STAGING_REQUESTED, 0, RF_PROV_REQUESTED, "ramforge staging",
                   "no staging was planned in this run: 0 bytes were requested");
     rf_ledger_set(l, RF_LEDGER_STAGING_ACCEPTED, 0, RF_PROV_NATIVE_ACCEPTED, "ramforge staging",

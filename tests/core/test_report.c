@@ -4,8 +4,13 @@
  * category order with unknown entries null and explained, values above
  * INT64_MAX null, signed reconciliation differences, absent timers null,
  * the token fingerprint against an independent FNV-1a 64 and a pinned
- * literal, the absent ledger form of policy off; and rf_json_write_file,
- * which leaves neither a partial file nor its temporary file on failure.
+ * literal, the absent ledger form of policy off; the policy, admission,
+ * plan, application, native and lifetime sections filled from real
+ * rf_plan_build / rf_admission_decide / rf_lifetime results (checked sums,
+ * null totals, the 17 lifetime states, ReleaseFailed with its errno, plan
+ * names through the inventory) and the verify session; and
+ * rf_json_write_file, which leaves neither a partial file nor its temporary
+ * file on failure.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,8 +30,11 @@
 
 #include <jansson.h>
 
+#include "ramforge/admission.h"
 #include "ramforge/inventory.h"
 #include "ramforge/ledger.h"
+#include "ramforge/lifetime.h"
+#include "ramforge/policy.h"
 #include "ramforge/report.h"
 #include "ramforge/timing.h"
 
@@ -94,7 +102,7 @@ struct fixture {
  *   t2 [14192, 16192)  page {3}    anonymous copy (page 3 shared with t1)
  * mapped virtual: pages {1,2,3} = 12288 bytes.
  */
-static void build_inventory(struct rf_inventory *inv)
+static void build_inventory_at(struct rf_inventory *inv, uint32_t index_base)
 {
     struct rf_tensor_meta t[3];
     struct rf_mapping_meta m;
@@ -120,7 +128,7 @@ static void build_inventory(struct rf_inventory *inv)
     m.map_length_bytes = 40960;
     for (uint32_t i = 0; i < 3; i++) {
         memset(&t[i], 0, sizeof(t[i]));
-        t[i].index = i;
+        t[i].index = index_base ? index_base + 3 * i : i;
         snprintf(t[i].name, sizeof(t[i].name), "%s", spec[i].name);
         snprintf(t[i].type_name, sizeof(t[i].type_name), "%s", "q8_0");
         t[i].mapping_index = 0;
@@ -131,6 +139,11 @@ static void build_inventory(struct rf_inventory *inv)
     rf_inventory_init(inv);
     assert_int_equal(rf_inventory_build(t, 3, &m, 1, PAGE, 7, inv), 0);
     assert_int_equal(inv->totals.mapped_virtual_bytes, 3 * PAGE);
+}
+
+static void build_inventory(struct rf_inventory *inv)
+{
+    build_inventory_at(inv, 0);
 }
 
 /*
@@ -487,6 +500,496 @@ static void test_policy_off_absent_ledger(void **state)
     rf_inventory_free(&f.inv);
 }
 
+/* The 17 states of rf_lifetime_state_name, in enum order, written out independently. */
+static const char *const state_names[RF_LT_N] = {
+    "Discovered",
+    "Owned",
+    "Referenced",
+    "ExecutionSubmitted",
+    "ExecutionCompleted",
+    "OperationBoundarySynchronized",
+    "ReleaseEligible",
+    "ReleaseSelected",
+    "ReleaseRequested",
+    "NativeAccepted",
+    "NativeFailure",
+    "Reconciled",
+    "ReleaseFailed",
+    "FinalUseProven",
+    "Invalidated",
+    "SharedOrReused",
+    "Unknown",
+};
+
+/* Advances resource i of lt along path (legal transitions only). */
+static void lt_walk(struct rf_lifetime *lt, size_t i, const enum rf_lifetime_state *path, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        assert_int_equal(rf_lifetime_advance(lt, i, path[k]), 0);
+}
+
+/* Everything a mutating run adds to the observe fixture. */
+struct mutating {
+    struct fixture f;
+    struct rf_inventory sparse; /* tensor indices 5, 8, 11: not positions */
+    struct rf_plan plan;
+    struct rf_admission_result adm;
+    struct rf_lifetime lt;
+};
+
+/*
+ * memory-bound with an 8192-byte target over a 12288-byte resident mapping;
+ * admission over a 20000-byte request (AdmittedWithWarning); releases at
+ * after_load (not attempted) and after_session (attempted, one range
+ * refused with EINVAL, negative deltas); lifetimes: t0 ReleaseFailed
+ * (-EINVAL), t1 Reconciled, t2 Unknown.
+ */
+static void build_mutating(struct mutating *m)
+{
+    static const enum rf_lifetime_state to_requested[] = {
+        RF_LT_OWNED,
+        RF_LT_REFERENCED,
+        RF_LT_EXECUTION_SUBMITTED,
+        RF_LT_EXECUTION_COMPLETED,
+        RF_LT_OPERATION_BOUNDARY_SYNCHRONIZED,
+        RF_LT_RELEASE_ELIGIBLE,
+        RF_LT_RELEASE_SELECTED,
+        RF_LT_RELEASE_REQUESTED,
+    };
+    static const enum rf_lifetime_state to_reconciled[] = {RF_LT_NATIVE_ACCEPTED, RF_LT_RECONCILED};
+    struct fixture *f = &m->f;
+    struct rf_plan_params pp = rf_plan_default_params();
+    struct rf_admission_input in;
+
+    memset(m, 0, sizeof(*m));
+    build_observe(f);
+    build_inventory_at(&m->sparse, 5);
+    f->r.inventory = &m->sparse;
+    f->r.policy = "memory-bound";
+    f->r.policy_plans = true;
+    f->r.policy_mutates = true;
+    f->r.has_target = true;
+    f->r.target_bytes = 2 * PAGE;
+    f->r.release_mode = "dontneed";
+
+    pp.profile = RF_POLICY_MEMORY_BOUND;
+    pp.has_target = true;
+    pp.target_bytes = 2 * PAGE;
+    pp.has_mapping_resident = true;
+    pp.mapping_resident_bytes = 3 * PAGE;
+    pp.binding_ok = true;
+    rf_plan_init(&m->plan);
+    assert_int_equal(rf_plan_build(&m->sparse, &pp, &m->plan), 0);
+    assert_true(m->plan.n_selected > 0);
+    f->r.plan = &m->plan;
+    f->r.plan_boundary = "after_session";
+
+    memset(&in, 0, sizeof(in));
+    in.has_request = true;
+    in.request_bytes = 20000;
+    in.has_target = true;
+    in.target_bytes = 2 * PAGE;
+    in.unknown_components[in.n_unknown++] = "GraphScratch";
+    assert_int_equal(rf_admission_decide(&in, &m->adm), 0);
+    assert_int_equal(m->adm.outcome, RF_ADMIT_WARNING);
+    f->r.admission = &m->adm;
+
+    f->r.applications[0] = (struct rf_report_application){
+        .boundary = "after_load",
+        .attempted = false,
+        .refused_reason = "the plan selected nothing",
+    };
+    f->r.applications[1] = (struct rf_report_application){
+        .boundary = "after_session",
+        .attempted = true,
+        .requested_bytes = 3 * PAGE,
+        .accepted_bytes = 2 * PAGE,
+        .n_failed = 1,
+        .first_error = -EINVAL,
+        .mapping_delta = {true, -2 * PAGE},
+        .rss_delta = {true, -3 * PAGE},
+        .cgroup_delta = {true, -100},
+    };
+    f->r.n_applications = 2;
+
+    f->r.has_native = true;
+    f->r.native = (struct rf_native_lifetime){
+        .has_contract = true,
+        .contract_version = 1,
+        .instance_id = 3,
+        .quiescent = true,
+        .in_flight_contexts = 0,
+        .active_contexts = 0,
+        .execution_generation = 17,
+    };
+    f->r.native_boundary = "after_session";
+
+    assert_int_equal(rf_lifetime_init(&m->lt, 3), 0);
+    lt_walk(&m->lt, 0, to_requested, sizeof(to_requested) / sizeof(to_requested[0]));
+    assert_int_equal(rf_lifetime_fail(&m->lt, 0, -EINVAL), 0);
+    lt_walk(&m->lt, 1, to_requested, sizeof(to_requested) / sizeof(to_requested[0]));
+    lt_walk(&m->lt, 1, to_reconciled, 2);
+    assert_int_equal(rf_lifetime_advance(&m->lt, 2, RF_LT_UNKNOWN), 0);
+    f->r.lifetime = &m->lt;
+}
+
+static void free_mutating(struct mutating *m)
+{
+    rf_lifetime_free(&m->lt);
+    rf_plan_free(&m->plan);
+    rf_inventory_free(&m->sparse);
+    rf_inventory_free(&m->f.inv);
+}
+
+static void test_policy_and_admission(void **state)
+{
+    struct mutating m;
+    json_t *doc, *pol, *adm;
+
+    (void)state;
+    build_mutating(&m);
+    m.f.r.reserve_bytes = 1024;
+    doc = report_of(&m.f.r);
+    pol = at(doc, "policy", NULL);
+    assert_int_equal(json_object_size(pol), 7);
+    assert_string_equal(json_string_value(json_object_get(pol, "profile")), "memory-bound");
+    assert_true(json_is_true(json_object_get(pol, "plans")));
+    assert_true(json_is_true(json_object_get(pol, "mutates")));
+    assert_json_int(json_object_get(pol, "target_bytes"), 2 * PAGE);
+    assert_json_int(json_object_get(pol, "reserve_bytes"), 1024);
+    assert_json_int(json_object_get(pol, "soft_target_bytes"), 2 * PAGE - 1024);
+    assert_string_equal(json_string_value(json_object_get(pol, "release_mode")), "dontneed");
+
+    adm = at(doc, "admission", NULL);
+    assert_string_equal(json_string_value(json_object_get(adm, "outcome")),
+                        "admitted_with_warning");
+    assert_json_int(json_object_get(adm, "soft_target_bytes"), 2 * PAGE);
+    assert_json_int(json_object_get(adm, "excess_bytes"), 20000 - 2 * PAGE);
+    assert_json_null(json_object_get(adm, "reclaimable_bytes"));
+    assert_json_null(json_object_get(adm, "projected_charge_bytes"));
+    assert_true(json_is_false(json_object_get(adm, "hard_limit_checked")));
+    assert_true(json_is_object(json_object_get(adm, "hard_limit")));
+    assert_int_equal(json_array_size(json_object_get(adm, "unknown_components")), 1);
+    assert_string_equal(
+        json_string_value(json_array_get(json_object_get(adm, "unknown_components"), 0)),
+        "GraphScratch");
+    assert_string_equal(json_string_value(json_object_get(adm, "reason")), m.adm.reason);
+    json_decref(doc);
+
+    /* Each outcome by its name. */
+    static const char *const outcomes[] = {"admitted", "admitted_with_warning", "rejected",
+                                           "unknown"};
+    for (int o = RF_ADMIT_ADMITTED; o <= RF_ADMIT_UNKNOWN; o++) {
+        m.adm.outcome = (enum rf_admission_outcome)o;
+        doc = report_of(&m.f.r);
+        assert_string_equal(json_string_value(at(doc, "admission", "outcome")), outcomes[o]);
+        json_decref(doc);
+    }
+
+    /* Not mutating, no target: release_mode and the soft target are null. */
+    m.f.r.policy_mutates = false;
+    m.f.r.release_mode = NULL;
+    m.f.r.has_target = false;
+    doc = report_of(&m.f.r);
+    assert_json_null(at(doc, "policy", "release_mode"));
+    assert_json_null(at(doc, "policy", "target_bytes"));
+    assert_json_null(at(doc, "policy", "soft_target_bytes"));
+    json_decref(doc);
+    free_mutating(&m);
+}
+
+static void test_plan_section(void **state)
+{
+    struct mutating m;
+    json_t *doc, *plan, *names;
+
+    (void)state;
+    build_mutating(&m);
+    doc = report_of(&m.f.r);
+    plan = at(doc, "plan", NULL);
+    assert_true(json_is_false(json_object_get(plan, "profile_used")));
+    assert_json_int(json_object_get(plan, "selected_count"), (json_int_t)m.plan.n_selected);
+    assert_json_int(json_object_get(plan, "selected_bytes"),
+                    (json_int_t)m.plan.selected_logical_bytes);
+    assert_json_int(json_object_get(plan, "generation"), 7);
+    assert_json_int(json_object_get(plan, "release_bytes"), (json_int_t)m.plan.release_bytes);
+    assert_string_equal(json_string_value(json_object_get(plan, "boundary")), "after_session");
+    assert_true(json_is_true(json_object_get(plan, "applied")));
+    assert_true(json_is_false(json_object_get(plan, "selected_truncated")));
+    assert_string_equal(json_string_value(json_object_get(plan, "reason")), m.plan.reason);
+    /* Names by tensor index through the inventory (indices 5, 8, 11 are not positions). */
+    names = json_object_get(plan, "selected");
+    assert_int_equal(json_array_size(names), m.plan.n_selected);
+    for (size_t k = 0; k < m.plan.n_selected; k++) {
+        const struct rf_inventory_entry *e = NULL;
+        struct rf_resource_key key = {m.plan.generation, m.plan.selected[k]};
+        assert_true(m.plan.selected[k] >= 5);
+        assert_int_equal(rf_inventory_lookup(&m.sparse, key, &e), 0);
+        assert_string_equal(json_string_value(json_array_get(names, k)), e->name);
+    }
+    json_decref(doc);
+
+    /* No plan: the absent form, with the caller's reason. */
+    m.f.r.plan = NULL;
+    m.f.r.plan_reason = "the run was rejected before the session";
+    doc = report_of(&m.f.r);
+    plan = at(doc, "plan", NULL);
+    assert_int_equal(json_object_size(plan), 4);
+    assert_json_null(json_object_get(plan, "profile_used"));
+    assert_json_null(json_object_get(plan, "selected_count"));
+    assert_json_null(json_object_get(plan, "selected_bytes"));
+    assert_string_equal(json_string_value(json_object_get(plan, "reason")),
+                        "the run was rejected before the session");
+    json_decref(doc);
+    free_mutating(&m);
+}
+
+static void test_application_sums(void **state)
+{
+    struct mutating m;
+    json_t *doc, *app, *b;
+
+    (void)state;
+    build_mutating(&m);
+    doc = report_of(&m.f.r);
+    app = at(doc, "application", NULL);
+    assert_null(json_object_get(app, "reason"));
+    assert_string_equal(json_string_value(json_object_get(app, "release_mode")), "dontneed");
+    assert_int_equal(json_array_size(json_object_get(app, "boundaries")), 2);
+    /* Only the attempted boundary counts. */
+    assert_json_int(json_object_get(app, "requested_bytes"), 3 * PAGE);
+    assert_json_int(json_object_get(app, "accepted_bytes"), 2 * PAGE);
+    assert_json_int(json_object_get(app, "observed_mapping_delta_bytes"), -2 * PAGE);
+    assert_json_int(json_object_get(app, "observed_cgroup_delta_bytes"), -100);
+
+    b = json_array_get(json_object_get(app, "boundaries"), 0);
+    assert_int_equal(json_object_size(b), 10);
+    assert_string_equal(json_string_value(json_object_get(b, "boundary")), "after_load");
+    assert_true(json_is_false(json_object_get(b, "attempted")));
+    assert_string_equal(json_string_value(json_object_get(b, "refused_reason")),
+                        "the plan selected nothing");
+    static const char *const figures[] = {
+        "requested_bytes",
+        "accepted_bytes",
+        "failed_ranges",
+        "error",
+        "observed_mapping_delta_bytes",
+        "observed_rss_delta_bytes",
+        "observed_cgroup_delta_bytes",
+    };
+    for (size_t k = 0; k < sizeof(figures) / sizeof(figures[0]); k++)
+        assert_json_null(json_object_get(b, figures[k]));
+
+    b = json_array_get(json_object_get(app, "boundaries"), 1);
+    assert_true(json_is_true(json_object_get(b, "attempted")));
+    assert_json_null(json_object_get(b, "refused_reason"));
+    assert_json_int(json_object_get(b, "requested_bytes"), 3 * PAGE);
+    assert_json_int(json_object_get(b, "accepted_bytes"), 2 * PAGE);
+    assert_json_int(json_object_get(b, "failed_ranges"), 1);
+    assert_string_equal(json_string_value(json_object_get(b, "error")), "Invalid argument");
+    assert_json_int(json_object_get(b, "observed_mapping_delta_bytes"), -2 * PAGE);
+    assert_json_int(json_object_get(b, "observed_rss_delta_bytes"), -3 * PAGE);
+    assert_json_int(json_object_get(b, "observed_cgroup_delta_bytes"), -100);
+    json_decref(doc);
+
+    /* Both attempted: the totals add up; a missing cgroup delta nulls its total only. */
+    m.f.r.applications[0] = (struct rf_report_application){
+        .boundary = "after_load",
+        .attempted = true,
+        .requested_bytes = PAGE,
+        .accepted_bytes = PAGE,
+        .mapping_delta = {true, -PAGE},
+        .rss_delta = {true, -PAGE},
+        .cgroup_delta = {false, 0},
+    };
+    doc = report_of(&m.f.r);
+    app = at(doc, "application", NULL);
+    assert_json_int(json_object_get(app, "requested_bytes"), 4 * PAGE);
+    assert_json_int(json_object_get(app, "accepted_bytes"), 3 * PAGE);
+    assert_json_int(json_object_get(app, "observed_mapping_delta_bytes"), -3 * PAGE);
+    assert_json_null(json_object_get(app, "observed_cgroup_delta_bytes"));
+    assert_json_null(
+        json_object_get(json_array_get(json_object_get(app, "boundaries"), 0), "error"));
+    json_decref(doc);
+
+    /* Sums that overflow (uint64 bytes, int64 deltas) are null, never wrapped. */
+    m.f.r.applications[0].requested_bytes = UINT64_MAX - PAGE;
+    m.f.r.applications[0].mapping_delta = (struct rf_recon_value){true, INT64_MIN + 1};
+    doc = report_of(&m.f.r);
+    assert_json_null(at(doc, "application", "requested_bytes"));
+    assert_json_null(at(doc, "application", "observed_mapping_delta_bytes"));
+    json_decref(doc);
+
+    /* Nothing attempted: the absent form with every boundary's reason. */
+    m.f.r.applications[0].attempted = false;
+    m.f.r.applications[0].refused_reason = "the plan selected nothing";
+    m.f.r.applications[1].attempted = false;
+    m.f.r.applications[1].refused_reason = "the execution gate was busy";
+    doc = report_of(&m.f.r);
+    app = at(doc, "application", NULL);
+    assert_int_equal(json_object_size(app), 5);
+    assert_json_null(json_object_get(app, "requested_bytes"));
+    assert_json_null(json_object_get(app, "accepted_bytes"));
+    assert_json_null(json_object_get(app, "observed_mapping_delta_bytes"));
+    assert_json_null(json_object_get(app, "observed_cgroup_delta_bytes"));
+    assert_string_equal(json_string_value(json_object_get(app, "reason")),
+                        "after_load: the plan selected nothing; "
+                        "after_session: the execution gate was busy");
+    json_decref(doc);
+
+    /* Only one boundary, refused without a reason: still a reason. */
+    m.f.r.n_applications = 1;
+    m.f.r.applications[0].refused_reason = NULL;
+    doc = report_of(&m.f.r);
+    assert_string_equal(json_string_value(at(doc, "application", "reason")),
+                        "after_load: not attempted");
+    json_decref(doc);
+
+    /* No release requested at all (n_applications 0). */
+    m.f.r.n_applications = 0;
+    doc = report_of(&m.f.r);
+    assert_reason(at(doc, "application", NULL));
+    assert_json_null(at(doc, "application", "requested_bytes"));
+    json_decref(doc);
+
+    /* One attempted, the other refused without a reason: still a reason, never null. */
+    m.f.r.n_applications = 2;
+    m.f.r.applications[1].refused_reason = NULL;
+    m.f.r.applications[0].attempted = true;
+    doc = report_of(&m.f.r);
+    b = json_array_get(at(doc, "application", "boundaries"), 1);
+    assert_true(json_is_string(json_object_get(b, "refused_reason")));
+    assert_true(strlen(json_string_value(json_object_get(b, "refused_reason"))) > 0);
+    json_decref(doc);
+    free_mutating(&m);
+}
+
+static void test_native_section(void **state)
+{
+    struct mutating m;
+    json_t *doc, *n;
+
+    (void)state;
+    build_mutating(&m);
+    doc = report_of(&m.f.r);
+    n = at(doc, "native", NULL);
+    assert_int_equal(json_object_size(n), 8);
+    assert_json_int(json_object_get(n, "contract_version"), 1);
+    assert_json_int(json_object_get(n, "instance_id"), 3);
+    assert_true(json_is_true(json_object_get(n, "quiescent")));
+    assert_json_int(json_object_get(n, "in_flight_contexts"), 0);
+    assert_json_int(json_object_get(n, "active_contexts"), 0);
+    assert_json_int(json_object_get(n, "execution_generation"), 17);
+    assert_string_equal(json_string_value(json_object_get(n, "observed_at")), "after_session");
+    assert_json_null(json_object_get(n, "reason"));
+    json_decref(doc);
+
+    /* Observed, but no contract: the version is null and says why. */
+    m.f.r.native.has_contract = false;
+    doc = report_of(&m.f.r);
+    assert_json_null(at(doc, "native", "contract_version"));
+    assert_reason(at(doc, "native", NULL));
+    json_decref(doc);
+
+    /* Not observed: every fact null but the model's instance, with a reason. */
+    m.f.r.has_native = false;
+    doc = report_of(&m.f.r);
+    n = at(doc, "native", NULL);
+    assert_int_equal(json_object_size(n), 8);
+    assert_json_int(json_object_get(n, "instance_id"), 3);
+    static const char *const facts[] = {"contract_version",     "quiescent",
+                                        "in_flight_contexts",   "active_contexts",
+                                        "execution_generation", "observed_at"};
+    for (size_t k = 0; k < sizeof(facts) / sizeof(facts[0]); k++)
+        assert_json_null(json_object_get(n, facts[k]));
+    assert_reason(n);
+    json_decref(doc);
+    free_mutating(&m);
+}
+
+static void test_lifetime_section(void **state)
+{
+    struct mutating m;
+    json_t *doc, *lt, *counts, *failed;
+    json_int_t sum = 0;
+
+    (void)state;
+    build_mutating(&m);
+    m.f.r.inventory = &m.f.inv; /* names by position, as the lifetime is indexed */
+    doc = report_of(&m.f.r);
+    lt = at(doc, "lifetime", NULL);
+    assert_null(json_object_get(lt, "reason"));
+    assert_json_int(json_object_get(lt, "resources"), 3);
+    counts = json_object_get(lt, "state_counts");
+    assert_int_equal(json_object_size(counts), RF_LT_N);
+    assert_int_equal(RF_LT_N, 17);
+    for (int s = 0; s < RF_LT_N; s++) {
+        json_t *v = json_object_get(counts, state_names[s]);
+        assert_string_equal(rf_lifetime_state_name((enum rf_lifetime_state)s), state_names[s]);
+        assert_non_null(v);
+        assert_true(json_is_integer(v));
+        sum += json_integer_value(v);
+    }
+    assert_int_equal(sum, 3);
+    assert_json_int(json_object_get(counts, "ReleaseFailed"), 1);
+    assert_json_int(json_object_get(counts, "Reconciled"), 1);
+    assert_json_int(json_object_get(counts, "Unknown"), 1);
+    assert_json_int(json_object_get(counts, "Discovered"), 0);
+
+    failed = json_object_get(lt, "release_failed");
+    assert_int_equal(json_array_size(failed), 1);
+    assert_int_equal(json_object_size(json_array_get(failed, 0)), 2);
+    assert_string_equal(json_string_value(at(json_array_get(failed, 0), "name", NULL)),
+                        "tok_embd.weight");
+    assert_string_equal(json_string_value(at(json_array_get(failed, 0), "error", NULL)),
+                        "Invalid argument");
+    json_decref(doc);
+
+    /* Not tracked: the absent form. */
+    m.f.r.lifetime = NULL;
+    doc = report_of(&m.f.r);
+    lt = at(doc, "lifetime", NULL);
+    assert_int_equal(json_object_size(lt), 2);
+    assert_json_null(json_object_get(lt, "state_counts"));
+    assert_reason(lt);
+    json_decref(doc);
+    free_mutating(&m);
+}
+
+static void test_verify_session(void **state)
+{
+    struct fixture f;
+    json_t *doc, *v;
+    const int32_t other[] = {1, -1, 256, INT32_MAX, 15044};
+
+    (void)state;
+    build_observe(&f);
+    doc = report_of(&f.r);
+    v = at(doc, "output", "verify_session");
+    assert_int_equal(json_object_size(v), 4);
+    assert_true(json_is_false(json_object_get(v, "run")));
+    assert_json_null(json_object_get(v, "token_ids"));
+    assert_json_null(json_object_get(v, "token_fingerprint"));
+    assert_json_null(json_object_get(v, "tokens_identical"));
+    json_decref(doc);
+
+    f.r.verified = true;
+    f.r.verify_tokens = other;
+    f.r.n_verify_tokens = N_TOKENS;
+    f.r.verify_tokens_equal = false;
+    doc = report_of(&f.r);
+    v = at(doc, "output", "verify_session");
+    assert_true(json_is_true(json_object_get(v, "run")));
+    assert_int_equal(json_array_size(json_object_get(v, "token_ids")), N_TOKENS);
+    assert_json_int(json_array_get(json_object_get(v, "token_ids"), 4), 15044);
+    char fp[32];
+    naive_fingerprint(other, N_TOKENS, fp);
+    assert_string_equal(json_string_value(json_object_get(v, "token_fingerprint")), fp);
+    assert_true(json_is_false(json_object_get(v, "tokens_identical")));
+    json_decref(doc);
+    rf_inventory_free(&f.inv);
+}
+
 /* Counts the entries of dir other than "." and ".."; copies the first max names. */
 static size_t list_dir(const char *dir, char names[][256], size_t max)
 {
@@ -588,6 +1091,12 @@ int main(void)
         cmocka_unit_test(test_timing_absent_null),
         cmocka_unit_test(test_token_fingerprint),
         cmocka_unit_test(test_policy_off_absent_ledger),
+        cmocka_unit_test(test_policy_and_admission),
+        cmocka_unit_test(test_plan_section),
+        cmocka_unit_test(test_application_sums),
+        cmocka_unit_test(test_native_section),
+        cmocka_unit_test(test_lifetime_section),
+        cmocka_unit_test(test_verify_session),
         cmocka_unit_test(test_write_file),
         cmocka_unit_test(test_write_file_failures),
     };

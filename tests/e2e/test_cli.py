@@ -91,9 +91,14 @@ def case_report(c):
     cats = [e["category"] for e in doc["ledger"]["entries"]]
     check(cats == LEDGER_CATEGORIES, f"ledger categories {cats}")
     led = ledger_map(doc)
-    for cat in ("KvCache", "GraphScratch", "Runtime"):
-        check(led[cat]["value_bytes"] is None and led[cat]["provenance"] == "unknown"
-              and led[cat]["note"], f"{cat} must be unknown with a reason")
+    check(led["Runtime"]["value_bytes"] is None and led["Runtime"]["provenance"] == "unknown"
+          and led["Runtime"]["note"], "Runtime must be unknown with a reason")
+    for cat in ("KvCache", "GraphScratch"):
+        e = led[cat]
+        check((e["provenance"] == "native_logical" and e["value_bytes"] > 0) or
+              (e["provenance"] in ("estimated", "unknown") and e["note"]),
+              f"{cat}: {e}")
+    check(doc["admission"]["hard_limit"]["cgroup_version"] in ("v1", "v2", "none"), "cgroup")
     # FileBackedLogical equals the file-backed tensor bytes of `inspect --json`.
     inv = json.loads(c.run("inspect", "--json", model).stdout)
     fb = sum(t["logical_bytes"] for t in inv["tensors"] if t["file_backed"])

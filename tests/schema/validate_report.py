@@ -16,7 +16,22 @@ what a schema cannot state:
     token id arrays, and token_fingerprint is FNV-1a 64 over the
     little-endian int32 bytes of token_ids;
   - the reconciliation repeats the ledger's figures, and its signed
-    differences are the differences of the figures they name.
+    differences are the differences of the figures they name;
+  - policy.soft_target_bytes is target - reserve (null without a target
+    above the reserve), and admission and plan repeat it;
+  - application totals are the checked sums over the attempted boundaries
+    (a missing delta makes its total null), accepted <= requested per
+    boundary, release_mode repeats the policy's, and only a mutating policy
+    attempts a release;
+  - plan.applied is policy.mutates, and selected lists min(selected_count,
+    64) names (fewer only without an inventory), selected_truncated saying
+    whether the count is above 64;
+  - lifetime.state_counts sum to lifetime.resources (the inventory's tensor
+    count), and release_failed lists min(ReleaseFailed, 32) resources (none
+    without an inventory);
+  - native.instance_id is the model's;
+  - output.verify_session: token_fingerprint is that of its token_ids, and
+    tokens_identical says whether they equal output.token_ids.
 """
 
 import json
@@ -90,8 +105,156 @@ def _describe(error):
     return "%s: %s" % (_where(error.absolute_path), msg)
 
 
+INT64_MAX = 2**63 - 1
+MAX_SELECTED_NAMES = 64   # RF_REPORT_MAX_SELECTED_NAMES in src/core/report.c
+MAX_RELEASE_FAILED = 32   # release_failed entries listed by src/core/report.c
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _checked_sum(values, lo, hi):
+    """Sum of values, or None when one is not an integer or the sum leaves [lo, hi]."""
+    total = 0
+    for v in values:
+        if not _is_int(v):
+            return None
+        total += v
+        if not lo <= total <= hi:
+            return None
+    return total
+
+
+def _section(doc, key):
+    v = doc.get(key)
+    return v if isinstance(v, dict) else {}
+
+
+def _policy_errors(doc):
+    errors = []
+    pol = _section(doc, "policy")
+    target, reserve = pol.get("target_bytes"), pol.get("reserve_bytes")
+    want = target - reserve if _is_int(target) and _is_int(reserve) and target > reserve \
+        else None
+    if "soft_target_bytes" in pol and pol.get("soft_target_bytes") != want:
+        errors.append("$.policy.soft_target_bytes: %r, target - reserve gives %r"
+                      % (pol.get("soft_target_bytes"), want))
+    soft = pol.get("soft_target_bytes")
+    for sec in ("admission", "plan"):
+        s = _section(doc, sec)
+        decided = s.get("outcome") if sec == "admission" else s.get("profile_used")
+        if decided is not None and s.get("soft_target_bytes") != soft:
+            errors.append("$.%s.soft_target_bytes: %r but policy.soft_target_bytes is %r"
+                          % (sec, s.get("soft_target_bytes"), soft))
+    return errors
+
+
+def _application_errors(doc):
+    errors = []
+    app, pol = _section(doc, "application"), _section(doc, "policy")
+    bounds = app.get("boundaries")
+    if not isinstance(bounds, list):
+        return errors
+    tried = [b for b in bounds if isinstance(b, dict) and b.get("attempted") is True]
+    for key, lo, hi in (("requested_bytes", 0, INT64_MAX), ("accepted_bytes", 0, INT64_MAX),
+                        ("observed_mapping_delta_bytes", -2**63, INT64_MAX),
+                        ("observed_cgroup_delta_bytes", -2**63, INT64_MAX)):
+        want = _checked_sum([b.get(key) for b in tried], lo, hi)
+        if app.get(key) != want:
+            errors.append("$.application.%s: %r, the attempted boundaries sum to %r"
+                          % (key, app.get(key), want))
+    for i, b in enumerate(bounds):
+        req, acc = (b.get("requested_bytes"), b.get("accepted_bytes")) \
+            if isinstance(b, dict) else (None, None)
+        if _is_int(req) and _is_int(acc) and acc > req:
+            errors.append("$.application.boundaries[%d]: accepted_bytes %d above "
+                          "requested_bytes %d" % (i, acc, req))
+    if app.get("release_mode") != pol.get("release_mode"):
+        errors.append("$.application.release_mode: %r but policy.release_mode is %r"
+                      % (app.get("release_mode"), pol.get("release_mode")))
+    if tried and pol.get("mutates") is not True:
+        errors.append("$.application: a release was attempted under a policy that does not "
+                      "mutate")
+    return errors
+
+
+def _plan_errors(doc):
+    errors = []
+    plan, pol = _section(doc, "plan"), _section(doc, "policy")
+    if plan.get("profile_used") is None:
+        return errors
+    if "applied" in plan and plan.get("applied") != pol.get("mutates"):
+        errors.append("$.plan.applied: %r but policy.mutates is %r"
+                      % (plan.get("applied"), pol.get("mutates")))
+    count, names = plan.get("selected_count"), plan.get("selected")
+    if _is_int(count) and isinstance(names, list):
+        shown = min(count, MAX_SELECTED_NAMES)
+        has_inventory = isinstance(_section(doc, "model").get("inventory"), dict)
+        if len(names) > shown or (has_inventory and len(names) != shown):
+            errors.append("$.plan.selected: %d names for selected_count %d"
+                          % (len(names), count))
+        if plan.get("selected_truncated") != (count > MAX_SELECTED_NAMES):
+            errors.append("$.plan.selected_truncated: %r for selected_count %d"
+                          % (plan.get("selected_truncated"), count))
+    return errors
+
+
+def _lifetime_errors(doc):
+    errors = []
+    lt = _section(doc, "lifetime")
+    counts, n = lt.get("state_counts"), lt.get("resources")
+    if not isinstance(counts, dict) or not _is_int(n):
+        return errors
+    if all(_is_int(v) for v in counts.values()) and sum(counts.values()) != n:
+        errors.append("$.lifetime.state_counts: sum to %d, resources is %d"
+                      % (sum(counts.values()), n))
+    inv = _section(doc, "model").get("inventory")
+    tensors = inv.get("totals", {}).get("n_tensors") if isinstance(inv, dict) else None
+    if _is_int(tensors) and n != tensors:
+        errors.append("$.lifetime.resources: %d but the inventory has %d tensors"
+                      % (n, tensors))
+    failed, n_failed = lt.get("release_failed"), counts.get("ReleaseFailed")
+    if isinstance(failed, list) and _is_int(n_failed):
+        want = min(n_failed, MAX_RELEASE_FAILED) if isinstance(inv, dict) else 0
+        if len(failed) != want:
+            errors.append("$.lifetime.release_failed: %d entries, ReleaseFailed counts %d"
+                          % (len(failed), n_failed))
+    return errors
+
+
+def _native_errors(doc):
+    nat, model = _section(doc, "native"), _section(doc, "model")
+    if "instance_id" in nat and nat.get("instance_id") != model.get("instance_id"):
+        return ["$.native.instance_id: %r but model.instance_id is %r"
+                % (nat.get("instance_id"), model.get("instance_id"))]
+    return []
+
+
+def _verify_errors(out):
+    errors = []
+    ver = out.get("verify_session")
+    if not isinstance(ver, dict) or ver.get("run") is not True:
+        return errors
+    ids = ver.get("token_ids")
+    if isinstance(ids, list) and all(_is_int(t) and -2**31 <= t < 2**31 for t in ids):
+        want = token_fingerprint(ids)
+        if ver.get("token_fingerprint") != want:
+            errors.append("$.output.verify_session.token_fingerprint: %r, token_ids give %r"
+                          % (ver.get("token_fingerprint"), want))
+        same = ids == out.get("token_ids")
+        if ver.get("tokens_identical") != same:
+            errors.append("$.output.verify_session.tokens_identical: %r but the token ids %s"
+                          % (ver.get("tokens_identical"), "match" if same else "differ"))
+    return errors
+
+
 def _semantic_errors(doc):
     errors = []
+    if not isinstance(doc, dict):
+        return errors
+    errors += _policy_errors(doc) + _application_errors(doc) + _plan_errors(doc)
+    errors += _lifetime_errors(doc) + _native_errors(doc)
     out = doc.get("output")
     if isinstance(out, dict):
         for n_key, ids_key in (("n_prompt_tokens", "prompt_token_ids"),
@@ -106,6 +269,7 @@ def _semantic_errors(doc):
             if out.get("token_fingerprint") != want:
                 errors.append("$.output.token_fingerprint: %r, token_ids give %r"
                               % (out.get("token_fingerprint"), want))
+        errors += _verify_errors(out)
     ledger = doc.get("ledger")
     if isinstance(ledger, dict) and isinstance(ledger.get("entries"), list) \
             and isinstance(ledger.get("reconciliation"), dict):

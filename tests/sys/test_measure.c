@@ -243,9 +243,9 @@ static void test_fill_ledger_full(void **state)
 
     /* From the sample, each with its source file. */
     assert_measured(&l, RF_LEDGER_FILE_BACKED_RESIDENT, 1310720,
-                    "/proc/self/smaps Rss of r--s mappings of dev fd:1 inode 4242");
+                    "/proc/self/smaps Rss of r--s mappings of dev fd:01 inode 4242");
     assert_measured(&l, RF_LEDGER_MAPPING_PSS, 786432,
-                    "/proc/self/smaps Pss of r--s mappings of dev fd:1 inode 4242");
+                    "/proc/self/smaps Pss of r--s mappings of dev fd:01 inode 4242");
     assert_measured(&l, RF_LEDGER_PROCESS_RSS, 20971520, "/proc/self/status VmRSS");
     assert_measured(&l, RF_LEDGER_PROCESS_RSS_PEAK, 31457280, "/proc/self/status VmHWM");
     assert_measured(&l, RF_LEDGER_CGROUP_CURRENT, 52428800, RUN_SCOPE "/memory.current");
