@@ -55,13 +55,20 @@ static void print_table(const struct rf_inventory *inv, bool raw)
     const struct rf_inventory_totals *t = &inv->totals;
     printf("\ninventory generation %" PRIu64 ", page size %s\n", inv->generation,
            cli_format_bytes(inv->page_bytes, true, b1, sizeof(b1)));
-    printf("tensors: %" PRIu64 " (file-backed %" PRIu64 ", read from an anonymous copy %" PRIu64
-           ", eligible %" PRIu64 ")\n",
-           t->n_tensors, t->n_file_backed, t->n_anonymous, t->n_eligible);
-    printf("logical bytes: %s (file-backed %s, read from an anonymous copy %s)\n",
+    bool probed = false;
+    for (size_t i = 0; i < inv->n && !probed; i++)
+        probed = inv->entries[i].access != RF_ACCESS_UNKNOWN;
+    char n_anon[32] = "unknown (no probe)";
+    if (probed)
+        snprintf(n_anon, sizeof(n_anon), "%" PRIu64, t->n_anonymous);
+    printf("tensors: %" PRIu64 " (inside the file mapping %" PRIu64
+           ", read from an anonymous copy %s, eligible %" PRIu64 ")\n",
+           t->n_tensors, t->n_file_backed, n_anon, t->n_eligible);
+    printf("logical bytes: %s (inside the file mapping %s, read from an anonymous copy %s)\n",
            cli_format_bytes(t->logical_bytes, raw, b1, sizeof(b1)),
            cli_format_bytes(t->file_backed_logical_bytes, raw, b2, sizeof(b2)),
-           cli_format_bytes(t->anonymous_logical_bytes, raw, b3, sizeof(b3)));
+           probed ? cli_format_bytes(t->anonymous_logical_bytes, raw, b3, sizeof(b3))
+                  : "unknown (no probe)");
     printf("mapped page ranges: %s, shared pages: %s, unique reclaimable (estimate): %s\n",
            cli_format_bytes(t->mapped_virtual_bytes, raw, b1, sizeof(b1)),
            cli_format_bytes(t->shared_page_bytes, raw, b2, sizeof(b2)),

@@ -20,7 +20,7 @@ static void usage(FILE *out)
             "\n"
             "Options:\n"
             "  -o, --output PATH    file to write (written to a temporary file, then renamed)\n"
-            "  -P, --preset NAME    tiny      2 layers, n_embd 64        (~4 MiB as q8_0)\n"
+            "  -P, --preset NAME    tiny      2 layers, n_embd 64        (~5 MiB as q8_0)\n"
             "                       small     4 layers, n_embd 256       (~20 MiB as q8_0)\n"
             "                       tinyllama 22 layers, n_embd 2048, n_ff 5632, 32/4 heads\n"
             "                                 (TinyLlama-1.1B shapes, ~1.1 GiB as q8_0)\n"

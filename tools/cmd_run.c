@@ -74,7 +74,8 @@ static void usage(FILE *out)
             "  -p, --prompt TEXT             prompt (default \"Hello my name is\")\n"
             "  -n, --n-predict N             tokens to generate, 1..1000000 (default 32)\n"
             "  -t, --threads N               threads, 1..1024 (default: llama.cpp's)\n"
-            "  -c, --ctx-size N              context size in tokens (default: prompt + N)\n"
+            "  -c, --ctx-size N              context size in tokens, 1..16777216 (default:\n"
+            "                                prompt + N)\n"
             "  -s, --seed N                  recorded in the report; greedy decoding does not\n"
             "                                use it (default 0)\n"
             "      --residency-policy P      off           no inventory, ledger or plan\n"
@@ -123,7 +124,8 @@ static void usage(FILE *out)
             "requested and native_accepted (bytes submitted to and accepted by madvise: not\n"
             "reclamation), estimated, or unknown (null, with the reason). They are never\n"
             "added into one total. Admission: a cgroup hard limit the run would exceed\n"
-            "refuses the run (exit 1); exceeding only the soft target is a warning.\n",
+            "refuses the run (exit 1); exceeding only the soft target is a warning.\n"
+            "README.md, 'Reading the report', explains every ledger category.\n",
             RF_PROGRAM);
 }
 

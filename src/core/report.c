@@ -47,7 +47,7 @@ static json_t *token_array(const int32_t *tokens, size_t n)
 static json_t *mapping_json(const struct rf_mapping_meta *m)
 {
     char dev[32];
-    snprintf(dev, sizeof(dev), "%x:%x", m->dev_major, m->dev_minor);
+    snprintf(dev, sizeof(dev), "%02x:%02x", m->dev_major, m->dev_minor); /* as in maps */
     return json_pack("{s:I, s:s, s:o, s:s, s:o, s:b, s:o, s:o}", "index", (json_int_t)m->index,
                      "path", m->path, "file_size_bytes", jbytes(true, m->file_size_bytes),
                      "device", dev, "inode", jbytes(true, m->inode), "validated", m->validated,
@@ -99,18 +99,24 @@ int rf_inventory_to_json(const struct rf_inventory *inv, bool with_entries, json
     maps = NULL;
     json_object_set_new(tot, "n_tensors", jbytes(true, t->n_tensors));
     json_object_set_new(tot, "n_file_backed", jbytes(true, t->n_file_backed));
-    json_object_set_new(tot, "n_anonymous", jbytes(true, t->n_anonymous));
+    /* Which weights are repacked is known only where the access probe ran. */
+    bool probed = false;
+    for (size_t i = 0; i < inv->n && !probed; i++)
+        probed = inv->entries[i].access != RF_ACCESS_UNKNOWN;
+    json_object_set_new(tot, "n_anonymous", jbytes(probed, t->n_anonymous));
     json_object_set_new(tot, "n_eligible", jbytes(true, t->n_eligible));
     json_object_set_new(tot, "logical_bytes", jbytes(true, t->logical_bytes));
     json_object_set_new(tot, "file_backed_logical_bytes", jbytes(true, t->file_backed_logical_bytes));
-    json_object_set_new(tot, "anonymous_logical_bytes", jbytes(true, t->anonymous_logical_bytes));
+    json_object_set_new(tot, "anonymous_logical_bytes", jbytes(probed, t->anonymous_logical_bytes));
     json_object_set_new(tot, "mapped_virtual_bytes", jbytes(true, t->mapped_virtual_bytes));
     json_object_set_new(tot, "shared_page_bytes", jbytes(true, t->shared_page_bytes));
     json_object_set_new(tot, "unique_reclaimable_bytes", jbytes(true, t->unique_reclaimable_bytes));
     json_object_set_new(tot, "note",
                         json_string("logical and page-range figures from the GGUF tensor table, "
                                     "not residency; unique_reclaimable_bytes sums eligible "
-                                    "entries and is an estimate"));
+                                    "entries and is an estimate; a tensor's shared_page_bytes "
+                                    "counts each shared page for every tensor covering it, "
+                                    "shared_page_bytes here counts distinct pages"));
     json_object_set_new(o, "totals", tot);
     tot = NULL;
     if (with_entries) {
