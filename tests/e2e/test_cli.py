@@ -138,11 +138,13 @@ def smaps_model_rss(pid, model):
     return total
 
 
-def case_smaps(c):
-    model = c.model("small")
-    path = os.path.join(c.tmp, "held.json")
-    p = subprocess.Popen([c.rf, "run", "-m", model, "-n", "8", "--residency-report-json",
-                          path, "--hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+def held_run(c, model, *argv):
+    """Runs `ramforge run --hold`, reads /proc/PID/smaps once the report exists.
+
+    Returns (report, model mapping Rss from smaps, pid)."""
+    path = os.path.join(c.tmp, f"held-{len(os.listdir(c.tmp))}.json")
+    p = subprocess.Popen([c.rf, "run", "-m", model, *argv, "--residency-report-json", path,
+                          "--hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 120
@@ -157,10 +159,16 @@ def case_smaps(c):
     finally:
         p.stdin.close()
         p.wait(timeout=60)
+    return doc, measured, p.pid
+
+
+def case_smaps(c):
+    model = c.model("small")
+    doc, measured, pid = held_run(c, model, "-n", "8")
     reported = ledger_map(doc)["FileBackedResident"]["value_bytes"]
     check(measured > 0, "the model mapping is in smaps")
     check(abs(reported - measured) <= 0.01 * measured,
-          f"FileBackedResident {reported} vs /proc/{p.pid}/smaps {measured}")
+          f"FileBackedResident {reported} vs /proc/{pid}/smaps {measured}")
     print(f"FileBackedResident {reported} B, smaps {measured} B")
 
 
@@ -344,24 +352,9 @@ def case_memory_bound(c):
     check(led["FileBackedResident"]["value_bytes"] == after["mapping_rss_bytes"],
           "ledger FileBackedResident is the last sample before the verify session")
     # Independent check: /proc/<pid>/smaps of a held process after release.
-    path = os.path.join(c.tmp, "held-mb.json")
-    p = subprocess.Popen([c.rf, "run", "-m", model, "-n", "12", "--residency-policy",
-                          "memory-bound", "--memory-target", "8MiB", "--safety-reserve", "1MiB",
-                          "--residency-report-json", path, "--hold"],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
-    try:
-        deadline = time.time() + 120
-        while not os.path.exists(path):
-            if p.poll() is not None:
-                raise Failure(f"ramforge exited early: {p.stderr.read()}")
-            check(time.time() < deadline, "no report within 120 s")
-            time.sleep(0.05)
-        measured = smaps_model_rss(p.pid, model)
-    finally:
-        p.stdin.close()
-        p.wait(timeout=60)
-    check(measured <= soft + page, f"/proc/{p.pid}/smaps shows {measured} > {soft} + a page")
+    _, measured, pid = held_run(c, model, "-n", "12", "--residency-policy", "memory-bound",
+                                "--memory-target", "8MiB", "--safety-reserve", "1MiB")
+    check(measured <= soft + page, f"/proc/{pid}/smaps shows {measured} > {soft} + a page")
     print(f"after release: mapping RSS {after['mapping_rss_bytes']} B (smaps {measured} B), "
           f"soft target {soft} B; requested {b['requested_bytes']} B, "
           f"delta {b['observed_mapping_delta_bytes']} B")
