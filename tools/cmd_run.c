@@ -890,6 +890,14 @@ int cmd_run(int argc, char **argv)
             cli_error("%s: cannot plan: %s", o->model, rf_strerror(rc));
             goto out;
         }
+        if (rf_policy_mutates(o->policy) && s->plans[1].has_soft_target &&
+            !s->plans[1].target_met) {
+            cli_error("warning: the soft target of %" PRIu64 " bytes cannot be met by releasing "
+                      "eligible weight pages: %s",
+                      s->plans[1].soft_target_bytes, s->plans[1].reason);
+            add_warning(&s->rep, "the soft target is below what releasing eligible weight pages "
+                                 "can reach (see plan.reason)");
+        }
         const struct rf_residency_sample *last = &s->rep.samples[s->n_samples - 1];
         rf_measure_fill_ledger(&s->ledger, &s->inv, s->info.access_probed, last, &s->cg, "self");
         fill_native_ledger(s, s->gen.n_ctx);
