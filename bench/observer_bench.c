@@ -10,6 +10,9 @@
  * Prints each repetition, the median of each side and the ratio on/off
  * (goal: >= 0.97), the observer's events per generation and dropped
  * events, and whether every generation produced the warm-up's tokens.
+ * Then (--page-reps, default 5 passes) the throughput of mincore page
+ * sampling over the model's mapping in pages/s, with its page counts;
+ * bench/observer_bench.sh prints fincore's on the same file beside it.
  *
  * Run (after `make build`; bench/observer_bench.sh wraps it and makes the
  * model if missing):
@@ -28,6 +31,10 @@
 #include "ramforge/error.h"
 #include "ramforge/forge.h"
 #include "ramforge/forge_observer.h"
+#include "ramforge/forge_pages.h"
+#include "ramforge/pages.h"
+#include "ramforge/residency.h"
+#include "ramforge/timing.h"
 
 #define DEFAULT_CAPACITY 32768 /* events: ~25 MiB, a 22-layer model's 32 decodes fit */
 #define MAX_REPS 101
@@ -52,7 +59,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "Usage: observer_bench -m MODEL [-p PROMPT] [-n N] [-t THREADS] [-r REPS]\n"
-            "                      [--capacity EVENTS]\n"
+            "                      [--capacity EVENTS] [--page-reps N]\n"
             "\n"
             "Decode tokens/s with the dispatch observer off and on, interleaved.\n"
             "  -m, --model PATH      GGUF model\n"
@@ -61,8 +68,10 @@ static void usage(FILE *out)
             "  -t, --threads N       threads (default: llama.cpp's)\n"
             "  -r, --reps N          repetitions each way, 1..%d (default 5)\n"
             "      --capacity N      observer events (default %d)\n"
+            "      --page-reps N     passes of mincore page sampling over the mapping,\n"
+            "                        0..%d (default 5; 0 skips)\n"
             "  -h, --help\n",
-            MAX_REPS, DEFAULT_CAPACITY);
+            MAX_REPS, DEFAULT_CAPACITY, MAX_REPS);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -99,8 +108,7 @@ static int run_once(struct bench *b, bool observe, double *tok_s)
         return rc;
     }
     if (r.n_tokens < 2 || r.decode_ns == 0) {
-        fprintf(stderr, "observer_bench: only %zu tokens generated: nothing to time\n",
-                r.n_tokens);
+        fprintf(stderr, "observer_bench: only %zu tokens generated: nothing to time\n", r.n_tokens);
         forge_generate_result_free(&r);
         return -EINVAL;
     }
@@ -127,6 +135,52 @@ static int run_once(struct bench *b, bool observe, double *tok_s)
     return 0;
 }
 
+/*
+ * mincore sampling throughput: forge_model_sample_pages over the model's
+ * whole validated mapping in FORGE_SAMPLE_MAX_PAGES chunks (each call
+ * re-validates against /proc/self/maps, as in use), reps times; prints the
+ * median pages/s and the last pass's page counts, to set beside fincore.
+ */
+static void bench_pages(struct bench *b, int reps)
+{
+    static uint8_t states[FORGE_SAMPLE_MAX_PAGES];
+    double rate[MAX_REPS];
+    uint64_t counts[3] = {0}; /* unknown, nonresident, resident (RF_PAGE_*) */
+    size_t nm;
+    const struct rf_mapping_meta *mm = forge_model_mappings(b->model, &nm);
+    const uint64_t page = rfsys_page_bytes();
+
+    if (nm < 1 || !mm[0].validated) {
+        printf("page sampling: skipped (no validated file mapping)\n");
+        return;
+    }
+    uint64_t first = mm[0].map_offset_bytes / page;
+    uint64_t end = (mm[0].map_offset_bytes + mm[0].map_length_bytes + page - 1) / page;
+    int first_error = 0;
+    for (int r = 0; r < reps; r++) {
+        memset(counts, 0, sizeof(counts));
+        uint64_t t0 = rf_now_ns();
+        for (uint64_t p = first; p < end; p += FORGE_SAMPLE_MAX_PAGES) {
+            uint64_t n = end - p < FORGE_SAMPLE_MAX_PAGES ? end - p : FORGE_SAMPLE_MAX_PAGES;
+            int rc = forge_model_sample_pages(b->model, 0, p, n, states);
+            if (rc < 0 && !first_error)
+                first_error = rc;
+            for (uint64_t i = 0; i < n; i++)
+                counts[states[i] <= RF_PAGE_RESIDENT ? states[i] : RF_PAGE_UNKNOWN]++;
+        }
+        uint64_t ns = rf_now_ns() - t0;
+        rate[r] = (double)(end - first) * 1e9 / (double)(ns ? ns : 1);
+    }
+    printf(
+        "page sampling (forge_model_sample_pages, mincore): %llu mapped file pages, "
+        "median %.0f pages/s over %d passes; resident %llu, nonresident %llu, unknown %llu%s%s\n",
+        (unsigned long long)(end - first), median(rate, reps), reps,
+        (unsigned long long)counts[RF_PAGE_RESIDENT],
+        (unsigned long long)counts[RF_PAGE_NONRESIDENT],
+        (unsigned long long)counts[RF_PAGE_UNKNOWN], first_error ? "; first error: " : "",
+        first_error ? forge_page_error_reason(first_error) : "");
+}
+
 static int parse_int(const char *s, long lo, long hi, long *out)
 {
     char *end;
@@ -141,21 +195,30 @@ static int parse_int(const char *s, long lo, long hi, long *out)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"model", required_argument, NULL, 'm'},   {"prompt", required_argument, NULL, 'p'},
-        {"n-predict", required_argument, NULL, 'n'}, {"threads", required_argument, NULL, 't'},
-        {"reps", required_argument, NULL, 'r'},    {"capacity", required_argument, NULL, 'c'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"model", required_argument, NULL, 'm'},
+        {"prompt", required_argument, NULL, 'p'},
+        {"n-predict", required_argument, NULL, 'n'},
+        {"threads", required_argument, NULL, 't'},
+        {"reps", required_argument, NULL, 'r'},
+        {"capacity", required_argument, NULL, 'c'},
+        {"page-reps", required_argument, NULL, 'P'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
-    struct bench b = {.prompt = "Hello my name is", .n_predict = 32, .reps = 5,
-                      .capacity = DEFAULT_CAPACITY};
+    struct bench b = {
+        .prompt = "Hello my name is", .n_predict = 32, .reps = 5, .capacity = DEFAULT_CAPACITY};
     char err[FORGE_ERR_MAX];
-    int c, rc, status = 1;
+    int c, rc, status = 1, page_reps = 5;
     long v;
 
     while ((c = getopt_long(argc, argv, "m:p:n:t:r:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'm': b.model_path = optarg; break;
-        case 'p': b.prompt = optarg; break;
+        case 'm':
+            b.model_path = optarg;
+            break;
+        case 'p':
+            b.prompt = optarg;
+            break;
         case 'n':
             if (parse_int(optarg, 2, 4096, &v) < 0)
                 goto bad;
@@ -176,8 +239,17 @@ int main(int argc, char **argv)
                 goto bad;
             b.capacity = (size_t)v;
             break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'P':
+            if (parse_int(optarg, 0, MAX_REPS, &v) < 0)
+                goto bad;
+            page_reps = (int)v;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     if (!b.model_path || optind != argc) {
@@ -229,6 +301,8 @@ int main(int argc, char **argv)
            (unsigned long long)b.events, (unsigned long long)b.dropped, b.capacity,
            sizeof(struct rf_dispatch_event));
     printf("tokens identical off/on: %s\n", b.tokens_differ ? "no" : "yes");
+    if (page_reps > 0)
+        bench_pages(&b, page_reps);
     status = b.tokens_differ ? 1 : 0;
 out:
     forge_observer_free(b.obs);
@@ -236,7 +310,7 @@ out:
     free(b.ref_tokens);
     return status;
 bad:
-    fprintf(stderr, "observer_bench: bad value for -%c: '%s'\n", c, optarg);
+    fprintf(stderr, "observer_bench: bad option value '%s'\n", optarg);
     usage(stderr);
     return 2;
 }

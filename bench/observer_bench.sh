@@ -14,7 +14,10 @@
 # knows --observe-dispatch the script times the CLI (decode_ns and
 # n_generated_tokens from --residency-report-json, one process per run);
 # otherwise, or with RF_BENCH_DRIVER=1, it runs build/bench/observer_bench,
-# which times forge_generate in one process with the model loaded once.
+# which times forge_generate in one process with the model loaded once and
+# then mincore page sampling (forge_model_sample_pages) over the model's
+# mapping in pages/s. Last, util-linux fincore on the same file, timed, with
+# its resident page count, to set beside ramforge's.
 set -euo pipefail
 
 BUILD=${BUILD:-build}
@@ -101,5 +104,28 @@ else
     fi
     targs=()
     [ -n "$THREADS" ] && targs=(-t "$THREADS")
-    "$BUILD/bench/observer_bench" -m "$MODEL" -p "$PROMPT" -n "$N" "${targs[@]}" -r "$REPS"
+    "$BUILD/bench/observer_bench" -m "$MODEL" -p "$PROMPT" -n "$N" "${targs[@]}" -r "$REPS" \
+        --page-reps "$REPS"
+fi
+
+# fincore (util-linux) on the same file, right after: its own mincore walk,
+# timed around the whole process (exec and output included).
+if command -v fincore >/dev/null; then
+    /usr/bin/python3 - "$MODEL" "$REPS" <<'EOF'
+import os, statistics, subprocess, sys, time
+path, reps = sys.argv[1], int(sys.argv[2])
+page = os.sysconf("SC_PAGESIZE")
+pages = (os.path.getsize(path) + page - 1) // page
+rates, resident = [], None
+for _ in range(reps):
+    t0 = time.perf_counter()
+    out = subprocess.run(["fincore", "-n", "-r", "-o", "PAGES", path],
+                         check=True, capture_output=True, text=True).stdout
+    rates.append(pages / (time.perf_counter() - t0))
+    resident = int(out.split()[0])
+print(f"fincore on the same file: {pages} file pages, median {statistics.median(rates):.0f} "
+      f"pages/s over {reps} runs (whole process); resident {resident}")
+EOF
+else
+    echo "fincore: not installed (util-linux)"
 fi

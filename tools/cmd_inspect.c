@@ -1,15 +1,34 @@
-/* ramforge inspect: the tensor inventory of a model, as a table or JSON. */
+/*
+ * ramforge inspect: the tensor inventory of a model, as a table or JSON;
+ * with --page-cache, which of each tensor's file pages are in the kernel's
+ * page cache, read without loading the model through llama.cpp (whose
+ * mmap load prefetches every page).
+ */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "ramforge/error.h"
 #include "ramforge/forge.h"
+#include "ramforge/forge_pages.h"
 #include "ramforge/inventory.h"
+#include "ramforge/pages.h"
 #include "ramforge/report.h"
+#include "ramforge/residency.h"
+
+/* Pages asked of the sampler per call when counting the whole file (16 MiB at 4 KiB). */
+#define FILE_WINDOW_PAGES RF_RESIDENCY_WINDOW_PAGES
+
+/* What --page-cache measures, said in the output itself. */
+#define PAGE_CACHE_NOTE                                                                   \
+    "pages of the model file in the kernel's page cache (mincore on a fresh read-only "  \
+    "mapping, or cachestat); not pages mapped in any process (smaps Rss)"
 
 static void usage(FILE *out)
 {
@@ -23,14 +42,30 @@ static void usage(FILE *out)
             "release eligibility; then totals. No prompt is run; unless --no-probe, one\n"
             "token is decoded on a throw-away context to see which weights the graph reads.\n"
             "\n"
+            "With --page-cache, llama.cpp does not load the model (its load reads every\n"
+            "page): the GGUF header gives the tensor table, the file is mapped read-only\n"
+            "without populating it, and per tensor page range the pages in the kernel's\n"
+            "page cache are counted with mincore, or with cachestat when mincore would lie\n"
+            "(a file this user neither owns nor may write: the kernel then reports every\n"
+            "page resident, so those pages are shown unknown). Then totals over the\n"
+            "tensors' pages and over the whole file, each with its source. Page cache is\n"
+            "not the same as pages mapped in a process (smaps Rss, 'run' reports that).\n"
+            "Nothing is read, prefetched or evicted.\n"
+            "\n"
             "Options:\n"
             "  -J, --json       print the inventory as JSON\n"
             "  -b, --bytes      print sizes in bytes instead of KiB/MiB/GiB\n"
             "      --no-probe   do not run the access probe (access stays unknown)\n"
             "      --no-repack  load without llama.cpp's extra buffer types (no CPU_REPACK)\n"
+            "      --page-cache report each tensor's pages in the page cache (no model load;\n"
+            "                   --no-probe and --no-repack do not apply)\n"
+            "      --residency-page-budget N\n"
+            "                   with --page-cache: inspect at most N pages (default %llu);\n"
+            "                   pages past the budget are unknown, never nonresident. It\n"
+            "                   bounds the tensor pass and the whole-file pass separately\n"
             "  -v, --verbose    show llama.cpp's log\n"
             "  -h, --help       show this help\n",
-            RF_PROGRAM);
+            RF_PROGRAM, (unsigned long long)RF_RESIDENCY_DEFAULT_BUDGET_PAGES);
 }
 
 static void print_table(const struct rf_inventory *inv, bool raw)
@@ -75,14 +110,356 @@ static void print_table(const struct rf_inventory *inv, bool raw)
            cli_format_bytes(t->unique_reclaimable_bytes, raw, b4, sizeof(b4)));
 }
 
+/* The page-cache sampler over the observation mapping (mapping 0 only). */
+static int file_sampler(void *ud, int32_t mapping_index, uint64_t first_page, uint64_t n_pages,
+                        uint8_t *states)
+{
+    if (mapping_index != 0) {
+        memset(states, RF_PAGE_UNKNOWN, (size_t)n_pages);
+        return -ENXIO;
+    }
+    return rfsys_file_pages_sample(ud, first_page, n_pages, states);
+}
+
+/* Page-cache figures of the whole file, [0, file_pages), within the budget. */
+struct file_count {
+    uint64_t pages;       /* file pages */
+    uint64_t inspected;   /* pages asked about (min(pages, budget)) */
+    uint64_t resident;    /* in the page cache */
+    uint64_t nonresident; /* not in the page cache */
+    uint64_t unknown;     /* pages - resident - nonresident */
+    int first_error;      /* sampler error, 0 if none */
+};
+
+static void count_file(struct rfsys_file_pages *fp, uint64_t budget, struct file_count *fc)
+{
+    uint8_t states[FILE_WINDOW_PAGES];
+    uint64_t todo = fp->file_pages < budget ? fp->file_pages : budget;
+
+    memset(fc, 0, sizeof(*fc));
+    fc->pages = fp->file_pages;
+    for (uint64_t first = 0; first < todo;) {
+        uint64_t n = todo - first < FILE_WINDOW_PAGES ? todo - first : FILE_WINDOW_PAGES;
+        int rc = rfsys_file_pages_sample(fp, first, n, states);
+        if (rc < 0 && !fc->first_error)
+            fc->first_error = rc;
+        for (uint64_t i = 0; i < n; i++) {
+            if (states[i] == RF_PAGE_RESIDENT)
+                fc->resident++;
+            else if (states[i] == RF_PAGE_NONRESIDENT)
+                fc->nonresident++;
+        }
+        first += n;
+    }
+    fc->inspected = todo;
+    fc->unknown = fc->pages - fc->resident - fc->nonresident;
+}
+
+/* "mincore", "cachestat", or "unknown: <why>". */
+static void source_text(const struct rfsys_file_pages *fp, char *buf, size_t len)
+{
+    if (fp->method == RFSYS_PAGES_MINCORE)
+        snprintf(buf, len, "mincore");
+    else if (fp->method == RFSYS_PAGES_CACHESTAT)
+        snprintf(buf, len, "cachestat");
+    else
+        snprintf(buf, len, "unknown: %s; cachestat: %s", fp->mincore_reason,
+                 rf_strerror(fp->cachestat_error));
+}
+
+/* pages * page_bytes as a JSON integer; null on overflow. */
+static json_t *jpage_bytes(uint64_t pages, uint64_t page_bytes)
+{
+    uint64_t b;
+    if (__builtin_mul_overflow(pages, page_bytes, &b) || b > (uint64_t)INT64_MAX)
+        return json_null();
+    return json_integer((json_int_t)b);
+}
+
+static json_t *ju64(uint64_t v)
+{
+    return v <= (uint64_t)INT64_MAX ? json_integer((json_int_t)v) : json_null();
+}
+
+struct page_cache_view {
+    const char *path;
+    struct rfsys_file_pages *fp;
+    const struct rf_inventory *inv;
+    const struct rf_residency_snapshot *snap;
+    const struct file_count *file;
+    uint64_t budget;
+    const char *source;
+    int cachestat_rc; /* whole-file cachestat */
+    struct rfsys_cachestat cs;
+};
+
+static json_t *page_cache_json(const struct page_cache_view *v)
+{
+    const uint64_t pb = v->fp->page_bytes;
+    const struct rf_residency_population *tp = &v->snap->coverage.general;
+    json_t *doc = json_object(), *model = json_object(), *pc = json_object();
+    json_t *tot = json_object(), *file = json_object(), *tensors = json_array(), *snap = NULL;
+    char dev[32];
+
+    if (!doc || !model || !pc || !tot || !file || !tensors ||
+        rf_residency_snapshot_to_json(v->snap, false, &snap) < 0)
+        goto fail;
+    snprintf(dev, sizeof(dev), "%u:%u", major(v->fp->st.st_dev), minor(v->fp->st.st_dev));
+    json_object_set_new(model, "path", json_string(v->path));
+    json_object_set_new(model, "size_bytes", ju64(v->fp->map_bytes));
+    json_object_set_new(model, "page_bytes", ju64(pb));
+    json_object_set_new(model, "file_pages", ju64(v->fp->file_pages));
+    json_object_set_new(model, "device", json_string(dev));
+    json_object_set_new(model, "inode", ju64((uint64_t)v->fp->st.st_ino));
+    json_object_set_new(doc, "model", model);
+    model = NULL;
+
+    json_object_set_new(pc, "note", json_string(PAGE_CACHE_NOTE));
+    json_object_set_new(pc, "source", json_string(v->source));
+    json_object_set_new(pc, "mincore_trustworthy", json_boolean(v->fp->mincore_trustworthy));
+    json_object_set_new(pc, "mincore_reason", json_string(v->fp->mincore_reason));
+    json_object_set_new(pc, "cachestat_available", json_boolean(v->fp->cachestat_error == 0));
+    json_object_set_new(pc, "cachestat_error", v->fp->cachestat_error
+                                                   ? json_string(rf_strerror(v->fp->cachestat_error))
+                                                   : json_null());
+    json_object_set_new(pc, "page_budget_pages", ju64(v->budget));
+
+    /* the union of the tensors' pages (no plan here: every page is "general") */
+    json_object_set_new(tot, "available_pages", ju64(tp->available_pages));
+    json_object_set_new(tot, "sampled_pages", ju64(tp->sampled_pages));
+    json_object_set_new(tot, "resident_pages", ju64(tp->resident_pages));
+    json_object_set_new(tot, "nonresident_pages", ju64(tp->nonresident_pages));
+    json_object_set_new(tot, "unknown_pages", ju64(tp->unknown_pages));
+    json_object_set_new(tot, "resident_bytes", jpage_bytes(tp->resident_pages, pb));
+    json_object_set_new(tot, "coverage_bp",
+                        tp->has_coverage ? json_integer(tp->coverage_bp) : json_null());
+    json_object_set_new(pc, "tensor_pages", tot);
+    tot = NULL;
+
+    json_object_set_new(file, "pages", ju64(v->file->pages));
+    json_object_set_new(file, "inspected_pages", ju64(v->file->inspected));
+    json_object_set_new(file, "resident_pages", ju64(v->file->resident));
+    json_object_set_new(file, "nonresident_pages", ju64(v->file->nonresident));
+    json_object_set_new(file, "unknown_pages", ju64(v->file->unknown));
+    json_object_set_new(file, "resident_bytes", jpage_bytes(v->file->resident, pb));
+    json_object_set_new(file, "source", json_string(v->source));
+    json_object_set_new(pc, "file", file);
+    file = NULL;
+
+    if (v->cachestat_rc == 0) {
+        json_t *c = json_object();
+        if (!c)
+            goto fail;
+        json_object_set_new(c, "nr_cache", ju64(v->cs.nr_cache));
+        json_object_set_new(c, "nr_dirty", ju64(v->cs.nr_dirty));
+        json_object_set_new(c, "nr_writeback", ju64(v->cs.nr_writeback));
+        json_object_set_new(c, "nr_evicted", ju64(v->cs.nr_evicted));
+        json_object_set_new(c, "nr_recently_evicted", ju64(v->cs.nr_recently_evicted));
+        json_object_set_new(c, "cached_bytes", jpage_bytes(v->cs.nr_cache, pb));
+        json_object_set_new(c, "source", json_string("cachestat"));
+        json_object_set_new(pc, "file_cachestat", c);
+        json_object_set_new(pc, "file_cachestat_reason", json_null());
+    } else {
+        json_object_set_new(pc, "file_cachestat", json_null());
+        json_object_set_new(pc, "file_cachestat_reason",
+                            json_string(rf_strerror(v->cachestat_rc)));
+    }
+    json_object_set_new(pc, "snapshot", snap);
+    snap = NULL;
+    json_object_set_new(doc, "page_cache", pc);
+    pc = NULL;
+
+    for (size_t i = 0; i < v->inv->n; i++) {
+        const struct rf_inventory_entry *e = &v->inv->entries[i];
+        const struct rf_residency_resource *r = &v->snap->resources[i];
+        bool has = r->mapping_index >= 0;
+        json_t *t = json_object();
+        if (!t)
+            goto fail;
+        json_object_set_new(t, "index", json_integer(e->key.tensor_index));
+        json_object_set_new(t, "name", json_string(e->name));
+        json_object_set_new(t, "type", json_string(e->type_name));
+        json_object_set_new(t, "file_offset_bytes", ju64(e->file_offset_bytes));
+        json_object_set_new(t, "logical_bytes", ju64(e->logical_bytes));
+        json_object_set_new(t, "first_page", has ? ju64(r->pages.first_page) : json_null());
+        json_object_set_new(t, "end_page", has ? ju64(r->pages.end_page) : json_null());
+        json_object_set_new(t, "page_cache_inspected_pages", ju64(r->inspected_pages));
+        json_object_set_new(t, "page_cache_resident_pages", ju64(r->resident_pages));
+        json_object_set_new(t, "page_cache_nonresident_pages", ju64(r->nonresident_pages));
+        json_object_set_new(t, "page_cache_unknown_pages", ju64(r->unknown_pages));
+        json_object_set_new(t, "page_cache_resident_bytes", jpage_bytes(r->resident_pages, pb));
+        json_object_set_new(t, "sampled", json_string(rf_residency_sampled_name(r->sampled)));
+        if (json_array_append_new(tensors, t) < 0)
+            goto fail;
+    }
+    json_object_set_new(doc, "tensors", tensors);
+    return doc;
+fail:
+    json_decref(doc);
+    json_decref(model);
+    json_decref(pc);
+    json_decref(tot);
+    json_decref(file);
+    json_decref(tensors);
+    json_decref(snap);
+    return NULL;
+}
+
+/* "12.34%" from basis points, or "-" without a denominator. */
+static const char *format_bp(bool has, uint32_t bp, char *buf, size_t len)
+{
+    if (!has)
+        snprintf(buf, len, "-");
+    else
+        snprintf(buf, len, "%u.%02u%%", bp / 100, bp % 100);
+    return buf;
+}
+
+static void page_cache_table(const struct page_cache_view *v, bool raw)
+{
+    const uint64_t pb = v->fp->page_bytes;
+    const struct rf_residency_population *tp = &v->snap->coverage.general;
+    char b1[32], b2[32];
+
+    printf("%5s  %-28s %-6s %17s %9s %11s %9s %14s %s\n", "index", "name", "type", "pages",
+           "resident", "nonresident", "unknown", "resident bytes", "sampled");
+    for (size_t i = 0; i < v->inv->n; i++) {
+        const struct rf_inventory_entry *e = &v->inv->entries[i];
+        const struct rf_residency_resource *r = &v->snap->resources[i];
+        char pages[40] = "-";
+        if (r->mapping_index >= 0)
+            snprintf(pages, sizeof(pages), "[%" PRIu64 ",%" PRIu64 ")", r->pages.first_page,
+                     r->pages.end_page);
+        printf("%5u  %-28s %-6s %17s %9" PRIu64 " %11" PRIu64 " %9" PRIu64 " %14s %s\n",
+               e->key.tensor_index, e->name, e->type_name, pages, r->resident_pages,
+               r->nonresident_pages, r->unknown_pages,
+               cli_format_bytes(r->resident_pages * pb, raw, b1, sizeof(b1)),
+               rf_residency_sampled_name(r->sampled));
+    }
+    printf("\n%s\n", PAGE_CACHE_NOTE);
+    printf("source: %s\n", v->source);
+    printf("mincore: %s (%s)\n", v->fp->mincore_trustworthy ? "trustworthy" : "not trustworthy",
+           v->fp->mincore_reason);
+    printf("tensor pages: %" PRIu64 " unique, in page cache %" PRIu64 " (%s), not in page cache "
+           "%" PRIu64 ", unknown %" PRIu64 "; coverage %s\n",
+           tp->available_pages, tp->resident_pages,
+           cli_format_bytes(tp->resident_pages * pb, raw, b1, sizeof(b1)), tp->nonresident_pages,
+           tp->unknown_pages, format_bp(tp->has_coverage, tp->coverage_bp, b2, sizeof(b2)));
+    printf("whole file: %" PRIu64 " pages, in page cache %" PRIu64 " (%s), not in page cache "
+           "%" PRIu64 ", unknown %" PRIu64 " (%s)\n",
+           v->file->pages, v->file->resident,
+           cli_format_bytes(v->file->resident * pb, raw, b1, sizeof(b1)), v->file->nonresident,
+           v->file->unknown, v->source);
+    if (v->cachestat_rc == 0)
+        printf("whole file, cachestat: %" PRIu64 " pages cached (%s), dirty %" PRIu64
+               ", writeback %" PRIu64 ", evicted %" PRIu64 ", recently evicted %" PRIu64 "\n",
+               v->cs.nr_cache, cli_format_bytes(v->cs.nr_cache * pb, raw, b1, sizeof(b1)),
+               v->cs.nr_dirty, v->cs.nr_writeback, v->cs.nr_evicted, v->cs.nr_recently_evicted);
+    else
+        printf("whole file, cachestat: unknown: %s\n", rf_strerror(v->cachestat_rc));
+    printf("page budget: %" PRIu64 " pages per pass; tensor pass asked about %" PRIu64
+           " pages, whole-file pass %" PRIu64 "%s\n",
+           v->budget, v->snap->coverage.budget_used_pages, v->file->inspected,
+           v->snap->coverage.budget_exhausted || v->file->inspected < v->file->pages
+               ? " (budget exhausted: the rest is unknown)"
+               : "");
+}
+
+/*
+ * inspect --page-cache: the tensor table from the GGUF header, the file
+ * mapped read-only without populating it, one snapshot over the tensors'
+ * page ranges and one count over the whole file.
+ */
+static int inspect_page_cache(const char *path, bool json, bool raw, uint64_t budget)
+{
+    struct forge_gguf_table table;
+    struct rfsys_file_pages fp;
+    struct rf_inventory inv;
+    struct rf_residency_snapshot snap;
+    struct file_count file;
+    char err[FORGE_ERR_MAX], source[RF_RESIDENCY_SOURCE_MAX];
+    int status = RF_EXIT_FAILURE, rc;
+
+    memset(&fp, 0, sizeof(fp));
+    fp.fd = -1;
+    rf_inventory_init(&inv);
+    rf_residency_snapshot_init(&snap);
+    rc = forge_gguf_read_table(path, &table, err);
+    if (rc < 0) {
+        cli_error("%s", err);
+        return RF_EXIT_FAILURE;
+    }
+    rc = rfsys_file_pages_open(path, &fp);
+    if (rc < 0) {
+        cli_error("cannot map %s: %s", path, rf_strerror(rc));
+        goto out;
+    }
+    if ((uint64_t)fp.st.st_ino != table.mapping.inode ||
+        major(fp.st.st_dev) != table.mapping.dev_major ||
+        minor(fp.st.st_dev) != table.mapping.dev_minor ||
+        (uint64_t)fp.st.st_size != table.mapping.file_size_bytes) {
+        cli_error("%s: the file changed while it was read", path);
+        goto out;
+    }
+    /* the observation mapping covers the whole file from offset 0 */
+    table.mapping.validated = true;
+    table.mapping.map_offset_bytes = 0;
+    table.mapping.map_length_bytes = fp.file_pages * fp.page_bytes;
+    rc = rf_inventory_build(table.tensors, table.n_tensors, &table.mapping, 1, fp.page_bytes, 1,
+                            &inv);
+    if (rc < 0) {
+        cli_error("%s: cannot build the inventory: %s", path, rf_strerror(rc));
+        goto out;
+    }
+    source_text(&fp, source, sizeof(source));
+    struct rf_residency_params rp = rf_residency_default_params();
+    rp.page_budget_pages = budget;
+    rp.sample = file_sampler;
+    rp.sample_ud = &fp;
+    rp.source = source;
+    rc = rf_residency_snapshot_take(&inv, &rp, &snap);
+    if (rc < 0) {
+        cli_error("%s: cannot take the page-cache snapshot: %s", path, rf_strerror(rc));
+        goto out;
+    }
+    count_file(&fp, budget, &file);
+
+    struct page_cache_view v = {.path = path, .fp = &fp, .inv = &inv, .snap = &snap,
+                                .file = &file, .budget = budget, .source = source};
+    v.cachestat_rc = rfsys_cachestat(fp.fd, 0, 0, &v.cs);
+    if (json) {
+        json_t *doc = page_cache_json(&v);
+        if (!doc) {
+            cli_error("out of memory");
+            goto out;
+        }
+        json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+        fputc('\n', stdout);
+        json_decref(doc);
+    } else {
+        page_cache_table(&v, raw);
+    }
+    status = fflush(stdout) == 0 ? 0 : RF_EXIT_FAILURE;
+out:
+    rf_residency_snapshot_free(&snap);
+    rf_inventory_free(&inv);
+    rfsys_file_pages_close(&fp);
+    forge_gguf_table_free(&table);
+    return status;
+}
+
 int cmd_inspect(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"json", no_argument, NULL, 'J'},    {"bytes", no_argument, NULL, 'b'},
         {"no-probe", no_argument, NULL, 'P'}, {"no-repack", no_argument, NULL, 'R'},
         {"verbose", no_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'},
+        {"page-cache", no_argument, NULL, 'C'},
+        {"residency-page-budget", required_argument, NULL, 'B'},
         {NULL, 0, NULL, 0},
     };
+    bool page_cache = false, budget_given = false;
+    long long budget = (long long)RF_RESIDENCY_DEFAULT_BUDGET_PAGES;
     struct forge_model_params mp = forge_model_default_params();
     bool json = false, raw = false, verbose = false;
     struct forge_model *m = NULL;
@@ -109,6 +486,15 @@ int cmd_inspect(int argc, char **argv)
         case 'v':
             verbose = true;
             break;
+        case 'C':
+            page_cache = true;
+            break;
+        case 'B':
+            if (!cli_parse_int("page budget (--residency-page-budget)", optarg, 0, INT64_MAX,
+                               &budget))
+                return RF_EXIT_USAGE;
+            budget_given = true;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -120,9 +506,15 @@ int cmd_inspect(int argc, char **argv)
         cli_usage_error("inspect ", optind >= argc ? "missing MODEL" : "more than one MODEL");
         return RF_EXIT_USAGE;
     }
+    if (budget_given && !page_cache) {
+        cli_usage_error("inspect ", "--residency-page-budget needs --page-cache");
+        return RF_EXIT_USAGE;
+    }
     if (verbose)
         rf_log_set(cli_log_sink, NULL);
-    forge_init(verbose);
+    forge_init(verbose); /* routes gguf's own messages through the log */
+    if (page_cache)
+        return inspect_page_cache(argv[optind], json, raw, (uint64_t)budget);
     rf_inventory_init(&inv);
     if (forge_model_load(argv[optind], &mp, &m, err) < 0) {
         cli_error("%s", err);

@@ -50,6 +50,7 @@ struct run_options {
     uint64_t target_bytes;
     uint64_t reserve_bytes;
     enum forge_release_mode release_mode;
+    bool has_reserve, has_release_mode; /* given on the command line */
     bool human_report;
     const char *json_path;
     bool repack;
@@ -142,8 +143,12 @@ enum {
     OPT_HOLD,
 };
 
-static bool parse_size_option(const char *opt, const char *arg, uint64_t *out)
+static bool parse_size_option(const char *opt, const char *arg, bool allow_zero, uint64_t *out)
 {
+    if (allow_zero && strcmp(arg, "0") == 0) {
+        *out = 0;
+        return true;
+    }
     int rc = rf_parse_size(arg, out);
     if (rc == -EOVERFLOW)
         cli_usage_error("run ", "invalid size for %s '%s': too large", opt, arg);
@@ -215,15 +220,17 @@ static int parse_options(int argc, char **argv, struct run_options *o)
             }
             break;
         case OPT_TARGET:
-            if (!parse_size_option("--memory-target", optarg, &o->target_bytes))
+            if (!parse_size_option("--memory-target", optarg, false, &o->target_bytes))
                 return RF_EXIT_USAGE;
             o->has_target = true;
             break;
         case OPT_RESERVE:
-            if (!parse_size_option("--safety-reserve", optarg, &o->reserve_bytes))
+            if (!parse_size_option("--safety-reserve", optarg, true, &o->reserve_bytes))
                 return RF_EXIT_USAGE;
+            o->has_reserve = true;
             break;
         case OPT_RELEASE_MODE:
+            o->has_release_mode = true;
             if (!strcmp(optarg, "dontneed")) {
                 o->release_mode = FORGE_RELEASE_DONTNEED;
             } else if (!strcmp(optarg, "pageout")) {
@@ -286,6 +293,19 @@ static int parse_options(int argc, char **argv, struct run_options *o)
                         o->reserve_bytes, o->target_bytes);
         return RF_EXIT_USAGE;
     }
+    /* Options the chosen policy does not use: say so rather than ignore them. */
+    if (o->policy == RF_POLICY_OFF && (o->has_target || o->has_reserve))
+        cli_error("warning: --memory-target and --safety-reserve have no effect with "
+                  "--residency-policy off");
+    else if (o->has_reserve && !o->has_target)
+        cli_error("warning: --safety-reserve has no effect without --memory-target");
+    if (o->has_release_mode && !rf_policy_mutates(o->policy))
+        cli_error("warning: --release-mode has no effect with --residency-policy %s (it does "
+                  "not release)",
+                  rf_policy_name(o->policy));
+    if (o->policy == RF_POLICY_REUSE_AWARE && !o->has_target)
+        cli_error("warning: --residency-policy reuse-aware without --memory-target selects "
+                  "nothing");
     return -1;
 }
 
@@ -341,7 +361,9 @@ struct run_state {
     struct rf_inventory inv;
     struct rf_lifetime lt;
     struct rf_binding binding;
-    struct rf_plan plans[2]; /* after_load (dead pages), after_session */
+    struct rf_plan plans[RF_REPORT_MAX_APPLICATIONS]; /* one per release boundary/round */
+    size_t n_plans;
+    uint8_t *exclude; /* inventory positions released and not referenced since */
     struct rf_admission_result admission;
     struct rf_ledger ledger;
     struct rf_reconciliation recon;
@@ -382,6 +404,9 @@ static void lt_execution(struct run_state *s)
     for (size_t i = 0; i < s->lt.n; i++) {
         enum rf_lifetime_state st = s->lt.states[i];
         if (st == RF_LT_UNKNOWN || st == RF_LT_INVALIDATED || st == RF_LT_SHARED_OR_REUSED)
+            continue;
+        /* The graph reads a repacked copy: released file pages are not referenced again. */
+        if (st == RF_LT_RECONCILED && s->inv.entries[i].access == RF_ACCESS_ANONYMOUS)
             continue;
         if (st == RF_LT_RECONCILED || st == RF_LT_RELEASE_FAILED)
             lt_move(s, i, RF_LT_REFERENCED);
@@ -453,16 +478,22 @@ static struct rf_recon_value delta(bool has_a, uint64_t after, bool has_b, uint6
  * NativeAccepted -> Reconciled, or NativeFailure -> ReleaseFailed with the
  * errno of the refused range. Returns 0 or a negative error of the planner.
  */
-static int plan_and_apply(struct run_state *s, struct rf_plan *plan, const char *boundary,
-                          bool dead_pages_only, const struct rf_residency_sample *before,
-                          const char *after_label)
+static int plan_and_apply(struct run_state *s, const char *boundary, bool dead_pages_only,
+                          const struct rf_residency_sample *before, const char *after_label)
 {
     const char *why = NULL;
     bool may = observe_native(s, boundary, &why);
     struct rf_plan_params pp = rf_plan_default_params();
-    struct rf_report_application *app = &s->rep.applications[s->rep.n_applications++];
     uint64_t t0 = rf_now_ns();
     int rc;
+
+    if (s->n_plans >= RF_REPORT_MAX_APPLICATIONS)
+        return 0;
+    struct rf_plan *plan = &s->plans[s->n_plans++];
+    struct rf_report_application *app = &s->rep.applications[s->rep.n_applications++];
+    for (size_t i = 0; i < s->lt.n; i++)
+        s->exclude[i] = s->lt.states[i] == RF_LT_RECONCILED;
+    pp.exclude = s->exclude;
 
     app->boundary = boundary;
     pp.profile = s->o.policy;
@@ -478,8 +509,11 @@ static int plan_and_apply(struct run_state *s, struct rf_plan *plan, const char 
     rf_timing_add(&s->timing, RF_TIMER_PLANNING, rf_now_ns() - t0);
     if (rc < 0)
         return rc;
-    s->rep.plan = plan;
-    s->rep.plan_boundary = boundary;
+    /* The report shows the last plan that selected something (or the first plan). */
+    if (!s->rep.plan || plan->n_selected > 0) {
+        s->rep.plan = plan;
+        s->rep.plan_boundary = boundary;
+    }
     if (!rf_policy_mutates(s->o.policy)) {
         app->refused_reason = "the policy does not mutate";
         return 0;
@@ -507,10 +541,20 @@ static int plan_and_apply(struct run_state *s, struct rf_plan *plan, const char 
         ranges[i].first_page = plan->release[i].pages.first_page;
         ranges[i].end_page = plan->release[i].pages.end_page;
     }
+    /* plan->selected holds tensor indices: turn them into inventory positions. */
+    size_t *pos = calloc(plan->n_selected ? plan->n_selected : 1, sizeof(*pos));
+    if (!pos) {
+        free(ranges);
+        free(errs);
+        return -ENOMEM;
+    }
     for (size_t k = 0; k < plan->n_selected; k++) {
-        size_t i = plan->selected[k];
-        lt_move(s, i, RF_LT_RELEASE_SELECTED);
-        lt_move(s, i, RF_LT_RELEASE_REQUESTED);
+        const struct rf_inventory_entry *e = NULL;
+        struct rf_resource_key key = {plan->generation, plan->selected[k]};
+        rf_inventory_lookup(&s->inv, key, &e);
+        pos[k] = e ? (size_t)(e - s->inv.entries) : 0;
+        lt_move(s, pos[k], RF_LT_RELEASE_SELECTED);
+        lt_move(s, pos[k], RF_LT_RELEASE_REQUESTED);
     }
     struct forge_release_result res;
     rc = forge_model_release(s->m, ranges, plan->n_release, s->o.release_mode, &res, errs);
@@ -518,9 +562,10 @@ static int plan_and_apply(struct run_state *s, struct rf_plan *plan, const char 
         /* The gate refused (a context in flight): nothing was advised. */
         app->refused_reason = rc == -EBUSY ? "the execution gate was busy" : rf_strerror(rc);
         for (size_t k = 0; k < plan->n_selected; k++)
-            rf_lifetime_fail(&s->lt, plan->selected[k], rc);
+            rf_lifetime_fail(&s->lt, pos[k], rc);
         free(ranges);
         free(errs);
+        free(pos);
         return 0;
     }
     app->attempted = true;
@@ -529,7 +574,7 @@ static int plan_and_apply(struct run_state *s, struct rf_plan *plan, const char 
     app->n_failed = res.n_failed;
     app->first_error = res.first_error;
     for (size_t k = 0; k < plan->n_selected; k++) {
-        size_t i = plan->selected[k];
+        size_t i = pos[k];
         int err = 0;
         for (size_t r = 0; r < plan->n_release && !err; r++) {
             struct rf_page_range hit =
@@ -554,7 +599,34 @@ static int plan_and_apply(struct run_state *s, struct rf_plan *plan, const char 
     app->cgroup_delta = delta(after->has_cgroup_current, after->cgroup_current_bytes,
                               before->has_cgroup_current, before->cgroup_current_bytes);
     for (size_t k = 0; k < plan->n_selected; k++)
-        lt_move(s, plan->selected[k], RF_LT_RECONCILED);
+        lt_move(s, pos[k], RF_LT_RECONCILED);
+    free(pos);
+    return app->accepted_bytes > 0 ? 1 : 0;
+}
+
+#define RF_RELEASE_ROUNDS 3 /* re-plans at one boundary while the measurement misses */
+
+/*
+ * A boundary after a session: plan and release, then re-plan from the new
+ * measurement (released resources excluded) while the measured mapping RSS
+ * is still above the soft target and the last round released something:
+ * the plan's estimate assumes selected pages were resident, the measurement
+ * decides.
+ */
+static int release_rounds(struct run_state *s, const char *boundary, const char *after_label)
+{
+    const struct rf_residency_sample *before = take_sample(s, boundary);
+    for (int round = 0; round < RF_RELEASE_ROUNDS; round++) {
+        int rc = plan_and_apply(s, boundary, false, before, after_label);
+        if (rc <= 0)
+            return rc;
+        const struct rf_residency_sample *now = &s->rep.samples[s->n_samples - 1];
+        const struct rf_plan *p = s->rep.plan;
+        if (!p->has_soft_target || !now->has_mapping ||
+            now->mapping_rss_bytes <= p->soft_target_bytes)
+            return 0;
+        before = now;
+    }
     return 0;
 }
 
@@ -593,7 +665,7 @@ static bool admit(struct run_state *s, const struct rf_residency_sample *now, ui
     in.has_process_rss = now->has_process_rss;
     in.process_rss_bytes = now->process_rss_bytes;
     /* Reclaimable only with a matching contract observed quiescent. */
-    if (rf_binding_may_select(&s->binding, &why)) {
+    if (rf_policy_mutates(s->o.policy) && rf_binding_may_select(&s->binding, &why)) {
         in.has_reclaimable = true;
         in.reclaimable_bytes = s->inv.totals.unique_reclaimable_bytes;
     }
@@ -624,8 +696,9 @@ static void run_state_free(struct run_state *s)
 {
     forge_generate_result_free(&s->gen);
     forge_generate_result_free(&s->verify_gen);
-    rf_plan_free(&s->plans[0]);
-    rf_plan_free(&s->plans[1]);
+    for (size_t i = 0; i < RF_REPORT_MAX_APPLICATIONS; i++)
+        rf_plan_free(&s->plans[i]);
+    free(s->exclude);
     rf_lifetime_free(&s->lt);
     rf_inventory_free(&s->inv);
     forge_model_free(s->m);
@@ -799,8 +872,8 @@ int cmd_run(int argc, char **argv)
     rf_timing_init(&s->timing);
     rf_inventory_init(&s->inv);
     rf_ledger_init(&s->ledger);
-    rf_plan_init(&s->plans[0]);
-    rf_plan_init(&s->plans[1]);
+    for (size_t i = 0; i < RF_REPORT_MAX_APPLICATIONS; i++)
+        rf_plan_init(&s->plans[i]);
 
     /* Load. */
     mp.use_extra_bufts = o->repack;
@@ -827,6 +900,8 @@ int cmd_run(int argc, char **argv)
                                 (uint64_t)sysconf(_SC_PAGESIZE), 1, &s->inv);
         if (rc == 0)
             rc = rf_lifetime_init(&s->lt, s->inv.n);
+        if (rc == 0 && !(s->exclude = calloc(s->inv.n ? s->inv.n : 1, 1)))
+            rc = -ENOMEM;
         rf_timing_add(&s->timing, RF_TIMER_PLANNING, rf_now_ns() - t0);
         if (rc < 0) {
             cli_error("%s: cannot build the inventory: %s", o->model, rf_strerror(rc));
@@ -836,8 +911,7 @@ int cmd_run(int argc, char **argv)
         rf_binding_bind(&s->binding, forge_model_instance_id(s->m));
         const struct rf_residency_sample *loaded = take_sample(s, "after_load");
         if (rf_policy_mutates(o->policy)) {
-            rc = plan_and_apply(s, &s->plans[0], "after_load", true, loaded,
-                                "after_load_release");
+            rc = plan_and_apply(s, "after_load", true, loaded, "after_load_release");
             if (rc < 0) {
                 cli_error("%s: cannot plan: %s", o->model, rf_strerror(rc));
                 goto out;
@@ -884,43 +958,43 @@ int cmd_run(int argc, char **argv)
     if (observing) {
         lt_execution(s);
         lt_boundary(s);
-        const struct rf_residency_sample *dropped = take_sample(s, "after_session");
-        rc = plan_and_apply(s, &s->plans[1], "after_session", false, dropped, "after_release");
-        if (rc < 0) {
-            cli_error("%s: cannot plan: %s", o->model, rf_strerror(rc));
-            goto out;
-        }
-        if (rf_policy_mutates(o->policy) && s->plans[1].has_soft_target &&
-            !s->plans[1].target_met) {
-            cli_error("warning: the soft target of %" PRIu64 " bytes cannot be met by releasing "
-                      "eligible weight pages: %s",
-                      s->plans[1].soft_target_bytes, s->plans[1].reason);
-            add_warning(&s->rep, "the soft target is below what releasing eligible weight pages "
-                                 "can reach (see plan.reason)");
-        }
-        const struct rf_residency_sample *last = &s->rep.samples[s->n_samples - 1];
-        rf_measure_fill_ledger(&s->ledger, &s->inv, s->info.access_probed, last, &s->cg, "self");
-        fill_native_ledger(s, s->gen.n_ctx);
-        rf_ledger_reconcile(&s->ledger, true, s->inv.totals.mapped_virtual_bytes, &s->recon);
-        s->rep.ledger = &s->ledger;
-        s->rep.reconciliation = &s->recon;
-        if (o->verify) {
+        rc = release_rounds(s, "after_session", "after_release");
+        if (rc == 0 && o->verify) {
             gp.on_session_end = NULL;
             if (forge_generate(s->m, &gp, &s->verify_gen, err) < 0) {
                 cli_error("%s: verify session: %s", o->model, err);
                 goto out;
             }
-            lt_execution(s);
-            take_sample(s, "after_verify");
             s->rep.verified = true;
             s->rep.verify_tokens = s->verify_gen.tokens;
             s->rep.n_verify_tokens = s->verify_gen.n_tokens;
             s->rep.verify_tokens_equal =
                 s->verify_gen.n_tokens == s->gen.n_tokens &&
                 memcmp(s->verify_gen.tokens, s->gen.tokens, s->gen.n_tokens * sizeof(int32_t)) == 0;
-            const char *why;
-            observe_native(s, "after_verify", &why);
+            /* The verify session re-faulted pages: its boundary is a safe one too. */
+            lt_execution(s);
+            lt_boundary(s);
+            rc = release_rounds(s, "after_verify", "after_verify_release");
         }
+        if (rc < 0) {
+            cli_error("%s: cannot plan: %s", o->model, rf_strerror(rc));
+            goto out;
+        }
+        const struct rf_residency_sample *last = &s->rep.samples[s->n_samples - 1];
+        if (rf_policy_mutates(o->policy) && s->rep.plan && s->rep.plan->has_soft_target &&
+            last->has_mapping && last->mapping_rss_bytes > s->rep.plan->soft_target_bytes) {
+            cli_error("warning: the measured mapping RSS of %" PRIu64 " bytes is above the soft "
+                      "target of %" PRIu64 " bytes: %s",
+                      last->mapping_rss_bytes, s->rep.plan->soft_target_bytes,
+                      s->rep.plan->reason);
+            add_warning(&s->rep, "the measured mapping RSS after release is above the soft "
+                                 "target (see plan.reason and residency.samples)");
+        }
+        rf_measure_fill_ledger(&s->ledger, &s->inv, s->info.access_probed, last, &s->cg, "self");
+        fill_native_ledger(s, s->gen.n_ctx);
+        rf_ledger_reconcile(&s->ledger, true, s->inv.totals.mapped_virtual_bytes, &s->recon);
+        s->rep.ledger = &s->ledger;
+        s->rep.reconciliation = &s->recon;
     }
     rf_timing_set(&s->timing, RF_TIMER_END_TO_END, rf_now_ns() - t_entry);
 

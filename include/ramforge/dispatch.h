@@ -31,13 +31,13 @@
 extern "C" {
 #endif
 
-#define RF_DISPATCH_MAX_SRC 10  /* GGML_MAX_SRC: declared sources per node */
+#define RF_DISPATCH_MAX_SRC 10           /* GGML_MAX_SRC: declared sources per node */
 #define RF_DISPATCH_NAME_MAX RF_NAME_MAX /* node and source names, including the NUL */
-#define RF_DISPATCH_OP_MAX 32   /* op names (ggml_op_desc), including the NUL */
-#define RF_DISPATCH_NEVER UINT64_MAX /* first_sequence of a tensor no event named */
+#define RF_DISPATCH_OP_MAX 32            /* op names (ggml_op_desc), including the NUL */
+#define RF_DISPATCH_NEVER UINT64_MAX     /* first_sequence of a tensor no event named */
 
-#define RF_DISPATCH_CAVEAT                                                              \
-    "dispatch-start evidence only: a node was handed to the CPU backend; not a "     \
+#define RF_DISPATCH_CAVEAT                                                                         \
+    "dispatch-start evidence only: a node was handed to the CPU backend; not a "                   \
     "physical read, page fault, I/O, completion or residency proof"
 
 /* truncated_mask bit for the node name; bits 0..RF_DISPATCH_MAX_SRC-1 are sources. */
@@ -52,11 +52,11 @@ struct rf_dispatch_event {
     uint64_t sequence;             /* the observer's ordinal of this node, 0-based; strictly
                                       increasing, < the observer's capacity */
     char node_name[RF_DISPATCH_NAME_MAX];
-    char op_name[RF_DISPATCH_OP_MAX];  /* ggml_op_desc: "MUL_MAT", "SILU", ... */
-    uint8_t n_src;                 /* declared sources recorded, <= RF_DISPATCH_MAX_SRC */
-    uint16_t src_weight_mask;      /* bit i: source i lives in a model weights buffer */
-    uint16_t truncated_mask;       /* bit i: source i's name was truncated;
-                                      RF_DISPATCH_TRUNC_NODE: the node name was */
+    char op_name[RF_DISPATCH_OP_MAX]; /* ggml_op_desc: "MUL_MAT", "SILU", ... */
+    uint8_t n_src;                    /* declared sources recorded, <= RF_DISPATCH_MAX_SRC */
+    uint16_t src_weight_mask;         /* bit i: source i lives in a model weights buffer */
+    uint16_t truncated_mask;          /* bit i: source i's name was truncated;
+                                         RF_DISPATCH_TRUNC_NODE: the node name was */
     char src_names[RF_DISPATCH_MAX_SRC][RF_DISPATCH_NAME_MAX]; /* declared names, in src order */
 };
 
@@ -69,21 +69,21 @@ struct rf_dispatch_tensor {
 };
 
 struct rf_dispatch_summary {
-    uint64_t events;             /* events given (recorded by the observer) */
-    uint64_t dropped_events;     /* events the observer could not record */
-    bool complete;               /* dropped_events == 0 */
-    uint64_t foreign_events;     /* events of another model instance: never attributed */
-    uint64_t source_refs;        /* declared source references in all events */
-    uint64_t attributed_refs;    /* references to a unique inventory name */
-    uint64_t unattributed_refs;  /* source_refs - attributed_refs */
-    uint64_t duplicate_name_refs; /* name carried by two or more inventory entries */
-    uint64_t truncated_refs;     /* name truncated when copied */
-    uint64_t weight_refs;        /* references to a model weights buffer (src_weight_mask) */
-    uint64_t unattributed_weight_refs; /* weight references left unattributed */
-    uint64_t tensors_named;      /* inventory entries with first_sequence != NEVER */
+    uint64_t events;                    /* events given (recorded by the observer) */
+    uint64_t dropped_events;            /* events the observer could not record */
+    bool complete;                      /* dropped_events == 0 */
+    uint64_t foreign_events;            /* events of another model instance: never attributed */
+    uint64_t source_refs;               /* declared source references in all events */
+    uint64_t attributed_refs;           /* references to a unique inventory name */
+    uint64_t unattributed_refs;         /* source_refs - attributed_refs */
+    uint64_t duplicate_name_refs;       /* name carried by two or more inventory entries */
+    uint64_t truncated_refs;            /* name truncated when copied */
+    uint64_t weight_refs;               /* references to a model weights buffer (src_weight_mask) */
+    uint64_t unattributed_weight_refs;  /* weight references left unattributed */
+    uint64_t tensors_named;             /* inventory entries with first_sequence != NEVER */
     struct rf_dispatch_tensor *tensors; /* n_tensors, parallel to inventory entries; owned */
     size_t n_tensors;
-    const char *caveat;          /* RF_DISPATCH_CAVEAT (static) */
+    const char *caveat; /* RF_DISPATCH_CAVEAT (static) */
 };
 
 /* An empty summary (no allocation); the caveat is set. */
@@ -105,8 +105,8 @@ void rf_dispatch_summary_free(struct rf_dispatch_summary *s);
  * On error *out is empty.
  */
 int rf_dispatch_summarize(const struct rf_inventory *inv, uint64_t model_instance_id,
-                          const struct rf_dispatch_event *events, size_t n,
-                          uint64_t dropped_events, struct rf_dispatch_summary *out);
+                          const struct rf_dispatch_event *events, size_t n, uint64_t dropped_events,
+                          struct rf_dispatch_summary *out);
 
 #ifdef __cplusplus
 }

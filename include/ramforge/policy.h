@@ -92,6 +92,9 @@ struct rf_plan_params {
     size_t n_profile_order;          /* entries in profile_order */
     bool dead_pages_only; /* select every RF_ELIGIBLE_DEAD_FILE_PAGES candidate and nothing
                              else, whatever the target (the after-load boundary) */
+    const uint8_t *exclude; /* inv->n flags by entry position, nonzero: never select (already
+                               released and not referenced since); their pages stay
+                               protected; NULL: none. Borrowed. */
 };
 
 /* One run of pages to advise away in one mapping. */
@@ -144,7 +147,8 @@ void rf_plan_free(struct rf_plan *plan);
  * Soft target: target - reserve, when a target is given. Candidates:
  * entries of inv's generation that are file-backed and RF_ELIGIBLE or
  * RF_ELIGIBLE_DEAD_FILE_PAGES (only the latter with dead_pages_only);
- * conservative also requires shared_page_bytes == 0. Without binding_ok
+ * conservative also requires shared_page_bytes == 0 of live tensors; entries
+ * flagged in exclude are skipped. Without binding_ok
  * nothing is selected and reason is binding_reason.
  *
  * Order: dead-file-pages candidates first (the graph reads an anonymous
@@ -159,7 +163,10 @@ void rf_plan_free(struct rf_plan *plan);
  *   off           nothing
  *   dead_pages_only (any planning profile): every dead-file-pages
  *                 candidate, whatever the target: they cost nothing to lose
- *   conservative  no target: every dead-file-pages candidate; with a
+ *   conservative  live tensors only with shared_page_bytes == 0; dead-file-pages
+ *                 tensors also with shared pages (the shared pages themselves
+ *                 stay protected, so nothing a live tensor reads is touched).
+ *                 No target: every dead-file-pages candidate; with a
  *                 target and a resident measurement: in order until met;
  *                 with a target but no measurement: dead-file-pages only
  *   memory-bound, active, reuse-aware (no valid profile: as memory-bound),

@@ -69,7 +69,7 @@ struct rf_report_application {
     struct rf_recon_value cgroup_delta;  /* cgroup current */
 };
 
-#define RF_REPORT_MAX_APPLICATIONS 2
+#define RF_REPORT_MAX_APPLICATIONS 8
 
 /* Everything one `ramforge run` knows; pointers are borrowed. */
 struct rf_report {

@@ -151,6 +151,10 @@ enum rfsys_cgroup_version {
  * The memory controller of the process's cgroup. *_source names the file a
  * figure came from, relative to the sysroot (e.g.
  * "/sys/fs/cgroup/memory/a/b/memory.usage_in_bytes"); empty when absent.
+ *
+ * The limit and memory.high are the effective ones: the lowest of the
+ * cgroup's own value and its ancestors' (the kernel enforces every
+ * ancestor's limit on a child). current and peak are the cgroup's own.
  */
 struct rfsys_cgroup_memory {
     enum rfsys_cgroup_version version;
@@ -164,14 +168,30 @@ struct rfsys_cgroup_memory {
     uint64_t peak_bytes; /* v2 memory.peak, v1 memory.max_usage_in_bytes */
     char peak_source[600];
 
-    bool has_limit;
-    bool limit_unlimited; /* v2 "max", v1 >= RFSYS_CGROUP_V1_UNLIMITED */
-    uint64_t limit_bytes; /* v2 memory.max, v1 memory.limit_in_bytes; 0 when unlimited */
+    /*
+     * The effective hard limit, bytes. v2: the lowest memory.max from the
+     * cgroup's directory up to the mount point ("max" is no limit), and
+     * limit_source the memory.max that gave it (the nearest to the cgroup
+     * on a tie; the cgroup's own when all are "max"). v1: the lower of
+     * memory.limit_in_bytes and memory.stat's hierarchical_memory_limit
+     * (the kernel's limit over the cgroup and its ancestors), each at or
+     * above RFSYS_CGROUP_V1_UNLIMITED counting as no limit; limit_source is
+     * ".../memory.limit_in_bytes" or ".../memory.stat
+     * hierarchical_memory_limit" (file, a space, the key).
+     */
+    bool has_limit;       /* some limit file was read */
+    bool limit_unlimited; /* no limit anywhere: v2 "max", v1 >= RFSYS_CGROUP_V1_UNLIMITED */
+    uint64_t limit_bytes; /* effective limit, bytes; 0 when unlimited */
     char limit_source[600];
+    bool limit_inherited; /* the limit is an ancestor's, not the cgroup's own file
+                             (v2: an ancestor's memory.max; v1: hierarchical_memory_limit
+                             below memory.limit_in_bytes, or that file absent) */
 
-    bool has_high; /* v2 only */
+    bool has_high; /* v2 only; effective like the limit: lowest memory.high up to the mount */
     bool high_unlimited;
-    uint64_t high_bytes; /* v2 memory.high */
+    uint64_t high_bytes; /* v2 memory.high, bytes; 0 when unlimited */
+    char high_source[600]; /* the memory.high that gave high_bytes; "" when has_high is false */
+    bool high_inherited;   /* high_source is an ancestor's memory.high */
 
     bool has_events; /* v2 memory.events */
     uint64_t events_low, events_high, events_max, events_oom, events_oom_kill;
@@ -192,12 +212,21 @@ struct rfsys_cgroup_memory {
  * returns 0. Errors: -EBADMSG for a malformed value, those of rfsys_slurp
  * for /proc/PID/cgroup.
  *
+ * Ancestors: v2 reads memory.max and memory.high in every directory from
+ * the cgroup's up to the mount point (inclusive; never above it, so never
+ * outside the sysroot) and keeps the lowest. An ancestor's file that is
+ * missing, unreadable or malformed counts as no limit there and is not an
+ * error; the cgroup's own files keep the errors below. v1 takes the
+ * ancestors from the cgroup's memory.stat (hierarchical_memory_limit;
+ * other keys ignored; a missing file or key means the own limit alone).
+ *
  * Details: lines of /proc/PID/cgroup and mountinfo that do not have the
  * expected shape are skipped. A missing mountinfo gives NONE; its other
  * read errors are returned. A cgroup path with a ".." component is treated
  * as not visible (the mount point is used). A value that does not fit in
- * 64 bits is -EBADMSG; -ENAMETOOLONG when dir would not fit. Unknown
- * memory.events keys are ignored. On error *out is all zero (version NONE).
+ * 64 bits is -EBADMSG (also v1's hierarchical_memory_limit line);
+ * -ENAMETOOLONG when dir would not fit. Unknown memory.events keys are
+ * ignored. On error *out is all zero (version NONE).
  */
 int rfsys_read_cgroup_memory(const char *sysroot, const char *pid,
                              struct rfsys_cgroup_memory *out);

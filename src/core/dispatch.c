@@ -116,8 +116,8 @@ static int assign_first_order(struct rf_dispatch_summary *s)
 }
 
 int rf_dispatch_summarize(const struct rf_inventory *inv, uint64_t model_instance_id,
-                          const struct rf_dispatch_event *events, size_t n,
-                          uint64_t dropped_events, struct rf_dispatch_summary *out)
+                          const struct rf_dispatch_event *events, size_t n, uint64_t dropped_events,
+                          struct rf_dispatch_summary *out)
 {
     struct name_slot *slots = NULL;
     size_t n_slots = 0;

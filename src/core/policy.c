@@ -487,7 +487,7 @@ int rf_plan_build(const struct rf_inventory *inv, const struct rf_plan_params *p
 
         if (e->key.generation != inv->generation || !has_pages(e) ||
             (e->eligibility != RF_ELIGIBLE && !dead) || (dead_only && !dead) ||
-            (conservative && e->shared_page_bytes != 0))
+            (p->exclude && p->exclude[i]) || (conservative && e->shared_page_bytes != 0 && !dead))
             continue;
         cands[n_cands].pos = i;
         cands[n_cands].dead = dead;

@@ -71,7 +71,8 @@ int forge_model_release(struct forge_model *m, const struct forge_release_range 
         out->requested_bytes += err ? 0 : len;
         if (!err && (r->mapping_index != 0 || !m->mapping.validated ||
                      file_off < m->mapping.map_offset_bytes ||
-                     file_off - m->mapping.map_offset_bytes + len > m->mapping.map_length_bytes))
+                     len > m->mapping.map_length_bytes ||
+                     file_off - m->mapping.map_offset_bytes > m->mapping.map_length_bytes - len))
             err = -EFAULT;
         if (!err) {
             va = (uint64_t)m->map_start + (file_off - m->mapping.map_offset_bytes);

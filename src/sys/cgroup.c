@@ -9,6 +9,11 @@
  * controller directory is the mount point joined with the cgroup path
  * relative to the mount's root. Hybrid systems (v1 memory + v2 without
  * memory) resolve to v1.
+ *
+ * Limits are effective ones: a child is bound by every ancestor's limit,
+ * so v2 walks memory.max and memory.high up to the mount point and keeps
+ * the lowest, and v1 takes the lower of the own memory.limit_in_bytes and
+ * memory.stat's hierarchical_memory_limit.
  */
 #include "ramforge/sys.h"
 #include "sys_internal.h"
@@ -400,10 +405,73 @@ out:
     return ret;
 }
 
-/* Fills the v1 figures from out->dir. */
+/* The key of v1 memory.stat that holds the limit over the cgroup and its ancestors. */
+#define V1_HIER_LIMIT_KEY "hierarchical_memory_limit"
+
+/*
+ * Reads V1_HIER_LIMIT_KEY from dir/memory.stat ("key N" lines; the first
+ * occurrence counts, other keys are ignored). A missing file or key returns
+ * 0 with *found false. A key line without a decimal value is -EBADMSG;
+ * other read errors are those of rfsys_slurp.
+ */
+static int read_v1_hier_limit(const char *sysroot, const char *dir, bool *found, uint64_t *value)
+{
+    char rel[PATH_MAX];
+    char *text = NULL;
+    char *cursor, *line;
+    int ret;
+
+    *found = false;
+    *value = 0;
+    ret = join_file(rel, sizeof(rel), dir, "memory.stat");
+    if (ret < 0)
+        goto out;
+    ret = rfsys_slurp(sysroot, rel, RFSYS_SMALL_FILE_BYTES, &text, NULL);
+    if (ret == -ENOENT) {
+        ret = 0;
+        goto out;
+    }
+    if (ret < 0)
+        goto out;
+    cursor = text;
+    while ((line = rfsys__next_line(&cursor)) != NULL) {
+        char *space = strchr(line, ' ');
+        bool is_max;
+
+        if (space)
+            *space = '\0';
+        if (strcmp(line, V1_HIER_LIMIT_KEY) != 0)
+            continue;
+        if (!space) {
+            ret = -EBADMSG;
+            goto out;
+        }
+        ret = parse_value(space + 1, false, &is_max, value);
+        if (ret < 0)
+            goto out;
+        *found = true;
+        break;
+    }
+    ret = 0;
+
+out:
+    if (ret < 0)
+        *value = 0;
+    free(text);
+    return ret;
+}
+
+/*
+ * Fills the v1 figures from out->dir. The limit is the lower of
+ * memory.limit_in_bytes and memory.stat's hierarchical_memory_limit, each
+ * at or above RFSYS_CGROUP_V1_UNLIMITED counting as none; on a tie, or
+ * when both are unlimited, the own file is the source.
+ */
 static int read_v1(const char *sysroot, struct rfsys_cgroup_memory *out)
 {
-    bool found;
+    bool own_found, hier_found;
+    uint64_t own_bytes = 0, hier_bytes = 0;
+    bool own_unlimited, hier_unlimited, hier_lower;
     int ret;
 
     ret = read_value(sysroot, out->dir, "memory.usage_in_bytes", false, &out->has_current, NULL,
@@ -414,21 +482,116 @@ static int read_v1(const char *sysroot, struct rfsys_cgroup_memory *out)
                      &out->peak_bytes, out->peak_source, sizeof(out->peak_source));
     if (ret < 0)
         return ret;
-    ret = read_value(sysroot, out->dir, "memory.limit_in_bytes", false, &found, NULL,
-                     &out->limit_bytes, out->limit_source, sizeof(out->limit_source));
+    ret = read_value(sysroot, out->dir, "memory.limit_in_bytes", false, &own_found, NULL,
+                     &own_bytes, out->limit_source, sizeof(out->limit_source));
     if (ret < 0)
         return ret;
-    out->has_limit = found;
-    if (found && out->limit_bytes >= RFSYS_CGROUP_V1_UNLIMITED) {
-        out->limit_unlimited = true;
-        out->limit_bytes = 0;
+    ret = read_v1_hier_limit(sysroot, out->dir, &hier_found, &hier_bytes);
+    if (ret < 0)
+        return ret;
+
+    own_unlimited = own_bytes >= RFSYS_CGROUP_V1_UNLIMITED;
+    hier_unlimited = hier_bytes >= RFSYS_CGROUP_V1_UNLIMITED;
+    hier_lower = !hier_unlimited && (own_unlimited || hier_bytes < own_bytes);
+    if (hier_found && (!own_found || hier_lower)) {
+        ret = join_file(out->limit_source, sizeof(out->limit_source), out->dir,
+                        "memory.stat " V1_HIER_LIMIT_KEY);
+        if (ret < 0)
+            return ret;
+        out->has_limit = true;
+        out->limit_inherited = true;
+        out->limit_unlimited = hier_unlimited;
+        out->limit_bytes = hier_unlimited ? 0 : hier_bytes;
+    } else if (own_found) {
+        out->has_limit = true;
+        out->limit_unlimited = own_unlimited;
+        out->limit_bytes = own_unlimited ? 0 : own_bytes;
     }
     return 0;
 }
 
-/* Fills the v2 figures from out->dir. */
-static int read_v2(const char *sysroot, struct rfsys_cgroup_memory *out)
+/*
+ * Cuts dir (which starts with a mount point of keep bytes) to its parent
+ * directory, never shorter than the mount point. Returns false, leaving
+ * dir as it is, when dir is the mount point already. Each call shortens
+ * dir, so a walk ends; a doubled or trailing '/' only repeats a directory.
+ */
+static bool cut_to_parent(char *dir, size_t keep)
 {
+    size_t len = strlen(dir);
+    const char *slash;
+    size_t cut;
+
+    if (len <= keep)
+        return false;
+    slash = strrchr(dir, '/');
+    cut = slash ? (size_t)(slash - dir) : 0;
+    if (cut < keep)
+        cut = keep;
+    dir[cut] = '\0';
+    return true;
+}
+
+/* The lowest of a v2 value file ("N" or "max") over a cgroup and its ancestors. */
+struct v2_min {
+    bool found;     /* some directory had the file */
+    bool unlimited; /* every file found said "max" */
+    uint64_t bytes; /* the lowest value; 0 when unlimited */
+    bool inherited; /* source is an ancestor's file */
+    char *source;   /* caller's buffer: the file that gave bytes */
+    size_t source_size;
+};
+
+/*
+ * Reads dir/name and then the same file in each ancestor of dir up to the
+ * mount point (inclusive), keeping in *m the lowest value and the nearest
+ * file holding it ("max" is above any number). The cgroup's own file
+ * keeps read_value's errors; an ancestor's file that cannot be read or
+ * parsed counts as no limit there.
+ */
+static int read_v2_min(const char *sysroot, const char *dir, const char *point, const char *name,
+                       struct v2_min *m)
+{
+    char cur[sizeof(((struct rfsys_cgroup_memory *)0)->dir)];
+    char source[sizeof(((struct rfsys_cgroup_memory *)0)->limit_source)];
+    size_t keep = strlen(point);
+    int ret;
+
+    ret = read_value(sysroot, dir, name, true, &m->found, &m->unlimited, &m->bytes, m->source,
+                     m->source_size);
+    if (ret < 0)
+        return ret;
+    m->inherited = false;
+
+    /* dir is point + the cgroup path (see resolve_dir); walk only below point. */
+    if (strlen(dir) >= sizeof(cur) || strncmp(dir, point, keep) != 0)
+        return 0;
+    memcpy(cur, dir, strlen(dir) + 1);
+    while (cut_to_parent(cur, keep)) {
+        bool found = false, is_max = false;
+        uint64_t value = 0;
+
+        if (read_value(sysroot, cur, name, true, &found, &is_max, &value, source, sizeof(source)) <
+                0 ||
+            !found)
+            continue; /* unreadable or malformed ancestor: no limit here */
+        if (m->found && (is_max || (!m->unlimited && value >= m->bytes)))
+            continue; /* not lower than what is nearer */
+        if (strlen(source) >= m->source_size)
+            continue; /* cannot name it; cannot happen with equal buffers */
+        m->found = true;
+        m->unlimited = is_max;
+        m->bytes = value;
+        m->inherited = true;
+        memcpy(m->source, source, strlen(source) + 1);
+    }
+    return 0;
+}
+
+/* Fills the v2 figures from out->dir; point is the cgroup2 mount point. */
+static int read_v2(const char *sysroot, const char *point, struct rfsys_cgroup_memory *out)
+{
+    struct v2_min m;
     int ret;
 
     ret = read_value(sysroot, out->dir, "memory.current", false, &out->has_current, NULL,
@@ -439,14 +602,29 @@ static int read_v2(const char *sysroot, struct rfsys_cgroup_memory *out)
                      &out->peak_bytes, out->peak_source, sizeof(out->peak_source));
     if (ret < 0)
         return ret;
-    ret = read_value(sysroot, out->dir, "memory.max", true, &out->has_limit, &out->limit_unlimited,
-                     &out->limit_bytes, out->limit_source, sizeof(out->limit_source));
+
+    memset(&m, 0, sizeof(m));
+    m.source = out->limit_source;
+    m.source_size = sizeof(out->limit_source);
+    ret = read_v2_min(sysroot, out->dir, point, "memory.max", &m);
     if (ret < 0)
         return ret;
-    ret = read_value(sysroot, out->dir, "memory.high", true, &out->has_high, &out->high_unlimited,
-                     &out->high_bytes, NULL, 0);
+    out->has_limit = m.found;
+    out->limit_unlimited = m.found && m.unlimited;
+    out->limit_bytes = m.bytes;
+    out->limit_inherited = m.inherited;
+
+    memset(&m, 0, sizeof(m));
+    m.source = out->high_source;
+    m.source_size = sizeof(out->high_source);
+    ret = read_v2_min(sysroot, out->dir, point, "memory.high", &m);
     if (ret < 0)
         return ret;
+    out->has_high = m.found;
+    out->high_unlimited = m.found && m.unlimited;
+    out->high_bytes = m.bytes;
+    out->high_inherited = m.inherited;
+
     return read_events(sysroot, out->dir, out);
 }
 
@@ -494,7 +672,7 @@ int rfsys_read_cgroup_memory(const char *sysroot, const char *pid, struct rfsys_
         if (ret < 0 || out->dir[0] == '\0')
             goto out;
         out->version = RFSYS_CGROUP_V2;
-        ret = read_v2(sysroot, out);
+        ret = read_v2(sysroot, v2_mount.point, out);
     }
 
 out:

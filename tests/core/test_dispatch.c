@@ -129,7 +129,7 @@ static void test_unknown_truncated_foreign_unattributed(void **state)
         event(2, (const char *[]){"w", NULL}),
         event(3, (const char *[]){"w", "w", NULL}),
     };
-    ev[1].truncated_mask = 1; /* the observer cut this name short */
+    ev[1].truncated_mask = 1;                              /* the observer cut this name short */
     memset(ev[2].src_names[0], 'w', RF_DISPATCH_NAME_MAX); /* no NUL in the field */
     ev[3].model_instance_id = INSTANCE + 1;                /* another model instance */
     struct rf_dispatch_summary s;

@@ -348,12 +348,16 @@ static void test_conservative_no_target_dead_only(void **state)
     assert_false(plan.has_soft_target);
     assert_false(plan.has_estimated_resident_after);
     assert_false(plan.target_met);
-    /* Dead and unshared: t7 (2 pages) before t3 (1 page); t5 shares page 10. */
-    assert_int_equal(plan.n_candidates, 2);
-    assert_int_equal(plan.n_selected, 2);
+    /*
+     * Every dead tensor: t7 (2 unique pages), t3 (1), t5 (0: its only page 10 is
+     * shared with the unselected t6, so it stays protected).
+     */
+    assert_int_equal(plan.n_candidates, 3);
+    assert_int_equal(plan.n_selected, 3);
     assert_int_equal(plan.selected[0], 7);
     assert_int_equal(plan.selected[1], 3);
-    assert_int_equal(plan.selected_logical_bytes, 8192 + 4096);
+    assert_int_equal(plan.selected[2], 5);
+    assert_int_equal(plan.selected_logical_bytes, 8192 + 4096 + 4040);
     assert_int_equal(plan.n_release, 2);
     assert_int_equal(plan.release[0].mapping_index, 0);
     assert_int_equal(plan.release[0].pages.first_page, 5);
@@ -362,7 +366,7 @@ static void test_conservative_no_target_dead_only(void **state)
     assert_int_equal(plan.release[1].pages.end_page, 14);
     assert_int_equal(plan.release_pages, 3);
     assert_int_equal(plan.release_bytes, 3 * PAGE);
-    assert_int_equal(plan.shared_bytes_protected, 0);
+    assert_int_equal(plan.shared_bytes_protected, PAGE); /* page 10 */
     rf_plan_free(&plan);
     rf_inventory_free(&inv);
 }
@@ -377,15 +381,19 @@ static void test_conservative_with_target(void **state)
     (void)state;
     case_s(&inv);
     rf_plan_init(&plan);
-    /* Resident 14 pages, soft target 7: unshared candidates t7, t3, t4, t0 (9 pages). */
+    /*
+     * Resident 14 pages, soft target 7: dead t7, t3, t5 (t5 releases nothing: page 10
+     * is shared with the unselected t6), then the unshared live t4, t0 (9 pages).
+     */
     with_target(&p, 8 * PAGE, PAGE, 14 * PAGE);
     assert_int_equal(rf_plan_build(&inv, &p, &plan), 0);
     assert_int_equal(plan.soft_target_bytes, 7 * PAGE);
-    assert_int_equal(plan.n_candidates, 4);
-    assert_int_equal(plan.n_selected, 3); /* 14 -> 12 -> 11 -> 7: met */
+    assert_int_equal(plan.n_candidates, 5);
+    assert_int_equal(plan.n_selected, 4); /* 14 -> 12 -> 11 -> 11 -> 7: met */
     assert_int_equal(plan.selected[0], 7);
     assert_int_equal(plan.selected[1], 3);
-    assert_int_equal(plan.selected[2], 4);
+    assert_int_equal(plan.selected[2], 5);
+    assert_int_equal(plan.selected[3], 4);
     assert_int_equal(plan.release_bytes, 7 * PAGE);
     assert_int_equal(plan.estimated_resident_after_bytes, 7 * PAGE);
     assert_true(plan.target_met);
@@ -393,15 +401,16 @@ static void test_conservative_with_target(void **state)
     /* Soft target 4: the candidates run out at 5 pages, not met. */
     with_target(&p, 5 * PAGE, PAGE, 14 * PAGE);
     assert_int_equal(rf_plan_build(&inv, &p, &plan), 0);
-    assert_int_equal(plan.n_selected, 4);
-    assert_int_equal(plan.selected[3], 0);
+    assert_int_equal(plan.n_selected, 5);
+    assert_int_equal(plan.selected[4], 0);
     assert_int_equal(plan.release_bytes, 9 * PAGE);
     assert_true(plan.has_estimated_resident_after);
     assert_int_equal(plan.estimated_resident_after_bytes, 5 * PAGE);
     assert_false(plan.target_met);
-    /* Never a tensor with shared pages; no page of an unselected tensor. */
+    /* Never a live tensor with shared pages; no page of an unselected tensor. */
     for (i = 0; i < plan.n_selected; i++)
-        assert_int_equal(inv.entries[plan.selected[i]].shared_page_bytes, 0);
+        if (inv.entries[plan.selected[i]].eligibility == RF_ELIGIBLE)
+            assert_int_equal(inv.entries[plan.selected[i]].shared_page_bytes, 0);
     for (i = 0; i < inv.n; i++) {
         uint64_t pg;
 
@@ -410,12 +419,12 @@ static void test_conservative_with_target(void **state)
         for (pg = inv.entries[i].pages.first_page; pg < inv.entries[i].pages.end_page; pg++)
             assert_false(plan_releases(&plan, 0, pg));
     }
-    assert_int_equal(plan.shared_bytes_protected, 0);
+    assert_int_equal(plan.shared_bytes_protected, PAGE); /* t5's page 10, shared with t6 */
 
     /* A target without a resident measurement: dead-file-pages only, and the reason says so. */
     p.has_mapping_resident = false;
     assert_int_equal(rf_plan_build(&inv, &p, &plan), 0);
-    assert_int_equal(plan.n_selected, 2);
+    assert_int_equal(plan.n_selected, 3); /* t7, t3, t5 */
     assert_false(plan.has_estimated_resident_after);
     assert_false(plan.target_met);
     assert_non_null(strstr(plan.reason, "not measured"));
@@ -636,7 +645,7 @@ static void test_param_errors(void **state)
     /* A stand-in plan: errors leave it untouched. */
     p = params(RF_POLICY_CONSERVATIVE);
     assert_int_equal(rf_plan_build(&inv, &p, &plan), 0);
-    assert_int_equal(plan.n_selected, 2);
+    assert_int_equal(plan.n_selected, 3);
 
     p = params(RF_POLICY_MEMORY_BOUND); /* missing target */
     assert_int_equal(rf_plan_build(&inv, &p, &plan), -EINVAL);
@@ -660,7 +669,7 @@ static void test_param_errors(void **state)
     assert_int_equal(rf_plan_build(&inv, NULL, &plan), -EINVAL);
     assert_int_equal(rf_plan_build(&inv, &p, NULL), -EINVAL);
 
-    assert_int_equal(plan.n_selected, 2);
+    assert_int_equal(plan.n_selected, 3);
     assert_int_equal(plan.selected[0], 7);
     rf_plan_free(&plan);
     rf_inventory_free(&inv);
@@ -970,7 +979,7 @@ static void test_random_plans(void **state)
                         e->eligibility == RF_ELIGIBLE_DEAD_FILE_PAGES);
             if (p.dead_pages_only || (p.profile == RF_POLICY_CONSERVATIVE && !p.has_target))
                 assert_int_equal(e->eligibility, RF_ELIGIBLE_DEAD_FILE_PAGES);
-            if (p.profile == RF_POLICY_CONSERVATIVE)
+            if (p.profile == RF_POLICY_CONSERVATIVE && e->eligibility == RF_ELIGIBLE)
                 assert_int_equal(e->shared_page_bytes, 0);
             /* Dead-file-pages candidates come first. */
             if (i > 0 && e->eligibility == RF_ELIGIBLE_DEAD_FILE_PAGES)

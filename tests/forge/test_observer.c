@@ -38,8 +38,8 @@ static int32_t single_tokens[3] = {1701, 29916, 432};
 
 /* What the counting callback saw, in graph order. */
 struct counter {
-    uint64_t asked;  /* every node asked about */
-    uint64_t kernel; /* nodes ggml-cpu runs a kernel for */
+    uint64_t asked;               /* every node asked about */
+    uint64_t kernel;              /* nodes ggml-cpu runs a kernel for */
     char (*names)[GGML_MAX_NAME]; /* node name per kernel node (CAPACITY) */
     char (*ops)[32];
 };
@@ -163,8 +163,8 @@ static void test_event_count_equals_compute_nodes(void **state)
     c.ops = calloc(CAPACITY, sizeof(*c.ops));
     assert_non_null(c.names);
     assert_non_null(c.ops);
-    struct forge_context_params cp = {.n_ctx = 64, .n_batch = 8, .n_threads = 1,
-                                      .cb_eval = count_cb, .cb_eval_user_data = &c};
+    struct forge_context_params cp = {
+        .n_ctx = 64, .n_batch = 8, .n_threads = 1, .cb_eval = count_cb, .cb_eval_user_data = &c};
     decode_fixed(&cp, NULL);
 
     assert_int_equal(forge_observer_create(CAPACITY, &obs), 0);
@@ -344,9 +344,9 @@ static void test_weights_attributed(void **state)
     struct forge_observer_stats st;
     forge_observer_stats(obs, &st);
     const struct rf_dispatch_event *ev = forge_observer_events(obs, &n);
-    assert_int_equal(rf_dispatch_summarize(&inv, forge_model_instance_id(model), ev, n,
-                                           st.dropped_events, &s),
-                     0);
+    assert_int_equal(
+        rf_dispatch_summarize(&inv, forge_model_instance_id(model), ev, n, st.dropped_events, &s),
+        0);
     printf("refs %llu, attributed %llu, weight refs %llu, tensors named %llu of %zu\n",
            (unsigned long long)s.source_refs, (unsigned long long)s.attributed_refs,
            (unsigned long long)s.weight_refs, (unsigned long long)s.tensors_named, nt);

@@ -1,0 +1,158 @@
+/*
+ * forge page sampling: the page-cache state of a loaded model's tensor
+ * pages, observed with mincore through the model's validated file mapping,
+ * and the GGUF tensor table without loading llama.cpp.
+ *
+ * Addresses are located only through the model's mapping metadata (the
+ * r--s mapping of the model file that forge_model_load found in
+ * /proc/self/maps) and re-validated in a fresh read of /proc/self/maps on
+ * every call: a range must lie in an r--s VMA of the same device+inode at
+ * the file offset it claims. No pointer or physical address is exposed.
+ * Observation never faults a page in or evicts one.
+ *
+ * What is measured is "in page cache" (mincore on a file mapping looks up
+ * the page cache for pages this process does not map), not "mapped in
+ * this process" (smaps Rss: after MADV_DONTNEED a page is still in the
+ * page cache). Names below say page_cache for that reason.
+ *
+ * The fake-residency rule (pages.h): when this process neither owns nor
+ * may write the model file, mincore reports every page resident; such
+ * pages are reported unknown with the reason, and the whole file's
+ * page-cache figure comes from cachestat(2) where the kernel allows it.
+ *
+ * A sample is a point-in-time observation: residency may change right
+ * after it. It never authorizes release or eviction.
+ */
+#ifndef RAMFORGE_FORGE_PAGES_H
+#define RAMFORGE_FORGE_PAGES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ramforge/forge.h"
+#include "ramforge/inventory.h"
+#include "ramforge/pages.h"
+#include "ramforge/residency.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Most pages forge_sample_tensor_pages inspects per call (16 MiB at 4 KiB pages). */
+#define FORGE_SAMPLE_MAX_PAGES 4096
+
+/*
+ * The page-cache state of file pages [first_page, first_page + n_pages)
+ * (units: the kernel page size, counted from the start of the file) of
+ * the model's mapping mapping_index, written to states[0..n_pages) as
+ * RF_PAGE_RESIDENT / RF_PAGE_NONRESIDENT. Same contract as
+ * rf_page_sampler_fn (use forge_page_sampler as the callback). Allocates
+ * nothing. On any error every page is RF_PAGE_UNKNOWN and the error is
+ * returned (forge_page_error_reason gives the text):
+ *   -ENXIO   the model has no validated file mapping (or mapping_index != 0)
+ *   -EFAULT  the range lies outside the validated mapping, or the VMA there
+ *            is not the model file's r--s mapping at that offset
+ *   -ENOENT  no VMA at the range any more: the mapping disappeared
+ *   -ENOMEM  mincore found part of the range unmapped (same cause, raced)
+ *   -EACCES  mincore is not trustworthy for this file (fake residency)
+ *   -ESTALE  the file at the model's path is not the mapped file (replaced
+ *            or removed), so trustworthiness cannot be checked
+ *   -EBADMSG a malformed /proc/self/maps line
+ *   -EINVAL  NULL m or states
+ */
+int forge_model_sample_pages(struct forge_model *m, int32_t mapping_index, uint64_t first_page,
+                             uint64_t n_pages, uint8_t *states);
+
+/* forge_model_sample_pages as an rf_page_sampler_fn; ud is the struct forge_model *. */
+static inline int forge_page_sampler(void *ud, int32_t mapping_index, uint64_t first_page,
+                                     uint64_t n_pages, uint8_t *states)
+{
+    return forge_model_sample_pages((struct forge_model *)ud, mapping_index, first_page, n_pages,
+                                    states);
+}
+
+/* Static one-line text for an error of the samplers above; never NULL. */
+const char *forge_page_error_reason(int err);
+
+/* One tensor's sample (forge_sample_tensor_pages). */
+struct forge_tensor_sample {
+    uint32_t tensor_index;
+    int32_t mapping_index;      /* -1: no validated mapping range, nothing inspected */
+    uint64_t first_page;        /* the tensor's outward file page range [first, end) */
+    uint64_t end_page;
+    uint64_t inspected_pages;   /* pages written to states: min(range, FORGE_SAMPLE_MAX_PAGES) */
+    uint64_t resident_pages;    /* of those, in the page cache */
+    uint64_t nonresident_pages; /* of those, not in the page cache */
+    uint64_t unknown_pages;     /* of those, unknown (error, fake residency) */
+    bool truncated;             /* the range has more pages than FORGE_SAMPLE_MAX_PAGES:
+                                   only the first were inspected; a partial sample */
+    bool complete;              /* every page of the range inspected with a known state
+                                   (false when truncated, missing or failed) */
+    int error;                  /* 0, or the negative errno that left pages unknown or
+                                   the tensor unmapped (-ENXIO) */
+    const char *reason;         /* static text for error; "" when 0 */
+};
+
+/*
+ * Samples the first pages (at most FORGE_SAMPLE_MAX_PAGES) of tensor
+ * tensor_index's validated file page range into states (page first_page +
+ * i at states[i]) and summarises it in *out. Allocates nothing; usable
+ * before a node's dispatch. A tensor without a validated mapping range
+ * has mapping_index -1 and error -ENXIO (no guessed identity); mapping or
+ * mincore failure leaves the inspected pages unknown with error/reason.
+ * Returns 0 whenever *out was filled, -EINVAL (NULL argument) or -ENOENT
+ * (no such tensor); then *out has mapping_index -1.
+ */
+int forge_sample_tensor_pages(struct forge_model *m, uint32_t tensor_index,
+                              uint8_t states[FORGE_SAMPLE_MAX_PAGES],
+                              struct forge_tensor_sample *out);
+
+/* Where a model's page-cache figures come from, and the whole file's cachestat. */
+struct forge_page_source {
+    bool mincore_trustworthy;   /* mincore reports real page-cache state for the file */
+    const char *mincore_reason; /* static text: why it is or is not */
+    char source[RF_RESIDENCY_SOURCE_MAX]; /* for rf_residency_params.source: "mincore", or
+                                             "unknown: <reason>" */
+    uint64_t page_bytes;        /* kernel page size */
+    uint64_t file_pages;        /* ceil(file size / page_bytes) */
+    int cachestat_error;        /* 0: cachestat holds the whole file's figures; else
+                                   -ENOSYS (kernel < 6.5), -EPERM (refused), ... */
+    struct rfsys_cachestat cachestat; /* page cache of the whole file (pages) */
+    char cachestat_source[RF_RESIDENCY_SOURCE_MAX]; /* "cachestat", or "unknown: <reason>" */
+};
+
+/*
+ * Fills *out for the model's file: opens it by path, checks it is the
+ * mapped file (device+inode), applies rfsys_mincore_trustworthy and asks
+ * cachestat about the whole file. Returns 0 (failures are described in
+ * *out), or -EINVAL for a NULL argument.
+ */
+int forge_model_page_source(struct forge_model *m, struct forge_page_source *out);
+
+/* A GGUF file's tensor table and identity, read without llama.cpp. */
+struct forge_gguf_table {
+    struct rf_tensor_meta *tensors; /* n_tensors, GGUF order; owned. mapping_index 0,
+                                       access RF_ACCESS_UNKNOWN */
+    size_t n_tensors;
+    struct rf_mapping_meta mapping; /* index 0, path, size, device, inode; validated false
+                                       and no fragment: nothing is mapped */
+    uint64_t data_offset_bytes;     /* GGUF data section offset */
+};
+
+/*
+ * Reads PATH's header with gguf (no tensor data, no llama.cpp model load,
+ * so no page of the data section is read or prefetched) into *out (free
+ * with forge_gguf_table_free). Errors: those of forge_gguf_check, -ENOMEM;
+ * err says why.
+ */
+int forge_gguf_read_table(const char *path, struct forge_gguf_table *out, char err[FORGE_ERR_MAX]);
+
+/* Frees the table; leaves it empty. NULL is a no-op. */
+void forge_gguf_table_free(struct forge_gguf_table *t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
