@@ -29,6 +29,8 @@
 #include "ramforge/binding.h"
 #include "ramforge/error.h"
 #include "ramforge/forge.h"
+#include "ramforge/forge_pages.h"
+#include "ramforge/residency.h"
 #include "ramforge/inventory.h"
 #include "ramforge/ledger.h"
 #include "ramforge/lifetime.h"
@@ -51,6 +53,7 @@ struct run_options {
     uint64_t reserve_bytes;
     enum forge_release_mode release_mode;
     bool has_reserve, has_release_mode; /* given on the command line */
+    long long page_budget; /* --residency-page-budget, pages */
     bool human_report;
     const char *json_path;
     bool repack;
@@ -106,6 +109,11 @@ static void usage(FILE *out)
             "                                reclaims the pages); default dontneed\n"
             "      --verify-session          after the release, run the prompt again and\n"
             "                                compare the tokens (pages re-fault from the file)\n"
+            "      --residency-page-budget N at the end of the run, sample at most N pages of\n"
+            "                                the model mapping with mincore (the plan's\n"
+            "                                selection first); pages past the budget are\n"
+            "                                unknown, never nonresident (default 1048576;\n"
+            "                                0: no sampling)\n"
             "      --residency-report        print the human-readable report on stderr\n"
             "      --residency-report-json PATH\n"
             "                                write the JSON operation report (schema_version 1)\n"
@@ -141,6 +149,7 @@ enum {
     OPT_NO_REPACK,
     OPT_MLOCK,
     OPT_HOLD,
+    OPT_PAGE_BUDGET,
 };
 
 static bool parse_size_option(const char *opt, const char *arg, bool allow_zero, uint64_t *out)
@@ -178,6 +187,7 @@ static int parse_options(int argc, char **argv, struct run_options *o)
         {"no-repack", no_argument, NULL, OPT_NO_REPACK},
         {"mlock", no_argument, NULL, OPT_MLOCK},
         {"hold", no_argument, NULL, OPT_HOLD},
+        {"residency-page-budget", required_argument, NULL, OPT_PAGE_BUDGET},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -258,6 +268,11 @@ static int parse_options(int argc, char **argv, struct run_options *o)
             break;
         case OPT_HOLD:
             o->hold = true;
+            break;
+        case OPT_PAGE_BUDGET:
+            if (!cli_parse_int("page budget (--residency-page-budget)", optarg, 0, INT64_MAX,
+                               &o->page_budget))
+                return RF_EXIT_USAGE;
             break;
         case 'v':
             o->verbose = true;
@@ -372,6 +387,8 @@ struct run_state {
     struct forge_generate_result gen, verify_gen;
     struct rf_report rep;
     size_t n_samples;
+    struct rf_residency_snapshot snapshot;
+    struct forge_page_source page_source;
 };
 
 static void add_warning(struct rf_report *r, const char *w)
@@ -684,6 +701,40 @@ static bool admit(struct run_state *s, const struct rf_residency_sample *now, ui
     return s->admission.outcome != RF_ADMIT_REJECTED;
 }
 
+/*
+ * The page-level snapshot at the end of the run: mincore over the model
+ * mapping (or unknown where the kernel's fake-residency rule applies), the
+ * plan's selection first, within the page budget; and the file's
+ * page-cache figure from cachestat.
+ */
+static void take_page_snapshot(struct run_state *s)
+{
+    struct rf_residency_params rp = rf_residency_default_params();
+    uint64_t t0 = rf_now_ns();
+
+    if (forge_model_page_source(s->m, &s->page_source) < 0) {
+        s->rep.page_snapshot_reason = "the model mapping's page source is unavailable";
+        return;
+    }
+    rp.page_budget_pages = (uint64_t)s->o.page_budget;
+    rp.sample = forge_page_sampler;
+    rp.sample_ud = s->m;
+    rp.source = s->page_source.source;
+    if (s->rep.plan) {
+        rp.targeted = s->rep.plan->selected;
+        rp.n_targeted = s->rep.plan->n_selected;
+    }
+    if (rf_residency_snapshot_take(&s->inv, &rp, &s->snapshot) == 0)
+        s->rep.page_snapshot = &s->snapshot;
+    else
+        s->rep.page_snapshot_reason = "the page snapshot failed";
+    s->rep.has_file_cache = s->page_source.cachestat_error == 0;
+    s->rep.file_cached_pages = s->page_source.cachestat.nr_cache;
+    s->rep.file_cache_page_bytes = s->page_source.page_bytes;
+    s->rep.file_cache_source = s->page_source.cachestat_source;
+    rf_timing_add(&s->timing, RF_TIMER_OBSERVATION, rf_now_ns() - t0);
+}
+
 /* forge_generate's hook: the session's context is alive, its buffers allocated. */
 static void sample_end_of_session(void *user_data)
 {
@@ -700,6 +751,7 @@ static void run_state_free(struct run_state *s)
         rf_plan_free(&s->plans[i]);
     free(s->exclude);
     rf_lifetime_free(&s->lt);
+    rf_residency_snapshot_free(&s->snapshot);
     rf_inventory_free(&s->inv);
     forge_model_free(s->m);
 }
@@ -779,6 +831,7 @@ static void fill_report_identity(struct run_state *s)
         r->not_built_reason = "residency policy off: no inventory, ledger or sample was taken";
         r->plan_reason = "residency policy off";
         r->admission_reason = "residency policy off";
+        r->page_snapshot_reason = "residency policy off";
         return;
     }
     r->inventory = &s->inv;
@@ -857,6 +910,7 @@ int cmd_run(int argc, char **argv)
     s->o.n_predict = 32;
     s->o.policy = RF_POLICY_OBSERVE;
     s->o.repack = true;
+    s->o.page_budget = (long long)RF_RESIDENCY_DEFAULT_BUDGET_PAGES;
     rc = parse_options(argc, argv, &s->o);
     if (rc >= 0) {
         free(s);
@@ -872,6 +926,7 @@ int cmd_run(int argc, char **argv)
     rf_timing_init(&s->timing);
     rf_inventory_init(&s->inv);
     rf_ledger_init(&s->ledger);
+    rf_residency_snapshot_init(&s->snapshot);
     for (size_t i = 0; i < RF_REPORT_MAX_APPLICATIONS; i++)
         rf_plan_init(&s->plans[i]);
 
@@ -992,6 +1047,7 @@ int cmd_run(int argc, char **argv)
         }
         rf_measure_fill_ledger(&s->ledger, &s->inv, s->info.access_probed, last, &s->cg, "self");
         fill_native_ledger(s, s->gen.n_ctx);
+        take_page_snapshot(s);
         rf_ledger_reconcile(&s->ledger, true, s->inv.totals.mapped_virtual_bytes, &s->recon);
         s->rep.ledger = &s->ledger;
         s->rep.reconciliation = &s->recon;

@@ -88,6 +88,22 @@ static void print_policy(FILE *f, const struct rf_report *r)
                 r->native.quiescent ? "quiescent" : "not quiescent", r->native.in_flight_contexts,
                 r->native.active_contexts, r->native.execution_generation,
                 r->native_boundary ? r->native_boundary : "");
+    if (r->page_snapshot) {
+        const struct rf_residency_coverage *c = &r->page_snapshot->coverage;
+        const struct rf_residency_population *g = &c->general, *t = &c->targeted;
+        fprintf(f,
+                "pages (%s, budget %" PRIu64 "): selected %" PRIu64 " resident / %" PRIu64
+                " nonresident / %" PRIu64 " unknown of %" PRIu64 " (%u.%02u%% known); other %" PRIu64
+                " / %" PRIu64 " / %" PRIu64 " of %" PRIu64 " (%u.%02u%% known)\n",
+                r->page_snapshot->source, c->page_budget_pages, t->resident_pages,
+                t->nonresident_pages, t->unknown_pages, t->available_pages, t->coverage_bp / 100,
+                t->coverage_bp % 100, g->resident_pages, g->nonresident_pages, g->unknown_pages,
+                g->available_pages, g->coverage_bp / 100, g->coverage_bp % 100);
+    }
+    if (r->has_file_cache)
+        fprintf(f, "page cache (cachestat, whole file): %s\n",
+                cli_format_bytes(r->file_cached_pages * r->file_cache_page_bytes, false, b1,
+                                 sizeof(b1)));
     if (r->lifetime) {
         uint64_t counts[RF_LT_N];
         rf_lifetime_counts(r->lifetime, counts);

@@ -22,6 +22,7 @@
 #include "ramforge/ledger.h"
 #include "ramforge/lifetime.h"
 #include "ramforge/policy.h"
+#include "ramforge/residency.h"
 #include "ramforge/timing.h"
 
 #ifdef __cplusplus
@@ -103,6 +104,14 @@ struct rf_report {
     struct rf_native_lifetime native;
     const char *native_boundary;
     const struct rf_lifetime *lifetime; /* per-resource states, NULL: not tracked */
+
+    /* page-level residency (mincore over the model mapping) at the end of the run */
+    const struct rf_residency_snapshot *page_snapshot; /* NULL: reason below */
+    const char *page_snapshot_reason;
+    bool has_file_cache;            /* cachestat answered for the whole file */
+    uint64_t file_cached_pages;     /* nr_cache of the whole file, pages */
+    uint64_t file_cache_page_bytes; /* page size of those pages */
+    const char *file_cache_source;  /* "cachestat" or "unknown: <reason>" */
 
     /* --verify-session: a second session after release */
     bool verified;

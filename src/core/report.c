@@ -554,10 +554,33 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
         if (r->samples[i].taken)
             json_array_append_new(samples, sample_json(&r->samples[i]));
     json_object_set_new(res, "samples", samples);
-    json_object_set_new(res, "page_snapshot", json_null());
+    json_t *snap = NULL;
+    if (r->page_snapshot && rf_residency_snapshot_to_json(r->page_snapshot, true, &snap) < 0) {
+        json_decref(doc);
+        return -ENOMEM;
+    }
+    if (snap)
+        json_object_set_new(snap, "note",
+                            json_string("resident_pages are pages in the page cache (mincore), "
+                                        "whether or not this process maps them: a page released "
+                                        "with MADV_DONTNEED stays in the page cache; pages mapped "
+                                        "in this process are FileBackedResident (smaps Rss)"));
+    json_object_set_new(res, "page_snapshot", snap ? snap : json_null());
+    json_t *fc = json_object();
+    if (fc) {
+        json_object_set_new(fc, "cached_pages", jbytes(r->has_file_cache, r->file_cached_pages));
+        json_object_set_new(fc, "page_bytes", jbytes(r->has_file_cache, r->file_cache_page_bytes));
+        json_object_set_new(fc, "source", jstr(r->file_cache_source));
+        json_object_set_new(fc, "note",
+                            json_string("pages of the model file in the page cache (cachestat), "
+                                        "whether or not this process maps them; not mapping "
+                                        "RSS"));
+    }
+    json_object_set_new(res, "file_page_cache", fc);
     json_object_set_new(res, "reason",
-                        json_string("page-level mincore snapshots are not implemented in this "
-                                    "version"));
+                        snap ? json_null()
+                             : json_string(r->page_snapshot_reason ? r->page_snapshot_reason
+                                                                   : "no page snapshot was taken"));
     json_object_set_new(doc, "residency", res);
     json_object_set_new(doc, "timing", timing_json(r->timing));
 

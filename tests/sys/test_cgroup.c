@@ -1,7 +1,8 @@
 /*
  * Tests for rfsys_read_cgroup_memory on fixture sysroots under
  * tests/data/sys/cg-*: v2 with and without limits, v1 unlimited and
- * limited, hybrid, namespaces, no controller, hostile text.
+ * limited, hybrid, namespaces, no controller, hostile text, and limits
+ * set on an ancestor cgroup (v1 memory.stat, v2 walk to the mount point).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -245,6 +246,191 @@ static void test_hostile(void **state)
     assert_int_equal(rfsys_read_cgroup_memory(ROOT("cg-hostile"), "self", NULL), -EINVAL);
 }
 
+/*
+ * This machine's case: v1 child whose memory.limit_in_bytes is the
+ * sentinel, under a parent limited to 600 MiB. memory.stat's
+ * hierarchical_memory_limit 629145600 (600 * 1048576) is the limit.
+ */
+static void test_v1_inherited(void **state)
+{
+    struct rfsys_cgroup_memory cg;
+    const char *dir = "/sys/fs/cgroup/memory/process_api/f247a208c3d9588c19d34ff6f0019ba5";
+
+    (void)state;
+    assert_int_equal(rfsys_read_cgroup_memory(ROOT("cg-v1-inherited"), "self", &cg), 0);
+    assert_int_equal(cg.version, RFSYS_CGROUP_V1);
+    assert_string_equal(cg.dir, dir);
+    assert_true(cg.has_current);
+    assert_int_equal(cg.current_bytes, 4485120);
+    assert_true(cg.has_peak);
+    assert_int_equal(cg.peak_bytes, 9437184);
+    assert_true(cg.has_limit);
+    assert_false(cg.limit_unlimited);
+    assert_int_equal(cg.limit_bytes, 629145600);
+    assert_true(cg.limit_inherited);
+    assert_string_equal(cg.limit_source,
+                        "/sys/fs/cgroup/memory/process_api/f247a208c3d9588c19d34ff6f0019ba5"
+                        "/memory.stat hierarchical_memory_limit");
+    assert_false(cg.has_high);
+    assert_string_equal(cg.high_source, "");
+}
+
+/* v1 edge cases of memory.stat in the same tree. */
+static void test_v1_inherited_edges(void **state)
+{
+    struct rfsys_cgroup_memory cg;
+
+    (void)state;
+    /* hierarchical_memory_limit "6291456OO": hostile value. */
+    assert_int_equal(rfsys_read_cgroup_memory(ROOT("cg-v1-inherited"), "300", &cg), -EBADMSG);
+    assert_int_equal(cg.version, RFSYS_CGROUP_NONE);
+    assert_false(cg.has_limit);
+    /* The key without a value. */
+    assert_int_equal(rfsys_read_cgroup_memory(ROOT("cg-v1-inherited"), "301", &cg), -EBADMSG);
+    /* 23 digits: does not fit 64 bits. */
+    assert_int_equal(rfsys_read_cgroup_memory(ROOT("cg-v1-inherited"), "304", &cg), -EBADMSG);
+
+    /* No memory.limit_in_bytes; memory.stat says 9223372036854775807: unlimited, from it. */
+    assert_int_equal(rfsys_read_cgroup_memory(ROOT("cg-v1-inherited"), "302", &cg), 0);
+    assert_int_equal(cg.version, RFSYS_CGROUP_V1);
+    assert_true(cg.has_limit);
+    assert_true(cg.limit_unlimited);
+    assert_int_equal(cg.limit_bytes, 0);
+    assert_true(cg.limit_inherited);
+    assert_string_equal(cg.limit_source, "/sys/fs/cgroup/memory/process_api/statonly/memory.stat "
+                                         "hierarchical_memory_limit");
+
+    /* No memory.stat: the own limit (1 MiB) alone, as before. */
+    assert_int_equal(rfsys_read_cgroup_memory(ROOT("cg-v1-inherited"), "303", &cg), 0);
+    assert_true(cg.has_limit);
+    assert_false(cg.limit_unlimited);
+    assert_int_equal(cg.limit_bytes, 1048576);
+    assert_false(cg.limit_inherited);
+    assert_string_equal(cg.limit_source,
+                        "/sys/fs/cgroup/memory/process_api/nostat/memory.limit_in_bytes");
+    assert_false(cg.has_current);
+}
+
+/*
+ * Own limit 268435456 below hierarchical_memory_limit 536870912 (the
+ * kernel's figure includes the own limit, so this is a limit changed
+ * between the two reads): the lower, own, value wins.
+ */
+static void test_v1_own_lower(void **state)
+{
+    struct rfsys_cgroup_memory cg;
+
+    (void)state;
+    assert_int_equal(rfsys_read_cgroup_memory(ROOT("cg-v1-own-lower"), "self", &cg), 0);
+    assert_int_equal(cg.version, RFSYS_CGROUP_V1);
+    assert_string_equal(cg.dir, "/sys/fs/cgroup/memory/batch/job7");
+    assert_int_equal(cg.current_bytes, 104857600);
+    assert_int_equal(cg.peak_bytes, 134217728);
+    assert_true(cg.has_limit);
+    assert_false(cg.limit_unlimited);
+    assert_int_equal(cg.limit_bytes, 268435456);
+    assert_false(cg.limit_inherited);
+    assert_string_equal(cg.limit_source, "/sys/fs/cgroup/memory/batch/job7/memory.limit_in_bytes");
+}
+
+/*
+ * v2 a/b/c: c and a say "max", b has memory.max 1073741824 and memory.high
+ * 939524096; both come from b. /sys/fs/memory.{max,high} (4096, above the
+ * mount point) must not be read.
+ */
+static void test_v2_nested(void **state)
+{
+    struct rfsys_cgroup_memory cg;
+
+    (void)state;
+    assert_int_equal(rfsys_read_cgroup_memory(ROOT("cg-v2-nested"), "self", &cg), 0);
+    assert_int_equal(cg.version, RFSYS_CGROUP_V2);
+    assert_string_equal(cg.dir, "/sys/fs/cgroup/a/b/c");
+    assert_true(cg.has_current);
+    assert_int_equal(cg.current_bytes, 314572800);
+    assert_string_equal(cg.current_source, "/sys/fs/cgroup/a/b/c/memory.current");
+    assert_true(cg.has_peak);
+    assert_int_equal(cg.peak_bytes, 335544320);
+    assert_true(cg.has_limit);
+    assert_false(cg.limit_unlimited);
+    assert_int_equal(cg.limit_bytes, 1073741824);
+    assert_true(cg.limit_inherited);
+    assert_string_equal(cg.limit_source, "/sys/fs/cgroup/a/b/memory.max");
+    assert_true(cg.has_high);
+    assert_false(cg.high_unlimited);
+    assert_int_equal(cg.high_bytes, 939524096);
+    assert_true(cg.high_inherited);
+    assert_string_equal(cg.high_source, "/sys/fs/cgroup/a/b/memory.high");
+    assert_true(cg.has_events);
+}
+
+/* v2 ancestors that cannot be read, missing own files, and ties. */
+static void test_v2_nested_edges(void **state)
+{
+    struct rfsys_cgroup_memory cg;
+
+    (void)state;
+    /* x/memory.max "12abc" and x/memory.high a directory: no limit there. */
+    assert_int_equal(rfsys_read_cgroup_memory(ROOT("cg-v2-nested"), "310", &cg), 0);
+    assert_string_equal(cg.dir, "/sys/fs/cgroup/x/y");
+    assert_true(cg.has_limit);
+    assert_int_equal(cg.limit_bytes, 2147483648);
+    assert_false(cg.limit_inherited);
+    assert_string_equal(cg.limit_source, "/sys/fs/cgroup/x/y/memory.max");
+    assert_true(cg.has_high);
+    assert_true(cg.high_unlimited);
+    assert_int_equal(cg.high_bytes, 0);
+    assert_false(cg.high_inherited);
+    assert_string_equal(cg.high_source, "/sys/fs/cgroup/x/y/memory.high");
+
+    /* q has neither file: p's memory.max 3221225472 and memory.high "max". */
+    assert_int_equal(rfsys_read_cgroup_memory(ROOT("cg-v2-nested"), "311", &cg), 0);
+    assert_string_equal(cg.dir, "/sys/fs/cgroup/p/q");
+    assert_true(cg.has_limit);
+    assert_false(cg.limit_unlimited);
+    assert_int_equal(cg.limit_bytes, 3221225472);
+    assert_true(cg.limit_inherited);
+    assert_string_equal(cg.limit_source, "/sys/fs/cgroup/p/memory.max");
+    assert_true(cg.has_high);
+    assert_true(cg.high_unlimited);
+    assert_true(cg.high_inherited);
+    assert_string_equal(cg.high_source, "/sys/fs/cgroup/p/memory.high");
+
+    /* t and t/u both 1073741824: the nearer (own) file is the source. */
+    assert_int_equal(rfsys_read_cgroup_memory(ROOT("cg-v2-nested"), "312", &cg), 0);
+    assert_int_equal(cg.limit_bytes, 1073741824);
+    assert_false(cg.limit_inherited);
+    assert_string_equal(cg.limit_source, "/sys/fs/cgroup/t/u/memory.max");
+    assert_false(cg.has_high);
+    assert_string_equal(cg.high_source, "");
+}
+
+/*
+ * v2 kubepods.slice 4294967296 > pod9 2147483648 > ctr 536870912: the
+ * leaf's memory.max binds. memory.high: ctr "max", pod9 1610612736,
+ * kubepods.slice "max": pod9's.
+ */
+static void test_v2_leaf_lower(void **state)
+{
+    struct rfsys_cgroup_memory cg;
+
+    (void)state;
+    assert_int_equal(rfsys_read_cgroup_memory(ROOT("cg-v2-leaf-lower"), "self", &cg), 0);
+    assert_int_equal(cg.version, RFSYS_CGROUP_V2);
+    assert_string_equal(cg.dir, "/sys/fs/cgroup/kubepods.slice/pod9/ctr");
+    assert_int_equal(cg.current_bytes, 104857600);
+    assert_true(cg.has_limit);
+    assert_false(cg.limit_unlimited);
+    assert_int_equal(cg.limit_bytes, 536870912);
+    assert_false(cg.limit_inherited);
+    assert_string_equal(cg.limit_source, "/sys/fs/cgroup/kubepods.slice/pod9/ctr/memory.max");
+    assert_true(cg.has_high);
+    assert_false(cg.high_unlimited);
+    assert_int_equal(cg.high_bytes, 1610612736);
+    assert_true(cg.high_inherited);
+    assert_string_equal(cg.high_source, "/sys/fs/cgroup/kubepods.slice/pod9/memory.high");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -253,6 +439,9 @@ int main(void)
         cmocka_unit_test(test_v1_unlimited),     cmocka_unit_test(test_v1_limit),
         cmocka_unit_test(test_v1_namespace),     cmocka_unit_test(test_hybrid),
         cmocka_unit_test(test_no_controller),    cmocka_unit_test(test_hostile),
+        cmocka_unit_test(test_v1_inherited),     cmocka_unit_test(test_v1_inherited_edges),
+        cmocka_unit_test(test_v1_own_lower),     cmocka_unit_test(test_v2_nested),
+        cmocka_unit_test(test_v2_nested_edges),  cmocka_unit_test(test_v2_leaf_lower),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
