@@ -57,6 +57,15 @@ class Ctx:
                           f"{check_rc}\nstdout: {p.stdout[-2000:]}\nstderr: {p.stderr[-2000:]}")
         return p
 
+    def copy_of(self, path):
+        """A private copy (pageout must not evict the shared test model)."""
+        dst = os.path.join(self.tmp, "copy-" + os.path.basename(path))
+        with open(path, "rb") as fi, open(dst, "wb") as fo:
+            fo.write(fi.read())
+            fo.flush()
+            os.fsync(fo.fileno())  # clean pages: MADV_PAGEOUT skips dirty ones
+        return dst
+
     def model(self, preset="tiny", wtype="q8_0", seed=42):
         key = (preset, wtype, seed)
         if key not in self.models:
@@ -420,11 +429,42 @@ def case_policy_badinput(c):
     check(b["accepted_bytes"] < b["requested_bytes"], "a refused range counted as accepted")
 
 
+def case_run_snapshot(c):
+    model = c.copy_of(c.model("small"))
+    # dontneed: the mapping drops, the page cache keeps the pages (mincore: resident).
+    doc, _ = c.report(model, "--residency-policy", "memory-bound", "--memory-target", "8MiB",
+                      n=8)
+    errors = validate_report.validate(c.schema, c.last_report)
+    check(not errors, f"report does not match the schema: {errors[:3]}")
+    snap = doc["residency"]["page_snapshot"]
+    t = snap["coverage"]["targeted"]
+    check(snap["source"] == "mincore" and t["available_pages"] > 0, f"snapshot {snap['source']}")
+    check(t["resident_pages"] == t["available_pages"],
+          "after MADV_DONTNEED the page cache still holds the released pages")
+    check(sample(doc, "after_release")["mapping_rss_bytes"] <
+          sample(doc, "after_session")["mapping_rss_bytes"], "the mapping RSS dropped")
+    # pageout: the released pages leave the page cache too.
+    doc, _ = c.report(model, "--residency-policy", "memory-bound", "--memory-target", "8MiB",
+                      "--release-mode", "pageout", n=8)
+    t = doc["residency"]["page_snapshot"]["coverage"]["targeted"]
+    check(t["nonresident_pages"] > 0, f"MADV_PAGEOUT left every released page cached: {t}")
+    # A budget of zero: every page unknown, never nonresident.
+    doc, _ = c.report(model, "--residency-page-budget", "0", n=4)
+    cov = doc["residency"]["page_snapshot"]["coverage"]
+    check(cov["general"]["unknown_pages"] == cov["general"]["available_pages"] > 0 and
+          cov["general"]["nonresident_pages"] == 0, f"budget 0: {cov}")
+    expect_error(c, ["run", "-m", model, "--residency-page-budget", "-5"], 2,
+                 "invalid page budget")
+    expect_error(c, ["run", "-m", model, "--residency-page-budget", "lots"], 2,
+                 "invalid page budget")
+
+
 CASES = {
     "report": case_report, "smaps": case_smaps, "parity": case_parity,
     "repack": case_repack, "badinput": case_badinput, "mkmodel": case_mkmodel,
     "memory_bound": case_memory_bound, "conservative": case_conservative,
     "repack_release": case_repack_release, "policy_badinput": case_policy_badinput,
+    "run_snapshot": case_run_snapshot,
 }
 
 
