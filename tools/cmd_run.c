@@ -29,7 +29,9 @@
 #include "ramforge/binding.h"
 #include "ramforge/error.h"
 #include "ramforge/forge.h"
+#include "ramforge/forge_observer.h"
 #include "ramforge/forge_pages.h"
+#include "ramforge/dispatch.h"
 #include "ramforge/residency.h"
 #include "ramforge/inventory.h"
 #include "ramforge/ledger.h"
@@ -54,6 +56,8 @@ struct run_options {
     enum forge_release_mode release_mode;
     bool has_reserve, has_release_mode; /* given on the command line */
     long long page_budget; /* --residency-page-budget, pages */
+    bool observe_dispatch;
+    long long dispatch_events; /* observer capacity, events */
     bool human_report;
     const char *json_path;
     bool repack;
@@ -114,6 +118,13 @@ static void usage(FILE *out)
             "                                selection first); pages past the budget are\n"
             "                                unknown, never nonresident (default 1048576;\n"
             "                                0: no sampling)\n"
+            "      --observe-dispatch        record one event per compute node of the session's\n"
+            "                                graph before its kernel runs (cb_eval ask phase:\n"
+            "                                no data read, no barrier added); attributes the\n"
+            "                                weights it names; gives reuse-aware its access\n"
+            "                                profile. Dispatch-start evidence only\n"
+            "      --dispatch-events N       observer buffer, events (about 0.8 KiB each;\n"
+            "                                default 32768); more are counted as dropped\n"
             "      --residency-report        print the human-readable report on stderr\n"
             "      --residency-report-json PATH\n"
             "                                write the JSON operation report (schema_version 1)\n"
@@ -150,6 +161,8 @@ enum {
     OPT_MLOCK,
     OPT_HOLD,
     OPT_PAGE_BUDGET,
+    OPT_OBSERVE_DISPATCH,
+    OPT_DISPATCH_EVENTS,
 };
 
 static bool parse_size_option(const char *opt, const char *arg, bool allow_zero, uint64_t *out)
@@ -188,6 +201,8 @@ static int parse_options(int argc, char **argv, struct run_options *o)
         {"mlock", no_argument, NULL, OPT_MLOCK},
         {"hold", no_argument, NULL, OPT_HOLD},
         {"residency-page-budget", required_argument, NULL, OPT_PAGE_BUDGET},
+        {"observe-dispatch", no_argument, NULL, OPT_OBSERVE_DISPATCH},
+        {"dispatch-events", required_argument, NULL, OPT_DISPATCH_EVENTS},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -268,6 +283,14 @@ static int parse_options(int argc, char **argv, struct run_options *o)
             break;
         case OPT_HOLD:
             o->hold = true;
+            break;
+        case OPT_OBSERVE_DISPATCH:
+            o->observe_dispatch = true;
+            break;
+        case OPT_DISPATCH_EVENTS:
+            if (!cli_parse_int("event count (--dispatch-events)", optarg, 1, 16777216,
+                               &o->dispatch_events))
+                return RF_EXIT_USAGE;
             break;
         case OPT_PAGE_BUDGET:
             if (!cli_parse_int("page budget (--residency-page-budget)", optarg, 0, INT64_MAX,
@@ -389,6 +412,10 @@ struct run_state {
     size_t n_samples;
     struct rf_residency_snapshot snapshot;
     struct forge_page_source page_source;
+    struct forge_observer *observer;
+    struct rf_dispatch_summary dispatch;
+    uint32_t *profile_order; /* from a complete dispatch trace; NULL: none */
+    size_t n_profile_order;
 };
 
 static void add_warning(struct rf_report *r, const char *w)
@@ -511,6 +538,8 @@ static int plan_and_apply(struct run_state *s, const char *boundary, bool dead_p
     for (size_t i = 0; i < s->lt.n; i++)
         s->exclude[i] = s->lt.states[i] == RF_LT_RECONCILED;
     pp.exclude = s->exclude;
+    pp.profile_order = s->profile_order;
+    pp.n_profile_order = s->n_profile_order;
 
     app->boundary = boundary;
     pp.profile = s->o.policy;
@@ -735,6 +764,58 @@ static void take_page_snapshot(struct run_state *s)
     rf_timing_add(&s->timing, RF_TIMER_OBSERVATION, rf_now_ns() - t0);
 }
 
+/*
+ * Attributes the observer's events to the inventory; a complete trace
+ * becomes the access profile reuse-aware orders by: never-dispatched
+ * weights first, then by latest first use in graph order (the next token
+ * needs those last).
+ */
+static void summarize_dispatch(struct run_state *s)
+{
+    struct forge_observer_stats st;
+    size_t n_events;
+    const struct rf_dispatch_event *ev = forge_observer_events(s->observer, &n_events);
+
+    forge_observer_stats(s->observer, &st);
+    if (s->o.policy == RF_POLICY_OFF) {
+        s->rep.dispatch_reason = "residency policy off: no inventory to attribute events to";
+        return;
+    }
+    if (rf_dispatch_summarize(&s->inv, forge_model_instance_id(s->m), ev, n_events,
+                              st.dropped_events, &s->dispatch) < 0) {
+        s->rep.dispatch_reason = "the dispatch events could not be attributed";
+        return;
+    }
+    s->rep.dispatch = &s->dispatch;
+    if (!s->dispatch.complete) {
+        s->rep.profile_reason = "the dispatch trace is incomplete (events were dropped): no "
+                                "profile; raise --dispatch-events";
+        return;
+    }
+    size_t n = s->dispatch.n_tensors;
+    uint32_t *by_rank = malloc((n ? n : 1) * sizeof(uint32_t)); /* rank -> tensor index */
+    s->profile_order = calloc(n ? n : 1, sizeof(uint32_t));
+    if (!s->profile_order || !by_rank) {
+        free(by_rank);
+        return;
+    }
+    memset(by_rank, 0xff, (n ? n : 1) * sizeof(uint32_t));
+    for (size_t i = 0; i < n; i++) {
+        uint32_t rank = s->dispatch.tensors[i].first_order;
+        if (rank == UINT32_MAX || rank >= n)
+            s->profile_order[s->n_profile_order++] = s->inv.entries[i].key.tensor_index;
+        else
+            by_rank[rank] = s->inv.entries[i].key.tensor_index;
+    }
+    for (size_t rank = n; rank-- > 0;)
+        if (by_rank[rank] != UINT32_MAX)
+            s->profile_order[s->n_profile_order++] = by_rank[rank];
+    free(by_rank);
+    s->rep.profile_order = s->profile_order;
+    s->rep.n_profile_order = s->n_profile_order;
+    s->rep.profile_source = "dispatch trace of this run's session (--observe-dispatch)";
+}
+
 /* forge_generate's hook: the session's context is alive, its buffers allocated. */
 static void sample_end_of_session(void *user_data)
 {
@@ -752,6 +833,9 @@ static void run_state_free(struct run_state *s)
     free(s->exclude);
     rf_lifetime_free(&s->lt);
     rf_residency_snapshot_free(&s->snapshot);
+    rf_dispatch_summary_free(&s->dispatch);
+    forge_observer_free(s->observer);
+    free(s->profile_order);
     rf_inventory_free(&s->inv);
     forge_model_free(s->m);
 }
@@ -911,6 +995,7 @@ int cmd_run(int argc, char **argv)
     s->o.policy = RF_POLICY_OBSERVE;
     s->o.repack = true;
     s->o.page_budget = (long long)RF_RESIDENCY_DEFAULT_BUDGET_PAGES;
+    s->o.dispatch_events = 32768;
     rc = parse_options(argc, argv, &s->o);
     if (rc >= 0) {
         free(s);
@@ -927,6 +1012,7 @@ int cmd_run(int argc, char **argv)
     rf_inventory_init(&s->inv);
     rf_ledger_init(&s->ledger);
     rf_residency_snapshot_init(&s->snapshot);
+    rf_dispatch_summary_init(&s->dispatch);
     for (size_t i = 0; i < RF_REPORT_MAX_APPLICATIONS; i++)
         rf_plan_init(&s->plans[i]);
 
@@ -997,6 +1083,15 @@ int cmd_run(int argc, char **argv)
         .on_session_end = sample_end_of_session,
         .user_data = s,
     };
+    if (o->observe_dispatch) {
+        rc = forge_observer_create((size_t)o->dispatch_events, &s->observer);
+        if (rc < 0) {
+            cli_error("cannot allocate the dispatch observer (%lld events): %s",
+                      o->dispatch_events, rf_strerror(rc));
+            goto out;
+        }
+        gp.observer = s->observer;
+    }
     if (forge_generate(s->m, &gp, &s->gen, err) < 0) {
         cli_error("%s: %s", o->model, err);
         goto out;
@@ -1008,6 +1103,10 @@ int cmd_run(int argc, char **argv)
     rf_timing_set(&s->timing, RF_TIMER_DECODE, s->gen.decode_ns);
     rf_timing_set(&s->timing, RF_TIMER_SYNCHRONIZATION, s->gen.sync_ns);
     set_output(s);
+
+    gp.observer = NULL; /* the verify session runs without the observer */
+    if (s->observer)
+        summarize_dispatch(s);
 
     /* The after_session boundary: the context was dropped. */
     if (observing) {

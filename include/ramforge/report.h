@@ -18,6 +18,7 @@
 
 #include "ramforge/admission.h"
 #include "ramforge/binding.h"
+#include "ramforge/dispatch.h"
 #include "ramforge/inventory.h"
 #include "ramforge/ledger.h"
 #include "ramforge/lifetime.h"
@@ -112,6 +113,15 @@ struct rf_report {
     uint64_t file_cached_pages;     /* nr_cache of the whole file, pages */
     uint64_t file_cache_page_bytes; /* page size of those pages */
     const char *file_cache_source;  /* "cachestat" or "unknown: <reason>" */
+
+    /* --observe-dispatch: the CPU node-dispatch observer's summary */
+    const struct rf_dispatch_summary *dispatch; /* NULL: reason below */
+    const char *dispatch_reason;
+    /* access profile used by reuse-aware (tensor indices, coldest first) */
+    const uint32_t *profile_order;
+    size_t n_profile_order;
+    const char *profile_source;  /* NULL: no profile (profile_reason) */
+    const char *profile_reason;
 
     /* --verify-session: a second session after release */
     bool verified;

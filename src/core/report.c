@@ -512,6 +512,82 @@ static json_t *lifetime_json(const struct rf_report *r)
     return o;
 }
 
+#define RF_REPORT_MAX_ACCESS_NAMES 32
+
+/* Names of the first RF_REPORT_MAX_ACCESS_NAMES tensor indices of order, via the inventory. */
+static json_t *index_names(const struct rf_inventory *inv, const uint32_t *order, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && inv && i < n && json_array_size(a) < RF_REPORT_MAX_ACCESS_NAMES; i++) {
+        const struct rf_inventory_entry *e = NULL;
+        struct rf_resource_key key = {inv->generation, order[i]};
+        if (rf_inventory_lookup(inv, key, &e) == 0)
+            json_array_append_new(a, json_string(e->name));
+    }
+    return a;
+}
+
+static json_t *profile_json(const struct rf_report *r, const char **keys)
+{
+    if (!r->profile_source)
+        return absent_section(r->profile_reason ? r->profile_reason
+                                                : "no access profile was available",
+                              keys);
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "source", json_string(r->profile_source));
+    json_object_set_new(o, "profile_used",
+                        r->plan ? json_boolean(r->plan->profile_used) : json_false());
+    json_object_set_new(o, "complete", json_boolean(r->dispatch && r->dispatch->complete));
+    json_object_set_new(o, "generation",
+                        r->inventory ? jbytes(true, r->inventory->generation) : json_null());
+    json_object_set_new(o, "resources", jbytes(true, r->n_profile_order));
+    json_object_set_new(o, "order", json_string("coldest first: never dispatched, then by "
+                                                "latest first use in graph order"));
+    json_object_set_new(o, "access_names",
+                        index_names(r->inventory, r->profile_order, r->n_profile_order));
+    json_object_set_new(o, "access_names_truncated",
+                        json_boolean(r->n_profile_order > RF_REPORT_MAX_ACCESS_NAMES));
+    return o;
+}
+
+static json_t *dispatch_json(const struct rf_report *r)
+{
+    const struct rf_dispatch_summary *d = r->dispatch;
+    if (!d)
+        return json_pack("{s:n, s:s}", "events", "reason",
+                         r->dispatch_reason ? r->dispatch_reason
+                                            : "the dispatch observer was not enabled");
+    json_t *o = json_object(), *first = NULL;
+    if (!o)
+        return NULL;
+    /* Tensors in graph order of first use (bounded). */
+    uint32_t *order = calloc(d->n_tensors ? d->n_tensors : 1, sizeof(*order));
+    size_t n_named = 0;
+    if (order && r->inventory) {
+        for (size_t i = 0; i < d->n_tensors && i < r->inventory->n; i++)
+            if (d->tensors[i].first_order != UINT32_MAX && d->tensors[i].first_order < d->n_tensors)
+                order[d->tensors[i].first_order] = r->inventory->entries[i].key.tensor_index;
+        n_named = d->tensors_named < d->n_tensors ? d->tensors_named : d->n_tensors;
+        first = index_names(r->inventory, order, n_named);
+    }
+    free(order);
+    json_object_set_new(o, "events", jbytes(true, d->events));
+    json_object_set_new(o, "dropped_events", jbytes(true, d->dropped_events));
+    json_object_set_new(o, "complete", json_boolean(d->complete));
+    json_object_set_new(o, "source_refs", jbytes(true, d->source_refs));
+    json_object_set_new(o, "attributed_refs", jbytes(true, d->attributed_refs));
+    json_object_set_new(o, "unattributed_refs", jbytes(true, d->unattributed_refs));
+    json_object_set_new(o, "weight_refs", jbytes(true, d->weight_refs));
+    json_object_set_new(o, "unattributed_weight_refs", jbytes(true, d->unattributed_weight_refs));
+    json_object_set_new(o, "tensors_named", jbytes(true, d->tensors_named));
+    json_object_set_new(o, "first_use", first ? first : json_array());
+    json_object_set_new(o, "first_use_truncated", json_boolean(n_named > RF_REPORT_MAX_ACCESS_NAMES));
+    json_object_set_new(o, "caveat", json_string(d->caveat));
+    return o;
+}
+
 int rf_report_to_json(const struct rf_report *r, json_t **out)
 {
     static const char *staging_keys[] = {"budget_bytes", "selected_bytes", "accepted_bytes",
@@ -546,8 +622,7 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
     json_object_set_new(doc, "application", application_json(r));
     json_object_set_new(doc, "native", native_json(r));
     json_object_set_new(doc, "lifetime", lifetime_json(r));
-    json_object_set_new(doc, "profile",
-                        absent_section("no access profile was loaded", profile_keys));
+    json_object_set_new(doc, "profile", profile_json(r, profile_keys));
 
     json_t *res = json_object(), *samples = json_array();
     for (int i = 0; res && samples && i < RF_REPORT_MAX_SAMPLES; i++)
@@ -577,6 +652,7 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
                                         "RSS"));
     }
     json_object_set_new(res, "file_page_cache", fc);
+    json_object_set_new(res, "dispatch", dispatch_json(r));
     json_object_set_new(res, "reason",
                         snap ? json_null()
                              : json_string(r->page_snapshot_reason ? r->page_snapshot_reason

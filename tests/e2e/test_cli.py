@@ -459,12 +459,40 @@ def case_run_snapshot(c):
                  "invalid page budget")
 
 
+def case_dispatch(c):
+    model = c.model("small")
+    plain, _ = c.report(model, n=8)
+    check(plain["residency"]["dispatch"]["events"] is None, "observer off: no events")
+    doc, _ = c.report(model, "--observe-dispatch", n=8)
+    errors = validate_report.validate(c.schema, c.last_report)
+    check(not errors, f"report does not match the schema: {errors[:3]}")
+    d = doc["residency"]["dispatch"]
+    check(d["events"] > 0 and d["complete"] and d["dropped_events"] == 0, f"dispatch {d}")
+    check(d["weight_refs"] > 0 and d["unattributed_weight_refs"] == 0, "weights attributed")
+    check(d["first_use"][0] == "token_embd.weight", f"graph order starts {d['first_use'][:2]}")
+    check("dispatch-start evidence only" in d["caveat"], "caveat")
+    check(doc["output"]["token_ids"] == plain["output"]["token_ids"],
+          "tokens differ with the observer")
+    # A buffer too small: dropped events counted, the trace is incomplete, no profile.
+    small, _ = c.report(model, "--observe-dispatch", "--dispatch-events", "10", n=4)
+    ds = small["residency"]["dispatch"]
+    check(ds["events"] == 10 and ds["dropped_events"] > 0 and not ds["complete"], f"{ds}")
+    # reuse-aware orders by the trace when it is complete.
+    ra, _ = c.report(model, "--residency-policy", "reuse-aware", "--memory-target", "12MiB",
+                     "--observe-dispatch", n=4)
+    check(ra["plan"]["profile_used"] is True and ra["profile"]["complete"], "profile used")
+    nra, _ = c.report(model, "--residency-policy", "reuse-aware", "--memory-target", "12MiB",
+                      n=4)
+    check(nra["plan"]["profile_used"] is False, "no profile without the observer")
+    expect_error(c, ["run", "-m", model, "--dispatch-events", "0"], 2, "invalid event count")
+
+
 CASES = {
     "report": case_report, "smaps": case_smaps, "parity": case_parity,
     "repack": case_repack, "badinput": case_badinput, "mkmodel": case_mkmodel,
     "memory_bound": case_memory_bound, "conservative": case_conservative,
     "repack_release": case_repack_release, "policy_badinput": case_policy_badinput,
-    "run_snapshot": case_run_snapshot,
+    "run_snapshot": case_run_snapshot, "dispatch": case_dispatch,
 }
 
 
