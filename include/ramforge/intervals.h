@@ -69,6 +69,12 @@ uint64_t rf_interval_set_pages(const struct rf_interval_set *s);
 /* Number of pages of r already in s. O(log n + k). */
 uint64_t rf_interval_set_overlap_pages(const struct rf_interval_set *s, struct rf_page_range r);
 
+/*
+ * Index of the first range of s whose end_page > page (s->n when there is
+ * none): the range holding page, or the next one after it. O(log n).
+ */
+size_t rf_interval_set_first_end_above(const struct rf_interval_set *s, uint64_t page);
+
 /* True when page is in s. */
 bool rf_interval_set_contains(const struct rf_interval_set *s, uint64_t page);
 

@@ -132,8 +132,7 @@ static size_t first_end_at_least(const struct rf_interval_set *s, uint64_t page)
     return lo;
 }
 
-/* Index of the first range whose end_page > page (so n when there is none). */
-static size_t first_end_above(const struct rf_interval_set *s, uint64_t page)
+size_t rf_interval_set_first_end_above(const struct rf_interval_set *s, uint64_t page)
 {
     size_t lo = 0, hi = s->n;
 
@@ -201,14 +200,14 @@ uint64_t rf_interval_set_overlap_pages(const struct rf_interval_set *s, struct r
 
     if (r.end_page <= r.first_page)
         return 0;
-    for (i = first_end_above(s, r.first_page); i < s->n && s->v[i].first_page < r.end_page; i++)
+    for (i = rf_interval_set_first_end_above(s, r.first_page); i < s->n && s->v[i].first_page < r.end_page; i++)
         pages += rf_page_range_pages(rf_page_range_intersect(s->v[i], r));
     return pages;
 }
 
 bool rf_interval_set_contains(const struct rf_interval_set *s, uint64_t page)
 {
-    size_t i = first_end_above(s, page);
+    size_t i = rf_interval_set_first_end_above(s, page);
 
     return i < s->n && s->v[i].first_page <= page;
 }

@@ -115,20 +115,6 @@ static bool add_u64(uint64_t *acc, uint64_t v)
     return !__builtin_add_overflow(*acc, v, acc);
 }
 
-/* Index of the first range of s whose end_page > page (s->n when none). */
-static size_t set_first_end_above(const struct rf_interval_set *s, uint64_t page)
-{
-    size_t lo = 0, hi = s->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->v[mid].end_page > page)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
-}
-
 /* Index of the first run whose end > page (n_runs when none). */
 static size_t run_first_end_above(const struct mstate *ms, uint64_t page)
 {
@@ -154,7 +140,7 @@ static int choose_pages(struct mstate *ms, struct rf_page_range r, uint64_t *bud
     uint64_t cur = r.first_page;
 
     while (cur < r.end_page) {
-        size_t i = set_first_end_above(&ms->chosen, cur);
+        size_t i = rf_interval_set_first_end_above(&ms->chosen, cur);
         if (i < ms->chosen.n && ms->chosen.v[i].first_page <= cur) {
             cur = ms->chosen.v[i].end_page; /* already chosen: reuse */
             continue;

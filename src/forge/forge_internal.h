@@ -61,4 +61,11 @@ int forge_memory_breakdown(const struct llama_context *ctx, uint64_t *context_by
 int forge_gguf_open(const char *path, struct gguf_context **out, struct stat *st,
                     char err[FORGE_ERR_MAX]);
 
+/*
+ * Fills t[0 .. gguf_get_n_tensors(g)) from a header forge_gguf_open
+ * accepted: index, name, type, absolute file offset (data offset + tensor
+ * offset), payload bytes; mapping 0, access unknown.
+ */
+void forge_tensor_table_fill(const struct gguf_context *g, struct rf_tensor_meta *t);
+
 #endif

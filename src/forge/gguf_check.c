@@ -80,6 +80,24 @@ out:
     return rc;
 }
 
+void forge_tensor_table_fill(const struct gguf_context *g, struct rf_tensor_meta *t)
+{
+    int64_t n = gguf_get_n_tensors(g);
+    uint64_t data_offset = gguf_get_data_offset(g);
+
+    for (int64_t i = 0; i < n; i++) {
+        t[i].index = (uint32_t)i;
+        snprintf(t[i].name, sizeof(t[i].name), "%s", gguf_get_tensor_name(g, i));
+        snprintf(t[i].type_name, sizeof(t[i].type_name), "%s",
+                 ggml_type_name(gguf_get_tensor_type(g, i)));
+        t[i].mapping_index = 0;
+        /* forge_gguf_open proved data_offset + offset + size fits the file. */
+        t[i].file_offset_bytes = data_offset + gguf_get_tensor_offset(g, i);
+        t[i].logical_bytes = gguf_get_tensor_size(g, i);
+        t[i].access = RF_ACCESS_UNKNOWN;
+    }
+}
+
 int forge_gguf_check(const char *path, char err[FORGE_ERR_MAX])
 {
     struct gguf_context *g;

@@ -37,18 +37,7 @@ int forge_gguf_read_table(const char *path, struct forge_gguf_table *out, char e
         gguf_free(g);
         return -ENOMEM;
     }
-    for (int64_t i = 0; i < n; i++) {
-        struct rf_tensor_meta *t = &out->tensors[i];
-        t->index = (uint32_t)i;
-        snprintf(t->name, sizeof(t->name), "%s", gguf_get_tensor_name(g, i));
-        snprintf(t->type_name, sizeof(t->type_name), "%s",
-                 ggml_type_name(gguf_get_tensor_type(g, i)));
-        t->mapping_index = 0;
-        /* forge_gguf_open proved data_offset + offset + size fits the file */
-        t->file_offset_bytes = data_offset + gguf_get_tensor_offset(g, i);
-        t->logical_bytes = gguf_get_tensor_size(g, i);
-        t->access = RF_ACCESS_UNKNOWN;
-    }
+    forge_tensor_table_fill(g, out->tensors);
     out->n_tensors = (size_t)n;
     out->data_offset_bytes = data_offset;
     struct rf_mapping_meta *mm = &out->mapping;

@@ -66,24 +66,14 @@ static int cmp_name_index(const void *a, const void *b)
 static int load_tensor_table(struct forge_model *m, struct gguf_context *g)
 {
     int64_t n = gguf_get_n_tensors(g);
-    uint64_t data_offset = gguf_get_data_offset(g);
 
     m->tensors = calloc(n > 0 ? (size_t)n : 1, sizeof(*m->tensors));
     m->by_name = calloc(n > 0 ? (size_t)n : 1, sizeof(*m->by_name));
     if (!m->tensors || !m->by_name)
         return -ENOMEM;
+    forge_tensor_table_fill(g, m->tensors);
     for (int64_t i = 0; i < n; i++) {
-        struct rf_tensor_meta *t = &m->tensors[i];
-        t->index = (uint32_t)i;
-        snprintf(t->name, sizeof(t->name), "%s", gguf_get_tensor_name(g, i));
-        snprintf(t->type_name, sizeof(t->type_name), "%s",
-                 ggml_type_name(gguf_get_tensor_type(g, i)));
-        t->mapping_index = 0;
-        /* forge_gguf_check proved data_offset + offset + size fits the file. */
-        t->file_offset_bytes = data_offset + gguf_get_tensor_offset(g, i);
-        t->logical_bytes = gguf_get_tensor_size(g, i);
-        t->access = RF_ACCESS_UNKNOWN;
-        m->by_name[i].name = t->name;
+        m->by_name[i].name = m->tensors[i].name;
         m->by_name[i].index = (uint32_t)i;
     }
     m->n_tensors = (size_t)n;
