@@ -7,6 +7,7 @@
 #     make build
 #     bench/observer_bench.sh                       # TinyLlama-shaped Q8_0, 32 tokens, 5 reps
 #     bench/observer_bench.sh -m model.gguf -n 64 -t 2 -r 7
+#     bench/observer_bench.sh -s 4096               # "on" adds pre-dispatch sampling
 #     BUILD=build-x bench/observer_bench.sh         # another build directory
 #
 # The model defaults to build/models/tinyllama-q8_0.gguf and is generated
@@ -16,7 +17,9 @@
 # otherwise, or with RF_BENCH_DRIVER=1, it runs build/bench/observer_bench,
 # which times forge_generate in one process with the model loaded once and
 # then mincore page sampling (forge_model_sample_pages) over the model's
-# mapping in pages/s. Last, util-linux fincore on the same file, timed, with
+# mapping in pages/s. With -s PAGES (CLI only) the "on" side also samples up
+# to PAGES pages of each weight source before dispatch
+# (--dispatch-sample-pages), so the ratio is the cost of both. Last, util-linux fincore on the same file, timed, with
 # its resident page count, to set beside ramforge's.
 set -euo pipefail
 
@@ -26,17 +29,19 @@ N=32
 THREADS=
 REPS=5
 PROMPT="Hello my name is"
+SAMPLE=
 
 usage() {
-    echo "usage: $0 [-m MODEL] [-n N] [-t THREADS] [-r REPS] [-p PROMPT]"
+    echo "usage: $0 [-m MODEL] [-n N] [-t THREADS] [-r REPS] [-p PROMPT] [-s PAGES]"
 }
-while getopts "m:n:t:r:p:h" opt; do
+while getopts "m:n:t:r:p:s:h" opt; do
     case $opt in
     m) MODEL=$OPTARG ;;
     n) N=$OPTARG ;;
     t) THREADS=$OPTARG ;;
     r) REPS=$OPTARG ;;
     p) PROMPT=$OPTARG ;;
+    s) SAMPLE=$OPTARG ;;
     h) usage; exit 0 ;;
     *) usage >&2; exit 2 ;;
     esac
@@ -54,25 +59,29 @@ if [ -z "$MODEL" ]; then
     fi
 fi
 
-if [ "${RF_BENCH_DRIVER:-0}" != 1 ] && "$BUILD/ramforge" run --help 2>&1 | grep -q -- --observe-dispatch; then
+# The whole help first: grep -q exiting early would SIGPIPE ramforge (pipefail).
+run_help=$("$BUILD/ramforge" run --help 2>&1 || true)
+if [ "${RF_BENCH_DRIVER:-0}" != 1 ] && grep -q -- --observe-dispatch <<<"$run_help"; then
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
     targs=()
     [ -n "$THREADS" ] && targs=(-t "$THREADS")
+    on=(--observe-dispatch)
+    [ -n "$SAMPLE" ] && on+=(--dispatch-sample-pages "$SAMPLE")
     run() { # run NAME [extra args]: one generation, report to $tmp/NAME.json
         local name=$1
         shift
         "$BUILD/ramforge" run -m "$MODEL" -p "$PROMPT" -n "$N" "${targs[@]}" "$@" \
             --residency-report-json "$tmp/$name.json" >/dev/null
     }
-    echo "observer_bench: $MODEL, $N tokens, threads ${THREADS:-default}, $REPS repetitions each way, interleaved ABBA (ramforge run)"
+    echo "observer_bench: $MODEL, $N tokens, threads ${THREADS:-default}, $REPS repetitions each way, interleaved ABBA (ramforge run; on: ${on[*]})"
     run warm-off
-    run warm-on --observe-dispatch
+    run warm-on "${on[@]}"
     for i in $(seq 1 "$REPS"); do
         if [ $((i % 2)) -eq 1 ]; then
-            run "off-$i"; run "on-$i" --observe-dispatch
+            run "off-$i"; run "on-$i" "${on[@]}"
         else
-            run "on-$i" --observe-dispatch; run "off-$i"
+            run "on-$i" "${on[@]}"; run "off-$i"
         fi
     done
     /usr/bin/python3 - "$tmp" "$REPS" <<'EOF'
@@ -100,6 +109,10 @@ print("tokens identical off/on:", "yes" if same else "no")
 sys.exit(0 if same else 1)
 EOF
 else
+    if [ -n "$SAMPLE" ]; then
+        echo "observer_bench: -s needs the ramforge run path (not RF_BENCH_DRIVER=1)" >&2
+        exit 2
+    fi
     if [ ! -x "$BUILD/bench/observer_bench" ]; then
         echo "observer_bench: $BUILD/bench/observer_bench: not built (run make build)" >&2
         exit 1

@@ -58,6 +58,7 @@ struct run_options {
     long long page_budget; /* --residency-page-budget, pages */
     bool observe_dispatch;
     long long dispatch_events; /* observer capacity, events */
+    long long dispatch_sample_pages; /* pre-dispatch sampling per weight source; 0: off */
     bool human_report;
     const char *json_path;
     bool repack;
@@ -128,6 +129,9 @@ static void usage(FILE *out)
             "                                profile. Dispatch-start evidence only\n"
             "      --dispatch-events N       observer buffer, events (about 0.8 KiB each;\n"
             "                                default 32768); more are counted as dropped\n"
+            "      --dispatch-sample-pages N with --observe-dispatch, sample with mincore up to\n"
+            "                                N pages (1..4096) of each weight source before\n"
+            "                                dispatch (point-in-time; default 0: off)\n"
             "      --residency-report        print the human-readable report on stderr\n"
             "      --residency-report-json PATH\n"
             "                                write the JSON operation report (schema_version 1)\n"
@@ -166,6 +170,7 @@ enum {
     OPT_PAGE_BUDGET,
     OPT_OBSERVE_DISPATCH,
     OPT_DISPATCH_EVENTS,
+    OPT_DISPATCH_SAMPLE_PAGES,
 };
 
 static bool parse_size_option(const char *opt, const char *arg, bool allow_zero, uint64_t *out)
@@ -206,6 +211,7 @@ static int parse_options(int argc, char **argv, struct run_options *o)
         {"residency-page-budget", required_argument, NULL, OPT_PAGE_BUDGET},
         {"observe-dispatch", no_argument, NULL, OPT_OBSERVE_DISPATCH},
         {"dispatch-events", required_argument, NULL, OPT_DISPATCH_EVENTS},
+        {"dispatch-sample-pages", required_argument, NULL, OPT_DISPATCH_SAMPLE_PAGES},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -293,6 +299,11 @@ static int parse_options(int argc, char **argv, struct run_options *o)
         case OPT_DISPATCH_EVENTS:
             if (!cli_parse_int("event count (--dispatch-events)", optarg, 1, 16777216,
                                &o->dispatch_events))
+                return RF_EXIT_USAGE;
+            break;
+        case OPT_DISPATCH_SAMPLE_PAGES:
+            if (!cli_parse_int("pages per source (--dispatch-sample-pages)", optarg, 0, 4096,
+                               &o->dispatch_sample_pages))
                 return RF_EXIT_USAGE;
             break;
         case OPT_PAGE_BUDGET:
@@ -1091,6 +1102,11 @@ int cmd_run(int argc, char **argv)
         if (rc < 0) {
             cli_error("cannot allocate the dispatch observer (%lld events): %s",
                       o->dispatch_events, rf_strerror(rc));
+            goto out;
+        }
+        rc = forge_observer_set_sampling(s->observer, s->m, (uint32_t)o->dispatch_sample_pages);
+        if (rc < 0) {
+            cli_error("cannot set up pre-dispatch sampling: %s", rf_strerror(rc));
             goto out;
         }
         gp.observer = s->observer;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bench_prepare.h"
 #include "cli.h"
 #include "ramforge/forge.h"
 
@@ -27,6 +28,8 @@ static void usage(FILE *out)
             "  inspect   the model's tensor inventory: page ranges, shared pages,\n"
             "            reclaimable estimates, eligibility (no prompt is run)\n"
             "  mkmodel   generate a llama-architecture test model with llama.cpp's API\n"
+            "  bench     'run' as a process per repetition over policies and verified cache\n"
+            "            conditions (warm, isolated-nonresident): results.tsv, summary.json\n"
             "\n"
             "Options:\n"
             "  -h, --help     show this help\n"
@@ -58,6 +61,8 @@ int main(int argc, char **argv)
         return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(cmd, "mkmodel"))
         return cmd_mkmodel(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench"))
+        return cmd_bench(argc - 1, argv + 1);
     cli_usage_error(NULL, "unknown command '%s'", cmd);
     return RF_EXIT_USAGE;
 }

@@ -27,6 +27,22 @@
  * are counted in dropped_events. An event is dispatch-start evidence only
  * (RF_DISPATCH_CAVEAT).
  *
+ * Optional pre-dispatch sampling (forge_observer_set_sampling): before
+ * recording an event, the observer samples each of its weight sources
+ * (src_weight_mask) with mincore, at most max_pages_per_source pages of
+ * the tensor's validated file page range, into a buffer allocated at
+ * enable time, and stores the counts and a status in the event
+ * (rf_dispatch_sample). A source is sampled only when its untruncated
+ * name is exactly one tensor of the sampling model and its data pointer is
+ * that tensor's bytes in the model's validated file mapping; otherwise
+ * its status is missing (a repacked anonymous copy, another model's
+ * context). A failed check or mincore leaves the pages unknown (failed).
+ * Dropped events are not sampled. A sample is a point-in-time page-cache
+ * observation before dispatch: not a read, not residency during the
+ * kernel, never a reason to release. It costs an open, a read of
+ * /proc/self/maps and a mincore per weight source: a measurable share of
+ * decode time (bench/observer_bench.sh -s N).
+ *
  * Threading: the callback runs on the thread that calls llama_decode. One
  * observer serves one context at a time; read it only while no decode of
  * its bound context is running.
@@ -57,7 +73,7 @@ struct forge_observer_stats {
 
 /*
  * Allocates an observer holding capacity_events events (sizeof(struct
- * rf_dispatch_event) bytes each, about 0.8 KiB) and touches every page of
+ * rf_dispatch_event) bytes each, about 0.85 KiB) and touches every page of
  * the buffer now, so recording faults no page in. Free with
  * forge_observer_free. Errors: -EINVAL (capacity_events 0), -EOVERFLOW
  * (the byte size), -ENOMEM.
@@ -82,6 +98,21 @@ void forge_observer_context_params(struct forge_observer *obs, struct forge_cont
  * from now on; NULL unbinds. Unbind before forge_context_free.
  */
 void forge_observer_bind(struct forge_observer *obs, const struct forge_context *fc);
+
+/*
+ * Turns pre-dispatch sampling of model m's weights on, at most
+ * max_pages_per_source (1..FORGE_SAMPLE_MAX_PAGES) pages per weight
+ * source, or off with 0 (m may then be NULL). Allocates here, never in the
+ * callback: the page-state buffer (max_pages_per_source bytes, touched
+ * now) and an index of m's tensor names. m must outlive the observer or
+ * sampling must be turned off before forge_model_free. Call while no
+ * decode of the bound context runs; events recorded earlier keep their
+ * samples. Errors: -EINVAL (NULL obs, NULL m with a budget, a budget
+ * over FORGE_SAMPLE_MAX_PAGES), -EOVERFLOW (UINT32_MAX tensors or more),
+ * -ENOMEM; after -EINVAL nothing changed, after the others sampling is off.
+ */
+int forge_observer_set_sampling(struct forge_observer *obs, struct forge_model *m,
+                                uint32_t max_pages_per_source);
 
 /* Counts so far. */
 void forge_observer_stats(const struct forge_observer *obs, struct forge_observer_stats *out);

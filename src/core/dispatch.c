@@ -7,7 +7,9 @@
  * whose entries say whether the name is unique; each declared source name
  * is then looked up with bsearch. Only a unique, untruncated, exact name of
  * an event of the bound model instance is attributed; everything else
- * stays unattributed and is counted by reason.
+ * stays unattributed and is counted by reason. The pre-dispatch samples
+ * the observer stored in the events are summed per status in the same
+ * pass.
  */
 #include "ramforge/dispatch.h"
 
@@ -59,11 +61,82 @@ static struct name_slot *index_names(const struct rf_inventory *inv, size_t *n_o
     return slots;
 }
 
+const char *rf_dispatch_sample_status_name(enum rf_dispatch_sample_status st)
+{
+    switch (st) {
+    case RF_DISPATCH_SAMPLE_NONE:
+        return "none";
+    case RF_DISPATCH_SAMPLE_COMPLETE:
+        return "complete";
+    case RF_DISPATCH_SAMPLE_PARTIAL:
+        return "partial";
+    case RF_DISPATCH_SAMPLE_TRUNCATED:
+        return "truncated";
+    case RF_DISPATCH_SAMPLE_MISSING:
+        return "missing";
+    case RF_DISPATCH_SAMPLE_FAILED:
+        return "failed";
+    case RF_DISPATCH_SAMPLE_STATUS_COUNT:
+        break;
+    }
+    return "invalid";
+}
+
 void rf_dispatch_summary_init(struct rf_dispatch_summary *s)
 {
     memset(s, 0, sizeof(*s));
     s->complete = true;
     s->caveat = RF_DISPATCH_CAVEAT;
+    s->sampling.note = RF_DISPATCH_SAMPLING_NOTE;
+}
+
+/* An event's samples are in range: known statuses, counts within the budget. */
+static bool samples_valid(const struct rf_dispatch_event *ev)
+{
+    if (ev->sample_max_pages > RF_DISPATCH_SAMPLE_MAX_PAGES)
+        return false;
+    for (unsigned i = 0; i < RF_DISPATCH_MAX_SRC; i++) {
+        const struct rf_dispatch_sample *x = &ev->samples[i];
+        if (x->status >= RF_DISPATCH_SAMPLE_STATUS_COUNT ||
+            x->inspected_pages > ev->sample_max_pages ||
+            (uint32_t)x->resident_pages + x->unknown_pages > x->inspected_pages)
+            return false;
+    }
+    return true;
+}
+
+/* Counts the sample of weight source i of ev into *sp. */
+static void count_sample(struct rf_dispatch_sampling *sp, const struct rf_dispatch_event *ev,
+                         unsigned i)
+{
+    const struct rf_dispatch_sample *x = &ev->samples[i];
+
+    if (ev->sample_max_pages == 0) {
+        sp->disabled++;
+        return;
+    }
+    sp->samples++;
+    sp->pages_inspected += x->inspected_pages;
+    sp->pages_resident += x->resident_pages;
+    sp->pages_unknown += x->unknown_pages;
+    sp->pages_nonresident += (uint64_t)x->inspected_pages - x->resident_pages - x->unknown_pages;
+    switch ((enum rf_dispatch_sample_status)x->status) {
+    case RF_DISPATCH_SAMPLE_COMPLETE:
+        sp->complete++;
+        break;
+    case RF_DISPATCH_SAMPLE_PARTIAL:
+        sp->partial++;
+        break;
+    case RF_DISPATCH_SAMPLE_TRUNCATED:
+        sp->truncated++;
+        break;
+    case RF_DISPATCH_SAMPLE_FAILED:
+        sp->failed++;
+        break;
+    default: /* MISSING, or no sample recorded for a weight source */
+        sp->missing++;
+        break;
+    }
 }
 
 void rf_dispatch_summary_free(struct rf_dispatch_summary *s)
@@ -131,7 +204,7 @@ int rf_dispatch_summarize(const struct rf_inventory *inv, uint64_t model_instanc
     if (inv->n >= UINT32_MAX)
         return -EOVERFLOW;
     for (size_t e = 0; e < n; e++)
-        if (events[e].n_src > RF_DISPATCH_MAX_SRC)
+        if (events[e].n_src > RF_DISPATCH_MAX_SRC || !samples_valid(&events[e]))
             return -EINVAL;
 
     out->tensors = calloc(inv->n ? inv->n : 1, sizeof(*out->tensors));
@@ -153,6 +226,11 @@ int rf_dispatch_summarize(const struct rf_inventory *inv, uint64_t model_instanc
 
         if (foreign)
             out->foreign_events++;
+        if (ev->sample_max_pages > 0) {
+            out->sampling.enabled = true; /* also for an event without weight sources */
+            if (ev->sample_max_pages > out->sampling.max_pages_per_source)
+                out->sampling.max_pages_per_source = ev->sample_max_pages;
+        }
         for (unsigned i = 0; i < ev->n_src; i++) {
             const char *name = ev->src_names[i];
             bool weight = (ev->src_weight_mask >> i) & 1u;
@@ -161,8 +239,10 @@ int rf_dispatch_summarize(const struct rf_inventory *inv, uint64_t model_instanc
             const struct name_slot *hit = NULL;
 
             out->source_refs++;
-            if (weight)
+            if (weight) {
                 out->weight_refs++;
+                count_sample(&out->sampling, ev, i);
+            }
             if (truncated)
                 out->truncated_refs++;
             else if (!foreign && n_slots > 0)
@@ -184,6 +264,9 @@ int rf_dispatch_summarize(const struct rf_inventory *inv, uint64_t model_instanc
                 t->first_sequence = ev->sequence;
         }
     }
+    const struct rf_dispatch_sampling *sp = &out->sampling;
+    out->sampling.sampling_complete = sp->enabled && sp->samples > 0 && out->complete &&
+                                      sp->complete == sp->samples && sp->disabled == 0;
     rc = assign_first_order(out);
 out:
     free(slots);

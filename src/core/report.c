@@ -585,6 +585,20 @@ static json_t *dispatch_json(const struct rf_report *r)
     json_object_set_new(o, "first_use", first ? first : json_array());
     json_object_set_new(o, "first_use_truncated", json_boolean(n_named > RF_REPORT_MAX_ACCESS_NAMES));
     json_object_set_new(o, "caveat", json_string(d->caveat));
+    const struct rf_dispatch_sampling *sp = &d->sampling;
+    json_object_set_new(
+        o, "pre_dispatch_sampling",
+        json_pack("{s:b, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o, s:o}, s:s}",
+                  "enabled", sp->enabled, "sampling_complete", sp->sampling_complete,
+                  "max_pages_per_source", jbytes(true, sp->max_pages_per_source), "samples",
+                  jbytes(true, sp->samples), "pages_inspected", jbytes(true, sp->pages_inspected),
+                  "pages_resident", jbytes(true, sp->pages_resident), "pages_nonresident",
+                  jbytes(true, sp->pages_nonresident), "pages_unknown",
+                  jbytes(true, sp->pages_unknown), "by_status", "complete",
+                  jbytes(true, sp->complete), "partial", jbytes(true, sp->partial), "truncated",
+                  jbytes(true, sp->truncated), "missing", jbytes(true, sp->missing), "failed",
+                  jbytes(true, sp->failed), "disabled", jbytes(true, sp->disabled), "note",
+                  sp->note ? sp->note : RF_DISPATCH_SAMPLING_NOTE));
     return o;
 }
 

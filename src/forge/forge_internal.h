@@ -14,6 +14,7 @@ struct llama_context;
 struct llama_context_params;
 struct llama_model;
 struct name_index;
+struct rfsys_maps;
 
 struct forge_model {
     uint64_t instance_id;
@@ -52,6 +53,19 @@ extern "C"
 int forge_memory_breakdown(const struct llama_context *ctx, uint64_t *context_bytes,
                            uint64_t *compute_bytes);
 
+
+/*
+ * Validates file pages [r->first_page, r->end_page) (non-empty) of the
+ * model's mapping for an madvise call (release.c; shared with prefetch.c):
+ * the range must lie inside the validated mapping fragment and, in maps (a
+ * fresh read of /proc/self/maps), wholly inside one r--s VMA of the model
+ * file (same device+inode) at the file offset it claims. Returns 0 with its
+ * address in *va; -EOVERFLOW (pages * page_bytes; *len_bytes 0) or -EFAULT
+ * (*va 0). *len_bytes is the range's length whenever it fits in 64 bits.
+ */
+int forge_range_validate(const struct forge_model *m, const struct rfsys_maps *maps,
+                         const struct forge_release_range *r, uint64_t page_bytes, uint64_t *va,
+                         uint64_t *len_bytes);
 
 /*
  * forge_gguf_check, keeping the parsed header: on success *out is a gguf

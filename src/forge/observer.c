@@ -8,6 +8,14 @@
  * callback does a few compares, bounded string copies into the next slot
  * and one buffer-usage query per source; it never allocates, locks, logs or
  * touches a page for the first time (the buffer is pre-touched at create).
+ *
+ * With pre-dispatch sampling on (forge_observer_set_sampling), each weight
+ * source of a recorded event is also looked up by exact name in an index
+ * of the model's tensors built at enable time, checked to read that
+ * tensor's bytes from the model's validated file mapping, and its first
+ * max_pages file pages are sampled with forge_model_sample_pages into a
+ * page-state buffer allocated (and touched) at enable time: an open, a
+ * /proc/self/maps read and a mincore per weight source, no allocation.
  */
 #include "forge_internal.h"
 
@@ -20,8 +28,34 @@
 #include "ggml-backend.h"
 #include "ggml.h"
 
+#include "ramforge/forge_pages.h"
+#include "ramforge/intervals.h"
+#include "ramforge/pages.h"
+
 _Static_assert(RF_DISPATCH_MAX_SRC >= GGML_MAX_SRC, "every declared source fits an event");
 _Static_assert(RF_DISPATCH_MAX_SRC <= 15, "source bits and RF_DISPATCH_TRUNC_NODE share 16 bits");
+_Static_assert(RF_DISPATCH_SAMPLE_MAX_PAGES == FORGE_SAMPLE_MAX_PAGES, "one per-call page limit");
+_Static_assert(FORGE_SAMPLE_MAX_PAGES <= UINT16_MAX, "page counts fit rf_dispatch_sample");
+
+/* One model tensor in the sampling index, sorted by name. */
+struct sample_slot {
+    const char *name;    /* the tensor's name (borrowed from the model) */
+    uint32_t index;      /* GGUF tensor index */
+    bool duplicate;      /* another tensor carries the same name: no identity */
+    uintptr_t addr;      /* where the tensor's bytes lie in the model's file mapping;
+                            0: no validated file range */
+    uint64_t first_page; /* its outward file page range */
+    uint64_t n_pages;
+};
+
+/* Pre-dispatch sampling state, built by forge_observer_set_sampling. */
+struct observer_sampling {
+    struct forge_model *m;     /* borrowed; NULL: sampling off */
+    uint16_t max_pages;        /* per weight source, 1..FORGE_SAMPLE_MAX_PAGES */
+    uint8_t *states;           /* max_pages bytes, pre-touched, owned */
+    struct sample_slot *slots; /* m's tensors by name, owned */
+    size_t n_slots;
+};
 
 struct forge_observer {
     struct rf_dispatch_event *events; /* capacity slots, pre-touched, owned */
@@ -31,6 +65,7 @@ struct forge_observer {
     uint64_t skipped;                 /* nodes asked about that run no kernel */
     uint64_t unbound;                 /* asks while bound to no context */
     const struct forge_context *fc;   /* bound context, borrowed; NULL: none */
+    struct observer_sampling sampling;
 };
 
 /*
@@ -75,6 +110,52 @@ static bool is_weight(const struct ggml_tensor *src)
            ggml_backend_buffer_get_usage(src->buffer) == GGML_BACKEND_BUFFER_USAGE_WEIGHTS;
 }
 
+static int cmp_slot(const void *a, const void *b)
+{
+    return strcmp(((const struct sample_slot *)a)->name, ((const struct sample_slot *)b)->name);
+}
+
+static int cmp_slot_key(const void *key, const void *slot)
+{
+    return strcmp((const char *)key, ((const struct sample_slot *)slot)->name);
+}
+
+/*
+ * Samples weight source src (event name not truncated) into *out: the
+ * first sampling.max_pages pages of its tensor's file page range, when
+ * src is exactly one model tensor read from the model's file mapping.
+ */
+static void sample_source(struct forge_observer *obs, const struct ggml_tensor *src,
+                          bool name_truncated, struct rf_dispatch_sample *out)
+{
+    struct observer_sampling *sp = &obs->sampling;
+    const struct sample_slot *slot = NULL;
+
+    if (!name_truncated && obs->fc->m == sp->m)
+        slot = bsearch(src->name, sp->slots, sp->n_slots, sizeof(*sp->slots), cmp_slot_key);
+    if (!slot || slot->duplicate || slot->addr == 0 || (uintptr_t)src->data != slot->addr) {
+        out->status = RF_DISPATCH_SAMPLE_MISSING;
+        return;
+    }
+    uint64_t n = slot->n_pages < sp->max_pages ? slot->n_pages : sp->max_pages;
+    int rc = forge_model_sample_pages(sp->m, 0, slot->first_page, n, sp->states);
+    out->inspected_pages = (uint16_t)n;
+    for (uint64_t i = 0; i < n; i++) {
+        if (sp->states[i] == RF_PAGE_RESIDENT)
+            out->resident_pages++;
+        else if (sp->states[i] != RF_PAGE_NONRESIDENT)
+            out->unknown_pages++;
+    }
+    if (rc < 0 || out->unknown_pages > 0)
+        out->status = RF_DISPATCH_SAMPLE_FAILED;
+    else if (n == slot->n_pages)
+        out->status = RF_DISPATCH_SAMPLE_COMPLETE;
+    else if (sp->max_pages < FORGE_SAMPLE_MAX_PAGES)
+        out->status = RF_DISPATCH_SAMPLE_PARTIAL;
+    else
+        out->status = RF_DISPATCH_SAMPLE_TRUNCATED;
+}
+
 static bool observer_eval_cb(struct ggml_tensor *t, bool ask, void *user_data)
 {
     struct forge_observer *obs = user_data;
@@ -100,6 +181,8 @@ static bool observer_eval_cb(struct ggml_tensor *t, bool ask, void *user_data)
     ev->sequence = obs->n;
     ev->truncated_mask = 0;
     ev->src_weight_mask = 0;
+    ev->sample_max_pages = obs->sampling.m ? obs->sampling.max_pages : 0;
+    memset(ev->samples, 0, sizeof(ev->samples));
     if (copy_name(ev->node_name, sizeof(ev->node_name), t->name))
         ev->truncated_mask |= RF_DISPATCH_TRUNC_NODE;
     const char *op = ggml_op_desc(t);
@@ -113,8 +196,11 @@ static bool observer_eval_cb(struct ggml_tensor *t, bool ask, void *user_data)
             continue;
         if (copy_name(ev->src_names[n_src], sizeof(ev->src_names[n_src]), src->name))
             ev->truncated_mask |= (uint16_t)(1u << n_src);
-        if (is_weight(src))
+        if (is_weight(src)) {
             ev->src_weight_mask |= (uint16_t)(1u << n_src);
+            if (ev->sample_max_pages > 0)
+                sample_source(obs, src, (ev->truncated_mask >> n_src) & 1u, &ev->samples[n_src]);
+        }
         n_src++;
     }
     ev->n_src = (uint8_t)n_src;
@@ -145,10 +231,76 @@ int forge_observer_create(size_t capacity_events, struct forge_observer **out)
     return 0;
 }
 
+/* Frees the sampling state and turns sampling off. */
+static void sampling_clear(struct observer_sampling *sp)
+{
+    free(sp->states);
+    free(sp->slots);
+    memset(sp, 0, sizeof(*sp));
+}
+
+/* Fills *slot for tensor t of m: its file page range and mapped address, if validated. */
+static void slot_fill(const struct forge_model *m, const struct rf_tensor_meta *t,
+                      struct sample_slot *slot)
+{
+    const struct rf_mapping_meta *mm = &m->mapping;
+    struct rf_page_range r;
+    uint64_t t_end;
+
+    slot->name = t->name;
+    slot->index = t->index;
+    if (t->mapping_index != 0 || !mm->validated || m->map_end <= m->map_start ||
+        __builtin_add_overflow(t->file_offset_bytes, t->logical_bytes, &t_end) ||
+        t->file_offset_bytes < mm->map_offset_bytes ||
+        t_end > mm->map_offset_bytes + mm->map_length_bytes ||
+        rf_page_range_outward(t->file_offset_bytes, t->logical_bytes, rfsys_page_bytes(), &r) < 0)
+        return; /* addr 0: no validated file range */
+    slot->addr = m->map_start + (uintptr_t)(t->file_offset_bytes - mm->map_offset_bytes);
+    slot->first_page = r.first_page;
+    slot->n_pages = rf_page_range_pages(r);
+}
+
+int forge_observer_set_sampling(struct forge_observer *obs, struct forge_model *m,
+                                uint32_t max_pages_per_source)
+{
+    if (!obs || (max_pages_per_source > 0 && !m) || max_pages_per_source > FORGE_SAMPLE_MAX_PAGES)
+        return -EINVAL;
+    sampling_clear(&obs->sampling);
+    if (max_pages_per_source == 0)
+        return 0;
+    if (m->n_tensors >= UINT32_MAX)
+        return -EOVERFLOW;
+
+    struct observer_sampling sp = {.m = m, .max_pages = (uint16_t)max_pages_per_source};
+    sp.states = malloc(max_pages_per_source);
+    sp.slots = calloc(m->n_tensors ? m->n_tensors : 1, sizeof(*sp.slots));
+    if (!sp.states || !sp.slots) {
+        sampling_clear(&sp);
+        return -ENOMEM;
+    }
+    memset(sp.states, RF_PAGE_UNKNOWN, max_pages_per_source); /* touched now, not in the callback */
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        const struct rf_tensor_meta *t = &m->tensors[i];
+        if (strnlen(t->name, RF_NAME_MAX) == RF_NAME_MAX)
+            continue; /* no NUL in the field: no exact name */
+        slot_fill(m, t, &sp.slots[sp.n_slots++]);
+    }
+    qsort(sp.slots, sp.n_slots, sizeof(*sp.slots), cmp_slot);
+    for (size_t i = 1; i < sp.n_slots; i++) {
+        if (strcmp(sp.slots[i - 1].name, sp.slots[i].name) == 0) {
+            sp.slots[i - 1].duplicate = true;
+            sp.slots[i].duplicate = true;
+        }
+    }
+    obs->sampling = sp;
+    return 0;
+}
+
 void forge_observer_free(struct forge_observer *obs)
 {
     if (!obs)
         return;
+    sampling_clear(&obs->sampling);
     free(obs->events);
     free(obs);
 }

@@ -5,7 +5,8 @@
  * the model file (same dev+inode) at the file offset it claims. Only then
  * is it advised away (MADV_DONTNEED or MADV_PAGEOUT). A range that is not
  * validated is never touched: madvise on the anonymous CPU_REPACK copy of a
- * weight corrupts inference.
+ * weight corrupts inference. The validation, forge_range_validate, is
+ * shared with prefetch (prefetch.c).
  */
 #include "forge_internal.h"
 
@@ -39,6 +40,30 @@ static const struct rfsys_mapping *validate_range(const struct forge_model *m,
     return NULL;
 }
 
+int forge_range_validate(const struct forge_model *m, const struct rfsys_maps *maps,
+                         const struct forge_release_range *r, uint64_t page_bytes, uint64_t *va,
+                         uint64_t *len_bytes)
+{
+    uint64_t file_off, len;
+
+    *va = 0;
+    *len_bytes = 0;
+    if (__builtin_mul_overflow(r->first_page, page_bytes, &file_off) ||
+        __builtin_mul_overflow(r->end_page - r->first_page, page_bytes, &len))
+        return -EOVERFLOW;
+    *len_bytes = len;
+    if (r->mapping_index != 0 || !m->mapping.validated || file_off < m->mapping.map_offset_bytes ||
+        len > m->mapping.map_length_bytes ||
+        file_off - m->mapping.map_offset_bytes > m->mapping.map_length_bytes - len)
+        return -EFAULT;
+    *va = (uint64_t)m->map_start + (file_off - m->mapping.map_offset_bytes);
+    if (!validate_range(m, maps, *va, len, file_off)) {
+        *va = 0;
+        return -EFAULT;
+    }
+    return 0;
+}
+
 int forge_model_release(struct forge_model *m, const struct forge_release_range *ranges, size_t n,
                         enum forge_release_mode mode, struct forge_release_result *out,
                         int *range_errors)
@@ -57,28 +82,16 @@ int forge_model_release(struct forge_model *m, const struct forge_release_range 
         goto out;
     for (size_t i = 0; i < n; i++) {
         const struct forge_release_range *r = &ranges[i];
-        uint64_t file_off, len, va;
-        int err = 0;
+        uint64_t len, va;
+        int err;
 
         if (r->end_page <= r->first_page) {
             if (range_errors)
                 range_errors[i] = 0;
             continue;
         }
-        if (__builtin_mul_overflow(r->first_page, page, &file_off) ||
-            __builtin_mul_overflow(r->end_page - r->first_page, page, &len))
-            err = -EOVERFLOW;
-        out->requested_bytes += err ? 0 : len;
-        if (!err && (r->mapping_index != 0 || !m->mapping.validated ||
-                     file_off < m->mapping.map_offset_bytes ||
-                     len > m->mapping.map_length_bytes ||
-                     file_off - m->mapping.map_offset_bytes > m->mapping.map_length_bytes - len))
-            err = -EFAULT;
-        if (!err) {
-            va = (uint64_t)m->map_start + (file_off - m->mapping.map_offset_bytes);
-            if (!validate_range(m, &maps, va, len, file_off))
-                err = -EFAULT;
-        }
+        err = forge_range_validate(m, &maps, r, page, &va, &len);
+        out->requested_bytes += len; /* 0 on -EOVERFLOW */
         if (!err &&
             madvise((void *)(uintptr_t)va, len,
                     mode == FORGE_RELEASE_PAGEOUT ? MADV_PAGEOUT : MADV_DONTNEED) != 0)

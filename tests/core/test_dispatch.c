@@ -1,7 +1,9 @@
 /*
  * Dispatch attribution: unique names are attributed, duplicated, unknown,
  * truncated and foreign ones are not; first-dispatch order follows the
- * sequence; a naive linear-scan model agrees over seeded random captures.
+ * sequence; a naive linear-scan model agrees over seeded random captures;
+ * pre-dispatch samples are summed per status and sampling_complete is true
+ * only when sampling was on and every weight reference was sampled complete.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -170,6 +172,149 @@ static void test_bad_input(void **state)
     rf_dispatch_summary_free(NULL);
 }
 
+/* Sets weight source i of ev to a sample of the given status and counts. */
+static void set_sample(struct rf_dispatch_event *ev, unsigned i, enum rf_dispatch_sample_status st,
+                       uint16_t inspected, uint16_t resident, uint16_t unknown)
+{
+    ev->src_weight_mask |= (uint16_t)(1u << i);
+    ev->samples[i] = (struct rf_dispatch_sample){
+        .status = (uint8_t)st,
+        .inspected_pages = inspected,
+        .resident_pages = resident,
+        .unknown_pages = unknown,
+    };
+}
+
+/* Per-status counts, page sums, and sampling_complete false for anything but complete. */
+static void test_sampling_aggregated(void **state)
+{
+    (void)state;
+    const char *names[] = {"a", "b", "c"};
+    struct rf_inventory inv = inventory(names, 3);
+    struct rf_dispatch_event ev[3] = {
+        event(0, (const char *[]){"a", "x", "b", NULL}),
+        event(1, (const char *[]){"c", "a", "b", NULL}),
+        event(2, (const char *[]){"c", NULL}),
+    };
+    struct rf_dispatch_summary s;
+
+    for (int e = 0; e < 3; e++)
+        ev[e].sample_max_pages = 8;
+    set_sample(&ev[0], 0, RF_DISPATCH_SAMPLE_COMPLETE, 3, 3, 0);
+    ev[0].samples[1].status = RF_DISPATCH_SAMPLE_COMPLETE; /* not a weight: ignored */
+    ev[0].samples[1].inspected_pages = 5;
+    set_sample(&ev[0], 2, RF_DISPATCH_SAMPLE_PARTIAL, 8, 6, 0);
+    set_sample(&ev[1], 0, RF_DISPATCH_SAMPLE_MISSING, 0, 0, 0);
+    set_sample(&ev[1], 1, RF_DISPATCH_SAMPLE_FAILED, 2, 0, 2);
+    set_sample(&ev[1], 2, RF_DISPATCH_SAMPLE_NONE, 0, 0, 0); /* no sample: missing */
+    set_sample(&ev[2], 0, RF_DISPATCH_SAMPLE_TRUNCATED, 8, 7, 0);
+    assert_int_equal(rf_dispatch_summarize(&inv, INSTANCE, ev, 3, 0, &s), 0);
+    const struct rf_dispatch_sampling *sp = &s.sampling;
+    assert_true(sp->enabled);
+    assert_false(sp->sampling_complete);
+    assert_int_equal(sp->max_pages_per_source, 8);
+    assert_int_equal(s.weight_refs, 6);
+    assert_int_equal(sp->samples, 6);
+    assert_int_equal(sp->complete, 1);
+    assert_int_equal(sp->partial, 1);
+    assert_int_equal(sp->truncated, 1);
+    assert_int_equal(sp->missing, 2);
+    assert_int_equal(sp->failed, 1);
+    assert_int_equal(sp->disabled, 0);
+    assert_int_equal(sp->pages_inspected, 3 + 8 + 2 + 8);
+    assert_int_equal(sp->pages_resident, 3 + 6 + 7);
+    assert_int_equal(sp->pages_unknown, 2);
+    assert_int_equal(sp->pages_nonresident, 2 + 1);
+    assert_string_equal(sp->note, RF_DISPATCH_SAMPLING_NOTE);
+    rf_dispatch_summary_free(&s);
+
+    /* Every weight reference complete: sampling_complete ... */
+    struct rf_dispatch_event ok[2] = {
+        event(0, (const char *[]){"a", "x", NULL}),
+        event(1, (const char *[]){"b", "c", NULL}),
+    };
+    for (int e = 0; e < 2; e++)
+        ok[e].sample_max_pages = 4096;
+    set_sample(&ok[0], 0, RF_DISPATCH_SAMPLE_COMPLETE, 4096, 4000, 0);
+    set_sample(&ok[1], 0, RF_DISPATCH_SAMPLE_COMPLETE, 1, 1, 0);
+    set_sample(&ok[1], 1, RF_DISPATCH_SAMPLE_COMPLETE, 0, 0, 0);
+    assert_int_equal(rf_dispatch_summarize(&inv, INSTANCE, ok, 2, 0, &s), 0);
+    assert_true(s.sampling.sampling_complete);
+    assert_int_equal(s.sampling.samples, 3);
+    assert_int_equal(s.sampling.pages_nonresident, 96);
+    rf_dispatch_summary_free(&s);
+    /* ... but not when events were dropped (their sources went unsampled) ... */
+    assert_int_equal(rf_dispatch_summarize(&inv, INSTANCE, ok, 2, 1, &s), 0);
+    assert_false(s.sampling.sampling_complete);
+    rf_dispatch_summary_free(&s);
+    /* ... nor when one event was recorded with sampling off. */
+    ok[1].sample_max_pages = 0;
+    memset(ok[1].samples, 0, sizeof(ok[1].samples));
+    assert_int_equal(rf_dispatch_summarize(&inv, INSTANCE, ok, 2, 0, &s), 0);
+    assert_true(s.sampling.enabled);
+    assert_false(s.sampling.sampling_complete);
+    assert_int_equal(s.sampling.samples, 1);
+    assert_int_equal(s.sampling.disabled, 2);
+    rf_dispatch_summary_free(&s);
+}
+
+/* Sampling off: every weight reference disabled, nothing sampled, not complete. */
+static void test_sampling_disabled(void **state)
+{
+    (void)state;
+    const char *names[] = {"a", "b"};
+    struct rf_inventory inv = inventory(names, 2);
+    struct rf_dispatch_event ev[2] = {
+        event(0, (const char *[]){"a", "x", NULL}),
+        event(1, (const char *[]){"b", NULL}),
+    };
+    struct rf_dispatch_summary s;
+
+    ev[0].src_weight_mask = 1;
+    ev[1].src_weight_mask = 1;
+    assert_int_equal(rf_dispatch_summarize(&inv, INSTANCE, ev, 2, 0, &s), 0);
+    assert_false(s.sampling.enabled);
+    assert_false(s.sampling.sampling_complete);
+    assert_int_equal(s.sampling.max_pages_per_source, 0);
+    assert_int_equal(s.sampling.samples, 0);
+    assert_int_equal(s.sampling.disabled, 2);
+    assert_int_equal(s.sampling.pages_inspected, 0);
+    rf_dispatch_summary_free(&s);
+    /* No events at all: nothing was sampled either. */
+    assert_int_equal(rf_dispatch_summarize(&inv, INSTANCE, NULL, 0, 0, &s), 0);
+    assert_false(s.sampling.enabled);
+    assert_false(s.sampling.sampling_complete);
+    rf_dispatch_summary_free(&s);
+    assert_string_equal(rf_dispatch_sample_status_name(RF_DISPATCH_SAMPLE_PARTIAL), "partial");
+    assert_string_equal(rf_dispatch_sample_status_name(RF_DISPATCH_SAMPLE_STATUS_COUNT), "invalid");
+}
+
+/* Samples that cannot be: out-of-range status, counts over the budget or the inspected pages. */
+static void test_sampling_bad_input(void **state)
+{
+    (void)state;
+    const char *names[] = {"a"};
+    struct rf_inventory inv = inventory(names, 1);
+    struct rf_dispatch_summary s;
+    struct rf_dispatch_event ev = event(0, (const char *[]){"a", NULL});
+
+    ev.sample_max_pages = 4;
+    set_sample(&ev, 0, RF_DISPATCH_SAMPLE_STATUS_COUNT, 0, 0, 0);
+    assert_int_equal(rf_dispatch_summarize(&inv, INSTANCE, &ev, 1, 0, &s), -EINVAL);
+    assert_null(s.tensors);
+    set_sample(&ev, 0, RF_DISPATCH_SAMPLE_COMPLETE, 5, 0, 0); /* over the budget */
+    assert_int_equal(rf_dispatch_summarize(&inv, INSTANCE, &ev, 1, 0, &s), -EINVAL);
+    set_sample(&ev, 0, RF_DISPATCH_SAMPLE_FAILED, 3, 2, 2); /* resident + unknown > inspected */
+    assert_int_equal(rf_dispatch_summarize(&inv, INSTANCE, &ev, 1, 0, &s), -EINVAL);
+    set_sample(&ev, 0, RF_DISPATCH_SAMPLE_COMPLETE, 4, 4, 0);
+    ev.sample_max_pages = RF_DISPATCH_SAMPLE_MAX_PAGES + 1;
+    assert_int_equal(rf_dispatch_summarize(&inv, INSTANCE, &ev, 1, 0, &s), -EINVAL);
+    ev.sample_max_pages = 4;
+    assert_int_equal(rf_dispatch_summarize(&inv, INSTANCE, &ev, 1, 0, &s), 0);
+    assert_true(s.sampling.sampling_complete);
+    rf_dispatch_summary_free(&s);
+}
+
 static uint64_t rng_state;
 
 static uint64_t rng(void)
@@ -255,6 +400,9 @@ int main(void)
         cmocka_unit_test(test_unknown_truncated_foreign_unattributed),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_random_against_naive),
+        cmocka_unit_test(test_sampling_aggregated),
+        cmocka_unit_test(test_sampling_disabled),
+        cmocka_unit_test(test_sampling_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,6 +5,11 @@
  * with and without the observer; without it no cb_eval is installed; a
  * small buffer counts dropped_events; sequences strictly increase; core
  * attributes every weight source of this model (whose names are unique).
+ * Pre-dispatch sampling: every weight source of every event is sampled and
+ * resident after load (llama.cpp prefetches the mapping), sampling_complete;
+ * one page per source leaves multi-page tensors partial; off, no sample and
+ * sampling_complete false; tokens identical with it on; a model file no
+ * longer at its path gives failed samples with unknown pages.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -23,6 +28,7 @@
 #include "ramforge/dispatch.h"
 #include "ramforge/forge.h"
 #include "ramforge/forge_observer.h"
+#include "ramforge/forge_pages.h"
 #include "ramforge/inventory.h"
 
 #define N_PREDICT 8
@@ -363,6 +369,231 @@ static void test_weights_attributed(void **state)
     forge_observer_free(obs);
 }
 
+/* Summarizes obs's events against the model's inventory into *s. */
+static void summarize(struct forge_observer *obs, struct rf_dispatch_summary *s)
+{
+    size_t nt, nm, n;
+    struct rf_inventory inv;
+    struct forge_observer_stats st;
+    const struct rf_tensor_meta *t = forge_model_tensors(model, &nt);
+    const struct rf_mapping_meta *mm = forge_model_mappings(model, &nm);
+
+    rf_inventory_init(&inv);
+    assert_int_equal(rf_inventory_build(t, nt, mm, nm, (uint64_t)sysconf(_SC_PAGESIZE), 1, &inv),
+                     0);
+    forge_observer_stats(obs, &st);
+    const struct rf_dispatch_event *ev = forge_observer_events(obs, &n);
+    assert_int_equal(
+        rf_dispatch_summarize(&inv, forge_model_instance_id(model), ev, n, st.dropped_events, s),
+        0);
+    rf_inventory_free(&inv);
+}
+
+/* Pages of the file page range of the model tensor named name (computed here, outward). */
+static uint64_t tensor_pages(const char *name)
+{
+    size_t nt;
+    const struct rf_tensor_meta *t = forge_model_tensors(model, &nt);
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+
+    for (size_t i = 0; i < nt; i++) {
+        if (strcmp(t[i].name, name) != 0)
+            continue;
+        uint64_t first = t[i].file_offset_bytes / page;
+        uint64_t end = (t[i].file_offset_bytes + t[i].logical_bytes + page - 1) / page;
+        return end - first;
+    }
+    fail_msg("no tensor %s", name);
+    return 0;
+}
+
+/* Sampling on: every weight source of every event sampled, complete, resident after load. */
+static void test_sampling_every_weight_source(void **state)
+{
+    (void)state;
+    int32_t tokens[N_PREDICT];
+    size_t n, n_ev;
+    struct forge_observer *obs;
+    struct rf_dispatch_summary s;
+    uint64_t weight_srcs = 0, pages = 0;
+
+    assert_int_equal(forge_observer_create(CAPACITY, &obs), 0);
+    assert_int_equal(forge_observer_set_sampling(obs, model, FORGE_SAMPLE_MAX_PAGES), 0);
+    assert_int_equal(generate(obs, tokens, &n), 0);
+    const struct rf_dispatch_event *ev = forge_observer_events(obs, &n_ev);
+    assert_true(n_ev > 0);
+    for (size_t e = 0; e < n_ev; e++) {
+        assert_int_equal(ev[e].sample_max_pages, FORGE_SAMPLE_MAX_PAGES);
+        for (unsigned i = 0; i < ev[e].n_src; i++) {
+            const struct rf_dispatch_sample *x = &ev[e].samples[i];
+            if (!((ev[e].src_weight_mask >> i) & 1u)) {
+                assert_int_equal(x->status, RF_DISPATCH_SAMPLE_NONE);
+                continue;
+            }
+            if (x->status != RF_DISPATCH_SAMPLE_COMPLETE)
+                fail_msg("event %zu source %s: %s", e, ev[e].src_names[i],
+                         rf_dispatch_sample_status_name(x->status));
+            assert_int_equal(x->inspected_pages, tensor_pages(ev[e].src_names[i]));
+            assert_int_equal(x->resident_pages, x->inspected_pages);
+            assert_int_equal(x->unknown_pages, 0);
+            weight_srcs++;
+            pages += x->inspected_pages;
+        }
+    }
+    summarize(obs, &s);
+    printf("events %zu, weight sources sampled %llu, pages %llu\n", n_ev,
+           (unsigned long long)weight_srcs, (unsigned long long)pages);
+    assert_true(weight_srcs > 0);
+    assert_true(s.sampling.enabled);
+    assert_true(s.sampling.sampling_complete);
+    assert_int_equal(s.sampling.samples, s.weight_refs);
+    assert_int_equal(s.sampling.complete, weight_srcs);
+    assert_int_equal(s.sampling.pages_inspected, pages);
+    assert_int_equal(s.sampling.pages_resident, pages);
+    assert_int_equal(s.sampling.max_pages_per_source, FORGE_SAMPLE_MAX_PAGES);
+    rf_dispatch_summary_free(&s);
+    forge_observer_free(obs);
+}
+
+/* One page per source: tensors of more than one page are partial; sampling_complete false. */
+static void test_sampling_budget_partial(void **state)
+{
+    (void)state;
+    int32_t tokens[N_PREDICT];
+    size_t n, n_ev;
+    struct forge_observer *obs;
+    struct rf_dispatch_summary s;
+    uint64_t partial = 0, complete = 0;
+
+    assert_int_equal(forge_observer_create(CAPACITY, &obs), 0);
+    assert_int_equal(forge_observer_set_sampling(obs, model, 1), 0);
+    assert_int_equal(generate(obs, tokens, &n), 0);
+    const struct rf_dispatch_event *ev = forge_observer_events(obs, &n_ev);
+    for (size_t e = 0; e < n_ev; e++) {
+        for (unsigned i = 0; i < ev[e].n_src; i++) {
+            if (!((ev[e].src_weight_mask >> i) & 1u))
+                continue;
+            const struct rf_dispatch_sample *x = &ev[e].samples[i];
+            bool large = tensor_pages(ev[e].src_names[i]) > 1;
+            assert_int_equal(x->status,
+                             large ? RF_DISPATCH_SAMPLE_PARTIAL : RF_DISPATCH_SAMPLE_COMPLETE);
+            assert_int_equal(x->inspected_pages, 1);
+            assert_int_equal(x->resident_pages, 1);
+            if (large)
+                partial++;
+            else
+                complete++;
+        }
+    }
+    summarize(obs, &s);
+    printf("one page per source: partial %llu, complete %llu\n", (unsigned long long)partial,
+           (unsigned long long)complete);
+    assert_true(partial > 0); /* token_embd.weight alone spans hundreds of pages */
+    assert_true(s.sampling.enabled);
+    assert_false(s.sampling.sampling_complete);
+    assert_int_equal(s.sampling.partial, partial);
+    assert_int_equal(s.sampling.complete, complete);
+    assert_int_equal(s.sampling.max_pages_per_source, 1);
+    rf_dispatch_summary_free(&s);
+    forge_observer_free(obs);
+}
+
+/* Off (the default, or turned off again): no sample in any event, sampling_complete false. */
+static void test_sampling_disabled(void **state)
+{
+    (void)state;
+    int32_t tokens[N_PREDICT];
+    size_t n, n_ev;
+    struct forge_observer *obs;
+    struct rf_dispatch_summary s;
+    static const struct rf_dispatch_sample none;
+
+    assert_int_equal(forge_observer_create(CAPACITY, &obs), 0);
+    assert_int_equal(forge_observer_set_sampling(obs, model, 16), 0);
+    assert_int_equal(forge_observer_set_sampling(obs, NULL, 0), 0); /* off again */
+    assert_int_equal(generate(obs, tokens, &n), 0);
+    const struct rf_dispatch_event *ev = forge_observer_events(obs, &n_ev);
+    for (size_t e = 0; e < n_ev; e++) {
+        assert_int_equal(ev[e].sample_max_pages, 0);
+        for (unsigned i = 0; i < RF_DISPATCH_MAX_SRC; i++)
+            assert_memory_equal(&ev[e].samples[i], &none, sizeof(none));
+    }
+    summarize(obs, &s);
+    assert_true(s.weight_refs > 0);
+    assert_false(s.sampling.enabled);
+    assert_false(s.sampling.sampling_complete);
+    assert_int_equal(s.sampling.samples, 0);
+    assert_int_equal(s.sampling.pages_inspected, 0);
+    assert_int_equal(s.sampling.disabled, s.weight_refs);
+    rf_dispatch_summary_free(&s);
+
+    /* Bad arguments change nothing. */
+    assert_int_equal(forge_observer_set_sampling(obs, model, FORGE_SAMPLE_MAX_PAGES + 1), -EINVAL);
+    assert_int_equal(forge_observer_set_sampling(obs, NULL, 1), -EINVAL);
+    assert_int_equal(forge_observer_set_sampling(NULL, model, 1), -EINVAL);
+    forge_observer_free(obs);
+}
+
+/* Greedy tokens are the same with sampling on as with no observer. */
+static void test_sampling_tokens_identical(void **state)
+{
+    (void)state;
+    int32_t off[N_PREDICT], on[N_PREDICT];
+    size_t n_off = 0, n_on = 0;
+    struct forge_observer *obs;
+
+    assert_int_equal(forge_observer_create(CAPACITY, &obs), 0);
+    assert_int_equal(forge_observer_set_sampling(obs, model, FORGE_SAMPLE_MAX_PAGES), 0);
+    assert_int_equal(generate(NULL, off, &n_off), 0);
+    assert_int_equal(generate(obs, on, &n_on), 0);
+    assert_true(n_off > 0);
+    assert_int_equal(n_on, n_off);
+    assert_memory_equal(on, off, n_off * sizeof(int32_t));
+    forge_observer_free(obs);
+}
+
+/*
+ * The model file moved away from its path: the mapping can no longer be
+ * checked against it, so every sample fails with its pages unknown (never
+ * guessed resident); sampling_complete false.
+ */
+static void test_sampling_failed_unknown(void **state)
+{
+    (void)state;
+    int32_t tokens[N_PREDICT];
+    size_t n, n_ev;
+    struct forge_observer *obs;
+    struct rf_dispatch_summary s;
+    char moved[sizeof(model_path) + 8];
+
+    snprintf(moved, sizeof(moved), "%s.moved", model_path);
+    assert_int_equal(forge_observer_create(CAPACITY, &obs), 0);
+    assert_int_equal(forge_observer_set_sampling(obs, model, 8), 0);
+    assert_int_equal(rename(model_path, moved), 0);
+    int rc = generate(obs, tokens, &n);
+    assert_int_equal(rename(moved, model_path), 0);
+    assert_int_equal(rc, 0);
+    const struct rf_dispatch_event *ev = forge_observer_events(obs, &n_ev);
+    for (size_t e = 0; e < n_ev; e++) {
+        for (unsigned i = 0; i < ev[e].n_src; i++) {
+            if (!((ev[e].src_weight_mask >> i) & 1u))
+                continue;
+            assert_int_equal(ev[e].samples[i].status, RF_DISPATCH_SAMPLE_FAILED);
+            assert_true(ev[e].samples[i].inspected_pages > 0);
+            assert_int_equal(ev[e].samples[i].unknown_pages, ev[e].samples[i].inspected_pages);
+            assert_int_equal(ev[e].samples[i].resident_pages, 0);
+        }
+    }
+    summarize(obs, &s);
+    assert_true(s.sampling.enabled);
+    assert_false(s.sampling.sampling_complete);
+    assert_int_equal(s.sampling.failed, s.weight_refs);
+    assert_int_equal(s.sampling.pages_unknown, s.sampling.pages_inspected);
+    assert_int_equal(s.sampling.pages_resident, 0);
+    rf_dispatch_summary_free(&s);
+    forge_observer_free(obs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -372,6 +603,11 @@ int main(void)
         cmocka_unit_test(test_dropped_events_counted),
         cmocka_unit_test(test_sequence_strictly_increasing),
         cmocka_unit_test(test_weights_attributed),
+        cmocka_unit_test(test_sampling_every_weight_source),
+        cmocka_unit_test(test_sampling_budget_partial),
+        cmocka_unit_test(test_sampling_disabled),
+        cmocka_unit_test(test_sampling_tokens_identical),
+        cmocka_unit_test(test_sampling_failed_unknown),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,384 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `ramforge bench` on a generated `small` model.
+
+Usage: test_bench.py --ramforge BIN [--schema FILE] CASE
+
+Each CASE is one ctest test. Expected values are recomputed here from
+sources other than the code under test: the medians and ratios from
+results.tsv, the label counts from the rows, the source model's bytes
+(sha256) and page-cache state (util-linux fincore). Exit 0 pass, 1 fail,
+77 skip.
+"""
+import argparse
+import csv
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "schema"))
+import validate_report  # noqa: E402
+
+SKIP = 77
+COLUMNS = [
+    "condition", "label", "policy", "residency_policy", "repetition", "run_status",
+    "load_ns", "staging_ns", "ttft_ns", "decode_tokens_per_s", "end_to_end_ns", "process_ns",
+    "peak_rss_bytes", "rusage_maxrss_bytes", "mapping_rss_bytes", "cgroup_current_bytes",
+    "cgroup_peak_bytes", "token_fingerprint", "prep_method", "prep_resident_pages",
+    "prep_nonresident_pages", "prep_unknown_pages", "report",
+]
+METRICS = COLUMNS[6:17]
+LABELS = ["controlled", "warm", "partial", "unknown", "failed"]
+OWN_LABEL = {"warm": "warm", "isolated-nonresident": "controlled"}
+LEDGER_METRICS = ["peak_rss_bytes", "mapping_rss_bytes", "cgroup_current_bytes",
+                  "cgroup_peak_bytes"]
+
+
+class Failure(Exception):
+    pass
+
+
+class Skip(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failure(msg)
+
+
+class Ctx:
+    def __init__(self, args, tmp):
+        self.rf = args.ramforge
+        self.schema = args.schema
+        self.tmp = tmp
+        self._model = None
+
+    def run(self, *argv, check_rc=0):
+        p = subprocess.run([self.rf, *argv], capture_output=True, text=True, timeout=600)
+        check("Traceback" not in p.stderr and p.returncode >= 0 and p.returncode < 128,
+              f"ramforge {' '.join(argv)} crashed: {p.returncode}\n{p.stderr[-2000:]}")
+        if check_rc is not None and p.returncode != check_rc:
+            raise Failure(f"ramforge {' '.join(argv)} exited {p.returncode}, expected "
+                          f"{check_rc}\nstdout: {p.stdout[-2000:]}\nstderr: {p.stderr[-2000:]}")
+        return p
+
+    def model(self):
+        if self._model is None:
+            path = os.path.join(self.tmp, "small-q8_0.gguf")
+            self.run("mkmodel", "-P", "small", "-T", "q8_0", "--seed", "42", "-q", "-o", path)
+            self._model = path
+        return self._model
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def drop_cache(c, path, attempts=5):
+    """Drops the test's own file from the page cache (it owns it: no privilege).
+
+    A drop right after the file was written may leave pages the kernel was
+    still handling; a few attempts take them. Returns the resident pages left.
+    """
+    for _ in range(attempts):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+        left = resident_pages(c, path)
+        if left == 0:
+            break
+    return left
+
+
+def resident_pages(c, path):
+    """Pages of path in the page cache, from util-linux fincore (mincore; reads nothing).
+
+    Not `inspect --page-cache`: it reads the GGUF header, which brings those pages in.
+    """
+    try:
+        p = subprocess.run(["fincore", "--raw", "--noheadings", "--output", "PAGES", path],
+                           capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        raise Skip("util-linux fincore is not installed")
+    check(p.returncode == 0, f"fincore {path}: {p.stderr}")
+    return int(p.stdout.strip())
+
+
+def read_tsv(path):
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f, delimiter="\t"))
+    check(rows and rows[0] == COLUMNS, f"results.tsv columns {rows[0] if rows else None}")
+    for r in rows[1:]:
+        check(len(r) == len(COLUMNS), f"row with {len(r)} cells: {r}")
+    return [dict(zip(COLUMNS, r)) for r in rows[1:]]
+
+
+def num(s):
+    return float(s) if "." in s else int(s)
+
+
+def close(a, b):
+    return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+
+
+def expect_error(c, argv, rc, needle, n_lines=1):
+    """Exit rc with n_lines "ramforge: " lines on stderr, the first containing needle."""
+    p = c.run(*argv, check_rc=None)
+    check(p.returncode == rc, f"{argv}: exit {p.returncode}, expected {rc}; {p.stderr}")
+    lines = [line for line in p.stderr.splitlines() if line.startswith("ramforge: ")]
+    check(len(lines) == n_lines, f"{argv}: expected {n_lines} error lines, got {p.stderr!r}")
+    check(needle in lines[0], f"{argv}: {lines[0]!r} lacks {needle!r}")
+    return p
+
+
+def check_summary_against_rows(summary, rows, policies, conditions):
+    """Label counts, medians and ratios of summary.json recomputed from results.tsv."""
+    groups = {(g["condition"], g["policy"]): g for g in summary["groups"]}
+    check(sorted(groups) == sorted((cd, p) for cd in conditions for p in policies),
+          f"groups {sorted(groups)}")
+    for (cond, pol), g in groups.items():
+        mine = [r for r in rows if r["condition"] == cond and r["policy"] == pol]
+        counts = {lab: sum(r["label"] == lab for r in mine) for lab in LABELS}
+        check(g["labels"] == counts, f"{cond}/{pol} labels {g['labels']} != {counts}")
+        check(g["runs"] == len(mine), f"{cond}/{pol} runs")
+        check(g["completed"] == sum(r["run_status"] == "0" for r in mine), f"{cond}/{pol} done")
+        used = [r for r in mine if r["run_status"] == "0" and r["label"] == OWN_LABEL[cond]]
+        check(g["median_runs"] == len(used), f"{cond}/{pol} median_runs")
+        for m in METRICS:
+            vals = [num(r[m]) for r in used if r[m] != ""]
+            want = statistics.median(vals) if vals else None
+            got = g["median"][m]
+            check((want is None and got is None) or
+                  (want is not None and got is not None and close(got, want)),
+                  f"{cond}/{pol} median {m}: summary {got}, results.tsv {want}")
+    for cond in conditions:
+        off = groups.get((cond, "off"))
+        for pol in policies:
+            g = groups[(cond, pol)]
+            for key, metric in (("end_to_end", "end_to_end_ns"), ("ttft", "ttft_ns")):
+                got = g["ratio_to_off"][key]
+                if off is None or off["median"][metric] is None or g["median"][metric] is None:
+                    check(got is None, f"{cond}/{pol} ratio {key} {got} without a baseline")
+                    continue
+                want = g["median"][metric] / off["median"][metric]
+                check(got is not None and close(got, want), f"{cond}/{pol} {key} {got} != {want}")
+                if pol == "off":
+                    check(got == 1.0, f"{cond}/off ratio {key} is {got}, not 1.0")
+
+
+def case_bench_small(c):
+    model = c.model()
+    digest = sha256(model)
+
+    # 1. Preparing the isolated copy leaves the source's page cache alone.
+    if drop_cache(c, model) != 0:
+        raise Skip("the file system keeps the model in the page cache after "
+                   "POSIX_FADV_DONTNEED (tmpfs?)")
+    out1 = os.path.join(c.tmp, "iso")
+    c.run("bench", "-m", model, "-o", out1, "-n", "4", "-r", "1", "-q",
+          "--conditions", "isolated-nonresident", "--policies", "off")
+    check(resident_pages(c, model) == 0, "preparing the copy brought source pages into the cache")
+    check(not os.path.exists(os.path.join(out1, "isolated-" + os.path.basename(model))),
+          "the copy was not removed (no --keep-copy)")
+
+    # 2. The full matrix: 2 policies x 2 conditions x 3 repetitions.
+    out = os.path.join(c.tmp, "bench")
+    policies, conditions, reps = ["off", "observe"], ["warm", "isolated-nonresident"], 3
+    p = c.run("bench", "-m", model, "-o", out, "-n", "8", "-r", str(reps),
+              "--policies", ",".join(policies), "--conditions", ",".join(conditions))
+    check(sha256(model) == digest, "the source model was modified")
+    rows = read_tsv(os.path.join(out, "results.tsv"))
+    check(len(rows) == len(policies) * len(conditions) * reps, f"{len(rows)} rows")
+    iso = [r for r in rows if r["condition"] == "isolated-nonresident"]
+    if all(r["label"] == "warm" for r in iso):
+        raise Skip("the copy stays in the page cache after POSIX_FADV_DONTNEED (tmpfs?)")
+    check(all(r["label"] == "controlled" for r in iso),
+          f"isolated labels {[r['label'] for r in iso]}")
+    for r in iso:
+        check(r["prep_resident_pages"] == "0" and r["prep_unknown_pages"] == "0" and
+              int(r["prep_nonresident_pages"]) > 0, f"controlled without evidence: {r}")
+    warm = [r for r in rows if r["condition"] == "warm"]
+    check(all(r["label"] == "warm" and r["prep_nonresident_pages"] == "0" for r in warm),
+          f"warm labels {[r['label'] for r in warm]}")
+    for r in rows:
+        check(r["run_status"] == "0", f"run failed: {r}")
+        for m in ("load_ns", "ttft_ns", "end_to_end_ns", "process_ns", "decode_tokens_per_s",
+                  "rusage_maxrss_bytes"):
+            check(r[m] != "" and num(r[m]) > 0, f"{m} missing in {r}")
+        for m in METRICS:
+            check(r[m] != "0", f"{m} is 0 (unknown must be empty): {r}")
+        check(int(r["end_to_end_ns"]) < int(r["process_ns"]), "end-to-end within the process")
+        check(r["token_fingerprint"].startswith("fnv1a64:"), "fingerprint")
+        rep = os.path.join(out, r["report"])
+        check(os.path.isfile(rep), f"report {rep} kept")
+        if r["policy"] == "off":
+            check(all(r[m] == "" for m in LEDGER_METRICS), f"off keeps no ledger: {r}")
+        else:
+            check(all(r[m] != "" for m in LEDGER_METRICS), f"ledger figures missing: {r}")
+    check(len({r["token_fingerprint"] for r in rows}) == 1, "tokens differ between runs")
+    if c.schema:
+        errors = validate_report.validate(c.schema, os.path.join(out, rows[-1]["report"]))
+        check(not errors, f"a run report does not match the schema: {errors[:3]}")
+
+    with open(os.path.join(out, "summary.json")) as f:
+        summary = json.load(f)
+    check(summary["kind"] == "ramforge.bench.summary" and summary["schema_version"] == 1, "kind")
+    check(summary["runs_total"] == len(rows) and summary["runs_completed"] == len(rows), "counts")
+    check(summary["conditions"] == conditions, "conditions")
+    check([x["name"] for x in summary["policies"]] == policies, "policies")
+    check_summary_against_rows(summary, rows, policies, conditions)
+    pl = summary["physical_limit"]
+    size = os.path.getsize(model)
+    check(pl["bytes"] == size and pl["read_seconds"] > 0 and pl["label"] == "controlled",
+          f"physical limit {pl}")
+    check(close(pl["read_mb_per_s"], size / 1e6 / pl["read_seconds"]), "MB/s")
+    check(close(pl["limit_seconds"], size / (pl["read_mb_per_s"] * 1e6)), "limit seconds")
+    cp = summary["isolated_copy"]
+    check(cp["made"] and cp["bytes"] == size and cp["error"] is None, f"copy {cp}")
+    check("physical limit" in p.stdout and "isolated-nonresident" in p.stdout, "table on stdout")
+
+    # 3. Named entries of one policy, with their own run arguments; no 'off' -> ratios null.
+    out3 = os.path.join(c.tmp, "named")
+    c.run("bench", "-m", model, "-o", out3, "-n", "4", "-r", "1", "-q", "--conditions", "warm",
+          "--policies", "observe,mb=memory-bound",
+          "--policy-args", "mb=--memory-target 1MiB --verify-session")
+    rows3 = read_tsv(os.path.join(out3, "results.tsv"))
+    check([(r["policy"], r["residency_policy"]) for r in rows3] ==
+          [("observe", "observe"), ("mb", "memory-bound")], f"{rows3}")
+    with open(os.path.join(out3, rows3[1]["report"])) as f:
+        doc = json.load(f)
+    check(doc["policy"]["profile"] == "memory-bound" and doc["output"]["verify_session"]["run"],
+          "the entry's run arguments reached its run")
+    with open(os.path.join(out3, "summary.json")) as f:
+        s3 = json.load(f)
+    check_summary_against_rows(s3, rows3, ["observe", "mb"], ["warm"])
+    check(s3["physical_limit"]["limit_seconds"] is None and s3["physical_limit"]["reason"],
+          "no physical limit without the isolated condition")
+
+
+def case_bench_unwritable(c):
+    model = c.model()
+    blocker = os.path.join(c.tmp, "a-regular-file")
+    with open(blocker, "w") as f:
+        f.write("x\n")
+    # The output directory under a regular file: nothing can run.
+    bad = os.path.join(blocker, "out")
+    expect_error(c, ["bench", "-m", model, "-o", bad, "-r", "1"], 1,
+                 f"cannot write the output directory {bad}: Not a directory")
+
+    # The copy cannot be made: isolated runs are labeled failed, warm runs still run.
+    out = os.path.join(c.tmp, "out")
+    copy_dir = os.path.join(blocker, "copies")
+    p = expect_error(c, ["bench", "-m", model, "-o", out, "-r", "2", "-n", "4", "-q",
+                         "--copy-dir", copy_dir], 0,
+                     f"cannot create directory {copy_dir}: Not a directory")
+    rows = read_tsv(os.path.join(out, "results.tsv"))
+    check(len(rows) == 2 * 2 * 2, f"{len(rows)} rows")
+    for r in rows:
+        if r["condition"] == "isolated-nonresident":
+            check(r["label"] == "failed" and r["run_status"] == "" and r["report"] == "" and
+                  all(r[m] == "" for m in METRICS), f"failed row {r}")
+        else:
+            check(r["label"] == "warm" and r["run_status"] == "0", f"warm row {r}")
+    with open(os.path.join(out, "summary.json")) as f:
+        summary = json.load(f)
+    check_summary_against_rows(summary, rows, ["off", "observe"],
+                               ["warm", "isolated-nonresident"])
+    for g in summary["groups"]:
+        if g["condition"] == "isolated-nonresident":
+            check(g["labels"]["failed"] == 2 and g["completed"] == 0 and
+                  g["median"]["end_to_end_ns"] is None and
+                  g["ratio_to_off"]["end_to_end"] is None, f"failed group {g}")
+    check(summary["isolated_copy"]["made"] is False and
+          "Not a directory" in summary["isolated_copy"]["error"], "copy error recorded")
+    check(summary["physical_limit"]["limit_seconds"] is None, "no limit without a copy")
+    check(p.returncode == 0, "warm runs completed")
+
+    # Only the isolated condition and no copy: nothing could run -> exit 1, outputs kept.
+    out2 = os.path.join(c.tmp, "out2")
+    expect_error(c, ["bench", "-m", model, "-o", out2, "-r", "1", "-q", "--copy-dir", copy_dir,
+                     "--conditions", "isolated-nonresident"], 1,
+                 f"cannot create directory {copy_dir}", n_lines=2)
+    rows2 = read_tsv(os.path.join(out2, "results.tsv"))
+    check([r["label"] for r in rows2] == ["failed", "failed"], f"{rows2}")
+    check(os.path.isfile(os.path.join(out2, "summary.json")), "summary written")
+
+
+def case_bench_badinput(c):
+    model = c.model()
+    out = os.path.join(c.tmp, "out")
+    base = ["bench", "-m", model, "-o", out]
+    expect_error(c, base + ["--policies", "off,bogus"], 2, "unknown policy 'bogus'")
+    expect_error(c, base + ["--conditions", "warm,cold"], 2, "unknown condition 'cold'")
+    expect_error(c, base + ["--policies", "off,off"], 2, "listed twice")
+    expect_error(c, base + ["--conditions", "warm,warm"], 2, "listed twice")
+    expect_error(c, base + ["--policies", "off,,observe"], 2, "an entry is empty")
+    expect_error(c, base + ["--policies", "a/b=off"], 2, "invalid policy name 'a/b'")
+    expect_error(c, base + ["--policies", "memory-bound"], 2, "needs a target")
+    expect_error(c, base + ["--policy-args", "nope=--verify-session"], 2, "no entry named 'nope'")
+    expect_error(c, base + ["--policy-args", "observe"], 2, "expected NAME=ARGS")
+    expect_error(c, base + ["--run-args", "-m other.gguf"], 2, "'-m' is set by bench")
+    expect_error(c, base + ["--run-args", "--residency-policy=off"], 2, "is set by bench")
+    expect_error(c, base + ["--run-args", "--hold"], 2, "--hold would never end")
+    expect_error(c, base + ["-r", "0"], 2, "invalid repetition count (-r) '0'")
+    expect_error(c, base + ["-n", "x"], 2, "invalid token count (-n) 'x'")
+    expect_error(c, base + ["--bogus"], 2, "unrecognized option '--bogus'")
+    expect_error(c, base + ["extra"], 2, "unexpected argument 'extra'")
+    expect_error(c, ["bench", "-o", out], 2, "missing -m/--model")
+    expect_error(c, ["bench", "-m", model], 2, "missing -o/--output")
+    check(not os.path.exists(out), "a bad command line created the output directory")
+    missing = os.path.join(c.tmp, "missing.gguf")
+    expect_error(c, ["bench", "-m", missing, "-o", out], 1,
+                 f"cannot open {missing}: No such file or directory")
+    # Arguments `run` itself rejects stop the bench with its message, exit 2.
+    expect_error(c, base + ["-r", "1", "-q", "--conditions", "warm",
+                            "--policy-args", "observe=--bogus"], 2,
+                 "'run' rejected the arguments of policy 'observe': unrecognized option")
+    check(not os.path.exists(os.path.join(out, "summary.json")), "no summary after exit 2")
+    h = c.run("bench", "--help")
+    for word in ("isolated-nonresident", "controlled", "--policies", "--policy-args",
+                 "--run-args", "--conditions", "--repetitions", "results.tsv", "summary.json",
+                 "physical_limit", "ratio_to_off", "POSIX_FADV_DONTNEED"):
+        check(word in h.stdout, f"--help lacks {word}")
+    check("bench" in c.run("--help").stdout, "ramforge --help lists bench")
+
+
+CASES = {
+    "bench_small": case_bench_small,
+    "bench_unwritable": case_bench_unwritable,
+    "bench_badinput": case_bench_badinput,
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ramforge", required=True)
+    ap.add_argument("--schema", default="")
+    ap.add_argument("case", choices=sorted(CASES))
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ramforge-bench-") as tmp:
+        try:
+            CASES[args.case](Ctx(args, tmp))
+        except Skip as e:
+            print(f"SKIP {args.case}: {e}")
+            return SKIP
+        except Failure as e:
+            print(f"FAIL {args.case}: {e}")
+            return 1
+    print(f"PASS {args.case}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+/*
+ * Cache-condition preparation for `ramforge bench` (spec: "Cache-condition
+ * preparation"): bringing a model file into a page-cache state before a run
+ * process starts, and verifying that state with mincore (or cachestat).
+ *
+ *   warm                   the file is read with large read(2)s (its pages
+ *                          enter the page cache), then verified resident
+ *   isolated-nonresident   the model is copied once to a separate file
+ *                          (the source is read with O_DIRECT where the file
+ *                          system allows it, so its page-cache state is not
+ *                          changed); before each run the copy is flushed,
+ *                          posix_fadvise(POSIX_FADV_DONTNEED)'d and
+ *                          verified nonresident
+ *
+ * Only files this process opens itself are touched: no global cache drop,
+ * no privileged command, and the source model is only ever opened
+ * O_RDONLY. A verification tells the file's page-cache state when the
+ * model process starts; it is not proof of physical reclamation, PSS or
+ * the model mapping's residency after loading.
+ *
+ * Also here: the physical limit of a cold load, a timed sequential read of
+ * the cold copy. The workload is a handful of files of up to a few GiB;
+ * every function reads or probes whole files in bounded windows.
+ */
+#ifndef RAMFORGE_BENCH_PREPARE_H
+#define RAMFORGE_BENCH_PREPARE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ramforge/pages.h"
+
+/* Bytes per read(2)/write(2) when copying, warming and timing files (8 MiB). */
+#define BENCH_IO_BYTES (8u << 20)
+
+/* Size of the error buffers filled below: one line, without the program name. */
+#define BENCH_ERR_MAX 512
+
+/* The cache conditions a bench runs under, in the order of the CLI names. */
+enum bench_condition { BENCH_COND_WARM = 0, BENCH_COND_ISOLATED = 1, BENCH_COND_N };
+
+/* What the verification found before a run (labels of results.tsv and summary.json). */
+enum bench_label {
+    BENCH_LABEL_CONTROLLED = 0, /* isolated-nonresident: every probed page nonresident */
+    BENCH_LABEL_WARM,           /* every probed page resident */
+    BENCH_LABEL_PARTIAL,        /* neither: some pages of the wrong state */
+    BENCH_LABEL_UNKNOWN,        /* some page's state could not be observed */
+    BENCH_LABEL_FAILED,         /* the preparation itself failed (no copy, read error) */
+    BENCH_LABEL_N
+};
+
+/* "warm", "isolated-nonresident"; NULL outside the enum. */
+const char *bench_condition_name(enum bench_condition c);
+
+/* Parses a condition name as bench_condition_name spells it. Returns 0 or -EINVAL. */
+int bench_condition_parse(const char *name, enum bench_condition *out);
+
+/* "controlled", "warm", "partial", "unknown", "failed"; NULL outside the enum. */
+const char *bench_label_name(enum bench_label l);
+
+/* Page-cache state of a whole file at one moment. */
+struct bench_residency {
+    uint64_t file_pages;           /* ceil(size / page size) */
+    uint64_t resident_pages;       /* in the page cache */
+    uint64_t nonresident_pages;    /* not in the page cache */
+    uint64_t unknown_pages;        /* not observable (fake residency, sampler error) */
+    enum rfsys_page_method method; /* how the states were found */
+    int error;                     /* first open/sampler error (-errno), 0 if none */
+};
+
+/*
+ * Probes every page of PATH with rfsys_file_pages_sample (a fresh read-only
+ * mapping, not populated: nothing is read or evicted). Pages whose state the
+ * kernel will not tell are unknown, never resident. Returns 0, or the
+ * -errno of opening the file (then every field but error is zero).
+ */
+int bench_probe_file(const char *path, struct bench_residency *out);
+
+/*
+ * The label a run prepared for condition c gets from the verification r:
+ * any unknown page (or an empty file) -> unknown; every page resident ->
+ * warm; every page nonresident -> controlled for isolated-nonresident,
+ * partial for warm; otherwise partial.
+ */
+enum bench_label bench_label_for(enum bench_condition c, const struct bench_residency *r);
+
+/*
+ * Reads PATH from start to end with BENCH_IO_BYTES read(2)s (buffered, with
+ * POSIX_FADV_SEQUENTIAL), discarding the data: its pages enter the page
+ * cache. *bytes (may be NULL) gets the bytes read and *ns (may be NULL) the
+ * CLOCK_MONOTONIC time of the reads alone (open and close excluded).
+ * Returns 0 or -errno; err gets "cannot read PATH: reason".
+ */
+int bench_read_file(const char *path, uint64_t *bytes, uint64_t *ns, char err[BENCH_ERR_MAX]);
+
+/*
+ * Flushes PATH (fsync: dirty pages cannot be dropped) and asks the kernel
+ * to drop its cached pages with posix_fadvise(POSIX_FADV_DONTNEED) over
+ * the whole file. Pages mapped by a live process may stay: verify with
+ * bench_probe_file. Returns 0 or -errno; err gets the failing step.
+ */
+int bench_evict_file(const char *path, char err[BENCH_ERR_MAX]);
+
+/* How bench_copy_file read its source. */
+struct bench_copy_info {
+    uint64_t bytes;          /* bytes copied (the source's size) */
+    uint64_t ns;             /* time of the copy, fsync included */
+    bool direct;             /* the source was read with O_DIRECT (its cache untouched) */
+    bool restored;           /* buffered fallback: pages the read brought in were dropped again */
+    const char *source_note; /* static: how the source's page cache was treated */
+};
+
+/*
+ * Copies SRC to DST: DST is unlinked if it exists (never truncated in
+ * place, so a hard link to SRC cannot be overwritten) and created with
+ * O_EXCL; SRC is read with O_DIRECT when the file system accepts it, else
+ * buffered, after which the SRC pages that were nonresident before the
+ * copy are dropped again (posix_fadvise DONTNEED on those ranges only).
+ * DST is fsync'd. With progress, a bar is drawn on stderr. On failure
+ * (ENOSPC, EACCES, ENOTDIR, ...) DST is removed, err gets "cannot write
+ * DST: reason" or "cannot read SRC: reason", and -errno is returned.
+ */
+int bench_copy_file(const char *src, const char *dst, bool progress, struct bench_copy_info *info,
+                    char err[BENCH_ERR_MAX]);
+
+/* `ramforge bench` (cmd_bench.c): the subcommand dispatched by ramforge.c. */
+int cmd_bench(int argc, char **argv);
+
+#endif
