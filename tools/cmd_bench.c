@@ -1259,15 +1259,91 @@ static void prepare_row(const struct bench_options *o, const struct bench_copy *
     }
 }
 
+/*
+ * One run: prepares row r's condition, starts the run process, reads its
+ * report. k is the row's index (for messages). Returns -1 to go on, or
+ * the exit status that stops the bench: RF_EXIT_USAGE when 'run' rejected
+ * the arguments, RF_EXIT_FAILURE when no process could be started.
+ */
+static int bench_one(const struct bench_options *o, const struct bench_copy *cp,
+                     struct bench_row *r, size_t k, size_t n_rows)
+{
+    const char *cname = bench_condition_name(r->cond), *pname = o->variants[r->variant].name;
+    char base[PATH_MAX], path[PATH_MAX], msg[BENCH_ERR_MAX], b1[32], b2[32];
+    int rc;
+
+    r->run_status = -1;
+    prepare_row(o, cp, r);
+    if (r->label == BENCH_LABEL_FAILED) {
+        if (!o->quiet)
+            fprintf(stderr, "[%zu/%zu] %s %s #%lld: failed (not run)\n", k + 1, n_rows, cname,
+                    pname, r->rep);
+        return -1;
+    }
+    snprintf(r->report, sizeof(r->report), "runs/%s-%s-%lld.json", cname, pname, r->rep);
+    if (snprintf(base, sizeof(base), "%s/runs/%s-%s-%lld", o->out_dir, cname, pname, r->rep) >=
+        (int)sizeof(base) - 5) {
+        cli_error("cannot write %s/runs: %s", o->out_dir, strerror(ENAMETOOLONG));
+        return RF_EXIT_FAILURE;
+    }
+    rc = spawn_run(o, r, r->cond == BENCH_COND_WARM ? o->model : cp->path, base);
+    if (rc < 0) {
+        cli_error("cannot start %s run: %s", BENCH_SELF_EXE, strerror(-rc));
+        r->report[0] = '\0';
+        return RF_EXIT_FAILURE;
+    }
+    snprintf(path, sizeof(path), "%s.err", base);
+    if (r->run_status == RF_EXIT_USAGE) {
+        run_message(path, msg, sizeof(msg));
+        cli_error("'run' rejected the arguments of policy '%s': %s", pname, msg);
+        return RF_EXIT_USAGE;
+    }
+    if (r->run_status != 0) {
+        run_message(path, msg, sizeof(msg));
+        cli_error("run %zu (%s %s #%lld) exited with status %d: %s", k + 1, cname, pname, r->rep,
+                  r->run_status, msg);
+        r->report[0] = '\0';
+        return -1;
+    }
+    snprintf(path, sizeof(path), "%s.json", base);
+    if (read_report(path, r, msg, sizeof(msg)) < 0) {
+        cli_error("%s", msg);
+        r->report[0] = '\0';
+    }
+    if (!o->quiet)
+        fprintf(stderr, "[%zu/%zu] %s %s #%lld: %s, ttft %s, end-to-end %s\n", k + 1, n_rows,
+                cname, pname, r->rep, bench_label_name(r->label),
+                r->v[M_TTFT].has ? cli_format_ns(r->v[M_TTFT].u, b1, sizeof(b1)) : "-",
+                r->v[M_E2E].has ? cli_format_ns(r->v[M_E2E].u, b2, sizeof(b2)) : "-");
+    return -1;
+}
+
+/* Checks MODEL is a regular file this process can open; *st gets its fstat. */
+static bool model_usable(const char *model, struct stat *st)
+{
+    int fd = open(model, O_RDONLY | O_CLOEXEC);
+    int rc = fd < 0 || fstat(fd, st) < 0 ? -errno : 0;
+
+    if (fd >= 0)
+        close(fd);
+    if (rc == 0 && !S_ISREG(st->st_mode)) {
+        cli_error("cannot open %s: not a regular file", model);
+        return false;
+    }
+    if (rc < 0)
+        cli_error("cannot open %s: %s", model, strerror(-rc));
+    return rc == 0;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     struct bench_options o;
     struct bench_copy *cp = NULL;
     struct bench_row *rows = NULL;
     json_t *summary = NULL;
-    char path[PATH_MAX], err[BENCH_ERR_MAX];
+    char path[PATH_MAX];
     struct stat st;
-    size_t n_rows = 0, completed = 0;
+    size_t n_rows = 0, k = 0, completed = 0;
     int rc, status = RF_EXIT_FAILURE;
 
     memset(&o, 0, sizeof(o));
@@ -1276,18 +1352,8 @@ int cmd_bench(int argc, char **argv)
         status = rc;
         goto out;
     }
-    int fd = open(o.model, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || fstat(fd, &st) < 0) {
-        cli_error("cannot open %s: %s", o.model, strerror(errno));
-        if (fd >= 0)
-            close(fd);
+    if (!model_usable(o.model, &st))
         goto out;
-    }
-    close(fd);
-    if (!S_ISREG(st.st_mode)) {
-        cli_error("cannot open %s: not a regular file", o.model);
-        goto out;
-    }
     rc = prepare_dir(o.out_dir);
     if (rc == 0) {
         snprintf(path, sizeof(path), "%s/runs", o.out_dir);
@@ -1297,7 +1363,6 @@ int cmd_bench(int argc, char **argv)
         cli_error("cannot write the output directory %s: %s", o.out_dir, strerror(-rc));
         goto out;
     }
-
     n_rows = o.n_conditions * (size_t)o.repetitions * o.n_variants;
     rows = calloc(n_rows, sizeof(*rows));
     cp = calloc(1, sizeof(*cp));
@@ -1305,65 +1370,22 @@ int cmd_bench(int argc, char **argv)
         cli_error("out of memory");
         goto out;
     }
-    size_t k = 0;
     for (size_t ci = 0; ci < o.n_conditions; ci++) {
-        enum bench_condition cond = o.conditions[ci];
-        if (cond == BENCH_COND_ISOLATED) {
+        if (o.conditions[ci] == BENCH_COND_ISOLATED) {
             cp->wanted = true;
             make_copy(&o, cp);
         }
         for (long long rep = 1; rep <= o.repetitions; rep++) {
             for (size_t v = 0; v < o.n_variants; v++, k++) {
-                struct bench_row *r = &rows[k];
-                const char *cname = bench_condition_name(cond);
-                char base[PATH_MAX], tail[256];
-                r->cond = cond;
-                r->variant = v;
-                r->rep = rep;
-                r->run_status = -1;
-                prepare_row(&o, cp, r);
-                if (r->label == BENCH_LABEL_FAILED) {
-                    if (!o.quiet)
-                        fprintf(stderr, "[%zu/%zu] %s %s #%lld: failed (not run)\n", k + 1, n_rows,
-                                cname, o.variants[v].name, rep);
-                    continue;
-                }
-                snprintf(r->report, sizeof(r->report), "runs/%s-%s-%lld.json", cname,
-                         o.variants[v].name, rep);
-                snprintf(base, sizeof(base), "%s/runs/%s-%s-%lld", o.out_dir, cname,
-                         o.variants[v].name, rep);
-                rc = spawn_run(&o, r, cond == BENCH_COND_WARM ? o.model : cp->path, base);
-                if (rc < 0) {
-                    cli_error("cannot start %s run: %s", BENCH_SELF_EXE, strerror(-rc));
-                    r->report[0] = '\0';
+                rows[k].cond = o.conditions[ci];
+                rows[k].variant = v;
+                rows[k].rep = rep;
+                rc = bench_one(&o, cp, &rows[k], k, n_rows);
+                if (rc >= 0) {
+                    status = rc;
                     goto out;
                 }
-                snprintf(path, sizeof(path), "%s.err", base);
-                if (r->run_status == RF_EXIT_USAGE) {
-                    run_message(path, tail, sizeof(tail));
-                    cli_error("'run' rejected the arguments of policy '%s': %s", o.variants[v].name,
-                              tail);
-                    status = RF_EXIT_USAGE;
-                    goto out;
-                }
-                if (r->run_status != 0) {
-                    run_message(path, tail, sizeof(tail));
-                    cli_error("run %zu (%s %s #%lld) exited with status %d: %s", k + 1, cname,
-                              o.variants[v].name, rep, r->run_status, tail);
-                    r->report[0] = '\0';
-                    continue;
-                }
-                snprintf(path, sizeof(path), "%s.json", base);
-                if (read_report(path, r, err, sizeof(err)) < 0) {
-                    cli_error("%s", err);
-                    r->report[0] = '\0';
-                }
-                completed++;
-                if (!o.quiet)
-                    fprintf(stderr, "[%zu/%zu] %s %s #%lld: %s, ttft %s, end-to-end %s\n", k + 1,
-                            n_rows, cname, o.variants[v].name, rep, bench_label_name(r->label),
-                            r->v[M_TTFT].has ? cli_format_ns(r->v[M_TTFT].u, tail, 32) : "-",
-                            r->v[M_E2E].has ? cli_format_ns(r->v[M_E2E].u, base, 32) : "-");
+                completed += rows[k].run_status == 0;
             }
         }
     }

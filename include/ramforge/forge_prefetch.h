@@ -16,26 +16,30 @@
  * optimal I/O size, the file's readahead window) (mm/readahead.c,
  * force_page_cache_ra); the rest of a larger call's range is silently not
  * read. That limit is 8 MiB on this machine's disk (read_ahead_kb 8192,
- * max_sectors_kb 4096) and 1.25 MiB on a common default disk
- * (read_ahead_kb 128, max_sectors_kb 1280). Measured on a cold copy of a
- * generated tinyllama Q8_0 model (1.1 GiB), page-cache residency of the
- * file after WILLNEED over the whole mapping in chunks of:
+ * max_sectors_kb 4096; the 16 and 32 MiB rows show it) and would be
+ * 1.25 MiB on a common default disk
+ * (read_ahead_kb 128, max_sectors_kb 1280); it is never below the file's
+ * readahead window, read_ahead_kb, 128 KiB by default. Measured on a cold
+ * copy of a generated tinyllama Q8_0 model (1.1 GiB), page-cache residency
+ * of the file after WILLNEED over the whole mapping in chunks of:
  *
  *   chunk    calls   time in calls   time to 99% resident   final residency
- *   128 KiB   8926   376-704 ms      0.55-0.94 s            100%
- *   512 KiB   2232   254-484 ms      0.32-0.98 s            100%
- *     1 MiB   1116   336-487 ms      0.53-0.76 s            100%
- *     2 MiB    558   324-592 ms      0.61-1.35 s            100%
- *     8 MiB    140   264-532 ms      0.43-0.92 s            100%
- *    16 MiB     70   122-237 ms      never                  50%
- *    32 MiB     35    63-159 ms      never                  25%
+ *   128 KiB   8926   268-297 ms      330-382 ms             100%
+ *   512 KiB   2232   257-580 ms      433-795 ms             100%
+ *     1 MiB   1116   254-633 ms      274-880 ms             100%
+ *     2 MiB    558   520-688 ms      697-863 ms             99.9-100%
+ *     8 MiB    140   263-577 ms      409-821 ms             100%
+ *    16 MiB     70   234-445 ms      never (5 s)            50.2%
+ *    32 MiB     35    59-66 ms       never (5 s)            25.1%
  *
- * (3-4 runs each, 6.18 kernel, virtio disk; the command is in
- * tests/forge/test_prefetch.c, test_measure_chunks.) Below the per-call
+ * (3 runs, Linux 6.18, virtio disk, 2 CPUs; the command is in
+ * tests/forge/test_prefetch.c, test_measure_chunks.) Up to the per-call
  * limit the chunk size does not change the time, which the disk's
- * bandwidth sets; above it the excess is lost. The default, 1 MiB, stays
- * under the limit of common default disks as well as this one, at about
- * a thousand calls per GiB.
+ * bandwidth sets (1.3-4.3 GB/s here), nor the residency reached;
+ * above it the excess is lost (16 MiB: half, 32 MiB: a quarter). The
+ * default, 128 KiB, is the default readahead window, so it stays under
+ * the limit on any disk with default settings, at no measured cost here
+ * (8 thousand calls per GiB, about 30 us each including I/O submission).
  */
 #ifndef RAMFORGE_FORGE_PREFETCH_H
 #define RAMFORGE_FORGE_PREFETCH_H
@@ -49,8 +53,8 @@
 extern "C" {
 #endif
 
-/* Default bytes per MADV_WILLNEED call (see the table above): 1 MiB. */
-#define FORGE_PREFETCH_DEFAULT_CHUNK_BYTES (1024u * 1024u)
+/* Default bytes per MADV_WILLNEED call (see the table above): 128 KiB. */
+#define FORGE_PREFETCH_DEFAULT_CHUNK_BYTES (128u * 1024u)
 
 struct forge_prefetch_result {
     uint64_t requested_bytes; /* bytes of the non-empty ranges submitted, refused ones
@@ -82,8 +86,8 @@ struct forge_prefetch_result {
  * would mean nothing) and staging stays a step before inference, the
  * step TTFT excludes. So: -EBUSY at once, changing nothing, while a
  * context is in flight or a release runs; while a prefetch runs, a
- * release gets -EBUSY and new submissions wait. The calls return within
- * the I/O submission time (about 0.3-0.5 s per GiB here, table above).
+ * release gets -EBUSY and new submissions wait. The calls take the I/O
+ * submission time (about 0.25-0.6 s per GiB here, table above).
  *
  * Returns 0 when the gate was taken (see *out for per-range outcomes),
  * -EBUSY, -EINVAL (NULL m or out, ranges NULL with n > 0), or the error of

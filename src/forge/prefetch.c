@@ -5,7 +5,7 @@
  *
  * Expected workload: one call before inference with the ranges of a
  * staging plan (a few to a few thousand ranges, up to the model's size),
- * so about a thousand madvise calls per GiB at the default chunk. Each
+ * so about 8 thousand madvise calls per GiB at the default chunk. Each
  * range is validated once (forge_range_validate, shared with release),
  * against one fresh read of /proc/self/maps taken under the gate.
  */

@@ -248,21 +248,26 @@ def case_bench_small(c):
     check(cp["made"] and cp["bytes"] == size and cp["error"] is None, f"copy {cp}")
     check("physical limit" in p.stdout and "isolated-nonresident" in p.stdout, "table on stdout")
 
-    # 3. Named entries of one policy, with their own run arguments; no 'off' -> ratios null.
+    # 3. Named entries of one policy, with their own run arguments; no 'off' -> ratios
+    # null; a run that fails (a context too small) is kept with its status, not a median.
     out3 = os.path.join(c.tmp, "named")
-    c.run("bench", "-m", model, "-o", out3, "-n", "4", "-r", "1", "-q", "--conditions", "warm",
-          "--policies", "observe,mb=memory-bound",
-          "--policy-args", "mb=--memory-target 1MiB --verify-session")
+    p3 = c.run("bench", "-m", model, "-o", out3, "-n", "4", "-r", "1", "-q",
+               "--conditions", "warm", "--policies", "observe,mb=memory-bound,tiny=observe",
+               "--policy-args", "mb=--memory-target 1MiB --verify-session",
+               "--policy-args", "tiny=-c 2")
     rows3 = read_tsv(os.path.join(out3, "results.tsv"))
     check([(r["policy"], r["residency_policy"]) for r in rows3] ==
-          [("observe", "observe"), ("mb", "memory-bound")], f"{rows3}")
+          [("observe", "observe"), ("mb", "memory-bound"), ("tiny", "observe")], f"{rows3}")
+    check(rows3[2]["run_status"] == "1" and rows3[2]["report"] == "" and
+          rows3[2]["ttft_ns"] == "" and rows3[2]["label"] == "warm", f"failed run {rows3[2]}")
+    check("exited with status 1" in p3.stderr and "too small" in p3.stderr, p3.stderr)
     with open(os.path.join(out3, rows3[1]["report"])) as f:
         doc = json.load(f)
     check(doc["policy"]["profile"] == "memory-bound" and doc["output"]["verify_session"]["run"],
           "the entry's run arguments reached its run")
     with open(os.path.join(out3, "summary.json")) as f:
         s3 = json.load(f)
-    check_summary_against_rows(s3, rows3, ["observe", "mb"], ["warm"])
+    check_summary_against_rows(s3, rows3, ["observe", "mb", "tiny"], ["warm"])
     check(s3["physical_limit"]["limit_seconds"] is None and s3["physical_limit"]["reason"],
           "no physical limit without the isolated condition")
 
