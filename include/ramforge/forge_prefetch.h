@@ -17,9 +17,9 @@
  * force_page_cache_ra); the rest of a larger call's range is silently not
  * read. That limit is 8 MiB on this machine's disk (read_ahead_kb 8192,
  * max_sectors_kb 4096; the 16 and 32 MiB rows show it) and would be
- * 1.25 MiB on a common default disk
- * (read_ahead_kb 128, max_sectors_kb 1280); it is never below the file's
- * readahead window, read_ahead_kb, 128 KiB by default. Measured on a cold
+ * 1.25 MiB on a common default disk (read_ahead_kb 128, max_sectors_kb
+ * 1280); it is never below the file's readahead window, read_ahead_kb,
+ * 128 KiB by default. Measured on a cold
  * copy of a generated tinyllama Q8_0 model (1.1 GiB), page-cache residency
  * of the file after WILLNEED over the whole mapping in chunks of:
  *

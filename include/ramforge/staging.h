@@ -26,11 +26,12 @@ extern "C" {
 
 /* Inputs of rf_staging_plan_build. Start from rf_staging_default_params(). */
 struct rf_staging_params {
-    uint64_t budget_bytes; /* strict maximum of selected_bytes; floored to whole pages;
-                              0 stages nothing */
-    const uint32_t *order; /* tensor indices in graph order of first use (e.g. by
-                              rf_dispatch_tensor.first_order); NULL: file order. Borrowed */
-    size_t n_order;        /* entries in order */
+    uint64_t budget_bytes;  /* strict maximum of selected_bytes; floored to whole pages;
+                               0 stages nothing */
+    const uint32_t *order;  /* tensor indices in graph order of first use (e.g. by
+                               rf_dispatch_tensor.first_order); NULL or empty: file order.
+                               Borrowed */
+    size_t n_order;         /* entries in order */
     const uint8_t *exclude; /* inv->n flags by entry position, nonzero: never a candidate
                                (its pages may still be staged for another candidate);
                                NULL: none. Borrowed */
@@ -43,29 +44,29 @@ struct rf_staging_range {
 };
 
 struct rf_staging_plan {
-    uint64_t generation;    /* inventory generation the plan was built from */
-    uint64_t page_bytes;    /* the inventory's page size */
-    uint64_t budget_bytes;  /* as requested */
-    uint64_t budget_pages;  /* budget_bytes / page_bytes: the strict page maximum */
-    bool order_used;        /* a valid graph order ordered the candidates */
-    size_t n_candidates;    /* entries considered (see rf_staging_plan_build) */
-    size_t n_staged;        /* candidates with every page selected */
-    size_t n_partial;       /* candidates with some, not all, of their new pages selected
-                               (0 or 1: the one the budget ran out in) */
-    size_t n_skipped;       /* candidates with new pages, none selected (budget) */
-    uint32_t *staged;       /* n_staged tensor indices, in staging order; owned */
+    uint64_t generation;   /* inventory generation the plan was built from */
+    uint64_t page_bytes;   /* the inventory's page size */
+    uint64_t budget_bytes; /* as requested */
+    uint64_t budget_pages; /* budget_bytes / page_bytes: the strict page maximum */
+    bool order_used;       /* a valid graph order ordered the candidates */
+    size_t n_candidates;   /* entries considered (see rf_staging_plan_build) */
+    size_t n_staged;       /* candidates with every page selected */
+    size_t n_partial;      /* candidates with some, not all, of their new pages selected
+                              (0 or 1: the one the budget ran out in) */
+    size_t n_skipped;      /* candidates with new pages, none selected (budget) */
+    uint32_t *staged;      /* n_staged tensor indices, in staging order; owned */
     bool has_partial;
-    uint32_t partial_tensor_index; /* the partial candidate; meaningful when has_partial */
-    uint64_t candidate_bytes;       /* sum of the candidates' page bytes (not a union) */
-    uint64_t candidate_union_bytes; /* union of the candidates' page ranges, bytes */
-    uint64_t selected_pages;        /* pages in ranges: the union, <= budget_pages */
-    uint64_t selected_bytes;        /* selected_pages * page_bytes, <= budget_bytes */
-    uint64_t overlap_bytes_avoided; /* per candidate, its page bytes an earlier selection
-                                       already covered; summed over candidates */
-    uint64_t skipped_bytes;         /* per candidate, its page bytes neither covered
-                                       earlier nor selected (the budget ran out); summed
-                                       over candidates, so a page two candidates miss
-                                       counts twice */
+    uint32_t partial_tensor_index;   /* the partial candidate; meaningful when has_partial */
+    uint64_t candidate_bytes;        /* sum of the candidates' page bytes (not a union) */
+    uint64_t candidate_union_bytes;  /* union of the candidates' page ranges, bytes */
+    uint64_t selected_pages;         /* pages in ranges: the union, <= budget_pages */
+    uint64_t selected_bytes;         /* selected_pages * page_bytes, <= budget_bytes */
+    uint64_t overlap_bytes_avoided;  /* per candidate, its page bytes an earlier selection
+                                        already covered; summed over candidates */
+    uint64_t skipped_bytes;          /* per candidate, its page bytes neither covered
+                                        earlier nor selected (the budget ran out); summed
+                                        over candidates, so a page two candidates miss
+                                        counts twice */
     struct rf_staging_range *ranges; /* sorted by (mapping, first page), disjoint and
                                         non-adjacent within a mapping; owned */
     size_t n_ranges;

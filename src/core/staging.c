@@ -7,7 +7,7 @@
  * hundred to tens of thousands of tensors in one or a few mappings. Per
  * candidate the cost is one overlap query and one add on its mapping's set
  * (O(log r + k)); the one candidate the budget runs out in walks the gaps
- * of its range once.
+ * of its range once (rf_interval_set_first_end_above finds the first).
  */
 #include "ramforge/staging.h"
 
@@ -45,12 +45,12 @@ void rf_staging_plan_free(struct rf_staging_plan *plan)
 
 /* A candidate with its sort keys. */
 struct cand {
-    size_t pos;           /* position in inv->entries */
-    size_t rank;          /* position in the graph order, NO_RANK when not named */
-    int32_t mapping;      /* mapping index */
-    uint64_t first_page;  /* first page of its range */
-    uint64_t offset;      /* file offset */
-    uint32_t index;       /* tensor index: the final tie-break */
+    size_t pos;          /* position in inv->entries */
+    size_t rank;         /* position in the graph order, NO_RANK when not named */
+    int32_t mapping;     /* mapping index */
+    uint64_t first_page; /* first page of its range */
+    uint64_t offset;     /* file offset */
+    uint32_t index;      /* tensor index: the final tie-break */
 };
 
 /* Graph order first (named before unnamed); then file order; then index. */
@@ -130,40 +130,40 @@ static int order_ranks(const struct rf_inventory *inv, const struct rf_staging_p
 /*
  * Adds to s the lowest `take` pages of r that s does not hold yet (the
  * caller knows r has at least that many). The gaps are collected before
- * any add, since adding moves s's ranges. At most s->n + 1 gaps.
- * Errors: -ENOMEM.
+ * any add, since adding moves s's ranges: one before each range of s that
+ * meets r, and one after the last. Errors: -ENOMEM.
  */
 static int add_lowest_new_pages(struct rf_interval_set *s, struct rf_page_range r, uint64_t take)
 {
     struct rf_page_range *gaps;
-    size_t n_gaps = 0, i, bytes;
+    size_t i0 = rf_interval_set_first_end_above(s, r.first_page), i, n_gaps = 1, bytes;
     uint64_t cur = r.first_page;
     int rc = 0;
 
     if (take == 0)
         return 0;
-    if (__builtin_add_overflow(s->n, (size_t)1, &n_gaps) ||
-        __builtin_mul_overflow(n_gaps, sizeof(*gaps), &bytes))
+    for (i = i0; i < s->n && s->v[i].first_page < r.end_page; i++)
+        n_gaps++; /* <= s->n + 1: no overflow */
+    if (__builtin_mul_overflow(n_gaps, sizeof(*gaps), &bytes))
         return -ENOMEM;
     gaps = malloc(bytes);
     if (!gaps)
         return -ENOMEM;
     n_gaps = 0;
-    for (i = 0; i <= s->n && take > 0 && cur < r.end_page; i++) {
-        /* the gap [cur, stop) before range i (or up to r's end after the last) */
-        uint64_t stop = i < s->n && s->v[i].first_page < r.end_page ? s->v[i].first_page
-                                                                     : r.end_page;
+    for (i = i0; take > 0 && cur < r.end_page; i++) {
+        /* ranges from i0 on end above r.first_page: the gap is [cur, stop) */
+        bool meets = i < s->n && s->v[i].first_page < r.end_page;
+        uint64_t stop = meets ? s->v[i].first_page : r.end_page;
 
-        if (i < s->n && s->v[i].end_page <= cur)
-            continue; /* wholly below the part of r still to walk */
         if (stop > cur) {
             uint64_t len = stop - cur < take ? stop - cur : take;
 
             gaps[n_gaps++] = (struct rf_page_range){cur, cur + len};
             take -= len;
         }
-        if (i < s->n && s->v[i].end_page > cur)
-            cur = s->v[i].end_page;
+        if (!meets)
+            break;
+        cur = s->v[i].end_page;
     }
     for (i = 0; i < n_gaps && rc == 0; i++)
         rc = rf_interval_set_add(s, gaps[i]);
@@ -224,7 +224,7 @@ int rf_staging_plan_build(const struct rf_inventory *inv, const struct rf_stagin
     plan.budget_pages = inv->page_bytes ? p->budget_bytes / inv->page_bytes : 0;
     remaining = plan.budget_pages;
 
-    if (p->order) {
+    if (p->order && p->n_order > 0) {
         rc = order_ranks(inv, p, &rank, why_order, sizeof(why_order));
         if (rc < 0)
             goto out;
@@ -311,7 +311,7 @@ int rf_staging_plan_build(const struct rf_inventory *inv, const struct rf_stagin
     /* Ranges: the sets, mapping by mapping (each already sorted and merged). */
     for (j = 0; j < n_sets; j++) {
         n_ranges += sel[j].n;
-        union_pages += rf_interval_set_pages(&all[j]); /* <= cand_pages: no overflow */
+        union_pages += rf_interval_set_pages(&all[j]);         /* <= cand_pages: no overflow */
         plan.selected_pages += rf_interval_set_pages(&sel[j]); /* <= budget_pages */
     }
     if (n_ranges > 0) {

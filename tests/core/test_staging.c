@@ -342,13 +342,13 @@ static void test_exclude_honoured(void **state)
 static void test_candidates(void **state)
 {
     struct rf_tensor_meta t[7] = {
-        tensor(0, 0, 0, PAGE, RF_ACCESS_FILE_BACKED),            /* candidate */
-        tensor(1, 0, 1 * PAGE, PAGE, RF_ACCESS_ANONYMOUS),       /* repacked: file pages unread */
-        tensor(2, 0, 2 * PAGE, PAGE, RF_ACCESS_UNREFERENCED),    /* never read */
-        tensor(3, 0, 3 * PAGE, PAGE, RF_ACCESS_UNKNOWN),         /* not observed */
-        tensor(4, -1, 4 * PAGE, PAGE, RF_ACCESS_FILE_BACKED),    /* not mapped */
-        tensor(5, 0, 5 * PAGE, 0, RF_ACCESS_FILE_BACKED),        /* empty */
-        tensor(6, 1, 0, PAGE, RF_ACCESS_FILE_BACKED),            /* candidate, mapping 1 */
+        tensor(0, 0, 0, PAGE, RF_ACCESS_FILE_BACKED),         /* candidate */
+        tensor(1, 0, 1 * PAGE, PAGE, RF_ACCESS_ANONYMOUS),    /* repacked: file pages unread */
+        tensor(2, 0, 2 * PAGE, PAGE, RF_ACCESS_UNREFERENCED), /* never read */
+        tensor(3, 0, 3 * PAGE, PAGE, RF_ACCESS_UNKNOWN),      /* not observed */
+        tensor(4, -1, 4 * PAGE, PAGE, RF_ACCESS_FILE_BACKED), /* not mapped */
+        tensor(5, 0, 5 * PAGE, 0, RF_ACCESS_FILE_BACKED),     /* empty */
+        tensor(6, 1, 0, PAGE, RF_ACCESS_FILE_BACKED),         /* candidate, mapping 1 */
     };
     struct rf_mapping_meta m[2] = {mapping(0, 16 * PAGE), mapping(1, 16 * PAGE)};
     struct rf_inventory inv;
@@ -630,7 +630,7 @@ static void test_random_plans(void **state)
         rf_staging_plan_init(&plan);
         assert_int_equal(rf_staging_plan_build(&inv, &p, &plan), 0);
         check_identities(&plan);
-        assert_int_equal(plan.order_used, use_order && order_valid);
+        assert_int_equal(plan.order_used, use_order && order_valid && n_order > 0);
         assert_int_equal(plan.n_candidates, n_seq);
         assert_int_equal(plan.candidate_bytes, w_cand * pb);
         assert_int_equal(plan.candidate_union_bytes, w_union * pb);

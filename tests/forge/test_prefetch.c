@@ -377,11 +377,11 @@ static void test_prefetch_refuses_bad_ranges(void **state)
     ensure_model();
     struct forge_release_range all = whole_mapping();
     struct forge_release_range bad[] = {
-        {0, all.end_page - 1, all.end_page + 1},           /* past the mapping */
-        {1, all.first_page, all.first_page + 1},           /* no such mapping */
-        {0, UINT64_MAX / 2, UINT64_MAX / 2 + 2},           /* bytes overflow */
+        {0, all.end_page - 1, all.end_page + 1}, /* past the mapping */
+        {1, all.first_page, all.first_page + 1}, /* no such mapping */
+        {0, UINT64_MAX / 2, UINT64_MAX / 2 + 2}, /* bytes overflow */
         {0, all.first_page > 0 ? 0 : all.end_page + 5,
-         all.first_page > 0 ? 1 : all.end_page + 6},       /* header page, or past the end */
+         all.first_page > 0 ? 1 : all.end_page + 6}, /* header page, or past the end */
     };
     const int want[] = {-EFAULT, -EFAULT, -EOVERFLOW, -EFAULT};
 
@@ -491,9 +491,9 @@ static void test_measure_chunks(void **state)
             cold += vec[p];
         uint64_t t0 = now_ns();
         for (uint64_t off = 0; off < len; off += chunks[c], calls++)
-            assert_int_equal(madvise(map + off, len - off < chunks[c] ? len - off : chunks[c],
-                                     MADV_WILLNEED),
-                             0);
+            assert_int_equal(
+                madvise(map + off, len - off < chunks[c] ? len - off : chunks[c], MADV_WILLNEED),
+                0);
         uint64_t t_calls = now_ns() - t0;
         for (after_calls = UINT64_MAX;; usleep(10000)) {
             assert_int_equal(rfsys_mincore(map, len, vec, n_pages), 0);
