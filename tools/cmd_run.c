@@ -31,6 +31,8 @@
 #include "ramforge/forge.h"
 #include "ramforge/forge_observer.h"
 #include "ramforge/forge_pages.h"
+#include "ramforge/forge_prefetch.h"
+#include "ramforge/staging.h"
 #include "ramforge/dispatch.h"
 #include "ramforge/residency.h"
 #include "ramforge/inventory.h"
@@ -56,6 +58,8 @@ struct run_options {
     enum forge_release_mode release_mode;
     bool has_reserve, has_release_mode; /* given on the command line */
     long long page_budget; /* --residency-page-budget, pages */
+    bool has_staging;
+    uint64_t staging_budget; /* --staging-budget, bytes */
     bool observe_dispatch;
     long long dispatch_events; /* observer capacity, events */
     long long dispatch_sample_pages; /* pre-dispatch sampling per weight source; 0: off */
@@ -122,6 +126,12 @@ static void usage(FILE *out)
             "                                selection first); pages past the budget are\n"
             "                                unknown, never nonresident (default 1048576;\n"
             "                                0: no sampling)\n"
+            "      --staging-budget SIZE     before the session, prefetch (MADV_WILLNEED, bounded\n"
+            "                                chunks) the page ranges of the weights the graph\n"
+            "                                reads, in file order, deduplicated, at most SIZE\n"
+            "                                bytes; reports selected, accepted and the observed\n"
+            "                                page-cache change (llama.cpp's load already\n"
+            "                                prefetches: after a plain load it changes little)\n"
             "      --observe-dispatch        record one event per compute node of the session's\n"
             "                                graph before its kernel runs (cb_eval ask phase:\n"
             "                                no data read, no barrier added); attributes the\n"
@@ -169,6 +179,7 @@ enum {
     OPT_HOLD,
     OPT_PAGE_BUDGET,
     OPT_OBSERVE_DISPATCH,
+    OPT_STAGING_BUDGET,
     OPT_DISPATCH_EVENTS,
     OPT_DISPATCH_SAMPLE_PAGES,
 };
@@ -210,6 +221,7 @@ static int parse_options(int argc, char **argv, struct run_options *o)
         {"hold", no_argument, NULL, OPT_HOLD},
         {"residency-page-budget", required_argument, NULL, OPT_PAGE_BUDGET},
         {"observe-dispatch", no_argument, NULL, OPT_OBSERVE_DISPATCH},
+        {"staging-budget", required_argument, NULL, OPT_STAGING_BUDGET},
         {"dispatch-events", required_argument, NULL, OPT_DISPATCH_EVENTS},
         {"dispatch-sample-pages", required_argument, NULL, OPT_DISPATCH_SAMPLE_PAGES},
         {"verbose", no_argument, NULL, 'v'},
@@ -293,6 +305,11 @@ static int parse_options(int argc, char **argv, struct run_options *o)
         case OPT_HOLD:
             o->hold = true;
             break;
+        case OPT_STAGING_BUDGET:
+            if (!parse_size_option("--staging-budget", optarg, false, &o->staging_budget))
+                return RF_EXIT_USAGE;
+            o->has_staging = true;
+            break;
         case OPT_OBSERVE_DISPATCH:
             o->observe_dispatch = true;
             break;
@@ -351,6 +368,9 @@ static int parse_options(int argc, char **argv, struct run_options *o)
                   "--residency-policy off");
     else if (o->has_reserve && !o->has_target)
         cli_error("warning: --safety-reserve has no effect without --memory-target");
+    if (o->has_staging && o->policy == RF_POLICY_OFF)
+        cli_error("warning: --staging-budget has no effect with --residency-policy off (staging "
+                  "plans over the inventory)");
     if (o->has_release_mode && !rf_policy_mutates(o->policy))
         cli_error("warning: --release-mode has no effect with --residency-policy %s (it does "
                   "not release)",
@@ -426,6 +446,7 @@ struct run_state {
     size_t n_samples;
     struct rf_residency_snapshot snapshot;
     struct forge_page_source page_source;
+    struct rf_staging_plan staging;
     struct forge_observer *observer;
     struct rf_dispatch_summary dispatch;
     uint32_t *profile_order; /* from a complete dispatch trace; NULL: none */
@@ -830,6 +851,107 @@ static void summarize_dispatch(struct run_state *s)
     s->rep.profile_source = "dispatch trace of this run's session (--observe-dispatch)";
 }
 
+/*
+ * Pages of the staged tensors (the partial one included) in the page cache
+ * (mincore), and how many pages of them were sampled.
+ */
+static void staged_cache(struct run_state *s, struct rf_recon_value *cached,
+                         struct rf_recon_value *sampled)
+{
+    struct rf_residency_params rp = rf_residency_default_params();
+    struct rf_residency_snapshot snap;
+    struct forge_page_source src;
+    uint32_t *targets = calloc(s->staging.n_staged + 1, sizeof(uint32_t));
+
+    rf_residency_snapshot_init(&snap);
+    if (!targets || forge_model_page_source(s->m, &src) < 0) {
+        free(targets);
+        return;
+    }
+    memcpy(targets, s->staging.staged, s->staging.n_staged * sizeof(uint32_t));
+    size_t n_targets = s->staging.n_staged;
+    if (s->staging.has_partial)
+        targets[n_targets++] = s->staging.partial_tensor_index;
+    /* The targeted population comes first: this budget covers it and little more. */
+    uint64_t pages = 0;
+    for (size_t k = 0; k < n_targets; k++) {
+        const struct rf_inventory_entry *e = NULL;
+        struct rf_resource_key key = {s->inv.generation, targets[k]};
+        if (rf_inventory_lookup(&s->inv, key, &e) == 0)
+            pages += rf_page_range_pages(e->pages);
+    }
+    rp.page_budget_pages = pages;
+    rp.sample = forge_page_sampler;
+    rp.sample_ud = s->m;
+    rp.source = src.source;
+    rp.targeted = targets;
+    rp.n_targeted = n_targets;
+    if (rf_residency_snapshot_take(&s->inv, &rp, &snap) == 0 &&
+        snap.coverage.targeted.resident_pages <= INT64_MAX) {
+        cached->has_value = sampled->has_value = true;
+        cached->value = (int64_t)snap.coverage.targeted.resident_pages;
+        sampled->value = (int64_t)(snap.coverage.targeted.resident_pages +
+                                   snap.coverage.targeted.nonresident_pages);
+    }
+    rf_residency_snapshot_free(&snap);
+    free(targets);
+}
+
+/*
+ * Staging before the session: plan the union of the page ranges of the
+ * weights the graph reads (file order), within the budget, and prefetch
+ * them in bounded chunks; observe the staged tensors' page-cache state and
+ * the mapping RSS before and after. Returns 0 or a planner error.
+ */
+static int stage(struct run_state *s)
+{
+    struct rf_staging_params sp = rf_staging_default_params();
+    struct forge_prefetch_result res;
+    struct rf_report *r = &s->rep;
+    uint64_t t0 = rf_now_ns();
+    int rc;
+
+    sp.budget_bytes = s->o.staging_budget;
+    rc = rf_staging_plan_build(&s->inv, &sp, &s->staging);
+    if (rc < 0)
+        return rc;
+    r->staging = &s->staging;
+    if (s->staging.n_ranges == 0) {
+        r->staging_refused_reason = "the staging plan selected nothing";
+        rf_timing_add(&s->timing, RF_TIMER_STAGING, rf_now_ns() - t0);
+        return 0;
+    }
+    struct forge_release_range *ranges = calloc(s->staging.n_ranges, sizeof(*ranges));
+    if (!ranges)
+        return -ENOMEM;
+    for (size_t i = 0; i < s->staging.n_ranges; i++) {
+        ranges[i].mapping_index = s->staging.ranges[i].mapping_index;
+        ranges[i].first_page = s->staging.ranges[i].pages.first_page;
+        ranges[i].end_page = s->staging.ranges[i].pages.end_page;
+    }
+    staged_cache(s, &r->staging_cached_before, &r->staging_sampled_pages);
+    const struct rf_residency_sample *before = &s->rep.samples[s->n_samples - 1];
+    rc = forge_model_prefetch(s->m, ranges, s->staging.n_ranges, FORGE_PREFETCH_DEFAULT_CHUNK_BYTES,
+                              &res);
+    free(ranges);
+    if (rc < 0) {
+        r->staging_refused_reason = rc == -EBUSY ? "the execution gate was busy" : rf_strerror(rc);
+    } else {
+        r->staging_attempted = true;
+        r->staging_accepted_bytes = res.accepted_bytes;
+        r->staging_chunk_bytes = res.chunk_bytes;
+        r->staging_calls = res.n_calls;
+        r->staging_failed_calls = res.n_failed_calls;
+        r->staging_error = res.first_error;
+    }
+    rf_timing_add(&s->timing, RF_TIMER_STAGING, rf_now_ns() - t0);
+    staged_cache(s, &r->staging_cached_after, &r->staging_sampled_pages);
+    const struct rf_residency_sample *after = take_sample(s, "after_staging");
+    r->staging_mapping_delta = delta(after->has_mapping, after->mapping_rss_bytes,
+                                     before->has_mapping, before->mapping_rss_bytes);
+    return 0;
+}
+
 /* forge_generate's hook: the session's context is alive, its buffers allocated. */
 static void sample_end_of_session(void *user_data)
 {
@@ -848,6 +970,7 @@ static void run_state_free(struct run_state *s)
     rf_lifetime_free(&s->lt);
     rf_residency_snapshot_free(&s->snapshot);
     rf_dispatch_summary_free(&s->dispatch);
+    rf_staging_plan_free(&s->staging);
     forge_observer_free(s->observer);
     free(s->profile_order);
     rf_inventory_free(&s->inv);
@@ -1027,6 +1150,7 @@ int cmd_run(int argc, char **argv)
     rf_ledger_init(&s->ledger);
     rf_residency_snapshot_init(&s->snapshot);
     rf_dispatch_summary_init(&s->dispatch);
+    rf_staging_plan_init(&s->staging);
     for (size_t i = 0; i < RF_REPORT_MAX_APPLICATIONS; i++)
         rf_plan_init(&s->plans[i]);
 
@@ -1086,6 +1210,13 @@ int cmd_run(int argc, char **argv)
         }
         if (s->admission.outcome == RF_ADMIT_WARNING)
             cli_error("warning: %s", s->admission.reason);
+        if (o->has_staging) {
+            rc = stage(s);
+            if (rc < 0) {
+                cli_error("%s: cannot plan staging: %s", o->model, rf_strerror(rc));
+                goto out;
+            }
+        }
     }
 
     /* The session. */
@@ -1165,6 +1296,19 @@ int cmd_run(int argc, char **argv)
         }
         rf_measure_fill_ledger(&s->ledger, &s->inv, s->info.access_probed, last, &s->cg, "self");
         fill_native_ledger(s, s->gen.n_ctx);
+        if (s->rep.staging) {
+            rf_ledger_set(&s->ledger, RF_LEDGER_STAGING_REQUESTED, s->staging.selected_bytes,
+                          RF_PROV_REQUESTED, "ramforge staging plan (union of page ranges)",
+                          "page bytes submitted to MADV_WILLNEED, within --staging-budget");
+            if (s->rep.staging_attempted)
+                rf_ledger_set(&s->ledger, RF_LEDGER_STAGING_ACCEPTED,
+                              s->rep.staging_accepted_bytes, RF_PROV_NATIVE_ACCEPTED,
+                              "madvise(MADV_WILLNEED) return values",
+                              "bytes of the prefetch hints the kernel took: not residency");
+            else
+                rf_ledger_set_unknown(&s->ledger, RF_LEDGER_STAGING_ACCEPTED, "ramforge staging",
+                                      s->rep.staging_refused_reason);
+        }
         take_page_snapshot(s);
         rf_ledger_reconcile(&s->ledger, true, s->inv.totals.mapped_virtual_bytes, &s->recon);
         s->rep.ledger = &s->ledger;

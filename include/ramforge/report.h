@@ -24,6 +24,7 @@
 #include "ramforge/lifetime.h"
 #include "ramforge/policy.h"
 #include "ramforge/residency.h"
+#include "ramforge/staging.h"
 #include "ramforge/timing.h"
 
 #ifdef __cplusplus
@@ -113,6 +114,19 @@ struct rf_report {
     uint64_t file_cached_pages;     /* nr_cache of the whole file, pages */
     uint64_t file_cache_page_bytes; /* page size of those pages */
     const char *file_cache_source;  /* "cachestat" or "unknown: <reason>" */
+
+    /* --staging-budget: the staging plan and what the prefetch did */
+    const struct rf_staging_plan *staging;  /* NULL: staging_reason */
+    const char *staging_reason;
+    bool staging_attempted;                 /* the prefetch ran (gate taken) */
+    const char *staging_refused_reason;
+    uint64_t staging_accepted_bytes;        /* bytes madvise(WILLNEED) returned 0 for */
+    uint64_t staging_chunk_bytes, staging_calls, staging_failed_calls;
+    int staging_error;                      /* negative errno of the first failure */
+    struct rf_recon_value staging_mapping_delta;  /* smaps Rss of the model mappings */
+    struct rf_recon_value staging_cached_before;  /* staged tensors' pages in page cache */
+    struct rf_recon_value staging_cached_after;
+    struct rf_recon_value staging_sampled_pages;  /* pages those two figures cover */
 
     /* --observe-dispatch: the CPU node-dispatch observer's summary */
     const struct rf_dispatch_summary *dispatch; /* NULL: reason below */

@@ -512,6 +512,51 @@ static json_t *lifetime_json(const struct rf_report *r)
     return o;
 }
 
+static json_t *staging_json(const struct rf_report *r, const char **keys)
+{
+    const struct rf_staging_plan *p = r->staging;
+    if (!p)
+        return absent_section(r->staging_reason ? r->staging_reason
+                                                : "no staging was planned or requested",
+                              keys);
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "budget_bytes", jbytes(true, p->budget_bytes));
+    json_object_set_new(o, "selected_bytes", jbytes(true, p->selected_bytes));
+    json_object_set_new(o, "accepted_bytes",
+                        jbytes(r->staging_attempted, r->staging_accepted_bytes));
+    json_object_set_new(o, "observed_mapping_delta_bytes", jrecon(r->staging_mapping_delta));
+    json_object_set_new(o, "candidate_count", jbytes(true, p->n_candidates));
+    json_object_set_new(o, "staged_count", jbytes(true, p->n_staged));
+    json_object_set_new(o, "partial_count", jbytes(true, p->n_partial));
+    json_object_set_new(o, "skipped_count", jbytes(true, p->n_skipped));
+    json_object_set_new(o, "candidate_bytes", jbytes(true, p->candidate_bytes));
+    json_object_set_new(o, "overlap_bytes_avoided", jbytes(true, p->overlap_bytes_avoided));
+    json_object_set_new(o, "skipped_bytes", jbytes(true, p->skipped_bytes));
+    json_object_set_new(o, "order_used", json_boolean(p->order_used));
+    json_object_set_new(o, "attempted", json_boolean(r->staging_attempted));
+    json_object_set_new(o, "refused_reason",
+                        r->staging_attempted ? json_null() : jstr(r->staging_refused_reason));
+    json_object_set_new(o, "chunk_bytes", jbytes(r->staging_attempted, r->staging_chunk_bytes));
+    json_object_set_new(o, "calls", jbytes(r->staging_attempted, r->staging_calls));
+    json_object_set_new(o, "failed_calls", jbytes(r->staging_attempted, r->staging_failed_calls));
+    json_object_set_new(o, "error", r->staging_error ? json_string(strerror(-r->staging_error))
+                                                     : json_null());
+    json_object_set_new(o, "staged_tensor_pages_in_page_cache_before",
+                        jrecon(r->staging_cached_before));
+    json_object_set_new(o, "staged_tensor_pages_in_page_cache_after",
+                        jrecon(r->staging_cached_after));
+    json_object_set_new(o, "staged_tensor_pages_sampled", jrecon(r->staging_sampled_pages));
+    json_object_set_new(o, "reason", json_string(p->reason));
+    json_object_set_new(o, "note",
+                        json_string("selected_bytes is the union of the staged page ranges; "
+                                    "accepted_bytes are what MADV_WILLNEED took: a hint, not "
+                                    "residency; the page-cache figures (mincore) are the "
+                                    "observation, and a hint that changed nothing is valid"));
+    return o;
+}
+
 #define RF_REPORT_MAX_ACCESS_NAMES 32
 
 /* Names of the first RF_REPORT_MAX_ACCESS_NAMES tensor indices of order, via the inventory. */
@@ -631,8 +676,7 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
     json_object_set_new(doc, "ledger", r->ledger ? ledger_json(r->ledger, rc)
                                                  : absent_section(r->not_built_reason ? r->not_built_reason : "not built",
                                                                   (const char *[]){"entries", "reconciliation", NULL}));
-    json_object_set_new(doc, "staging",
-                        absent_section("no staging was planned or requested", staging_keys));
+    json_object_set_new(doc, "staging", staging_json(r, staging_keys));
     json_object_set_new(doc, "application", application_json(r));
     json_object_set_new(doc, "native", native_json(r));
     json_object_set_new(doc, "lifetime", lifetime_json(r));

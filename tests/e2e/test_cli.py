@@ -487,12 +487,38 @@ def case_dispatch(c):
     expect_error(c, ["run", "-m", model, "--dispatch-events", "0"], 2, "invalid event count")
 
 
+def case_staging(c):
+    model = c.model("small")
+    base, _ = c.report(model, n=6)
+    for budget, budget_bytes in (("4MiB", 4 << 20), ("1GiB", 1 << 30)):
+        doc, _ = c.report(model, "--staging-budget", budget, n=6)
+        errors = validate_report.validate(c.schema, c.last_report)
+        check(not errors, f"report does not match the schema: {errors[:3]}")
+        st = doc["staging"]
+        check(st["attempted"] and 0 < st["selected_bytes"] <= budget_bytes,
+              f"budget {budget}: selected {st['selected_bytes']}")
+        check(st["accepted_bytes"] <= st["selected_bytes"], "accepted <= requested")
+        check(st["selected_bytes"] + st["overlap_bytes_avoided"] + st["skipped_bytes"] ==
+              st["candidate_bytes"], f"staging bytes do not add up: {st}")
+        led = ledger_map(doc)
+        check(led["StagingRequested"]["value_bytes"] == st["selected_bytes"] and
+              led["StagingRequested"]["provenance"] == "requested", "StagingRequested")
+        check(led["StagingAccepted"]["value_bytes"] == st["accepted_bytes"] and
+              led["StagingAccepted"]["provenance"] == "native_accepted", "StagingAccepted")
+        check(doc["timing"]["staging_ns"] is not None, "staging timer")
+        check(doc["output"]["token_ids"] == base["output"]["token_ids"], "tokens changed")
+    # The whole model fits 1 GiB: nothing skipped; 4 MiB is a strict maximum: some skipped.
+    check(st["skipped_bytes"] == 0, "1GiB skipped bytes")
+    expect_error(c, ["run", "-m", model, "--staging-budget", "0"], 2,
+                 "invalid size for --staging-budget")
+
+
 CASES = {
     "report": case_report, "smaps": case_smaps, "parity": case_parity,
     "repack": case_repack, "badinput": case_badinput, "mkmodel": case_mkmodel,
     "memory_bound": case_memory_bound, "conservative": case_conservative,
     "repack_release": case_repack_release, "policy_badinput": case_policy_badinput,
-    "run_snapshot": case_run_snapshot, "dispatch": case_dispatch,
+    "run_snapshot": case_run_snapshot, "dispatch": case_dispatch, "staging": case_staging,
 }
 
 
