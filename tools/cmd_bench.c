@@ -144,6 +144,8 @@ struct bench_row {
     char report[96];      /* "runs/<condition>-<policy>-<rep>.json"; "" if none */
 };
 
+#define BENCH_LIMIT_READS 3 /* cold reads of the copy for the physical limit; the fastest counts */
+
 /* The isolated copy and the physical limit measured on it. */
 struct bench_copy {
     bool wanted; /* the isolated-nonresident condition was asked for */
@@ -1208,20 +1210,30 @@ static void make_copy(const struct bench_options *o, struct bench_copy *cp)
         goto fail;
     cp->made = true;
 
-    /* The physical limit: the same copy, cold, read once. */
-    for (int attempt = 1; attempt <= BENCH_PREPARE_ATTEMPTS; attempt++) {
-        if (bench_evict_file(cp->path, cp->read_error) < 0)
+    /*
+     * The physical limit: the same copy, cold, read BENCH_LIMIT_READS times;
+     * the fastest read counts (a shared machine only ever slows a read down).
+     */
+    for (int read = 0; read < BENCH_LIMIT_READS; read++) {
+        uint64_t bytes, ns;
+        for (int attempt = 1; attempt <= BENCH_PREPARE_ATTEMPTS; attempt++) {
+            if (bench_evict_file(cp->path, cp->read_error) < 0)
+                return;
+            bench_probe_file(cp->path, &res);
+            cp->read_label = bench_label_for(BENCH_COND_ISOLATED, &res);
+            if (cp->read_label == BENCH_LABEL_CONTROLLED || cp->read_label == BENCH_LABEL_UNKNOWN)
+                break;
+        }
+        if (bench_read_file(cp->path, &bytes, &ns, err) < 0) {
+            snprintf(cp->read_error, sizeof(cp->read_error), "%s", err);
             return;
-        bench_probe_file(cp->path, &res);
-        cp->read_label = bench_label_for(BENCH_COND_ISOLATED, &res);
-        if (cp->read_label == BENCH_LABEL_CONTROLLED || cp->read_label == BENCH_LABEL_UNKNOWN)
-            break;
+        }
+        if (!cp->read_measured || ns < cp->read_ns) {
+            cp->read_bytes = bytes;
+            cp->read_ns = ns;
+        }
+        cp->read_measured = true;
     }
-    if (bench_read_file(cp->path, &cp->read_bytes, &cp->read_ns, err) < 0) {
-        snprintf(cp->read_error, sizeof(cp->read_error), "%s", err);
-        return;
-    }
-    cp->read_measured = true;
     return;
 fail:
     cli_error("%s (isolated-nonresident runs are labeled failed)", cp->error);
