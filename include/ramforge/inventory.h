@@ -157,6 +157,20 @@ int rf_inventory_lookup(const struct rf_inventory *inv, struct rf_resource_key k
                         const struct rf_inventory_entry **out);
 
 /* Static names for reports; NULL for a value outside the enum. */
+#define RF_INVENTORY_NO_RANK SIZE_MAX /* an entry the ordering does not name */
+
+/*
+ * Maps an ordering of tensor indices of inv's generation (order[0..n),
+ * e.g. an access profile or a graph order) onto entry positions: on
+ * success *rank_out (inv->n entries, the caller frees) holds each entry's
+ * place in order, RF_INVENTORY_NO_RANK where order does not name it.
+ * Returns 1 when the ordering is valid; 0 when it names a tensor not in
+ * inv or one twice (*rank_out NULL; *bad_index is that tensor index and
+ * *named_twice says which case); -ENOMEM.
+ */
+int rf_inventory_rank(const struct rf_inventory *inv, const uint32_t *order, size_t n,
+                      size_t **rank_out, uint32_t *bad_index, bool *named_twice);
+
 const char *rf_weight_access_name(enum rf_weight_access a);   /* "file_backed", ... */
 const char *rf_eligibility_name(enum rf_eligibility e);       /* "eligible", ... */
 const char *rf_confidence_name(enum rf_confidence c);         /* "high", ... */

@@ -470,3 +470,32 @@ const char *rf_confidence_name(enum rf_confidence c)
     }
     return NULL;
 }
+
+int rf_inventory_rank(const struct rf_inventory *inv, const uint32_t *order, size_t n,
+                      size_t **rank_out, uint32_t *bad_index, bool *named_twice)
+{
+    size_t *rank, bytes;
+
+    *rank_out = NULL;
+    if (__builtin_mul_overflow(inv->n ? inv->n : 1, sizeof(*rank), &bytes))
+        return -ENOMEM;
+    rank = malloc(bytes);
+    if (!rank)
+        return -ENOMEM;
+    for (size_t i = 0; i < inv->n; i++)
+        rank[i] = RF_INVENTORY_NO_RANK;
+    for (size_t i = 0; i < n; i++) {
+        struct rf_resource_key key = {inv->generation, order[i]};
+        const struct rf_inventory_entry *e;
+
+        if (rf_inventory_lookup(inv, key, &e) < 0 || rank[e - inv->entries] != RF_INVENTORY_NO_RANK) {
+            *bad_index = order[i];
+            *named_twice = rf_inventory_lookup(inv, key, &e) == 0;
+            free(rank);
+            return 0;
+        }
+        rank[e - inv->entries] = i;
+    }
+    *rank_out = rank;
+    return 1;
+}

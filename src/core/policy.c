@@ -290,7 +290,7 @@ static int segs_emit(const struct segs *s, struct rf_plan *plan, uint64_t *prote
 
 /* ---- candidates -------------------------------------------------------- */
 
-#define NO_RANK SIZE_MAX /* not named by the access profile */
+#define NO_RANK RF_INVENTORY_NO_RANK /* not named by the access profile */
 
 /* A candidate with its sort keys. */
 struct cand {
@@ -325,42 +325,20 @@ static int cand_cmp(const void *pa, const void *pb)
 static int profile_ranks(const struct rf_inventory *inv, const struct rf_plan_params *p,
                          size_t **rank_out, char *why, size_t why_size)
 {
-    size_t *rank = NULL, i;
+    uint32_t bad;
+    bool twice;
+    int rc;
 
     *rank_out = NULL;
     if (p->n_profile_order == 0) {
         snprintf(why, why_size, "empty access profile ignored");
         return 0;
     }
-    if (inv->n > 0) {
-        rank = malloc(inv->n * sizeof(*rank));
-        if (!rank)
-            return -ENOMEM;
-    }
-    for (i = 0; i < inv->n; i++)
-        rank[i] = NO_RANK;
-    for (i = 0; i < p->n_profile_order; i++) {
-        struct rf_resource_key key = {inv->generation, p->profile_order[i]};
-        const struct rf_inventory_entry *e;
-        size_t pos;
-
-        if (rf_inventory_lookup(inv, key, &e) < 0) {
-            snprintf(why, why_size, "access profile ignored: tensor %" PRIu32 " not in inventory",
-                     p->profile_order[i]);
-            free(rank);
-            return 0;
-        }
-        pos = (size_t)(e - inv->entries);
-        if (rank[pos] != NO_RANK) {
-            snprintf(why, why_size, "access profile ignored: tensor %" PRIu32 " named twice",
-                     p->profile_order[i]);
-            free(rank);
-            return 0;
-        }
-        rank[pos] = i;
-    }
-    *rank_out = rank;
-    return 1;
+    rc = rf_inventory_rank(inv, p->profile_order, p->n_profile_order, rank_out, &bad, &twice);
+    if (rc == 0)
+        snprintf(why, why_size, "access profile ignored: tensor %" PRIu32 " %s", bad,
+                 twice ? "named twice" : "not in inventory");
+    return rc;
 }
 
 /* ---- the plan ---------------------------------------------------------- */

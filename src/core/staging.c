@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NO_RANK SIZE_MAX /* not named by the graph order */
+#define NO_RANK RF_INVENTORY_NO_RANK /* not named by the graph order */
 
 struct rf_staging_params rf_staging_default_params(void)
 {
@@ -89,40 +89,14 @@ static bool is_candidate(const struct rf_inventory *inv, const struct rf_staging
 static int order_ranks(const struct rf_inventory *inv, const struct rf_staging_params *p,
                        size_t **rank_out, char *why, size_t why_size)
 {
-    size_t *rank = NULL, i, bytes;
+    uint32_t bad;
+    bool twice;
+    int rc = rf_inventory_rank(inv, p->order, p->n_order, rank_out, &bad, &twice);
 
-    *rank_out = NULL;
-    if (inv->n > 0) {
-        if (__builtin_mul_overflow(inv->n, sizeof(*rank), &bytes))
-            return -ENOMEM;
-        rank = malloc(bytes);
-        if (!rank)
-            return -ENOMEM;
-    }
-    for (i = 0; i < inv->n; i++)
-        rank[i] = NO_RANK;
-    for (i = 0; i < p->n_order; i++) {
-        struct rf_resource_key key = {inv->generation, p->order[i]};
-        const struct rf_inventory_entry *e;
-        size_t pos;
-
-        if (rf_inventory_lookup(inv, key, &e) < 0) {
-            snprintf(why, why_size, "graph order ignored: tensor %" PRIu32 " not in inventory",
-                     p->order[i]);
-            free(rank);
-            return 0;
-        }
-        pos = (size_t)(e - inv->entries);
-        if (rank[pos] != NO_RANK) {
-            snprintf(why, why_size, "graph order ignored: tensor %" PRIu32 " named twice",
-                     p->order[i]);
-            free(rank);
-            return 0;
-        }
-        rank[pos] = i;
-    }
-    *rank_out = rank;
-    return 1;
+    if (rc == 0)
+        snprintf(why, why_size, "graph order ignored: tensor %" PRIu32 " %s", bad,
+                 twice ? "named twice" : "not in inventory");
+    return rc;
 }
 
 /* ---- selection --------------------------------------------------------- */
