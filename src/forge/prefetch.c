@@ -16,18 +16,10 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 
 #include "ramforge/pages.h"
 #include "ramforge/sys.h"
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+#include "ramforge/timing.h"
 
 /* The chunk for a requested chunk_bytes: 0 = default; whole pages, at least one. */
 static uint64_t chunk_for(uint64_t chunk_bytes, uint64_t page_bytes)
@@ -64,7 +56,7 @@ int forge_model_prefetch(struct forge_model *m, const struct forge_release_range
                          uint64_t chunk_bytes, struct forge_prefetch_result *out)
 {
     const uint64_t page = rfsys_page_bytes();
-    const uint64_t t0 = now_ns();
+    const uint64_t t0 = rf_now_ns();
     struct rfsys_maps maps;
     int rc;
 
@@ -73,12 +65,12 @@ int forge_model_prefetch(struct forge_model *m, const struct forge_release_range
     memset(out, 0, sizeof(*out));
     out->chunk_bytes = chunk_for(chunk_bytes, page);
     if (!m || (!ranges && n > 0)) {
-        out->elapsed_ns = now_ns() - t0;
+        out->elapsed_ns = rf_now_ns() - t0;
         return -EINVAL;
     }
     rc = forge_gate_try_release(&m->gate);
     if (rc < 0) {
-        out->elapsed_ns = now_ns() - t0;
+        out->elapsed_ns = rf_now_ns() - t0;
         return rc;
     }
     rfsys_maps_init(&maps);
@@ -108,6 +100,6 @@ int forge_model_prefetch(struct forge_model *m, const struct forge_release_range
 out:
     rfsys_maps_free(&maps);
     forge_gate_end_release(&m->gate);
-    out->elapsed_ns = now_ns() - t0;
+    out->elapsed_ns = rf_now_ns() - t0;
     return rc;
 }
