@@ -1154,6 +1154,27 @@ int cmd_run(int argc, char **argv)
     for (size_t i = 0; i < RF_REPORT_MAX_APPLICATIONS; i++)
         rf_plan_init(&s->plans[i]);
 
+    /*
+     * Before the load: llama.cpp maps and populates the whole file, so a
+     * file larger than the room under an enforced cgroup limit may be
+     * killed before admission runs. A warning, not a refusal: pages already
+     * cached may be charged already, or elsewhere.
+     */
+    if (observing) {
+        struct rfsys_cgroup_memory pre;
+        struct stat mst;
+        if (rfsys_read_cgroup_memory(NULL, "self", &pre) == 0 && pre.has_limit &&
+            !pre.limit_unlimited && pre.has_current && stat(o->model, &mst) == 0 &&
+            (pre.current_bytes >= pre.limit_bytes ||
+             (uint64_t)mst.st_size > pre.limit_bytes - pre.current_bytes))
+            cli_error("warning: loading maps and reads all %lld bytes of %s, more than the %" PRIu64
+                      " bytes left under the cgroup limit (%s): the load itself may be "
+                      "reclaimed or killed",
+                      (long long)mst.st_size, o->model,
+                      pre.current_bytes >= pre.limit_bytes ? 0 : pre.limit_bytes - pre.current_bytes,
+                      pre.limit_source);
+    }
+
     /* Load. */
     mp.use_extra_bufts = o->repack;
     mp.mlock = o->mlock;
