@@ -333,7 +333,9 @@ static void page_cache_table(const struct page_cache_view *v, bool raw)
         printf("%5u  %-28s %-6s %17s %9" PRIu64 " %11" PRIu64 " %9" PRIu64 " %14s %s\n",
                e->key.tensor_index, e->name, e->type_name, pages, r->resident_pages,
                r->nonresident_pages, r->unknown_pages,
-               cli_format_bytes(r->resident_pages * pb, raw, b1, sizeof(b1)),
+               r->sampled == RF_SAMPLED_NONE
+                   ? "unknown"
+                   : cli_format_bytes(r->resident_pages * pb, raw, b1, sizeof(b1)),
                rf_residency_sampled_name(r->sampled));
     }
     printf("\n%s\n", PAGE_CACHE_NOTE);

@@ -61,6 +61,7 @@ struct run_options {
     bool has_staging;
     uint64_t staging_budget; /* --staging-budget, bytes */
     bool observe_dispatch;
+    bool has_dispatch_events, has_dispatch_sample_pages; /* given on the command line */
     long long dispatch_events; /* observer capacity, events */
     long long dispatch_sample_pages; /* pre-dispatch sampling per weight source; 0: off */
     bool human_report;
@@ -317,11 +318,13 @@ static int parse_options(int argc, char **argv, struct run_options *o)
             if (!cli_parse_int("event count (--dispatch-events)", optarg, 1, 16777216,
                                &o->dispatch_events))
                 return RF_EXIT_USAGE;
+            o->has_dispatch_events = true;
             break;
         case OPT_DISPATCH_SAMPLE_PAGES:
             if (!cli_parse_int("pages per source (--dispatch-sample-pages)", optarg, 0, 4096,
                                &o->dispatch_sample_pages))
                 return RF_EXIT_USAGE;
+            o->has_dispatch_sample_pages = true;
             break;
         case OPT_PAGE_BUDGET:
             if (!cli_parse_int("page budget (--residency-page-budget)", optarg, 0, INT64_MAX,
@@ -368,6 +371,9 @@ static int parse_options(int argc, char **argv, struct run_options *o)
                   "--residency-policy off");
     else if (o->has_reserve && !o->has_target)
         cli_error("warning: --safety-reserve has no effect without --memory-target");
+    if (!o->observe_dispatch && (o->has_dispatch_events || o->has_dispatch_sample_pages))
+        cli_error("warning: --dispatch-events and --dispatch-sample-pages have no effect "
+                  "without --observe-dispatch");
     if (o->has_staging && o->policy == RF_POLICY_OFF)
         cli_error("warning: --staging-budget has no effect with --residency-policy off (staging "
                   "plans over the inventory)");

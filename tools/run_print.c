@@ -41,6 +41,51 @@ static void print_ledger(FILE *f, const struct rf_report *r)
             signed_mib(rc->cgroup_current_minus_rss_bytes, b2, sizeof(b2)));
 }
 
+static void print_population(FILE *f, const char *name, const struct rf_residency_population *p)
+{
+    if (!p->has_coverage) {
+        fprintf(f, "  %-8s n/a (no pages)\n", name);
+        return;
+    }
+    fprintf(f,
+            "  %-8s %" PRIu64 " resident, %" PRIu64 " nonresident, %" PRIu64 " unknown of %" PRIu64
+            " pages (%u.%02u%% known)\n",
+            name, p->resident_pages, p->nonresident_pages, p->unknown_pages, p->available_pages,
+            p->coverage_bp / 100, p->coverage_bp % 100);
+}
+
+static void print_staging(FILE *f, const struct rf_report *r)
+{
+    char b1[32], b2[32], b3[32];
+    const struct rf_staging_plan *p = r->staging;
+    if (!p)
+        return;
+    fprintf(f, "staging (budget %s): selected %s, accepted %s",
+            cli_format_bytes(p->budget_bytes, false, b1, sizeof(b1)),
+            cli_format_bytes(p->selected_bytes, false, b2, sizeof(b2)),
+            r->staging_attempted ? cli_format_bytes(r->staging_accepted_bytes, false, b3, sizeof(b3))
+                                 : "not attempted");
+    if (r->staging_cached_before.has_value && r->staging_cached_after.has_value)
+        fprintf(f, "; staged tensors' pages in page cache %" PRId64 " -> %" PRId64 " of %" PRId64,
+                r->staging_cached_before.value, r->staging_cached_after.value,
+                r->staging_sampled_pages.value);
+    fprintf(f, "; mapping RSS %s\n", signed_mib(r->staging_mapping_delta, b1, sizeof(b1)));
+    fprintf(f, "  %s\n", p->reason);
+}
+
+static void print_dispatch(FILE *f, const struct rf_report *r)
+{
+    const struct rf_dispatch_summary *d = r->dispatch;
+    if (!d)
+        return;
+    fprintf(f,
+            "dispatch: %" PRIu64 " events, %" PRIu64 " dropped (%s); %" PRIu64 " of %" PRIu64
+            " weight references attributed; %" PRIu64 " tensors named\n",
+            d->events, d->dropped_events, d->complete ? "complete" : "incomplete",
+            d->weight_refs - d->unattributed_weight_refs, d->weight_refs, d->tensors_named);
+    fprintf(f, "  %s\n", d->caveat);
+}
+
 static void print_policy(FILE *f, const struct rf_report *r)
 {
     char b1[32], b2[32], b3[32], b4[32], b5[32];
@@ -90,16 +135,19 @@ static void print_policy(FILE *f, const struct rf_report *r)
                 r->native_boundary ? r->native_boundary : "");
     if (r->page_snapshot) {
         const struct rf_residency_coverage *c = &r->page_snapshot->coverage;
-        const struct rf_residency_population *g = &c->general, *t = &c->targeted;
-        fprintf(f,
-                "pages (%s, budget %" PRIu64 "): selected %" PRIu64 " resident / %" PRIu64
-                " nonresident / %" PRIu64 " unknown of %" PRIu64 " (%u.%02u%% known); other %" PRIu64
-                " / %" PRIu64 " / %" PRIu64 " of %" PRIu64 " (%u.%02u%% known)\n",
-                r->page_snapshot->source, c->page_budget_pages, t->resident_pages,
-                t->nonresident_pages, t->unknown_pages, t->available_pages, t->coverage_bp / 100,
-                t->coverage_bp % 100, g->resident_pages, g->nonresident_pages, g->unknown_pages,
-                g->available_pages, g->coverage_bp / 100, g->coverage_bp % 100);
+        fprintf(f, "page cache of the model mapping (%s, budget %" PRIu64 " pages; resident = in "
+                   "the page cache, not mapped RSS):\n",
+                r->page_snapshot->source, c->page_budget_pages);
+        print_population(f, "selected", &c->targeted);
+        print_population(f, "other", &c->general);
+        if (c->selected_resources)
+            fprintf(f, "  selected tensors: %" PRIu64 " fully, %" PRIu64 " partially, %" PRIu64
+                       " not observed\n",
+                    c->selected_fully_observed, c->selected_partially_observed,
+                    c->selected_not_observed);
     }
+    print_staging(f, r);
+    print_dispatch(f, r);
     if (r->has_file_cache)
         fprintf(f, "page cache (cachestat, whole file): %s\n",
                 cli_format_bytes(r->file_cached_pages * r->file_cache_page_bytes, false, b1,
@@ -146,8 +194,8 @@ void run_print_report(const struct rf_report *r)
     const struct rf_timing *t = r->timing;
     fprintf(f, "timing:");
     static const enum rf_timer shown[] = {RF_TIMER_MODEL_LOAD, RF_TIMER_OBSERVATION,
-                                          RF_TIMER_PLANNING, RF_TIMER_TTFT, RF_TIMER_INFERENCE,
-                                          RF_TIMER_END_TO_END};
+                                          RF_TIMER_PLANNING, RF_TIMER_STAGING, RF_TIMER_TTFT,
+                                          RF_TIMER_INFERENCE, RF_TIMER_END_TO_END};
     for (size_t i = 0; i < sizeof(shown) / sizeof(shown[0]); i++) {
         if (!t->has[shown[i]])
             continue;
