@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "test_util.h"
 #include "ramforge/intervals.h"
 
 #define N_CASES 2000
@@ -20,23 +21,6 @@
 #define MAX_PAGE_BYTES 64
 #define N_BYTES (N_PAGES * MAX_PAGE_BYTES)
 
-static uint64_t rng_state;
-
-/* splitmix64: deterministic across platforms. */
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-/* Uniform-enough value in [0, bound). */
-static uint64_t rng_below(uint64_t bound)
-{
-    return bound ? rng_next() % bound : 0;
-}
 
 static struct rf_page_range random_range(void)
 {

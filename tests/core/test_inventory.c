@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "test_util.h"
 #include "ramforge/error.h"
 #include "ramforge/inventory.h"
 
@@ -373,21 +374,6 @@ static void test_names(void **state)
 #define MAX_T 30
 #define MAX_M 3
 
-static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rng_below(uint64_t bound)
-{
-    return bound ? rng_next() % bound : 0;
-}
 
 /* Byte-by-byte: is every byte of the tensor inside the fragment and the file? */
 static bool naive_inside(const struct rf_tensor_meta *t, const struct rf_mapping_meta *m)

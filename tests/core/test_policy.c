@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "test_util.h"
 #include "ramforge/error.h"
 #include "ramforge/inventory.h"
 #include "ramforge/policy.h"
@@ -25,36 +26,6 @@
 
 /* ---- helpers ----------------------------------------------------------- */
 
-static struct rf_tensor_meta tensor(uint32_t index, int32_t mapping, uint64_t off, uint64_t len,
-                                    enum rf_weight_access access)
-{
-    struct rf_tensor_meta t;
-
-    memset(&t, 0, sizeof(t));
-    t.index = index;
-    snprintf(t.name, sizeof(t.name), "t%u", index);
-    snprintf(t.type_name, sizeof(t.type_name), "%s", "q8_0");
-    t.mapping_index = mapping;
-    t.file_offset_bytes = off;
-    t.logical_bytes = len;
-    t.access = access;
-    return t;
-}
-
-static struct rf_mapping_meta mapping(uint32_t index, uint64_t size)
-{
-    struct rf_mapping_meta m;
-
-    memset(&m, 0, sizeof(m));
-    m.index = index;
-    snprintf(m.path, sizeof(m.path), "/models/m-%u.gguf", index);
-    m.file_size_bytes = size;
-    m.validated = true;
-    m.map_offset_bytes = 0;
-    m.map_length_bytes = size;
-    m.inode = 1000 + index;
-    return m;
-}
 
 static struct rf_plan_params params(enum rf_policy_profile profile)
 {
@@ -293,16 +264,16 @@ static void test_parse_size_fractions_exact(void **state)
 static void case_s(struct rf_inventory *inv)
 {
     struct rf_tensor_meta t[8];
-    struct rf_mapping_meta m = mapping(0, 40 * PAGE);
+    struct rf_mapping_meta m = fixture_mapping(0, 40 * PAGE);
 
-    t[0] = tensor(0, 0, 0, 8192, RF_ACCESS_FILE_BACKED);
-    t[1] = tensor(1, 0, 8192, 1808, RF_ACCESS_FILE_BACKED);
-    t[2] = tensor(2, 0, 10000, 10480, RF_ACCESS_FILE_BACKED);
-    t[3] = tensor(3, 0, 20480, 4096, RF_ACCESS_ANONYMOUS);
-    t[4] = tensor(4, 0, 24576, 16384, RF_ACCESS_FILE_BACKED);
-    t[5] = tensor(5, 0, 40960, 4040, RF_ACCESS_ANONYMOUS);
-    t[6] = tensor(6, 0, 45000, 4152, RF_ACCESS_UNREFERENCED);
-    t[7] = tensor(7, 0, 49152, 8192, RF_ACCESS_ANONYMOUS);
+    t[0] = fixture_tensor(0, 0, 0, 8192, RF_ACCESS_FILE_BACKED);
+    t[1] = fixture_tensor(1, 0, 8192, 1808, RF_ACCESS_FILE_BACKED);
+    t[2] = fixture_tensor(2, 0, 10000, 10480, RF_ACCESS_FILE_BACKED);
+    t[3] = fixture_tensor(3, 0, 20480, 4096, RF_ACCESS_ANONYMOUS);
+    t[4] = fixture_tensor(4, 0, 24576, 16384, RF_ACCESS_FILE_BACKED);
+    t[5] = fixture_tensor(5, 0, 40960, 4040, RF_ACCESS_ANONYMOUS);
+    t[6] = fixture_tensor(6, 0, 45000, 4152, RF_ACCESS_UNREFERENCED);
+    t[7] = fixture_tensor(7, 0, 49152, 8192, RF_ACCESS_ANONYMOUS);
     rf_inventory_init(inv);
     assert_int_equal(rf_inventory_build(t, 8, &m, 1, PAGE, 7, inv), 0);
     assert_int_equal(inv->entries[1].shared_page_bytes, PAGE);
@@ -678,7 +649,7 @@ static void test_param_errors(void **state)
 static void test_deterministic(void **state)
 {
     struct rf_tensor_meta t[12];
-    struct rf_mapping_meta m = mapping(0, 64 * PAGE);
+    struct rf_mapping_meta m = fixture_mapping(0, 64 * PAGE);
     struct rf_inventory inv;
     struct rf_plan a, b;
     struct rf_plan_params p = params(RF_POLICY_MEMORY_BOUND);
@@ -687,7 +658,7 @@ static void test_deterministic(void **state)
     (void)state;
     /* Twelve one-page tensors of equal size: ties break by tensor index. */
     for (i = 0; i < 12; i++)
-        t[i] = tensor((uint32_t)(11 - i), 0, (11 - i) * 2 * PAGE, PAGE, RF_ACCESS_FILE_BACKED);
+        t[i] = fixture_tensor((uint32_t)(11 - i), 0, (11 - i) * 2 * PAGE, PAGE, RF_ACCESS_FILE_BACKED);
     rf_inventory_init(&inv);
     assert_int_equal(rf_inventory_build(t, 12, &m, 1, PAGE, 1, &inv), 0);
     rf_plan_init(&a);
@@ -808,16 +779,16 @@ static void test_reuse_aware(void **state)
 static void test_two_mappings(void **state)
 {
     struct rf_tensor_meta t[4];
-    struct rf_mapping_meta m[2] = {mapping(0, 16 * PAGE), mapping(1, 16 * PAGE)};
+    struct rf_mapping_meta m[2] = {fixture_mapping(0, 16 * PAGE), fixture_mapping(1, 16 * PAGE)};
     struct rf_inventory inv;
     struct rf_plan plan;
     struct rf_plan_params p = params(RF_POLICY_MEMORY_BOUND);
 
     (void)state;
-    t[0] = tensor(0, 0, 0, 2 * PAGE, RF_ACCESS_FILE_BACKED);
-    t[1] = tensor(1, 0, PAGE, 2 * PAGE, RF_ACCESS_UNREFERENCED);
-    t[2] = tensor(2, 1, 0, 2 * PAGE, RF_ACCESS_FILE_BACKED);
-    t[3] = tensor(3, 1, 2 * PAGE, 2 * PAGE, RF_ACCESS_FILE_BACKED);
+    t[0] = fixture_tensor(0, 0, 0, 2 * PAGE, RF_ACCESS_FILE_BACKED);
+    t[1] = fixture_tensor(1, 0, PAGE, 2 * PAGE, RF_ACCESS_UNREFERENCED);
+    t[2] = fixture_tensor(2, 1, 0, 2 * PAGE, RF_ACCESS_FILE_BACKED);
+    t[3] = fixture_tensor(3, 1, 2 * PAGE, 2 * PAGE, RF_ACCESS_FILE_BACKED);
     rf_inventory_init(&inv);
     assert_int_equal(rf_inventory_build(t, 4, m, 2, PAGE, 3, &inv), 0);
     rf_plan_init(&plan);
@@ -844,21 +815,6 @@ static void test_two_mappings(void **state)
 #define MAX_T 40
 #define MAX_M 2
 
-static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rng_below(uint64_t bound)
-{
-    return bound ? rng_next() % bound : 0;
-}
 
 /*
  * Per case: page size 2^(0..6) bytes (so tensors share pages often), 1-2
@@ -891,7 +847,7 @@ static void test_random_plans(void **state)
         int rc;
 
         for (m = 0; m < n_m; m++)
-            maps[m] = mapping((uint32_t)m, total);
+            maps[m] = fixture_mapping((uint32_t)m, total);
         for (i = 0; i < n; i++) {
             uint64_t len = 1 + rng_below(4 * pb), gap, off;
 
@@ -915,7 +871,7 @@ static void test_random_plans(void **state)
                 len = total - off;
             }
             cursor[m] = off + len;
-            t[i] = tensor((uint32_t)i, rng_below(12) == 0 ? -1 : (int32_t)m, off, len,
+            t[i] = fixture_tensor((uint32_t)i, rng_below(12) == 0 ? -1 : (int32_t)m, off, len,
                           (enum rf_weight_access)rng_below(4));
             if (rng_below(3) == 0)
                 t[i].access = RF_ACCESS_FILE_BACKED;

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_util.h"
 #include "ramforge/inventory.h"
 #include "ramforge/residency.h"
 
@@ -515,20 +516,6 @@ static void test_json(void **state)
 
 /* --- random cases against a naive per-page model --- */
 
-static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rng_below(uint64_t bound)
-{
-    return bound ? rng_next() % bound : 0;
-}
 
 static void test_random_against_naive(void **state)
 {

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_util.h"
 #include "ramforge/inventory.h"
 #include "ramforge/staging.h"
 
@@ -30,36 +31,6 @@
 
 /* ---- helpers ----------------------------------------------------------- */
 
-static struct rf_tensor_meta tensor(uint32_t index, int32_t mapping, uint64_t off, uint64_t len,
-                                    enum rf_weight_access access)
-{
-    struct rf_tensor_meta t;
-
-    memset(&t, 0, sizeof(t));
-    t.index = index;
-    snprintf(t.name, sizeof(t.name), "t%u", index);
-    snprintf(t.type_name, sizeof(t.type_name), "%s", "q8_0");
-    t.mapping_index = mapping;
-    t.file_offset_bytes = off;
-    t.logical_bytes = len;
-    t.access = access;
-    return t;
-}
-
-static struct rf_mapping_meta mapping(uint32_t index, uint64_t size)
-{
-    struct rf_mapping_meta m;
-
-    memset(&m, 0, sizeof(m));
-    m.index = index;
-    snprintf(m.path, sizeof(m.path), "/models/m-%u.gguf", index);
-    m.file_size_bytes = size;
-    m.validated = true;
-    m.map_offset_bytes = 0;
-    m.map_length_bytes = size;
-    m.inode = 1000 + index;
-    return m;
-}
 
 static void check_identities(const struct rf_staging_plan *plan)
 {
@@ -96,11 +67,11 @@ static void check_identities(const struct rf_staging_plan *plan)
 static void build_three(struct rf_inventory *inv)
 {
     struct rf_tensor_meta t[3] = {
-        tensor(0, 0, 0, 6000, RF_ACCESS_FILE_BACKED),
-        tensor(1, 0, 6000, 6000, RF_ACCESS_FILE_BACKED),
-        tensor(2, 0, 12000, 100, RF_ACCESS_FILE_BACKED),
+        fixture_tensor(0, 0, 0, 6000, RF_ACCESS_FILE_BACKED),
+        fixture_tensor(1, 0, 6000, 6000, RF_ACCESS_FILE_BACKED),
+        fixture_tensor(2, 0, 12000, 100, RF_ACCESS_FILE_BACKED),
     };
-    struct rf_mapping_meta m = mapping(0, 16 * PAGE);
+    struct rf_mapping_meta m = fixture_mapping(0, 16 * PAGE);
 
     rf_inventory_init(inv);
     assert_int_equal(rf_inventory_build(t, 3, &m, 1, PAGE, 7, inv), 0);
@@ -184,10 +155,10 @@ static void test_budget_strict_and_skips(void **state)
 static void test_partial(void **state)
 {
     struct rf_tensor_meta t[2] = {
-        tensor(0, 0, 0, PAGE, RF_ACCESS_FILE_BACKED),            /* [0, 1) */
-        tensor(1, 0, 2 * PAGE, 4 * PAGE, RF_ACCESS_FILE_BACKED), /* [2, 6) */
+        fixture_tensor(0, 0, 0, PAGE, RF_ACCESS_FILE_BACKED),            /* [0, 1) */
+        fixture_tensor(1, 0, 2 * PAGE, 4 * PAGE, RF_ACCESS_FILE_BACKED), /* [2, 6) */
     };
-    struct rf_mapping_meta m = mapping(0, 16 * PAGE);
+    struct rf_mapping_meta m = fixture_mapping(0, 16 * PAGE);
     struct rf_inventory inv;
     struct rf_staging_plan plan;
     struct rf_staging_params p = budget(3 * PAGE);
@@ -215,10 +186,10 @@ static void test_partial(void **state)
 static void test_partial_around_selection(void **state)
 {
     struct rf_tensor_meta t[2] = {
-        tensor(0, 0, 3 * PAGE, PAGE, RF_ACCESS_FILE_BACKED), /* [3, 4) */
-        tensor(1, 0, 0, 8 * PAGE, RF_ACCESS_FILE_BACKED),    /* [0, 8) */
+        fixture_tensor(0, 0, 3 * PAGE, PAGE, RF_ACCESS_FILE_BACKED), /* [3, 4) */
+        fixture_tensor(1, 0, 0, 8 * PAGE, RF_ACCESS_FILE_BACKED),    /* [0, 8) */
     };
-    struct rf_mapping_meta m = mapping(0, 16 * PAGE);
+    struct rf_mapping_meta m = fixture_mapping(0, 16 * PAGE);
     struct rf_inventory inv;
     struct rf_staging_plan plan;
     struct rf_staging_params p = budget(6 * PAGE);
@@ -342,15 +313,15 @@ static void test_exclude_honoured(void **state)
 static void test_candidates(void **state)
 {
     struct rf_tensor_meta t[7] = {
-        tensor(0, 0, 0, PAGE, RF_ACCESS_FILE_BACKED),         /* candidate */
-        tensor(1, 0, 1 * PAGE, PAGE, RF_ACCESS_ANONYMOUS),    /* repacked: file pages unread */
-        tensor(2, 0, 2 * PAGE, PAGE, RF_ACCESS_UNREFERENCED), /* never read */
-        tensor(3, 0, 3 * PAGE, PAGE, RF_ACCESS_UNKNOWN),      /* not observed */
-        tensor(4, -1, 4 * PAGE, PAGE, RF_ACCESS_FILE_BACKED), /* not mapped */
-        tensor(5, 0, 5 * PAGE, 0, RF_ACCESS_FILE_BACKED),     /* empty */
-        tensor(6, 1, 0, PAGE, RF_ACCESS_FILE_BACKED),         /* candidate, mapping 1 */
+        fixture_tensor(0, 0, 0, PAGE, RF_ACCESS_FILE_BACKED),         /* candidate */
+        fixture_tensor(1, 0, 1 * PAGE, PAGE, RF_ACCESS_ANONYMOUS),    /* repacked: file pages unread */
+        fixture_tensor(2, 0, 2 * PAGE, PAGE, RF_ACCESS_UNREFERENCED), /* never read */
+        fixture_tensor(3, 0, 3 * PAGE, PAGE, RF_ACCESS_UNKNOWN),      /* not observed */
+        fixture_tensor(4, -1, 4 * PAGE, PAGE, RF_ACCESS_FILE_BACKED), /* not mapped */
+        fixture_tensor(5, 0, 5 * PAGE, 0, RF_ACCESS_FILE_BACKED),     /* empty */
+        fixture_tensor(6, 1, 0, PAGE, RF_ACCESS_FILE_BACKED),         /* candidate, mapping 1 */
     };
-    struct rf_mapping_meta m[2] = {mapping(0, 16 * PAGE), mapping(1, 16 * PAGE)};
+    struct rf_mapping_meta m[2] = {fixture_mapping(0, 16 * PAGE), fixture_mapping(1, 16 * PAGE)};
     struct rf_inventory inv;
     struct rf_staging_plan plan;
     struct rf_staging_params p = budget(UINT64_MAX);
@@ -413,21 +384,6 @@ static void test_errors(void **state)
 #define MAX_T 40
 #define N_PAGES 256
 
-static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rng_below(uint64_t bound)
-{
-    return bound ? rng_next() % bound : 0;
-}
 
 static const struct rf_inventory *sort_inv;
 
@@ -476,7 +432,7 @@ static void test_random_plans(void **state)
         uint32_t w_staged_idx[MAX_T], w_partial_idx = 0;
 
         for (m = 0; m < n_m; m++)
-            maps[m] = mapping((uint32_t)m, total);
+            maps[m] = fixture_mapping((uint32_t)m, total);
         for (i = 0; i < n; i++) {
             uint64_t len = 1 + rng_below(6 * pb), gap, off;
 
@@ -500,7 +456,7 @@ static void test_random_plans(void **state)
                 len = total - off;
             }
             cursor[m] = off + len;
-            t[i] = tensor((uint32_t)i, rng_below(12) == 0 ? -1 : (int32_t)m, off, len,
+            t[i] = fixture_tensor((uint32_t)i, rng_below(12) == 0 ? -1 : (int32_t)m, off, len,
                           (enum rf_weight_access)rng_below(4));
             if (rng_below(2) == 0)
                 t[i].access = RF_ACCESS_FILE_BACKED;

@@ -1,0 +1,66 @@
+/*
+ * Helpers shared by the core unit tests: a seeded splitmix64 stream for
+ * random cases (deterministic across platforms) and builders of plain
+ * tensor and mapping metadata for hand-made inventories.
+ */
+#ifndef RAMFORGE_TEST_UTIL_H
+#define RAMFORGE_TEST_UTIL_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ramforge/inventory.h"
+
+static uint64_t rng_state; /* seed it in each test: rng_state = N */
+
+/* splitmix64. */
+static inline uint64_t rng_next(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Uniform-enough value in [0, bound); 0 for bound 0. */
+static inline uint64_t rng_below(uint64_t bound)
+{
+    return bound ? rng_next() % bound : 0;
+}
+
+/* Tensor "t<index>", q8_0, at [off, off + len) of mapping `mapping`. */
+static inline struct rf_tensor_meta fixture_tensor(uint32_t index, int32_t mapping, uint64_t off,
+                                                   uint64_t len, enum rf_weight_access access)
+{
+    struct rf_tensor_meta t;
+
+    memset(&t, 0, sizeof(t));
+    t.index = index;
+    snprintf(t.name, sizeof(t.name), "t%u", index);
+    snprintf(t.type_name, sizeof(t.type_name), "%s", "q8_0");
+    t.mapping_index = mapping;
+    t.file_offset_bytes = off;
+    t.logical_bytes = len;
+    t.access = access;
+    return t;
+}
+
+/* A validated mapping of a whole file of size bytes, mapped from offset 0. */
+static inline struct rf_mapping_meta fixture_mapping(uint32_t index, uint64_t size)
+{
+    struct rf_mapping_meta m;
+
+    memset(&m, 0, sizeof(m));
+    m.index = index;
+    snprintf(m.path, sizeof(m.path), "/models/m-%u.gguf", index);
+    m.file_size_bytes = size;
+    m.validated = true;
+    m.map_offset_bytes = 0;
+    m.map_length_bytes = size;
+    m.inode = 1000 + index;
+    return m;
+}
+
+#endif
