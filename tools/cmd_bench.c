@@ -1310,6 +1310,13 @@ static int bench_one(const struct bench_options *o, const struct bench_copy *cp,
     if (r->run_status == RF_EXIT_USAGE) {
         run_message(path, msg, sizeof(msg));
         cli_error("'run' rejected the arguments of policy '%s': %s", pname, msg);
+        /* A bad command line leaves nothing behind: this run's captured output goes. */
+        static const char *const exts[] = {".out", ".err", ".json"};
+        for (size_t i = 0; i < sizeof(exts) / sizeof(exts[0]); i++) {
+            char leftover[PATH_MAX + 8];
+            snprintf(leftover, sizeof(leftover), "%s%s", base, exts[i]);
+            unlink(leftover);
+        }
         return RF_EXIT_USAGE;
     }
     if (r->run_status != 0) {

@@ -351,6 +351,9 @@ def case_bench_badinput(c):
                             "--policy-args", "observe=--bogus"], 2,
                  "'run' rejected the arguments of policy 'observe': unrecognized option")
     check(not os.path.exists(os.path.join(out, "summary.json")), "no summary after exit 2")
+    runs = os.path.join(out, "runs")
+    left = os.listdir(runs) if os.path.isdir(runs) else []
+    check(not left, f"a rejected command line left {left} behind")
     h = c.run("bench", "--help")
     for word in ("isolated-nonresident", "controlled", "--policies", "--policy-args",
                  "--run-args", "--conditions", "--repetitions", "results.tsv", "summary.json",
