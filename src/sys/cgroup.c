@@ -346,26 +346,30 @@ out:
     return ret;
 }
 
+/* One key of a flat-keyed cgroup file and where its value goes. */
+struct keyed_value {
+    const char *key;
+    uint64_t *value;
+    bool found; /* set by read_keyed */
+};
+
 /*
- * Reads dir/memory.events ("key N" lines) into out->events_*. A missing
- * file leaves has_events false; unknown keys are ignored; a known key
- * without a decimal value is -EBADMSG.
+ * Reads dir/file, a flat-keyed cgroup file ("key N" lines, as
+ * memory.events and memory.stat), into the values of keys[0..n): the first
+ * occurrence of a key counts, other keys are ignored. A missing file
+ * returns 0 with *file_found false. A known key without a decimal value is
+ * -EBADMSG; other read errors are those of rfsys_slurp.
  */
-static int read_events(const char *sysroot, const char *dir, struct rfsys_cgroup_memory *out)
+static int read_keyed(const char *sysroot, const char *dir, const char *file,
+                      struct keyed_value *keys, size_t n, bool *file_found)
 {
-    const struct {
-        const char *key;
-        uint64_t *value;
-    } keys[] = {
-        {"low", &out->events_low}, {"high", &out->events_high},         {"max", &out->events_max},
-        {"oom", &out->events_oom}, {"oom_kill", &out->events_oom_kill},
-    };
     char rel[PATH_MAX];
     char *text = NULL;
     char *cursor, *line;
     int ret;
 
-    ret = join_file(rel, sizeof(rel), dir, "memory.events");
+    *file_found = false;
+    ret = join_file(rel, sizeof(rel), dir, file);
     if (ret < 0)
         goto out;
     ret = rfsys_slurp(sysroot, rel, RFSYS_SMALL_FILE_BYTES, &text, NULL);
@@ -375,17 +379,17 @@ static int read_events(const char *sysroot, const char *dir, struct rfsys_cgroup
     }
     if (ret < 0)
         goto out;
+    *file_found = true;
     cursor = text;
     while ((line = rfsys__next_line(&cursor)) != NULL) {
         char *space = strchr(line, ' ');
-        size_t i;
 
         if (space)
             *space = '\0';
-        for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        for (size_t i = 0; i < n; i++) {
             bool is_max;
 
-            if (strcmp(line, keys[i].key) != 0)
+            if (keys[i].found || strcmp(line, keys[i].key) != 0)
                 continue;
             if (!space) {
                 ret = -EBADMSG;
@@ -394,10 +398,10 @@ static int read_events(const char *sysroot, const char *dir, struct rfsys_cgroup
             ret = parse_value(space + 1, false, &is_max, keys[i].value);
             if (ret < 0)
                 goto out;
+            keys[i].found = true;
             break;
         }
     }
-    out->has_events = true;
     ret = 0;
 
 out:
@@ -405,59 +409,46 @@ out:
     return ret;
 }
 
+/*
+ * Reads dir/memory.events into out->events_*. A missing file leaves
+ * has_events false; unknown keys are ignored; a known key without a
+ * decimal value is -EBADMSG.
+ */
+static int read_events(const char *sysroot, const char *dir, struct rfsys_cgroup_memory *out)
+{
+    struct keyed_value keys[] = {
+        {"low", &out->events_low, false},   {"high", &out->events_high, false},
+        {"max", &out->events_max, false},   {"oom", &out->events_oom, false},
+        {"oom_kill", &out->events_oom_kill, false},
+    };
+    bool file_found;
+    int ret = read_keyed(sysroot, dir, "memory.events", keys, sizeof(keys) / sizeof(keys[0]),
+                         &file_found);
+
+    if (ret == 0 && file_found)
+        out->has_events = true;
+    return ret;
+}
+
 /* The key of v1 memory.stat that holds the limit over the cgroup and its ancestors. */
 #define V1_HIER_LIMIT_KEY "hierarchical_memory_limit"
 
 /*
- * Reads V1_HIER_LIMIT_KEY from dir/memory.stat ("key N" lines; the first
- * occurrence counts, other keys are ignored). A missing file or key returns
- * 0 with *found false. A key line without a decimal value is -EBADMSG;
- * other read errors are those of rfsys_slurp.
+ * Reads V1_HIER_LIMIT_KEY from dir/memory.stat. A missing file or key
+ * returns 0 with *found false. A key line without a decimal value is
+ * -EBADMSG (and *value 0); other read errors are those of rfsys_slurp.
  */
 static int read_v1_hier_limit(const char *sysroot, const char *dir, bool *found, uint64_t *value)
 {
-    char rel[PATH_MAX];
-    char *text = NULL;
-    char *cursor, *line;
+    struct keyed_value key = {V1_HIER_LIMIT_KEY, value, false};
+    bool file_found;
     int ret;
 
-    *found = false;
     *value = 0;
-    ret = join_file(rel, sizeof(rel), dir, "memory.stat");
-    if (ret < 0)
-        goto out;
-    ret = rfsys_slurp(sysroot, rel, RFSYS_SMALL_FILE_BYTES, &text, NULL);
-    if (ret == -ENOENT) {
-        ret = 0;
-        goto out;
-    }
-    if (ret < 0)
-        goto out;
-    cursor = text;
-    while ((line = rfsys__next_line(&cursor)) != NULL) {
-        char *space = strchr(line, ' ');
-        bool is_max;
-
-        if (space)
-            *space = '\0';
-        if (strcmp(line, V1_HIER_LIMIT_KEY) != 0)
-            continue;
-        if (!space) {
-            ret = -EBADMSG;
-            goto out;
-        }
-        ret = parse_value(space + 1, false, &is_max, value);
-        if (ret < 0)
-            goto out;
-        *found = true;
-        break;
-    }
-    ret = 0;
-
-out:
+    ret = read_keyed(sysroot, dir, "memory.stat", &key, 1, &file_found);
     if (ret < 0)
         *value = 0;
-    free(text);
+    *found = ret == 0 && key.found;
     return ret;
 }
 
