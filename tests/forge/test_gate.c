@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "forge_test_util.h"
 #include "ramforge/forge.h"
 #include "ramforge/timing.h"
 
@@ -75,30 +76,10 @@ static void *decoder_main(void *arg)
 static int setup(void **state)
 {
     (void)state;
-    char err[FORGE_ERR_MAX];
     snprintf(model_path, sizeof(model_path), "/tmp/ramforge-test-gate-%ld.gguf", (long)getpid());
-    if (access(RAMFORGE_DEFAULT_VOCAB, R_OK) != 0) {
-        fprintf(stderr, "skip: no tokenizer vocab at %s\n", RAMFORGE_DEFAULT_VOCAB);
-        exit(77);
-    }
-    forge_init(false);
-    struct forge_mkmodel_params mp = {
-        .preset = FORGE_PRESET_TINY,
-        .type = "q8_0",
-        .seed = 3,
-        .vocab_path = RAMFORGE_DEFAULT_VOCAB,
-        .out_path = model_path,
-    };
-    if (forge_mkmodel(&mp, err) < 0) {
-        fprintf(stderr, "mkmodel: %s\n", err);
+    if (forge_test_mkmodel(model_path, FORGE_PRESET_TINY, "q8_0", 3) < 0 ||
+        forge_test_load(model_path, false, &model) < 0)
         return -1;
-    }
-    struct forge_model_params p = forge_model_default_params();
-    p.probe_access = false;
-    if (forge_model_load(model_path, &p, &model, err) < 0) {
-        fprintf(stderr, "load: %s\n", err);
-        return -1;
-    }
     return generate(baseline, &baseline_n) < 0 ? -1 : 0;
 }
 

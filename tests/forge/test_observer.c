@@ -25,6 +25,7 @@
 
 #include "ggml.h"
 
+#include "forge_test_util.h"
 #include "ramforge/dispatch.h"
 #include "ramforge/forge.h"
 #include "ramforge/forge_observer.h"
@@ -121,30 +122,11 @@ static int generate(struct forge_observer *obs, int32_t *tokens, size_t *n)
 static int setup(void **state)
 {
     (void)state;
-    char err[FORGE_ERR_MAX];
     snprintf(model_path, sizeof(model_path), "/tmp/ramforge-test-observer-%ld.gguf",
              (long)getpid());
-    if (access(RAMFORGE_DEFAULT_VOCAB, R_OK) != 0) {
-        fprintf(stderr, "skip: no tokenizer vocab at %s\n", RAMFORGE_DEFAULT_VOCAB);
-        exit(77);
-    }
-    forge_init(false);
-    struct forge_mkmodel_params mp = {
-        .preset = FORGE_PRESET_TINY,
-        .type = "q8_0",
-        .seed = 5,
-        .vocab_path = RAMFORGE_DEFAULT_VOCAB,
-        .out_path = model_path,
-    };
-    if (forge_mkmodel(&mp, err) < 0) {
-        fprintf(stderr, "mkmodel: %s\n", err);
+    if (forge_test_mkmodel(model_path, FORGE_PRESET_TINY, "q8_0", 5) < 0 ||
+        forge_test_load(model_path, true, &model) < 0)
         return -1;
-    }
-    struct forge_model_params p = forge_model_default_params();
-    if (forge_model_load(model_path, &p, &model, err) < 0) {
-        fprintf(stderr, "load: %s\n", err);
-        return -1;
-    }
     return 0;
 }
 

@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "forge_test_util.h"
 #include "ramforge/forge.h"
 #include "ramforge/forge_pages.h"
 #include "ramforge/inventory.h"
@@ -40,34 +41,15 @@ static uint8_t states[FORGE_SAMPLE_MAX_PAGES];
 static int setup(void **state)
 {
     (void)state;
-    char err[FORGE_ERR_MAX], cwd[PATH_MAX - 64];
-    if (access(RAMFORGE_DEFAULT_VOCAB, R_OK) != 0) {
-        fprintf(stderr, "skip: no tokenizer vocab at %s\n", RAMFORGE_DEFAULT_VOCAB);
-        exit(77);
-    }
+    char cwd[PATH_MAX - 64];
     /* in the build tree: reachable by uid 65534 for the fake-residency child */
     if (!getcwd(cwd, sizeof(cwd)))
         return -1;
     snprintf(model_path, sizeof(model_path), "%s/rf-test-forge-pages-%ld.gguf", cwd,
              (long)getpid());
-    forge_init(false);
-    struct forge_mkmodel_params mp = {
-        .preset = FORGE_PRESET_SMALL,
-        .type = "f32",
-        .seed = 5,
-        .vocab_path = RAMFORGE_DEFAULT_VOCAB,
-        .out_path = model_path,
-    };
-    if (forge_mkmodel(&mp, err) < 0) {
-        fprintf(stderr, "mkmodel: %s\n", err);
+    if (forge_test_mkmodel(model_path, FORGE_PRESET_SMALL, "f32", 5) < 0 ||
+        forge_test_load(model_path, false, &model) < 0)
         return -1;
-    }
-    struct forge_model_params p = forge_model_default_params();
-    p.probe_access = false;
-    if (forge_model_load(model_path, &p, &model, err) < 0) {
-        fprintf(stderr, "load: %s\n", err);
-        return -1;
-    }
     return 0;
 }
 

@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "forge_test_util.h"
 #include "ramforge/forge.h"
 #include "ramforge/forge_prefetch.h"
 #include "ramforge/inventory.h"
@@ -57,28 +58,14 @@ static uint64_t now_ns(void)
 static int setup(void **state)
 {
     (void)state;
-    char err[FORGE_ERR_MAX], cwd[PATH_MAX - 64];
-    if (access(RAMFORGE_DEFAULT_VOCAB, R_OK) != 0) {
-        fprintf(stderr, "skip: no tokenizer vocab at %s\n", RAMFORGE_DEFAULT_VOCAB);
-        exit(77);
-    }
+    char cwd[PATH_MAX - 64];
     if (!getcwd(cwd, sizeof(cwd)))
         return -1;
     snprintf(src_path, sizeof(src_path), "%s/rf-test-prefetch-%ld.gguf", cwd, (long)getpid());
     snprintf(copy_path, sizeof(copy_path), "%s/rf-test-prefetch-%ld-copy.gguf", cwd,
              (long)getpid());
-    forge_init(false);
-    struct forge_mkmodel_params mp = {
-        .preset = FORGE_PRESET_SMALL,
-        .type = "f32",
-        .seed = 6,
-        .vocab_path = RAMFORGE_DEFAULT_VOCAB,
-        .out_path = src_path,
-    };
-    if (forge_mkmodel(&mp, err) < 0) {
-        fprintf(stderr, "mkmodel: %s\n", err);
+    if (forge_test_mkmodel(src_path, FORGE_PRESET_SMALL, "f32", 6) < 0)
         return -1;
-    }
     return 0;
 }
 
