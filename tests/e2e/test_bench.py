@@ -9,7 +9,6 @@ results.tsv, the label counts from the rows, the source model's bytes
 (sha256) and page-cache state (util-linux fincore). Exit 0 pass, 1 fail,
 77 skip.
 """
-import argparse
 import csv
 import hashlib
 import json
@@ -17,12 +16,11 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "schema"))
 import validate_report  # noqa: E402
+from e2e_util import Skip, check, expect_error_lines, run_main, run_ramforge  # noqa: E402
 
-SKIP = 77
 COLUMNS = [
     "condition", "label", "policy", "residency_policy", "repetition", "run_status",
     "load_ns", "staging_ns", "ttft_ns", "decode_tokens_per_s", "end_to_end_ns", "process_ns",
@@ -37,19 +35,6 @@ LEDGER_METRICS = ["peak_rss_bytes", "mapping_rss_bytes", "cgroup_current_bytes",
                   "cgroup_peak_bytes"]
 
 
-class Failure(Exception):
-    pass
-
-
-class Skip(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Failure(msg)
-
-
 class Ctx:
     def __init__(self, args, tmp):
         self.rf = args.ramforge
@@ -58,13 +43,7 @@ class Ctx:
         self._model = None
 
     def run(self, *argv, check_rc=0):
-        p = subprocess.run([self.rf, *argv], capture_output=True, text=True, timeout=600)
-        check("Traceback" not in p.stderr and p.returncode >= 0 and p.returncode < 128,
-              f"ramforge {' '.join(argv)} crashed: {p.returncode}\n{p.stderr[-2000:]}")
-        if check_rc is not None and p.returncode != check_rc:
-            raise Failure(f"ramforge {' '.join(argv)} exited {p.returncode}, expected "
-                          f"{check_rc}\nstdout: {p.stdout[-2000:]}\nstderr: {p.stderr[-2000:]}")
-        return p
+        return run_ramforge(self.rf, argv, check_rc, timeout=600)
 
     def model(self):
         if self._model is None:
@@ -132,14 +111,7 @@ def close(a, b):
     return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
 
 
-def expect_error(c, argv, rc, needle, n_lines=1):
-    """Exit rc with n_lines "ramforge: " lines on stderr, the first containing needle."""
-    p = c.run(*argv, check_rc=None)
-    check(p.returncode == rc, f"{argv}: exit {p.returncode}, expected {rc}; {p.stderr}")
-    lines = [line for line in p.stderr.splitlines() if line.startswith("ramforge: ")]
-    check(len(lines) == n_lines, f"{argv}: expected {n_lines} error lines, got {p.stderr!r}")
-    check(needle in lines[0], f"{argv}: {lines[0]!r} lacks {needle!r}")
-    return p
+expect_error = expect_error_lines
 
 
 def check_summary_against_rows(summary, rows, policies, conditions):
@@ -369,24 +341,5 @@ CASES = {
 }
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ramforge", required=True)
-    ap.add_argument("--schema", default="")
-    ap.add_argument("case", choices=sorted(CASES))
-    args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="ramforge-bench-") as tmp:
-        try:
-            CASES[args.case](Ctx(args, tmp))
-        except Skip as e:
-            print(f"SKIP {args.case}: {e}")
-            return SKIP
-        except Failure as e:
-            print(f"FAIL {args.case}: {e}")
-            return 1
-    print(f"PASS {args.case}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(CASES, Ctx, "ramforge-bench-")

@@ -8,18 +8,16 @@ the code under test: /proc/<pid>/smaps read here, llama.cpp's own
 examples/simple, `inspect --json` against `run`'s report, the GGUF file
 bytes. Exit 0 pass, 1 fail, 77 skip.
 """
-import argparse
 import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "schema"))
 import validate_report  # noqa: E402
+from e2e_util import SKIP, Failure, check, expect_error_lines, run_main, run_ramforge  # noqa: E402
 
-SKIP = 77
 LEDGER_CATEGORIES = [
     "FileBackedLogical", "FileBackedResident", "AnonymousWeights", "MappingPss",
     "ProcessRss", "ProcessRssPeak", "CgroupCurrent", "CgroupPeak",
@@ -33,15 +31,6 @@ TOP_LEVEL_KEYS = [
 PROMPT = "Hello my name is"
 
 
-class Failure(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Failure(msg)
-
-
 class Ctx:
     def __init__(self, args, tmp):
         self.rf = args.ramforge
@@ -51,11 +40,7 @@ class Ctx:
         self.models = {}
 
     def run(self, *argv, check_rc=0, **kw):
-        p = subprocess.run([self.rf, *argv], capture_output=True, text=True, timeout=300, **kw)
-        if check_rc is not None and p.returncode != check_rc:
-            raise Failure(f"ramforge {' '.join(argv)} exited {p.returncode}, expected "
-                          f"{check_rc}\nstdout: {p.stdout[-2000:]}\nstderr: {p.stderr[-2000:]}")
-        return p
+        return run_ramforge(self.rf, argv, check_rc, **kw)
 
     def copy_of(self, path):
         """A private copy (pageout must not evict the shared test model)."""
@@ -232,12 +217,7 @@ def case_repack(c):
 
 
 def expect_error(c, argv, rc, needle, outputs=()):
-    p = c.run(*argv, check_rc=None)
-    check(p.returncode == rc, f"{argv}: exit {p.returncode}, expected {rc}; {p.stderr}")
-    lines = [l for l in p.stderr.splitlines() if l.startswith("ramforge: ")]
-    check(len(lines) == 1, f"{argv}: expected one error line, got {p.stderr!r}")
-    check(needle in lines[0], f"{argv}: {lines[0]!r} lacks {needle!r}")
-    check("Traceback" not in p.stderr and "Segmentation" not in p.stderr, "crash")
+    expect_error_lines(c, argv, rc, needle)
     for out in outputs:
         d = os.path.dirname(out) or "."
         left = [f for f in os.listdir(d) if f.startswith(os.path.basename(out))] \
@@ -522,22 +502,5 @@ CASES = {
 }
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ramforge", required=True)
-    ap.add_argument("--simple", default="")
-    ap.add_argument("--schema", required=True)
-    ap.add_argument("case", choices=sorted(CASES))
-    args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="ramforge-e2e-") as tmp:
-        try:
-            rc = CASES[args.case](Ctx(args, tmp))
-        except Failure as e:
-            print(f"FAIL {args.case}: {e}")
-            return 1
-    print(f"{'SKIP' if rc == SKIP else 'PASS'} {args.case}")
-    return rc or 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(CASES, Ctx, "ramforge-e2e-", schema_required=True)

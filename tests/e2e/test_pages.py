@@ -10,31 +10,16 @@ made here. Models are generated (`mkmodel`), copied, read fully, and then
 part of the copy is evicted with posix_fadvise(POSIX_FADV_DONTNEED).
 Exit 0 pass, 1 fail, 77 skip.
 """
-import argparse
 import ctypes
 import json
 import os
 import shutil
 import subprocess
-import sys
-import tempfile
 
-SKIP = 77
+from e2e_util import Failure, Skip, check, expect_error_lines, run_main, run_ramforge
+
 PAGE = os.sysconf("SC_PAGE_SIZE")
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-
-
-class Failure(Exception):
-    pass
-
-
-class Skip(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Failure(msg)
 
 
 class Ctx:
@@ -44,12 +29,7 @@ class Ctx:
         self.models = {}
 
     def run(self, *argv, check_rc=0, prefix=(), **kw):
-        p = subprocess.run([*prefix, self.rf, *argv], capture_output=True, text=True,
-                           timeout=300, **kw)
-        if check_rc is not None and p.returncode != check_rc:
-            raise Failure(f"ramforge {' '.join(argv)} exited {p.returncode}, expected "
-                          f"{check_rc}\nstdout: {p.stdout[-2000:]}\nstderr: {p.stderr[-2000:]}")
-        return p
+        return run_ramforge(self.rf, argv, check_rc, prefix, **kw)
 
     def model(self, preset="small", wtype="q8_0", seed=42):
         key = (preset, wtype, seed)
@@ -293,13 +273,8 @@ def case_page_cache_budget(c):
 
 
 def expect_error(c, argv, rc, needle):
-    p = c.run(*argv, check_rc=None)
-    check(p.returncode == rc, f"{argv}: exit {p.returncode}, expected {rc}; {p.stderr}")
-    lines = [l for l in p.stderr.splitlines() if l.startswith("ramforge: ")]
-    check(len(lines) == 1, f"{argv}: expected one error line, got {p.stderr!r}")
-    check(needle in lines[0], f"{argv}: {lines[0]!r} lacks {needle!r}")
+    p = expect_error_lines(c, argv, rc, needle)
     check(p.stdout == "", f"{argv}: no output expected, got {p.stdout[:200]!r}")
-    check("Segmentation" not in p.stderr, "crash")
 
 
 def case_page_cache_badinput(c):
@@ -343,26 +318,6 @@ CASES = {
 }
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ramforge", required=True)
-    ap.add_argument("--simple", default="")
-    ap.add_argument("--schema", default="")
-    ap.add_argument("case", choices=sorted(CASES))
-    args = ap.parse_args()
-    # in the build tree, not /tmp: pages of a tmpfs cannot be evicted with fadvise
-    with tempfile.TemporaryDirectory(prefix="ramforge-e2e-pages-", dir=os.getcwd()) as tmp:
-        try:
-            CASES[args.case](Ctx(args, tmp))
-        except Skip as e:
-            print(f"SKIP {args.case}: {e}")
-            return SKIP
-        except Failure as e:
-            print(f"FAIL {args.case}: {e}")
-            return 1
-    print(f"PASS {args.case}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    # in the build tree, not /tmp: pages of a tmpfs cannot be evicted with fadvise
+    run_main(CASES, Ctx, "ramforge-e2e-pages-", tmp_dir=os.getcwd())

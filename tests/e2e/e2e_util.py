@@ -1,0 +1,73 @@
+"""Shared pieces of the end-to-end test drivers (test_cli.py, test_pages.py, test_bench.py).
+
+Each driver runs one CASE per process (one ctest test each): exit 0 pass,
+1 fail, 77 skip. A case fails by raising Failure (through check), skips by
+raising Skip or returning SKIP.
+"""
+import argparse
+import subprocess
+import sys
+import tempfile
+
+SKIP = 77
+
+
+class Failure(Exception):
+    pass
+
+
+class Skip(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failure(msg)
+
+
+def run_ramforge(rf, argv, check_rc=0, prefix=(), timeout=300, **kw):
+    """Runs `[prefix...] rf argv...`; a crash always fails, check_rc=None accepts any exit."""
+    p = subprocess.run([*prefix, rf, *argv], capture_output=True, text=True, timeout=timeout,
+                       **kw)
+    check("Traceback" not in p.stderr and "Segmentation" not in p.stderr and
+          0 <= p.returncode < 128,
+          f"ramforge {' '.join(argv)} crashed: {p.returncode}\n{p.stderr[-2000:]}")
+    if check_rc is not None and p.returncode != check_rc:
+        raise Failure(f"ramforge {' '.join(argv)} exited {p.returncode}, expected "
+                      f"{check_rc}\nstdout: {p.stdout[-2000:]}\nstderr: {p.stderr[-2000:]}")
+    return p
+
+
+def expect_error_lines(c, argv, rc, needle, n_lines=1):
+    """Exit rc with n_lines "ramforge: " lines on stderr, the first containing needle."""
+    p = c.run(*argv, check_rc=None)
+    check(p.returncode == rc, f"{argv}: exit {p.returncode}, expected {rc}; {p.stderr}")
+    lines = [line for line in p.stderr.splitlines() if line.startswith("ramforge: ")]
+    check(len(lines) == n_lines, f"{argv}: expected {n_lines} error lines, got {p.stderr!r}")
+    check(needle in lines[0], f"{argv}: {lines[0]!r} lacks {needle!r}")
+    return p
+
+
+def main(cases, make_ctx, tmp_prefix, tmp_dir=None, schema_required=False):
+    """Parses --ramforge/--simple/--schema CASE, runs the case in a fresh temporary folder."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ramforge", required=True)
+    ap.add_argument("--simple", default="")
+    ap.add_argument("--schema", required=schema_required, default="")
+    ap.add_argument("case", choices=sorted(cases))
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix=tmp_prefix, dir=tmp_dir) as tmp:
+        try:
+            rc = cases[args.case](make_ctx(args, tmp))
+        except Skip as e:
+            print(f"SKIP {args.case}: {e}")
+            return SKIP
+        except Failure as e:
+            print(f"FAIL {args.case}: {e}")
+            return 1
+    print(f"{'SKIP' if rc == SKIP else 'PASS'} {args.case}")
+    return rc or 0
+
+
+def run_main(cases, make_ctx, tmp_prefix, **kw):
+    sys.exit(main(cases, make_ctx, tmp_prefix, **kw))
