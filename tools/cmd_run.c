@@ -616,22 +616,13 @@ static int plan_and_apply(struct run_state *s, const char *boundary, bool dead_p
         return 0;
     }
 
-    struct forge_release_range *ranges = calloc(plan->n_release, sizeof(*ranges));
+    const struct rf_file_range *ranges = plan->release;
     int *errs = calloc(plan->n_release, sizeof(int));
-    if (!ranges || !errs) {
-        free(ranges);
-        free(errs);
+    if (!errs)
         return -ENOMEM;
-    }
-    for (size_t i = 0; i < plan->n_release; i++) {
-        ranges[i].mapping_index = plan->release[i].mapping_index;
-        ranges[i].first_page = plan->release[i].pages.first_page;
-        ranges[i].end_page = plan->release[i].pages.end_page;
-    }
     /* plan->selected holds tensor indices: turn them into inventory positions. */
     size_t *pos = calloc(plan->n_selected ? plan->n_selected : 1, sizeof(*pos));
     if (!pos) {
-        free(ranges);
         free(errs);
         return -ENOMEM;
     }
@@ -650,7 +641,6 @@ static int plan_and_apply(struct run_state *s, const char *boundary, bool dead_p
         app->refused_reason = rc == -EBUSY ? "the execution gate was busy" : rf_strerror(rc);
         for (size_t k = 0; k < plan->n_selected; k++)
             rf_lifetime_fail(&s->lt, pos[k], rc);
-        free(ranges);
         free(errs);
         free(pos);
         return 0;
@@ -675,7 +665,6 @@ static int plan_and_apply(struct run_state *s, const char *boundary, bool dead_p
         else
             lt_move(s, i, RF_LT_NATIVE_ACCEPTED);
     }
-    free(ranges);
     free(errs);
 
     const struct rf_residency_sample *after = take_sample(s, after_label);
@@ -927,19 +916,10 @@ static int stage(struct run_state *s)
         rf_timing_add(&s->timing, RF_TIMER_STAGING, rf_now_ns() - t0);
         return 0;
     }
-    struct forge_release_range *ranges = calloc(s->staging.n_ranges, sizeof(*ranges));
-    if (!ranges)
-        return -ENOMEM;
-    for (size_t i = 0; i < s->staging.n_ranges; i++) {
-        ranges[i].mapping_index = s->staging.ranges[i].mapping_index;
-        ranges[i].first_page = s->staging.ranges[i].pages.first_page;
-        ranges[i].end_page = s->staging.ranges[i].pages.end_page;
-    }
     staged_cache(s, &r->staging_cached_before, &r->staging_sampled_pages);
     const struct rf_residency_sample *before = &s->rep.samples[s->n_samples - 1];
-    rc = forge_model_prefetch(s->m, ranges, s->staging.n_ranges, FORGE_PREFETCH_DEFAULT_CHUNK_BYTES,
-                              &res);
-    free(ranges);
+    rc = forge_model_prefetch(s->m, s->staging.ranges, s->staging.n_ranges,
+                              FORGE_PREFETCH_DEFAULT_CHUNK_BYTES, &res);
     if (rc < 0) {
         r->staging_refused_reason = rc == -EBUSY ? "the execution gate was busy" : rf_strerror(rc);
     } else {

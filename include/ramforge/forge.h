@@ -156,13 +156,6 @@ void forge_context_free(struct forge_context *fc);
 void forge_context_lifetime_state(const struct forge_context *fc,
                                   struct forge_context_lifetime *out);
 
-/* File pages [first_page, end_page) of mapping mapping_index, in page-size units. */
-struct forge_release_range {
-    int32_t mapping_index;
-    uint64_t first_page;
-    uint64_t end_page;
-};
-
 enum forge_release_mode {
     FORGE_RELEASE_DONTNEED = 0, /* MADV_DONTNEED: drops mapping RSS; page cache stays */
     FORGE_RELEASE_PAGEOUT = 1,  /* MADV_PAGEOUT: reclaims the pages (Linux 5.4+) */
@@ -187,7 +180,7 @@ struct forge_release_result {
  * when the gate was taken (see out for per-range outcomes), -EBUSY, or the
  * error of reading /proc/self/maps.
  */
-int forge_model_release(struct forge_model *m, const struct forge_release_range *ranges, size_t n,
+int forge_model_release(struct forge_model *m, const struct rf_file_range *ranges, size_t n,
                         enum forge_release_mode mode, struct forge_release_result *out,
                         int *range_errors);
 

@@ -94,7 +94,7 @@ struct forge_prefetch_result {
  * reading /proc/self/maps. *out is always filled (zero but chunk_bytes and
  * elapsed_ns when nothing ran).
  */
-int forge_model_prefetch(struct forge_model *m, const struct forge_release_range *ranges, size_t n,
+int forge_model_prefetch(struct forge_model *m, const struct rf_file_range *ranges, size_t n,
                          uint64_t chunk_bytes, struct forge_prefetch_result *out);
 
 #ifdef __cplusplus

@@ -23,6 +23,16 @@ struct rf_page_range {
     uint64_t end_page;   /* one past the last page; == first_page when empty */
 };
 
+/*
+ * One run of file pages in one mapping of the inventory: what the release
+ * plan advises away, what the staging plan prefetches, and what forge's
+ * native calls take.
+ */
+struct rf_file_range {
+    int32_t mapping_index;      /* position in the inventory's mappings */
+    struct rf_page_range pages; /* file pages, half-open */
+};
+
 static inline uint64_t rf_page_range_pages(struct rf_page_range r)
 {
     return r.end_page > r.first_page ? r.end_page - r.first_page : 0;

@@ -97,12 +97,6 @@ struct rf_plan_params {
                                protected; NULL: none. Borrowed. */
 };
 
-/* One run of pages to advise away in one mapping. */
-struct rf_release_range {
-    int32_t mapping_index;      /* position in the inventory's mappings */
-    struct rf_page_range pages; /* file pages, half-open, non-empty */
-};
-
 struct rf_plan {
     enum rf_policy_profile profile;
     uint64_t generation;  /* inventory generation the plan was built from */
@@ -115,7 +109,7 @@ struct rf_plan {
     uint32_t *selected;         /* tensor indices, in selection order; owned */
     size_t n_selected;
     uint64_t selected_logical_bytes;  /* sum of the selected tensors' payloads */
-    struct rf_release_range *release; /* sorted by (mapping, first page), disjoint and
+    struct rf_file_range *release; /* sorted by (mapping, first page), disjoint and
                                          non-adjacent within a mapping; owned */
     size_t n_release;
     uint64_t release_pages;          /* pages in release */

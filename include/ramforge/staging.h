@@ -37,12 +37,6 @@ struct rf_staging_params {
                                NULL: none. Borrowed */
 };
 
-/* One run of file pages to stage in one mapping. */
-struct rf_staging_range {
-    int32_t mapping_index;      /* position in the inventory's mappings */
-    struct rf_page_range pages; /* file pages, half-open, non-empty */
-};
-
 struct rf_staging_plan {
     uint64_t generation;   /* inventory generation the plan was built from */
     uint64_t page_bytes;   /* the inventory's page size */
@@ -67,7 +61,7 @@ struct rf_staging_plan {
                                         earlier nor selected (the budget ran out); summed
                                         over candidates, so a page two candidates miss
                                         counts twice */
-    struct rf_staging_range *ranges; /* sorted by (mapping, first page), disjoint and
+    struct rf_file_range *ranges; /* sorted by (mapping, first page), disjoint and
                                         non-adjacent within a mapping; owned */
     size_t n_ranges;
     char reason[256]; /* one line: what was selected and why, or why nothing was */

@@ -55,7 +55,7 @@ int forge_memory_breakdown(const struct llama_context *ctx, uint64_t *context_by
 
 
 /*
- * Validates file pages [r->first_page, r->end_page) (non-empty) of the
+ * Validates file pages [r->pages.first_page, r->pages.end_page) (non-empty) of the
  * model's mapping for an madvise call (release.c; shared with prefetch.c):
  * the range must lie inside the validated mapping fragment and, in maps (a
  * fresh read of /proc/self/maps), wholly inside one r--s VMA of the model
@@ -64,7 +64,7 @@ int forge_memory_breakdown(const struct llama_context *ctx, uint64_t *context_by
  * (*va 0). *len_bytes is the range's length whenever it fits in 64 bits.
  */
 int forge_range_validate(const struct forge_model *m, const struct rfsys_maps *maps,
-                         const struct forge_release_range *r, uint64_t page_bytes, uint64_t *va,
+                         const struct rf_file_range *r, uint64_t page_bytes, uint64_t *va,
                          uint64_t *len_bytes);
 
 /*

@@ -52,7 +52,7 @@ static void advise_chunks(uint64_t va, uint64_t len, struct forge_prefetch_resul
     }
 }
 
-int forge_model_prefetch(struct forge_model *m, const struct forge_release_range *ranges, size_t n,
+int forge_model_prefetch(struct forge_model *m, const struct rf_file_range *ranges, size_t n,
                          uint64_t chunk_bytes, struct forge_prefetch_result *out)
 {
     const uint64_t page = rfsys_page_bytes();
@@ -78,11 +78,11 @@ int forge_model_prefetch(struct forge_model *m, const struct forge_release_range
     if (rc < 0)
         goto out;
     for (size_t i = 0; i < n; i++) {
-        const struct forge_release_range *r = &ranges[i];
+        const struct rf_file_range *r = &ranges[i];
         uint64_t va, len, sum;
         int err;
 
-        if (r->end_page <= r->first_page)
+        if (r->pages.end_page <= r->pages.first_page)
             continue;
         out->n_ranges++;
         err = forge_range_validate(m, &maps, r, page, &va, &len);

@@ -41,15 +41,15 @@ static const struct rfsys_mapping *validate_range(const struct forge_model *m,
 }
 
 int forge_range_validate(const struct forge_model *m, const struct rfsys_maps *maps,
-                         const struct forge_release_range *r, uint64_t page_bytes, uint64_t *va,
+                         const struct rf_file_range *r, uint64_t page_bytes, uint64_t *va,
                          uint64_t *len_bytes)
 {
     uint64_t file_off, len;
 
     *va = 0;
     *len_bytes = 0;
-    if (__builtin_mul_overflow(r->first_page, page_bytes, &file_off) ||
-        __builtin_mul_overflow(r->end_page - r->first_page, page_bytes, &len))
+    if (__builtin_mul_overflow(r->pages.first_page, page_bytes, &file_off) ||
+        __builtin_mul_overflow(r->pages.end_page - r->pages.first_page, page_bytes, &len))
         return -EOVERFLOW;
     *len_bytes = len;
     if (r->mapping_index != 0 || !m->mapping.validated || file_off < m->mapping.map_offset_bytes ||
@@ -64,7 +64,7 @@ int forge_range_validate(const struct forge_model *m, const struct rfsys_maps *m
     return 0;
 }
 
-int forge_model_release(struct forge_model *m, const struct forge_release_range *ranges, size_t n,
+int forge_model_release(struct forge_model *m, const struct rf_file_range *ranges, size_t n,
                         enum forge_release_mode mode, struct forge_release_result *out,
                         int *range_errors)
 {
@@ -81,11 +81,11 @@ int forge_model_release(struct forge_model *m, const struct forge_release_range 
     if (rc < 0)
         goto out;
     for (size_t i = 0; i < n; i++) {
-        const struct forge_release_range *r = &ranges[i];
+        const struct rf_file_range *r = &ranges[i];
         uint64_t len, va;
         int err;
 
-        if (r->end_page <= r->first_page) {
+        if (r->pages.end_page <= r->pages.first_page) {
             if (range_errors)
                 range_errors[i] = 0;
             continue;

@@ -977,12 +977,12 @@ static void test_random_plans(void **state)
 
         /* Ranges: sorted, disjoint, non-adjacent within a mapping, non-empty. */
         for (k = 0; k < plan.n_release; k++) {
-            const struct rf_release_range *r = &plan.release[k];
+            const struct rf_file_range *r = &plan.release[k];
 
             assert_true(r->pages.first_page < r->pages.end_page);
             assert_true(r->mapping_index >= 0 && (size_t)r->mapping_index < n_m);
             if (k > 0) {
-                const struct rf_release_range *q = &plan.release[k - 1];
+                const struct rf_file_range *q = &plan.release[k - 1];
 
                 assert_true(q->mapping_index < r->mapping_index ||
                             (q->mapping_index == r->mapping_index &&

@@ -44,11 +44,11 @@ static void check_identities(const struct rf_staging_plan *plan)
     assert_true(plan->n_partial <= 1);
     assert_int_equal(plan->has_partial, plan->n_partial == 1);
     for (size_t i = 0; i < plan->n_ranges; i++) {
-        const struct rf_staging_range *r = &plan->ranges[i];
+        const struct rf_file_range *r = &plan->ranges[i];
 
         assert_true(r->pages.end_page > r->pages.first_page);
         if (i > 0) {
-            const struct rf_staging_range *q = &plan->ranges[i - 1];
+            const struct rf_file_range *q = &plan->ranges[i - 1];
 
             assert_true(q->mapping_index <= r->mapping_index);
             if (q->mapping_index == r->mapping_index)
@@ -601,7 +601,7 @@ static void test_random_plans(void **state)
         for (k = 0; k < w_staged; k++)
             assert_int_equal(plan.staged[k], w_staged_idx[k]);
         for (k = 0; k < plan.n_ranges; k++) {
-            const struct rf_staging_range *r = &plan.ranges[k];
+            const struct rf_file_range *r = &plan.ranges[k];
 
             assert_true(r->mapping_index >= 0 && (size_t)r->mapping_index < n_m);
             assert_true(r->pages.end_page <= N_PAGES);

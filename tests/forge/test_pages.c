@@ -164,10 +164,10 @@ static void test_after_pageout_views_agree(void **state)
     size_t nm;
     const struct rf_mapping_meta *mm = forge_model_mappings(model, &nm);
     const uint64_t page = rfsys_page_bytes();
-    struct forge_release_range all = {
+    struct rf_file_range all = {
         .mapping_index = 0,
-        .first_page = mm[0].map_offset_bytes / page,
-        .end_page = (mm[0].map_offset_bytes + mm[0].map_length_bytes) / page,
+        .pages.first_page = mm[0].map_offset_bytes / page,
+        .pages.end_page = (mm[0].map_offset_bytes + mm[0].map_length_bytes) / page,
     };
     struct forge_release_result r;
     assert_int_equal(forge_model_release(model, &all, 1, FORGE_RELEASE_PAGEOUT, &r, NULL), 0);

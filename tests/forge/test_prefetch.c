@@ -107,7 +107,7 @@ static uint8_t *file_states(const char *path, uint64_t *n_pages)
 }
 
 /* Resident pages of PATH inside the n ranges; *total_pages gets their page count. */
-static uint64_t resident_in(const char *path, const struct forge_release_range *r, size_t n,
+static uint64_t resident_in(const char *path, const struct rf_file_range *r, size_t n,
                             uint64_t *total_pages)
 {
     uint64_t n_pages, resident = 0;
@@ -115,9 +115,9 @@ static uint64_t resident_in(const char *path, const struct forge_release_range *
 
     *total_pages = 0;
     for (size_t i = 0; i < n; i++) {
-        for (uint64_t p = r[i].first_page; p < r[i].end_page && p < n_pages; p++)
+        for (uint64_t p = r[i].pages.first_page; p < r[i].pages.end_page && p < n_pages; p++)
             resident += st[p] == RFSYS_PAGE_RESIDENT;
-        *total_pages += r[i].end_page - r[i].first_page;
+        *total_pages += r[i].pages.end_page - r[i].pages.first_page;
     }
     free(st);
     return resident;
@@ -235,15 +235,15 @@ static void ensure_model(void)
 }
 
 /* The whole mapping of the loaded copy, as one range. */
-static struct forge_release_range whole_mapping(void)
+static struct rf_file_range whole_mapping(void)
 {
     size_t nm;
     const struct rf_mapping_meta *mm = forge_model_mappings(model, &nm);
     const uint64_t page = rfsys_page_bytes();
-    struct forge_release_range r = {
+    struct rf_file_range r = {
         .mapping_index = 0,
-        .first_page = mm[0].map_offset_bytes / page,
-        .end_page = (mm[0].map_offset_bytes + mm[0].map_length_bytes) / page,
+        .pages.first_page = mm[0].map_offset_bytes / page,
+        .pages.end_page = (mm[0].map_offset_bytes + mm[0].map_length_bytes) / page,
     };
     return r;
 }
@@ -267,7 +267,7 @@ static void test_prefetch_after_pageout(void **state)
     assert_int_equal(rf_inventory_build(t, n, mm, nm, rfsys_page_bytes(), 1, &inv), 0);
 
     /* evict the copy's pages */
-    struct forge_release_range all = whole_mapping();
+    struct rf_file_range all = whole_mapping();
     assert_int_equal(forge_model_release(model, &all, 1, FORGE_RELEASE_PAGEOUT, &rel, NULL), 0);
     assert_int_equal(rel.n_failed, 0);
     res = resident_in(copy_path, &all, 1, &all_pages);
@@ -287,13 +287,9 @@ static void test_prefetch_after_pageout(void **state)
     rf_staging_plan_free(&plan);
     assert_int_equal(rf_staging_plan_build(&inv, &sp, &plan), 0);
     assert_true(plan.selected_bytes > 0 && plan.selected_bytes <= sp.budget_bytes);
-    struct forge_release_range *r = calloc(plan.n_ranges, sizeof(*r));
+    struct rf_file_range *r = calloc(plan.n_ranges, sizeof(*r));
     assert_non_null(r);
-    for (size_t i = 0; i < plan.n_ranges; i++) {
-        r[i].mapping_index = plan.ranges[i].mapping_index;
-        r[i].first_page = plan.ranges[i].pages.first_page;
-        r[i].end_page = plan.ranges[i].pages.end_page;
-    }
+    memcpy(r, plan.ranges, plan.n_ranges * sizeof(*r));
     res0 = resident_in(copy_path, r, plan.n_ranges, &staged_pages);
 
     assert_int_equal(forge_model_prefetch(model, r, plan.n_ranges, 0, &pr), 0);
@@ -335,8 +331,8 @@ static void test_prefetch_chunks(void **state)
     struct forge_prefetch_result pr;
 
     ensure_model();
-    struct forge_release_range all = whole_mapping();
-    struct forge_release_range r = {0, all.first_page + 1, all.first_page + 11}; /* 10 pages */
+    struct rf_file_range all = whole_mapping();
+    struct rf_file_range r = {0, {all.pages.first_page + 1, all.pages.first_page + 11}}; /* 10 pages */
 
     assert_int_equal(forge_model_prefetch(model, &r, 1, 3 * page + 1, &pr), 0);
     assert_int_equal(pr.chunk_bytes, 3 * page);
@@ -362,13 +358,12 @@ static void test_prefetch_refuses_bad_ranges(void **state)
     struct forge_release_result rel;
 
     ensure_model();
-    struct forge_release_range all = whole_mapping();
-    struct forge_release_range bad[] = {
-        {0, all.end_page - 1, all.end_page + 1}, /* past the mapping */
-        {1, all.first_page, all.first_page + 1}, /* no such mapping */
-        {0, UINT64_MAX / 2, UINT64_MAX / 2 + 2}, /* bytes overflow */
-        {0, all.first_page > 0 ? 0 : all.end_page + 5,
-         all.first_page > 0 ? 1 : all.end_page + 6}, /* header page, or past the end */
+    struct rf_file_range all = whole_mapping();
+    struct rf_file_range bad[] = {
+        {0, {all.pages.end_page - 1, all.pages.end_page + 1}}, /* past the mapping */
+        {1, {all.pages.first_page, all.pages.first_page + 1}}, /* no such mapping */
+        {0, {UINT64_MAX / 2, UINT64_MAX / 2 + 2}}, /* bytes overflow */
+        {0, {all.pages.first_page > 0 ? 0 : all.pages.end_page + 5, all.pages.first_page > 0 ? 1 : all.pages.end_page + 6}}, /* header page, or past the end */
     };
     const int want[] = {-EFAULT, -EFAULT, -EOVERFLOW, -EFAULT};
 
@@ -388,10 +383,10 @@ static void test_prefetch_refuses_bad_ranges(void **state)
     }
 
     /* one good, one bad, one empty */
-    struct forge_release_range mixed[] = {
-        {0, all.first_page, all.first_page + 2},
+    struct rf_file_range mixed[] = {
+        {0, {all.pages.first_page, all.pages.first_page + 2}},
         bad[0],
-        {0, all.first_page + 4, all.first_page + 4},
+        {0, {all.pages.first_page + 4, all.pages.first_page + 4}},
     };
     assert_int_equal(forge_model_prefetch(model, mixed, 3, 0, &pr), 0);
     assert_int_equal(pr.n_ranges, 2);
@@ -418,7 +413,7 @@ static void test_prefetch_busy_while_in_flight(void **state)
     int32_t tok[2] = {1, 450};
 
     ensure_model();
-    struct forge_release_range all = whole_mapping();
+    struct rf_file_range all = whole_mapping();
     assert_int_equal(forge_context_create(model, &cp, &fc, err), 0);
     assert_int_equal(forge_context_decode(fc, tok, 2), 0); /* holds the lease */
     assert_int_equal(forge_model_prefetch(model, &all, 1, 0, &pr), -EBUSY);
