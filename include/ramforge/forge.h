@@ -69,7 +69,30 @@ struct forge_model_params forge_model_default_params(void);
 int forge_model_load(const char *path, const struct forge_model_params *params,
                      struct forge_model **out, char err[FORGE_ERR_MAX]);
 
-/* Frees the model and everything it owns. NULL is a no-op. */
+struct llama_model;
+
+/*
+ * As forge_model_load, for a model the application loaded itself from
+ * PATH (llama_model_load_from_file with mmap): the model is borrowed,
+ * never freed by forge_model_free, and must outlive *out. params->mlock
+ * and use_extra_bufts are ignored (the application chose them);
+ * probe_access and n_threads apply. Errors: -EINVAL (NULL model or path),
+ * those of forge_model_load.
+ */
+int forge_model_wrap(struct llama_model *model, const char *path,
+                     const struct forge_model_params *params, struct forge_model **out,
+                     char err[FORGE_ERR_MAX]);
+
+/*
+ * The execution lease for decode calls forge does not make (an embedding
+ * application's own llama_decode): begin takes the gate's shared side
+ * (waits while a release runs), end releases it after llama_synchronize
+ * and counts one completed execution. Every end must match a begin.
+ */
+void forge_model_lease_begin(struct forge_model *m);
+void forge_model_lease_end(struct forge_model *m);
+
+/* Frees the model and everything it owns (not a wrapped model's llama_model). NULL is a no-op. */
 void forge_model_free(struct forge_model *m);
 
 /* Process-unique id of this loaded model instance (1, 2, ...). */

@@ -69,6 +69,8 @@ bool rf_lifetime_transition_legal(enum rf_lifetime_state from, enum rf_lifetime_
 struct rf_lifetime {
     enum rf_lifetime_state *states; /* n entries */
     int *errors;                    /* n entries: 0 or a negative errno */
+    int *past_errors;               /* n entries: the errno of the last failed release the
+                                       resource left (re-referenced since); 0: none */
     size_t n;                       /* resources */
 };
 
@@ -84,7 +86,8 @@ void rf_lifetime_free(struct rf_lifetime *lt);
 
 /*
  * Moves resource i to state to. Leaving RF_LT_RELEASE_FAILED (to
- * Referenced, Invalidated or Unknown) clears its error; entering
+ * Referenced, Invalidated or Unknown) moves its error to past_errors (the
+ * history keeps the failure); entering
  * RF_LT_RELEASE_FAILED through here records no errno (use rf_lifetime_fail
  * to keep one). Errors: -EINVAL for a NULL lt, i >= n, or an illegal
  * transition; the state is then unchanged.

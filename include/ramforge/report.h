@@ -33,7 +33,6 @@ extern "C" {
 
 #define RF_REPORT_SCHEMA_VERSION 1
 #define RF_REPORT_KIND "ramforge.residency.operation_report"
-#define RF_REPORT_MAX_WARNINGS 16
 
 /* One point-in-time sample of process, mapping and cgroup figures. */
 struct rf_residency_sample {
@@ -70,12 +69,14 @@ struct rf_report_application {
     struct rf_recon_value mapping_delta; /* smaps Rss of the model mappings */
     struct rf_recon_value rss_delta;     /* status VmRSS */
     struct rf_recon_value cgroup_delta;  /* cgroup current */
+    const struct rf_plan *plan;  /* the plan built at this boundary/round; NULL: none */
 };
 
-#define RF_REPORT_MAX_APPLICATIONS 8
-
-/* Everything one `ramforge run` knows; pointers are borrowed. */
+/* Everything one operation (or a whole session) knows; pointers are borrowed. */
 struct rf_report {
+    const char *scope;               /* "operation" or "session" */
+    uint64_t operation_index;        /* the operation reported (1, 2, ...); 0: none yet */
+    uint64_t n_operations;           /* operations of the session so far, ended or open */
     const char *ramforge_version;
     const char *llama_cpp_version;
 
@@ -97,10 +98,13 @@ struct rf_report {
 
     const struct rf_admission_result *admission; /* NULL: not decided (reason below) */
     const char *admission_reason;
-    const struct rf_plan *plan;      /* NULL: no plan (reason below) */
+    const struct rf_plan *plan;      /* the last plan that selected something, else the
+                                        first; NULL: no plan (reason below). Every plan is
+                                        also summarized under its application. */
     const char *plan_reason;
     const char *plan_boundary;       /* where the plan was built */
-    struct rf_report_application applications[RF_REPORT_MAX_APPLICATIONS];
+    bool release_dead_file_pages;    /* the after_load release of repacked weights' file pages */
+    const struct rf_report_application *applications; /* n_applications, in order */
     size_t n_applications;
     bool has_native;                 /* the native lifetime facts below were observed */
     struct rf_native_lifetime native;
@@ -153,10 +157,10 @@ struct rf_report {
     bool cgroup_limit_unlimited;
     uint64_t cgroup_limit_bytes;
 
-#define RF_REPORT_MAX_SAMPLES 8
-    /* after_load, after_load_release, end_of_session, after_session, after_release,
-       after_verify */
-    struct rf_residency_sample samples[RF_REPORT_MAX_SAMPLES];
+    /* n_samples samples in the order taken: after_load, after_load_release, end_of_session,
+       after_session, after_release, after_verify, ... (samples not taken are left out) */
+    const struct rf_residency_sample *samples;
+    size_t n_samples;
 
     const struct rf_timing *timing;
 
@@ -170,7 +174,7 @@ struct rf_report {
     int32_t n_threads;   /* requested threads; 0: llama.cpp's default */
     uint32_t seed;       /* --seed: recorded; greedy decoding does not use it */
 
-    const char *warnings[RF_REPORT_MAX_WARNINGS];
+    const char *const *warnings; /* n_warnings lines */
     size_t n_warnings;
 };
 

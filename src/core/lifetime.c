@@ -61,7 +61,7 @@ static const char *const state_names[RF_LT_N] = {
  *   Reconciled                      Referenced (a later session uses the
  *                                   weight again: its pages re-fault)
  *   ReleaseFailed                   Referenced (likewise)
- *   SharedOrReused                  (outcomes only)
+ *   SharedOrReused                  Referenced (a later session uses it)
  *   Unknown                         Invalidated
  *   FinalUseProven                  nothing (reserved, unreachable)
  *   Invalidated                     nothing (terminal)
@@ -93,7 +93,7 @@ static const uint32_t legal_next[RF_LT_N] = {
     [RF_LT_RELEASE_FAILED] = B(RF_LT_REFERENCED) | OUTCOMES,
     [RF_LT_FINAL_USE_PROVEN] = 0,
     [RF_LT_INVALIDATED] = 0,
-    [RF_LT_SHARED_OR_REUSED] = OUTCOMES,
+    [RF_LT_SHARED_OR_REUSED] = B(RF_LT_REFERENCED) | OUTCOMES,
     [RF_LT_UNKNOWN] = B(RF_LT_INVALIDATED),
 };
 
@@ -107,7 +107,7 @@ static bool state_valid(enum rf_lifetime_state s)
 /* The invariant for one resource (i < n). */
 static bool entry_ok(const struct rf_lifetime *lt, size_t i)
 {
-    if (!state_valid(lt->states[i]) || lt->errors[i] > 0)
+    if (!state_valid(lt->states[i]) || lt->errors[i] > 0 || lt->past_errors[i] > 0)
         return false;
     return lt->errors[i] == 0 || lt->states[i] == RF_LT_RELEASE_FAILED;
 }
@@ -135,7 +135,8 @@ int rf_lifetime_init(struct rf_lifetime *lt, size_t n)
         return 0;
     lt->states = calloc(n, sizeof(*lt->states));
     lt->errors = calloc(n, sizeof(*lt->errors));
-    if (!lt->states || !lt->errors) {
+    lt->past_errors = calloc(n, sizeof(*lt->past_errors));
+    if (!lt->states || !lt->errors || !lt->past_errors) {
         rf_lifetime_free(lt);
         return -ENOMEM;
     }
@@ -150,6 +151,7 @@ void rf_lifetime_free(struct rf_lifetime *lt)
 {
     if (!lt)
         return;
+    free(lt->past_errors);
     free(lt->errors);
     free(lt->states);
     memset(lt, 0, sizeof(*lt));
@@ -163,8 +165,10 @@ int rf_lifetime_advance(struct rf_lifetime *lt, size_t i, enum rf_lifetime_state
     if (!rf_lifetime_transition_legal(lt->states[i], to))
         return -EINVAL;
     lt->states[i] = to;
-    if (to != RF_LT_RELEASE_FAILED)
+    if (to != RF_LT_RELEASE_FAILED && lt->errors[i]) {
+        lt->past_errors[i] = lt->errors[i]; /* the history keeps the failure */
         lt->errors[i] = 0;
+    }
     assert(entry_ok(lt, i));
     return 0;
 }
@@ -211,7 +215,7 @@ bool rf_lifetime_check(const struct rf_lifetime *lt)
 
     if (!lt)
         return false;
-    if (lt->n > 0 && (!lt->states || !lt->errors))
+    if (lt->n > 0 && (!lt->states || !lt->errors || !lt->past_errors))
         return false;
     for (i = 0; i < lt->n; i++)
         if (!entry_ok(lt, i))

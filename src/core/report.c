@@ -285,6 +285,8 @@ static json_t *policy_json(const struct rf_report *r)
     json_object_set_new(o, "soft_target_bytes",
                         jbytes(has_soft, has_soft ? r->target_bytes - r->reserve_bytes : 0));
     json_object_set_new(o, "release_mode", jstr(r->release_mode));
+    json_object_set_new(o, "release_dead_file_pages",
+                        json_boolean(r->policy_mutates && r->release_dead_file_pages));
     return o;
 }
 
@@ -361,6 +363,25 @@ static json_t *plan_json(const struct rf_report *r)
     json_object_set_new(o, "selected_truncated",
                         json_boolean(p->n_selected > RF_REPORT_MAX_SELECTED_NAMES));
     json_object_set_new(o, "reason", json_string(p->reason));
+    /* Every plan of the operation, one per boundary and release round. */
+    json_t *all = json_array();
+    uint64_t total = 0;
+    for (size_t i = 0; all && i < r->n_applications; i++) {
+        const struct rf_plan *q = r->applications[i].plan;
+        if (!q)
+            continue;
+        total += q->n_selected;
+        json_array_append_new(
+            all, json_pack("{s:s?, s:o, s:o, s:o, s:o, s:b, s:b, s:s}", "boundary",
+                           r->applications[i].boundary, "selected_count",
+                           jbytes(true, q->n_selected), "selected_bytes",
+                           jbytes(true, q->selected_logical_bytes), "release_bytes",
+                           jbytes(true, q->release_bytes), "shared_bytes_protected",
+                           jbytes(true, q->shared_bytes_protected), "profile_used",
+                           q->profile_used, "target_met", q->target_met, "reason", q->reason));
+    }
+    json_object_set_new(o, "plans", all);
+    json_object_set_new(o, "selected_count_all_plans", jbytes(true, total));
     return o;
 }
 
@@ -506,8 +527,12 @@ static json_t *lifetime_json(const struct rf_report *r)
                               json_pack("{s:s, s:o}", "name", r->inventory->entries[i].name,
                                         "error", err ? json_string(strerror(-err)) : json_null()));
     }
+    uint64_t past = 0;
+    for (size_t i = 0; i < r->lifetime->n; i++)
+        past += r->lifetime->past_errors[i] != 0;
     json_object_set_new(o, "state_counts", c);
     json_object_set_new(o, "release_failed", failed);
+    json_object_set_new(o, "resources_failed_before", jbytes(true, past));
     json_object_set_new(o, "resources", jbytes(true, r->lifetime->n));
     return o;
 }
@@ -660,6 +685,10 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
     if (!doc)
         return -ENOMEM;
     json_object_set_new(doc, "schema_version", json_integer(RF_REPORT_SCHEMA_VERSION));
+    json_object_set_new(doc, "operation",
+                        json_pack("{s:s, s:o, s:o}", "scope", r->scope ? r->scope : "operation",
+                                  "index", jbytes(r->operation_index > 0, r->operation_index),
+                                  "operations", jbytes(true, r->n_operations)));
     json_object_set_new(doc, "kind", json_string(RF_REPORT_KIND));
     json_object_set_new(doc, "ramforge_version", jstr(r->ramforge_version));
     json_object_set_new(doc, "llama_cpp_version", jstr(r->llama_cpp_version));
@@ -683,7 +712,7 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
     json_object_set_new(doc, "profile", profile_json(r, profile_keys));
 
     json_t *res = json_object(), *samples = json_array();
-    for (int i = 0; res && samples && i < RF_REPORT_MAX_SAMPLES; i++)
+    for (size_t i = 0; res && samples && i < r->n_samples; i++)
         if (r->samples[i].taken)
             json_array_append_new(samples, sample_json(&r->samples[i]));
     json_object_set_new(res, "samples", samples);
@@ -760,7 +789,7 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
     json_object_set_new(doc, "warnings", w);
 
     /* Any NULL above (allocation failure) left a key unset. */
-    static const char *required[] = {"schema_version", "kind", "ramforge_version",
+    static const char *required[] = {"schema_version", "kind", "operation", "ramforge_version",
                                      "llama_cpp_version", "model", "policy", "admission", "plan",
                                      "ledger", "staging", "application", "native", "lifetime",
                                      "profile", "residency", "timing", "output", "warnings"};

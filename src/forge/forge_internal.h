@@ -19,6 +19,7 @@ struct rfsys_maps;
 struct forge_model {
     uint64_t instance_id;
     struct llama_model *model;
+    bool borrowed;                  /* the application's model: never freed here */
     struct forge_model_info info;
     struct rf_tensor_meta *tensors; /* n_tensors, GGUF order */
     size_t n_tensors;

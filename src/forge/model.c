@@ -224,8 +224,14 @@ out:
     return rc;
 }
 
-int forge_model_load(const char *path, const struct forge_model_params *params,
-                     struct forge_model **out, char err[FORGE_ERR_MAX])
+/*
+ * Binds a forge model to path's GGUF header and to `model` (loaded by the
+ * caller when borrowed, else here with params), then finds the mapping,
+ * reads the hyperparameters and runs the access probe.
+ */
+static int model_open(const char *path, struct llama_model *borrowed,
+                      const struct forge_model_params *params, struct forge_model **out,
+                      char err[FORGE_ERR_MAX])
 {
     struct forge_model_params defaults = forge_model_default_params();
     struct gguf_context *g = NULL;
@@ -233,6 +239,10 @@ int forge_model_load(const char *path, const struct forge_model_params *params,
     struct stat st;
     int rc;
 
+    if (!out || !path) {
+        snprintf(err, FORGE_ERR_MAX, "invalid argument");
+        return -EINVAL;
+    }
     *out = NULL;
     if (!params)
         params = &defaults;
@@ -254,10 +264,15 @@ int forge_model_load(const char *path, const struct forge_model_params *params,
     if (rc < 0)
         goto fail;
 
-    struct llama_model_params mp = llama_model_default_params();
-    mp.load_mode = params->mlock ? LLAMA_LOAD_MODE_MMAP_MLOCK : LLAMA_LOAD_MODE_MMAP;
-    mp.use_extra_bufts = params->use_extra_bufts;
-    m->model = llama_model_load_from_file(path, mp);
+    if (borrowed) {
+        m->model = borrowed;
+        m->borrowed = true;
+    } else {
+        struct llama_model_params mp = llama_model_default_params();
+        mp.load_mode = params->mlock ? LLAMA_LOAD_MODE_MMAP_MLOCK : LLAMA_LOAD_MODE_MMAP;
+        mp.use_extra_bufts = params->use_extra_bufts;
+        m->model = llama_model_load_from_file(path, mp);
+    }
     if (!m->model) {
         snprintf(err, FORGE_ERR_MAX, "%s: llama.cpp could not load the model (rerun with --verbose)",
                  path);
@@ -298,11 +313,38 @@ fail:
     return rc;
 }
 
+int forge_model_load(const char *path, const struct forge_model_params *params,
+                     struct forge_model **out, char err[FORGE_ERR_MAX])
+{
+    return model_open(path, NULL, params, out, err);
+}
+
+int forge_model_wrap(struct llama_model *model, const char *path,
+                     const struct forge_model_params *params, struct forge_model **out,
+                     char err[FORGE_ERR_MAX])
+{
+    if (!model) {
+        snprintf(err, FORGE_ERR_MAX, "no llama_model to wrap");
+        return -EINVAL;
+    }
+    return model_open(path, model, params, out, err);
+}
+
+void forge_model_lease_begin(struct forge_model *m)
+{
+    forge_gate_submit(&m->gate);
+}
+
+void forge_model_lease_end(struct forge_model *m)
+{
+    forge_gate_complete(&m->gate);
+}
+
 void forge_model_free(struct forge_model *m)
 {
     if (!m)
         return;
-    if (m->model)
+    if (m->model && !m->borrowed)
         llama_model_free(m->model);
     free(m->by_name);
     free(m->tensors);

@@ -41,7 +41,7 @@
 #define PAGE 4096
 
 static const char *const top_keys[] = {
-    "schema_version", "kind",     "ramforge_version", "llama_cpp_version",
+    "schema_version", "kind",     "operation",        "ramforge_version", "llama_cpp_version",
     "model",          "policy",   "admission",        "plan",
     "ledger",         "staging",  "application",      "native",
     "lifetime",       "profile",  "residency",        "timing",
@@ -92,6 +92,9 @@ struct fixture {
     struct rf_ledger ledger;
     struct rf_reconciliation rc;
     struct rf_timing timing;
+    struct rf_residency_sample samples[2];
+    struct rf_report_application apps[2];
+    const char *warnings[1];
     struct rf_report r;
 };
 
@@ -197,11 +200,14 @@ static void build_observe(struct fixture *f)
     f->r.cgroup_dir = "/sys/fs/cgroup/a";
     f->r.has_cgroup_limit = true;
     f->r.cgroup_limit_bytes = 1 << 20;
-    f->r.samples[0].taken = true;
-    f->r.samples[0].label = "after_load";
-    f->r.samples[0].has_process_rss = true;
-    f->r.samples[0].process_rss_bytes = 4096;
-    f->r.samples[1].taken = false; /* not taken: left out of samples[] */
+    f->samples[0].taken = true;
+    f->samples[0].label = "after_load";
+    f->samples[0].has_process_rss = true;
+    f->samples[0].process_rss_bytes = 4096;
+    f->samples[1].taken = false; /* not taken: left out of samples[] */
+    f->r.samples = f->samples;
+    f->r.n_samples = 2;
+    f->r.applications = f->apps;
     f->r.timing = &f->timing;
     f->r.has_native = true;
     f->r.native.has_contract = true;
@@ -216,7 +222,8 @@ static void build_observe(struct fixture *f)
     f->r.text = "hello";
     f->r.n_ctx = 256;
     f->r.n_threads = 4;
-    f->r.warnings[0] = "a warning";
+    f->warnings[0] = "a warning";
+    f->r.warnings = f->warnings;
     f->r.n_warnings = 1;
 }
 
@@ -475,7 +482,7 @@ static void test_policy_off_absent_ledger(void **state)
     f.r.inventory = NULL;
     f.r.ledger = NULL;
     f.r.reconciliation = NULL;
-    f.r.samples[0].taken = false;
+    f.samples[0].taken = false;
     f.r.not_built_reason = "residency policy off";
     doc = report_of(&f.r);
     assert_int_equal(json_object_size(doc), N_TOP_KEYS);
@@ -594,12 +601,12 @@ static void build_mutating(struct mutating *m)
     assert_int_equal(m->adm.outcome, RF_ADMIT_WARNING);
     f->r.admission = &m->adm;
 
-    f->r.applications[0] = (struct rf_report_application){
+    f->apps[0] = (struct rf_report_application){
         .boundary = "after_load",
         .attempted = false,
         .refused_reason = "the plan selected nothing",
     };
-    f->r.applications[1] = (struct rf_report_application){
+    f->apps[1] = (struct rf_report_application){
         .boundary = "after_session",
         .attempted = true,
         .requested_bytes = 3 * PAGE,
@@ -651,7 +658,7 @@ static void test_policy_and_admission(void **state)
     m.f.r.reserve_bytes = 1024;
     doc = report_of(&m.f.r);
     pol = at(doc, "policy", NULL);
-    assert_int_equal(json_object_size(pol), 7);
+    assert_int_equal(json_object_size(pol), 8);
     assert_string_equal(json_string_value(json_object_get(pol, "profile")), "memory-bound");
     assert_true(json_is_true(json_object_get(pol, "plans")));
     assert_true(json_is_true(json_object_get(pol, "mutates")));
@@ -793,7 +800,7 @@ static void test_application_sums(void **state)
     json_decref(doc);
 
     /* Both attempted: the totals add up; a missing cgroup delta nulls its total only. */
-    m.f.r.applications[0] = (struct rf_report_application){
+    m.f.apps[0] = (struct rf_report_application){
         .boundary = "after_load",
         .attempted = true,
         .requested_bytes = PAGE,
@@ -813,18 +820,18 @@ static void test_application_sums(void **state)
     json_decref(doc);
 
     /* Sums that overflow (uint64 bytes, int64 deltas) are null, never wrapped. */
-    m.f.r.applications[0].requested_bytes = UINT64_MAX - PAGE;
-    m.f.r.applications[0].mapping_delta = (struct rf_recon_value){true, INT64_MIN + 1};
+    m.f.apps[0].requested_bytes = UINT64_MAX - PAGE;
+    m.f.apps[0].mapping_delta = (struct rf_recon_value){true, INT64_MIN + 1};
     doc = report_of(&m.f.r);
     assert_json_null(at(doc, "application", "requested_bytes"));
     assert_json_null(at(doc, "application", "observed_mapping_delta_bytes"));
     json_decref(doc);
 
     /* Nothing attempted: the absent form with every boundary's reason. */
-    m.f.r.applications[0].attempted = false;
-    m.f.r.applications[0].refused_reason = "the plan selected nothing";
-    m.f.r.applications[1].attempted = false;
-    m.f.r.applications[1].refused_reason = "the execution gate was busy";
+    m.f.apps[0].attempted = false;
+    m.f.apps[0].refused_reason = "the plan selected nothing";
+    m.f.apps[1].attempted = false;
+    m.f.apps[1].refused_reason = "the execution gate was busy";
     doc = report_of(&m.f.r);
     app = at(doc, "application", NULL);
     assert_int_equal(json_object_size(app), 5);
@@ -839,7 +846,7 @@ static void test_application_sums(void **state)
 
     /* Only one boundary, refused without a reason: still a reason. */
     m.f.r.n_applications = 1;
-    m.f.r.applications[0].refused_reason = NULL;
+    m.f.apps[0].refused_reason = NULL;
     doc = report_of(&m.f.r);
     assert_string_equal(json_string_value(at(doc, "application", "reason")),
                         "after_load: not attempted");
@@ -854,8 +861,8 @@ static void test_application_sums(void **state)
 
     /* One attempted, the other refused without a reason: still a reason, never null. */
     m.f.r.n_applications = 2;
-    m.f.r.applications[1].refused_reason = NULL;
-    m.f.r.applications[0].attempted = true;
+    m.f.apps[1].refused_reason = NULL;
+    m.f.apps[0].attempted = true;
     doc = report_of(&m.f.r);
     b = json_array_get(at(doc, "application", "boundaries"), 1);
     assert_true(json_is_string(json_object_get(b, "refused_reason")));

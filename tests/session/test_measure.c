@@ -310,7 +310,8 @@ static void test_fill_ledger_mapping_and_peak_missing(void **state)
     r.inventory = &inv;
     r.ledger = &l;
     r.reconciliation = &rc;
-    r.samples[0] = s;
+    r.samples = &s;
+    r.n_samples = 1;
     assert_int_equal(rf_report_to_json(&r, &doc), 0);
     res = json_object_get(json_array_get(json_object_get(json_object_get(doc, "ledger"), "entries"),
                                          RF_LEDGER_FILE_BACKED_RESIDENT),

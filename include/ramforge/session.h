@@ -1,0 +1,248 @@
+/*
+ * The residency manager as a library: one rf_session bound to one loaded
+ * llama.cpp model instance, for any program that runs llama.cpp.
+ *
+ * A session owns the model's inventory, ledger, resource lifetimes, plans,
+ * residency samples and the report of each operation. It walks the safe
+ * boundaries of the specification:
+ *
+ *   load or wrap -> after_load boundary (inventory, lifetimes, sample; a
+ *     mutating policy may release the dead file pages of repacked weights)
+ *   per operation: admission -> staging -> the application's decode calls,
+ *     each inside a lease -> end_of_session sample (optional, context
+ *     alive) -> after_session boundary (contexts dropped: plan, release,
+ *     re-plan from the measurement) -> rf_session_operation_end (ledger,
+ *     page snapshot, the operation's report)
+ *
+ * Several operations run against one session; operation N's report holds
+ * its own samples, plans, applications and timing. An operation opens by
+ * itself at the first admission, staging, lease or boundary call after the
+ * previous one ended (the first opens at load).
+ *
+ * Conventions (llama.h style): params structs are returned by value from
+ * *_default_params(); functions return 0 or a negative errno
+ * (rf_strerror); the library never prints or exits (rf_log_set for its
+ * log); rf_session_free(NULL) is a no-op; no jansson type appears here.
+ * A session is not thread-safe, except rf_session_lease_begin/_end, which
+ * may be called from any thread while no other session call runs
+ * concurrently with them on another thread.
+ */
+#ifndef RAMFORGE_SESSION_H
+#define RAMFORGE_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ramforge/admission.h"
+#include "ramforge/forge.h"
+#include "ramforge/policy.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct llama_model;
+struct forge_observer;
+struct rf_session;
+
+/* What the session does at load and at each boundary. */
+struct rf_session_params {
+    enum rf_policy_profile policy; /* default RF_POLICY_OBSERVE */
+    bool has_target;
+    uint64_t target_bytes;  /* memory target, bytes (required by memory-bound, active) */
+    uint64_t reserve_bytes; /* safety reserve taken off the target, bytes; < target */
+    enum forge_release_mode release_mode; /* default FORGE_RELEASE_DONTNEED */
+    /*
+     * Release, at the after_load boundary and whatever the target, the file
+     * pages of weights the graph reads from an anonymous repacked copy
+     * (they are never read again). Default true: they cost nothing to
+     * lose. Only with a mutating policy; reported in the policy section.
+     */
+    bool release_dead_file_pages;
+    uint64_t page_budget_pages; /* pages the end-of-operation mincore snapshot may sample;
+                                   default RF_RESIDENCY_DEFAULT_BUDGET_PAGES; 0: no snapshot */
+    bool probe_access;          /* classify weights with the access probe at load/wrap
+                                   (default true; observing needs it) */
+    uint64_t entry_ns;          /* rf_now_ns() at the program's entry (end-to-end timer
+                                   start); 0: session creation */
+    int32_t n_threads;          /* threads of the access probe; <= 0: llama.cpp's */
+};
+
+struct rf_session_params rf_session_default_params(void);
+
+/*
+ * Loads the GGUF model at path through llama.cpp (mmap) with model params
+ * mp (NULL: forge_model_default_params(), probe_access taken from params),
+ * binds a session to it and runs the after_load boundary. The session owns
+ * the model (freed by rf_session_free). err receives a one-line message on
+ * failure. Errors: -EINVAL (bad params, a required target missing),
+ * -RF_EBADMODEL, -EIO, -ENOMEM, -errno of the file.
+ */
+int rf_session_load(const char *path, const struct forge_model_params *mp,
+                    struct rf_session_params params, struct rf_session **out,
+                    char err[FORGE_ERR_MAX]);
+
+/*
+ * Binds a session to a model the application loaded itself from path with
+ * llama_model_load_from_file (mmap on). The model is borrowed: ramforge
+ * never frees it, and it must outlive the session. The GGUF header at path
+ * gives the tensor table; the mapping is found in /proc/self/maps; with
+ * probe_access a one-token probe context classifies the weights. Runs the
+ * after_load boundary. Errors: as rf_session_load.
+ */
+int rf_session_wrap(struct llama_model *model, const char *path, struct rf_session_params params,
+                    struct rf_session **out, char err[FORGE_ERR_MAX]);
+
+/* Frees the session (and the model when rf_session_load loaded it). NULL: no-op. */
+void rf_session_free(struct rf_session *s);
+
+/* The native model (forge_generate, forge_model_release...); owned by the session. */
+struct forge_model *rf_session_forge_model(struct rf_session *s);
+
+/*
+ * The execution lease: call rf_session_lease_begin before each of the
+ * application's own llama_decode calls and rf_session_lease_end after
+ * llama_synchronize. While a lease is held a release at a boundary fails
+ * with -EBUSY and changes nothing; a lease waits while a release runs.
+ * Returns 0. Leases nest per call, not per context.
+ */
+int rf_session_lease_begin(struct rf_session *s);
+void rf_session_lease_end(struct rf_session *s);
+
+/* The operation admission decides on (sizes in tokens). */
+struct rf_operation_request {
+    uint32_t n_ctx;    /* context size; 0: n_prompt + n_predict */
+    uint32_t n_batch;  /* largest batch; 0: llama.cpp's default (min(n_ctx, 2048)) */
+    uint32_t n_prompt; /* tokens of the tokenized prompt; 0: unknown (64 assumed) */
+    uint32_t n_predict;/* tokens to generate */
+};
+
+/*
+ * Decides admission of the next operation against the cgroup hard limit
+ * and the soft target from the latest sample: the projected memory is the
+ * measured RSS plus the KV cache of request->n_ctx cells (estimated from
+ * the hyperparameters). The decision goes into the operation's report and
+ * *out (may be NULL). Returns 0 whatever the outcome; errors: -EINVAL
+ * (NULL s or request; policy off: no inventory to decide from).
+ */
+int rf_session_admit(struct rf_session *s, const struct rf_operation_request *request,
+                     struct rf_admission_result *out);
+
+/*
+ * Stages before the operation: plans the union of the page ranges of the
+ * weights the graph reads (file order, deduplicated), at most budget_bytes
+ * (page-granular, a strict maximum), and prefetches them with
+ * MADV_WILLNEED in bounded chunks under the gate; observes the staged
+ * tensors' page-cache state (mincore) and the mapping RSS before and
+ * after. The plan and the result go into the operation's report and the
+ * ledger (StagingRequested, StagingAccepted). A busy gate is recorded,
+ * not returned. Errors: -EINVAL (policy off, budget 0), -ENOMEM, a planner
+ * error.
+ */
+int rf_session_stage(struct rf_session *s, uint64_t budget_bytes);
+
+enum rf_boundary {
+    RF_BOUNDARY_END_OF_SESSION = 0, /* the context is still alive (KV cache allocated):
+                                       sample only, label "end_of_session" */
+    RF_BOUNDARY_AFTER_SESSION,      /* every context of the operation was dropped: the
+                                       resources walk one execution, then plan, release
+                                       and re-plan from the measurement (up to
+                                       RF_SESSION_RELEASE_ROUNDS rounds); labels
+                                       "after_session" / "after_release" */
+    RF_BOUNDARY_AFTER_VERIFY,       /* as after_session, after a verify session of the
+                                       same operation; "after_verify" /
+                                       "after_verify_release" */
+    RF_BOUNDARY_IDLE,               /* as after_session, between operations of a
+                                       long-lived program; "idle" / "idle_release" */
+};
+
+#define RF_SESSION_RELEASE_ROUNDS 3 /* re-plans at one boundary while the measurement misses */
+
+/*
+ * Runs boundary b. For the after-session kinds the model must be
+ * quiescent for selection (no context alive or in flight): otherwise the
+ * plan records why nothing was selected. Errors: -EINVAL (bad b, policy
+ * off), -ENOMEM, -EOVERFLOW (a byte sum), -ESTALE (a plan of an older
+ * inventory generation), -EPROTO (an illegal lifetime transition: a bug,
+ * recorded in the report's warnings).
+ */
+int rf_session_boundary(struct rf_session *s, enum rf_boundary b);
+
+/*
+ * Attributes a dispatch observer's events (forge_observer.h, borrowed) to
+ * the inventory; a complete trace becomes the access profile reuse-aware
+ * orders by (never-dispatched weights first, then the latest first use).
+ * Errors: -EINVAL, -ENOMEM.
+ */
+int rf_session_dispatch_trace(struct rf_session *s, const struct forge_observer *obs);
+
+/* What the application's operation produced; pointers are copied. */
+struct rf_operation_output {
+    const int32_t *prompt_tokens; /* n_prompt ids; may be NULL */
+    size_t n_prompt;
+    const int32_t *tokens;        /* n_tokens generated ids; may be NULL */
+    size_t n_tokens;
+    const char *text;             /* generated text; may be NULL */
+    uint32_t n_ctx;               /* context size used, tokens */
+    int32_t n_threads;            /* threads used; 0: llama.cpp's default */
+    uint32_t seed;                /* recorded */
+    /* timings, nanoseconds (0: not measured) */
+    uint64_t context_init_ns, prompt_ns, ttft_ns, decode_ns, sync_ns, inference_ns;
+    bool has_memory_breakdown;    /* llama_get_memory_breakdown answered */
+    uint64_t kv_cache_bytes;      /* context buffers, bytes */
+    uint64_t compute_bytes;       /* compute buffers, bytes */
+    /* a verify session (the same prompt after release); n_verify 0: none */
+    const int32_t *verify_tokens;
+    size_t n_verify_tokens;
+};
+
+/*
+ * Ends the current operation: records out (may be NULL), fills the ledger
+ * from the last sample, takes the page-level snapshot (page_budget_pages)
+ * and freezes the operation's report. Errors: -EINVAL (no operation open),
+ * -ENOMEM.
+ */
+int rf_session_operation_end(struct rf_session *s, const struct rf_operation_output *out);
+
+enum rf_report_scope {
+    RF_REPORT_OPERATION = 0, /* the last ended operation (or the open one) */
+    RF_REPORT_SESSION,       /* every operation so far: all samples, plans and
+                                applications, cumulative bytes */
+};
+
+struct rf_report;
+
+/*
+ * The report of scope as plain structs (ramforge/report.h), assembled in
+ * the session: valid until the next call on s. For printing.
+ */
+const struct rf_report *rf_session_report(struct rf_session *s, enum rf_report_scope scope);
+
+/*
+ * The report (schema_version 1) as JSON text; *out is a NUL-terminated
+ * string the caller frees with free(). Errors: -EINVAL, -ENOMEM.
+ */
+int rf_session_report_json(struct rf_session *s, enum rf_report_scope scope, char **out);
+
+/*
+ * Writes the report to path atomically (temporary file in the same
+ * directory, rename): never partial. Errors: -errno of the failing call.
+ */
+int rf_session_report_write(struct rf_session *s, enum rf_report_scope scope, const char *path);
+
+/* Operations ended so far. */
+uint64_t rf_session_operations(const struct rf_session *s);
+
+/*
+ * The last operation's report warnings, for a program to print: calls fn
+ * once per warning line of the report (borrowed strings).
+ */
+void rf_session_foreach_warning(const struct rf_session *s,
+                                void (*fn)(const char *warning, void *ud), void *ud);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

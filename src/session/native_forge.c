@@ -1,0 +1,69 @@
+/*
+ * The session's native table over forge and the sys probes: the real
+ * gate, /proc/self samples, madvise release and prefetch, mincore pages.
+ * ud is the struct forge_model *.
+ */
+#include "session_internal.h"
+
+#include "ramforge/forge_pages.h"
+
+static void fn_lifetime(void *ud, struct rf_native_lifetime *out)
+{
+    struct forge_model_lifetime fl;
+    forge_model_lifetime_state(ud, &fl);
+    *out = (struct rf_native_lifetime){
+        .has_contract = true,
+        .contract_version = fl.contract_version,
+        .instance_id = fl.instance_id,
+        .quiescent = fl.quiescent,
+        .in_flight_contexts = fl.in_flight_contexts,
+        .active_contexts = fl.active_contexts,
+        .execution_generation = fl.execution_generation,
+    };
+}
+
+static void fn_sample(void *ud, const char *label, struct rf_residency_sample *out,
+                      struct rfsys_cgroup_memory *cg)
+{
+    size_t n;
+    const struct rf_mapping_meta *mm = forge_model_mappings(ud, &n);
+    rf_measure_sample(NULL, "self", mm, n, label, out, cg);
+}
+
+static int fn_release(void *ud, const struct rf_file_range *ranges, size_t n,
+                      enum forge_release_mode mode, struct forge_release_result *out, int *errs)
+{
+    return forge_model_release(ud, ranges, n, mode, out, errs);
+}
+
+static int fn_prefetch(void *ud, const struct rf_file_range *ranges, size_t n,
+                       struct forge_prefetch_result *out)
+{
+    return forge_model_prefetch(ud, ranges, n, FORGE_PREFETCH_DEFAULT_CHUNK_BYTES, out);
+}
+
+static int fn_page_source(void *ud, struct forge_page_source *out)
+{
+    return forge_model_page_source(ud, out);
+}
+
+static void fn_lease_begin(void *ud)
+{
+    forge_model_lease_begin(ud);
+}
+
+static void fn_lease_end(void *ud)
+{
+    forge_model_lease_end(ud);
+}
+
+const struct rf_session_native rf_session_forge_native = {
+    .lifetime = fn_lifetime,
+    .sample = fn_sample,
+    .release = fn_release,
+    .prefetch = fn_prefetch,
+    .page_source = fn_page_source,
+    .page_sampler = forge_page_sampler,
+    .lease_begin = fn_lease_begin,
+    .lease_end = fn_lease_end,
+};
