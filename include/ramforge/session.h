@@ -163,7 +163,7 @@ enum rf_boundary {
  * Runs boundary b. For the after-session kinds the model must be
  * quiescent for selection (no context alive or in flight): otherwise the
  * plan records why nothing was selected. Errors: -EINVAL (bad b, policy
- * off), -ENOMEM, -EOVERFLOW (a byte sum), -ESTALE (a plan of an older
+ * off), -ENOMEM, -EOVERFLOW (a byte sum), -RF_ESTALE (a plan of an older
  * inventory generation), -EPROTO (an illegal lifetime transition: a bug,
  * recorded in the report's warnings).
  */

@@ -349,13 +349,13 @@ static bool entry_released(const struct rf_plan *plan, const struct rf_inventory
     return false;
 }
 
+static int apply_plan(struct rf_session *s, struct rf_report_application *app,
+                      const struct rf_plan *plan, size_t before_i, const char *after_label);
+
 /*
- * Plans at a boundary and, for a mutating policy, applies the plan under
- * the gate: lifetimes ReleaseEligible -> ReleaseSelected ->
- * ReleaseRequested -> NativeAccepted -> Reconciled, or NativeFailure ->
- * ReleaseFailed with the errno of the refused range; a selected resource
- * whose pages were all protected ends SharedOrReused. Returns 1 when
- * bytes were accepted, 0 when not, or a negative error.
+ * Plans at a boundary and, for a mutating policy observed quiescent,
+ * applies the plan (apply_plan). Returns 1 when bytes were accepted, 0
+ * when not, or a negative error.
  */
 static int plan_and_apply(struct rf_session *s, const char *boundary, bool dead_pages_only,
                           size_t before_i, const char *after_label)
@@ -401,9 +401,41 @@ static int plan_and_apply(struct rf_session *s, const char *boundary, bool dead_
         app->refused_reason = why;
         return 0;
     }
+    return apply_plan(s, app, plan, before_i, after_label);
+}
+
+int rf_session_apply_plan(struct rf_session *s, const char *boundary, const struct rf_plan *plan)
+{
+    if (!s || !boundary || !plan)
+        return -EINVAL;
+    op_open(s);
+    long before = take_sample(s, boundary);
+    struct rf_report_application *app = before < 0 ? NULL : new_application(s, boundary);
+    if (!app)
+        return -ENOMEM;
+    app->plan = plan;
+    return apply_plan(s, app, plan, (size_t)before, boundary);
+}
+
+/*
+ * Applies plan (whose application is app) under the gate: lifetimes
+ * ReleaseEligible -> ReleaseSelected -> ReleaseRequested -> NativeAccepted
+ * -> Reconciled, or NativeFailure -> ReleaseFailed with the errno of the
+ * refused range; a selected resource whose pages were all protected ends
+ * SharedOrReused. Returns 1 when bytes were accepted, 0 when not, -RF_ESTALE
+ * (a plan of another generation), -ENOENT (a selected tensor not in the
+ * inventory), -EPROTO (an illegal transition), -ENOMEM.
+ */
+static int apply_plan(struct rf_session *s, struct rf_report_application *app,
+                      const struct rf_plan *plan, size_t before_i, const char *after_label)
+{
+    const struct rf_residency_sample *before;
+    int rc;
+
     if (plan->generation != s->inv.generation) {
-        app->refused_reason = "the plan is of an older inventory generation";
-        return -ESTALE;
+        app->refused_reason = "the plan is of another inventory generation";
+        add_warning(s, "a release plan of another inventory generation was refused");
+        return -RF_ESTALE;
     }
     if (plan->n_selected == 0) {
         app->refused_reason = "the plan selected nothing";
@@ -424,6 +456,8 @@ static int plan_and_apply(struct rf_session *s, const char *boundary, bool dead_
         rc = rf_inventory_lookup(&s->inv, key, &e);
         if (rc < 0) {
             app->refused_reason = "a selected tensor is not in the inventory";
+            add_warning(s, "a release plan named a tensor the inventory does not hold: the "
+                           "release was refused");
             goto out;
         }
         pos[k] = (size_t)(e - s->inv.entries);

@@ -68,6 +68,15 @@ int rf_session_create_native(const struct rf_session_model *model,
                              const struct rf_session_native *native, void *ud,
                              struct rf_session_params params, struct rf_session **out);
 
+/*
+ * Applies a plan built elsewhere at boundary (a before sample is taken;
+ * the after sample is labelled boundary too). For tests of the apply
+ * path's refusals. Returns as apply_plan in session.c: 1 (bytes accepted),
+ * 0, -RF_ESTALE (another generation), -ENOENT (a tensor not in the
+ * inventory), -EPROTO, -ENOMEM, -EINVAL.
+ */
+int rf_session_apply_plan(struct rf_session *s, const char *boundary, const struct rf_plan *plan);
+
 /* The forge-backed table; ud is the struct forge_model *. */
 extern const struct rf_session_native rf_session_forge_native;
 

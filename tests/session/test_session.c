@@ -1,0 +1,519 @@
+/*
+ * The session's boundary sequence on a fake native layer (no llama.cpp, no
+ * /proc): a scripted "kernel" that drops only part of what is advised, so
+ * the measurement misses the plan's estimate and the session re-plans; a
+ * gate that can be busy; ranges that can be refused; executions that
+ * re-fault released pages. Every figure checked here is derived from the
+ * fake's script, not from the code under test.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "ramforge/error.h"
+
+#include "../core/test_util.h"
+#include "../../src/session/session_internal.h"
+
+#define PAGE 4096u
+#define TENSOR_PAGES 8u
+#define TENSOR_BYTES (TENSOR_PAGES * PAGE)
+#define N_TENSORS 16u
+#define N_DEAD 2u /* the last two are read from anonymous repacked copies */
+
+struct fake {
+    uint64_t resident_bytes; /* mapping RSS the next sample reports */
+    uint64_t samples;        /* samples taken so far */
+    uint64_t drop_num, drop_den; /* share of the accepted bytes the "kernel" drops */
+    uint64_t refault_bytes;  /* mapping RSS an execution brings back */
+    int release_rc;          /* nonzero: forge_model_release's return (e.g. -EBUSY) */
+    int refuse_range;        /* index of a range refused with -EINVAL; -1: none */
+    uint32_t in_flight;
+    uint64_t generation;     /* completed executions */
+    uint64_t releases;       /* release calls that reached the "kernel" */
+};
+
+static void f_lifetime(void *ud, struct rf_native_lifetime *out)
+{
+    struct fake *f = ud;
+    *out = (struct rf_native_lifetime){
+        .has_contract = true,
+        .contract_version = RF_CONTRACT_VERSION,
+        .instance_id = 7,
+        .quiescent = f->in_flight == 0,
+        .in_flight_contexts = f->in_flight,
+        .execution_generation = f->generation,
+    };
+}
+
+/* Each sample has its own process RSS: the mapping plus 1 MiB plus one page per sample. */
+static void f_sample(void *ud, const char *label, struct rf_residency_sample *out,
+                     struct rfsys_cgroup_memory *cg)
+{
+    struct fake *f = ud;
+    (void)label;
+    f->samples++;
+    out->has_mapping = true;
+    out->mapping_rss_bytes = f->resident_bytes;
+    out->mapping_pss_bytes = f->resident_bytes;
+    out->has_process_rss = true;
+    out->process_rss_bytes = f->resident_bytes + (1u << 20) + f->samples * PAGE;
+    memset(cg, 0, sizeof(*cg));
+    cg->version = RFSYS_CGROUP_NONE;
+}
+
+static int f_release(void *ud, const struct rf_file_range *r, size_t n,
+                     enum forge_release_mode mode, struct forge_release_result *out, int *errs)
+{
+    struct fake *f = ud;
+    (void)mode;
+    if (f->release_rc)
+        return f->release_rc;
+    memset(out, 0, sizeof(*out));
+    f->releases++;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t bytes = rf_page_range_pages(r[i].pages) * PAGE;
+        out->requested_bytes += bytes;
+        errs[i] = (int)i == f->refuse_range ? -EINVAL : 0;
+        if (errs[i]) {
+            out->n_failed++;
+            out->first_error = out->first_error ? out->first_error : errs[i];
+            continue;
+        }
+        out->accepted_bytes += bytes;
+    }
+    uint64_t drop = out->accepted_bytes * f->drop_num / f->drop_den;
+    f->resident_bytes = f->resident_bytes > drop ? f->resident_bytes - drop : 0;
+    return 0;
+}
+
+static int f_prefetch(void *ud, const struct rf_file_range *r, size_t n,
+                      struct forge_prefetch_result *out)
+{
+    (void)ud;
+    memset(out, 0, sizeof(*out));
+    for (size_t i = 0; i < n; i++)
+        out->requested_bytes += rf_page_range_pages(r[i].pages) * PAGE;
+    out->accepted_bytes = out->requested_bytes;
+    out->n_ranges = n;
+    out->n_calls = n;
+    out->chunk_bytes = PAGE;
+    return 0;
+}
+
+static int f_page_source(void *ud, struct forge_page_source *out)
+{
+    (void)ud;
+    memset(out, 0, sizeof(*out));
+    snprintf(out->source, sizeof(out->source), "mincore");
+    snprintf(out->cachestat_source, sizeof(out->cachestat_source), "unknown: fake layer");
+    out->cachestat_error = -ENOSYS;
+    out->page_bytes = PAGE;
+    return 0;
+}
+
+static int f_sampler(void *ud, int32_t mapping, uint64_t first, uint64_t n, uint8_t *states)
+{
+    (void)ud;
+    (void)mapping;
+    (void)first;
+    memset(states, RF_PAGE_RESIDENT, n);
+    return 0;
+}
+
+static void f_lease_begin(void *ud)
+{
+    ((struct fake *)ud)->in_flight++;
+}
+
+/* An execution ends: it re-faulted refault_bytes of released pages. */
+static void f_lease_end(void *ud)
+{
+    struct fake *f = ud;
+    f->in_flight--;
+    f->generation++;
+    f->resident_bytes += f->refault_bytes;
+    f->refault_bytes = 0;
+}
+
+static const struct rf_session_native fake_native = {
+    .lifetime = f_lifetime,
+    .sample = f_sample,
+    .release = f_release,
+    .prefetch = f_prefetch,
+    .page_source = f_page_source,
+    .page_sampler = f_sampler,
+    .lease_begin = f_lease_begin,
+    .lease_end = f_lease_end,
+};
+
+static struct rf_tensor_meta tensors[N_TENSORS];
+static struct rf_mapping_meta mapping;
+
+/* 16 tensors of 8 pages each, page-aligned (no shared page), after one header page. */
+static struct rf_session_model fake_model(void)
+{
+    struct rf_session_model m = {0};
+    for (uint32_t i = 0; i < N_TENSORS; i++)
+        tensors[i] = fixture_tensor(i, 0, PAGE + (uint64_t)i * TENSOR_BYTES, TENSOR_BYTES,
+                                    i >= N_TENSORS - N_DEAD ? RF_ACCESS_ANONYMOUS
+                                                            : RF_ACCESS_FILE_BACKED);
+    mapping = fixture_mapping(0, PAGE + (uint64_t)N_TENSORS * TENSOR_BYTES);
+    m.tensors = tensors;
+    m.n_tensors = N_TENSORS;
+    m.mappings = &mapping;
+    m.n_mappings = 1;
+    snprintf(m.info.path, sizeof(m.info.path), "%s", mapping.path);
+    snprintf(m.info.desc, sizeof(m.info.desc), "fake 16-tensor model");
+    m.info.file_size_bytes = mapping.file_size_bytes;
+    m.info.n_layer = 2;
+    m.info.n_embd = 64;
+    m.info.n_head = 4;
+    m.info.n_head_kv = 4;
+    m.info.access_probed = true;
+    m.instance_id = 7;
+    m.page_bytes = PAGE;
+    return m;
+}
+
+static struct rf_session_params memory_bound(uint64_t target)
+{
+    struct rf_session_params p = rf_session_default_params();
+    p.policy = RF_POLICY_MEMORY_BOUND;
+    p.has_target = true;
+    p.target_bytes = target;
+    return p;
+}
+
+static json_t *report(struct rf_session *s, enum rf_report_scope scope)
+{
+    char *text = NULL;
+    assert_int_equal(rf_session_report_json(s, scope, &text), 0);
+    json_t *doc = json_loads(text, 0, NULL);
+    free(text);
+    assert_non_null(doc);
+    return doc;
+}
+
+static json_t *path(json_t *o, const char *a, const char *b)
+{
+    json_t *v = json_object_get(o, a);
+    return b ? json_object_get(v, b) : v;
+}
+
+/* One "session" of the application: a lease around one decode. */
+static void execute(struct rf_session *s, struct fake *f, uint64_t refault)
+{
+    f->refault_bytes = refault;
+    assert_int_equal(rf_session_lease_begin(s), 0);
+    rf_session_lease_end(s);
+}
+
+static uint64_t state_count(json_t *doc, const char *state)
+{
+    return (uint64_t)json_integer_value(path(path(doc, "lifetime", "state_counts"), state, NULL));
+}
+
+/*
+ * One operation with staging, a session, a verify session and three
+ * release rounds at each after-session boundary: 13 samples, each in the
+ * report with its own label and its own value, in order.
+ */
+static void test_thirteen_samples_one_operation(void **state)
+{
+    (void)state;
+    struct rf_session_model m = fake_model();
+    /* Resident: 5 tensors' pages. Target 2 tensors. The kernel drops half of what it accepts. */
+    struct fake f = {.resident_bytes = 5 * TENSOR_BYTES, .drop_num = 1, .drop_den = 2,
+                     .refuse_range = -1};
+    struct rf_session *s;
+    assert_int_equal(
+        rf_session_create_native(&m, &fake_native, &f, memory_bound(2 * TENSOR_BYTES), &s), 0);
+    /* after_load + after_load_release (the two dead tensors: 16 pages accepted, 8 dropped). */
+    assert_int_equal(f.samples, 2);
+    assert_int_equal(f.resident_bytes, 5 * TENSOR_BYTES - TENSOR_BYTES);
+
+    assert_int_equal(rf_session_stage(s, 4 * TENSOR_BYTES), 0);
+    execute(s, &f, 0);
+    assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_END_OF_SESSION), 0);
+    /*
+     * after_session: 4 tensors resident, target 2: round 1 selects 2 (estimate
+     * exactly at target), the kernel drops 1 -> 3 resident; round 2 selects 1,
+     * drops 0.5 -> 2.5; round 3 selects 1 more, drops 0.5 -> 2: met.
+     */
+    assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_AFTER_SESSION), 0);
+    assert_int_equal(f.resident_bytes, 2 * TENSOR_BYTES);
+    /* The verify session re-faults 2 tensors: the same three rounds again. */
+    execute(s, &f, 2 * TENSOR_BYTES);
+    assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_END_OF_SESSION), 0);
+    assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_AFTER_VERIFY), 0);
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+
+    static const char *const labels[] = {
+        "after_load",   "after_load_release", "after_staging", "end_of_session",
+        "after_session", "after_release",     "after_release", "after_release",
+        "end_of_session", "after_verify",     "after_verify_release", "after_verify_release",
+        "after_verify_release"};
+    const size_t n_labels = sizeof(labels) / sizeof(labels[0]);
+    assert_int_equal(f.samples, n_labels);
+    json_t *doc = report(s, RF_REPORT_OPERATION);
+    json_t *samples = path(path(doc, "residency", NULL), "samples", NULL);
+    assert_int_equal(json_array_size(samples), n_labels);
+    for (size_t i = 0; i < n_labels; i++) {
+        json_t *smp = json_array_get(samples, i);
+        assert_string_equal(json_string_value(json_object_get(smp, "label")), labels[i]);
+        /* The fake's script: sample k (1-based) has RSS = mapping + 1 MiB + k pages. */
+        uint64_t rss = (uint64_t)json_integer_value(json_object_get(smp, "process_rss_bytes"));
+        uint64_t map = (uint64_t)json_integer_value(json_object_get(smp, "mapping_rss_bytes"));
+        assert_int_equal(rss, map + (1u << 20) + (i + 1) * PAGE);
+    }
+    /* 1 (after_load) + 3 + 3 attempted releases, each with a measured, non-zero drop. */
+    json_t *bounds = path(path(doc, "application", NULL), "boundaries", NULL);
+    assert_int_equal(json_array_size(bounds), 7);
+    for (size_t i = 0; i < 7; i++) {
+        json_t *b = json_array_get(bounds, i);
+        assert_true(json_is_true(json_object_get(b, "attempted")));
+        assert_true(json_integer_value(json_object_get(b, "observed_mapping_delta_bytes")) < 0);
+    }
+    /* Every plan is summarized, not only the last one that selected something. */
+    json_t *plans = path(path(doc, "plan", NULL), "plans", NULL);
+    assert_int_equal(json_array_size(plans), 7);
+    /* 2 dead + (2 + 1 + 1) + (2 + 1 + 1) selections. */
+    assert_int_equal(json_integer_value(path(path(doc, "plan", NULL), "selected_count_all_plans",
+                                             NULL)),
+                     10);
+    assert_int_equal(json_integer_value(path(doc, "operation", "index")), 1);
+    json_decref(doc);
+    rf_session_free(s);
+}
+
+/* Operation 2's report holds its own samples; the session report holds all of them. */
+static void test_operations_have_their_own_reports(void **state)
+{
+    (void)state;
+    struct rf_session_model m = fake_model();
+    struct fake f = {.resident_bytes = 5 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1,
+                     .refuse_range = -1};
+    struct rf_session *s;
+    assert_int_equal(
+        rf_session_create_native(&m, &fake_native, &f, memory_bound(2 * TENSOR_BYTES), &s), 0);
+    execute(s, &f, 0);
+    assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_AFTER_SESSION), 0);
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    uint64_t first_samples = f.samples;
+
+    struct rf_operation_request req = {.n_prompt = 10, .n_predict = 8};
+    struct rf_admission_result adm;
+    assert_int_equal(rf_session_admit(s, &req, &adm), 0);
+    execute(s, &f, TENSOR_BYTES);
+    assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_IDLE), 0);
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    assert_int_equal(rf_session_operations(s), 2);
+
+    json_t *doc = report(s, RF_REPORT_OPERATION);
+    assert_int_equal(json_integer_value(path(doc, "operation", "index")), 2);
+    assert_string_equal(json_string_value(path(doc, "operation", "scope")), "operation");
+    json_t *samples = path(path(doc, "residency", NULL), "samples", NULL);
+    assert_int_equal(json_array_size(samples), f.samples - first_samples);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(samples, 0), "label")),
+                        "idle");
+    assert_false(json_is_null(path(doc, "admission", "outcome")));
+    json_decref(doc);
+
+    doc = report(s, RF_REPORT_SESSION);
+    assert_string_equal(json_string_value(path(doc, "operation", "scope")), "session");
+    assert_int_equal(json_array_size(path(path(doc, "residency", NULL), "samples", NULL)),
+                     f.samples);
+    json_decref(doc);
+    rf_session_free(s);
+}
+
+/* A gate taken between the observation and the release: EBUSY, nothing advised, ReleaseFailed. */
+static void test_busy_gate(void **state)
+{
+    (void)state;
+    struct rf_session_model m = fake_model();
+    struct fake f = {.resident_bytes = 5 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1,
+                     .refuse_range = -1};
+    struct rf_session *s;
+    struct rf_session_params p = memory_bound(2 * TENSOR_BYTES);
+    p.release_dead_file_pages = false;
+    assert_int_equal(rf_session_create_native(&m, &fake_native, &f, p, &s), 0);
+    execute(s, &f, 0);
+    f.release_rc = -EBUSY;
+    assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_AFTER_SESSION), 0);
+    assert_int_equal(f.resident_bytes, 5 * TENSOR_BYTES);
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    json_t *doc = report(s, RF_REPORT_OPERATION);
+    json_t *b = json_array_get(path(path(doc, "application", NULL), "boundaries", NULL), 0);
+    if (!b) /* the absent form: no release attempted, the reason names the gate */
+        assert_non_null(strstr(json_string_value(path(doc, "application", "reason")),
+                               "the execution gate was busy"));
+    assert_int_equal(state_count(doc, "ReleaseFailed"), 3); /* the 3 tensors the plan selected */
+    json_t *failed = path(path(doc, "lifetime", NULL), "release_failed", NULL);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(failed, 0), "error")),
+                        strerror(EBUSY));
+    assert_false(json_is_true(path(doc, "policy", "release_dead_file_pages")));
+    json_decref(doc);
+
+    /* The next execution re-references them: the failure stays in their history. */
+    f.release_rc = 0;
+    execute(s, &f, 0);
+    assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_AFTER_SESSION), 0);
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    doc = report(s, RF_REPORT_OPERATION);
+    assert_int_equal(json_integer_value(path(doc, "lifetime", "resources_failed_before")), 3);
+    assert_int_equal(state_count(doc, "ReleaseFailed"), 0);
+    json_decref(doc);
+    rf_session_free(s);
+}
+
+/* The kernel refuses one range: its tensors are ReleaseFailed with EINVAL, the rest reconciled. */
+static void test_refused_range(void **state)
+{
+    (void)state;
+    struct rf_session_model m = fake_model();
+    struct fake f = {.resident_bytes = 16 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1,
+                     .refuse_range = 0};
+    struct rf_session *s;
+    struct rf_session_params p = memory_bound(2 * TENSOR_BYTES);
+    p.release_dead_file_pages = false;
+    assert_int_equal(rf_session_create_native(&m, &fake_native, &f, p, &s), 0);
+    execute(s, &f, 0);
+    assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_AFTER_SESSION), 0);
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    json_t *doc = report(s, RF_REPORT_OPERATION);
+    /* Adjacent selected tensors merge into one range: the refused one covers all of them. */
+    assert_true(state_count(doc, "ReleaseFailed") > 0);
+    json_t *failed = path(path(doc, "lifetime", NULL), "release_failed", NULL);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(failed, 0), "error")),
+                        strerror(EINVAL));
+    bool warned = false;
+    json_t *w;
+    size_t i;
+    json_array_foreach(path(doc, "warnings", NULL), i, w)
+        warned |= strstr(json_string_value(w), "refused part of a release") != NULL;
+    assert_true(warned);
+    json_decref(doc);
+    rf_session_free(s);
+}
+
+/*
+ * The apply path's refusals: a plan of another generation (-ESTALE), a
+ * tensor the inventory does not hold (-ENOENT, never resource 0), a
+ * selection whose pages are all protected (SharedOrReused), a resource
+ * that is not ReleaseEligible (an illegal transition: -EPROTO).
+ */
+static void test_apply_refusals(void **state)
+{
+    (void)state;
+    struct rf_session_model m = fake_model();
+    struct fake f = {.resident_bytes = 16 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1,
+                     .refuse_range = -1};
+    struct rf_session *s;
+    struct rf_session_params p = memory_bound(2 * TENSOR_BYTES);
+    p.release_dead_file_pages = false;
+    assert_int_equal(rf_session_create_native(&m, &fake_native, &f, p, &s), 0);
+
+    uint32_t sel[1] = {999};
+    struct rf_plan plan;
+    rf_plan_init(&plan);
+    plan.generation = 2;
+    plan.page_bytes = PAGE;
+    plan.selected = sel;
+    plan.n_selected = 1;
+    assert_int_equal(rf_session_apply_plan(s, "test_stale", &plan), -RF_ESTALE);
+    plan.generation = 1;
+    assert_int_equal(rf_session_apply_plan(s, "test_lookup", &plan), -ENOENT);
+    assert_int_equal(f.releases, 0);
+
+    /* Tensor 0 selected, no release range: every page protected -> SharedOrReused. */
+    sel[0] = 0;
+    assert_int_equal(rf_session_apply_plan(s, "test_shared", &plan), 0);
+    json_t *doc = report(s, RF_REPORT_OPERATION);
+    assert_int_equal(state_count(doc, "SharedOrReused"), 1);
+    json_decref(doc);
+
+    /* Tensor 0 again: SharedOrReused is not ReleaseEligible -> illegal, refused. */
+    assert_int_equal(rf_session_apply_plan(s, "test_illegal", &plan), -EPROTO);
+    assert_int_equal(f.releases, 0);
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    doc = report(s, RF_REPORT_OPERATION);
+    bool warned = false;
+    json_t *w;
+    size_t i;
+    json_array_foreach(path(doc, "warnings", NULL), i, w)
+        warned |= strstr(json_string_value(w), "illegal resource-lifetime transition") != NULL;
+    assert_true(warned);
+    json_decref(doc);
+    rf_session_free(s);
+}
+
+/* A boundary while a lease is held selects nothing and says why; nothing walks to Synchronized. */
+static void test_boundary_not_quiescent(void **state)
+{
+    (void)state;
+    struct rf_session_model m = fake_model();
+    struct fake f = {.resident_bytes = 16 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1,
+                     .refuse_range = -1};
+    struct rf_session *s;
+    assert_int_equal(
+        rf_session_create_native(&m, &fake_native, &f, memory_bound(2 * TENSOR_BYTES), &s), 0);
+    uint64_t releases = f.releases;
+    assert_int_equal(rf_session_lease_begin(s), 0);
+    assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_AFTER_SESSION), 0);
+    assert_int_equal(f.releases, releases);
+    rf_session_lease_end(s);
+    rf_session_lease_end(s); /* unmatched: ignored, the gate's counters stay right */
+    assert_int_equal(f.in_flight, 0);
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    json_t *doc = report(s, RF_REPORT_OPERATION);
+    json_t *bounds = path(path(doc, "application", NULL), "boundaries", NULL);
+    json_t *last = json_array_get(bounds, json_array_size(bounds) - 1);
+    assert_non_null(last);
+    assert_false(json_is_true(json_object_get(last, "attempted")));
+    json_decref(doc);
+    rf_session_free(s);
+}
+
+/* Bad arguments: no session, a missing target, reserve >= target, NULL free. */
+static void test_bad_arguments(void **state)
+{
+    (void)state;
+    struct rf_session_model m = fake_model();
+    struct fake f = {.drop_den = 1, .refuse_range = -1};
+    struct rf_session *s = (struct rf_session *)&f;
+    struct rf_session_params p = rf_session_default_params();
+    p.policy = RF_POLICY_MEMORY_BOUND;
+    assert_int_equal(rf_session_create_native(&m, &fake_native, &f, p, &s), -EINVAL);
+    assert_null(s);
+    p.has_target = true;
+    p.target_bytes = 10;
+    p.reserve_bytes = 10;
+    assert_int_equal(rf_session_create_native(&m, &fake_native, &f, p, &s), -EINVAL);
+    assert_int_equal(rf_session_boundary(NULL, RF_BOUNDARY_IDLE), -EINVAL);
+    assert_int_equal(rf_session_operation_end(NULL, NULL), -EINVAL);
+    rf_session_free(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_thirteen_samples_one_operation),
+        cmocka_unit_test(test_operations_have_their_own_reports),
+        cmocka_unit_test(test_busy_gate),
+        cmocka_unit_test(test_refused_range),
+        cmocka_unit_test(test_apply_refusals),
+        cmocka_unit_test(test_boundary_not_quiescent),
+        cmocka_unit_test(test_bad_arguments),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
