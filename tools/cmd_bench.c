@@ -36,6 +36,7 @@
 
 #include "bench_prepare.h"
 #include "cli.h"
+#include "core/report_json.h"
 #include "ramforge/policy.h"
 #include "ramforge/report.h"
 #include "ramforge/timing.h"

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "core/report_json.h"
 #include "ramforge/error.h"
 #include "ramforge/forge.h"
 #include "ramforge/forge_pages.h"

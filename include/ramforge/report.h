@@ -14,8 +14,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <jansson.h>
-
 #include "ramforge/admission.h"
 #include "ramforge/binding.h"
 #include "ramforge/dispatch.h"
@@ -180,26 +178,6 @@ struct rf_report {
 
 /* FNV-1a 64 over the little-endian bytes of the token ids: "fnv1a64:<16 hex>". */
 void rf_token_fingerprint(const int32_t *tokens, size_t n, char out[32]);
-
-/*
- * Builds the document. *out is a new reference (json_decref).
- * Errors: -ENOMEM.
- */
-int rf_report_to_json(const struct rf_report *r, json_t **out);
-
-/*
- * The inventory as JSON (ramforge inspect --json and the report's model
- * section): generation, page_bytes, mappings, totals and, when
- * with_entries, one object per tensor. Errors: -ENOMEM.
- */
-int rf_inventory_to_json(const struct rf_inventory *inv, bool with_entries, json_t **out);
-
-/*
- * Writes doc to path through a temporary file in the same directory and a
- * rename, so a failure leaves no partial file. Errors: -errno of the
- * failing call (the temporary file is removed).
- */
-int rf_json_write_file(json_t *doc, const char *path);
 
 #ifdef __cplusplus
 }

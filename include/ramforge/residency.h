@@ -31,8 +31,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <jansson.h>
-
 #include "ramforge/intervals.h"
 #include "ramforge/inventory.h"
 
@@ -177,19 +175,6 @@ const char *rf_page_state_name(enum rf_page_state s);
 
 /* Static names: "none", "partial", "full", "no_pages"; NULL outside the enum. */
 const char *rf_residency_sampled_name(enum rf_residency_sampled s);
-
-/*
- * The snapshot as a JSON object: source, generation, page_bytes, coverage
- * (budget, the two populations with coverage_bp null when there is none,
- * selected resource counts, sampling_complete), sampler (calls, failures,
- * first_error text or null) and, with with_resources, resources[] (index,
- * mapping_index or null, first_page, end_page, inspected/resident/
- * nonresident/unknown pages, sampled, targeted). Page counts are JSON
- * integers (null past INT64_MAX). *out is owned by the caller
- * (json_decref). Errors: -EINVAL, -ENOMEM.
- */
-int rf_residency_snapshot_to_json(const struct rf_residency_snapshot *s, bool with_resources,
-                                  json_t **out);
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,7 @@
  * had is null with a reason beside it. Sections for features this version
  * does not run keep their keys, null, with a reason.
  */
+#include "core/report_json.h"
 #include "ramforge/report.h"
 
 #include <errno.h>

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/report_json.h"
 #include "ramforge/admission.h"
 #include "ramforge/error.h"
 #include "ramforge/forge_observer.h"

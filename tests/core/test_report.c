@@ -30,6 +30,7 @@
 
 #include <jansson.h>
 
+#include "core/report_json.h"
 #include "ramforge/admission.h"
 #include "ramforge/inventory.h"
 #include "ramforge/ledger.h"

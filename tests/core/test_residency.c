@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "test_util.h"
+#include "core/report_json.h"
 #include "ramforge/inventory.h"
 #include "ramforge/residency.h"
 

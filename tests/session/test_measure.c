@@ -18,6 +18,7 @@
 
 #include <jansson.h>
 
+#include "core/report_json.h"
 #include "ramforge/inventory.h"
 #include "ramforge/ledger.h"
 #include "ramforge/measure.h"

@@ -1,0 +1,50 @@
+/*
+ * The report's JSON writers (jansson), private to the project: the public
+ * headers carry no jansson type. The session writes reports as text
+ * (rf_session_report_json) or files (rf_session_report_write); ramforge's
+ * own tools and tests use these.
+ */
+#ifndef RAMFORGE_CORE_REPORT_JSON_H
+#define RAMFORGE_CORE_REPORT_JSON_H
+
+#include <stdbool.h>
+
+#include <jansson.h>
+
+#include "ramforge/report.h"
+#include "ramforge/residency.h"
+
+/*
+ * Builds the document. *out is a new reference (json_decref).
+ * Errors: -ENOMEM.
+ */
+int rf_report_to_json(const struct rf_report *r, json_t **out);
+
+/*
+ * The inventory as JSON (ramforge inspect --json and the report's model
+ * section): generation, page_bytes, mappings, totals and, when
+ * with_entries, one object per tensor. Errors: -ENOMEM.
+ */
+int rf_inventory_to_json(const struct rf_inventory *inv, bool with_entries, json_t **out);
+
+/*
+ * Writes doc to path through a temporary file in the same directory and a
+ * rename, so a failure leaves no partial file. Errors: -errno of the
+ * failing call (the temporary file is removed).
+ */
+int rf_json_write_file(json_t *doc, const char *path);
+
+/*
+ * The snapshot as a JSON object: source, generation, page_bytes, coverage
+ * (budget, the two populations with coverage_bp null when there is none,
+ * selected resource counts, sampling_complete), sampler (calls, failures,
+ * first_error text or null) and, with with_resources, resources[] (index,
+ * mapping_index or null, first_page, end_page, inspected/resident/
+ * nonresident/unknown pages, sampled, targeted). Page counts are JSON
+ * integers (null past INT64_MAX). *out is owned by the caller
+ * (json_decref). Errors: -EINVAL, -ENOMEM.
+ */
+int rf_residency_snapshot_to_json(const struct rf_residency_snapshot *s, bool with_resources,
+                                  json_t **out);
+
+#endif
