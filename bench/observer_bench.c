@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ramforge/defaults.h"
 #include "ramforge/error.h"
 #include "ramforge/forge.h"
 #include "ramforge/forge_observer.h"
@@ -64,7 +65,7 @@ static void usage(FILE *out)
             "\n"
             "Decode tokens/s with the dispatch observer off and on, interleaved.\n"
             "  -m, --model PATH      GGUF model\n"
-            "  -p, --prompt TEXT     prompt (default \"Hello my name is\")\n"
+            "  -p, --prompt TEXT     prompt (default \"" RF_DEFAULT_PROMPT "\")\n"
             "  -n, --n-predict N     tokens to generate per run (default 32)\n"
             "  -t, --threads N       threads (default: llama.cpp's)\n"
             "  -r, --reps N          repetitions each way, 1..%d (default 5)\n"
@@ -207,7 +208,7 @@ int main(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     struct bench b = {
-        .prompt = "Hello my name is", .n_predict = 32, .reps = 5, .capacity = DEFAULT_CAPACITY};
+        .prompt = RF_DEFAULT_PROMPT, .n_predict = 32, .reps = 5, .capacity = DEFAULT_CAPACITY};
     char err[FORGE_ERR_MAX];
     int c, rc, status = 1, page_reps = 5;
     long v;

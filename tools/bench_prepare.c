@@ -1,7 +1,9 @@
 /*
  * Cache-condition preparation for `ramforge bench` (see bench_prepare.h):
  * warming, copying, flushing, dropping and verifying one file's page-cache
- * state. Only the files named are touched; nothing here needs privileges.
+ * state, with retries; the isolated copy and its timed cold reads; the
+ * output directories. Only the files named are touched; nothing here needs
+ * privileges.
  */
 #include "bench_prepare.h"
 
@@ -394,4 +396,119 @@ out:
     if (in >= 0)
         close(in);
     return rc;
+}
+
+enum bench_label bench_own_label(enum bench_condition c)
+{
+    return c == BENCH_COND_WARM ? BENCH_LABEL_WARM : BENCH_LABEL_CONTROLLED;
+}
+
+int bench_prepare_condition(enum bench_condition c, const char *path, struct bench_residency *prep,
+                            enum bench_label *label, char err[BENCH_ERR_MAX])
+{
+    int rc;
+
+    for (int attempt = 1; attempt <= BENCH_PREPARE_ATTEMPTS; attempt++) {
+        rc = c == BENCH_COND_WARM ? bench_read_file(path, NULL, NULL, err)
+                                  : bench_evict_file(path, err);
+        if (rc < 0)
+            return rc;
+        rc = bench_probe_file(path, prep);
+        if (rc < 0) {
+            snprintf(err, BENCH_ERR_MAX, "cannot probe the page cache of %s: %s", path,
+                     strerror(-rc));
+            return rc;
+        }
+        *label = bench_label_for(c, prep);
+        if (*label == bench_own_label(c) || *label == BENCH_LABEL_UNKNOWN)
+            break;
+    }
+    return 0;
+}
+
+int bench_copy_make(const char *model, const char *dir, bool progress, struct bench_copy *cp)
+{
+    const char *base = strrchr(model, '/');
+    struct bench_residency res;
+    char err[BENCH_ERR_MAX];
+    int rc;
+
+    base = base ? base + 1 : model;
+    if (snprintf(cp->path, sizeof(cp->path), "%s/isolated-%s", dir, base) >=
+        (int)sizeof(cp->path)) {
+        snprintf(cp->error, sizeof(cp->error), "cannot write %s/isolated-%s: %s", dir, base,
+                 strerror(ENAMETOOLONG));
+        return -ENAMETOOLONG;
+    }
+    rc = bench_mkdir_p(dir);
+    if (rc < 0) {
+        snprintf(cp->error, sizeof(cp->error), "cannot create directory %s: %s", dir,
+                 strerror(-rc));
+        return rc;
+    }
+    rc = bench_copy_file(model, cp->path, progress, &cp->info, cp->error);
+    if (rc < 0)
+        return rc;
+    cp->made = true;
+
+    for (int read = 0; read < BENCH_LIMIT_READS; read++) {
+        uint64_t bytes, ns;
+        for (int attempt = 1; attempt <= BENCH_PREPARE_ATTEMPTS; attempt++) {
+            if (bench_evict_file(cp->path, cp->read_error) < 0)
+                return 0;
+            bench_probe_file(cp->path, &res); /* an error leaves no page known: unknown */
+            cp->read_label = bench_label_for(BENCH_COND_ISOLATED, &res);
+            if (cp->read_label == BENCH_LABEL_CONTROLLED || cp->read_label == BENCH_LABEL_UNKNOWN)
+                break;
+        }
+        if (bench_read_file(cp->path, &bytes, &ns, err) < 0) {
+            snprintf(cp->read_error, sizeof(cp->read_error), "%s", err);
+            return 0;
+        }
+        if (!cp->read_measured || ns < cp->read_ns) {
+            cp->read_bytes = bytes;
+            cp->read_ns = ns;
+        }
+        cp->read_measured = true;
+    }
+    return 0;
+}
+
+int bench_mkdir_p(const char *path)
+{
+    char buf[PATH_MAX];
+    struct stat st;
+
+    if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+        return -ENAMETOOLONG;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    if (stat(buf, &st) < 0)
+        return -errno;
+    return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+int bench_make_output_dir(const char *dir)
+{
+    char tmp[PATH_MAX];
+    int rc = bench_mkdir_p(dir), fd;
+
+    if (rc < 0)
+        return rc;
+    if (snprintf(tmp, sizeof(tmp), "%s/.ramforge-bench.XXXXXX", dir) >= (int)sizeof(tmp))
+        return -ENAMETOOLONG;
+    fd = mkstemp(tmp);
+    if (fd < 0)
+        return -errno;
+    close(fd);
+    unlink(tmp);
+    return 0;
 }

@@ -18,13 +18,15 @@
  * model process starts; it is not proof of physical reclamation, PSS or
  * the model mapping's residency after loading.
  *
- * Also here: the physical limit of a cold load, a timed sequential read of
- * the cold copy. The workload is a handful of files of up to a few GiB;
+ * Also here: the isolated copy itself and the physical limit of a cold
+ * load, a timed sequential read of the cold copy; and the directories bench
+ * writes into. The workload is a handful of files of up to a few GiB;
  * every function reads or probes whole files in bounded windows.
  */
 #ifndef RAMFORGE_BENCH_PREPARE_H
 #define RAMFORGE_BENCH_PREPARE_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,6 +38,16 @@
 
 /* Size of the error buffers filled below: one line, without the program name. */
 #define BENCH_ERR_MAX 512
+
+/*
+ * Preparations tried before a run keeps a label other than its condition's
+ * own: a drop right after a write can leave pages the kernel was still
+ * handling (the LRU batches), which the next drop takes.
+ */
+#define BENCH_PREPARE_ATTEMPTS 3
+
+/* Cold reads of the copy for the physical limit; the fastest counts. */
+#define BENCH_LIMIT_READS 3
 
 /* The cache conditions a bench runs under, in the order of the CLI names. */
 enum bench_condition { BENCH_COND_WARM = 0, BENCH_COND_ISOLATED = 1, BENCH_COND_N };
@@ -86,6 +98,24 @@ int bench_probe_file(const char *path, struct bench_residency *out);
 enum bench_label bench_label_for(enum bench_condition c, const struct bench_residency *r);
 
 /*
+ * The label a completed run of condition c must have to count in the
+ * condition's medians: warm for warm, controlled for isolated-nonresident.
+ */
+enum bench_label bench_own_label(enum bench_condition c);
+
+/*
+ * Brings PATH into condition c and verifies it: warm reads the file
+ * (bench_read_file), isolated-nonresident drops it (bench_evict_file);
+ * then bench_probe_file into *prep and bench_label_for into *label. Tried
+ * up to BENCH_PREPARE_ATTEMPTS times until the label is c's own label or
+ * unknown; *label is the last attempt's. Returns 0, or -errno of the read,
+ * drop or probe (err gets the line; *prep and *label are then not
+ * meaningful).
+ */
+int bench_prepare_condition(enum bench_condition c, const char *path, struct bench_residency *prep,
+                            enum bench_label *label, char err[BENCH_ERR_MAX]);
+
+/*
  * Reads PATH from start to end with BENCH_IO_BYTES read(2)s (buffered, with
  * POSIX_FADV_SEQUENTIAL), discarding the data: its pages enter the page
  * cache. *bytes (may be NULL) gets the bytes read and *ns (may be NULL) the
@@ -124,7 +154,42 @@ struct bench_copy_info {
 int bench_copy_file(const char *src, const char *dst, bool progress, struct bench_copy_info *info,
                     char err[BENCH_ERR_MAX]);
 
-/* `ramforge bench` (cmd_bench.c): the subcommand dispatched by ramforge.c. */
-int cmd_bench(int argc, char **argv);
+/* The isolated copy and the physical limit measured on it. */
+struct bench_copy {
+    bool wanted; /* the isolated-nonresident condition was asked for */
+    bool made;
+    char path[PATH_MAX];
+    char error[BENCH_ERR_MAX]; /* why it could not be made; "" */
+    struct bench_copy_info info;
+    bool read_measured; /* the timed read ran */
+    uint64_t read_bytes;
+    uint64_t read_ns;            /* the fastest of the BENCH_LIMIT_READS reads */
+    enum bench_label read_label; /* the copy's state before the timed read */
+    char read_error[BENCH_ERR_MAX];
+};
+
+/*
+ * Makes the isolated copy of MODEL as DIR/isolated-<MODEL's base name>
+ * (DIR created with its parents; bench_copy_file, with progress) and
+ * measures the physical limit on it: BENCH_LIMIT_READS times the copy is
+ * dropped and verified (up to BENCH_PREPARE_ATTEMPTS drops) and read
+ * whole with bench_read_file; the fastest read counts, since a shared
+ * machine only ever slows a read down. Fills cp's fields other than
+ * wanted. Returns 0 when the copy was made (read_measured and read_error
+ * tell how the limit went), or -errno when not (cp->error has the line).
+ */
+int bench_copy_make(const char *model, const char *dir, bool progress, struct bench_copy *cp);
+
+/*
+ * Like mkdir -p, mode 0755. Returns 0 or -errno (-ENOTDIR when PATH or a
+ * parent is not a directory).
+ */
+int bench_mkdir_p(const char *path);
+
+/*
+ * Creates DIR (and parents) and checks a file can be created in it (a
+ * temporary file, removed at once). Returns 0 or -errno.
+ */
+int bench_make_output_dir(const char *dir);
 
 #endif

@@ -40,6 +40,7 @@ const char *cli_format_ns(uint64_t ns, char *buf, size_t len);
 int cmd_run(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_mkmodel(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 /* The log sink the CLI installs: llama.cpp and library messages on stderr with --verbose. */
 void cli_log_sink(enum rf_log_level level, const char *msg, void *user_data);

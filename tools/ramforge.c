@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bench_prepare.h"
 #include "cli.h"
 #include "ramforge/forge.h"
 

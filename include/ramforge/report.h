@@ -32,6 +32,21 @@ extern "C" {
 #define RF_REPORT_SCHEMA_VERSION 1
 #define RF_REPORT_KIND "ramforge.residency.operation_report"
 
+/*
+ * Keys of the report a reader needs to find its figures (`ramforge bench`
+ * reads each run's report through them); rf_report_to_json writes the same
+ * macros. The keys inside "timing" are rf_timer_name(), and a ledger entry's
+ * "category" value is rf_ledger_category_name().
+ */
+#define RF_REPORT_KEY_LEDGER "ledger"         /* object: entries, reconciliation, note */
+#define RF_REPORT_KEY_LEDGER_ENTRIES "entries" /* in ledger: array, one object per category */
+#define RF_REPORT_KEY_ENTRY_CATEGORY "category" /* in an entry: rf_ledger_category_name() */
+#define RF_REPORT_KEY_ENTRY_VALUE "value_bytes" /* in an entry: integer bytes, null if unknown */
+#define RF_REPORT_KEY_TIMING "timing"         /* object: rf_timer_name() -> ns, null if absent */
+#define RF_REPORT_KEY_OUTPUT "output"         /* object: the generation's tokens */
+#define RF_REPORT_KEY_N_GENERATED "n_generated_tokens" /* in output: integer */
+#define RF_REPORT_KEY_FINGERPRINT "token_fingerprint"  /* in output: rf_token_fingerprint() */
+
 /* One point-in-time sample of process, mapping and cgroup figures. */
 struct rf_residency_sample {
     bool taken;                  /* false: the sample was not taken */

@@ -154,12 +154,12 @@ static json_t *ledger_json(const struct rf_ledger *l, const struct rf_reconcilia
         const struct rf_ledger_entry *e = &l->entries[c];
         json_array_append_new(
             entries,
-            json_pack("{s:s, s:o, s:s, s:s, s:s}", "category",
-                      rf_ledger_category_name((enum rf_ledger_category)c), "value_bytes",
-                      jbytes(e->has_value, e->value_bytes), "provenance",
+            json_pack("{s:s, s:o, s:s, s:s, s:s}", RF_REPORT_KEY_ENTRY_CATEGORY,
+                      rf_ledger_category_name((enum rf_ledger_category)c),
+                      RF_REPORT_KEY_ENTRY_VALUE, jbytes(e->has_value, e->value_bytes), "provenance",
                       rf_provenance_name(e->provenance), "source", e->source, "note", e->note));
     }
-    json_object_set_new(o, "entries", entries);
+    json_object_set_new(o, RF_REPORT_KEY_LEDGER_ENTRIES, entries);
 #define REC(field)                                                                                 \
     json_object_set_new(rec, #field,                                                               \
                         rc->field.has_value ? json_integer(rc->field.value) : json_null())
@@ -703,9 +703,12 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
                             r->inventory ? r->inventory->totals.mapped_virtual_bytes : 0, &own_rc);
         rc = &own_rc;
     }
-    json_object_set_new(doc, "ledger", r->ledger ? ledger_json(r->ledger, rc)
-                                                 : absent_section(r->not_built_reason ? r->not_built_reason : "not built",
-                                                                  (const char *[]){"entries", "reconciliation", NULL}));
+    json_object_set_new(
+        doc, RF_REPORT_KEY_LEDGER,
+        r->ledger ? ledger_json(r->ledger, rc)
+                  : absent_section(r->not_built_reason ? r->not_built_reason : "not built",
+                                   (const char *[]){RF_REPORT_KEY_LEDGER_ENTRIES,
+                                                    "reconciliation", NULL}));
     json_object_set_new(doc, "staging", staging_json(r, staging_keys));
     json_object_set_new(doc, "application", application_json(r));
     json_object_set_new(doc, "native", native_json(r));
@@ -746,14 +749,14 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
                              : json_string(r->page_snapshot_reason ? r->page_snapshot_reason
                                                                    : "no page snapshot was taken"));
     json_object_set_new(doc, "residency", res);
-    json_object_set_new(doc, "timing", timing_json(r->timing));
+    json_object_set_new(doc, RF_REPORT_KEY_TIMING, timing_json(r->timing));
 
     rf_token_fingerprint(r->tokens, r->n_tokens, fp);
     json_object_set_new(
-        doc, "output",
+        doc, RF_REPORT_KEY_OUTPUT,
         json_pack("{s:I, s:I, s:s, s:o, s:o, s:s, s:I, s:I, s:I}", "n_prompt_tokens",
-                  (json_int_t)r->n_prompt, "n_generated_tokens", (json_int_t)r->n_tokens,
-                  "token_fingerprint", fp, "prompt_token_ids",
+                  (json_int_t)r->n_prompt, RF_REPORT_KEY_N_GENERATED, (json_int_t)r->n_tokens,
+                  RF_REPORT_KEY_FINGERPRINT, fp, "prompt_token_ids",
                   token_array(r->prompt_tokens, r->n_prompt), "token_ids",
                   token_array(r->tokens, r->n_tokens), "text", r->text ? r->text : "", "n_ctx",
                   (json_int_t)r->n_ctx, "n_threads", (json_int_t)r->n_threads, "seed",
@@ -770,7 +773,8 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
     json_object_set_new(verify, "token_ids",
                         r->verified ? token_array(r->verify_tokens, r->n_verify_tokens)
                                     : json_null());
-    json_object_set_new(verify, "token_fingerprint", r->verified ? json_string(vfp) : json_null());
+    json_object_set_new(verify, RF_REPORT_KEY_FINGERPRINT,
+                        r->verified ? json_string(vfp) : json_null());
     json_object_set_new(verify, "tokens_identical",
                         r->verified ? json_boolean(r->verify_tokens_equal) : json_null());
     if (json_object_size(verify) != 4) {
@@ -779,7 +783,8 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
         return -ENOMEM;
     }
     /* set_new takes verify even when it fails (output NULL included) */
-    if (json_object_set_new(json_object_get(doc, "output"), "verify_session", verify) < 0) {
+    if (json_object_set_new(json_object_get(doc, RF_REPORT_KEY_OUTPUT), "verify_session",
+                            verify) < 0) {
         json_decref(doc);
         return -ENOMEM;
     }
@@ -792,8 +797,9 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
     /* Any NULL above (allocation failure) left a key unset. */
     static const char *required[] = {"schema_version", "kind", "operation", "ramforge_version",
                                      "llama_cpp_version", "model", "policy", "admission", "plan",
-                                     "ledger", "staging", "application", "native", "lifetime",
-                                     "profile", "residency", "timing", "output", "warnings"};
+                                     RF_REPORT_KEY_LEDGER, "staging", "application", "native",
+                                     "lifetime", "profile", "residency", RF_REPORT_KEY_TIMING,
+                                     RF_REPORT_KEY_OUTPUT, "warnings"};
     for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++) {
         if (!json_object_get(doc, required[i])) {
             json_decref(doc);

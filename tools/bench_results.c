@@ -1,0 +1,350 @@
+/*
+ * The results of `ramforge bench` (see bench_results.h): results.tsv row by
+ * row, and summary.json with its label counts, medians and ratios, the
+ * isolated copy and the physical limit.
+ */
+#include "bench_results.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bench_spawn.h"
+#include "ramforge/policy.h"
+
+#ifndef RAMFORGE_VERSION
+#define RAMFORGE_VERSION "0.0.0"
+#endif
+
+/* Per metric: its results.tsv column and summary.json median key, and its kind. */
+static const struct {
+    const char *name; /* column and summary key */
+    bool real;        /* tokens/s: 3 decimals; else an integer */
+} metric_info[BENCH_M_N] = {
+    [BENCH_M_LOAD] = {"load_ns", false},
+    [BENCH_M_STAGING] = {"staging_ns", false},
+    [BENCH_M_TTFT] = {"ttft_ns", false},
+    [BENCH_M_DECODE_TPS] = {"decode_tokens_per_s", true},
+    [BENCH_M_E2E] = {"end_to_end_ns", false},
+    [BENCH_M_PROCESS] = {"process_ns", false},
+    [BENCH_M_PEAK_RSS] = {"peak_rss_bytes", false},
+    [BENCH_M_MAXRSS] = {"rusage_maxrss_bytes", false},
+    [BENCH_M_MAPPING_RSS] = {"mapping_rss_bytes", false},
+    [BENCH_M_CG_CURRENT] = {"cgroup_current_bytes", false},
+    [BENCH_M_CG_PEAK] = {"cgroup_peak_bytes", false},
+};
+
+const char *bench_metric_name(enum bench_metric m)
+{
+    return (unsigned)m < BENCH_M_N ? metric_info[m].name : NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double value_of(const struct bench_value *v, enum bench_metric m)
+{
+    return metric_info[m].real ? v->d : (double)v->u;
+}
+
+/*
+ * The median of metric m over the rows of (cond, variant) that completed
+ * with the condition's own label; false when none has the figure. scratch
+ * holds at least n_rows doubles.
+ */
+static bool group_median(const struct bench_row *rows, size_t n_rows, enum bench_condition cond,
+                         size_t variant, enum bench_metric m, double *scratch, double *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < n_rows; i++) {
+        const struct bench_row *r = &rows[i];
+        if (r->cond == cond && r->variant == variant && r->run_status == 0 &&
+            r->label == bench_own_label(cond) && r->v[m].has)
+            scratch[n++] = value_of(&r->v[m], m);
+    }
+    if (n == 0)
+        return false;
+    qsort(scratch, n, sizeof(double), cmp_double);
+    *out = n % 2 ? scratch[n / 2] : (scratch[n / 2 - 1] + scratch[n / 2]) / 2.0;
+    return true;
+}
+
+/* An integral value as a JSON integer (exact below 2^53), else a real. */
+static json_t *json_number(double x)
+{
+    if (x >= 0 && x < 9007199254740992.0 && (double)(json_int_t)x == x)
+        return json_integer((json_int_t)x);
+    return json_real(x);
+}
+
+static json_t *json_u64_or_null(bool has, uint64_t v)
+{
+    return has && v <= (uint64_t)INT64_MAX ? json_integer((json_int_t)v) : json_null();
+}
+
+static json_t *json_str_or_null(const char *s)
+{
+    json_t *j = s && *s ? json_string(s) : NULL;
+    return j ? j : json_null();
+}
+
+static void tsv_value(FILE *f, const struct bench_value *v, enum bench_metric m)
+{
+    if (!v->has)
+        return;
+    if (metric_info[m].real)
+        fprintf(f, "%.3f", v->d);
+    else
+        fprintf(f, "%" PRIu64, v->u);
+}
+
+int bench_write_tsv(const char *path, const struct bench_options *o, const struct bench_row *rows,
+                    size_t n_rows)
+{
+    char tmp[PATH_MAX];
+    int fd, rc = 0;
+    FILE *f;
+
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= (int)sizeof(tmp))
+        return -ENAMETOOLONG;
+    fd = mkstemp(tmp);
+    if (fd < 0)
+        return -errno;
+    f = fdopen(fd, "w");
+    if (!f) {
+        rc = -errno;
+        close(fd);
+        unlink(tmp);
+        return rc;
+    }
+    fprintf(f, "%s\n", BENCH_TSV_COLUMNS);
+    for (size_t i = 0; i < n_rows; i++) {
+        const struct bench_row *r = &rows[i];
+        const struct bench_variant *var = &o->variants[r->variant];
+        fprintf(f, "%s\t%s\t%s\t%s\t%lld\t", bench_condition_name(r->cond),
+                bench_label_name(r->label), var->name, rf_policy_name(var->policy), r->rep);
+        if (r->run_status >= 0)
+            fprintf(f, "%d", r->run_status);
+        for (int m = 0; m < BENCH_M_N; m++) {
+            fputc('\t', f);
+            tsv_value(f, &r->v[m], (enum bench_metric)m);
+        }
+        fprintf(f, "\t%s\t", r->fingerprint);
+        if (r->probed)
+            fprintf(f, "%s\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64,
+                    rfsys_page_method_name(r->prep.method), r->prep.resident_pages,
+                    r->prep.nonresident_pages, r->prep.unknown_pages);
+        else
+            fputs("\t\t\t", f);
+        fprintf(f, "\t%s\n", r->report);
+    }
+    if (fflush(f) != 0 || fsync(fd) < 0)
+        rc = -errno;
+    if (fclose(f) != 0 && rc == 0)
+        rc = -errno;
+    if (rc == 0 && (chmod(tmp, 0644) < 0 || rename(tmp, path) < 0))
+        rc = -errno;
+    if (rc < 0)
+        unlink(tmp);
+    return rc;
+}
+
+static json_t *labels_json(const unsigned counts[BENCH_LABEL_N])
+{
+    json_t *j = json_object();
+    for (int l = 0; j && l < BENCH_LABEL_N; l++)
+        json_object_set_new(j, bench_label_name((enum bench_label)l), json_integer(counts[l]));
+    return j;
+}
+
+static json_t *physical_limit_json(const struct bench_copy *cp)
+{
+    json_t *j = json_object();
+    bool ok = cp->read_measured && cp->read_ns > 0 && cp->read_bytes > 0;
+    double secs = ok ? (double)cp->read_ns / 1e9 : 0, bw = ok ? (double)cp->read_bytes / secs : 0;
+    const char *reason = NULL;
+
+    if (!cp->wanted)
+        reason = "no isolated-nonresident condition: no cold copy was read";
+    else if (!cp->made)
+        reason = "the isolated copy could not be made";
+    else if (!ok)
+        reason = cp->read_error[0] ? cp->read_error : "the cold read did not run";
+    json_object_set_new(j, "bytes", json_u64_or_null(ok, cp->read_bytes));
+    json_object_set_new(j, "read_seconds", ok ? json_real(secs) : json_null());
+    json_object_set_new(j, "read_mb_per_s", ok ? json_real(bw / 1e6) : json_null());
+    json_object_set_new(j, "limit_seconds",
+                        ok ? json_real((double)cp->info.bytes / bw) : json_null());
+    json_object_set_new(j, "label",
+                        ok ? json_string(bench_label_name(cp->read_label)) : json_null());
+    json_object_set_new(j, "method",
+                        json_string("the isolated copy fsync'd, dropped with POSIX_FADV_DONTNEED "
+                                    "and verified, then read start to end with 8 MiB "
+                                    "read(2)s (POSIX_FADV_SEQUENTIAL), timed with "
+                                    "CLOCK_MONOTONIC, three times, the fastest kept; MB = 10^6 "
+                                    "bytes; limit_seconds = model "
+                                    "size / that bandwidth. label: the copy's verified state "
+                                    "before the read (controlled: every page nonresident)"));
+    json_object_set_new(j, "reason", json_str_or_null(reason));
+    return j;
+}
+
+json_t *bench_summary_json(const struct bench_options *o, uint64_t model_bytes,
+                           const struct bench_row *rows, size_t n_rows, const struct bench_copy *cp)
+{
+    json_t *doc = json_object(), *a, *groups = json_array(), *fps = json_array();
+    double *scratch = malloc((n_rows ? n_rows : 1) * sizeof(double));
+    size_t completed = 0;
+    char exe[PATH_MAX];
+    ssize_t n_exe = readlink(BENCH_SELF_EXE, exe, sizeof(exe) - 1);
+
+    if (!doc || !groups || !fps || !scratch) {
+        json_decref(doc);
+        json_decref(groups);
+        json_decref(fps);
+        free(scratch);
+        return NULL;
+    }
+    exe[n_exe > 0 ? n_exe : 0] = '\0';
+    json_object_set_new(doc, "schema_version", json_integer(1));
+    json_object_set_new(doc, "kind", json_string("ramforge.bench.summary"));
+    json_object_set_new(doc, "ramforge_version", json_string(RAMFORGE_VERSION));
+    json_object_set_new(doc, "binary", json_str_or_null(exe));
+    json_object_set_new(doc, "model",
+                        json_pack("{s:o,s:I}", "path", json_str_or_null(o->model), "size_bytes",
+                                  (json_int_t)model_bytes));
+    json_object_set_new(doc, "run",
+                        json_pack("{s:o,s:I,s:o,s:I}", "prompt", json_str_or_null(o->prompt),
+                                  "n_predict", (json_int_t)o->n_predict, "threads",
+                                  o->n_threads > 0 ? json_integer(o->n_threads) : json_null(),
+                                  "repetitions", (json_int_t)o->repetitions));
+    a = json_array();
+    for (size_t i = 0; a && i < o->n_conditions; i++)
+        json_array_append_new(a, json_string(bench_condition_name(o->conditions[i])));
+    json_object_set_new(doc, "conditions", a);
+
+    a = json_array();
+    for (size_t v = 0; a && v < o->n_variants; v++) {
+        json_t *args = json_array();
+        for (size_t i = 0; args && i < o->n_common; i++)
+            json_array_append_new(args, json_str_or_null(o->common_args[i]));
+        for (size_t i = 0; args && i < o->variants[v].n_args; i++)
+            json_array_append_new(args, json_str_or_null(o->variants[v].args[i]));
+        json_array_append_new(a,
+                              json_pack("{s:s,s:s,s:o}", "name", o->variants[v].name,
+                                        "residency_policy", rf_policy_name(o->variants[v].policy),
+                                        "run_args", args ? args : json_null()));
+    }
+    json_object_set_new(doc, "policies", a);
+
+    if (cp->wanted) {
+        json_t *c = json_object();
+        json_object_set_new(c, "path", json_str_or_null(cp->path));
+        json_object_set_new(c, "made", json_boolean(cp->made));
+        json_object_set_new(c, "error", json_str_or_null(cp->error));
+        json_object_set_new(c, "bytes", json_u64_or_null(cp->made, cp->info.bytes));
+        json_object_set_new(c, "copy_seconds",
+                            cp->made ? json_real((double)cp->info.ns / 1e9) : json_null());
+        json_object_set_new(c, "source_read", json_str_or_null(cp->info.source_note));
+        json_object_set_new(c, "kept", json_boolean(cp->made && o->keep_copy));
+        json_object_set_new(doc, "isolated_copy", c);
+    } else {
+        json_object_set_new(doc, "isolated_copy", json_null());
+    }
+    json_object_set_new(doc, "physical_limit", physical_limit_json(cp));
+
+    size_t off = o->n_variants;
+    for (size_t v = 0; v < o->n_variants; v++)
+        if (strcmp(o->variants[v].name, BENCH_BASELINE) == 0)
+            off = v;
+    for (size_t ci = 0; ci < o->n_conditions; ci++) {
+        enum bench_condition cond = o->conditions[ci];
+        double off_e2e = 0, off_ttft = 0;
+        bool has_off_e2e = off < o->n_variants &&
+                           group_median(rows, n_rows, cond, off, BENCH_M_E2E, scratch, &off_e2e);
+        bool has_off_ttft = off < o->n_variants &&
+                            group_median(rows, n_rows, cond, off, BENCH_M_TTFT, scratch, &off_ttft);
+        for (size_t v = 0; v < o->n_variants; v++) {
+            unsigned counts[BENCH_LABEL_N] = {0};
+            unsigned runs = 0, done = 0, median_runs = 0;
+            for (size_t i = 0; i < n_rows; i++) {
+                const struct bench_row *r = &rows[i];
+                if (r->cond != cond || r->variant != v)
+                    continue;
+                runs++;
+                counts[r->label]++;
+                done += r->run_status == 0;
+                median_runs += r->run_status == 0 && r->label == bench_own_label(cond);
+            }
+            json_t *g = json_object(), *med = json_object(), *ratio = json_object();
+            double e2e = 0, ttft = 0;
+            for (int m = 0; m < BENCH_M_N; m++) {
+                double x;
+                bool has = group_median(rows, n_rows, cond, v, (enum bench_metric)m, scratch, &x);
+                json_object_set_new(med, metric_info[m].name,
+                                    has ? (metric_info[m].real ? json_real(x) : json_number(x))
+                                        : json_null());
+                if (m == BENCH_M_E2E && has)
+                    e2e = x;
+                if (m == BENCH_M_TTFT && has)
+                    ttft = x;
+            }
+            bool has_e2e = json_is_number(json_object_get(med, metric_info[BENCH_M_E2E].name));
+            bool has_ttft = json_is_number(json_object_get(med, metric_info[BENCH_M_TTFT].name));
+            json_object_set_new(ratio, "end_to_end",
+                                has_e2e && has_off_e2e && off_e2e > 0 ? json_real(e2e / off_e2e)
+                                                                      : json_null());
+            json_object_set_new(ratio, "ttft",
+                                has_ttft && has_off_ttft && off_ttft > 0
+                                    ? json_real(ttft / off_ttft)
+                                    : json_null());
+            json_object_set_new(g, "condition", json_string(bench_condition_name(cond)));
+            json_object_set_new(g, "policy", json_string(o->variants[v].name));
+            json_object_set_new(g, "residency_policy",
+                                json_string(rf_policy_name(o->variants[v].policy)));
+            json_object_set_new(g, "runs", json_integer(runs));
+            json_object_set_new(g, "completed", json_integer(done));
+            json_object_set_new(g, "labels", labels_json(counts));
+            json_object_set_new(g, "median_label",
+                                json_string(bench_label_name(bench_own_label(cond))));
+            json_object_set_new(g, "median_runs", json_integer(median_runs));
+            json_object_set_new(g, "median", med);
+            json_object_set_new(g, "ratio_to_off", ratio);
+            json_array_append_new(groups, g);
+        }
+    }
+    json_object_set_new(doc, "groups", groups);
+
+    for (size_t i = 0; i < n_rows; i++) {
+        bool seen = !rows[i].fingerprint[0];
+        completed += rows[i].run_status == 0;
+        for (size_t k = 0; !seen && k < json_array_size(fps); k++)
+            seen = strcmp(json_string_value(json_array_get(fps, k)), rows[i].fingerprint) == 0;
+        if (!seen)
+            json_array_append_new(fps, json_string(rows[i].fingerprint));
+    }
+    json_object_set_new(doc, "token_fingerprints", fps);
+    json_object_set_new(doc, "runs_total", json_integer((json_int_t)n_rows));
+    json_object_set_new(doc, "runs_completed", json_integer((json_int_t)completed));
+    json_object_set_new(
+        doc, "note",
+        json_string("medians over the runs that completed (run_status 0) with the condition's "
+                    "own label (warm: warm; isolated-nonresident: controlled); runs of other "
+                    "labels are counted in labels, never mixed into the medians. Timings are "
+                    "the run reports' timing.*_ns (end_to_end excludes process start and "
+                    "report writing; process_ns is bench's clock around the process). "
+                    "ratio_to_off: the median over the median of the policy named 'off' in "
+                    "the same condition of this bench run; null when it is absent or a median "
+                    "is null. Labels describe the model file's page cache when the run process "
+                    "started: not physical reclamation, PSS or mapping residency after load."));
+    free(scratch);
+    return doc;
+}

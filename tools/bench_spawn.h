@@ -1,0 +1,55 @@
+/*
+ * One repetition of `ramforge bench`: `ramforge run` started as a separate
+ * process of this same binary, its stdin /dev/null, its stdout, stderr and
+ * JSON report written to three files that share one base path:
+ *
+ *   BASE.out    the run's stdout
+ *   BASE.err    the run's stderr (its error line, when it fails)
+ *   BASE.json   the run's operation report (--residency-report-json)
+ *
+ * bench waits for each process before the next starts; nothing here reads
+ * the report (bench_report.h does).
+ */
+#ifndef RAMFORGE_BENCH_SPAWN_H
+#define RAMFORGE_BENCH_SPAWN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bench_options.h"
+
+/* The run processes execute this same binary. */
+#define BENCH_SELF_EXE "/proc/self/exe"
+
+/* How one run process ended, measured by bench around it. */
+struct bench_process {
+    int status;            /* exit status; 128 + N when killed by signal N */
+    uint64_t process_ns;   /* CLOCK_MONOTONIC from posix_spawn to wait4's return */
+    bool has_maxrss;       /* false: wait4 gave no ru_maxrss */
+    uint64_t maxrss_bytes; /* wait4 ru_maxrss of the process (KiB at the kernel) * 1024 */
+};
+
+/*
+ * Runs `ramforge run -m MODEL_PATH -p PROMPT -n N [-t T] --residency-policy
+ * POLICY --residency-report-json BASE.json` plus o's --run-args words and
+ * the --policy-args words of o->variants[variant], and waits for it. A
+ * BASE.json left by an earlier bench is removed first, so it cannot pass
+ * for this run's. Returns 0 with *out filled, or the -errno of
+ * posix_spawn or wait4 (the process then did not start or was lost; *out
+ * is untouched).
+ */
+int bench_spawn_run(const struct bench_options *o, size_t variant, const char *model_path,
+                    const char *base, struct bench_process *out);
+
+/*
+ * The message of a run's stderr file (BASE.err): its last "ramforge: "
+ * line without that prefix, else its last non-empty line, looked for in
+ * the file's last 4 KiB; at most len - 1 bytes into out, "" if none.
+ */
+void bench_run_message(const char *err_path, char *out, size_t len);
+
+/* Removes BASE.out, BASE.err and BASE.json (those that exist). */
+void bench_run_remove_outputs(const char *base);
+
+#endif
