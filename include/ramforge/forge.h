@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ramforge/binding.h"
 #include "ramforge/inventory.h"
 
 #ifdef __cplusplus
@@ -95,16 +96,15 @@ struct forge_model_info {
 void forge_model_get_info(const struct forge_model *m, struct forge_model_info *out);
 
 /*
- * Lifetime (native contract version 1). A model-scoped execution gate:
+ * Lifetime (native contract version RF_CONTRACT_VERSION of binding.h, 1:
+ * the version the policy binds to). A model-scoped execution gate:
  * a context holds a shared lease from graph submission (llama_decode) until
  * llama_synchronize or its destruction observes completion; page release
  * takes the exclusive side without blocking and fails with -EBUSY while any
  * lease is held, and new submissions wait while a release runs.
  */
-#define FORGE_CONTRACT_VERSION 1
-
 struct forge_model_lifetime {
-    uint32_t contract_version;     /* FORGE_CONTRACT_VERSION */
+    uint32_t contract_version;     /* RF_CONTRACT_VERSION */
     uint64_t instance_id;          /* forge_model_instance_id */
     bool quiescent;                /* no context in flight and none alive */
     uint32_t in_flight_contexts;   /* contexts holding a lease */
