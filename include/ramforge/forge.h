@@ -168,7 +168,7 @@ struct forge_release_result {
     uint64_t protected_bytes; /* bytes of validated ranges left alone: pages shared with a
                                  tensor outside the request (counted per range) */
     size_t n_failed;          /* ranges refused (validation, overflow) or with a failed call */
-    int first_error;          /* negative errno of the first refusal, 0 if none */
+    int first_error;          /* negative errno of the first refusal or failed call, 0 if none */
 };
 
 /*
@@ -182,9 +182,11 @@ struct forge_release_result {
  * sum of requested bytes) pass 2^64 is refused with -EOVERFLOW.
  *
  * Shared pages are protected here, whatever the caller planned: a page
- * holding bytes of two or more of the model's file-backed tensors is not
- * advised when one of those tensors has a page of its own (no other
- * tensor's bytes on it) that no validated range requests. That tensor is
+ * holding bytes of two or more of the model's tensors (those of the tensor
+ * table with a non-empty payload in the model file, repacked ones
+ * included, as the policy's inventory counts them) is not advised when one
+ * of those tensors has a page of its own (no other tensor's bytes on it)
+ * that no validated range requests. That tensor is
  * outside the request and keeps its bytes; the page counts in
  * protected_bytes. Requesting the outward pages of one tensor thus leaves
  * its boundary pages shared with neighbours resident; a release plan of
