@@ -139,13 +139,13 @@ static int run_once(struct bench *b, bool observe, double *tok_s)
 
 /*
  * mincore sampling throughput: forge_model_sample_pages over the model's
- * whole validated mapping in FORGE_SAMPLE_MAX_PAGES chunks (each call
+ * whole validated mapping in RF_PAGE_WINDOW_PAGES chunks (each call
  * re-validates against /proc/self/maps, as in use), reps times; prints the
  * median pages/s and the last pass's page counts, to set beside fincore.
  */
 static void bench_pages(struct bench *b, int reps)
 {
-    static uint8_t states[FORGE_SAMPLE_MAX_PAGES];
+    static uint8_t states[RF_PAGE_WINDOW_PAGES];
     double rate[MAX_REPS];
     uint64_t counts[3] = {0}; /* unknown, nonresident, resident (RF_PAGE_*) */
     size_t nm;
@@ -162,8 +162,8 @@ static void bench_pages(struct bench *b, int reps)
     for (int r = 0; r < reps; r++) {
         memset(counts, 0, sizeof(counts));
         uint64_t t0 = rf_now_ns();
-        for (uint64_t p = first; p < end; p += FORGE_SAMPLE_MAX_PAGES) {
-            uint64_t n = end - p < FORGE_SAMPLE_MAX_PAGES ? end - p : FORGE_SAMPLE_MAX_PAGES;
+        for (uint64_t p = first; p < end; p += RF_PAGE_WINDOW_PAGES) {
+            uint64_t n = end - p < RF_PAGE_WINDOW_PAGES ? end - p : RF_PAGE_WINDOW_PAGES;
             int rc = forge_model_sample_pages(b->model, 0, p, n, states);
             if (rc < 0 && !first_error)
                 first_error = rc;

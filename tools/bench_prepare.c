@@ -16,10 +16,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "ramforge/intervals.h"
 #include "ramforge/timing.h"
-
-/* Pages asked of the sampler per call (16 MiB of file at 4 KiB pages). */
-#define PROBE_WINDOW_PAGES 4096u
 
 /* O_DIRECT buffers are aligned to this many bytes (covers 4 KiB logical blocks). */
 #define DIRECT_ALIGN_BYTES 4096u
@@ -65,12 +63,12 @@ const char *bench_label_name(enum bench_label l)
  */
 static int sample_all(struct rfsys_file_pages *fp, uint8_t *states, struct bench_residency *r)
 {
-    uint8_t window[PROBE_WINDOW_PAGES];
+    uint8_t window[RF_PAGE_WINDOW_PAGES];
     int first_error = 0;
 
     for (uint64_t first = 0; first < fp->file_pages;) {
         uint64_t left = fp->file_pages - first;
-        uint64_t n = left < PROBE_WINDOW_PAGES ? left : PROBE_WINDOW_PAGES;
+        uint64_t n = left < RF_PAGE_WINDOW_PAGES ? left : RF_PAGE_WINDOW_PAGES;
         uint8_t *dst = states ? states + first : window;
         int rc = rfsys_file_pages_sample(fp, first, n, dst);
         if (rc < 0 && !first_error)

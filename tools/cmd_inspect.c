@@ -23,9 +23,6 @@
 #include "ramforge/report.h"
 #include "ramforge/residency.h"
 
-/* Pages asked of the sampler per call when counting the whole file (16 MiB at 4 KiB). */
-#define FILE_WINDOW_PAGES RF_RESIDENCY_WINDOW_PAGES
-
 /* What --page-cache measures, said in the output itself. */
 #define PAGE_CACHE_NOTE                                                                   \
     "pages of the model file in the kernel's page cache (mincore on a fresh read-only "  \
@@ -134,13 +131,13 @@ struct file_count {
 
 static void count_file(struct rfsys_file_pages *fp, uint64_t budget, struct file_count *fc)
 {
-    uint8_t states[FILE_WINDOW_PAGES];
+    uint8_t states[RF_PAGE_WINDOW_PAGES];
     uint64_t todo = fp->file_pages < budget ? fp->file_pages : budget;
 
     memset(fc, 0, sizeof(*fc));
     fc->pages = fp->file_pages;
     for (uint64_t first = 0; first < todo;) {
-        uint64_t n = todo - first < FILE_WINDOW_PAGES ? todo - first : FILE_WINDOW_PAGES;
+        uint64_t n = todo - first < RF_PAGE_WINDOW_PAGES ? todo - first : RF_PAGE_WINDOW_PAGES;
         int rc = rfsys_file_pages_sample(fp, first, n, states);
         if (rc < 0 && !fc->first_error)
             fc->first_error = rc;

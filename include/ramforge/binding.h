@@ -19,7 +19,12 @@
 extern "C" {
 #endif
 
-#define RF_CONTRACT_VERSION 1 /* the native lifetime contract this ramforge speaks */
+/*
+ * The native lifetime contract version: what forge implements
+ * (forge_model_lifetime.contract_version) and what the policy accepts from
+ * a native layer (rf_binding_may_select refuses any other). Defined here only.
+ */
+#define RF_CONTRACT_VERSION 1
 
 /* The native lifetime facts at one observation, as plain values. */
 struct rf_native_lifetime {

@@ -35,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ramforge/intervals.h"
 #include "ramforge/inventory.h"
 
 #ifdef __cplusplus
@@ -53,9 +54,6 @@ extern "C" {
 /* truncated_mask bit for the node name; bits 0..RF_DISPATCH_MAX_SRC-1 are sources. */
 #define RF_DISPATCH_TRUNC_NODE (1u << 15)
 
-/* Most pages one pre-dispatch sample inspects (FORGE_SAMPLE_MAX_PAGES). */
-#define RF_DISPATCH_SAMPLE_MAX_PAGES 4096
-
 #define RF_DISPATCH_SAMPLING_NOTE                                                                  \
     "point-in-time page-cache observation before dispatch (mincore); not a read, not "             \
     "residency during the kernel"
@@ -66,8 +64,8 @@ enum rf_dispatch_sample_status {
     RF_DISPATCH_SAMPLE_COMPLETE,  /* every page of the tensor's file page range inspected,
                                      every state known */
     RF_DISPATCH_SAMPLE_PARTIAL,   /* the range has more pages than the per-source budget
-                                     (below RF_DISPATCH_SAMPLE_MAX_PAGES): the first only */
-    RF_DISPATCH_SAMPLE_TRUNCATED, /* the range has more than RF_DISPATCH_SAMPLE_MAX_PAGES
+                                     (below RF_PAGE_WINDOW_PAGES): the first only */
+    RF_DISPATCH_SAMPLE_TRUNCATED, /* the range has more than RF_PAGE_WINDOW_PAGES
                                      pages, the per-call limit: the first only */
     RF_DISPATCH_SAMPLE_MISSING,   /* no validated mapping identity: the name is not exactly
                                      one model tensor (or was truncated), the tensor has no
@@ -86,7 +84,7 @@ const char *rf_dispatch_sample_status_name(enum rf_dispatch_sample_status st);
 /* The pre-dispatch sample of one source (zero: no sample). */
 struct rf_dispatch_sample {
     uint8_t status;           /* enum rf_dispatch_sample_status */
-    uint16_t inspected_pages; /* pages whose state was asked, <= RF_DISPATCH_SAMPLE_MAX_PAGES */
+    uint16_t inspected_pages; /* pages whose state was asked, <= RF_PAGE_WINDOW_PAGES */
     uint16_t resident_pages;  /* of those, in the page cache */
     uint16_t unknown_pages;   /* of those, unknown (failure); the rest were not cached */
 };

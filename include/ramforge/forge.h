@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ramforge/binding.h"
 #include "ramforge/inventory.h"
 
 #ifdef __cplusplus
@@ -118,16 +119,15 @@ struct forge_model_info {
 void forge_model_get_info(const struct forge_model *m, struct forge_model_info *out);
 
 /*
- * Lifetime (native contract version 1). A model-scoped execution gate:
+ * Lifetime (native contract version RF_CONTRACT_VERSION of binding.h, 1:
+ * the version the policy binds to). A model-scoped execution gate:
  * a context holds a shared lease from graph submission (llama_decode) until
  * llama_synchronize or its destruction observes completion; page release
  * takes the exclusive side without blocking and fails with -EBUSY while any
  * lease is held, and new submissions wait while a release runs.
  */
-#define FORGE_CONTRACT_VERSION 1
-
 struct forge_model_lifetime {
-    uint32_t contract_version;     /* FORGE_CONTRACT_VERSION */
+    uint32_t contract_version;     /* RF_CONTRACT_VERSION */
     uint64_t instance_id;          /* forge_model_instance_id */
     bool quiescent;                /* no context in flight and none alive */
     uint32_t in_flight_contexts;   /* contexts holding a lease */
@@ -185,23 +185,43 @@ enum forge_release_mode {
 };
 
 struct forge_release_result {
-    uint64_t requested_bytes; /* bytes of the ranges submitted */
+    uint64_t requested_bytes; /* bytes of the non-empty ranges submitted, refused ones too
+                                 (not a range whose bytes do not fit: -EOVERFLOW) */
     uint64_t accepted_bytes;  /* bytes madvise returned 0 for: not proof of reclamation */
-    size_t n_failed;          /* ranges refused (validation or madvise) */
-    int first_error;          /* negative errno of the first refusal, 0 if none */
+    uint64_t protected_bytes; /* bytes of validated ranges left alone: pages shared with a
+                                 tensor outside the request (counted per range) */
+    size_t n_failed;          /* ranges refused (validation, overflow) or with a failed call */
+    int first_error;          /* negative errno of the first refusal or failed call, 0 if none */
 };
 
 /*
  * Advises the ranges away under the exclusive side of the gate, held across
  * every madvise call. Returns -EBUSY at once, changing nothing, when any
  * context is in flight (idle contexts are allowed here; ramforge's policy
- * demands a quiescent model before it calls this). Each range is validated
- * against a fresh /proc/self/maps: wholly inside one r--s VMA of the model
- * file at the right file offset, else it is refused with -EFAULT and not
- * touched. range_errors (n entries, may be NULL) receives 0 or the negative
- * errno per range (-EINVAL from madvise for an mlocked range). Returns 0
- * when the gate was taken (see out for per-range outcomes), -EBUSY, or the
- * error of reading /proc/self/maps.
+ * demands a quiescent model before it calls this). Each non-empty range is
+ * validated against a fresh /proc/self/maps: wholly inside one r--s VMA of
+ * the model file at the right file offset, else it is refused with -EFAULT
+ * and not touched; a range whose bytes (pages * page size, or the running
+ * sum of requested bytes) pass 2^64 is refused with -EOVERFLOW.
+ *
+ * Shared pages are protected here, whatever the caller planned: a page
+ * holding bytes of two or more of the model's tensors (those of the tensor
+ * table with a non-empty payload in the model file, repacked ones
+ * included, as the policy's inventory counts them) is not advised when one
+ * of those tensors has a page of its own (no other tensor's bytes on it)
+ * that no validated range requests. That tensor is
+ * outside the request and keeps its bytes; the page counts in
+ * protected_bytes. Requesting the outward pages of one tensor thus leaves
+ * its boundary pages shared with neighbours resident; a release plan of
+ * policy.h is never trimmed (it requests every own page of the tensors it
+ * selected, and no page of the others).
+ *
+ * range_errors (n entries, may be NULL) receives 0 or the negative errno
+ * per range (-EINVAL from madvise for an mlocked range); a range whose
+ * pages were all protected gets 0. Returns 0 when the gate was taken (see
+ * out for per-range outcomes), -EBUSY, -EINVAL (NULL m or out, ranges NULL
+ * with n > 0), -ENOMEM, or the error of reading /proc/self/maps; on a
+ * negative return nothing was advised and *out (when not NULL) is zero.
  */
 int forge_model_release(struct forge_model *m, const struct rf_file_range *ranges, size_t n,
                         enum forge_release_mode mode, struct forge_release_result *out,

@@ -101,14 +101,14 @@ void forge_observer_bind(struct forge_observer *obs, const struct forge_context 
 
 /*
  * Turns pre-dispatch sampling of model m's weights on, at most
- * max_pages_per_source (1..FORGE_SAMPLE_MAX_PAGES) pages per weight
+ * max_pages_per_source (1..RF_PAGE_WINDOW_PAGES) pages per weight
  * source, or off with 0 (m may then be NULL). Allocates here, never in the
  * callback: the page-state buffer (max_pages_per_source bytes, touched
  * now) and an index of m's tensor names. m must outlive the observer or
  * sampling must be turned off before forge_model_free. Call while no
  * decode of the bound context runs; events recorded earlier keep their
  * samples. Errors: -EINVAL (NULL obs, NULL m with a budget, a budget
- * over FORGE_SAMPLE_MAX_PAGES), -EOVERFLOW (UINT32_MAX tensors or more),
+ * over RF_PAGE_WINDOW_PAGES), -EOVERFLOW (UINT32_MAX tensors or more),
  * -ENOMEM; after -EINVAL nothing changed, after the others sampling is off.
  */
 int forge_observer_set_sampling(struct forge_observer *obs, struct forge_model *m,

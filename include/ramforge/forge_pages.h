@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "ramforge/forge.h"
+#include "ramforge/intervals.h"
 #include "ramforge/inventory.h"
 #include "ramforge/pages.h"
 #include "ramforge/residency.h"
@@ -38,9 +39,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Most pages forge_sample_tensor_pages inspects per call (16 MiB at 4 KiB pages). */
-#define FORGE_SAMPLE_MAX_PAGES 4096
 
 /*
  * The page-cache state of file pages [first_page, first_page + n_pages)
@@ -81,11 +79,11 @@ struct forge_tensor_sample {
     int32_t mapping_index;      /* -1: no validated mapping range, nothing inspected */
     uint64_t first_page;        /* the tensor's outward file page range [first, end) */
     uint64_t end_page;
-    uint64_t inspected_pages;   /* pages written to states: min(range, FORGE_SAMPLE_MAX_PAGES) */
+    uint64_t inspected_pages;   /* pages written to states: min(range, RF_PAGE_WINDOW_PAGES) */
     uint64_t resident_pages;    /* of those, in the page cache */
     uint64_t nonresident_pages; /* of those, not in the page cache */
     uint64_t unknown_pages;     /* of those, unknown (error, fake residency) */
-    bool truncated;             /* the range has more pages than FORGE_SAMPLE_MAX_PAGES:
+    bool truncated;             /* the range has more pages than RF_PAGE_WINDOW_PAGES:
                                    only the first were inspected; a partial sample */
     bool complete;              /* every page of the range inspected with a known state
                                    (false when truncated, missing or failed) */
@@ -95,7 +93,7 @@ struct forge_tensor_sample {
 };
 
 /*
- * Samples the first pages (at most FORGE_SAMPLE_MAX_PAGES) of tensor
+ * Samples the first pages (at most RF_PAGE_WINDOW_PAGES) of tensor
  * tensor_index's validated file page range into states (page first_page +
  * i at states[i]) and summarises it in *out. Allocates nothing; usable
  * before a node's dispatch. A tensor without a validated mapping range
@@ -105,7 +103,7 @@ struct forge_tensor_sample {
  * (no such tensor); then *out has mapping_index -1.
  */
 int forge_sample_tensor_pages(struct forge_model *m, uint32_t tensor_index,
-                              uint8_t states[FORGE_SAMPLE_MAX_PAGES],
+                              uint8_t states[RF_PAGE_WINDOW_PAGES],
                               struct forge_tensor_sample *out);
 
 /* Where a model's page-cache figures come from, and the whole file's cachestat. */

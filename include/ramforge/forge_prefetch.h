@@ -89,9 +89,12 @@ struct forge_prefetch_result {
  * release gets -EBUSY and new submissions wait. The calls take the I/O
  * submission time (about 0.25-0.6 s per GiB here, table above).
  *
- * Returns 0 when the gate was taken (see *out for per-range outcomes),
- * -EBUSY, -EINVAL (NULL m or out, ranges NULL with n > 0), or the error of
- * reading /proc/self/maps. *out is always filled (zero but chunk_bytes and
+ * Byte counts are checked: a range whose bytes (pages * page size, or
+ * the running sum of requested bytes) pass 2^64 is refused with
+ * -EOVERFLOW and not touched. Returns 0 when the gate was taken (see
+ * *out for per-range outcomes), -EBUSY, -EINVAL (NULL m or out, ranges
+ * NULL with n > 0), -ENOMEM, or the error of reading /proc/self/maps.
+ * *out, when not NULL, is always filled (zero but chunk_bytes and
  * elapsed_ns when nothing ran).
  */
 int forge_model_prefetch(struct forge_model *m, const struct rf_file_range *ranges, size_t n,

@@ -18,6 +18,15 @@
 extern "C" {
 #endif
 
+/*
+ * The page window: the most pages one page-state call inspects (mincore
+ * through a mapping), 16 MiB of file and 4 KiB of states at 4 KiB pages
+ * (the spec: "bounded to 4,096 pages per call"). The residency snapshot
+ * asks its sampler for at most this many pages per call, a pre-dispatch
+ * sample and forge_sample_tensor_pages inspect at most this many.
+ */
+#define RF_PAGE_WINDOW_PAGES 4096u
+
 struct rf_page_range {
     uint64_t first_page; /* first page in the range */
     uint64_t end_page;   /* one past the last page; == first_page when empty */

@@ -49,16 +49,13 @@ enum rf_page_state {
 /* Default page budget: 1 Mi pages (4 GiB of file at 4 KiB pages, 1 MiB of states). */
 #define RF_RESIDENCY_DEFAULT_BUDGET_PAGES (1ull << 20)
 
-/* Most pages the snapshot asks of the sampler in one call (16 MiB at 4 KiB pages). */
-#define RF_RESIDENCY_WINDOW_PAGES 4096u
-
 /* Size of rf_residency_snapshot.source, including the NUL. */
 #define RF_RESIDENCY_SOURCE_MAX 256
 
 /*
  * Writes the state of file pages [first_page, first_page + n_pages) of
  * mapping mapping_index into states[0..n_pages) (RF_PAGE_* values).
- * n_pages is 1..RF_RESIDENCY_WINDOW_PAGES. Returns 0, or a negative errno:
+ * n_pages is 1..RF_PAGE_WINDOW_PAGES. Returns 0, or a negative errno:
  * then every page of the call is taken as unknown whatever states holds.
  * A value outside enum rf_page_state is taken as unknown. Must not fault
  * the pages in.
@@ -152,7 +149,7 @@ void rf_residency_snapshot_free(struct rf_residency_snapshot *s);
  * Takes a snapshot of inv's file-backed page ranges into *out (initialised;
  * old content freed). Resources with file pages are those whose entry is
  * file_backed with a non-empty range in a mapping of inv. The sampler is
- * called with windows of at most RF_RESIDENCY_WINDOW_PAGES pages, in file
+ * called with windows of at most RF_PAGE_WINDOW_PAGES pages, in file
  * order per mapping, at most once per (mapping, page), never for a page
  * outside every resource's range, and never when the budget is 0.
  *

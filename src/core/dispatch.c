@@ -93,7 +93,7 @@ void rf_dispatch_summary_init(struct rf_dispatch_summary *s)
 /* An event's samples are in range: known statuses, counts within the budget. */
 static bool samples_valid(const struct rf_dispatch_event *ev)
 {
-    if (ev->sample_max_pages > RF_DISPATCH_SAMPLE_MAX_PAGES)
+    if (ev->sample_max_pages > RF_PAGE_WINDOW_PAGES)
         return false;
     for (unsigned i = 0; i < RF_DISPATCH_MAX_SRC; i++) {
         const struct rf_dispatch_sample *x = &ev->samples[i];

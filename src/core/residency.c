@@ -10,7 +10,7 @@
  *      interval set per mapping) are chosen in file order until the budget
  *      runs out. Shared pages are chosen once.
  *   2. sample: per mapping, ask the sampler about the chosen ranges in
- *      file order, in windows of at most RF_RESIDENCY_WINDOW_PAGES, and keep
+ *      file order, in windows of at most RF_PAGE_WINDOW_PAGES, and keep
  *      the answers as sorted runs of equal state (one entry per change of
  *      state, so memory follows the residency pattern, not the page count).
  *   3. count: per resource and per population, intersect ranges with the
@@ -207,8 +207,8 @@ static int sample_mapping(struct mstate *ms, int32_t mi, const struct rf_residen
         struct rf_page_range r = ms->chosen.v[k];
         for (uint64_t first = r.first_page; first < r.end_page;) {
             uint64_t n = r.end_page - first;
-            if (n > RF_RESIDENCY_WINDOW_PAGES)
-                n = RF_RESIDENCY_WINDOW_PAGES;
+            if (n > RF_PAGE_WINDOW_PAGES)
+                n = RF_PAGE_WINDOW_PAGES;
             memset(states, RF_PAGE_UNKNOWN, (size_t)n);
             int rc = p->sample(p->sample_ud, mi, first, n, states);
             snap->sampler_calls++;
@@ -341,7 +341,7 @@ int rf_residency_snapshot_take(const struct rf_inventory *inv, const struct rf_r
     }
 
     /* 2. sample */
-    states = malloc(RF_RESIDENCY_WINDOW_PAGES);
+    states = malloc(RF_PAGE_WINDOW_PAGES);
     if (!states) {
         rc = -ENOMEM;
         goto out;

@@ -118,7 +118,7 @@ void forge_context_lifetime_state(const struct forge_context *fc, struct forge_c
 
 void forge_model_lifetime_state(struct forge_model *m, struct forge_model_lifetime *out)
 {
-    out->contract_version = FORGE_CONTRACT_VERSION;
+    out->contract_version = RF_CONTRACT_VERSION;
     out->instance_id = m->instance_id;
     forge_gate_snapshot(&m->gate, &out->in_flight_contexts, &out->active_contexts,
                         &out->execution_generation);

@@ -14,7 +14,6 @@ struct llama_context;
 struct llama_context_params;
 struct llama_model;
 struct name_index;
-struct rfsys_maps;
 
 struct forge_model {
     uint64_t instance_id;
@@ -55,18 +54,48 @@ int forge_memory_breakdown(const struct llama_context *ctx, uint64_t *context_by
                            uint64_t *compute_bytes);
 
 
+/* What forge_advise_ranges does with each validated range. */
+struct forge_advise_params {
+    int advice;           /* MADV_DONTNEED, MADV_PAGEOUT or MADV_WILLNEED */
+    uint64_t chunk_bytes; /* most bytes per madvise call, a page multiple; 0: one call per
+                             piece of a range */
+    bool protect_shared;  /* leave out shared pages of tensors outside the request (release) */
+};
+
+/* What forge_advise_ranges did: the figures of forge_release_result and forge_prefetch_result. */
+struct forge_advise_tally {
+    uint64_t requested_bytes; /* bytes of the non-empty ranges, refused ones too (not one whose
+                                 bytes do not fit, or would overflow the sum: -EOVERFLOW) */
+    uint64_t accepted_bytes;  /* bytes of the calls madvise returned 0 for */
+    uint64_t protected_bytes; /* validated bytes left out by protect_shared */
+    size_t n_ranges;          /* non-empty ranges */
+    size_t n_refused;         /* refused before any call (-EFAULT, -EOVERFLOW): not touched */
+    size_t n_failed;          /* refused, or with a failed call */
+    uint64_t n_calls;         /* madvise calls made */
+    uint64_t n_failed_calls;  /* of those, returned an error */
+    int first_error;          /* negative errno of the first refusal or failure, 0 if none */
+};
+
 /*
- * Validates file pages [r->pages.first_page, r->pages.end_page) (non-empty) of the
- * model's mapping for an madvise call (release.c; shared with prefetch.c):
- * the range must lie inside the validated mapping fragment and, in maps (a
- * fresh read of /proc/self/maps), wholly inside one r--s VMA of the model
- * file (same device+inode) at the file offset it claims. Returns 0 with its
- * address in *va; -EOVERFLOW (pages * page_bytes; *len_bytes 0) or -EFAULT
- * (*va 0). *len_bytes is the range's length whenever it fits in 64 bits.
+ * The advise loop of release and prefetch (advise.c): under the exclusive
+ * side of the gate, taken without blocking, validates each non-empty range
+ * of file pages against one fresh read of /proc/self/maps (wholly inside
+ * the validated mapping fragment and one r--s VMA of the model file at the
+ * file offset it claims; else -EFAULT, never touched), sums bytes with
+ * overflow checks (pages * page_bytes, the running sum: -EOVERFLOW, never
+ * touched), then advises every validated range, but, with
+ * p->protect_shared, its pages shared with a tensor outside the request
+ * (the rule in advise.c), in calls of at most p->chunk_bytes.
+ * range_errors (n entries, may be NULL) receives 0 or the range's negative
+ * errno (refusal, or its first failed call). Returns 0 when the gate was
+ * taken (*t holds the outcomes), -EINVAL (NULL m, p or t; ranges NULL with
+ * n > 0), -EBUSY (a context in flight or another release running), -ENOMEM,
+ * or the error of reading /proc/self/maps; on a negative return nothing was
+ * advised and *t is zero.
  */
-int forge_range_validate(const struct forge_model *m, const struct rfsys_maps *maps,
-                         const struct rf_file_range *r, uint64_t page_bytes, uint64_t *va,
-                         uint64_t *len_bytes);
+int forge_advise_ranges(struct forge_model *m, const struct rf_file_range *ranges, size_t n,
+                        const struct forge_advise_params *p, struct forge_advise_tally *t,
+                        int *range_errors);
 
 /*
  * forge_gguf_check, keeping the parsed header: on success *out is a gguf

@@ -34,8 +34,7 @@
 
 _Static_assert(RF_DISPATCH_MAX_SRC >= GGML_MAX_SRC, "every declared source fits an event");
 _Static_assert(RF_DISPATCH_MAX_SRC <= 15, "source bits and RF_DISPATCH_TRUNC_NODE share 16 bits");
-_Static_assert(RF_DISPATCH_SAMPLE_MAX_PAGES == FORGE_SAMPLE_MAX_PAGES, "one per-call page limit");
-_Static_assert(FORGE_SAMPLE_MAX_PAGES <= UINT16_MAX, "page counts fit rf_dispatch_sample");
+_Static_assert(RF_PAGE_WINDOW_PAGES <= UINT16_MAX, "page counts fit rf_dispatch_sample");
 
 /* One model tensor in the sampling index, sorted by name. */
 struct sample_slot {
@@ -51,7 +50,7 @@ struct sample_slot {
 /* Pre-dispatch sampling state, built by forge_observer_set_sampling. */
 struct observer_sampling {
     struct forge_model *m;     /* borrowed; NULL: sampling off */
-    uint16_t max_pages;        /* per weight source, 1..FORGE_SAMPLE_MAX_PAGES */
+    uint16_t max_pages;        /* per weight source, 1..RF_PAGE_WINDOW_PAGES */
     uint8_t *states;           /* max_pages bytes, pre-touched, owned */
     struct sample_slot *slots; /* m's tensors by name, owned */
     size_t n_slots;
@@ -150,7 +149,7 @@ static void sample_source(struct forge_observer *obs, const struct ggml_tensor *
         out->status = RF_DISPATCH_SAMPLE_FAILED;
     else if (n == slot->n_pages)
         out->status = RF_DISPATCH_SAMPLE_COMPLETE;
-    else if (sp->max_pages < FORGE_SAMPLE_MAX_PAGES)
+    else if (sp->max_pages < RF_PAGE_WINDOW_PAGES)
         out->status = RF_DISPATCH_SAMPLE_PARTIAL;
     else
         out->status = RF_DISPATCH_SAMPLE_TRUNCATED;
@@ -263,7 +262,7 @@ static void slot_fill(const struct forge_model *m, const struct rf_tensor_meta *
 int forge_observer_set_sampling(struct forge_observer *obs, struct forge_model *m,
                                 uint32_t max_pages_per_source)
 {
-    if (!obs || (max_pages_per_source > 0 && !m) || max_pages_per_source > FORGE_SAMPLE_MAX_PAGES)
+    if (!obs || (max_pages_per_source > 0 && !m) || max_pages_per_source > RF_PAGE_WINDOW_PAGES)
         return -EINVAL;
     sampling_clear(&obs->sampling);
     if (max_pages_per_source == 0)

@@ -157,8 +157,7 @@ int forge_model_sample_pages(struct forge_model *m, int32_t mapping_index, uint6
 }
 
 int forge_sample_tensor_pages(struct forge_model *m, uint32_t tensor_index,
-                              uint8_t states[FORGE_SAMPLE_MAX_PAGES],
-                              struct forge_tensor_sample *out)
+                              uint8_t states[RF_PAGE_WINDOW_PAGES], struct forge_tensor_sample *out)
 {
     const uint64_t page = rfsys_page_bytes();
     struct rf_page_range r;
@@ -192,7 +191,7 @@ int forge_sample_tensor_pages(struct forge_model *m, uint32_t tensor_index,
     out->first_page = r.first_page;
     out->end_page = r.end_page;
     uint64_t range = rf_page_range_pages(r);
-    uint64_t n = range < FORGE_SAMPLE_MAX_PAGES ? range : FORGE_SAMPLE_MAX_PAGES;
+    uint64_t n = range < RF_PAGE_WINDOW_PAGES ? range : RF_PAGE_WINDOW_PAGES;
     out->truncated = range > n;
     out->inspected_pages = n;
     if (n > 0) {

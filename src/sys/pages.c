@@ -6,8 +6,8 @@
  *
  * The expected workload is a model file of a few MiB to tens of GiB,
  * sampled in windows of at most a few thousand pages (callers bound the
- * window; a 4096-page window is 16 MiB of file at 4 KiB pages and 4 KiB of
- * state). Nothing here reads, prefetches or advises the observed pages.
+ * window, RF_PAGE_WINDOW_PAGES of intervals.h: 16 MiB of file at 4 KiB
+ * pages and 4 KiB of state). Nothing here reads, prefetches or advises the observed pages.
  */
 #include "ramforge/pages.h"
 #include "ramforge/residency.h"

@@ -307,7 +307,7 @@ static void test_sampling_bad_input(void **state)
     set_sample(&ev, 0, RF_DISPATCH_SAMPLE_FAILED, 3, 2, 2); /* resident + unknown > inspected */
     assert_int_equal(rf_dispatch_summarize(&inv, INSTANCE, &ev, 1, 0, &s), -EINVAL);
     set_sample(&ev, 0, RF_DISPATCH_SAMPLE_COMPLETE, 4, 4, 0);
-    ev.sample_max_pages = RF_DISPATCH_SAMPLE_MAX_PAGES + 1;
+    ev.sample_max_pages = RF_PAGE_WINDOW_PAGES + 1;
     assert_int_equal(rf_dispatch_summarize(&inv, INSTANCE, &ev, 1, 0, &s), -EINVAL);
     ev.sample_max_pages = 4;
     assert_int_equal(rf_dispatch_summarize(&inv, INSTANCE, &ev, 1, 0, &s), 0);

@@ -48,7 +48,7 @@ static int fake_sample(void *ud, int32_t mi, uint64_t first, uint64_t n, uint8_t
 {
     struct world *w = ud;
     assert_true(mi >= 0 && mi < MAX_MAPPINGS);
-    assert_true(n >= 1 && n <= RF_RESIDENCY_WINDOW_PAGES);
+    assert_true(n >= 1 && n <= RF_PAGE_WINDOW_PAGES);
     assert_true(first + n <= MAP_PAGES);
     if (w->calls < 64)
         w->order[w->calls] = first;
@@ -382,7 +382,7 @@ static void test_no_sampler(void **state)
     rf_inventory_free(&inv);
 }
 
-/* A counting sampler (mapping 0, all resident): windows are at most RF_RESIDENCY_WINDOW_PAGES. */
+/* A counting sampler (mapping 0, all resident): windows are at most RF_PAGE_WINDOW_PAGES. */
 struct window_log {
     uint64_t calls, max, pages;
 };
@@ -427,7 +427,7 @@ static void test_window_calls(void **state)
     rf_residency_snapshot_init(&s);
     assert_int_equal(rf_residency_snapshot_take(&inv, &p, &s), 0);
     assert_int_equal(l.calls, 3); /* 4096 + 4096 + 1808 */
-    assert_int_equal(l.max, RF_RESIDENCY_WINDOW_PAGES);
+    assert_int_equal(l.max, RF_PAGE_WINDOW_PAGES);
     assert_int_equal(l.pages, 10000);
     assert_int_equal(s.resources[0].resident_pages, 10000);
     assert_string_equal(s.source, "unspecified");

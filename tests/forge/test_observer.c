@@ -400,12 +400,12 @@ static void test_sampling_every_weight_source(void **state)
     uint64_t weight_srcs = 0, pages = 0;
 
     assert_int_equal(forge_observer_create(CAPACITY, &obs), 0);
-    assert_int_equal(forge_observer_set_sampling(obs, model, FORGE_SAMPLE_MAX_PAGES), 0);
+    assert_int_equal(forge_observer_set_sampling(obs, model, RF_PAGE_WINDOW_PAGES), 0);
     assert_int_equal(generate(obs, tokens, &n), 0);
     const struct rf_dispatch_event *ev = forge_observer_events(obs, &n_ev);
     assert_true(n_ev > 0);
     for (size_t e = 0; e < n_ev; e++) {
-        assert_int_equal(ev[e].sample_max_pages, FORGE_SAMPLE_MAX_PAGES);
+        assert_int_equal(ev[e].sample_max_pages, RF_PAGE_WINDOW_PAGES);
         for (unsigned i = 0; i < ev[e].n_src; i++) {
             const struct rf_dispatch_sample *x = &ev[e].samples[i];
             if (!((ev[e].src_weight_mask >> i) & 1u)) {
@@ -432,7 +432,7 @@ static void test_sampling_every_weight_source(void **state)
     assert_int_equal(s.sampling.complete, weight_srcs);
     assert_int_equal(s.sampling.pages_inspected, pages);
     assert_int_equal(s.sampling.pages_resident, pages);
-    assert_int_equal(s.sampling.max_pages_per_source, FORGE_SAMPLE_MAX_PAGES);
+    assert_int_equal(s.sampling.max_pages_per_source, RF_PAGE_WINDOW_PAGES);
     rf_dispatch_summary_free(&s);
     forge_observer_free(obs);
 }
@@ -510,7 +510,7 @@ static void test_sampling_disabled(void **state)
     rf_dispatch_summary_free(&s);
 
     /* Bad arguments change nothing. */
-    assert_int_equal(forge_observer_set_sampling(obs, model, FORGE_SAMPLE_MAX_PAGES + 1), -EINVAL);
+    assert_int_equal(forge_observer_set_sampling(obs, model, RF_PAGE_WINDOW_PAGES + 1), -EINVAL);
     assert_int_equal(forge_observer_set_sampling(obs, NULL, 1), -EINVAL);
     assert_int_equal(forge_observer_set_sampling(NULL, model, 1), -EINVAL);
     forge_observer_free(obs);
@@ -525,7 +525,7 @@ static void test_sampling_tokens_identical(void **state)
     struct forge_observer *obs;
 
     assert_int_equal(forge_observer_create(CAPACITY, &obs), 0);
-    assert_int_equal(forge_observer_set_sampling(obs, model, FORGE_SAMPLE_MAX_PAGES), 0);
+    assert_int_equal(forge_observer_set_sampling(obs, model, RF_PAGE_WINDOW_PAGES), 0);
     assert_int_equal(generate(NULL, off, &n_off), 0);
     assert_int_equal(generate(obs, on, &n_on), 0);
     assert_true(n_off > 0);

@@ -1,6 +1,6 @@
 /*
  * forge page sampling on a loaded, generated model (small preset, f32, so
- * token_embd spans more than FORGE_SAMPLE_MAX_PAGES pages). Expected
+ * token_embd spans more than RF_PAGE_WINDOW_PAGES pages). Expected
  * states come from an independent mapping of the same file
  * (rfsys_file_pages): both observe the same page cache. Also: the sampler
  * as the snapshot's callback, bad arguments, the fake-residency rule as an
@@ -36,7 +36,7 @@
 
 static char model_path[PATH_MAX];
 static struct forge_model *model;
-static uint8_t states[FORGE_SAMPLE_MAX_PAGES];
+static uint8_t states[RF_PAGE_WINDOW_PAGES];
 
 static int setup(void **state)
 {
@@ -75,7 +75,7 @@ static void check_all_tensors_match_independent(bool expect_all_resident)
 {
     size_t n;
     const struct rf_tensor_meta *t = forge_model_tensors(model, &n);
-    static uint8_t want[FORGE_SAMPLE_MAX_PAGES];
+    static uint8_t want[RF_PAGE_WINDOW_PAGES];
     int truncated = 0;
 
     assert_true(n > 0);
@@ -87,8 +87,8 @@ static void check_all_tensors_match_independent(bool expect_all_resident)
         assert_string_equal(s.reason, "");
         uint64_t range = s.end_page - s.first_page;
         assert_int_equal(s.inspected_pages,
-                         range < FORGE_SAMPLE_MAX_PAGES ? range : FORGE_SAMPLE_MAX_PAGES);
-        assert_int_equal(s.truncated, range > FORGE_SAMPLE_MAX_PAGES);
+                         range < RF_PAGE_WINDOW_PAGES ? range : RF_PAGE_WINDOW_PAGES);
+        assert_int_equal(s.truncated, range > RF_PAGE_WINDOW_PAGES);
         truncated += s.truncated;
         assert_int_equal(s.unknown_pages, 0);
         assert_int_equal(s.resident_pages + s.nonresident_pages, s.inspected_pages);
