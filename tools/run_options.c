@@ -1,0 +1,391 @@
+/*
+ * ramforge run's command line: the options, their checks and warnings
+ * about options the chosen policy does not use, the usage text, and the
+ * early check of the JSON report path.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "ramforge/defaults.h"
+#include "ramforge/intervals.h"
+#include "ramforge/policy.h"
+#include "run.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: %s run -m MODEL [-p PROMPT] [-n N] [OPTIONS]\n"
+            "\n"
+            "Load MODEL through llama.cpp (mmap), generate N tokens greedily (the decode\n"
+            "loop of llama.cpp's examples/simple), print the generated text on stdout, and\n"
+            "account for the model's memory; with a mutating policy, release cold weight\n"
+            "pages at safe boundaries (after load, after the session is dropped).\n"
+            "\n"
+            "Options:\n"
+            "  -m, --model PATH              GGUF model (required)\n"
+            "  -p, --prompt TEXT             prompt (default \"" RF_DEFAULT_PROMPT "\")\n"
+            "  -n, --n-predict N             tokens to generate, 1..1000000 (default 32)\n"
+            "  -t, --threads N               threads, 1..1024 (default: llama.cpp's)\n"
+            "  -c, --ctx-size N              context size in tokens, 1..16777216 (default:\n"
+            "                                prompt + N)\n"
+            "  -s, --seed N                  recorded in the report; greedy decoding does not\n"
+            "                                use it (default 0)\n"
+            "      --residency-policy P      off           no inventory, ledger or plan\n"
+            "                                observe       inventory, ledger, reconciliation and\n"
+            "                                              (with a target) a plan; changes\n"
+            "                                              nothing (default)\n"
+            "                                conservative  release only tensors that share no\n"
+            "                                              page, and the file pages of repacked\n"
+            "                                              weights (shared pages protected);\n"
+            "                                              without a target only the latter\n"
+            "                                memory-bound  repacked weights' file pages, then\n"
+            "                                              the largest tensors, until the\n"
+            "                                              mapping fits the soft target\n"
+            "                                reuse-aware   as memory-bound, ordered by the access\n"
+            "                                              profile of a complete\n"
+            "                                              --observe-dispatch trace; without\n"
+            "                                              one the plan says profile_used=false\n"
+            "                                active        alias of memory-bound\n"
+            "      --memory-target SIZE      memory target (required by memory-bound and\n"
+            "                                active). The plan brings the model mapping's\n"
+            "                                resident bytes under target - reserve; admission\n"
+            "                                compares the run's projected memory (RSS + KV\n"
+            "                                cache) with it and warns. SIZE is bytes or 512MiB,\n"
+            "                                2G, 1.5GiB, 300MB (IEC K/M/G/T = 1024, SI\n"
+            "                                KB/MB/GB/TB = 1000)\n"
+            "      --safety-reserve SIZE     taken off the target: soft target = target -\n"
+            "                                reserve (default 0)\n"
+            "      --release-mode MODE       dontneed (MADV_DONTNEED: drops the mapping's RSS,\n"
+            "                                the page cache stays) or pageout (MADV_PAGEOUT:\n"
+            "                                reclaims the pages); default dontneed\n"
+            "      --dead-file-pages WHAT    release (default) or keep: with a mutating policy,\n"
+            "                                release right after load, whatever the target, the\n"
+            "                                file pages of weights the graph reads from a\n"
+            "                                repacked anonymous copy (never read again)\n"
+            "      --verify-session          after the release, run the prompt again and\n"
+            "                                compare the tokens (pages re-fault from the file)\n"
+            "      --residency-page-budget N at the end of the run, sample at most N pages of\n"
+            "                                the model mapping with mincore (the plan's\n"
+            "                                selection first); pages past the budget are\n"
+            "                                unknown, never nonresident (default 1048576;\n"
+            "                                0: no sampling)\n"
+            "      --staging-budget SIZE     before the session, prefetch (MADV_WILLNEED, bounded\n"
+            "                                chunks) the page ranges of the weights the graph\n"
+            "                                reads, in file order, deduplicated, at most SIZE\n"
+            "                                bytes; reports selected, accepted and the observed\n"
+            "                                page-cache change (llama.cpp's load already\n"
+            "                                prefetches: after a plain load it changes little)\n"
+            "      --observe-dispatch        record one event per compute node of the session's\n"
+            "                                graph before its kernel runs (cb_eval ask phase:\n"
+            "                                no data read, no barrier added); attributes the\n"
+            "                                weights it names; gives reuse-aware its access\n"
+            "                                profile. Dispatch-start evidence only\n"
+            "      --dispatch-events N       observer buffer, events (about 0.8 KiB each;\n"
+            "                                default 32768); more are counted as dropped\n"
+            "      --dispatch-sample-pages N with --observe-dispatch, sample with mincore up to\n"
+            "                                N pages (1..4096) of each weight source before\n"
+            "                                dispatch (point-in-time; default 0: off)\n"
+            "      --residency-report        print the human-readable report on stderr\n"
+            "      --residency-report-json PATH\n"
+            "                                write the JSON operation report (schema_version 1)\n"
+            "                                to PATH (temporary file + rename: never partial)\n"
+            "      --no-repack               load without llama.cpp's extra buffer types\n"
+            "                                (no CPU_REPACK copies of Q4_0 weights)\n"
+            "      --mlock                   lock the model mapping (release is then refused\n"
+            "                                by the kernel and reported as ReleaseFailed)\n"
+            "      --hold                    after the report, keep the model loaded until\n"
+            "                                standard input closes (compare with\n"
+            "                                /proc/PID/smaps, fincore, vmtouch)\n"
+            "  -v, --verbose                 show llama.cpp's log\n"
+            "  -h, --help                    show this help\n"
+            "\n"
+            "Figures carry their provenance: exact_measured (read from /proc or the cgroup),\n"
+            "native_logical (sizes from the GGUF table or llama.cpp: not residency),\n"
+            "requested and native_accepted (bytes submitted to and accepted by madvise: not\n"
+            "reclamation), estimated, or unknown (null, with the reason). They are never\n"
+            "added into one total. Admission: a cgroup hard limit the run would exceed\n"
+            "refuses the run (exit 1); exceeding only the soft target is a warning.\n"
+            "README.md, 'Reading the report', explains every ledger category.\n",
+            RF_PROGRAM);
+}
+
+enum {
+    OPT_POLICY = 256,
+    OPT_TARGET,
+    OPT_RESERVE,
+    OPT_RELEASE_MODE,
+    OPT_VERIFY,
+    OPT_REPORT,
+    OPT_REPORT_JSON,
+    OPT_NO_REPACK,
+    OPT_MLOCK,
+    OPT_HOLD,
+    OPT_PAGE_BUDGET,
+    OPT_OBSERVE_DISPATCH,
+    OPT_STAGING_BUDGET,
+    OPT_DISPATCH_EVENTS,
+    OPT_DISPATCH_SAMPLE_PAGES,
+    OPT_DEAD_FILE_PAGES,
+};
+
+static bool parse_size_option(const char *opt, const char *arg, bool allow_zero, uint64_t *out)
+{
+    if (allow_zero && strcmp(arg, "0") == 0) {
+        *out = 0;
+        return true;
+    }
+    int rc = rf_parse_size(arg, out);
+    if (rc == -EOVERFLOW)
+        cli_usage_error("run ", "invalid size for %s '%s': too large", opt, arg);
+    else if (rc < 0)
+        cli_usage_error("run ", "invalid size for %s '%s': expected a positive size such as "
+                        "512MiB, 2G or 300000000", opt, arg);
+    return rc == 0;
+}
+
+/* Returns -1 to continue, or the exit status. */
+int run_parse_options(int argc, char **argv, struct run_options *o)
+{
+    static const struct option opts[] = {
+        {"model", required_argument, NULL, 'm'},
+        {"prompt", required_argument, NULL, 'p'},
+        {"n-predict", required_argument, NULL, 'n'},
+        {"threads", required_argument, NULL, 't'},
+        {"ctx-size", required_argument, NULL, 'c'},
+        {"seed", required_argument, NULL, 's'},
+        {"residency-policy", required_argument, NULL, OPT_POLICY},
+        {"memory-target", required_argument, NULL, OPT_TARGET},
+        {"safety-reserve", required_argument, NULL, OPT_RESERVE},
+        {"release-mode", required_argument, NULL, OPT_RELEASE_MODE},
+        {"verify-session", no_argument, NULL, OPT_VERIFY},
+        {"residency-report", no_argument, NULL, OPT_REPORT},
+        {"residency-report-json", required_argument, NULL, OPT_REPORT_JSON},
+        {"no-repack", no_argument, NULL, OPT_NO_REPACK},
+        {"mlock", no_argument, NULL, OPT_MLOCK},
+        {"hold", no_argument, NULL, OPT_HOLD},
+        {"residency-page-budget", required_argument, NULL, OPT_PAGE_BUDGET},
+        {"observe-dispatch", no_argument, NULL, OPT_OBSERVE_DISPATCH},
+        {"staging-budget", required_argument, NULL, OPT_STAGING_BUDGET},
+        {"dispatch-events", required_argument, NULL, OPT_DISPATCH_EVENTS},
+        {"dispatch-sample-pages", required_argument, NULL, OPT_DISPATCH_SAMPLE_PAGES},
+        {"dead-file-pages", required_argument, NULL, OPT_DEAD_FILE_PAGES},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":m:p:n:t:c:s:vh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm':
+            o->model = optarg;
+            break;
+        case 'p':
+            o->prompt = optarg;
+            break;
+        case 'n':
+            if (!cli_parse_int("token count (-n)", optarg, 1, 1000000, &o->n_predict))
+                return RF_EXIT_USAGE;
+            break;
+        case 't':
+            if (!cli_parse_int("thread count (-t)", optarg, 1, 1024, &o->n_threads))
+                return RF_EXIT_USAGE;
+            break;
+        case 'c':
+            if (!cli_parse_int("context size (-c)", optarg, 1, 16777216, &o->n_ctx))
+                return RF_EXIT_USAGE;
+            break;
+        case 's':
+            if (!cli_parse_int("seed (-s)", optarg, 0, UINT32_MAX, &o->seed))
+                return RF_EXIT_USAGE;
+            break;
+        case OPT_POLICY:
+            if (rf_policy_parse(optarg, &o->policy) < 0) {
+                cli_usage_error("run ",
+                                "unknown residency policy '%s' (expected off, observe, "
+                                "conservative, memory-bound, reuse-aware or active)",
+                                optarg);
+                return RF_EXIT_USAGE;
+            }
+            break;
+        case OPT_TARGET:
+            if (!parse_size_option("--memory-target", optarg, false, &o->target_bytes))
+                return RF_EXIT_USAGE;
+            o->has_target = true;
+            break;
+        case OPT_RESERVE:
+            if (!parse_size_option("--safety-reserve", optarg, true, &o->reserve_bytes))
+                return RF_EXIT_USAGE;
+            o->has_reserve = true;
+            break;
+        case OPT_RELEASE_MODE:
+            o->has_release_mode = true;
+            if (!strcmp(optarg, "dontneed")) {
+                o->release_mode = FORGE_RELEASE_DONTNEED;
+            } else if (!strcmp(optarg, "pageout")) {
+                o->release_mode = FORGE_RELEASE_PAGEOUT;
+            } else {
+                cli_usage_error("run ", "unknown release mode '%s' (expected dontneed or pageout)",
+                                optarg);
+                return RF_EXIT_USAGE;
+            }
+            break;
+        case OPT_VERIFY:
+            o->verify = true;
+            break;
+        case OPT_DEAD_FILE_PAGES:
+            if (!strcmp(optarg, "release") || !strcmp(optarg, "keep")) {
+                o->release_dead_file_pages = !strcmp(optarg, "release");
+            } else {
+                cli_usage_error("run ", "unknown --dead-file-pages '%s' (expected release or keep)",
+                                optarg);
+                return RF_EXIT_USAGE;
+            }
+            break;
+        case OPT_REPORT:
+            o->human_report = true;
+            break;
+        case OPT_REPORT_JSON:
+            o->json_path = optarg;
+            break;
+        case OPT_NO_REPACK:
+            o->repack = false;
+            break;
+        case OPT_MLOCK:
+            o->mlock = true;
+            break;
+        case OPT_HOLD:
+            o->hold = true;
+            break;
+        case OPT_STAGING_BUDGET:
+            if (!parse_size_option("--staging-budget", optarg, false, &o->staging_budget))
+                return RF_EXIT_USAGE;
+            o->has_staging = true;
+            break;
+        case OPT_OBSERVE_DISPATCH:
+            o->observe_dispatch = true;
+            break;
+        case OPT_DISPATCH_EVENTS:
+            if (!cli_parse_int("event count (--dispatch-events)", optarg, 1, 16777216,
+                               &o->dispatch_events))
+                return RF_EXIT_USAGE;
+            o->has_dispatch_events = true;
+            break;
+        case OPT_DISPATCH_SAMPLE_PAGES:
+            if (!cli_parse_int("pages per source (--dispatch-sample-pages)", optarg, 0, RF_PAGE_WINDOW_PAGES,
+                               &o->dispatch_sample_pages))
+                return RF_EXIT_USAGE;
+            o->has_dispatch_sample_pages = true;
+            break;
+        case OPT_PAGE_BUDGET:
+            if (!cli_parse_int("page budget (--residency-page-budget)", optarg, 0, INT64_MAX,
+                               &o->page_budget))
+                return RF_EXIT_USAGE;
+            break;
+        case 'v':
+            o->verbose = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            return cli_bad_option("run ", c, argv);
+        }
+    }
+    if (optind < argc) {
+        cli_usage_error("run ", "unexpected argument '%s'", argv[optind]);
+        return RF_EXIT_USAGE;
+    }
+    if (!o->model) {
+        cli_usage_error("run ", "missing -m/--model PATH");
+        return RF_EXIT_USAGE;
+    }
+    if (!*o->prompt) {
+        cli_usage_error("run ", "the prompt is empty");
+        return RF_EXIT_USAGE;
+    }
+    if (rf_policy_requires_target(o->policy) && !o->has_target) {
+        cli_usage_error("run ", "--residency-policy %s needs --memory-target SIZE",
+                        rf_policy_name(o->policy));
+        return RF_EXIT_USAGE;
+    }
+    if (o->has_target && o->reserve_bytes >= o->target_bytes) {
+        cli_usage_error("run ",
+                        "--safety-reserve (%" PRIu64 " bytes) must be below --memory-target "
+                        "(%" PRIu64 " bytes)",
+                        o->reserve_bytes, o->target_bytes);
+        return RF_EXIT_USAGE;
+    }
+    /* Options the chosen policy does not use: say so rather than ignore them. */
+    if (o->policy == RF_POLICY_OFF && (o->has_target || o->has_reserve))
+        cli_error("warning: --memory-target and --safety-reserve have no effect with "
+                  "--residency-policy off");
+    else if (o->has_reserve && !o->has_target)
+        cli_error("warning: --safety-reserve has no effect without --memory-target");
+    if (!o->observe_dispatch && (o->has_dispatch_events || o->has_dispatch_sample_pages))
+        cli_error("warning: --dispatch-events and --dispatch-sample-pages have no effect "
+                  "without --observe-dispatch");
+    if (o->has_staging && o->policy == RF_POLICY_OFF)
+        cli_error("warning: --staging-budget has no effect with --residency-policy off (staging "
+                  "plans over the inventory)");
+    if (o->has_release_mode && !rf_policy_mutates(o->policy))
+        cli_error("warning: --release-mode has no effect with --residency-policy %s (it does "
+                  "not release)",
+                  rf_policy_name(o->policy));
+    if (o->policy == RF_POLICY_REUSE_AWARE && !o->has_target)
+        cli_error("warning: --residency-policy reuse-aware without --memory-target selects "
+                  "nothing");
+    return -1;
+}
+
+/*
+ * Fails early, before inference, when the report cannot be written: the
+ * path names something that is not a regular file (a directory, a device,
+ * a FIFO, a symlink: the report is renamed into place and would replace
+ * it), the model itself, or its directory is not writable.
+ */
+bool run_report_path_usable(const char *path, const char *model)
+{
+    struct stat st, ms;
+    size_t len = strlen(path);
+
+    if (len == 0 || path[len - 1] == '/') {
+        cli_error("cannot write %s: not a file name", path);
+        return false;
+    }
+    if (lstat(path, &st) == 0) {
+        if (!S_ISREG(st.st_mode)) {
+            cli_error("cannot write %s: exists and is not a regular file", path);
+            return false;
+        }
+        if (stat(model, &ms) == 0 && ms.st_dev == st.st_dev && ms.st_ino == st.st_ino) {
+            cli_error("cannot write %s: it is the model file", path);
+            return false;
+        }
+    } else if (errno != ENOENT) {
+        cli_error("cannot write %s: %s", path, strerror(errno));
+        return false;
+    }
+    char *copy = strdup(path);
+    if (!copy) {
+        cli_error("out of memory");
+        return false;
+    }
+    const char *dir = dirname(copy);
+    struct stat ds;
+    bool ok = stat(dir, &ds) == 0 && S_ISDIR(ds.st_mode) && access(dir, W_OK | X_OK) == 0;
+    if (!ok)
+        cli_error("cannot write %s: %s", path, errno ? strerror(errno) : "not a directory");
+    free(copy);
+    return ok;
+}
