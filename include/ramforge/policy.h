@@ -141,7 +141,7 @@ void rf_plan_free(struct rf_plan *plan);
  * Soft target: target - reserve, when a target is given. Candidates:
  * entries of inv's generation that are file-backed and RF_ELIGIBLE or
  * RF_ELIGIBLE_DEAD_FILE_PAGES (only the latter with dead_pages_only);
- * conservative also requires shared_page_bytes == 0 of live tensors; entries
+ * conservative also requires shared_page_bytes == 0 (unless dead_pages_only); entries
  * flagged in exclude are skipped. Without binding_ok
  * nothing is selected and reason is binding_reason.
  *
@@ -157,12 +157,12 @@ void rf_plan_free(struct rf_plan *plan);
  *   off           nothing
  *   dead_pages_only (any planning profile): every dead-file-pages
  *                 candidate, whatever the target: they cost nothing to lose
- *   conservative  live tensors only with shared_page_bytes == 0; dead-file-pages
- *                 tensors also with shared pages (the shared pages themselves
- *                 stay protected, so nothing a live tensor reads is touched).
- *                 No target: every dead-file-pages candidate; with a
- *                 target and a resident measurement: in order until met;
- *                 with a target but no measurement: dead-file-pages only
+ *   conservative  only tensors with shared_page_bytes == 0, live or dead
+ *                 (the spec's rule; dead_pages_only is the separate,
+ *                 explicit after-load release). No target: every zero-shared
+ *                 dead-file-pages candidate; with a target and a resident
+ *                 measurement: in order until met; with a target but no
+ *                 measurement: zero-shared dead-file-pages only
  *   memory-bound, active, reuse-aware (no valid profile: as memory-bound),
  *   observe       in order, while the estimated resident after release is
  *                 above the soft target; needs a target (observe and

@@ -465,7 +465,8 @@ int rf_plan_build(const struct rf_inventory *inv, const struct rf_plan_params *p
 
         if (e->key.generation != inv->generation || !has_pages(e) ||
             (e->eligibility != RF_ELIGIBLE && !dead) || (dead_only && !dead) ||
-            (p->exclude && p->exclude[i]) || (conservative && e->shared_page_bytes != 0 && !dead))
+            (p->exclude && p->exclude[i]) ||
+            (conservative && !p->dead_pages_only && e->shared_page_bytes != 0))
             continue;
         cands[n_cands].pos = i;
         cands[n_cands].dead = dead;

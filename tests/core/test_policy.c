@@ -320,15 +320,14 @@ static void test_conservative_no_target_dead_only(void **state)
     assert_false(plan.has_estimated_resident_after);
     assert_false(plan.target_met);
     /*
-     * Every dead tensor: t7 (2 unique pages), t3 (1), t5 (0: its only page 10 is
-     * shared with the unselected t6, so it stays protected).
+     * Every dead tensor with no shared page: t7 (2 unique pages), t3 (1); not t5
+     * (its only page 10 is shared with t6: conservative never selects it).
      */
-    assert_int_equal(plan.n_candidates, 3);
-    assert_int_equal(plan.n_selected, 3);
+    assert_int_equal(plan.n_candidates, 2);
+    assert_int_equal(plan.n_selected, 2);
     assert_int_equal(plan.selected[0], 7);
     assert_int_equal(plan.selected[1], 3);
-    assert_int_equal(plan.selected[2], 5);
-    assert_int_equal(plan.selected_logical_bytes, 8192 + 4096 + 4040);
+    assert_int_equal(plan.selected_logical_bytes, 8192 + 4096);
     assert_int_equal(plan.n_release, 2);
     assert_int_equal(plan.release[0].mapping_index, 0);
     assert_int_equal(plan.release[0].pages.first_page, 5);
@@ -336,6 +335,14 @@ static void test_conservative_no_target_dead_only(void **state)
     assert_int_equal(plan.release[1].pages.first_page, 12);
     assert_int_equal(plan.release[1].pages.end_page, 14);
     assert_int_equal(plan.release_pages, 3);
+    assert_int_equal(plan.release_bytes, 3 * PAGE);
+    assert_int_equal(plan.shared_bytes_protected, 0);
+
+    /* The explicit after-load release (dead_pages_only) takes t5 too, its page protected. */
+    p.dead_pages_only = true;
+    assert_int_equal(rf_plan_build(&inv, &p, &plan), 0);
+    assert_int_equal(plan.n_selected, 3);
+    assert_int_equal(plan.selected[2], 5);
     assert_int_equal(plan.release_bytes, 3 * PAGE);
     assert_int_equal(plan.shared_bytes_protected, PAGE); /* page 10 */
     rf_plan_free(&plan);
@@ -353,27 +360,28 @@ static void test_conservative_with_target(void **state)
     case_s(&inv);
     rf_plan_init(&plan);
     /*
-     * Resident 14 pages, soft target 7: dead t7, t3, t5 (t5 releases nothing: page 10
-     * is shared with the unselected t6), then the unshared live t4, t0 (9 pages).
+     * Resident 14 pages, soft target 7: dead t7, t3 (t5 shares page 10 with t6: not a
+     * candidate), then the unshared live t4, t0 (9 pages).
      */
     with_target(&p, 8 * PAGE, PAGE, 14 * PAGE);
     assert_int_equal(rf_plan_build(&inv, &p, &plan), 0);
     assert_int_equal(plan.soft_target_bytes, 7 * PAGE);
-    assert_int_equal(plan.n_candidates, 5);
-    assert_int_equal(plan.n_selected, 4); /* 14 -> 12 -> 11 -> 11 -> 7: met */
+    assert_int_equal(plan.n_candidates, 4);
+    assert_int_equal(plan.n_selected, 3); /* 14 -> 12 -> 11 -> 7: met */
     assert_int_equal(plan.selected[0], 7);
     assert_int_equal(plan.selected[1], 3);
-    assert_int_equal(plan.selected[2], 5);
-    assert_int_equal(plan.selected[3], 4);
+    assert_int_equal(plan.selected[2], 4);
     assert_int_equal(plan.release_bytes, 7 * PAGE);
     assert_int_equal(plan.estimated_resident_after_bytes, 7 * PAGE);
     assert_true(plan.target_met);
+    for (i = 0; i < plan.n_selected; i++)
+        assert_int_not_equal(plan.selected[i], 5);
 
-    /* Soft target 4: the candidates run out at 5 pages, not met. */
+    /* Soft target 4: the candidates run out, not met. */
     with_target(&p, 5 * PAGE, PAGE, 14 * PAGE);
     assert_int_equal(rf_plan_build(&inv, &p, &plan), 0);
-    assert_int_equal(plan.n_selected, 5);
-    assert_int_equal(plan.selected[4], 0);
+    assert_int_equal(plan.n_selected, 4);
+    assert_int_equal(plan.selected[3], 0);
     assert_int_equal(plan.release_bytes, 9 * PAGE);
     assert_true(plan.has_estimated_resident_after);
     assert_int_equal(plan.estimated_resident_after_bytes, 5 * PAGE);
@@ -390,12 +398,12 @@ static void test_conservative_with_target(void **state)
         for (pg = inv.entries[i].pages.first_page; pg < inv.entries[i].pages.end_page; pg++)
             assert_false(plan_releases(&plan, 0, pg));
     }
-    assert_int_equal(plan.shared_bytes_protected, PAGE); /* t5's page 10, shared with t6 */
+    assert_int_equal(plan.shared_bytes_protected, 0); /* t5 (page 10 shared with t6) is out */
 
     /* A target without a resident measurement: dead-file-pages only, and the reason says so. */
     p.has_mapping_resident = false;
     assert_int_equal(rf_plan_build(&inv, &p, &plan), 0);
-    assert_int_equal(plan.n_selected, 3); /* t7, t3, t5 */
+    assert_int_equal(plan.n_selected, 2); /* t7, t3 (not t5: a shared page) */
     assert_false(plan.has_estimated_resident_after);
     assert_false(plan.target_met);
     assert_non_null(strstr(plan.reason, "not measured"));
@@ -616,7 +624,7 @@ static void test_param_errors(void **state)
     /* A stand-in plan: errors leave it untouched. */
     p = params(RF_POLICY_CONSERVATIVE);
     assert_int_equal(rf_plan_build(&inv, &p, &plan), 0);
-    assert_int_equal(plan.n_selected, 3);
+    assert_int_equal(plan.n_selected, 2);
 
     p = params(RF_POLICY_MEMORY_BOUND); /* missing target */
     assert_int_equal(rf_plan_build(&inv, &p, &plan), -EINVAL);
@@ -640,7 +648,7 @@ static void test_param_errors(void **state)
     assert_int_equal(rf_plan_build(&inv, NULL, &plan), -EINVAL);
     assert_int_equal(rf_plan_build(&inv, &p, NULL), -EINVAL);
 
-    assert_int_equal(plan.n_selected, 3);
+    assert_int_equal(plan.n_selected, 2);
     assert_int_equal(plan.selected[0], 7);
     rf_plan_free(&plan);
     rf_inventory_free(&inv);
