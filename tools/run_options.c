@@ -142,8 +142,12 @@ static bool parse_size_option(const char *opt, const char *arg, bool allow_zero,
         return true;
     }
     int rc = rf_parse_size(arg, out);
+    /* Reports carry byte counts as JSON integers: at most INT64_MAX (8 EiB - 1). */
+    if (rc == 0 && *out > (uint64_t)INT64_MAX)
+        rc = -EOVERFLOW;
     if (rc == -EOVERFLOW)
-        cli_usage_error("run ", "invalid size for %s '%s': too large", opt, arg);
+        cli_usage_error("run ", "invalid size for %s '%s': too large (at most 8 EiB - 1)",
+                        opt, arg);
     else if (rc < 0)
         cli_usage_error("run ", "invalid size for %s '%s': expected a positive size such as "
                         "512MiB, 2G or 300000000", opt, arg);

@@ -78,6 +78,8 @@ struct rf_report_application {
     uint64_t requested_bytes;    /* bytes of the release ranges submitted */
     uint64_t accepted_bytes;     /* bytes madvise returned 0 for */
     uint64_t n_failed;           /* ranges the kernel or the validation refused */
+    uint64_t protected_bytes;    /* requested bytes the native call kept: shared with a tensor
+                                    outside the request */
     int first_error;             /* negative errno of the first refusal, 0 if none */
     struct rf_recon_value mapping_delta; /* smaps Rss of the model mappings */
     struct rf_recon_value rss_delta;     /* status VmRSS */
@@ -123,6 +125,7 @@ struct rf_report {
     struct rf_native_lifetime native;
     const char *native_boundary;
     const struct rf_lifetime *lifetime; /* per-resource states, NULL: not tracked */
+    uint64_t invalidated_resources;  /* resources of older inventory generations Invalidated */
 
     /* page-level residency (mincore over the model mapping) at the end of the run */
     const struct rf_residency_snapshot *page_snapshot; /* NULL: reason below */

@@ -50,7 +50,8 @@ struct rf_session;
 struct rf_session_params {
     enum rf_policy_profile policy; /* default RF_POLICY_OBSERVE */
     bool has_target;
-    uint64_t target_bytes;  /* memory target, bytes (required by memory-bound, active) */
+    uint64_t target_bytes;  /* memory target, bytes (required by memory-bound, active);
+                               at most INT64_MAX (reports carry JSON integers) */
     uint64_t reserve_bytes; /* safety reserve taken off the target, bytes; < target */
     enum forge_release_mode release_mode; /* default FORGE_RELEASE_DONTNEED */
     /*
@@ -99,6 +100,18 @@ void rf_session_free(struct rf_session *s);
 
 /* The native model (forge_generate, forge_model_release...); owned by the session. */
 struct forge_model *rf_session_forge_model(struct rf_session *s);
+
+/*
+ * Refreshes the inventory as a new generation from the native layer's
+ * tables (after the application changed the model's mapping, or to drop
+ * every stale attempt): each resource of the old generation becomes
+ * Invalidated (counted in the report's lifetime section), a plan of the
+ * old generation is refused when applied, the access profile is dropped,
+ * and the new generation's resources walk from Discovered to
+ * ReleaseEligible. Errors: -EINVAL (policy off), -ENOMEM, an inventory
+ * error.
+ */
+int rf_session_refresh(struct rf_session *s);
 
 /*
  * The execution lease: call rf_session_lease_begin before each of the

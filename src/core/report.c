@@ -445,6 +445,7 @@ static json_t *application_json(const struct rf_report *r)
         json_object_set_new(b, "requested_bytes", jbytes(a->attempted, a->requested_bytes));
         json_object_set_new(b, "accepted_bytes", jbytes(a->attempted, a->accepted_bytes));
         json_object_set_new(b, "failed_ranges", jbytes(a->attempted, a->n_failed));
+        json_object_set_new(b, "protected_bytes", jbytes(a->attempted, a->protected_bytes));
         json_object_set_new(b, "error", a->attempted && a->first_error
                                             ? json_string(strerror(-a->first_error))
                                             : json_null());
@@ -534,6 +535,7 @@ static json_t *lifetime_json(const struct rf_report *r)
     json_object_set_new(o, "state_counts", c);
     json_object_set_new(o, "release_failed", failed);
     json_object_set_new(o, "resources_failed_before", jbytes(true, past));
+    json_object_set_new(o, "invalidated_resources", jbytes(true, r->invalidated_resources));
     json_object_set_new(o, "resources", jbytes(true, r->lifetime->n));
     return o;
 }

@@ -72,6 +72,7 @@ struct rf_session {
     struct rfsys_cgroup_memory cg;    /* cgroup figures of the last sample */
     uint32_t leases;                  /* leases held through the session */
     uint64_t walked_generation;       /* native execution generation the lifetimes walked */
+    uint64_t invalidated;             /* resources of older generations made Invalidated */
 
     struct rf_residency_sample *samples;
     size_t n_samples, cap_samples;
@@ -198,6 +199,7 @@ static void op_open(struct rf_session *s)
     rf_ledger_init(&op->ledger);
     memset(&op->rep, 0, sizeof(op->rep));
     op_identity(s, &op->rep);
+    op->rep.invalidated_resources = s->invalidated;
     op->rep.timing = &op->timing;
 }
 
@@ -489,6 +491,7 @@ static int apply_plan(struct rf_session *s, struct rf_report_application *app,
     app->requested_bytes = res.requested_bytes;
     app->accepted_bytes = res.accepted_bytes;
     app->n_failed = res.n_failed;
+    app->protected_bytes = res.protected_bytes;
     app->first_error = res.first_error;
     for (size_t k = 0; k < plan->n_selected && rc == 0; k++) {
         size_t i = pos[k];
@@ -592,6 +595,9 @@ static bool params_valid(const struct rf_session_params *p)
     if (rf_policy_requires_target(p->policy) && !p->has_target)
         return false;
     if (p->has_target && p->reserve_bytes >= p->target_bytes)
+        return false;
+    /* Reports carry byte counts as JSON integers. */
+    if (p->target_bytes > (uint64_t)INT64_MAX || p->reserve_bytes > (uint64_t)INT64_MAX)
         return false;
     return p->release_mode == FORGE_RELEASE_DONTNEED || p->release_mode == FORGE_RELEASE_PAGEOUT;
 }
@@ -745,6 +751,45 @@ struct forge_model *rf_session_forge_model(struct rf_session *s)
 uint64_t rf_session_operations(const struct rf_session *s)
 {
     return s ? s->n_ended : 0;
+}
+
+int rf_session_refresh(struct rf_session *s)
+{
+    if (!s || s->p.policy == RF_POLICY_OFF)
+        return -EINVAL;
+    op_open(s);
+    struct rf_inventory inv;
+    struct rf_lifetime lt;
+    rf_inventory_init(&inv);
+    int rc = rf_inventory_build(s->model.tensors, s->model.n_tensors, s->model.mappings,
+                                s->model.n_mappings, s->model.page_bytes, s->inv.generation + 1,
+                                &inv);
+    if (rc == 0)
+        rc = rf_lifetime_init(&lt, inv.n);
+    if (rc < 0) {
+        rf_inventory_free(&inv);
+        return rc;
+    }
+    /* Every attempt of the old generation is stale. */
+    for (size_t i = 0; i < s->lt.n; i++) {
+        enum rf_lifetime_state st = s->lt.states[i];
+        if (st != RF_LT_INVALIDATED && st != RF_LT_FINAL_USE_PROVEN &&
+            lt_move(s, i, RF_LT_INVALIDATED) == 0)
+            s->invalidated++;
+    }
+    rf_lifetime_free(&s->lt);
+    rf_inventory_free(&s->inv);
+    s->inv = inv;
+    s->lt = lt;
+    uint8_t *ex = realloc(s->exclude, s->inv.n ? s->inv.n : 1);
+    if (!ex)
+        return -ENOMEM;
+    s->exclude = ex;
+    free(s->profile_order); /* a profile of the old generation */
+    s->profile_order = NULL;
+    s->n_profile_order = 0;
+    s->op.rep.invalidated_resources = s->invalidated;
+    return lt_after_load(s);
 }
 
 /* ------------------------------------------------------------------ leases */

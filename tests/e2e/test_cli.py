@@ -385,7 +385,9 @@ def case_repack_release(c):
 
 def case_policy_badinput(c):
     model = c.model()
-    for size in ("-1MiB", "0", "0MiB", "abc", "12XB", "99999999999999999999999", "16EiB", ""):
+    # 9EiB parses but exceeds INT64_MAX: a report could not carry it as a JSON integer.
+    for size in ("-1MiB", "0", "0MiB", "abc", "12XB", "99999999999999999999999", "16EiB", "9EiB",
+                 ""):
         expect_error(c, ["run", "-m", model, "--residency-policy", "memory-bound",
                          "--memory-target", size], 2, "invalid size for --memory-target")
     expect_error(c, ["run", "-m", model, "--residency-policy", "memory-bound"], 2,
@@ -396,6 +398,8 @@ def case_policy_badinput(c):
                  2, "must be below --memory-target")
     expect_error(c, ["run", "-m", model, "--release-mode", "evict"], 2,
                  "unknown release mode 'evict'")
+    expect_error(c, ["run", "-m", model, "--dead-file-pages", "drop"], 2,
+                 "unknown --dead-file-pages 'drop'")
     # A locked mapping: the kernel refuses MADV_DONTNEED; recorded as ReleaseFailed.
     doc, p = c.report(model, "--residency-policy", "memory-bound", "--memory-target", "1MiB",
                       "--mlock", n=4)

@@ -484,6 +484,46 @@ static void test_boundary_not_quiescent(void **state)
     rf_session_free(s);
 }
 
+/*
+ * A refresh makes a new inventory generation: every old resource is
+ * Invalidated, a plan of the old generation is refused, and the new
+ * generation's resources can be released at the next boundary.
+ */
+static void test_refresh_invalidates(void **state)
+{
+    (void)state;
+    struct rf_session_model m = fake_model();
+    struct fake f = {.resident_bytes = 16 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1,
+                     .refuse_range = -1};
+    struct rf_session *s;
+    struct rf_session_params p = memory_bound(2 * TENSOR_BYTES);
+    p.release_dead_file_pages = false;
+    assert_int_equal(rf_session_create_native(&m, &fake_native, &f, p, &s), 0);
+    assert_int_equal(rf_session_refresh(s), 0);
+
+    uint32_t sel[1] = {0};
+    struct rf_plan plan;
+    rf_plan_init(&plan);
+    plan.generation = 1; /* the generation before the refresh */
+    plan.page_bytes = PAGE;
+    plan.selected = sel;
+    plan.n_selected = 1;
+    assert_int_equal(rf_session_apply_plan(s, "stale", &plan), -RF_ESTALE);
+    assert_int_equal(f.releases, 0);
+
+    execute(s, &f, 0);
+    assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_AFTER_SESSION), 0);
+    assert_int_equal(f.releases, 1);
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    json_t *doc = report(s, RF_REPORT_OPERATION);
+    assert_int_equal(json_integer_value(path(doc, "lifetime", "invalidated_resources")),
+                     N_TENSORS);
+    assert_int_equal(json_integer_value(path(doc, "plan", "generation")), 2);
+    assert_true(state_count(doc, "Reconciled") > 0);
+    json_decref(doc);
+    rf_session_free(s);
+}
+
 /* Bad arguments: no session, a missing target, reserve >= target, NULL free. */
 static void test_bad_arguments(void **state)
 {
@@ -499,6 +539,10 @@ static void test_bad_arguments(void **state)
     p.target_bytes = 10;
     p.reserve_bytes = 10;
     assert_int_equal(rf_session_create_native(&m, &fake_native, &f, p, &s), -EINVAL);
+    /* A target above INT64_MAX could not be written as a JSON integer: refused. */
+    p.target_bytes = (uint64_t)INT64_MAX + 1;
+    p.reserve_bytes = 0;
+    assert_int_equal(rf_session_create_native(&m, &fake_native, &f, p, &s), -EINVAL);
     assert_int_equal(rf_session_boundary(NULL, RF_BOUNDARY_IDLE), -EINVAL);
     assert_int_equal(rf_session_operation_end(NULL, NULL), -EINVAL);
     rf_session_free(NULL);
@@ -513,6 +557,7 @@ int main(void)
         cmocka_unit_test(test_refused_range),
         cmocka_unit_test(test_apply_refusals),
         cmocka_unit_test(test_boundary_not_quiescent),
+        cmocka_unit_test(test_refresh_invalidates),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
