@@ -24,7 +24,6 @@
 #include "ramforge/timing.h"
 #include "run.h"
 
-
 /* forge_generate's hook: the session's context is alive, its buffers allocated. */
 static void end_of_session(void *user_data)
 {
@@ -159,8 +158,8 @@ int cmd_run(int argc, char **argv)
     if (o.observe_dispatch) {
         rc = forge_observer_create((size_t)o.dispatch_events, &observer);
         if (rc < 0) {
-            cli_error("cannot allocate the dispatch observer (%lld events): %s",
-                      o.dispatch_events, rf_strerror(rc));
+            cli_error("cannot allocate the dispatch observer (%lld events): %s", o.dispatch_events,
+                      rf_strerror(rc));
             goto out;
         }
         rc = forge_observer_set_sampling(observer, rf_session_forge_model(s),
@@ -197,14 +196,25 @@ int cmd_run(int argc, char **argv)
         }
     }
     struct rf_operation_output out = {
-        .prompt_tokens = gen.prompt_tokens, .n_prompt = gen.n_prompt,
-        .tokens = gen.tokens, .n_tokens = gen.n_tokens, .text = gen.text,
-        .n_ctx = gen.n_ctx, .n_threads = gen.n_threads, .seed = (uint32_t)o.seed,
-        .context_init_ns = gen.context_init_ns, .prompt_ns = gen.prompt_ns,
-        .ttft_ns = gen.ttft_ns, .decode_ns = gen.decode_ns, .sync_ns = gen.sync_ns,
-        .inference_ns = gen.inference_ns, .has_memory_breakdown = gen.has_memory_breakdown,
-        .kv_cache_bytes = gen.kv_cache_bytes, .compute_bytes = gen.compute_bytes,
-        .verify_tokens = o.verify ? verify.tokens : NULL, .n_verify_tokens = verify.n_tokens,
+        .prompt_tokens = gen.prompt_tokens,
+        .n_prompt = gen.n_prompt,
+        .tokens = gen.tokens,
+        .n_tokens = gen.n_tokens,
+        .text = gen.text,
+        .n_ctx = gen.n_ctx,
+        .n_threads = gen.n_threads,
+        .seed = (uint32_t)o.seed,
+        .context_init_ns = gen.context_init_ns,
+        .prompt_ns = gen.prompt_ns,
+        .ttft_ns = gen.ttft_ns,
+        .decode_ns = gen.decode_ns,
+        .sync_ns = gen.sync_ns,
+        .inference_ns = gen.inference_ns,
+        .has_memory_breakdown = gen.has_memory_breakdown,
+        .kv_cache_bytes = gen.kv_cache_bytes,
+        .compute_bytes = gen.compute_bytes,
+        .verify_tokens = o.verify ? verify.tokens : NULL,
+        .n_verify_tokens = verify.n_tokens,
     };
     rc = rf_session_operation_end(s, &out);
     if (rc < 0) {

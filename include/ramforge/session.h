@@ -125,10 +125,10 @@ void rf_session_lease_end(struct rf_session *s);
 
 /* The operation admission decides on (sizes in tokens). */
 struct rf_operation_request {
-    uint32_t n_ctx;    /* context size; 0: n_prompt + n_predict */
-    uint32_t n_batch;  /* largest batch; 0: llama.cpp's default (min(n_ctx, 2048)) */
-    uint32_t n_prompt; /* tokens of the tokenized prompt; 0: unknown (64 assumed) */
-    uint32_t n_predict;/* tokens to generate */
+    uint32_t n_ctx;     /* context size; 0: n_prompt + n_predict */
+    uint32_t n_batch;   /* largest batch; 0: llama.cpp's default (min(n_ctx, 2048)) */
+    uint32_t n_prompt;  /* tokens of the tokenized prompt; 0: unknown (64 assumed) */
+    uint32_t n_predict; /* tokens to generate */
 };
 
 /*
@@ -194,17 +194,17 @@ int rf_session_dispatch_trace(struct rf_session *s, const struct forge_observer 
 struct rf_operation_output {
     const int32_t *prompt_tokens; /* n_prompt ids; may be NULL */
     size_t n_prompt;
-    const int32_t *tokens;        /* n_tokens generated ids; may be NULL */
+    const int32_t *tokens; /* n_tokens generated ids; may be NULL */
     size_t n_tokens;
-    const char *text;             /* generated text; may be NULL */
-    uint32_t n_ctx;               /* context size used, tokens */
-    int32_t n_threads;            /* threads used; 0: llama.cpp's default */
-    uint32_t seed;                /* recorded */
+    const char *text;  /* generated text; may be NULL */
+    uint32_t n_ctx;    /* context size used, tokens */
+    int32_t n_threads; /* threads used; 0: llama.cpp's default */
+    uint32_t seed;     /* recorded */
     /* timings, nanoseconds (0: not measured) */
     uint64_t context_init_ns, prompt_ns, ttft_ns, decode_ns, sync_ns, inference_ns;
-    bool has_memory_breakdown;    /* llama_get_memory_breakdown answered */
-    uint64_t kv_cache_bytes;      /* context buffers, bytes */
-    uint64_t compute_bytes;       /* compute buffers, bytes */
+    bool has_memory_breakdown; /* llama_get_memory_breakdown answered */
+    uint64_t kv_cache_bytes;   /* context buffers, bytes */
+    uint64_t compute_bytes;    /* compute buffers, bytes */
     /* a verify session (the same prompt after release); n_verify 0: none */
     const int32_t *verify_tokens;
     size_t n_verify_tokens;

@@ -32,7 +32,8 @@ int rf_measure_sample(const char *sysroot, const char *pid, const struct rf_mapp
             const struct rf_mapping_meta *m = &mappings[i];
             struct rfsys_mapping_sum sum;
             if (!m->validated ||
-                rfsys_maps_sum_file(&maps, m->dev_major, m->dev_minor, m->inode, "r--s", &sum) < 0 ||
+                rfsys_maps_sum_file(&maps, m->dev_major, m->dev_minor, m->inode, "r--s", &sum) <
+                    0 ||
                 !sum.complete || sum.n_mappings == 0 ||
                 __builtin_add_overflow(out->mapping_rss_bytes, sum.rss_bytes,
                                        &out->mapping_rss_bytes) ||
@@ -74,8 +75,8 @@ static void measured(struct rf_ledger *l, enum rf_ledger_category c, bool has, u
 }
 
 void rf_measure_fill_ledger(struct rf_ledger *l, const struct rf_inventory *inv, bool access_probed,
-                            const struct rf_residency_sample *s, const struct rfsys_cgroup_memory *cg,
-                            const char *pid)
+                            const struct rf_residency_sample *s,
+                            const struct rfsys_cgroup_memory *cg, const char *pid)
 {
     char src[RF_LEDGER_SOURCE_MAX];
     char dev[96] = "the model file";
@@ -113,8 +114,8 @@ void rf_measure_fill_ledger(struct rf_ledger *l, const struct rf_inventory *inv,
              "KV cache and scratch of any context alive then",
              "VmRSS missing from status");
     snprintf(src, sizeof(src), "/proc/%s/status VmHWM", pid);
-    measured(l, RF_LEDGER_PROCESS_RSS_PEAK, s->has_process_rss_peak, s->process_rss_peak_bytes,
-             src, "process RSS high-water mark since start", "VmHWM missing from status");
+    measured(l, RF_LEDGER_PROCESS_RSS_PEAK, s->has_process_rss_peak, s->process_rss_peak_bytes, src,
+             "process RSS high-water mark since start", "VmHWM missing from status");
     measured(l, RF_LEDGER_CGROUP_CURRENT, s->has_cgroup_current, s->cgroup_current_bytes,
              cg && cg->current_source[0] ? cg->current_source : "cgroup memory controller",
              cg && cg->version == RFSYS_CGROUP_V1

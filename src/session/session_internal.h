@@ -13,8 +13,8 @@
 #include "ramforge/forge_prefetch.h"
 #include "ramforge/inventory.h"
 #include "ramforge/ledger.h"
-#include "ramforge/measure.h"
 #include "ramforge/lifetime.h"
+#include "ramforge/measure.h"
 #include "ramforge/report.h"
 #include "ramforge/residency.h"
 #include "ramforge/session.h"
@@ -79,5 +79,80 @@ int rf_session_apply_plan(struct rf_session *s, const char *boundary, const stru
 
 /* The forge-backed table; ud is the struct forge_model *. */
 extern const struct rf_session_native rf_session_forge_native;
+
+/* ---- the session's state, shared by session.c, boundary.c and prepare.c ---- */
+
+/* Per-operation state; reset when the next operation opens. */
+struct session_op {
+    uint64_t index;       /* 1, 2, ... */
+    bool ended;           /* rf_session_operation_end ran */
+    uint64_t start_ns;    /* when the operation opened */
+    size_t first_sample;  /* its slice of the session's samples */
+    size_t first_app;     /* its slice of the session's applications */
+    struct rf_report rep; /* the operation's report fields (arrays excluded) */
+    struct rf_timing timing;
+    struct rf_admission_result admission;
+    struct rf_staging_plan staging;
+    struct rf_dispatch_summary dispatch;
+    struct rf_residency_snapshot snapshot;
+    struct forge_page_source page_source; /* of the end-of-operation snapshot */
+    struct rf_ledger ledger;
+    struct rf_reconciliation recon;
+    int32_t *prompt_tokens, *tokens, *verify_tokens; /* owned copies */
+    char *text;
+    const char **warnings; /* n_warnings, static strings */
+    size_t n_warnings, cap_warnings;
+    bool has_memory_breakdown;
+    uint64_t kv_cache_bytes, compute_bytes;
+    uint64_t kv_n_ctx; /* the context size of the KV estimate */
+};
+
+struct rf_session {
+    struct rf_session_params p;
+    const struct rf_session_native *native;
+    void *ud;
+    struct forge_model *m; /* forge-backed sessions; NULL on a fake native layer */
+    bool owns_model;
+    struct rf_session_model model;
+    struct rf_inventory inv;
+    struct rf_lifetime lt;
+    struct rf_binding binding;
+    uint8_t *exclude;              /* inv.n: not ReleaseEligible now */
+    struct rfsys_cgroup_memory cg; /* cgroup figures of the last sample */
+    uint32_t leases;               /* leases held through the session */
+    uint64_t walked_generation;    /* native execution generation the lifetimes walked */
+    uint64_t invalidated;          /* resources of older generations made Invalidated */
+
+    struct rf_residency_sample *samples;
+    size_t n_samples, cap_samples;
+    struct rf_report_application *apps;
+    size_t n_apps, cap_apps;
+    struct rf_plan **plans; /* one per application; stable pointers */
+    size_t n_plans, cap_plans;
+
+    uint32_t *profile_order; /* from a complete dispatch trace; NULL: none */
+    size_t n_profile_order;
+
+    struct session_op op;
+    uint64_t n_ended;
+    struct rf_report view; /* rf_session_report's assembly */
+};
+
+/* Grows *arr (elements of size elem) to hold need; 0 or -ENOMEM. */
+int ses_grow(void **arr, size_t *cap, size_t need, size_t elem);
+/* Adds a static warning line to the operation's report (once). */
+void ses_add_warning(struct rf_session *s, const char *w);
+/* Opens the next operation when the current one has ended. */
+void ses_op_open(struct rf_session *s);
+/* Takes the next sample through the native layer; its index or -ENOMEM. */
+long ses_take_sample(struct rf_session *s, const char *label);
+/* The latest sample, or NULL. */
+const struct rf_residency_sample *ses_last_sample(const struct rf_session *s);
+/* after - before when both are known and fit int64, else absent. */
+struct rf_recon_value ses_delta(bool has_a, uint64_t after, bool has_b, uint64_t before);
+/* The after_load boundary (boundary.c): inventory, lifetimes, sample, dead-page release. */
+int ses_after_load(struct rf_session *s);
+/* KV cache bytes of n_ctx cells from the hyperparameters (f16 K and V); false: unknown. */
+bool ses_estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uint64_t *out);
 
 #endif

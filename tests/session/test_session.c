@@ -20,8 +20,8 @@
 
 #include "ramforge/error.h"
 
-#include "../core/test_util.h"
 #include "../../src/session/session_internal.h"
+#include "../core/test_util.h"
 
 #define PAGE 4096u
 #define TENSOR_PAGES 8u
@@ -30,15 +30,15 @@
 #define N_DEAD 2u /* the last two are read from anonymous repacked copies */
 
 struct fake {
-    uint64_t resident_bytes; /* mapping RSS the next sample reports */
-    uint64_t samples;        /* samples taken so far */
+    uint64_t resident_bytes;     /* mapping RSS the next sample reports */
+    uint64_t samples;            /* samples taken so far */
     uint64_t drop_num, drop_den; /* share of the accepted bytes the "kernel" drops */
-    uint64_t refault_bytes;  /* mapping RSS an execution brings back */
-    int release_rc;          /* nonzero: forge_model_release's return (e.g. -EBUSY) */
-    int refuse_range;        /* index of a range refused with -EINVAL; -1: none */
+    uint64_t refault_bytes;      /* mapping RSS an execution brings back */
+    int release_rc;              /* nonzero: forge_model_release's return (e.g. -EBUSY) */
+    int refuse_range;            /* index of a range refused with -EINVAL; -1: none */
     uint32_t in_flight;
-    uint64_t generation;     /* completed executions */
-    uint64_t releases;       /* release calls that reached the "kernel" */
+    uint64_t generation; /* completed executions */
+    uint64_t releases;   /* release calls that reached the "kernel" */
 };
 
 static void f_lifetime(void *ud, struct rf_native_lifetime *out)
@@ -163,9 +163,9 @@ static struct rf_session_model fake_model(void)
 {
     struct rf_session_model m = {0};
     for (uint32_t i = 0; i < N_TENSORS; i++)
-        tensors[i] = fixture_tensor(i, 0, PAGE + (uint64_t)i * TENSOR_BYTES, TENSOR_BYTES,
-                                    i >= N_TENSORS - N_DEAD ? RF_ACCESS_ANONYMOUS
-                                                            : RF_ACCESS_FILE_BACKED);
+        tensors[i] =
+            fixture_tensor(i, 0, PAGE + (uint64_t)i * TENSOR_BYTES, TENSOR_BYTES,
+                           i >= N_TENSORS - N_DEAD ? RF_ACCESS_ANONYMOUS : RF_ACCESS_FILE_BACKED);
     mapping = fixture_mapping(0, PAGE + (uint64_t)N_TENSORS * TENSOR_BYTES);
     m.tensors = tensors;
     m.n_tensors = N_TENSORS;
@@ -232,8 +232,8 @@ static void test_thirteen_samples_one_operation(void **state)
     (void)state;
     struct rf_session_model m = fake_model();
     /* Resident: 5 tensors' pages. Target 2 tensors. The kernel drops half of what it accepts. */
-    struct fake f = {.resident_bytes = 5 * TENSOR_BYTES, .drop_num = 1, .drop_den = 2,
-                     .refuse_range = -1};
+    struct fake f = {
+        .resident_bytes = 5 * TENSOR_BYTES, .drop_num = 1, .drop_den = 2, .refuse_range = -1};
     struct rf_session *s;
     assert_int_equal(
         rf_session_create_native(&m, &fake_native, &f, memory_bound(2 * TENSOR_BYTES), &s), 0);
@@ -258,9 +258,9 @@ static void test_thirteen_samples_one_operation(void **state)
     assert_int_equal(rf_session_operation_end(s, NULL), 0);
 
     static const char *const labels[] = {
-        "after_load",   "after_load_release", "after_staging", "end_of_session",
-        "after_session", "after_release",     "after_release", "after_release",
-        "end_of_session", "after_verify",     "after_verify_release", "after_verify_release",
+        "after_load",          "after_load_release", "after_staging",        "end_of_session",
+        "after_session",       "after_release",      "after_release",        "after_release",
+        "end_of_session",      "after_verify",       "after_verify_release", "after_verify_release",
         "after_verify_release"};
     const size_t n_labels = sizeof(labels) / sizeof(labels[0]);
     assert_int_equal(f.samples, n_labels);
@@ -287,9 +287,8 @@ static void test_thirteen_samples_one_operation(void **state)
     json_t *plans = path(path(doc, "plan", NULL), "plans", NULL);
     assert_int_equal(json_array_size(plans), 7);
     /* 2 dead + (2 + 1 + 1) + (2 + 1 + 1) selections. */
-    assert_int_equal(json_integer_value(path(path(doc, "plan", NULL), "selected_count_all_plans",
-                                             NULL)),
-                     10);
+    assert_int_equal(
+        json_integer_value(path(path(doc, "plan", NULL), "selected_count_all_plans", NULL)), 10);
     assert_int_equal(json_integer_value(path(doc, "operation", "index")), 1);
     json_decref(doc);
     rf_session_free(s);
@@ -300,8 +299,8 @@ static void test_operations_have_their_own_reports(void **state)
 {
     (void)state;
     struct rf_session_model m = fake_model();
-    struct fake f = {.resident_bytes = 5 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1,
-                     .refuse_range = -1};
+    struct fake f = {
+        .resident_bytes = 5 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1, .refuse_range = -1};
     struct rf_session *s;
     assert_int_equal(
         rf_session_create_native(&m, &fake_native, &f, memory_bound(2 * TENSOR_BYTES), &s), 0);
@@ -341,8 +340,8 @@ static void test_busy_gate(void **state)
 {
     (void)state;
     struct rf_session_model m = fake_model();
-    struct fake f = {.resident_bytes = 5 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1,
-                     .refuse_range = -1};
+    struct fake f = {
+        .resident_bytes = 5 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1, .refuse_range = -1};
     struct rf_session *s;
     struct rf_session_params p = memory_bound(2 * TENSOR_BYTES);
     p.release_dead_file_pages = false;
@@ -381,8 +380,8 @@ static void test_refused_range(void **state)
 {
     (void)state;
     struct rf_session_model m = fake_model();
-    struct fake f = {.resident_bytes = 16 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1,
-                     .refuse_range = 0};
+    struct fake f = {
+        .resident_bytes = 16 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1, .refuse_range = 0};
     struct rf_session *s;
     struct rf_session_params p = memory_bound(2 * TENSOR_BYTES);
     p.release_dead_file_pages = false;
@@ -399,8 +398,8 @@ static void test_refused_range(void **state)
     bool warned = false;
     json_t *w;
     size_t i;
-    json_array_foreach(path(doc, "warnings", NULL), i, w)
-        warned |= strstr(json_string_value(w), "refused part of a release") != NULL;
+    json_array_foreach(path(doc, "warnings", NULL), i, w) warned |=
+        strstr(json_string_value(w), "refused part of a release") != NULL;
     assert_true(warned);
     json_decref(doc);
     rf_session_free(s);
@@ -416,8 +415,8 @@ static void test_apply_refusals(void **state)
 {
     (void)state;
     struct rf_session_model m = fake_model();
-    struct fake f = {.resident_bytes = 16 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1,
-                     .refuse_range = -1};
+    struct fake f = {
+        .resident_bytes = 16 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1, .refuse_range = -1};
     struct rf_session *s;
     struct rf_session_params p = memory_bound(2 * TENSOR_BYTES);
     p.release_dead_file_pages = false;
@@ -450,8 +449,8 @@ static void test_apply_refusals(void **state)
     bool warned = false;
     json_t *w;
     size_t i;
-    json_array_foreach(path(doc, "warnings", NULL), i, w)
-        warned |= strstr(json_string_value(w), "illegal resource-lifetime transition") != NULL;
+    json_array_foreach(path(doc, "warnings", NULL), i, w) warned |=
+        strstr(json_string_value(w), "illegal resource-lifetime transition") != NULL;
     assert_true(warned);
     json_decref(doc);
     rf_session_free(s);
@@ -462,8 +461,8 @@ static void test_boundary_not_quiescent(void **state)
 {
     (void)state;
     struct rf_session_model m = fake_model();
-    struct fake f = {.resident_bytes = 16 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1,
-                     .refuse_range = -1};
+    struct fake f = {
+        .resident_bytes = 16 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1, .refuse_range = -1};
     struct rf_session *s;
     assert_int_equal(
         rf_session_create_native(&m, &fake_native, &f, memory_bound(2 * TENSOR_BYTES), &s), 0);
@@ -493,8 +492,8 @@ static void test_refresh_invalidates(void **state)
 {
     (void)state;
     struct rf_session_model m = fake_model();
-    struct fake f = {.resident_bytes = 16 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1,
-                     .refuse_range = -1};
+    struct fake f = {
+        .resident_bytes = 16 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1, .refuse_range = -1};
     struct rf_session *s;
     struct rf_session_params p = memory_bound(2 * TENSOR_BYTES);
     p.release_dead_file_pages = false;
@@ -516,8 +515,7 @@ static void test_refresh_invalidates(void **state)
     assert_int_equal(f.releases, 1);
     assert_int_equal(rf_session_operation_end(s, NULL), 0);
     json_t *doc = report(s, RF_REPORT_OPERATION);
-    assert_int_equal(json_integer_value(path(doc, "lifetime", "invalidated_resources")),
-                     N_TENSORS);
+    assert_int_equal(json_integer_value(path(doc, "lifetime", "invalidated_resources")), N_TENSORS);
     assert_int_equal(json_integer_value(path(doc, "plan", "generation")), 2);
     assert_true(state_count(doc, "Reconciled") > 0);
     json_decref(doc);
