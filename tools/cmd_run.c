@@ -203,6 +203,7 @@ int cmd_run(int argc, char **argv)
         .text = gen.text,
         .n_ctx = gen.n_ctx,
         .n_threads = gen.n_threads,
+        .context_execution_generation = gen.context_execution_generation,
         .seed = (uint32_t)o.seed,
         .context_init_ns = gen.context_init_ns,
         .prompt_ns = gen.prompt_ns,

@@ -259,6 +259,7 @@ struct forge_generate_result {
     uint64_t sync_ns;       /* explicit llama_synchronize calls, summed */
     uint64_t inference_ns;  /* prompt processing start to the last token */
     int32_t n_threads;         /* llama_n_threads of the context used */
+    uint64_t context_execution_generation; /* completed executions of that context */
     bool has_memory_breakdown; /* llama_get_memory_breakdown answered */
     uint64_t kv_cache_bytes;   /* context (KV cache) buffers, bytes */
     uint64_t compute_bytes;    /* compute (graph scratch) buffers, bytes */

@@ -124,6 +124,7 @@ struct rf_report {
     bool has_native;                 /* the native lifetime facts below were observed */
     struct rf_native_lifetime native;
     const char *native_boundary;
+    uint64_t context_execution_generation; /* the operation's context; 0: not known */
     const struct rf_lifetime *lifetime; /* per-resource states, NULL: not tracked */
     uint64_t invalidated_resources;  /* resources of older inventory generations Invalidated */
 

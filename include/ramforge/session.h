@@ -199,6 +199,8 @@ struct rf_operation_output {
     const char *text;  /* generated text; may be NULL */
     uint32_t n_ctx;    /* context size used, tokens */
     int32_t n_threads; /* threads used; 0: llama.cpp's default */
+    uint64_t context_execution_generation; /* completed executions (decodes) of the
+                                              operation's context; 0: not known */
     uint32_t seed;     /* recorded */
     /* timings, nanoseconds (0: not measured) */
     uint64_t context_init_ns, prompt_ns, ttft_ns, decode_ns, sync_ns, inference_ns;

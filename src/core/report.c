@@ -485,16 +485,19 @@ static json_t *native_json(const struct rf_report *r)
 {
     const struct rf_native_lifetime *n = &r->native;
     if (!r->has_native)
-        return json_pack("{s:n, s:o, s:n, s:n, s:n, s:n, s:n, s:s}", "contract_version",
+        return json_pack("{s:n, s:o, s:n, s:n, s:n, s:n, s:n, s:n, s:s}", "contract_version",
                          "instance_id", jbytes(true, r->instance_id), "quiescent",
                          "in_flight_contexts", "active_contexts", "execution_generation",
-                         "observed_at", "reason", "no lifetime observation was taken");
-    return json_pack("{s:o, s:o, s:b, s:I, s:I, s:o, s:o, s:o}", "contract_version",
+                         "context_execution_generation", "observed_at", "reason",
+                         "no lifetime observation was taken");
+    return json_pack("{s:o, s:o, s:b, s:I, s:I, s:o, s:o, s:o, s:o}", "contract_version",
                      n->has_contract ? json_integer(n->contract_version) : json_null(),
                      "instance_id", jbytes(true, n->instance_id), "quiescent", n->quiescent,
                      "in_flight_contexts", (json_int_t)n->in_flight_contexts, "active_contexts",
                      (json_int_t)n->active_contexts, "execution_generation",
-                     jbytes(true, n->execution_generation), "observed_at",
+                     jbytes(true, n->execution_generation), "context_execution_generation",
+                     jbytes(r->context_execution_generation > 0, r->context_execution_generation),
+                     "observed_at",
                      jstr(r->native_boundary), "reason",
                      n->has_contract ? json_null()
                                      : json_string("the native layer exposes no lifetime contract"));

@@ -165,6 +165,11 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     }
 out:
     llama_sampler_free(smpl);
+    if (fc) {
+        struct forge_context_lifetime cl;
+        forge_context_lifetime_state(fc, &cl);
+        out->context_execution_generation = cl.execution_generation;
+    }
     if (fc && p->observer)
         forge_observer_bind(p->observer, NULL);
     forge_context_free(fc);

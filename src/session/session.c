@@ -453,6 +453,7 @@ static int record_output(struct rf_session *s, const struct rf_operation_output 
     r->text = op->text;
     r->n_ctx = o->n_ctx;
     r->n_threads = o->n_threads;
+    r->context_execution_generation = o->context_execution_generation;
     r->seed = o->seed;
     if (o->verify_tokens) {
         r->verified = true;

@@ -882,7 +882,8 @@ static void test_native_section(void **state)
     build_mutating(&m);
     doc = report_of(&m.f.r);
     n = at(doc, "native", NULL);
-    assert_int_equal(json_object_size(n), 8);
+    assert_int_equal(json_object_size(n), 9);
+    assert_json_null(json_object_get(n, "context_execution_generation")); /* not reported */
     assert_json_int(json_object_get(n, "contract_version"), 1);
     assert_json_int(json_object_get(n, "instance_id"), 3);
     assert_true(json_is_true(json_object_get(n, "quiescent")));
@@ -891,6 +892,10 @@ static void test_native_section(void **state)
     assert_json_int(json_object_get(n, "execution_generation"), 17);
     assert_string_equal(json_string_value(json_object_get(n, "observed_at")), "after_session");
     assert_json_null(json_object_get(n, "reason"));
+    json_decref(doc);
+    m.f.r.context_execution_generation = 5;
+    doc = report_of(&m.f.r);
+    assert_json_int(at(doc, "native", "context_execution_generation"), 5);
     json_decref(doc);
 
     /* Observed, but no contract: the version is null and says why. */
@@ -904,11 +909,12 @@ static void test_native_section(void **state)
     m.f.r.has_native = false;
     doc = report_of(&m.f.r);
     n = at(doc, "native", NULL);
-    assert_int_equal(json_object_size(n), 8);
+    assert_int_equal(json_object_size(n), 9);
     assert_json_int(json_object_get(n, "instance_id"), 3);
     static const char *const facts[] = {"contract_version",     "quiescent",
                                         "in_flight_contexts",   "active_contexts",
-                                        "execution_generation", "observed_at"};
+                                        "execution_generation", "context_execution_generation",
+                                        "observed_at"};
     for (size_t k = 0; k < sizeof(facts) / sizeof(facts[0]); k++)
         assert_json_null(json_object_get(n, facts[k]));
     assert_reason(n);
