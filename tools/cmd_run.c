@@ -717,47 +717,59 @@ static bool estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uin
            !__builtin_mul_overflow(*out, n_ctx, out);
 }
 
-/* Admission before the session. Returns false when the run is refused. */
+/*
+ * Admission before the session. Returns false when the run is refused.
+ * Until the session layer feeds the whole hierarchy (rfsys_read_cgroup_tree),
+ * the effective limit of the last sample is passed as one level.
+ */
 static bool admit(struct run_state *s, const struct rf_residency_sample *now, uint64_t n_ctx_est)
 {
+    struct rf_cgroup_level own;
     struct rf_admission_input in;
-    uint64_t kv = 0, req;
-    bool has_kv = estimate_kv(&s->info, n_ctx_est, &kv);
+    uint64_t kv = 0;
     const char *why;
 
     memset(&in, 0, sizeof(in));
-    in.has_request = now->has_process_rss && has_kv &&
-                     !__builtin_add_overflow(now->process_rss_bytes, kv, &req);
-    in.request_bytes = in.has_request ? req : 0;
+    if (estimate_kv(&s->info, n_ctx_est, &kv))
+        in.kv_cache = rf_admission_figure_of(kv, RF_PROV_ESTIMATED, "hyperparameters: f16 K and V");
+    if (now->has_process_rss)
+        in.process_rss = rf_admission_figure_of(now->process_rss_bytes, RF_PROV_EXACT_MEASURED,
+                                                "/proc/self/status VmRSS");
+    if (now->has_process_rss && now->has_mapping &&
+        now->process_rss_bytes >= now->mapping_rss_bytes)
+        in.anonymous = rf_admission_figure_of(now->process_rss_bytes - now->mapping_rss_bytes,
+                                              RF_PROV_ESTIMATED,
+                                              "VmRSS - smaps Rss of the model mappings");
     in.has_target = s->o.has_target;
     in.target_bytes = s->o.target_bytes;
     in.reserve_bytes = s->o.reserve_bytes;
-    in.has_hard_limit = s->cg.has_limit;
-    in.hard_unlimited = s->cg.limit_unlimited;
-    in.hard_limit_bytes = s->cg.limit_bytes;
-    in.hard_limit_source = s->cg.limit_source[0] ? s->cg.limit_source : NULL;
-    in.has_cgroup_current = now->has_cgroup_current;
-    in.cgroup_current_bytes = now->cgroup_current_bytes;
-    in.has_process_rss = now->has_process_rss;
-    in.process_rss_bytes = now->process_rss_bytes;
     /* Reclaimable only with a matching contract observed quiescent. */
-    if (rf_policy_mutates(s->o.policy) && rf_binding_may_select(&s->binding, &why)) {
-        in.has_reclaimable = true;
-        in.reclaimable_bytes = s->inv.totals.unique_reclaimable_bytes;
+    if (rf_policy_mutates(s->o.policy) && rf_binding_may_select(&s->binding, &why))
+        in.reclaimable = rf_admission_figure_of(s->inv.totals.unique_reclaimable_bytes,
+                                                RF_PROV_ESTIMATED, "inventory");
+    memset(&own, 0, sizeof(own));
+    if (s->cg.version != RFSYS_CGROUP_NONE) {
+        snprintf(own.dir, sizeof(own.dir), "%s", s->cg.dir);
+        own.limit.has = s->cg.has_limit;
+        own.limit.unlimited = s->cg.limit_unlimited;
+        own.limit.bytes = s->cg.limit_bytes;
+        snprintf(own.limit.source, sizeof(own.limit.source), "%s", s->cg.limit_source);
+        own.usage.has = now->has_cgroup_current;
+        own.usage.bytes = now->cgroup_current_bytes;
+        own.usage.error = now->has_cgroup_current ? 0 : -ENOENT;
+        snprintf(own.usage.source, sizeof(own.usage.source), "%s", s->cg.current_source);
+        own.high.error = -ENOENT;
+        own.inactive_file.error = -ENOENT;
+        in.cgroups = &own;
+        in.n_cgroups = 1;
     }
-    if (now->has_process_rss && now->has_mapping &&
-        now->process_rss_bytes >= now->mapping_rss_bytes) {
-        in.has_non_file = true;
-        in.non_file_bytes = now->process_rss_bytes - now->mapping_rss_bytes + kv;
-    }
-    in.unknown_components[in.n_unknown++] = "GraphScratch";
     in.unknown_components[in.n_unknown++] = "Runtime";
     if (rf_admission_decide(&in, &s->admission) < 0) {
         s->rep.admission_reason = "admission could not decide (invalid input)";
         return true;
     }
     s->rep.admission = &s->admission;
-    return s->admission.outcome != RF_ADMIT_REJECTED;
+    return !s->admission.refused;
 }
 
 /*

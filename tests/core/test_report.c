@@ -585,11 +585,10 @@ static void build_mutating(struct mutating *m)
     f->r.plan_boundary = "after_session";
 
     memset(&in, 0, sizeof(in));
-    in.has_request = true;
-    in.request_bytes = 20000;
+    in.process_rss = rf_admission_figure_of(15000, RF_PROV_EXACT_MEASURED, "status VmRSS");
+    in.kv_cache = rf_admission_figure_of(5000, RF_PROV_ESTIMATED, "hyperparameters");
     in.has_target = true;
     in.target_bytes = 2 * PAGE;
-    in.unknown_components[in.n_unknown++] = "GraphScratch";
     assert_int_equal(rf_admission_decide(&in, &m->adm), 0);
     assert_int_equal(m->adm.outcome, RF_ADMIT_WARNING);
     f->r.admission = &m->adm;
@@ -669,10 +668,14 @@ static void test_policy_and_admission(void **state)
     assert_json_null(json_object_get(adm, "projected_charge_bytes"));
     assert_true(json_is_false(json_object_get(adm, "hard_limit_checked")));
     assert_true(json_is_object(json_object_get(adm, "hard_limit")));
-    assert_int_equal(json_array_size(json_object_get(adm, "unknown_components")), 1);
+    /* Absent figures are listed, never counted as zero. */
+    assert_int_equal(json_array_size(json_object_get(adm, "unknown_components")), 2);
     assert_string_equal(
         json_string_value(json_array_get(json_object_get(adm, "unknown_components"), 0)),
         "GraphScratch");
+    assert_string_equal(
+        json_string_value(json_array_get(json_object_get(adm, "unknown_components"), 1)),
+        "FileWorkingSet");
     assert_string_equal(json_string_value(json_object_get(adm, "reason")), m.adm.reason);
     json_decref(doc);
 
