@@ -148,7 +148,7 @@ struct rf_admission_input {
     /* The process now (already charged to its cgroup). */
     struct rf_admission_figure process_rss; /* status VmRSS, bytes; required */
     struct rf_admission_figure anonymous;   /* its anonymous memory (status RssAnon), bytes */
-    struct rf_admission_figure mapping_rss; /* smaps Rss of the model mappings, bytes (after load) */
+    struct rf_admission_figure mapping_rss; /* smaps Rss of the model mappings (after load) */
     struct rf_admission_figure locked;      /* smaps Locked of the model mappings, bytes */
     bool mlock_requested;                   /* the load was asked to mlock the model */
 
@@ -264,9 +264,9 @@ struct rf_admission_result {
     uint64_t high_excess_bytes; /* the largest excess over a memory.high, bytes */
     size_t high_level;          /* cgroups[] index of that memory.high */
 
-    bool thrash;            /* the working set does not fit a limit (hard or memory.high) */
+    bool thrash; /* the working set does not fit a limit (hard or memory.high) */
     bool has_thrash_level;
-    size_t thrash_level;    /* cgroups[] index where it fits least */
+    size_t thrash_level; /* cgroups[] index where it fits least */
     bool has_working_set_fit;
     uint64_t working_set_fit_bytes; /* at that level: run room - anonymous ("only M fit") */
 

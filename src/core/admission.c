@@ -134,9 +134,10 @@ __attribute__((format(printf, 2, 3))) static void note(struct rf_admission_resul
 }
 
 /* Sets the outcome and cause and starts the reason (after the pre-load prefix). */
-__attribute__((format(printf, 4, 5))) static void
-decide(struct rf_admission_result *out, enum rf_admission_outcome o, enum rf_admission_cause c,
-       const char *fmt, ...)
+__attribute__((format(printf, 4, 5))) static void decide(struct rf_admission_result *out,
+                                                         enum rf_admission_outcome o,
+                                                         enum rf_admission_cause c, const char *fmt,
+                                                         ...)
 {
     va_list ap;
     size_t len;
@@ -213,8 +214,8 @@ static const char *project(const struct rf_admission_input *in, struct rf_admiss
     request = in->process_rss.bytes;
     /* The load populates every page of the file: all of it will be in the RSS. */
     if (__builtin_add_overflow(request, growth, &request) ||
-        (pre && (!add_figure(&request, &in->mapped_weights) ||
-                 !add_figure(&request, &in->model_cached))))
+        (pre &&
+         (!add_figure(&request, &in->mapped_weights) || !add_figure(&request, &in->model_cached))))
         return "overflow";
     out->has_growth = true;
     out->growth_bytes = growth;
@@ -306,7 +307,8 @@ static const char *why_unknown(const struct rf_cgroup_figure *f, char *buf, size
 }
 
 /* "; N bytes of inactive file cache in DIR count as headroom: reclaimable, not free (SRC)". */
-static void note_reclaimable(struct rf_admission_result *out, const struct rf_admission_level_check *c)
+static void note_reclaimable(struct rf_admission_result *out,
+                             const struct rf_admission_level_check *c)
 {
     if (!c->checked && !c->high_checked)
         return;
@@ -349,8 +351,8 @@ static bool least(const struct rf_admission_result *out, bool run_room, size_t *
 
         if (!c->checked || (run_room && !c->working_set_checked))
             continue;
-        if (!found || v < (run_room ? out->cgroups[*at].run_room_bytes
-                                    : out->cgroups[*at].room_bytes)) {
+        if (!found ||
+            v < (run_room ? out->cgroups[*at].run_room_bytes : out->cgroups[*at].room_bytes)) {
             *at = i;
             found = true;
         }
@@ -370,8 +372,8 @@ static void thrash_sentence(const struct rf_admission_input *in, struct rf_admis
     decide(out, o, RF_ADMIT_CAUSE_THRASH,
            "will thrash: %" PRIu64 " bytes of weights are read from the file each token and only "
            "%" PRIu64 " fit under the %s of %" PRIu64 " bytes of cgroup %s (beside %" PRIu64
-           " bytes of anonymous memory and %" PRIu64 " bytes of other unreclaimable charges); "
-           RF_WAYS_OUT,
+           " bytes of anonymous memory and %" PRIu64
+           " bytes of other unreclaimable charges); " RF_WAYS_OUT,
            in->file_working_set.bytes, fit, kind, limit, c->level.dir, out->anonymous_bytes,
            sat_sub(limit, room));
 }
@@ -494,8 +496,8 @@ static void decide_soft(const struct rf_admission_input *in, struct rf_admission
 
         if (!c->high_checked)
             continue;
-        if (!c->high_fits && (!high_over || c->projected_bytes - c->level.high.bytes >
-                                                out->high_excess_bytes)) {
+        if (!c->high_fits &&
+            (!high_over || c->projected_bytes - c->level.high.bytes > out->high_excess_bytes)) {
             high_over = true;
             out->has_high_excess = true;
             out->high_excess_bytes = c->projected_bytes - c->level.high.bytes;
@@ -707,7 +709,8 @@ int rf_admission_reclaimable_now(const struct rf_inventory *inv, const struct rf
         return -EINVAL;
     for (size_t i = 0; i < inv->n; i++) {
         const struct rf_inventory_entry *e = &inv->entries[i];
-        bool eligible = e->eligibility == RF_ELIGIBLE || e->eligibility == RF_ELIGIBLE_DEAD_FILE_PAGES;
+        bool eligible =
+            e->eligibility == RF_ELIGIBLE || e->eligibility == RF_ELIGIBLE_DEAD_FILE_PAGES;
 
         if (e->mapping_index >= 0 && (size_t)e->mapping_index >= inv->n_mappings) {
             memset(out, 0, sizeof(*out));

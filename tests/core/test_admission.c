@@ -445,8 +445,8 @@ static void test_kv_excess_named_without_target(void **state)
 static void test_thrash(void **state)
 {
     struct rf_admission_input in;
-    struct rf_cgroup_level l = lvl("/sys/fs/cgroup/memory/t", 800 * MIB, true, 795 * MIB, true,
-                                   560 * MIB);
+    struct rf_cgroup_level l =
+        lvl("/sys/fs/cgroup/memory/t", 800 * MIB, true, 795 * MIB, true, 560 * MIB);
     struct rf_admission_result r;
 
     (void)state;
@@ -559,14 +559,6 @@ static void test_prompt_sets_kv(void **state)
 /* Four 2-page tensors, no shared pages, walked to ReleaseEligible; a quiescent binding. */
 static void reclaim_fixture(struct rf_inventory *inv, struct rf_lifetime *lt, struct rf_binding *b)
 {
-    static const enum rf_lifetime_state walk[] = {
-        RF_LT_OWNED,
-        RF_LT_REFERENCED,
-        RF_LT_EXECUTION_SUBMITTED,
-        RF_LT_EXECUTION_COMPLETED,
-        RF_LT_OPERATION_BOUNDARY_SYNCHRONIZED,
-        RF_LT_RELEASE_ELIGIBLE,
-    };
     struct rf_tensor_meta t[4];
     struct rf_mapping_meta m = fixture_mapping(0, 8 * PAGE);
     struct rf_native_lifetime nl = {true, 1, 1, true, 0, 0, 5};
@@ -578,8 +570,7 @@ static void reclaim_fixture(struct rf_inventory *inv, struct rf_lifetime *lt, st
     assert_int_equal(rf_inventory_build(t, 4, &m, 1, PAGE, 1, inv), 0);
     assert_int_equal(rf_lifetime_init(lt, 4), 0);
     for (size_t i = 0; i < 4; i++)
-        for (size_t k = 0; k < sizeof(walk) / sizeof(walk[0]); k++)
-            assert_int_equal(rf_lifetime_advance(lt, i, walk[k]), 0);
+        assert_int_equal(fixture_walk(lt, i, fixture_to_eligible, FIXTURE_TO_ELIGIBLE_N), 0);
     rf_binding_bind(b, 1);
     rf_binding_observe(b, &nl, "after_load");
 }
@@ -612,10 +603,8 @@ static void test_reclaimable_now(void **state)
     assert_int_equal(rn.n_locked, 4);
 
     /* t0 released (Reconciled), t1 failed, t2 shared or reused: only t3 remains. */
-    for (size_t k = 0; k < 2; k++) {
-        assert_int_equal(rf_lifetime_advance(&lt, 0, release[k]), 0);
-        assert_int_equal(rf_lifetime_advance(&lt, 1, release[k]), 0);
-    }
+    assert_int_equal(fixture_walk(&lt, 0, release, 2), 0);
+    assert_int_equal(fixture_walk(&lt, 1, release, 2), 0);
     assert_int_equal(rf_lifetime_advance(&lt, 0, RF_LT_NATIVE_ACCEPTED), 0);
     assert_int_equal(rf_lifetime_advance(&lt, 0, RF_LT_RECONCILED), 0);
     assert_int_equal(rf_lifetime_fail(&lt, 1, -EINVAL), 0);
@@ -672,10 +661,10 @@ static void test_lock_note(void **state)
 static void test_file_working_set(void **state)
 {
     struct rf_tensor_meta t[4] = {
-        fixture_tensor(0, 0, 0, 8192, RF_ACCESS_FILE_BACKED),         /* pages 0-1 */
-        fixture_tensor(1, 0, 8192, 8192, RF_ACCESS_ANONYMOUS),        /* pages 2-3 */
-        fixture_tensor(2, 0, 16000, 4000, RF_ACCESS_FILE_BACKED),     /* pages 3-4 */
-        fixture_tensor(3, 0, 20480, 4096, RF_ACCESS_UNREFERENCED),    /* page 5 */
+        fixture_tensor(0, 0, 0, 8192, RF_ACCESS_FILE_BACKED),      /* pages 0-1 */
+        fixture_tensor(1, 0, 8192, 8192, RF_ACCESS_ANONYMOUS),     /* pages 2-3 */
+        fixture_tensor(2, 0, 16000, 4000, RF_ACCESS_FILE_BACKED),  /* pages 3-4 */
+        fixture_tensor(3, 0, 20480, 4096, RF_ACCESS_UNREFERENCED), /* page 5 */
     };
     struct rf_mapping_meta m = fixture_mapping(0, 8 * PAGE);
     struct rf_inventory inv;

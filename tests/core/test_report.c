@@ -37,6 +37,7 @@
 #include "ramforge/policy.h"
 #include "ramforge/report.h"
 #include "ramforge/timing.h"
+#include "test_util.h"
 
 #define PAGE 4096
 
@@ -522,12 +523,6 @@ static const char *const state_names[RF_LT_N] = {
 };
 
 /* Advances resource i of lt along path (legal transitions only). */
-static void lt_walk(struct rf_lifetime *lt, size_t i, const enum rf_lifetime_state *path, size_t n)
-{
-    for (size_t k = 0; k < n; k++)
-        assert_int_equal(rf_lifetime_advance(lt, i, path[k]), 0);
-}
-
 /* Everything a mutating run adds to the observe fixture. */
 struct mutating {
     struct fixture f;
@@ -546,16 +541,8 @@ struct mutating {
  */
 static void build_mutating(struct mutating *m)
 {
-    static const enum rf_lifetime_state to_requested[] = {
-        RF_LT_OWNED,
-        RF_LT_REFERENCED,
-        RF_LT_EXECUTION_SUBMITTED,
-        RF_LT_EXECUTION_COMPLETED,
-        RF_LT_OPERATION_BOUNDARY_SYNCHRONIZED,
-        RF_LT_RELEASE_ELIGIBLE,
-        RF_LT_RELEASE_SELECTED,
-        RF_LT_RELEASE_REQUESTED,
-    };
+    static const enum rf_lifetime_state to_requested[] = {RF_LT_RELEASE_SELECTED,
+                                                          RF_LT_RELEASE_REQUESTED};
     static const enum rf_lifetime_state to_reconciled[] = {RF_LT_NATIVE_ACCEPTED, RF_LT_RECONCILED};
     struct fixture *f = &m->f;
     struct rf_plan_params pp = rf_plan_default_params();
@@ -624,10 +611,12 @@ static void build_mutating(struct mutating *m)
     f->r.native_boundary = "after_session";
 
     assert_int_equal(rf_lifetime_init(&m->lt, 3), 0);
-    lt_walk(&m->lt, 0, to_requested, sizeof(to_requested) / sizeof(to_requested[0]));
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(fixture_walk(&m->lt, i, fixture_to_eligible, FIXTURE_TO_ELIGIBLE_N), 0);
+        assert_int_equal(fixture_walk(&m->lt, i, to_requested, 2), 0);
+    }
     assert_int_equal(rf_lifetime_fail(&m->lt, 0, -EINVAL), 0);
-    lt_walk(&m->lt, 1, to_requested, sizeof(to_requested) / sizeof(to_requested[0]));
-    lt_walk(&m->lt, 1, to_reconciled, 2);
+    assert_int_equal(fixture_walk(&m->lt, 1, to_reconciled, 2), 0);
     assert_int_equal(rf_lifetime_advance(&m->lt, 2, RF_LT_UNKNOWN), 0);
     f->r.lifetime = &m->lt;
 }

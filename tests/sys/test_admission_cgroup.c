@@ -96,7 +96,8 @@ static void test_v2_limit_rejects(void **state)
     assert_int_equal(res.projected_charge_bytes, 550 * MIB);
     assert_int_equal(res.hard_excess_bytes, 38 * MIB);
     assert_false(res.has_soft_target);
-    assert_string_equal(res.hard_limit_source, "/sys/fs/cgroup/kubepods.slice/pod 7/ctr/memory.max");
+    assert_string_equal(res.hard_limit_source,
+                        "/sys/fs/cgroup/kubepods.slice/pod 7/ctr/memory.max");
 }
 
 static void test_v1_unlimited_sentinel(void **state)

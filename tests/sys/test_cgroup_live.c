@@ -104,8 +104,8 @@ static int start_helper(void)
         if (write(ready[1], &c, 1) != 1)
             _exit(2);
         while (read(go[0], &c, 1) == 1) {
-            char *p = mmap(NULL, TOUCH_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                           -1, 0);
+            char *p =
+                mmap(NULL, TOUCH_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
             if (p != MAP_FAILED)
                 memset(p, 1, TOUCH_BYTES);
@@ -137,8 +137,7 @@ static int setup(void **state)
         print_message("skipped: no cgroup v1 memory controller for this process\n");
         return 0;
     }
-    snprintf(child_dir, sizeof(child_dir), "%s/rf-live-%d", self_tree.levels[0].dir,
-             (int)getpid());
+    snprintf(child_dir, sizeof(child_dir), "%s/rf-live-%d", self_tree.levels[0].dir, (int)getpid());
     if (mkdir(child_dir, 0755) < 0) {
         print_message("skipped: cannot make %s: %s\n", child_dir, strerror(errno));
         child_dir[0] = '\0';

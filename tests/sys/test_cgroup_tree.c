@@ -104,7 +104,7 @@ static void test_v1_usage_unknown_keeps_limit(void **state)
     assert_string_equal(l->usage.source, V1 "/pod/garbled/memory.usage_in_bytes");
     assert_false(l->inactive_file.has);
     assert_int_equal(l->inactive_file.error, -EBADMSG);
-    assert_false(l->counters.has_failcnt); /* "x" */
+    assert_false(l->counters.has_failcnt);  /* "x" */
     assert_false(l->counters.has_oom_kill); /* no file */
     /* The parent is read as ever. */
     assert_int_equal(tree.levels[1].usage.bytes, 1400 * MIB);
