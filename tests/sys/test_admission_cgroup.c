@@ -189,6 +189,7 @@ static void test_v1_parent_binds(void **state)
     assert_int_equal(res.binding, 1);
     assert_int_equal(res.projected_charge_bytes, 1600 * MIB);
     assert_int_equal(res.hard_excess_bytes, 64 * MIB);
+    assert_true(res.excess_likely_anonymous); /* 300 MiB of KV growth explains 64 MiB */
     assert_string_equal(res.hard_limit_source, "/sys/fs/cgroup/memory/pod/memory.limit_in_bytes");
     assert_non_null(strstr(res.reason, "of cgroup /sys/fs/cgroup/memory/pod by 67108864 bytes"));
     assert_false(res.cgroups[0].enforced);
