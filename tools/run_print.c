@@ -6,6 +6,12 @@
 #include "cli.h"
 #include "run.h"
 
+/* s, or fallback when s is NULL: no "(null)" ever reaches the output. */
+static const char *or_text(const char *s, const char *fallback)
+{
+    return s ? s : fallback;
+}
+
 static const char *opt_bytes(bool has, uint64_t v, char *buf, size_t len)
 {
     return has ? cli_format_bytes(v, false, buf, len) : "unknown";
@@ -23,7 +29,8 @@ static void print_ledger(FILE *f, const struct rf_report *r)
 {
     char b1[32], b2[32];
     if (!r->ledger) {
-        fprintf(f, "ledger: not built (%s)\n", r->not_built_reason);
+        fprintf(f, "ledger: not built (%s)\n",
+                or_text(r->not_built_reason, "the run ended before the ledger was recorded"));
         return;
     }
     fprintf(f, "ledger (categories are not additive; no total):\n");
@@ -86,12 +93,40 @@ static void print_dispatch(FILE *f, const struct rf_report *r)
     fprintf(f, "  %s\n", d->caveat);
 }
 
+/* The admission outcome, the binding cgroup's figures and the kernel's verdict. */
+static void print_admission(FILE *f, const struct rf_report *r)
+{
+    const struct rf_admission_result *a = r->admission;
+    const struct rf_cgroup_verdict *v = r->cgroup_verdict;
+    char b1[32], b2[32], b3[32], b4[32];
+
+    fprintf(f, "admission (%s, mode %s%s): %s: %s\n", rf_admission_phase_name(a->phase),
+            rf_admission_mode_name(a->mode), a->refused ? ", refused" : "",
+            rf_admission_outcome_name(a->outcome), a->reason);
+    if (a->has_binding) {
+        const struct rf_admission_level_check *c = &a->cgroups[a->binding];
+        fprintf(f,
+                "  binding cgroup %s (%zu levels read): limit %s, usage %s, reclaimable %s, "
+                "projected %s\n",
+                c->level.dir, a->n_cgroups,
+                cli_format_bytes(c->level.limit.bytes, false, b1, sizeof(b1)),
+                cli_format_bytes(c->level.usage.bytes, false, b2, sizeof(b2)),
+                cli_format_bytes(c->reclaimable_bytes, false, b3, sizeof(b3)),
+                cli_format_bytes(c->projected_bytes, false, b4, sizeof(b4)));
+    }
+    if (a->lock_note[0])
+        fprintf(f, "  %s\n", a->lock_note);
+    if (v)
+        fprintf(f, "  kernel verdict over the run: %s%s%s\n",
+                v->hit_limit ? "the cgroup hit its limit" : "no limit hit",
+                v->oom_killed ? ", OOM kill" : "", v->throttled ? ", throttled (memory.high)" : "");
+}
+
 static void print_policy(FILE *f, const struct rf_report *r)
 {
     char b1[32], b2[32], b3[32], b4[32], b5[32];
     if (r->admission)
-        fprintf(f, "admission: %s: %s\n", rf_admission_outcome_name(r->admission->outcome),
-                r->admission->reason);
+        print_admission(f, r);
     if (r->plan) {
         const struct rf_plan *p = r->plan;
         fprintf(f,
@@ -112,13 +147,14 @@ static void print_policy(FILE *f, const struct rf_report *r)
     for (size_t i = 0; i < r->n_applications; i++) {
         const struct rf_report_application *a = &r->applications[i];
         if (!a->attempted) {
-            fprintf(f, "release at %s: not attempted (%s)\n", a->boundary, a->refused_reason);
+            fprintf(f, "release at %s: not attempted (%s)\n", or_text(a->boundary, "a boundary"),
+                    or_text(a->refused_reason, "no reason was recorded"));
             continue;
         }
         fprintf(f,
                 "release at %s (%s): requested %s, accepted %s, %" PRIu64
                 " ranges refused%s%s; observed mapping RSS %s, process RSS %s, cgroup %s\n",
-                a->boundary, r->release_mode,
+                or_text(a->boundary, "a boundary"), or_text(r->release_mode, "no release mode"),
                 cli_format_bytes(a->requested_bytes, false, b1, sizeof(b1)),
                 cli_format_bytes(a->accepted_bytes, false, b2, sizeof(b2)), a->n_failed,
                 a->first_error ? ": " : "", a->first_error ? strerror(-a->first_error) : "",
@@ -137,7 +173,7 @@ static void print_policy(FILE *f, const struct rf_report *r)
         const struct rf_residency_coverage *c = &r->page_snapshot->coverage;
         fprintf(f, "page cache of the model mapping (%s, budget %" PRIu64 " pages; resident = in "
                    "the page cache, not mapped RSS):\n",
-                r->page_snapshot->source, c->page_budget_pages);
+                or_text(r->page_snapshot->source, "unknown source"), c->page_budget_pages);
         print_population(f, "selected", &c->targeted);
         print_population(f, "other", &c->general);
         if (c->selected_resources)
@@ -170,9 +206,9 @@ void run_print_report(const struct rf_report *r)
     FILE *f = stderr;
 
     fprintf(f, "\n== ramforge residency report (schema %d), policy %s ==\n",
-            RF_REPORT_SCHEMA_VERSION, r->policy);
+            RF_REPORT_SCHEMA_VERSION, or_text(r->policy, "unknown"));
     fprintf(f, "model: %s (%s), file %s, native tensor size %s, instance %" PRIu64 "\n",
-            r->model_path, r->model_desc,
+            or_text(r->model_path, "unknown path"), or_text(r->model_desc, "no description"),
             cli_format_bytes(r->model_file_size_bytes, false, b1, sizeof(b1)),
             cli_format_bytes(r->model_native_size_bytes, false, b2, sizeof(b2)), r->instance_id);
     if (r->inventory) {
@@ -187,7 +223,8 @@ void run_print_report(const struct rf_report *r)
                 r->inventory->generation, t->n_tensors, t->n_file_backed, reads_file,
                 t->n_anonymous, t->n_eligible);
     } else {
-        fprintf(f, "inventory: not built (%s)\n", r->not_built_reason);
+        fprintf(f, "inventory: not built (%s)\n",
+                or_text(r->not_built_reason, "no inventory was built in this run"));
     }
     print_ledger(f, r);
     print_policy(f, r);

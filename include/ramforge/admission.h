@@ -1,17 +1,49 @@
 /*
- * Admission: whether a run's projected memory fits, decided before and
- * apart from planning.
+ * Admission: whether a run fits, decided before and apart from planning,
+ * from figures that each carry their provenance and source.
  *
- * The cgroup hard limit, when enforced, is authoritative: a projected
- * charge above it is Rejected whatever the soft target says. The soft
- * target (target minus the safety reserve) only ever produces
- * AdmittedWithWarning. A request that cannot be measured is Unknown, never
- * silently admitted. Unknown memory components (KV cache, graph scratch,
- * runtime) are listed, not counted as zero, and when the excess is likely
- * anonymous the reason says page release may not address it. No rule here
- * assumes a release request lowers cgroup usage by the requested amount.
+ * What is checked, for every cgroup of the hierarchy (the process's own and
+ * each ancestor up to the root; the kernel enforces every ancestor's limit,
+ * and an ancestor's usage includes its other children):
  *
- * Plain C over one input struct; one decision per run, O(1).
+ *   - the charge: usage - reclaimable + growth <= hard limit, where
+ *     reclaimable is the level's inactive file cache (the kernel drops it
+ *     without harm: reclaimable, not free) and growth the anonymous memory
+ *     the run will add (KV cache, graph scratch; before the load also the
+ *     repacked copies). Over it the kernel must take file pages the run
+ *     or others use, or kill: Rejected. The binding cgroup is the one with
+ *     the least room.
+ *   - the decode working set: the weights the graph reads from the file
+ *     mapping each token plus the process's anonymous memory must fit under
+ *     the limit beside the level's other unreclaimable charges. If not, the
+ *     file pages are evicted and read again every token (the run thrashes):
+ *     under a hard limit Rejected in mode enforce, AdmittedWithWarning
+ *     ("will thrash") otherwise. File pages never make the kernel kill, so
+ *     the file growth of a load (mapped weights) is checked here only.
+ *   - v2 memory.high (soft): the same two checks give AdmittedWithWarning.
+ *   - the user's soft target (target - reserve) against the request (the
+ *     projected process memory): AdmittedWithWarning.
+ *
+ * Unknown is never admitted: an enforced limit whose cgroup usage cannot be
+ * read stays authoritative and gives Unknown, as does a request that
+ * cannot be computed. Whether an excess is likely anonymous (KV cache,
+ * scratch, repacked copies: page release cannot address it) is computed
+ * for the hard-limit excess as for the soft ones.
+ *
+ * The mode says what the caller does with the outcome (result.refused):
+ *
+ *   mode     refuses                          a working set over a hard limit
+ *   enforce  Rejected and Unknown             Rejected
+ *   warn     Rejected (the charge would be    AdmittedWithWarning "will thrash"
+ *            over a hard limit: the kernel
+ *            would kill the run anyway)
+ *   off      nothing (decided for the report) AdmittedWithWarning
+ *
+ * warn is the default of `ramforge run`; Unknown and every warning are
+ * printed and reported but the run proceeds. enforce is for scripts and
+ * servers that must not start what may not fit.
+ *
+ * Plain C over plain structs, no OS calls; one decision per run.
  */
 #ifndef RAMFORGE_ADMISSION_H
 #define RAMFORGE_ADMISSION_H
@@ -20,126 +52,345 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ramforge/binding.h"
+#include "ramforge/cgroup_levels.h"
+#include "ramforge/inventory.h"
+#include "ramforge/ledger.h"
+#include "ramforge/lifetime.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define RF_ADMISSION_MAX_UNKNOWN 8  /* unknown components listed per decision */
-#define RF_ADMISSION_NAME_MAX 64    /* a component name, including the NUL */
-#define RF_ADMISSION_SOURCE_MAX 600 /* a limit's source path, including the NUL */
-#define RF_ADMISSION_REASON_MAX 512 /* the one-sentence reason, including the NUL */
+#define RF_ADMISSION_MAX_UNKNOWN 8   /* unknown components listed per decision */
+#define RF_ADMISSION_NAME_MAX 64     /* a component name, including the NUL */
+#define RF_ADMISSION_SOURCE_MAX 600  /* a figure's source, including the NUL */
+#define RF_ADMISSION_REASON_MAX 1024 /* the reason, including the NUL */
+#define RF_ADMISSION_NOTE_MAX 320    /* the lock note, including the NUL */
+#define RF_ADMISSION_MAX_RECORDS 12  /* scalar inputs recorded in the result */
 
 enum rf_admission_outcome {
-    RF_ADMIT_ADMITTED = 0, /* fits the hard limit and the soft target */
-    RF_ADMIT_WARNING,      /* AdmittedWithWarning: over the soft target only */
-    RF_ADMIT_REJECTED,     /* over the hard limit, or arithmetic overflow */
+    RF_ADMIT_ADMITTED = 0, /* fits every limit and the soft target */
+    RF_ADMIT_WARNING,      /* AdmittedWithWarning: a soft bound, or thrashing outside enforce */
+    RF_ADMIT_REJECTED,     /* over a hard limit, or arithmetic overflow */
     RF_ADMIT_UNKNOWN,      /* a figure the decision needs is unknown */
 };
 
 /* "admitted", "admitted_with_warning", "rejected", "unknown"; NULL for a bad value. */
 const char *rf_admission_outcome_name(enum rf_admission_outcome o);
 
+enum rf_admission_mode {
+    RF_ADMISSION_WARN = 0, /* default: report; refuse only a charge over a hard limit */
+    RF_ADMISSION_ENFORCE,  /* refuse Rejected and Unknown */
+    RF_ADMISSION_OFF,      /* never refuse */
+};
+
+/* "warn", "enforce", "off"; NULL for a bad value. */
+const char *rf_admission_mode_name(enum rf_admission_mode m);
+
+/* Parses "warn", "enforce" or "off" into *out. Errors: -EINVAL (NULL or another word). */
+int rf_admission_mode_parse(const char *s, enum rf_admission_mode *out);
+
+/* What decided the outcome. */
+enum rf_admission_cause {
+    RF_ADMIT_CAUSE_FITS = 0,    /* nothing was exceeded */
+    RF_ADMIT_CAUSE_UNKNOWN,     /* a needed figure is unknown */
+    RF_ADMIT_CAUSE_OVERFLOW,    /* a sum overflowed 64 bits */
+    RF_ADMIT_CAUSE_HARD_LIMIT,  /* the projected charge exceeds an enforced hard limit */
+    RF_ADMIT_CAUSE_THRASH,      /* the decode working set does not fit a limit */
+    RF_ADMIT_CAUSE_SOFT_LIMIT,  /* the projected charge exceeds v2 memory.high */
+    RF_ADMIT_CAUSE_SOFT_TARGET, /* the request exceeds target - reserve */
+};
+
+/* "fits", "unknown", "overflow", "hard_limit", "thrash", "soft_limit", "soft_target"; NULL. */
+const char *rf_admission_cause_name(enum rf_admission_cause c);
+
+/* Which excess excess_likely_anonymous classifies. */
+enum rf_admission_bound {
+    RF_ADMIT_BOUND_NONE = 0,    /* nothing exceeded */
+    RF_ADMIT_BOUND_HARD_LIMIT,  /* the binding cgroup's hard limit */
+    RF_ADMIT_BOUND_SOFT_LIMIT,  /* a cgroup's memory.high */
+    RF_ADMIT_BOUND_SOFT_TARGET, /* target - reserve */
+};
+
+/* "none", "hard_limit", "soft_limit", "soft_target"; NULL for a bad value. */
+const char *rf_admission_bound_name(enum rf_admission_bound b);
+
+enum rf_admission_phase {
+    RF_ADMISSION_AFTER_LOAD = 0, /* measured figures of the loaded model */
+    RF_ADMISSION_PRE_LOAD,       /* GGUF-header estimates, before llama_model_load */
+};
+
+/* "after_load", "pre_load"; NULL for a bad value. */
+const char *rf_admission_phase_name(enum rf_admission_phase p);
+
 /*
- * What admission is told. Every figure is optional (has_* false: unknown,
- * never zero). Strings are borrowed for the call only.
+ * One input figure. has false: unknown (never zero). provenance is that of
+ * a present figure (exact_measured, native_logical or estimated); source is
+ * borrowed for the call (NULL: none), e.g. "/proc/self/status VmRSS".
  */
+struct rf_admission_figure {
+    bool has;
+    uint64_t bytes;
+    enum rf_provenance provenance;
+    const char *source;
+};
+
+/* A present figure; a convenience for callers and tests. */
+struct rf_admission_figure rf_admission_figure_of(uint64_t bytes, enum rf_provenance provenance,
+                                                  const char *source);
+
+/* What admission is told. Zero-initialise, then fill what is known. */
 struct rf_admission_input {
-    bool has_request;
-    uint64_t request_bytes; /* projected process memory of the run, bytes */
+    enum rf_admission_mode mode;
+    enum rf_admission_phase phase;
+
+    /* The process now (already charged to its cgroup). */
+    struct rf_admission_figure process_rss; /* status VmRSS, bytes; required */
+    struct rf_admission_figure anonymous;   /* its anonymous memory (status RssAnon), bytes */
+    struct rf_admission_figure mapping_rss; /* smaps Rss of the model mappings (after load) */
+    struct rf_admission_figure locked;      /* smaps Locked of the model mappings, bytes */
+    bool mlock_requested;                   /* the load was asked to mlock the model */
+
+    /* What the run will add; all of it is anonymous except mapped_weights. */
+    struct rf_admission_figure kv_cache;      /* required */
+    struct rf_admission_figure graph_scratch; /* absent: listed as the unknown "GraphScratch" */
+    struct rf_admission_figure mapped_weights;   /* pre-load, required: file bytes the load
+                                                    maps and brings into the page cache
+                                                    (file size minus model_cached) */
+    struct rf_admission_figure repacked_weights; /* pre-load, required: bytes the load copies
+                                                    into anonymous (repacked) buffers */
+    struct rf_admission_figure model_cached;     /* pre-load: bytes of the model file already
+                                                    in the page cache (cachestat): charged
+                                                    already, not another process's */
+
+    /*
+     * Bytes of the weight pages the graph reads from the file mapping each
+     * token (repacked weights excluded): with the anonymous memory, the
+     * decode working set. Absent: no thrash check, listed "FileWorkingSet".
+     */
+    struct rf_admission_figure file_working_set;
+
+    /* What page release could return now (rf_admission_reclaimable_now); absent: unknown. */
+    struct rf_admission_figure reclaimable;
 
     bool has_target;
     uint64_t target_bytes;  /* the user's memory target, bytes */
     uint64_t reserve_bytes; /* safety reserve, bytes; added to the request, checked */
 
-    bool has_hard_limit;           /* the cgroup limit was read */
-    bool hard_unlimited;           /* v2 "max" / the v1 sentinel: nothing to enforce */
-    uint64_t hard_limit_bytes;     /* meaningful when has_hard_limit && !hard_unlimited */
-    const char *hard_limit_source; /* file the limit came from; may be NULL */
+    /* [0] the process's cgroup, then each parent up to the root; borrowed; NULL when 0. */
+    const struct rf_cgroup_level *cgroups;
+    size_t n_cgroups;       /* 0: no memory controller; <= RF_CGROUP_MAX_LEVELS */
+    bool cgroups_truncated; /* the hierarchy has levels above the ones given */
 
-    bool has_cgroup_current;
-    uint64_t cgroup_current_bytes; /* cgroup charge now, bytes */
-
-    bool has_process_rss;
-    uint64_t process_rss_bytes; /* this process's RSS now (already in the charge), bytes */
-
-    /*
-     * Eligible-reclaimable estimate, bytes. The caller sets has_reclaimable
-     * only when the native lifetime contract matches and the model was
-     * observed quiescent (native flag, zero in-flight and zero active
-     * contexts), and counts only release-eligible resources: an ineligible
-     * or unknown lifetime component is never counted as reclaimable.
-     */
-    bool has_reclaimable;
-    uint64_t reclaimable_bytes;
-
-    /* Anonymous: RSS minus mapping resident (KV cache, scratch, runtime, repacked copies). */
-    bool has_non_file;
-    uint64_t non_file_bytes;
-
-    const char *unknown_components[RF_ADMISSION_MAX_UNKNOWN]; /* e.g. "KvCache"; non-NULL */
+    const char *unknown_components[RF_ADMISSION_MAX_UNKNOWN]; /* e.g. "Runtime"; non-NULL */
     size_t n_unknown;                                         /* <= RF_ADMISSION_MAX_UNKNOWN */
+};
+
+/* One scalar input as the decision used it, so a reader can redo the arithmetic. */
+struct rf_admission_record {
+    const char *name; /* static: "process_rss", "kv_cache", ... */
+    bool has;
+    uint64_t bytes;
+    enum rf_provenance provenance; /* RF_PROV_UNKNOWN when !has */
+    char source[RF_ADMISSION_SOURCE_MAX];
+};
+
+/* One cgroup as the decision checked it. Figures are bytes. */
+struct rf_admission_level_check {
+    struct rf_cgroup_level level; /* copy of the input */
+    bool enforced;                /* a finite hard limit */
+    bool checked;                 /* enforced and its usage known: the figures below are set */
+    uint64_t reclaimable_bytes;   /* min(inactive file, usage); 0 when inactive file is unknown */
+    uint64_t room_bytes;          /* limit - (usage - reclaimable); 0 when over */
+    uint64_t projected_bytes;     /* usage - reclaimable + growth */
+    bool fits;                    /* projected <= limit */
+    uint64_t run_room_bytes;      /* limit - (usage - reclaimable - process RSS, floored at 0):
+                                     what the run's decode working set may use */
+    bool working_set_checked;     /* the working set was known and compared */
+    bool working_set_fits;        /* working set <= run room */
+    bool high_checked;            /* a finite memory.high and the usage known */
+    bool high_fits;               /* projected <= memory.high */
+    uint64_t high_run_room_bytes; /* memory.high - others, floored at 0 */
+    bool high_working_set_fits;   /* working set <= high run room (true when not compared) */
 };
 
 /* The decision. Figures are present only where they could be computed. */
 struct rf_admission_result {
     enum rf_admission_outcome outcome;
+    enum rf_admission_cause cause;
+    enum rf_admission_mode mode;
+    enum rf_admission_phase phase;
+    bool refused; /* the caller must not start the run (mode and outcome, see the table) */
+
+    bool has_request;
+    uint64_t request_bytes; /* projected process memory: RSS + growth, bytes */
+    bool has_growth;
+    uint64_t growth_bytes; /* anonymous memory the run adds to the charge, bytes */
+    bool has_anonymous;
+    uint64_t anonymous_bytes; /* projected anonymous memory: anonymous now + anonymous growth */
+    bool has_working_set;
+    uint64_t working_set_bytes; /* file working set + projected anonymous memory, bytes */
 
     bool has_soft_target;
     uint64_t soft_target_bytes; /* target - reserve, bytes */
-
-    /* How far the request exceeds the soft target (whatever the outcome), bytes. */
     bool has_excess;
-    uint64_t excess_bytes;
+    uint64_t excess_bytes; /* request - soft target when above it (whatever the outcome) */
+
     /*
-     * The excess cannot be covered by the reclaimable estimate, or the
-     * estimate is unknown and the non-file memory alone exceeds the soft
-     * target: page release may not address it. False without an excess.
+     * excess_over names the excess classified: the binding hard limit's when
+     * the charge exceeds it, else a memory.high's, else the soft target's.
+     * excess_likely_anonymous: page release cannot address it, because the
+     * projected anonymous memory alone exceeds the bound, or the reclaimable
+     * estimate is below the excess, or (estimate unknown) the anonymous
+     * growth is at least the excess. False without an excess.
      */
+    enum rf_admission_bound excess_over;
     bool excess_likely_anonymous;
 
-    bool has_reclaimable;       /* copied from the input: only when it was eligible */
+    bool has_reclaimable;       /* copied from the input */
     uint64_t reclaimable_bytes; /* bytes */
 
-    bool hard_limit_checked; /* a finite hard limit was compared against the charge */
+    bool hard_limit_checked; /* some enforced limit was compared */
+    bool has_binding;
+    size_t binding; /* cgroups[] index of the checked enforced level with the least room */
     bool has_projected_charge;
-    uint64_t projected_charge_bytes; /* cgroup current + max(0, request - RSS), bytes */
+    uint64_t projected_charge_bytes; /* the binding level's projected charge, bytes */
     bool has_hard_excess;
-    uint64_t hard_excess_bytes; /* projected charge - hard limit when Rejected by it, bytes */
-    char hard_limit_source[RF_ADMISSION_SOURCE_MAX]; /* copy; "" when none */
+    uint64_t hard_excess_bytes;                      /* projected - limit at the binding level */
+    char hard_limit_source[RF_ADMISSION_SOURCE_MAX]; /* the binding limit's file; "" none */
 
-    char reason[RF_ADMISSION_REASON_MAX]; /* one sentence, no trailing newline */
+    bool has_high_excess;
+    uint64_t high_excess_bytes; /* the largest excess over a memory.high, bytes */
+    size_t high_level;          /* cgroups[] index of that memory.high */
+
+    bool thrash; /* the working set does not fit a limit (hard or memory.high) */
+    bool has_thrash_level;
+    size_t thrash_level; /* cgroups[] index where it fits least */
+    bool has_working_set_fit;
+    uint64_t working_set_fit_bytes; /* at that level: run room - anonymous ("only M fit") */
+
+    size_t n_cgroups;
+    struct rf_admission_level_check cgroups[RF_CGROUP_MAX_LEVELS];
+    bool cgroups_truncated;
+
+    struct rf_admission_record records[RF_ADMISSION_MAX_RECORDS];
+    size_t n_records;
+
+    char reason[RF_ADMISSION_REASON_MAX]; /* sentences, no trailing newline */
+    char lock_note[RF_ADMISSION_NOTE_MAX]; /* "" unless a requested mlock did not take */
 
     char unknown_components[RF_ADMISSION_MAX_UNKNOWN][RF_ADMISSION_NAME_MAX]; /* copies */
     size_t n_unknown;
 };
 
 /*
- * Decides admission, in this order:
+ * Decides admission. Computations (checked; an overflow is Rejected):
  *
- *   1. no request                          -> Unknown (never silently admitted)
- *   2. request + reserve overflows         -> Rejected
- *   3. a finite hard limit is known:
- *        cgroup current unknown            -> Unknown
- *        charge = current + max(0, request - RSS), checked;
- *        overflow                          -> Rejected
- *        RSS unknown: charge bound = current + request; over the limit
- *                                          -> Unknown (never rejected or
- *                                             admitted on a guess)
- *        charge > limit                    -> Rejected (authoritative)
- *   4. a target is known:
- *        request > target - reserve        -> AdmittedWithWarning, with excess
- *        otherwise                         -> Admitted
- *   5. no target                           -> Admitted (only the hard check applies)
+ *   growth    = kv_cache + graph_scratch [+ repacked_weights pre-load]   (anonymous)
+ *   request   = process_rss + growth [+ mapped_weights + model_cached pre-load]
+ *   anonymous = anonymous now + growth
+ *   per level with an enforced limit and a known usage:
+ *     reclaimable = min(inactive_file, usage)     (0 when inactive_file is unknown)
+ *     base        = usage - reclaimable
+ *     projected   = base + growth                 must be <= limit (else Rejected)
+ *     others      = max(0, base - process_rss [- model_cached pre-load])
+ *     run room    = max(0, limit - others)
+ *     working set = file_working_set + anonymous  must be <= run room (else thrash)
  *
- * An unlimited or unread hard limit is not checked. Unknown components are
- * copied into out (truncated to RF_ADMISSION_NAME_MAX - 1) and do not
- * change the outcome. out is fully written on success; on error it is
- * zeroed. Errors: -EINVAL for NULL arguments, n_unknown >
- * RF_ADMISSION_MAX_UNKNOWN, a NULL component name, or has_target with
- * reserve_bytes >= target_bytes (the CLI reports "target below the safety
- * reserve").
+ * Order of the rules:
+ *
+ *   1. request not computable (RSS, KV cache, pre-load weights unknown) -> Unknown
+ *   2. request + reserve overflows, or a projected figure overflows      -> Rejected
+ *   3. some level's projected charge over its hard limit                 -> Rejected
+ *   4. an enforced limit with unknown usage, or a truncated hierarchy    -> Unknown
+ *   5. the working set over some level's run room                        -> Rejected (enforce)
+ *                                                                          or AdmittedWithWarning
+ *   6. over a memory.high (charge or working set)                        -> AdmittedWithWarning
+ *   7. request over the soft target                                      -> AdmittedWithWarning
+ *   8. otherwise                                                         -> Admitted
+ *
+ * Later rules still fill their figures (excess_bytes, thrash, ...) for
+ * the report. The reason names the binding cgroup and says how much
+ * inactive file cache was counted as reclaimable, not free. Unknown
+ * components are copied (truncated to RF_ADMISSION_NAME_MAX - 1);
+ * GraphScratch and FileWorkingSet are added when those figures are absent.
+ * lock_note is set when mlock_requested and the locked bytes are known and
+ * below the mapping RSS (or zero).
+ *
+ * out is fully written on success; on error it is zeroed. Errors: -EINVAL
+ * for NULL arguments, a bad mode or phase, n_unknown above
+ * RF_ADMISSION_MAX_UNKNOWN or a NULL name, n_cgroups above
+ * RF_CGROUP_MAX_LEVELS or NULL cgroups with n_cgroups > 0, or has_target
+ * with reserve_bytes >= target_bytes ("target below the safety reserve").
  */
 int rf_admission_decide(const struct rf_admission_input *in, struct rf_admission_result *out);
+
+/*
+ * The eligible-reclaimable estimate now: what a release could return,
+ * following each resource's lifetime state, not its inventory eligibility
+ * alone. Counted: resources in RF_LT_RELEASE_ELIGIBLE whose inventory
+ * eligibility allows release and whose mapping is not locked, each with
+ * its unique_reclaimable_bytes (pages shared with a neighbour never count).
+ * Out: released or being released (ReleaseSelected, ReleaseRequested,
+ * NativeAccepted, Reconciled), locked (a locked mapping: the kernel
+ * refuses MADV_DONTNEED on VM_LOCKED with EINVAL), SharedOrReused, failed
+ * (NativeFailure, ReleaseFailed), unknown (Unknown, Invalidated) and
+ * every other state (not at a boundary).
+ */
+struct rf_reclaimable_now {
+    bool has_value;     /* false: reason says why (the binding forbids selection) */
+    uint64_t bytes;     /* unique reclaimable bytes of the counted resources */
+    const char *reason; /* static; NULL when has_value */
+    size_t n_counted;
+    size_t n_released;
+    size_t n_locked;
+    size_t n_shared;
+    size_t n_failed;
+    size_t n_unknown;
+    size_t n_not_eligible; /* another state, or an ineligible inventory entry */
+};
+
+/*
+ * Computes *out from inv, its lifetime states lt (lt->n == inv->n),
+ * mapping_locked (inv->n_mappings flags, true when smaps shows Locked > 0
+ * for that mapping; the caller passes true where it could not tell; NULL
+ * only when inv->n_mappings is 0) and the binding b: when
+ * rf_binding_may_select refuses, the counts are filled but has_value is
+ * false with its reason. Errors: -EINVAL for NULL inv/lt/b/out, a length
+ * mismatch, a NULL mapping_locked with mappings, an entry's mapping_index
+ * out of range; -EOVERFLOW when the sum overflows. *out is zeroed first.
+ */
+int rf_admission_reclaimable_now(const struct rf_inventory *inv, const struct rf_lifetime *lt,
+                                 const bool *mapping_locked, const struct rf_binding *b,
+                                 struct rf_reclaimable_now *out);
+
+/*
+ * The file working set per token: the union of the file page ranges of the
+ * entries the graph reads from the file mapping (access FILE_BACKED), in
+ * bytes (pages * inv->page_bytes). Errors: -EINVAL (NULL), -ENOMEM,
+ * -EOVERFLOW.
+ */
+int rf_admission_file_working_set(const struct rf_inventory *inv, uint64_t *out);
+
+/*
+ * KV-cache bytes of n_ctx cells: n_layer * n_ctx * (n_embd_k + n_embd_v) *
+ * elem_bytes, n_embd_k/v being the per-layer K and V widths (n_embd /
+ * n_head * n_head_kv for a llama model), elem_bytes 2 for f16. Errors:
+ * -EINVAL for a zero argument, -EOVERFLOW.
+ */
+int rf_admission_kv_bytes(uint64_t n_layer, uint64_t n_ctx, uint64_t n_embd_k, uint64_t n_embd_v,
+                          uint64_t elem_bytes, uint64_t *out);
+
+/*
+ * The context size a session gets: n_ctx_requested when nonzero, else
+ * n_prompt_tokens + n_predict - 1 (the last generated token is not
+ * decoded), rounded up to pad cells (llama.cpp pads the KV cache; 256 for
+ * the pinned build). Errors: -EINVAL for a NULL out, pad 0, or (without a
+ * requested size) no prompt token or nothing to predict; -EOVERFLOW.
+ */
+int rf_admission_ctx_cells(uint64_t n_ctx_requested, uint64_t n_prompt_tokens, uint64_t n_predict,
+                           uint64_t pad, uint64_t *out);
 
 #ifdef __cplusplus
 }

@@ -113,6 +113,9 @@ struct rf_report {
 
     const struct rf_admission_result *admission; /* NULL: not decided (reason below) */
     const char *admission_reason;
+    /* the kernel's verdict over the run (rf_cgroup_verdict_build); NULL: reason below */
+    const struct rf_cgroup_verdict *cgroup_verdict;
+    const char *cgroup_verdict_reason;
     const struct rf_plan *plan;      /* the last plan that selected something, else the
                                         first; NULL: no plan (reason below). Every plan is
                                         also summarized under its application. */

@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ramforge/cgroup_levels.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -230,6 +232,46 @@ struct rfsys_cgroup_memory {
  */
 int rfsys_read_cgroup_memory(const char *sysroot, const char *pid,
                              struct rfsys_cgroup_memory *out);
+
+/*
+ * The memory cgroup of a process and every ancestor up to the root of its
+ * hierarchy (the mount point), each with its own figures: what admission
+ * checks level by level (the kernel enforces every ancestor's limit, and
+ * an ancestor's usage includes its other children).
+ */
+struct rfsys_cgroup_tree {
+    enum rfsys_cgroup_version version;
+    char mount_point[RF_CGROUP_PATH_MAX]; /* the hierarchy's mount point, relative to the sysroot */
+    size_t n;       /* levels read: [0] the process's cgroup, [n-1] the topmost one read */
+    bool truncated; /* deeper than RF_CGROUP_MAX_LEVELS: the levels above [n-1] were not read */
+    struct rf_cgroup_level levels[RF_CGROUP_MAX_LEVELS];
+};
+
+/*
+ * Finds the memory controller of process PID as rfsys_read_cgroup_memory
+ * does, then reads its directory and each parent up to the mount point
+ * (inclusive; never above it). Per level, with each file's path as the
+ * figure's source:
+ *
+ *   figure         v1                                     v2
+ *   limit          memory.limit_in_bytes (at or above     memory.max ("max": unlimited)
+ *                  RFSYS_CGROUP_V1_UNLIMITED: unlimited)
+ *   high           -                                      memory.high ("max": unlimited)
+ *   usage          memory.usage_in_bytes                  memory.current
+ *   inactive_file  memory.stat total_inactive_file        memory.stat inactive_file
+ *   counters       memory.failcnt,                        memory.events high, max, oom,
+ *                  memory.oom_control oom_kill            oom_kill
+ *
+ * A file that is missing, unreadable or malformed leaves only its figure
+ * unknown (has false, error says why): a limit that was read is kept
+ * whatever happened to the usage. A cgroup namespace that hides the
+ * process's directory gives the mount point as the only level. No
+ * controller: version NONE, n 0, return 0. Errors: those of rfsys_slurp
+ * for /proc/PID/cgroup, -EINVAL for a NULL out or a bad pid,
+ * -ENAMETOOLONG for a directory that does not fit RF_CGROUP_PATH_MAX; on
+ * error *out is all zero.
+ */
+int rfsys_read_cgroup_tree(const char *sysroot, const char *pid, struct rfsys_cgroup_tree *out);
 
 #ifdef __cplusplus
 }

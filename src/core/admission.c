@@ -1,7 +1,12 @@
 /*
- * Admission: one decision per run from optional figures, with every sum
- * checked and every unknown figure leading to Unknown rather than to a
- * guess. See admission.h for the order of the rules.
+ * Admission: one decision per run over the cgroup hierarchy, the decode
+ * working set and the soft target, with every sum checked and every
+ * unknown figure leading to Unknown rather than to a guess. See
+ * admission.h for the arithmetic and the order of the rules.
+ *
+ * Also the estimates admission is fed from plain structs: the reclaimable
+ * bytes now (lifetime states, locks), the file working set (inventory page
+ * ranges), the KV cache and the padded context size.
  */
 #include "ramforge/admission.h"
 
@@ -9,11 +14,16 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "ramforge/intervals.h"
 
 #define RF_ANON_NOTE                                                                               \
     "page release may not address it: the excess is likely anonymous (KV cache, graph scratch, "   \
     "runtime, repacked copies)"
+
+#define RF_WAYS_OUT "ways out: a smaller model, or a larger limit"
 
 static const char *const outcome_names[] = {
     [RF_ADMIT_ADMITTED] = "admitted",
@@ -22,11 +32,81 @@ static const char *const outcome_names[] = {
     [RF_ADMIT_UNKNOWN] = "unknown",
 };
 
+static const char *const mode_names[] = {
+    [RF_ADMISSION_WARN] = "warn",
+    [RF_ADMISSION_ENFORCE] = "enforce",
+    [RF_ADMISSION_OFF] = "off",
+};
+
+static const char *const cause_names[] = {
+    [RF_ADMIT_CAUSE_FITS] = "fits",
+    [RF_ADMIT_CAUSE_UNKNOWN] = "unknown",
+    [RF_ADMIT_CAUSE_OVERFLOW] = "overflow",
+    [RF_ADMIT_CAUSE_HARD_LIMIT] = "hard_limit",
+    [RF_ADMIT_CAUSE_THRASH] = "thrash",
+    [RF_ADMIT_CAUSE_SOFT_LIMIT] = "soft_limit",
+    [RF_ADMIT_CAUSE_SOFT_TARGET] = "soft_target",
+};
+
+static const char *const bound_names[] = {
+    [RF_ADMIT_BOUND_NONE] = "none",
+    [RF_ADMIT_BOUND_HARD_LIMIT] = "hard_limit",
+    [RF_ADMIT_BOUND_SOFT_LIMIT] = "soft_limit",
+    [RF_ADMIT_BOUND_SOFT_TARGET] = "soft_target",
+};
+
+static const char *const phase_names[] = {
+    [RF_ADMISSION_AFTER_LOAD] = "after_load",
+    [RF_ADMISSION_PRE_LOAD] = "pre_load",
+};
+
+#define NAME_OF(table, v)                                                                          \
+    ((unsigned)(v) < sizeof(table) / sizeof((table)[0]) ? (table)[(unsigned)(v)] : NULL)
+
 const char *rf_admission_outcome_name(enum rf_admission_outcome o)
 {
-    if ((unsigned)o >= sizeof(outcome_names) / sizeof(outcome_names[0]))
-        return NULL;
-    return outcome_names[o];
+    return NAME_OF(outcome_names, o);
+}
+
+const char *rf_admission_mode_name(enum rf_admission_mode m)
+{
+    return NAME_OF(mode_names, m);
+}
+
+const char *rf_admission_cause_name(enum rf_admission_cause c)
+{
+    return NAME_OF(cause_names, c);
+}
+
+const char *rf_admission_bound_name(enum rf_admission_bound b)
+{
+    return NAME_OF(bound_names, b);
+}
+
+const char *rf_admission_phase_name(enum rf_admission_phase p)
+{
+    return NAME_OF(phase_names, p);
+}
+
+int rf_admission_mode_parse(const char *s, enum rf_admission_mode *out)
+{
+    if (!s || !out)
+        return -EINVAL;
+    for (size_t i = 0; i < sizeof(mode_names) / sizeof(mode_names[0]); i++) {
+        if (strcmp(s, mode_names[i]) == 0) {
+            *out = (enum rf_admission_mode)i;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+struct rf_admission_figure rf_admission_figure_of(uint64_t bytes, enum rf_provenance provenance,
+                                                  const char *source)
+{
+    struct rf_admission_figure f = {true, bytes, provenance, source};
+
+    return f;
 }
 
 /* Copies src (NULL: "") into dst of size bytes, truncating, NUL-terminated. */
@@ -39,162 +119,733 @@ static void copy_str(char *dst, size_t size, const char *src)
     dst[len] = '\0';
 }
 
-/* Sets the outcome and formats the reason (truncated to fit). */
-__attribute__((format(printf, 3, 4))) static void
-decide(struct rf_admission_result *out, enum rf_admission_outcome o, const char *fmt, ...)
+/* Appends to the reason, truncating at its end. */
+__attribute__((format(printf, 2, 3))) static void note(struct rf_admission_result *out,
+                                                       const char *fmt, ...)
 {
+    size_t len = strlen(out->reason);
     va_list ap;
 
-    out->outcome = o;
+    if (len + 1 >= sizeof(out->reason))
+        return;
     va_start(ap, fmt);
-    vsnprintf(out->reason, sizeof(out->reason), fmt, ap);
+    vsnprintf(out->reason + len, sizeof(out->reason) - len, fmt, ap);
     va_end(ap);
 }
 
-/*
- * Fills the soft-target excess of a known request and whether it is likely
- * anonymous. Needs out->has_soft_target.
- */
-static void soft_excess(const struct rf_admission_input *in, struct rf_admission_result *out)
+/* Sets the outcome and cause and starts the reason (after the pre-load prefix). */
+__attribute__((format(printf, 4, 5))) static void decide(struct rf_admission_result *out,
+                                                         enum rf_admission_outcome o,
+                                                         enum rf_admission_cause c, const char *fmt,
+                                                         ...)
 {
-    if (!out->has_soft_target || in->request_bytes <= out->soft_target_bytes)
-        return;
-    out->has_excess = true;
-    out->excess_bytes = in->request_bytes - out->soft_target_bytes;
-    if (in->has_reclaimable)
-        out->excess_likely_anonymous = in->reclaimable_bytes < out->excess_bytes;
-    else
-        out->excess_likely_anonymous =
-            in->has_non_file && in->non_file_bytes > out->soft_target_bytes;
+    va_list ap;
+    size_t len;
+
+    out->outcome = o;
+    out->cause = c;
+    out->reason[0] = '\0';
+    if (out->phase == RF_ADMISSION_PRE_LOAD)
+        note(out, "before the load, from GGUF-header estimates: ");
+    len = strlen(out->reason);
+    va_start(ap, fmt);
+    vsnprintf(out->reason + len, sizeof(out->reason) - len, fmt, ap);
+    va_end(ap);
 }
 
-/* The hard-limit rule. Returns true when it decided the outcome. */
-static bool hard_check(const struct rf_admission_input *in, struct rf_admission_result *out)
+/* Records one scalar input (name static). */
+static void record(struct rf_admission_result *out, const char *name,
+                   const struct rf_admission_figure *f)
 {
-    uint64_t growth, charge, limit = in->hard_limit_bytes;
+    struct rf_admission_record *r;
 
-    if (!in->has_hard_limit || in->hard_unlimited)
-        return false;
-    if (!in->has_cgroup_current) {
-        decide(out, RF_ADMIT_UNKNOWN,
-               "the cgroup hard limit of %" PRIu64
-               " bytes is enforced but the cgroup's current charge is unknown",
-               limit);
-        return true;
-    }
-    /* Without RSS the whole request is growth: an upper bound, not a charge. */
-    growth = in->request_bytes;
-    if (in->has_process_rss)
-        growth = in->request_bytes > in->process_rss_bytes
-                     ? in->request_bytes - in->process_rss_bytes
-                     : 0;
-    if (__builtin_add_overflow(in->cgroup_current_bytes, growth, &charge)) {
-        decide(out, RF_ADMIT_REJECTED,
-               "the projected cgroup charge overflows 64 bits (current %" PRIu64
-               " bytes plus %" PRIu64 " bytes of growth)",
-               in->cgroup_current_bytes, growth);
-        return true;
-    }
-    if (!in->has_process_rss) {
-        if (charge <= limit) {
-            out->hard_limit_checked = true;
-            return false;
+    if (out->n_records >= RF_ADMISSION_MAX_RECORDS)
+        return;
+    r = &out->records[out->n_records++];
+    r->name = name;
+    r->has = f->has;
+    r->bytes = f->has ? f->bytes : 0;
+    r->provenance = f->has ? f->provenance : RF_PROV_UNKNOWN;
+    copy_str(r->source, sizeof(r->source), f->source);
+}
+
+/* Adds a component name to the unknown list when it is not there and there is room. */
+static void add_unknown(struct rf_admission_result *out, const char *name)
+{
+    for (size_t k = 0; k < out->n_unknown; k++)
+        if (strcmp(out->unknown_components[k], name) == 0)
+            return;
+    if (out->n_unknown < RF_ADMISSION_MAX_UNKNOWN)
+        copy_str(out->unknown_components[out->n_unknown++], RF_ADMISSION_NAME_MAX, name);
+}
+
+/* a + b into *sum; false on overflow. An absent b adds nothing. */
+static bool add_figure(uint64_t *sum, const struct rf_admission_figure *b)
+{
+    return !b->has || !__builtin_add_overflow(*sum, b->bytes, sum);
+}
+
+static uint64_t sat_sub(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : 0;
+}
+
+/*
+ * The request, growth and anonymous projection. Returns NULL, or a static
+ * phrase naming what is missing (Unknown), or "overflow".
+ */
+static const char *project(const struct rf_admission_input *in, struct rf_admission_result *out)
+{
+    bool pre = in->phase == RF_ADMISSION_PRE_LOAD;
+    uint64_t growth = 0, request, anon;
+
+    if (!in->process_rss.has)
+        return "the process RSS is unknown";
+    if (!in->kv_cache.has)
+        return "the KV cache size is unknown";
+    if (pre && !in->mapped_weights.has)
+        return "the bytes the load will map are unknown";
+    if (pre && !in->repacked_weights.has)
+        return "which weights the load will repack is unknown";
+    /* The charge grows by anonymous memory; mapped file pages are the working set's. */
+    if (!add_figure(&growth, &in->kv_cache) || !add_figure(&growth, &in->graph_scratch) ||
+        (pre && !add_figure(&growth, &in->repacked_weights)))
+        return "overflow";
+    request = in->process_rss.bytes;
+    /* The load populates every page of the file: all of it will be in the RSS. */
+    if (__builtin_add_overflow(request, growth, &request) ||
+        (pre &&
+         (!add_figure(&request, &in->mapped_weights) || !add_figure(&request, &in->model_cached))))
+        return "overflow";
+    out->has_growth = true;
+    out->growth_bytes = growth;
+    out->has_request = true;
+    out->request_bytes = request;
+    if (in->anonymous.has) {
+        if (__builtin_add_overflow(in->anonymous.bytes, growth, &anon))
+            return "overflow";
+        out->has_anonymous = true;
+        out->anonymous_bytes = anon;
+        if (in->file_working_set.has) {
+            if (__builtin_add_overflow(in->file_working_set.bytes, anon, &out->working_set_bytes))
+                return "overflow";
+            out->has_working_set = true;
         }
-        decide(out, RF_ADMIT_UNKNOWN,
-               "the process RSS is unknown, so the cgroup charge may reach %" PRIu64
-               " bytes, over the hard limit of %" PRIu64 " bytes",
-               charge, limit);
-        return true;
     }
-    out->hard_limit_checked = true;
-    out->has_projected_charge = true;
-    out->projected_charge_bytes = charge;
-    if (charge <= limit)
+    return NULL;
+}
+
+/*
+ * Checks one level. Returns false when a projected figure overflows.
+ * others (out) is the level's unreclaimable charge that is not this
+ * process's, when checked.
+ */
+static bool check_level(const struct rf_admission_input *in, struct rf_admission_result *out,
+                        struct rf_admission_level_check *c)
+{
+    const struct rf_cgroup_level *l = &c->level;
+    uint64_t usage = l->usage.bytes, base, others;
+
+    c->enforced = rf_cgroup_level_enforced(l);
+    c->working_set_fits = true;
+    c->high_fits = true;
+    c->high_working_set_fits = true;
+    if (!l->usage.has || !out->has_growth)
+        return true;
+    c->reclaimable_bytes = 0;
+    if (l->inactive_file.has)
+        c->reclaimable_bytes = l->inactive_file.bytes < usage ? l->inactive_file.bytes : usage;
+    base = usage - c->reclaimable_bytes;
+    if (__builtin_add_overflow(base, out->growth_bytes, &c->projected_bytes))
         return false;
-    out->has_hard_excess = true;
-    out->hard_excess_bytes = charge - limit;
-    decide(out, RF_ADMIT_REJECTED,
-           "the projected cgroup charge of %" PRIu64 " bytes exceeds the hard limit of %" PRIu64
-           " bytes by %" PRIu64 " bytes",
-           charge, limit, out->hard_excess_bytes);
+    others = sat_sub(base, in->process_rss.bytes);
+    if (in->phase == RF_ADMISSION_PRE_LOAD && in->model_cached.has)
+        others = sat_sub(others, in->model_cached.bytes);
+    if (c->enforced) {
+        c->checked = true;
+        c->room_bytes = sat_sub(l->limit.bytes, base);
+        c->fits = c->projected_bytes <= l->limit.bytes;
+        c->run_room_bytes = sat_sub(l->limit.bytes, others);
+        if (out->has_working_set) {
+            c->working_set_checked = true;
+            c->working_set_fits = out->working_set_bytes <= c->run_room_bytes;
+        }
+    }
+    if (l->high.has && !l->high.unlimited) {
+        c->high_checked = true;
+        c->high_fits = c->projected_bytes <= l->high.bytes;
+        c->high_run_room_bytes = sat_sub(l->high.bytes, others);
+        if (out->has_working_set)
+            c->high_working_set_fits = out->working_set_bytes <= c->high_run_room_bytes;
+    }
     return true;
 }
 
-int rf_admission_decide(const struct rf_admission_input *in, struct rf_admission_result *out)
+/*
+ * Whether an excess over a bound is likely anonymous: the projected
+ * anonymous memory alone exceeds the room, or release cannot cover it.
+ */
+static bool likely_anonymous(const struct rf_admission_input *in,
+                             const struct rf_admission_result *out, uint64_t excess,
+                             uint64_t anon_room)
 {
-    uint64_t with_reserve;
-    size_t k;
+    if (out->has_anonymous && out->anonymous_bytes > anon_room)
+        return true;
+    if (in->reclaimable.has)
+        return in->reclaimable.bytes < excess;
+    return out->growth_bytes >= excess; /* the growth is anonymous */
+}
 
-    if (!out)
+/* "SOURCE: ERROR" of a figure that could not be had, or "not read" without a source. */
+static const char *why_unknown(const struct rf_cgroup_figure *f, char *buf, size_t size)
+{
+    if (!f->source[0])
+        return "not read";
+    snprintf(buf, size, "%s: %s", f->source,
+             f->error ? rf_cgroup_error_text(f->error) : "not read");
+    return buf;
+}
+
+/* "; N bytes of inactive file cache in DIR count as headroom: reclaimable, not free (SRC)". */
+static void note_reclaimable(struct rf_admission_result *out,
+                             const struct rf_admission_level_check *c)
+{
+    if (!c->checked && !c->high_checked)
+        return;
+    if (c->level.inactive_file.has) {
+        if (c->reclaimable_bytes > 0)
+            note(out,
+                 "; %" PRIu64 " bytes of inactive file cache of %s count as headroom: reclaimable, "
+                 "not free (%s)",
+                 c->reclaimable_bytes, c->level.dir, c->level.inactive_file.source);
+    } else {
+        char why[RF_CGROUP_PATH_MAX + 64];
+
+        note(out, "; the inactive file cache of %s is unknown (%s): none counted as reclaimable",
+             c->level.dir, why_unknown(&c->level.inactive_file, why, sizeof(why)));
+    }
+}
+
+/* The excess note of a bound. */
+static void note_excess(const struct rf_admission_input *in, struct rf_admission_result *out,
+                        uint64_t excess)
+{
+    if (out->excess_likely_anonymous)
+        note(out, "; " RF_ANON_NOTE);
+    else if (in->reclaimable.has)
+        note(out, "; within the eligible-reclaimable estimate of %" PRIu64 " bytes",
+             in->reclaimable.bytes);
+    else
+        note(out, "; no eligible-reclaimable estimate is available for the %" PRIu64 " bytes",
+             excess);
+}
+
+/* The index of the checked level with the least value of the key, nearest on ties. */
+static bool least(const struct rf_admission_result *out, bool run_room, size_t *at)
+{
+    bool found = false;
+
+    for (size_t i = 0; i < out->n_cgroups; i++) {
+        const struct rf_admission_level_check *c = &out->cgroups[i];
+        uint64_t v = run_room ? c->run_room_bytes : c->room_bytes;
+
+        if (!c->checked || (run_room && !c->working_set_checked))
+            continue;
+        if (!found ||
+            v < (run_room ? out->cgroups[*at].run_room_bytes : out->cgroups[*at].room_bytes)) {
+            *at = i;
+            found = true;
+        }
+    }
+    return found;
+}
+
+/* The thrash sentence for the working set against room at a level (limit named by kind). */
+static void thrash_sentence(const struct rf_admission_input *in, struct rf_admission_result *out,
+                            enum rf_admission_outcome o, const struct rf_admission_level_check *c,
+                            const char *kind, uint64_t limit, uint64_t room)
+{
+    uint64_t fit = sat_sub(room, out->anonymous_bytes);
+
+    out->has_working_set_fit = true;
+    out->working_set_fit_bytes = fit;
+    decide(out, o, RF_ADMIT_CAUSE_THRASH,
+           "will thrash: %" PRIu64 " bytes of weights are read from the file each token and only "
+           "%" PRIu64 " fit under the %s of %" PRIu64 " bytes of cgroup %s (beside %" PRIu64
+           " bytes of anonymous memory and %" PRIu64
+           " bytes of other unreclaimable charges); " RF_WAYS_OUT,
+           in->file_working_set.bytes, fit, kind, limit, c->level.dir, out->anonymous_bytes,
+           sat_sub(limit, room));
+}
+
+/* Fills lock_note when a requested lock did not take (fully). */
+static void lock_check(const struct rf_admission_input *in, struct rf_admission_result *out)
+{
+    if (!in->mlock_requested || !in->locked.has)
+        return;
+    if (in->locked.bytes == 0)
+        snprintf(out->lock_note, sizeof(out->lock_note),
+                 "--mlock was requested but no page of the model mapping is locked (%s): the "
+                 "kernel refused the lock (RLIMIT_MEMLOCK, or no CAP_IPC_LOCK)",
+                 in->locked.source ? in->locked.source : "smaps Locked");
+    else if (in->mapping_rss.has && in->locked.bytes < in->mapping_rss.bytes)
+        snprintf(out->lock_note, sizeof(out->lock_note),
+                 "--mlock was requested but only %" PRIu64 " of the %" PRIu64
+                 " resident bytes of the model mapping are locked (%s)",
+                 in->locked.bytes, in->mapping_rss.bytes,
+                 in->locked.source ? in->locked.source : "smaps Locked");
+}
+
+static int check_args(const struct rf_admission_input *in)
+{
+    if (!in || in->n_unknown > RF_ADMISSION_MAX_UNKNOWN || in->n_cgroups > RF_CGROUP_MAX_LEVELS ||
+        (!in->cgroups && in->n_cgroups) || !rf_admission_mode_name(in->mode) ||
+        !rf_admission_phase_name(in->phase))
         return -EINVAL;
-    memset(out, 0, sizeof(*out));
-    if (!in || in->n_unknown > RF_ADMISSION_MAX_UNKNOWN)
-        return -EINVAL;
-    for (k = 0; k < in->n_unknown; k++)
+    for (size_t k = 0; k < in->n_unknown; k++)
         if (!in->unknown_components[k])
             return -EINVAL;
     if (in->has_target && in->reserve_bytes >= in->target_bytes)
         return -EINVAL;
+    return 0;
+}
 
-    for (k = 0; k < in->n_unknown; k++)
-        copy_str(out->unknown_components[k], RF_ADMISSION_NAME_MAX, in->unknown_components[k]);
-    out->n_unknown = in->n_unknown;
-    if (in->has_hard_limit)
-        copy_str(out->hard_limit_source, sizeof(out->hard_limit_source), in->hard_limit_source);
-    out->has_reclaimable = in->has_reclaimable;
-    out->reclaimable_bytes = in->has_reclaimable ? in->reclaimable_bytes : 0;
+/* Copies the inputs into out: records, unknowns, levels, soft target. */
+static void copy_inputs(const struct rf_admission_input *in, struct rf_admission_result *out)
+{
+    bool pre = in->phase == RF_ADMISSION_PRE_LOAD;
+
+    out->mode = in->mode;
+    out->phase = in->phase;
+    record(out, "process_rss", &in->process_rss);
+    record(out, "anonymous", &in->anonymous);
+    if (!pre)
+        record(out, "mapping_rss", &in->mapping_rss);
+    record(out, "locked", &in->locked);
+    record(out, "kv_cache", &in->kv_cache);
+    record(out, "graph_scratch", &in->graph_scratch);
+    if (pre) {
+        record(out, "mapped_weights", &in->mapped_weights);
+        record(out, "repacked_weights", &in->repacked_weights);
+        record(out, "model_cached", &in->model_cached);
+    }
+    record(out, "file_working_set", &in->file_working_set);
+    record(out, "reclaimable", &in->reclaimable);
+    for (size_t k = 0; k < in->n_unknown; k++)
+        add_unknown(out, in->unknown_components[k]);
+    if (!in->graph_scratch.has)
+        add_unknown(out, "GraphScratch");
+    if (!in->file_working_set.has)
+        add_unknown(out, "FileWorkingSet");
+    out->has_reclaimable = in->reclaimable.has;
+    out->reclaimable_bytes = in->reclaimable.has ? in->reclaimable.bytes : 0;
     if (in->has_target) {
         out->has_soft_target = true;
         out->soft_target_bytes = in->target_bytes - in->reserve_bytes; /* reserve < target */
     }
-
-    if (!in->has_request) {
-        decide(out, RF_ADMIT_UNKNOWN,
-               "the run's memory request could not be measured, so it is not admitted");
-        return 0;
+    out->n_cgroups = in->n_cgroups;
+    out->cgroups_truncated = in->cgroups_truncated;
+    for (size_t i = 0; i < in->n_cgroups; i++) {
+        out->cgroups[i].level = in->cgroups[i];
+        out->cgroups[i].level.dir[RF_CGROUP_PATH_MAX - 1] = '\0';
     }
-    soft_excess(in, out);
-    if (__builtin_add_overflow(in->request_bytes, in->reserve_bytes, &with_reserve)) {
-        decide(out, RF_ADMIT_REJECTED,
+}
+
+/* The excess classification (rule order: hard, memory.high, soft target). */
+static void classify_excess(const struct rf_admission_input *in, struct rf_admission_result *out)
+{
+    if (out->has_hard_excess) {
+        const struct rf_admission_level_check *c = &out->cgroups[out->binding];
+
+        out->excess_over = RF_ADMIT_BOUND_HARD_LIMIT;
+        out->excess_likely_anonymous =
+            likely_anonymous(in, out, out->hard_excess_bytes, c->run_room_bytes);
+    } else if (out->has_high_excess) {
+        out->excess_over = RF_ADMIT_BOUND_SOFT_LIMIT;
+        out->excess_likely_anonymous = likely_anonymous(
+            in, out, out->high_excess_bytes, out->cgroups[out->high_level].high_run_room_bytes);
+    } else if (out->has_excess) {
+        out->excess_over = RF_ADMIT_BOUND_SOFT_TARGET;
+        out->excess_likely_anonymous =
+            likely_anonymous(in, out, out->excess_bytes, out->soft_target_bytes);
+    }
+}
+
+/* The first enforced level whose usage is unknown; false when none. */
+static bool unknown_usage(const struct rf_admission_result *out, size_t *at)
+{
+    for (size_t i = 0; i < out->n_cgroups; i++) {
+        const struct rf_admission_level_check *c = &out->cgroups[i];
+
+        if (c->enforced && !c->checked) {
+            *at = i;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Rules 6-8 once nothing harder applied. */
+static void decide_soft(const struct rf_admission_input *in, struct rf_admission_result *out)
+{
+    size_t high_at = 0;
+    bool high_over = false, high_thrash = false;
+
+    for (size_t i = 0; i < out->n_cgroups; i++) {
+        const struct rf_admission_level_check *c = &out->cgroups[i];
+
+        if (!c->high_checked)
+            continue;
+        if (!c->high_fits &&
+            (!high_over || c->projected_bytes - c->level.high.bytes > out->high_excess_bytes)) {
+            high_over = true;
+            out->has_high_excess = true;
+            out->high_excess_bytes = c->projected_bytes - c->level.high.bytes;
+            out->high_level = i;
+            high_at = i;
+        }
+        if (!c->high_working_set_fits && !high_over && !high_thrash) {
+            high_thrash = true;
+            high_at = i;
+        }
+    }
+    classify_excess(in, out);
+    if (high_over) {
+        const struct rf_admission_level_check *c = &out->cgroups[high_at];
+
+        decide(out, RF_ADMIT_WARNING, RF_ADMIT_CAUSE_SOFT_LIMIT,
+               "the projected charge of %" PRIu64 " bytes exceeds the soft limit (memory.high) of "
+               "%" PRIu64 " bytes of cgroup %s by %" PRIu64
+               " bytes: the kernel throttles and reclaims above it",
+               c->projected_bytes, c->level.high.bytes, c->level.dir, out->high_excess_bytes);
+        note_excess(in, out, out->high_excess_bytes);
+        note_reclaimable(out, c);
+        return;
+    }
+    if (high_thrash) {
+        const struct rf_admission_level_check *c = &out->cgroups[high_at];
+
+        out->thrash = true;
+        out->has_thrash_level = true;
+        out->thrash_level = high_at;
+        thrash_sentence(in, out, RF_ADMIT_WARNING, c, "soft limit (memory.high)",
+                        c->level.high.bytes, c->high_run_room_bytes);
+        note_reclaimable(out, c);
+        return;
+    }
+    if (out->has_excess) {
+        decide(out, RF_ADMIT_WARNING, RF_ADMIT_CAUSE_SOFT_TARGET,
+               "the request of %" PRIu64 " bytes exceeds the soft target of %" PRIu64
+               " bytes by %" PRIu64 " bytes",
+               out->request_bytes, out->soft_target_bytes, out->excess_bytes);
+        note_excess(in, out, out->excess_bytes);
+        return;
+    }
+    if (out->has_binding) {
+        const struct rf_admission_level_check *c = &out->cgroups[out->binding];
+
+        decide(out, RF_ADMIT_ADMITTED, RF_ADMIT_CAUSE_FITS,
+               "the projected charge of %" PRIu64 " bytes fits the hard limit of %" PRIu64
+               " bytes of cgroup %s (the binding one: least room, %" PRIu64 " bytes)",
+               c->projected_bytes, c->level.limit.bytes, c->level.dir, c->room_bytes);
+        note_reclaimable(out, c);
+    } else {
+        decide(out, RF_ADMIT_ADMITTED, RF_ADMIT_CAUSE_FITS, "%s",
+               out->n_cgroups ? "no cgroup of the hierarchy enforces a hard limit"
+                              : "no cgroup memory controller was found");
+    }
+    if (out->has_soft_target)
+        note(out, "; the request of %" PRIu64 " bytes fits the soft target of %" PRIu64 " bytes",
+             out->request_bytes, out->soft_target_bytes);
+    else
+        note(out, "; no target was set");
+}
+
+/* Sets refused from the mode and the outcome (see the table in admission.h). */
+static void set_refused(struct rf_admission_result *out)
+{
+    if (out->mode == RF_ADMISSION_ENFORCE)
+        out->refused = out->outcome == RF_ADMIT_REJECTED || out->outcome == RF_ADMIT_UNKNOWN;
+    else if (out->mode == RF_ADMISSION_WARN)
+        out->refused = out->outcome == RF_ADMIT_REJECTED;
+}
+
+/* Rules 2-8 once the request is known. */
+static void decide_known(const struct rf_admission_input *in, struct rf_admission_result *out)
+{
+    uint64_t with_reserve;
+    size_t at = 0;
+
+    if (out->has_soft_target && out->request_bytes > out->soft_target_bytes) {
+        out->has_excess = true;
+        out->excess_bytes = out->request_bytes - out->soft_target_bytes;
+    }
+    if (__builtin_add_overflow(out->request_bytes, in->reserve_bytes, &with_reserve)) {
+        decide(out, RF_ADMIT_REJECTED, RF_ADMIT_CAUSE_OVERFLOW,
                "the request of %" PRIu64 " bytes plus the safety reserve of %" PRIu64
                " bytes overflows 64 bits",
-               in->request_bytes, in->reserve_bytes);
-        return 0;
+               out->request_bytes, in->reserve_bytes);
+        return;
     }
-    if (hard_check(in, out))
-        return 0;
+    for (size_t i = 0; i < out->n_cgroups; i++) {
+        if (!check_level(in, out, &out->cgroups[i])) {
+            decide(out, RF_ADMIT_REJECTED, RF_ADMIT_CAUSE_OVERFLOW,
+                   "the projected charge of cgroup %s overflows 64 bits",
+                   out->cgroups[i].level.dir);
+            return;
+        }
+        if (out->cgroups[i].checked)
+            out->hard_limit_checked = true;
+    }
+    if (least(out, false, &at)) {
+        const struct rf_admission_level_check *c = &out->cgroups[at];
 
-    if (out->has_excess) {
-        if (out->excess_likely_anonymous)
-            decide(out, RF_ADMIT_WARNING,
-                   "the request of %" PRIu64 " bytes exceeds the soft target of %" PRIu64
-                   " bytes by %" PRIu64 " bytes; " RF_ANON_NOTE,
-                   in->request_bytes, out->soft_target_bytes, out->excess_bytes);
-        else if (in->has_reclaimable)
-            decide(out, RF_ADMIT_WARNING,
-                   "the request of %" PRIu64 " bytes exceeds the soft target of %" PRIu64
-                   " bytes by %" PRIu64
-                   " bytes, within the eligible-reclaimable estimate of %" PRIu64 " bytes",
-                   in->request_bytes, out->soft_target_bytes, out->excess_bytes,
-                   in->reclaimable_bytes);
-        else
-            decide(out, RF_ADMIT_WARNING,
-                   "the request of %" PRIu64 " bytes exceeds the soft target of %" PRIu64
-                   " bytes by %" PRIu64 " bytes, and no eligible-reclaimable estimate is available",
-                   in->request_bytes, out->soft_target_bytes, out->excess_bytes);
-    } else if (out->has_soft_target) {
-        decide(out, RF_ADMIT_ADMITTED,
-               "the request of %" PRIu64 " bytes fits the soft target of %" PRIu64 " bytes",
-               in->request_bytes, out->soft_target_bytes);
-    } else if (out->hard_limit_checked) {
-        decide(out, RF_ADMIT_ADMITTED,
-               "the request of %" PRIu64 " bytes fits the cgroup hard limit of %" PRIu64
-               " bytes, and no target was set",
-               in->request_bytes, in->hard_limit_bytes);
-    } else {
-        decide(out, RF_ADMIT_ADMITTED,
-               "the request of %" PRIu64 " bytes has no enforced hard limit or target to exceed",
-               in->request_bytes);
+        out->has_binding = true;
+        out->binding = at;
+        out->has_projected_charge = true;
+        out->projected_charge_bytes = c->projected_bytes;
+        copy_str(out->hard_limit_source, sizeof(out->hard_limit_source), c->level.limit.source);
+        if (!c->fits) {
+            out->has_hard_excess = true;
+            out->hard_excess_bytes = c->projected_bytes - c->level.limit.bytes;
+        }
     }
+    if (least(out, true, &at) && !out->cgroups[at].working_set_fits) {
+        out->thrash = true;
+        out->has_thrash_level = true;
+        out->thrash_level = at;
+    }
+
+    /* 3. the charge over a hard limit */
+    if (out->has_hard_excess) {
+        const struct rf_admission_level_check *c = &out->cgroups[out->binding];
+
+        classify_excess(in, out);
+        decide(out, RF_ADMIT_REJECTED, RF_ADMIT_CAUSE_HARD_LIMIT,
+               "the projected charge of %" PRIu64 " bytes exceeds the hard limit of %" PRIu64
+               " bytes of cgroup %s by %" PRIu64 " bytes (usage %" PRIu64 " - reclaimable %" PRIu64
+               " + growth %" PRIu64 ")",
+               c->projected_bytes, c->level.limit.bytes, c->level.dir, out->hard_excess_bytes,
+               c->level.usage.bytes, c->reclaimable_bytes, out->growth_bytes);
+        note_excess(in, out, out->hard_excess_bytes);
+        note_reclaimable(out, c);
+        return;
+    }
+    /* 4. an enforced limit that cannot be compared */
+    if (unknown_usage(out, &at)) {
+        const struct rf_cgroup_level *l = &out->cgroups[at].level;
+        char why[RF_CGROUP_PATH_MAX + 64];
+
+        classify_excess(in, out);
+        decide(out, RF_ADMIT_UNKNOWN, RF_ADMIT_CAUSE_UNKNOWN,
+               "the hard limit of %" PRIu64 " bytes (%s) is enforced but the usage of cgroup %s "
+               "is unknown (%s), so the run is not admitted",
+               l->limit.bytes, l->limit.source, l->dir, why_unknown(&l->usage, why, sizeof(why)));
+        return;
+    }
+    if (out->cgroups_truncated) {
+        classify_excess(in, out);
+        decide(out, RF_ADMIT_UNKNOWN, RF_ADMIT_CAUSE_UNKNOWN,
+               "the cgroup hierarchy has more than %d levels: the limits above the levels read "
+               "are unknown, so the run is not admitted",
+               RF_CGROUP_MAX_LEVELS);
+        return;
+    }
+    /* 5. the decode working set under a hard limit */
+    if (out->thrash) {
+        const struct rf_admission_level_check *c = &out->cgroups[out->thrash_level];
+
+        classify_excess(in, out);
+        thrash_sentence(in, out,
+                        in->mode == RF_ADMISSION_ENFORCE ? RF_ADMIT_REJECTED : RF_ADMIT_WARNING, c,
+                        "hard limit", c->level.limit.bytes, c->run_room_bytes);
+        note_reclaimable(out, c);
+        return;
+    }
+    decide_soft(in, out);
+}
+
+int rf_admission_decide(const struct rf_admission_input *in, struct rf_admission_result *out)
+{
+    const char *missing;
+
+    if (!out)
+        return -EINVAL;
+    memset(out, 0, sizeof(*out));
+    if (check_args(in) < 0)
+        return -EINVAL;
+    copy_inputs(in, out);
+    lock_check(in, out);
+
+    missing = project(in, out);
+    if (missing && strcmp(missing, "overflow") == 0) {
+        decide(out, RF_ADMIT_REJECTED, RF_ADMIT_CAUSE_OVERFLOW,
+               "the projected memory of the run overflows 64 bits");
+    } else if (missing) {
+        out->has_request = out->has_growth = out->has_anonymous = out->has_working_set = false;
+        for (size_t i = 0; i < out->n_cgroups; i++)
+            out->cgroups[i].enforced = rf_cgroup_level_enforced(&out->cgroups[i].level);
+        decide(out, RF_ADMIT_UNKNOWN, RF_ADMIT_CAUSE_UNKNOWN,
+               "the run's memory request could not be computed (%s), so it is not admitted",
+               missing);
+    } else {
+        decide_known(in, out);
+    }
+    set_refused(out);
+    return 0;
+}
+
+int rf_admission_reclaimable_now(const struct rf_inventory *inv, const struct rf_lifetime *lt,
+                                 const bool *mapping_locked, const struct rf_binding *b,
+                                 struct rf_reclaimable_now *out)
+{
+    const char *why = NULL;
+
+    if (!out)
+        return -EINVAL;
+    memset(out, 0, sizeof(*out));
+    if (!inv || !lt || !b || lt->n != inv->n || (inv->n_mappings && !mapping_locked) ||
+        (inv->n && (!inv->entries || !lt->states)))
+        return -EINVAL;
+    for (size_t i = 0; i < inv->n; i++) {
+        const struct rf_inventory_entry *e = &inv->entries[i];
+        bool eligible =
+            e->eligibility == RF_ELIGIBLE || e->eligibility == RF_ELIGIBLE_DEAD_FILE_PAGES;
+
+        if (e->mapping_index >= 0 && (size_t)e->mapping_index >= inv->n_mappings) {
+            memset(out, 0, sizeof(*out));
+            return -EINVAL;
+        }
+        switch (lt->states[i]) {
+        case RF_LT_RELEASE_ELIGIBLE:
+            if (!eligible || e->mapping_index < 0) {
+                out->n_not_eligible++;
+            } else if (mapping_locked[e->mapping_index]) {
+                out->n_locked++;
+            } else {
+                if (__builtin_add_overflow(out->bytes, e->unique_reclaimable_bytes, &out->bytes)) {
+                    memset(out, 0, sizeof(*out));
+                    return -EOVERFLOW;
+                }
+                out->n_counted++;
+            }
+            break;
+        case RF_LT_RELEASE_SELECTED:
+        case RF_LT_RELEASE_REQUESTED:
+        case RF_LT_NATIVE_ACCEPTED:
+        case RF_LT_RECONCILED:
+            out->n_released++;
+            break;
+        case RF_LT_SHARED_OR_REUSED:
+            out->n_shared++;
+            break;
+        case RF_LT_NATIVE_FAILURE:
+        case RF_LT_RELEASE_FAILED:
+            out->n_failed++;
+            break;
+        case RF_LT_UNKNOWN:
+        case RF_LT_INVALIDATED:
+            out->n_unknown++;
+            break;
+        default:
+            out->n_not_eligible++;
+            break;
+        }
+    }
+    if (!rf_binding_may_select(b, &why)) {
+        out->bytes = 0;
+        out->reason = why ? why : "selection is not allowed now";
+        return 0;
+    }
+    out->has_value = true;
+    return 0;
+}
+
+int rf_admission_file_working_set(const struct rf_inventory *inv, uint64_t *out)
+{
+    struct rf_interval_set *sets = NULL;
+    uint64_t total = 0;
+    int ret = 0;
+
+    if (!inv || !out || (inv->n && !inv->entries) || (inv->n_mappings && !inv->mappings))
+        return -EINVAL;
+    *out = 0;
+    if (inv->n_mappings) {
+        sets = calloc(inv->n_mappings, sizeof(*sets));
+        if (!sets)
+            return -ENOMEM;
+        for (size_t m = 0; m < inv->n_mappings; m++)
+            rf_interval_set_init(&sets[m]);
+    }
+    for (size_t i = 0; i < inv->n; i++) {
+        const struct rf_inventory_entry *e = &inv->entries[i];
+
+        if (e->access != RF_ACCESS_FILE_BACKED || !e->file_backed || e->mapping_index < 0)
+            continue;
+        if ((size_t)e->mapping_index >= inv->n_mappings) {
+            ret = -EINVAL;
+            goto out;
+        }
+        ret = rf_interval_set_add(&sets[e->mapping_index], e->pages);
+        if (ret < 0)
+            goto out;
+    }
+    for (size_t m = 0; m < inv->n_mappings; m++) {
+        uint64_t bytes;
+
+        if (__builtin_mul_overflow(rf_interval_set_pages(&sets[m]), inv->page_bytes, &bytes) ||
+            __builtin_add_overflow(total, bytes, &total)) {
+            ret = -EOVERFLOW;
+            goto out;
+        }
+    }
+    *out = total;
+
+out:
+    for (size_t m = 0; sets && m < inv->n_mappings; m++)
+        rf_interval_set_free(&sets[m]);
+    free(sets);
+    return ret;
+}
+
+int rf_admission_kv_bytes(uint64_t n_layer, uint64_t n_ctx, uint64_t n_embd_k, uint64_t n_embd_v,
+                          uint64_t elem_bytes, uint64_t *out)
+{
+    uint64_t width, v;
+
+    if (!out)
+        return -EINVAL;
+    *out = 0;
+    if (!n_layer || !n_ctx || !n_embd_k || !n_embd_v || !elem_bytes)
+        return -EINVAL;
+    if (__builtin_add_overflow(n_embd_k, n_embd_v, &width) ||
+        __builtin_mul_overflow(width, elem_bytes, &v) || __builtin_mul_overflow(v, n_ctx, &v) ||
+        __builtin_mul_overflow(v, n_layer, &v))
+        return -EOVERFLOW;
+    *out = v;
+    return 0;
+}
+
+int rf_admission_ctx_cells(uint64_t n_ctx_requested, uint64_t n_prompt_tokens, uint64_t n_predict,
+                           uint64_t pad, uint64_t *out)
+{
+    uint64_t n = n_ctx_requested, rem;
+
+    if (!out)
+        return -EINVAL;
+    *out = 0;
+    if (!pad)
+        return -EINVAL;
+    if (!n) {
+        if (!n_prompt_tokens || !n_predict)
+            return -EINVAL; /* a prompt token and a generated one at least */
+        if (__builtin_add_overflow(n_prompt_tokens, n_predict, &n))
+            return -EOVERFLOW;
+        n -= 1;
+    }
+    rem = n % pad;
+    if (rem && __builtin_add_overflow(n, pad - rem, &n))
+        return -EOVERFLOW;
+    *out = n;
     return 0;
 }

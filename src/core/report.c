@@ -291,6 +291,104 @@ static json_t *policy_json(const struct rf_report *r)
     return o;
 }
 
+/* {"bytes", ["unlimited",] "source", "error"} of one cgroup figure. */
+static json_t *cgroup_figure_json(const struct rf_cgroup_figure *f, bool limit)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "bytes", jbytes(f->has && !f->unlimited, f->bytes));
+    if (limit)
+        json_object_set_new(o, "unlimited", f->has ? json_boolean(f->unlimited) : json_null());
+    json_object_set_new(o, "source", json_string(f->source));
+    json_object_set_new(o, "error",
+                        f->has ? json_null() : json_string(rf_cgroup_error_text(f->error)));
+    return o;
+}
+
+/* A boolean that is only meaningful when has. */
+static json_t *jbool_if(bool has, bool v)
+{
+    return has ? json_boolean(v) : json_null();
+}
+
+static json_t *admission_cgroup_json(const struct rf_admission_result *a, size_t i)
+{
+    const struct rf_admission_level_check *c = &a->cgroups[i];
+    const struct rf_cgroup_level *l = &c->level;
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "dir", json_string(l->dir));
+    json_object_set_new(o, "binding", json_boolean(a->has_binding && a->binding == i));
+    json_object_set_new(o, "enforced", json_boolean(c->enforced));
+    json_object_set_new(o, "checked", json_boolean(c->checked));
+    json_object_set_new(o, "limit", cgroup_figure_json(&l->limit, true));
+    json_object_set_new(o, "high", cgroup_figure_json(&l->high, true));
+    json_object_set_new(o, "usage", cgroup_figure_json(&l->usage, false));
+    json_object_set_new(o, "inactive_file", cgroup_figure_json(&l->inactive_file, false));
+    json_object_set_new(o, "reclaimable_bytes", jbytes(c->checked, c->reclaimable_bytes));
+    json_object_set_new(o, "room_bytes", jbytes(c->checked, c->room_bytes));
+    json_object_set_new(o, "projected_bytes", jbytes(c->checked, c->projected_bytes));
+    json_object_set_new(o, "fits", jbool_if(c->checked, c->fits));
+    json_object_set_new(o, "run_room_bytes", jbytes(c->checked, c->run_room_bytes));
+    json_object_set_new(o, "working_set_fits",
+                        jbool_if(c->working_set_checked, c->working_set_fits));
+    json_object_set_new(o, "high_fits", jbool_if(c->high_checked, c->high_fits));
+    return o;
+}
+
+static json_t *admission_inputs_json(const struct rf_admission_result *a)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < a->n_records; i++) {
+        const struct rf_admission_record *rec = &a->records[i];
+        json_array_append_new(arr, json_pack("{s:s, s:o, s:s, s:s}", "name", rec->name, "bytes",
+                                             jbytes(rec->has, rec->bytes), "provenance",
+                                             rf_provenance_name(rec->provenance), "source",
+                                             rec->source));
+    }
+    return arr;
+}
+
+/* The kernel's verdict over the run: counter deltas per cgroup, or null with a reason. */
+static json_t *verdict_json(const struct rf_report *r)
+{
+    static const char *keys[] = {"cgroups",   "hit_limit", "oom_killed",
+                                 "throttled", "complete",  NULL};
+    const struct rf_cgroup_verdict *v = r->cgroup_verdict;
+    json_t *o, *arr;
+
+    if (!v)
+        return absent_section(r->cgroup_verdict_reason ? r->cgroup_verdict_reason
+                                                       : "the cgroup counters were not read",
+                              keys);
+    o = json_object();
+    arr = json_array();
+    if (!o || !arr) {
+        json_decref(o);
+        json_decref(arr);
+        return NULL;
+    }
+    for (size_t i = 0; i < v->n; i++) {
+        const struct rf_cgroup_counters *d = &v->levels[i].delta;
+        json_array_append_new(arr,
+                              json_pack("{s:s, s:o, s:o, s:o, s:o, s:o}", "dir", v->levels[i].dir,
+                                        "failcnt", jbytes(d->has_failcnt, d->failcnt), "oom_kill",
+                                        jbytes(d->has_oom_kill, d->oom_kill), "events_high",
+                                        jbytes(d->has_events_high, d->events_high), "events_max",
+                                        jbytes(d->has_events_max, d->events_max), "events_oom",
+                                        jbytes(d->has_events_oom, d->events_oom)));
+    }
+    json_object_set_new(o, "cgroups", arr);
+    json_object_set_new(o, "hit_limit", json_boolean(v->hit_limit));
+    json_object_set_new(o, "oom_killed", json_boolean(v->oom_killed));
+    json_object_set_new(o, "throttled", json_boolean(v->throttled));
+    json_object_set_new(o, "complete", json_boolean(v->complete));
+    json_object_set_new(o, "reason", json_null());
+    return o;
+}
+
 static json_t *admission_json(const struct rf_report *r)
 {
     static const char *keys[] = {"outcome", "soft_target_bytes", NULL};
@@ -300,22 +398,52 @@ static json_t *admission_json(const struct rf_report *r)
     if (!a) {
         o = absent_section(r->admission_reason ? r->admission_reason : "no admission decision",
                            keys);
-        if (o)
+        if (o) {
             json_object_set_new(o, "hard_limit", hard_limit_json(r));
+            json_object_set_new(o, "kernel_verdict", verdict_json(r));
+        }
         return o;
     }
     o = json_object();
     if (!o)
         return NULL;
     json_object_set_new(o, "outcome", json_string(rf_admission_outcome_name(a->outcome)));
+    json_object_set_new(o, "cause", jstr(rf_admission_cause_name(a->cause)));
+    json_object_set_new(o, "mode", jstr(rf_admission_mode_name(a->mode)));
+    json_object_set_new(o, "phase", jstr(rf_admission_phase_name(a->phase)));
+    json_object_set_new(o, "refused", json_boolean(a->refused));
+    json_object_set_new(o, "request_bytes", jbytes(a->has_request, a->request_bytes));
+    json_object_set_new(o, "growth_bytes", jbytes(a->has_growth, a->growth_bytes));
+    json_object_set_new(o, "anonymous_bytes", jbytes(a->has_anonymous, a->anonymous_bytes));
+    json_object_set_new(o, "working_set_bytes", jbytes(a->has_working_set, a->working_set_bytes));
     json_object_set_new(o, "soft_target_bytes", jbytes(a->has_soft_target, a->soft_target_bytes));
     json_object_set_new(o, "excess_bytes", jbytes(a->has_excess, a->excess_bytes));
+    json_object_set_new(o, "excess_over",
+                        a->excess_over == RF_ADMIT_BOUND_NONE
+                            ? json_null()
+                            : jstr(rf_admission_bound_name(a->excess_over)));
     json_object_set_new(o, "excess_likely_anonymous", json_boolean(a->excess_likely_anonymous));
     json_object_set_new(o, "reclaimable_bytes", jbytes(a->has_reclaimable, a->reclaimable_bytes));
     json_object_set_new(o, "hard_limit_checked", json_boolean(a->hard_limit_checked));
     json_object_set_new(o, "projected_charge_bytes",
                         jbytes(a->has_projected_charge, a->projected_charge_bytes));
+    json_object_set_new(o, "hard_excess_bytes", jbytes(a->has_hard_excess, a->hard_excess_bytes));
+    json_object_set_new(o, "high_excess_bytes", jbytes(a->has_high_excess, a->high_excess_bytes));
+    json_object_set_new(o, "thrash", json_boolean(a->thrash));
+    json_object_set_new(o, "working_set_fit_bytes",
+                        jbytes(a->has_working_set_fit, a->working_set_fit_bytes));
+    json_object_set_new(o, "binding_cgroup",
+                        a->has_binding ? json_string(a->cgroups[a->binding].level.dir)
+                                       : json_null());
+    json_t *cgs = json_array();
+    for (size_t i = 0; cgs && i < a->n_cgroups; i++)
+        json_array_append_new(cgs, admission_cgroup_json(a, i));
+    json_object_set_new(o, "cgroups", cgs);
+    json_object_set_new(o, "cgroups_truncated", json_boolean(a->cgroups_truncated));
+    json_object_set_new(o, "inputs", admission_inputs_json(a));
+    json_object_set_new(o, "lock_note", a->lock_note[0] ? json_string(a->lock_note) : json_null());
     json_object_set_new(o, "hard_limit", hard_limit_json(r));
+    json_object_set_new(o, "kernel_verdict", verdict_json(r));
     json_t *unk = json_array();
     for (size_t i = 0; unk && i < a->n_unknown; i++)
         json_array_append_new(unk, json_string(a->unknown_components[i]));

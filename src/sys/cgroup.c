@@ -228,8 +228,8 @@ static int join_dir(char *dir, size_t size, const char *point, const char *rel)
     return 0;
 }
 
-/* Writes dir + "/" + name (name may be NULL: dir alone) into buf. */
-static int join_file(char *buf, size_t size, const char *dir, const char *name)
+/* See sys_internal.h. */
+int rfsys__cgroup_join(char *buf, size_t size, const char *dir, const char *name)
 {
     size_t dlen = strlen(dir);
     const char *slash = dlen > 0 && dir[dlen - 1] == '/' ? "" : "/";
@@ -247,7 +247,7 @@ static bool exists(const char *sysroot, const char *dir, const char *name)
     char rel[PATH_MAX], full[PATH_MAX];
     struct stat st;
 
-    if (join_file(rel, sizeof(rel), dir, name) < 0 ||
+    if (rfsys__cgroup_join(rel, sizeof(rel), dir, name) < 0 ||
         rfsys__path(full, sizeof(full), sysroot, rel) < 0 || stat(full, &st) < 0)
         return false;
     return name ? true : S_ISDIR(st.st_mode);
@@ -305,13 +305,10 @@ static int parse_value(const char *s, bool allow_max, bool *is_max, uint64_t *va
     return *s == '\0' ? 0 : -EBADMSG;
 }
 
-/*
- * Reads the file dir/name under sysroot. A missing file returns 0 with
- * *found false; otherwise *found is true, the text is parsed with
- * parse_value and source (may be NULL) receives "dir/name".
- */
-static int read_value(const char *sysroot, const char *dir, const char *name, bool allow_max,
-                      bool *found, bool *is_max, uint64_t *value, char *source, size_t source_size)
+/* See sys_internal.h. */
+int rfsys__cgroup_read_value(const char *sysroot, const char *dir, const char *name, bool allow_max,
+                             bool *found, bool *is_max, uint64_t *value, char *source,
+                             size_t source_size)
 {
     char rel[PATH_MAX];
     char *text = NULL;
@@ -321,7 +318,7 @@ static int read_value(const char *sysroot, const char *dir, const char *name, bo
     *found = false;
     if (!is_max)
         is_max = &dummy_max;
-    ret = join_file(rel, sizeof(rel), dir, name);
+    ret = rfsys__cgroup_join(rel, sizeof(rel), dir, name);
     if (ret < 0)
         goto out;
     ret = rfsys_slurp(sysroot, rel, RFSYS_SMALL_FILE_BYTES, &text, NULL);
@@ -335,7 +332,7 @@ static int read_value(const char *sysroot, const char *dir, const char *name, bo
     if (ret < 0)
         goto out;
     if (source) {
-        ret = join_file(source, source_size, dir, name);
+        ret = rfsys__cgroup_join(source, source_size, dir, name);
         if (ret < 0)
             goto out;
     }
@@ -346,22 +343,9 @@ out:
     return ret;
 }
 
-/* One key of a flat-keyed cgroup file and where its value goes. */
-struct keyed_value {
-    const char *key;
-    uint64_t *value;
-    bool found; /* set by read_keyed */
-};
-
-/*
- * Reads dir/file, a flat-keyed cgroup file ("key N" lines, as
- * memory.events and memory.stat), into the values of keys[0..n): the first
- * occurrence of a key counts, other keys are ignored. A missing file
- * returns 0 with *file_found false. A known key without a decimal value is
- * -EBADMSG; other read errors are those of rfsys_slurp.
- */
-static int read_keyed(const char *sysroot, const char *dir, const char *file,
-                      struct keyed_value *keys, size_t n, bool *file_found)
+/* See sys_internal.h. */
+int rfsys__cgroup_read_keyed(const char *sysroot, const char *dir, const char *file,
+                             struct rfsys__keyed *keys, size_t n, bool *file_found)
 {
     char rel[PATH_MAX];
     char *text = NULL;
@@ -369,7 +353,7 @@ static int read_keyed(const char *sysroot, const char *dir, const char *file,
     int ret;
 
     *file_found = false;
-    ret = join_file(rel, sizeof(rel), dir, file);
+    ret = rfsys__cgroup_join(rel, sizeof(rel), dir, file);
     if (ret < 0)
         goto out;
     ret = rfsys_slurp(sysroot, rel, RFSYS_SMALL_FILE_BYTES, &text, NULL);
@@ -416,14 +400,14 @@ out:
  */
 static int read_events(const char *sysroot, const char *dir, struct rfsys_cgroup_memory *out)
 {
-    struct keyed_value keys[] = {
-        {"low", &out->events_low, false},   {"high", &out->events_high, false},
-        {"max", &out->events_max, false},   {"oom", &out->events_oom, false},
+    struct rfsys__keyed keys[] = {
+        {"low", &out->events_low, false},           {"high", &out->events_high, false},
+        {"max", &out->events_max, false},           {"oom", &out->events_oom, false},
         {"oom_kill", &out->events_oom_kill, false},
     };
     bool file_found;
-    int ret = read_keyed(sysroot, dir, "memory.events", keys, sizeof(keys) / sizeof(keys[0]),
-                         &file_found);
+    int ret = rfsys__cgroup_read_keyed(sysroot, dir, "memory.events", keys,
+                                       sizeof(keys) / sizeof(keys[0]), &file_found);
 
     if (ret == 0 && file_found)
         out->has_events = true;
@@ -440,12 +424,12 @@ static int read_events(const char *sysroot, const char *dir, struct rfsys_cgroup
  */
 static int read_v1_hier_limit(const char *sysroot, const char *dir, bool *found, uint64_t *value)
 {
-    struct keyed_value key = {V1_HIER_LIMIT_KEY, value, false};
+    struct rfsys__keyed key = {V1_HIER_LIMIT_KEY, value, false};
     bool file_found;
     int ret;
 
     *value = 0;
-    ret = read_keyed(sysroot, dir, "memory.stat", &key, 1, &file_found);
+    ret = rfsys__cgroup_read_keyed(sysroot, dir, "memory.stat", &key, 1, &file_found);
     if (ret < 0)
         *value = 0;
     *found = ret == 0 && key.found;
@@ -465,16 +449,18 @@ static int read_v1(const char *sysroot, struct rfsys_cgroup_memory *out)
     bool own_unlimited, hier_unlimited, hier_lower;
     int ret;
 
-    ret = read_value(sysroot, out->dir, "memory.usage_in_bytes", false, &out->has_current, NULL,
-                     &out->current_bytes, out->current_source, sizeof(out->current_source));
+    ret = rfsys__cgroup_read_value(sysroot, out->dir, "memory.usage_in_bytes", false,
+                                   &out->has_current, NULL, &out->current_bytes,
+                                   out->current_source, sizeof(out->current_source));
     if (ret < 0)
         return ret;
-    ret = read_value(sysroot, out->dir, "memory.max_usage_in_bytes", false, &out->has_peak, NULL,
-                     &out->peak_bytes, out->peak_source, sizeof(out->peak_source));
+    ret = rfsys__cgroup_read_value(sysroot, out->dir, "memory.max_usage_in_bytes", false,
+                                   &out->has_peak, NULL, &out->peak_bytes, out->peak_source,
+                                   sizeof(out->peak_source));
     if (ret < 0)
         return ret;
-    ret = read_value(sysroot, out->dir, "memory.limit_in_bytes", false, &own_found, NULL,
-                     &own_bytes, out->limit_source, sizeof(out->limit_source));
+    ret = rfsys__cgroup_read_value(sysroot, out->dir, "memory.limit_in_bytes", false, &own_found,
+                                   NULL, &own_bytes, out->limit_source, sizeof(out->limit_source));
     if (ret < 0)
         return ret;
     ret = read_v1_hier_limit(sysroot, out->dir, &hier_found, &hier_bytes);
@@ -485,8 +471,8 @@ static int read_v1(const char *sysroot, struct rfsys_cgroup_memory *out)
     hier_unlimited = hier_bytes >= RFSYS_CGROUP_V1_UNLIMITED;
     hier_lower = !hier_unlimited && (own_unlimited || hier_bytes < own_bytes);
     if (hier_found && (!own_found || hier_lower)) {
-        ret = join_file(out->limit_source, sizeof(out->limit_source), out->dir,
-                        "memory.stat " V1_HIER_LIMIT_KEY);
+        ret = rfsys__cgroup_join(out->limit_source, sizeof(out->limit_source), out->dir,
+                                 "memory.stat " V1_HIER_LIMIT_KEY);
         if (ret < 0)
             return ret;
         out->has_limit = true;
@@ -501,13 +487,8 @@ static int read_v1(const char *sysroot, struct rfsys_cgroup_memory *out)
     return 0;
 }
 
-/*
- * Cuts dir (which starts with a mount point of keep bytes) to its parent
- * directory, never shorter than the mount point. Returns false, leaving
- * dir as it is, when dir is the mount point already. Each call shortens
- * dir, so a walk ends; a doubled or trailing '/' only repeats a directory.
- */
-static bool cut_to_parent(char *dir, size_t keep)
+/* See sys_internal.h. */
+bool rfsys__cgroup_cut_to_parent(char *dir, size_t keep)
 {
     size_t len = strlen(dir);
     const char *slash;
@@ -548,8 +529,8 @@ static int read_v2_min(const char *sysroot, const char *dir, const char *point, 
     size_t keep = strlen(point);
     int ret;
 
-    ret = read_value(sysroot, dir, name, true, &m->found, &m->unlimited, &m->bytes, m->source,
-                     m->source_size);
+    ret = rfsys__cgroup_read_value(sysroot, dir, name, true, &m->found, &m->unlimited, &m->bytes,
+                                   m->source, m->source_size);
     if (ret < 0)
         return ret;
     m->inherited = false;
@@ -558,12 +539,12 @@ static int read_v2_min(const char *sysroot, const char *dir, const char *point, 
     if (strlen(dir) >= sizeof(cur) || strncmp(dir, point, keep) != 0)
         return 0;
     memcpy(cur, dir, strlen(dir) + 1);
-    while (cut_to_parent(cur, keep)) {
+    while (rfsys__cgroup_cut_to_parent(cur, keep)) {
         bool found = false, is_max = false;
         uint64_t value = 0;
 
-        if (read_value(sysroot, cur, name, true, &found, &is_max, &value, source, sizeof(source)) <
-                0 ||
+        if (rfsys__cgroup_read_value(sysroot, cur, name, true, &found, &is_max, &value, source,
+                                     sizeof(source)) < 0 ||
             !found)
             continue; /* unreadable or malformed ancestor: no limit here */
         if (m->found && (is_max || (!m->unlimited && value >= m->bytes)))
@@ -585,12 +566,13 @@ static int read_v2(const char *sysroot, const char *point, struct rfsys_cgroup_m
     struct v2_min m;
     int ret;
 
-    ret = read_value(sysroot, out->dir, "memory.current", false, &out->has_current, NULL,
-                     &out->current_bytes, out->current_source, sizeof(out->current_source));
+    ret = rfsys__cgroup_read_value(sysroot, out->dir, "memory.current", false, &out->has_current,
+                                   NULL, &out->current_bytes, out->current_source,
+                                   sizeof(out->current_source));
     if (ret < 0)
         return ret;
-    ret = read_value(sysroot, out->dir, "memory.peak", false, &out->has_peak, NULL,
-                     &out->peak_bytes, out->peak_source, sizeof(out->peak_source));
+    ret = rfsys__cgroup_read_value(sysroot, out->dir, "memory.peak", false, &out->has_peak, NULL,
+                                   &out->peak_bytes, out->peak_source, sizeof(out->peak_source));
     if (ret < 0)
         return ret;
 
@@ -619,19 +601,20 @@ static int read_v2(const char *sysroot, const char *point, struct rfsys_cgroup_m
     return read_events(sysroot, out->dir, out);
 }
 
-int rfsys_read_cgroup_memory(const char *sysroot, const char *pid, struct rfsys_cgroup_memory *out)
+/* See sys_internal.h. */
+int rfsys__cgroup_locate(const char *sysroot, const char *pid, enum rfsys_cgroup_version *version,
+                         char *dir, size_t dir_size, char *point, size_t point_size)
 {
     struct cg_mount v1_mount, v2_mount;
+    const struct cg_mount *mnt = NULL;
     const char *v1_path, *v2_path;
     char path[64];
     char *cgroup_text = NULL, *mountinfo_text = NULL;
     int ret;
 
-    if (!out)
-        return -EINVAL;
-    memset(out, 0, sizeof(*out));
-    out->version = RFSYS_CGROUP_NONE;
-
+    *version = RFSYS_CGROUP_NONE;
+    dir[0] = '\0';
+    point[0] = '\0';
     ret = rfsys__proc_path(path, sizeof(path), pid, "cgroup");
     if (ret < 0)
         goto out;
@@ -653,25 +636,49 @@ int rfsys_read_cgroup_memory(const char *sysroot, const char *pid, struct rfsys_
     parse_mountinfo(mountinfo_text, v1_path, v2_path, &v1_mount, &v2_mount);
 
     if (v1_path && v1_mount.point) {
-        ret = resolve_dir(sysroot, &v1_mount, v1_path, false, out->dir, sizeof(out->dir));
+        ret = resolve_dir(sysroot, &v1_mount, v1_path, false, dir, dir_size);
         if (ret < 0)
             goto out;
-        out->version = RFSYS_CGROUP_V1;
-        ret = read_v1(sysroot, out);
+        *version = RFSYS_CGROUP_V1;
+        mnt = &v1_mount;
     } else if (v2_path && v2_mount.point) {
-        ret = resolve_dir(sysroot, &v2_mount, v2_path, true, out->dir, sizeof(out->dir));
-        if (ret < 0 || out->dir[0] == '\0')
+        ret = resolve_dir(sysroot, &v2_mount, v2_path, true, dir, dir_size);
+        if (ret < 0 || dir[0] == '\0')
             goto out;
-        out->version = RFSYS_CGROUP_V2;
-        ret = read_v2(sysroot, v2_mount.point, out);
+        *version = RFSYS_CGROUP_V2;
+        mnt = &v2_mount;
     }
+    if (mnt && (size_t)snprintf(point, point_size, "%s", mnt->point) >= point_size)
+        ret = -ENAMETOOLONG;
 
 out:
+    if (ret < 0) {
+        *version = RFSYS_CGROUP_NONE;
+        dir[0] = '\0';
+        point[0] = '\0';
+    }
+    free(mountinfo_text);
+    free(cgroup_text);
+    return ret;
+}
+
+int rfsys_read_cgroup_memory(const char *sysroot, const char *pid, struct rfsys_cgroup_memory *out)
+{
+    char point[sizeof(out->dir)];
+    int ret;
+
+    if (!out)
+        return -EINVAL;
+    memset(out, 0, sizeof(*out));
+    ret = rfsys__cgroup_locate(sysroot, pid, &out->version, out->dir, sizeof(out->dir), point,
+                               sizeof(point));
+    if (ret == 0 && out->version == RFSYS_CGROUP_V1)
+        ret = read_v1(sysroot, out);
+    else if (ret == 0 && out->version == RFSYS_CGROUP_V2)
+        ret = read_v2(sysroot, point, out);
     if (ret < 0) {
         memset(out, 0, sizeof(*out));
         out->version = RFSYS_CGROUP_NONE;
     }
-    free(mountinfo_text);
-    free(cgroup_text);
     return ret;
 }

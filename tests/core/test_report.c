@@ -38,6 +38,7 @@
 #include "ramforge/policy.h"
 #include "ramforge/report.h"
 #include "ramforge/timing.h"
+#include "test_util.h"
 
 #define PAGE 4096
 
@@ -530,12 +531,6 @@ static const char *const state_names[RF_LT_N] = {
 };
 
 /* Advances resource i of lt along path (legal transitions only). */
-static void lt_walk(struct rf_lifetime *lt, size_t i, const enum rf_lifetime_state *path, size_t n)
-{
-    for (size_t k = 0; k < n; k++)
-        assert_int_equal(rf_lifetime_advance(lt, i, path[k]), 0);
-}
-
 /* Everything a mutating run adds to the observe fixture. */
 struct mutating {
     struct fixture f;
@@ -554,16 +549,8 @@ struct mutating {
  */
 static void build_mutating(struct mutating *m)
 {
-    static const enum rf_lifetime_state to_requested[] = {
-        RF_LT_OWNED,
-        RF_LT_REFERENCED,
-        RF_LT_EXECUTION_SUBMITTED,
-        RF_LT_EXECUTION_COMPLETED,
-        RF_LT_OPERATION_BOUNDARY_SYNCHRONIZED,
-        RF_LT_RELEASE_ELIGIBLE,
-        RF_LT_RELEASE_SELECTED,
-        RF_LT_RELEASE_REQUESTED,
-    };
+    static const enum rf_lifetime_state to_requested[] = {RF_LT_RELEASE_SELECTED,
+                                                          RF_LT_RELEASE_REQUESTED};
     static const enum rf_lifetime_state to_reconciled[] = {RF_LT_NATIVE_ACCEPTED, RF_LT_RECONCILED};
     struct fixture *f = &m->f;
     struct rf_plan_params pp = rf_plan_default_params();
@@ -593,11 +580,10 @@ static void build_mutating(struct mutating *m)
     f->r.plan_boundary = "after_session";
 
     memset(&in, 0, sizeof(in));
-    in.has_request = true;
-    in.request_bytes = 20000;
+    in.process_rss = rf_admission_figure_of(15000, RF_PROV_EXACT_MEASURED, "status VmRSS");
+    in.kv_cache = rf_admission_figure_of(5000, RF_PROV_ESTIMATED, "hyperparameters");
     in.has_target = true;
     in.target_bytes = 2 * PAGE;
-    in.unknown_components[in.n_unknown++] = "GraphScratch";
     assert_int_equal(rf_admission_decide(&in, &m->adm), 0);
     assert_int_equal(m->adm.outcome, RF_ADMIT_WARNING);
     f->r.admission = &m->adm;
@@ -633,10 +619,12 @@ static void build_mutating(struct mutating *m)
     f->r.native_boundary = "after_session";
 
     assert_int_equal(rf_lifetime_init(&m->lt, 3), 0);
-    lt_walk(&m->lt, 0, to_requested, sizeof(to_requested) / sizeof(to_requested[0]));
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(fixture_walk(&m->lt, i, fixture_to_eligible, FIXTURE_TO_ELIGIBLE_N), 0);
+        assert_int_equal(fixture_walk(&m->lt, i, to_requested, 2), 0);
+    }
     assert_int_equal(rf_lifetime_fail(&m->lt, 0, -EINVAL), 0);
-    lt_walk(&m->lt, 1, to_requested, sizeof(to_requested) / sizeof(to_requested[0]));
-    lt_walk(&m->lt, 1, to_reconciled, 2);
+    assert_int_equal(fixture_walk(&m->lt, 1, to_reconciled, 2), 0);
     assert_int_equal(rf_lifetime_advance(&m->lt, 2, RF_LT_UNKNOWN), 0);
     f->r.lifetime = &m->lt;
 }
@@ -677,10 +665,14 @@ static void test_policy_and_admission(void **state)
     assert_json_null(json_object_get(adm, "projected_charge_bytes"));
     assert_true(json_is_false(json_object_get(adm, "hard_limit_checked")));
     assert_true(json_is_object(json_object_get(adm, "hard_limit")));
-    assert_int_equal(json_array_size(json_object_get(adm, "unknown_components")), 1);
+    /* Absent figures are listed, never counted as zero. */
+    assert_int_equal(json_array_size(json_object_get(adm, "unknown_components")), 2);
     assert_string_equal(
         json_string_value(json_array_get(json_object_get(adm, "unknown_components"), 0)),
         "GraphScratch");
+    assert_string_equal(
+        json_string_value(json_array_get(json_object_get(adm, "unknown_components"), 1)),
+        "FileWorkingSet");
     assert_string_equal(json_string_value(json_object_get(adm, "reason")), m.adm.reason);
     json_decref(doc);
 

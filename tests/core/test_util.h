@@ -1,7 +1,8 @@
 /*
  * Helpers shared by the core unit tests: a seeded splitmix64 stream for
- * random cases (deterministic across platforms) and builders of plain
- * tensor and mapping metadata for hand-made inventories.
+ * random cases (deterministic across platforms), builders of plain
+ * tensor and mapping metadata for hand-made inventories, and lifetime
+ * walks.
  */
 #ifndef RAMFORGE_TEST_UTIL_H
 #define RAMFORGE_TEST_UTIL_H
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "ramforge/inventory.h"
+#include "ramforge/lifetime.h"
 
 static uint64_t rng_state; /* seed it in each test: rng_state = N */
 
@@ -61,6 +63,30 @@ static inline struct rf_mapping_meta fixture_mapping(uint32_t index, uint64_t si
     m.map_length_bytes = size;
     m.inode = 1000 + index;
     return m;
+}
+
+/* Discovered -> ReleaseEligible along the legal transitions (what a run's after_load does). */
+static const enum rf_lifetime_state fixture_to_eligible[] = {
+    RF_LT_OWNED,
+    RF_LT_REFERENCED,
+    RF_LT_EXECUTION_SUBMITTED,
+    RF_LT_EXECUTION_COMPLETED,
+    RF_LT_OPERATION_BOUNDARY_SYNCHRONIZED,
+    RF_LT_RELEASE_ELIGIBLE,
+};
+#define FIXTURE_TO_ELIGIBLE_N (sizeof(fixture_to_eligible) / sizeof(fixture_to_eligible[0]))
+
+/* Advances resource i along path[0..n); returns 0 or the first step's error. */
+static inline int fixture_walk(struct rf_lifetime *lt, size_t i,
+                               const enum rf_lifetime_state *path, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        int ret = rf_lifetime_advance(lt, i, path[k]);
+
+        if (ret < 0)
+            return ret;
+    }
+    return 0;
 }
 
 #endif

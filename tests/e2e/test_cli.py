@@ -16,7 +16,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "schema"))
 import validate_report  # noqa: E402
-from e2e_util import SKIP, Failure, check, expect_error_lines, run_main, run_ramforge  # noqa: E402
+from e2e_util import (SKIP, Failure, Skip, check, expect_error_lines, run_main,  # noqa: E402
+                      run_ramforge)
 
 LEDGER_CATEGORIES = [
     "FileBackedLogical", "FileBackedResident", "AnonymousWeights", "MappingPss",
@@ -93,6 +94,7 @@ def case_report(c):
               (e["provenance"] in ("estimated", "unknown") and e["note"]),
               f"{cat}: {e}")
     check(doc["admission"]["hard_limit"]["cgroup_version"] in ("v1", "v2", "none"), "cgroup")
+    check_admission_redone(c, doc)
     # FileBackedLogical equals the file-backed tensor bytes of `inspect --json`.
     inv = json.loads(c.run("inspect", "--json", model).stdout)
     fb = sum(t["logical_bytes"] for t in inv["tensors"] if t["file_backed"])
@@ -116,6 +118,101 @@ def case_report(c):
     # the human report goes to stderr, bounded.
     p = c.run("run", "-m", model, "-n", "4", "--residency-report")
     check("FileBackedResident" in p.stderr and len(p.stderr.splitlines()) < 60, "human report")
+
+
+def check_admission_redone(c, doc):
+    """The validator redoes the admission arithmetic: a checked cgroup built from this
+    report's inputs passes, and one wrong figure or a wrong binding is caught."""
+    adm = doc["admission"]
+    rss = next(i["bytes"] for i in adm["inputs"] if i["name"] == "process_rss")
+    growth, gib = adm["growth_bytes"], 1 << 30
+    usage, inactive, limit = 2 * gib, 100 << 20, 8 * gib
+    base = usage - inactive
+    fig = {"source": "fixture", "error": None}
+    adm["cgroups"] = [{
+        "dir": "/sys/fs/cgroup/memory/e2e", "binding": True, "enforced": True, "checked": True,
+        "limit": dict(fig, bytes=limit, unlimited=False),
+        "high": {"bytes": None, "unlimited": None, "source": "", "error": "absent"},
+        "usage": dict(fig, bytes=usage), "inactive_file": dict(fig, bytes=inactive),
+        "reclaimable_bytes": inactive, "room_bytes": limit - base,
+        "projected_bytes": base + growth, "fits": True,
+        "run_room_bytes": limit - max(0, base - rss), "working_set_fits": None,
+        "high_fits": None}]
+    adm.update(binding_cgroup="/sys/fs/cgroup/memory/e2e", hard_limit_checked=True,
+               projected_charge_bytes=base + growth, hard_excess_bytes=None)
+    path = os.path.join(c.tmp, "redone.json")
+
+    def errors_of(d):
+        with open(path, "w") as f:
+            json.dump(d, f)
+        return validate_report.validate(c.schema, path)
+
+    check(not errors_of(doc), f"a consistent admission is refused: {errors_of(doc)[:3]}")
+    adm["cgroups"][0]["projected_bytes"] += 1
+    errs = errors_of(doc)
+    check(any("projected_bytes" in e for e in errs), f"a wrong projection passes: {errs}")
+    adm["cgroups"][0]["projected_bytes"] -= 1
+    adm["cgroups"][0]["binding"] = False
+    errs = errors_of(doc)
+    check(any("binding" in e for e in errs), f"a wrong binding passes: {errs}")
+
+
+def memory_cgroup_v1():
+    """This process's v1 memory cgroup directory, or raises Skip with the reason."""
+    if os.geteuid() != 0:
+        raise Skip("not root: cannot create a memory cgroup")
+    with open("/proc/self/cgroup") as f:
+        paths = [ln.split(":", 2)[2].strip() for ln in f
+                 if "memory" in ln.split(":", 2)[1].split(",")]
+    point = None
+    with open("/proc/self/mountinfo") as f:
+        for ln in f:
+            fields = ln.split()
+            tail = fields[fields.index("-") + 1:]
+            if tail[0] == "cgroup" and "memory" in tail[2].split(",") and fields[3] == "/":
+                point = fields[4]
+    if not paths or not point:
+        raise Skip("no cgroup v1 memory controller")
+    return point + paths[0].rstrip("/")
+
+
+def case_admission_rejected(c):
+    """A run whose KV cache cannot fit a child cgroup's hard limit is refused before the
+    session, with the excess named anonymous, a valid report and no "(null)" anywhere."""
+    child = os.path.join(memory_cgroup_v1(), f"ramforge-e2e-{os.getpid()}")
+    model = c.model("small")  # KV: 4 layers * 2 * 128 * 2 bytes = 2 KiB per cell
+    os.mkdir(child)
+    try:
+        with open(os.path.join(child, "memory.limit_in_bytes"), "w") as f:
+            f.write(str(256 << 20))
+        procs = os.path.join(child, "cgroup.procs")
+
+        def enter():
+            with open(procs, "w") as f:
+                f.write(str(os.getpid()))
+
+        path = os.path.join(c.tmp, "rejected.json")
+        p = c.run("run", "-m", model, "-p", PROMPT, "-n", "4", "-c", "1048576",
+                  "--residency-report", "--residency-report-json", path, check_rc=1,
+                  preexec_fn=enter)
+        check("admission rejected the run" in p.stderr, f"no rejection: {p.stderr[-800:]}")
+        check("(null)" not in p.stderr + p.stdout, f"(null) in the output: {p.stderr}")
+        errors = validate_report.validate(c.schema, path)
+        check(not errors, f"rejected report does not match the schema: {errors[:3]}")
+        with open(path) as f:
+            adm = json.load(f)["admission"]
+        check(adm["outcome"] == "rejected" and adm["refused"], f"outcome {adm['outcome']}")
+        check(adm["excess_over"] == "hard_limit" and adm["excess_likely_anonymous"],
+              f"excess {adm['excess_over']} anonymous {adm['excess_likely_anonymous']}")
+        check(adm["binding_cgroup"] and adm["binding_cgroup"].endswith(os.path.basename(child)),
+              f"binding {adm['binding_cgroup']}")
+    finally:
+        for _ in range(50):
+            try:
+                os.rmdir(child)
+                break
+            except OSError:
+                time.sleep(0.1)
 
 
 def smaps_model_rss(pid, model):
@@ -503,6 +600,7 @@ CASES = {
     "memory_bound": case_memory_bound, "conservative": case_conservative,
     "repack_release": case_repack_release, "policy_badinput": case_policy_badinput,
     "run_snapshot": case_run_snapshot, "dispatch": case_dispatch, "staging": case_staging,
+    "admission_rejected": case_admission_rejected,
 }
 
 

@@ -31,7 +31,13 @@ what a schema cannot state:
     without an inventory);
   - native.instance_id is the model's;
   - output.verify_session: token_fingerprint is that of its token_ids, and
-    tokens_identical says whether they equal output.token_ids.
+    tokens_identical says whether they equal output.token_ids;
+  - admission: the arithmetic redone from its inputs and cgroups (growth,
+    request, anonymous, working set; per checked cgroup reclaimable, room,
+    projected, fits and run room), the binding cgroup is the checked one
+    with the least room (nearest on ties) and the charge and excess are
+    its own, and a working set that does not fit a checked cgroup is a
+    thrash.
 """
 
 import json
@@ -223,6 +229,91 @@ def _lifetime_errors(doc):
     return errors
 
 
+def _admission_figures(adm):
+    """growth, request, anonymous, working set and the inputs, redone as admission.h says."""
+    inputs = {i.get("name"): i.get("bytes") for i in adm.get("inputs", [])
+              if isinstance(i, dict)}
+    pre = adm.get("phase") == "pre_load"
+    rss, kv = inputs.get("process_rss"), inputs.get("kv_cache")
+    if not _is_int(rss) or not _is_int(kv) or \
+            (pre and not (_is_int(inputs.get("mapped_weights")) and
+                          _is_int(inputs.get("repacked_weights")))):
+        return inputs, None
+    opt = lambda k: inputs.get(k) if _is_int(inputs.get(k)) else 0
+    growth = kv + opt("graph_scratch") + (opt("repacked_weights") if pre else 0)
+    want = {"growth_bytes": growth,
+            "request_bytes": rss + growth +
+            (opt("mapped_weights") + opt("model_cached") if pre else 0),
+            "anonymous_bytes": None, "working_set_bytes": None}
+    if _is_int(inputs.get("anonymous")):
+        want["anonymous_bytes"] = inputs["anonymous"] + growth
+        if _is_int(inputs.get("file_working_set")):
+            want["working_set_bytes"] = inputs["file_working_set"] + want["anonymous_bytes"]
+    return inputs, want
+
+
+def _admission_cgroup_errors(i, c, growth, others_minus):
+    """Errors of one checked cgroup of the admission section."""
+    errors = []
+    limit = c.get("limit", {}).get("bytes")
+    usage = c.get("usage", {}).get("bytes")
+    inactive = c.get("inactive_file", {}).get("bytes")
+    if not (_is_int(limit) and _is_int(usage)):
+        return ["$.admission.cgroups[%d]: checked without a limit and a usage" % i]
+    reclaimable = min(inactive, usage) if _is_int(inactive) else 0
+    base = usage - reclaimable
+    want = {"reclaimable_bytes": reclaimable, "room_bytes": max(0, limit - base),
+            "projected_bytes": base + growth, "fits": base + growth <= limit,
+            "run_room_bytes": max(0, limit - max(0, base - others_minus))}
+    for key, value in want.items():
+        if c.get(key) != value:
+            errors.append("$.admission.cgroups[%d].%s: %r, the figures give %r"
+                          % (i, key, c.get(key), value))
+    return errors
+
+
+def _admission_errors(doc):
+    errors = []
+    adm = _section(doc, "admission")
+    if adm.get("outcome") is None or not isinstance(adm.get("cgroups"), list):
+        return errors
+    inputs, want = _admission_figures(adm)
+    if want is None:
+        return errors
+    for key, value in want.items():
+        if adm.get(key) != value:
+            errors.append("$.admission.%s: %r, the inputs give %r" % (key, adm.get(key), value))
+    others_minus = inputs.get("process_rss")
+    if adm.get("phase") == "pre_load" and _is_int(inputs.get("model_cached")):
+        others_minus += inputs["model_cached"]
+    cgroups = adm["cgroups"]
+    checked = [(i, c) for i, c in enumerate(cgroups) if isinstance(c, dict) and c.get("checked")]
+    for i, c in checked:
+        errors += _admission_cgroup_errors(i, c, want["growth_bytes"], others_minus)
+    least = None
+    for i, c in checked:
+        if _is_int(c.get("room_bytes")) and (least is None or
+                                              c["room_bytes"] < cgroups[least]["room_bytes"]):
+            least = i
+    marked = [i for i, c in enumerate(cgroups) if isinstance(c, dict) and c.get("binding")]
+    if marked != ([] if least is None else [least]):
+        errors.append("$.admission.cgroups: binding marked on %r, the least room is at %r"
+                      % (marked, least))
+    b = cgroups[least] if least is not None else {}
+    name = b.get("dir") if least is not None else None
+    charge = b.get("projected_bytes") if least is not None else None
+    limit = b.get("limit", {}).get("bytes") if least is not None else None
+    excess = charge - limit if _is_int(charge) and _is_int(limit) and charge > limit else None
+    for key, value in (("binding_cgroup", name), ("projected_charge_bytes", charge),
+                       ("hard_excess_bytes", excess)):
+        if adm.get(key) != value:
+            errors.append("$.admission.%s: %r, the binding cgroup gives %r"
+                          % (key, adm.get(key), value))
+    if any(c.get("working_set_fits") is False for _, c in checked) and not adm.get("thrash"):
+        errors.append("$.admission.thrash: false, but a cgroup's working set does not fit")
+    return errors
+
+
 def _native_errors(doc):
     nat, model = _section(doc, "native"), _section(doc, "model")
     if "instance_id" in nat and nat.get("instance_id") != model.get("instance_id"):
@@ -254,7 +345,7 @@ def _semantic_errors(doc):
     if not isinstance(doc, dict):
         return errors
     errors += _policy_errors(doc) + _application_errors(doc) + _plan_errors(doc)
-    errors += _lifetime_errors(doc) + _native_errors(doc)
+    errors += _lifetime_errors(doc) + _native_errors(doc) + _admission_errors(doc)
     out = doc.get("output")
     if isinstance(out, dict):
         for n_key, ids_key in (("n_prompt_tokens", "prompt_token_ids"),

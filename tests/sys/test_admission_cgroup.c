@@ -1,10 +1,15 @@
 /*
- * Admission fed from real cgroup fixture trees under tests/data/sys/cg-*,
- * read with rfsys_read_cgroup_memory: v1 and v2 limits reject, the v1
+ * Admission fed from real cgroup fixture trees read with
+ * rfsys_read_cgroup_tree: single-level v1 and v2 limits reject, the v1
  * "unlimited" sentinel is not a limit, the soft target warns, an unknown
- * figure stays unknown, and an overflowing reserve rejects.
+ * figure stays unknown, an overflowing reserve rejects; and on the
+ * hierarchies of tests/data/sys/cg-v1-tree and cg-v2-tree (see
+ * test_cgroup_tree.c for their figures) a limited parent with a busy
+ * sibling binds the run, inactive file cache is headroom, a working set
+ * over the room thrashes, and a garbled usage keeps its limit and gives
+ * Unknown.
  *
- * Fixture figures (bytes):
+ * Single-level fixture figures (bytes):
  *   cg-v1-limit      usage 268435456 (256 MiB), limit 1073741824 (1 GiB)
  *   cg-v1-unlimited  usage 1073741824 (1 GiB), limit 9223372036854771712 (sentinel)
  *   cg-v2-limit      current 104857600 (100 MiB), max 536870912 (512 MiB)
@@ -26,183 +31,268 @@
 #define ROOT(name) RF_TEST_DATA "/sys/" name
 #define MIB UINT64_C(1048576)
 
-/* Reads the fixture and fills the cgroup half of an admission input; nothing else known. */
-static void read_cg(const char *root, struct rfsys_cgroup_memory *cg, struct rf_admission_input *in)
+static struct rfsys_cgroup_tree tree;  /* large: not on the stack */
+static struct rf_admission_result res; /* likewise */
+
+static struct rf_admission_figure fig(uint64_t bytes)
 {
-    assert_int_equal(rfsys_read_cgroup_memory(root, "self", cg), 0);
-    memset(in, 0, sizeof(*in));
-    in->has_hard_limit = cg->has_limit;
-    in->hard_unlimited = cg->limit_unlimited;
-    in->hard_limit_bytes = cg->limit_bytes;
-    in->hard_limit_source = cg->limit_source;
-    in->has_cgroup_current = cg->has_current;
-    in->cgroup_current_bytes = cg->current_bytes;
+    return rf_admission_figure_of(bytes, RF_PROV_EXACT_MEASURED, "test");
 }
 
-static void set_request(struct rf_admission_input *in, uint64_t request, uint64_t rss)
+/* Reads the fixture's tree into an admission input with RSS and KV cache; nothing else known. */
+static void read_tree(const char *root, const char *pid, struct rf_admission_input *in,
+                      uint64_t rss, uint64_t kv)
 {
-    in->has_request = true;
-    in->request_bytes = request;
-    in->has_process_rss = true;
-    in->process_rss_bytes = rss;
+    assert_int_equal(rfsys_read_cgroup_tree(root, pid, &tree), 0);
+    memset(in, 0, sizeof(*in));
+    in->cgroups = tree.levels;
+    in->n_cgroups = tree.n;
+    in->cgroups_truncated = tree.truncated;
+    in->process_rss = fig(rss);
+    in->kv_cache = fig(kv);
 }
 
 static void test_v1_limit_rejects(void **state)
 {
-    struct rfsys_cgroup_memory cg;
     struct rf_admission_input in;
-    struct rf_admission_result r;
 
     (void)state;
-    read_cg(ROOT("cg-v1-limit"), &cg, &in);
-    assert_int_equal(cg.version, RFSYS_CGROUP_V1);
-    assert_false(cg.limit_unlimited);
-    /* 256 + (1200 - 200) = 1256 MiB > 1024 MiB; the 8 GiB target would admit it. */
-    set_request(&in, 1200 * MIB, 200 * MIB);
+    /* 256 + 1000 = 1256 MiB > 1024 MiB; the 8 GiB target would admit it. */
+    read_tree(ROOT("cg-v1-limit"), "self", &in, 200 * MIB, 1000 * MIB);
+    assert_int_equal(tree.version, RFSYS_CGROUP_V1);
     in.has_target = true;
     in.target_bytes = 8192 * MIB;
     in.reserve_bytes = 512 * MIB;
-    assert_int_equal(rf_admission_decide(&in, &r), 0);
-    assert_int_equal(r.outcome, RF_ADMIT_REJECTED);
-    assert_true(r.hard_limit_checked);
-    assert_int_equal(r.projected_charge_bytes, 1256 * MIB);
-    assert_int_equal(r.hard_excess_bytes, 232 * MIB);
-    assert_false(r.has_excess);
-    assert_string_equal(r.hard_limit_source,
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_REJECTED);
+    assert_true(res.refused);
+    assert_int_equal(res.binding, 0);
+    assert_int_equal(res.projected_charge_bytes, 1256 * MIB);
+    assert_int_equal(res.hard_excess_bytes, 232 * MIB);
+    assert_false(res.has_excess);
+    assert_string_equal(res.hard_limit_source,
                         "/sys/fs/cgroup/cpu,memory/batch/job42/memory.limit_in_bytes");
+    /* No memory.stat there: nothing counted as reclaimable, and the reason says so. */
+    assert_non_null(strstr(res.reason, "is unknown (/sys/fs/cgroup/cpu,memory/batch/job42/"
+                                       "memory.stat total_inactive_file: absent)"));
 
-    /* 256 + (900 - 200) = 956 MiB fits. */
-    in.request_bytes = 900 * MIB;
-    assert_int_equal(rf_admission_decide(&in, &r), 0);
-    assert_int_equal(r.outcome, RF_ADMIT_ADMITTED);
-    assert_int_equal(r.projected_charge_bytes, 956 * MIB);
+    /* 256 + 700 = 956 MiB fits. */
+    in.kv_cache = fig(700 * MIB);
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_ADMITTED);
+    assert_int_equal(res.projected_charge_bytes, 956 * MIB);
 }
 
 static void test_v2_limit_rejects(void **state)
 {
-    struct rfsys_cgroup_memory cg;
     struct rf_admission_input in;
-    struct rf_admission_result r;
 
     (void)state;
-    read_cg(ROOT("cg-v2-limit"), &cg, &in);
-    assert_int_equal(cg.version, RFSYS_CGROUP_V2);
-    /* 100 + (600 - 150) = 550 MiB > 512 MiB; no target: the hard check alone. */
-    set_request(&in, 600 * MIB, 150 * MIB);
-    assert_int_equal(rf_admission_decide(&in, &r), 0);
-    assert_int_equal(r.outcome, RF_ADMIT_REJECTED);
-    assert_int_equal(r.projected_charge_bytes, 550 * MIB);
-    assert_int_equal(r.hard_excess_bytes, 38 * MIB);
-    assert_false(r.has_soft_target);
-    assert_string_equal(r.hard_limit_source, "/sys/fs/cgroup/kubepods.slice/pod 7/ctr/memory.max");
+    /* 100 + 450 = 550 MiB > 512 MiB; no target: the hard check alone. */
+    read_tree(ROOT("cg-v2-limit"), "self", &in, 150 * MIB, 450 * MIB);
+    assert_int_equal(tree.version, RFSYS_CGROUP_V2);
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_REJECTED);
+    assert_int_equal(res.projected_charge_bytes, 550 * MIB);
+    assert_int_equal(res.hard_excess_bytes, 38 * MIB);
+    assert_false(res.has_soft_target);
+    assert_string_equal(res.hard_limit_source,
+                        "/sys/fs/cgroup/kubepods.slice/pod 7/ctr/memory.max");
 }
 
 static void test_v1_unlimited_sentinel(void **state)
 {
-    struct rfsys_cgroup_memory cg;
     struct rf_admission_input in;
-    struct rf_admission_result r;
 
     (void)state;
-    read_cg(ROOT("cg-v1-unlimited"), &cg, &in);
-    assert_true(cg.has_limit);
-    assert_true(cg.limit_unlimited);
     /* 64 GiB would exceed any reading of the sentinel as a small number. */
-    set_request(&in, 65536 * MIB, 0);
-    assert_int_equal(rf_admission_decide(&in, &r), 0);
-    assert_int_equal(r.outcome, RF_ADMIT_ADMITTED);
-    assert_false(r.hard_limit_checked);
-    assert_false(r.has_hard_excess);
+    read_tree(ROOT("cg-v1-unlimited"), "self", &in, 0, 65536 * MIB);
+    assert_true(tree.levels[0].limit.unlimited);
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_ADMITTED);
+    assert_false(res.hard_limit_checked);
+    assert_false(res.has_hard_excess);
+    assert_non_null(strstr(res.reason, "no cgroup of the hierarchy enforces a hard limit"));
 }
 
 static void test_soft_target_warns(void **state)
 {
-    struct rfsys_cgroup_memory cg;
     struct rf_admission_input in;
-    struct rf_admission_result r;
 
     (void)state;
     /* v2 "max": the soft target alone decides. 3000 MiB vs 3072 - 512 = 2560 MiB. */
-    read_cg(ROOT("cg-v2-nopeak"), &cg, &in);
-    assert_true(cg.limit_unlimited);
-    set_request(&in, 3000 * MIB, 700 * MIB);
+    read_tree(ROOT("cg-v2-nopeak"), "self", &in, 700 * MIB, 2300 * MIB);
     in.has_target = true;
     in.target_bytes = 3072 * MIB;
     in.reserve_bytes = 512 * MIB;
-    in.has_reclaimable = true;
-    in.reclaimable_bytes = 300 * MIB; /* cannot cover 440 MiB */
-    in.unknown_components[0] = "KvCache";
-    in.unknown_components[1] = "GraphScratch";
-    in.unknown_components[2] = "Runtime";
-    in.n_unknown = 3;
-    assert_int_equal(rf_admission_decide(&in, &r), 0);
-    assert_int_equal(r.outcome, RF_ADMIT_WARNING);
-    assert_int_equal(r.soft_target_bytes, 2560 * MIB);
-    assert_int_equal(r.excess_bytes, 440 * MIB);
-    assert_true(r.excess_likely_anonymous);
-    assert_non_null(strstr(r.reason, "page release may not address it"));
-    assert_int_equal(r.n_unknown, 3);
-    assert_string_equal(r.unknown_components[0], "KvCache");
-
-    /* v2 limit passed (100 + 200 = 300 <= 512 MiB), soft target 384 - 128 = 256 MiB exceeded. */
-    read_cg(ROOT("cg-v2-limit"), &cg, &in);
-    set_request(&in, 300 * MIB, 100 * MIB);
-    in.has_target = true;
-    in.target_bytes = 384 * MIB;
-    in.reserve_bytes = 128 * MIB;
-    assert_int_equal(rf_admission_decide(&in, &r), 0);
-    assert_int_equal(r.outcome, RF_ADMIT_WARNING);
-    assert_true(r.hard_limit_checked);
-    assert_int_equal(r.excess_bytes, 44 * MIB);
+    in.reclaimable = fig(300 * MIB); /* cannot cover 440 MiB */
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_WARNING);
+    assert_int_equal(res.excess_bytes, 440 * MIB);
+    assert_true(res.excess_likely_anonymous);
+    assert_non_null(strstr(res.reason, "page release may not address it"));
 }
 
 static void test_unknown_stays_unknown(void **state)
 {
-    struct rfsys_cgroup_memory cg;
     struct rf_admission_input in;
-    struct rf_admission_result r;
 
     (void)state;
     /* A limit is known but the request is not measured. */
-    read_cg(ROOT("cg-v2-limit"), &cg, &in);
-    assert_int_equal(rf_admission_decide(&in, &r), 0);
-    assert_int_equal(r.outcome, RF_ADMIT_UNKNOWN);
-
-    /* The limit read, memory.current not (as if unreadable). */
-    set_request(&in, 100 * MIB, 50 * MIB);
-    in.has_cgroup_current = false;
-    assert_int_equal(rf_admission_decide(&in, &r), 0);
-    assert_int_equal(r.outcome, RF_ADMIT_UNKNOWN);
-    assert_false(r.hard_limit_checked);
+    read_tree(ROOT("cg-v2-limit"), "self", &in, 0, 0);
+    in.process_rss.has = false;
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_UNKNOWN);
 
     /* No controller at all, no request. */
-    read_cg(ROOT("cg-none"), &cg, &in);
-    assert_int_equal(cg.version, RFSYS_CGROUP_NONE);
-    assert_false(in.has_hard_limit);
-    in.has_target = true;
-    in.target_bytes = 1024 * MIB;
-    assert_int_equal(rf_admission_decide(&in, &r), 0);
-    assert_int_equal(r.outcome, RF_ADMIT_UNKNOWN);
+    read_tree(ROOT("cg-none"), "self", &in, 0, 0);
+    in.kv_cache.has = false;
+    assert_int_equal(in.n_cgroups, 0);
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_UNKNOWN);
 }
 
 static void test_reserve_overflow_rejects(void **state)
 {
-    struct rfsys_cgroup_memory cg;
     struct rf_admission_input in;
-    struct rf_admission_result r;
 
     (void)state;
-    read_cg(ROOT("cg-v1-unlimited"), &cg, &in);
-    set_request(&in, 1024 * MIB, 0);
+    read_tree(ROOT("cg-v1-unlimited"), "self", &in, 0, 1024 * MIB);
     in.reserve_bytes = UINT64_MAX;
-    assert_int_equal(rf_admission_decide(&in, &r), 0);
-    assert_int_equal(r.outcome, RF_ADMIT_REJECTED);
-    assert_non_null(strstr(r.reason, "overflows"));
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_REJECTED);
+    assert_non_null(strstr(res.reason, "overflows"));
+}
 
-    /* With a target, such a reserve is an argument error ("target below the safety reserve"). */
-    in.has_target = true;
-    in.target_bytes = 4096 * MIB;
-    assert_int_equal(rf_admission_decide(&in, &r), -EINVAL);
+/*
+ * Fault 3 on v1: the run's own cgroup is unlimited and holds 400 MiB; the
+ * parent pod is limited to 1536 MiB and holds 1400 (its other child 900).
+ * The flat reader compares the run's own usage with the inherited limit
+ * (400 + 300 <= 1536); the hierarchy checks the pod: 1400 - 100 + 300 =
+ * 1600 MiB > 1536.
+ */
+static void test_v1_parent_binds(void **state)
+{
+    struct rfsys_cgroup_memory flat;
+    struct rf_admission_input in;
+
+    (void)state;
+    assert_int_equal(rfsys_read_cgroup_memory(ROOT("cg-v1-tree"), "self", &flat), 0);
+    assert_true(flat.limit_inherited);
+    assert_int_equal(flat.limit_bytes, 1536 * MIB);
+    assert_int_equal(flat.current_bytes, 400 * MIB);
+
+    read_tree(ROOT("cg-v1-tree"), "self", &in, 380 * MIB, 300 * MIB);
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_REJECTED);
+    assert_true(res.has_binding);
+    assert_int_equal(res.binding, 1);
+    assert_int_equal(res.projected_charge_bytes, 1600 * MIB);
+    assert_int_equal(res.hard_excess_bytes, 64 * MIB);
+    assert_true(res.excess_likely_anonymous); /* 300 MiB of KV growth explains 64 MiB */
+    assert_string_equal(res.hard_limit_source, "/sys/fs/cgroup/memory/pod/memory.limit_in_bytes");
+    assert_non_null(strstr(res.reason, "of cgroup /sys/fs/cgroup/memory/pod by 67108864 bytes"));
+    assert_false(res.cgroups[0].enforced);
+    assert_false(res.cgroups[2].enforced);
+}
+
+/* Fault 2 on v1: the pod's 100 MiB of inactive file cache is headroom. */
+static void test_v1_inactive_file_is_headroom(void **state)
+{
+    struct rf_admission_input in;
+
+    (void)state;
+    /* 1400 - 100 + 200 = 1500 MiB <= 1536 */
+    read_tree(ROOT("cg-v1-tree"), "self", &in, 380 * MIB, 200 * MIB);
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_ADMITTED);
+    assert_int_equal(res.binding, 1);
+    assert_int_equal(res.projected_charge_bytes, 1500 * MIB);
+    assert_non_null(strstr(res.reason, "104857600 bytes of inactive file cache of "
+                                       "/sys/fs/cgroup/memory/pod count as headroom: "
+                                       "reclaimable, not free (/sys/fs/cgroup/memory/pod/"
+                                       "memory.stat total_inactive_file)"));
+
+    /* Counted as used, the same run is over by 64 MiB. */
+    tree.levels[1].inactive_file.has = false;
+    tree.levels[1].inactive_file.error = -ENOENT;
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_REJECTED);
+    assert_int_equal(res.hard_excess_bytes, 64 * MIB);
+}
+
+/* Fault 1 on v1: 1116 MiB of weights read from the file cannot stay beside the sibling. */
+static void test_v1_working_set_thrashes(void **state)
+{
+    struct rf_admission_input in;
+
+    (void)state;
+    read_tree(ROOT("cg-v1-tree"), "self", &in, 380 * MIB, 11 * MIB);
+    in.anonymous = fig(50 * MIB);
+    in.file_working_set = fig(1116 * MIB);
+    /* pod: others 1300 - 380 = 920, run room 1536 - 920 = 616 < 1116 + 61 */
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_WARNING);
+    assert_int_equal(res.cause, RF_ADMIT_CAUSE_THRASH);
+    assert_int_equal(res.thrash_level, 1);
+    assert_int_equal(res.cgroups[1].run_room_bytes, 616 * MIB);
+    assert_int_equal(res.working_set_fit_bytes, 555 * MIB);
+    in.mode = RF_ADMISSION_ENFORCE;
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_REJECTED);
+    assert_true(res.refused);
+}
+
+/* Fault 3 on v2, with the run's memory.high below the pod's limit. */
+static void test_v2_parent_binds(void **state)
+{
+    struct rf_admission_input in;
+
+    (void)state;
+    /* pod1: 900 - 200 + 300 = 1000 <= 1024; ctr-run: 300 - 100 + 300 = 500 <= high 700 */
+    read_tree(ROOT("cg-v2-tree"), "self", &in, 280 * MIB, 300 * MIB);
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_ADMITTED);
+    assert_int_equal(res.binding, 1);
+    assert_int_equal(res.cgroups[1].room_bytes, 324 * MIB);
+    assert_true(res.cgroups[0].high_checked);
+    assert_true(res.cgroups[0].high_fits);
+
+    /* 400 MiB: pod1 1100 > 1024. */
+    in.kv_cache = fig(400 * MIB);
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_REJECTED);
+    assert_int_equal(res.binding, 1);
+    assert_int_equal(res.hard_excess_bytes, 76 * MIB);
+    assert_string_equal(res.hard_limit_source, "/sys/fs/cgroup/kubepods.slice/pod1/memory.max");
+}
+
+/* A garbled usage keeps its limit: Unknown, refused only under enforce. */
+static void test_garbled_usage_is_unknown(void **state)
+{
+    struct rf_admission_input in;
+
+    (void)state;
+    read_tree(ROOT("cg-v1-tree"), "401", &in, 100 * MIB, 10 * MIB);
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_UNKNOWN);
+    assert_false(res.refused);
+    assert_non_null(strstr(res.reason, "/sys/fs/cgroup/memory/pod/garbled/"
+                                       "memory.usage_in_bytes: malformed"));
+    in.mode = RF_ADMISSION_ENFORCE;
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_true(res.refused);
+
+    read_tree(ROOT("cg-v2-tree"), "411", &in, 100 * MIB, 10 * MIB);
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_UNKNOWN);
+    assert_non_null(strstr(res.reason, "the hard limit of 536870912 bytes"));
+
+    /* A deeper hierarchy than was read is unknown too. */
+    read_tree(ROOT("cg-v1-tree"), "403", &in, 1 * MIB, 1 * MIB);
+    assert_true(in.cgroups_truncated);
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_UNKNOWN);
 }
 
 int main(void)
@@ -214,6 +304,11 @@ int main(void)
         cmocka_unit_test(test_soft_target_warns),
         cmocka_unit_test(test_unknown_stays_unknown),
         cmocka_unit_test(test_reserve_overflow_rejects),
+        cmocka_unit_test(test_v1_parent_binds),
+        cmocka_unit_test(test_v1_inactive_file_is_headroom),
+        cmocka_unit_test(test_v1_working_set_thrashes),
+        cmocka_unit_test(test_v2_parent_binds),
+        cmocka_unit_test(test_garbled_usage_is_unknown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,116 @@
+/*
+ * A process's memory cgroup and its ancestors as plain values: per level
+ * the hard limit, the soft limit, the usage, the reclaimable inactive file
+ * cache and the kernel's verdict counters, each figure with the file it
+ * came from. src/sys fills these from /sys (rfsys_read_cgroup_tree);
+ * admission reads them; the report prints them.
+ *
+ * The kernel enforces every ancestor's limit on a child, and an ancestor's
+ * usage includes its other children (siblings of the run), so admission
+ * checks each level against its own usage, not the process's.
+ *
+ * Plain C, no OS calls. A hierarchy has at most RF_CGROUP_MAX_LEVELS
+ * levels; deeper ones are cut at the top and flagged.
+ */
+#ifndef RAMFORGE_CGROUP_LEVELS_H
+#define RAMFORGE_CGROUP_LEVELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RF_CGROUP_MAX_LEVELS 16 /* the cgroup and up to 15 ancestors */
+#define RF_CGROUP_PATH_MAX 600  /* a directory or file path, including the NUL */
+
+/*
+ * One figure read from a cgroup file. source is the file tried (relative
+ * to the sysroot; for a keyed file "<file> <key>"), whether or not it
+ * could be read, so a reason can name it.
+ */
+struct rf_cgroup_figure {
+    bool has;       /* read and parsed */
+    bool unlimited; /* limits only: v2 "max", v1 at or above the "no limit" sentinel */
+    uint64_t bytes; /* meaningful when has && !unlimited, bytes */
+    int error;      /* 0 when has; else -ENOENT (absent), -EBADMSG (malformed), other -errno */
+    char source[RF_CGROUP_PATH_MAX];
+};
+
+/*
+ * The kernel's verdict counters of one cgroup, monotonic while the cgroup
+ * lives. v1: memory.failcnt (usage hit the limit) and memory.oom_control
+ * oom_kill; v2: memory.events high (throttled over memory.high), max
+ * (usage hit memory.max), oom and oom_kill (v2 events count the subtree).
+ */
+struct rf_cgroup_counters {
+    bool has_failcnt;
+    uint64_t failcnt; /* v1 memory.failcnt */
+    bool has_oom_kill;
+    uint64_t oom_kill; /* v1 memory.oom_control oom_kill, v2 memory.events oom_kill */
+    bool has_events_high;
+    uint64_t events_high; /* v2 memory.events high */
+    bool has_events_max;
+    uint64_t events_max; /* v2 memory.events max */
+    bool has_events_oom;
+    uint64_t events_oom; /* v2 memory.events oom */
+};
+
+/* One cgroup of the hierarchy. */
+struct rf_cgroup_level {
+    char dir[RF_CGROUP_PATH_MAX];         /* controller directory, relative to the sysroot */
+    struct rf_cgroup_figure limit;         /* hard: v1 memory.limit_in_bytes, v2 memory.max */
+    struct rf_cgroup_figure high;          /* soft: v2 memory.high; v1: has false, -ENOENT */
+    struct rf_cgroup_figure usage;         /* v1 memory.usage_in_bytes, v2 memory.current */
+    struct rf_cgroup_figure inactive_file; /* v1 memory.stat total_inactive_file,
+                                              v2 memory.stat inactive_file: reclaimable cache */
+    struct rf_cgroup_counters counters;
+};
+
+/* True when the level's hard limit was read and is a finite number. */
+bool rf_cgroup_level_enforced(const struct rf_cgroup_level *l);
+
+/*
+ * A short text for a figure's error: "" for 0, "absent" for -ENOENT,
+ * "malformed" for -EBADMSG, else strerror's text. Never NULL.
+ */
+const char *rf_cgroup_error_text(int err);
+
+/* The change of one cgroup's counters over a run; a counter is present in both. */
+struct rf_cgroup_verdict_level {
+    char dir[RF_CGROUP_PATH_MAX];
+    struct rf_cgroup_counters delta; /* after - before, per counter present in both */
+};
+
+/*
+ * What the kernel did to the run's cgroups: per level the counter deltas,
+ * and the summary flags over every level.
+ */
+struct rf_cgroup_verdict {
+    size_t n; /* levels matched by directory in before and after */
+    struct rf_cgroup_verdict_level levels[RF_CGROUP_MAX_LEVELS];
+    bool hit_limit;  /* a failcnt or events max/oom delta > 0: usage reached a hard limit */
+    bool oom_killed; /* an oom_kill delta > 0 */
+    bool throttled;  /* an events high delta > 0: usage went over memory.high */
+    bool complete;   /* no counter present on one side was missing or smaller on the other */
+};
+
+/*
+ * Builds the verdict from the levels read before the run and after it.
+ * Levels are matched by dir (after's order); a level only in one of them is
+ * left out. A counter missing on either side, or smaller after than before
+ * (the cgroup was recreated), has no delta and clears complete. Errors:
+ * -EINVAL for a NULL out, a NULL array with a nonzero count, or a count
+ * above RF_CGROUP_MAX_LEVELS; *out is zeroed first.
+ */
+int rf_cgroup_verdict_build(const struct rf_cgroup_level *before, size_t n_before,
+                            const struct rf_cgroup_level *after, size_t n_after,
+                            struct rf_cgroup_verdict *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
