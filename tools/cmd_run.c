@@ -41,6 +41,8 @@ static struct rf_session_params session_params(const struct run_options *o, uint
     p.release_mode = o->release_mode;
     p.release_dead_file_pages = o->release_dead_file_pages;
     p.page_budget_pages = (uint64_t)o->page_budget;
+    p.admission_mode = o->admission;
+    p.mlock_requested = o->mlock;
     p.entry_ns = t_entry;
     return p;
 }
@@ -132,15 +134,21 @@ int cmd_run(int argc, char **argv)
         struct rf_operation_request req = {.n_ctx = (uint32_t)o.n_ctx,
                                            .n_predict = (uint32_t)o.n_predict};
         struct rf_admission_result adm;
+        forge_tokenize_count(rf_session_forge_model(s), o.prompt, &req.n_prompt);
         rc = rf_session_admit(s, &req, &adm);
-        if (rc == 0 && adm.outcome == RF_ADMIT_REJECTED) {
-            cli_error("admission rejected the run: %s", adm.reason);
+        if (rc == 0 && adm.lock_note[0])
+            cli_error("warning: %s", adm.lock_note);
+        if (rc == 0 && adm.refused) {
+            cli_error("admission refused the run (%s, --admission %s): %s",
+                      rf_admission_outcome_name(adm.outcome), rf_admission_mode_name(adm.mode),
+                      adm.reason);
             rf_session_operation_end(s, NULL);
             write_reports(s, &o);
             goto out;
         }
-        if (rc == 0 && adm.outcome == RF_ADMIT_WARNING)
-            cli_error("warning: %s", adm.reason);
+        if (rc == 0 && adm.outcome != RF_ADMIT_ADMITTED)
+            cli_error("warning: admission %s: %s", rf_admission_outcome_name(adm.outcome),
+                      adm.reason);
         if (o.has_staging && (rc = rf_session_stage(s, o.staging_budget)) < 0) {
             cli_error("%s: cannot plan staging: %s", o.model, rf_strerror(rc));
             goto out;

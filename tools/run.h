@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ramforge/admission.h"
 #include "ramforge/forge.h"
 #include "ramforge/policy.h"
 #include "ramforge/report.h"
@@ -35,6 +36,7 @@ struct run_options {
     const char *json_path;
     bool repack;
     bool mlock;
+    enum rf_admission_mode admission; /* --admission enforce|warn|off */
     bool release_dead_file_pages; /* --dead-file-pages release|keep */
     bool verify;
     bool hold;

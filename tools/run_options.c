@@ -65,6 +65,13 @@ static void usage(FILE *out)
             "      --release-mode MODE       dontneed (MADV_DONTNEED: drops the mapping's RSS,\n"
             "                                the page cache stays) or pageout (MADV_PAGEOUT:\n"
             "                                reclaims the pages); default dontneed\n"
+            "      --admission MODE          warn (default): report, and refuse (exit 1) only\n"
+            "                                a run whose projected charge exceeds a cgroup hard\n"
+            "                                limit (the kernel would kill it); enforce: also\n"
+            "                                refuse an unknown outcome and a run that would\n"
+            "                                thrash; off: never refuse. Every limit from the\n"
+            "                                process's cgroup up to the root is checked,\n"
+            "                                inactive page cache counted as reclaimable\n"
             "      --dead-file-pages WHAT    release (default) or keep: with a mutating policy,\n"
             "                                release right after load, whatever the target, the\n"
             "                                file pages of weights the graph reads from a\n"
@@ -110,8 +117,8 @@ static void usage(FILE *out)
             "native_logical (sizes from the GGUF table or llama.cpp: not residency),\n"
             "requested and native_accepted (bytes submitted to and accepted by madvise: not\n"
             "reclamation), estimated, or unknown (null, with the reason). They are never\n"
-            "added into one total. Admission: a cgroup hard limit the run would exceed\n"
-            "refuses the run (exit 1); exceeding only the soft target is a warning.\n"
+            "added into one total. Admission: see --admission; exceeding only the soft\n"
+            "target or memory.high is a warning. README.md, 'How admission decides'.\n"
             "README.md, 'Reading the report', explains every ledger category.\n",
             RF_PROGRAM);
 }
@@ -133,6 +140,7 @@ enum {
     OPT_DISPATCH_EVENTS,
     OPT_DISPATCH_SAMPLE_PAGES,
     OPT_DEAD_FILE_PAGES,
+    OPT_ADMISSION,
 };
 
 static bool parse_size_option(const char *opt, const char *arg, bool allow_zero, uint64_t *out)
@@ -180,6 +188,7 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         {"dispatch-events", required_argument, NULL, OPT_DISPATCH_EVENTS},
         {"dispatch-sample-pages", required_argument, NULL, OPT_DISPATCH_SAMPLE_PAGES},
         {"dead-file-pages", required_argument, NULL, OPT_DEAD_FILE_PAGES},
+        {"admission", required_argument, NULL, OPT_ADMISSION},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -245,6 +254,13 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
             break;
         case OPT_VERIFY:
             o->verify = true;
+            break;
+        case OPT_ADMISSION:
+            if (rf_admission_mode_parse(optarg, &o->admission) < 0) {
+                cli_usage_error("run ", "unknown --admission '%s' (expected enforce, warn or off)",
+                                optarg);
+                return RF_EXIT_USAGE;
+            }
             break;
         case OPT_DEAD_FILE_PAGES:
             if (!strcmp(optarg, "release") || !strcmp(optarg, "keep")) {

@@ -280,6 +280,13 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *pa
 
 void forge_generate_result_free(struct forge_generate_result *r);
 
+/*
+ * The number of tokens text tokenizes to, as forge_generate tokenizes a
+ * prompt (llama_tokenize, add_special and parse_special). Errors: -EINVAL
+ * (NULL argument, empty or untokenizable text, longer than INT32_MAX).
+ */
+int forge_tokenize_count(struct forge_model *m, const char *text, uint32_t *n_out);
+
 /* Model generation (ramforge mkmodel). */
 enum forge_mkmodel_preset {
     FORGE_PRESET_TINY = 0,  /* 2 layers, n_embd 64: a few MiB */

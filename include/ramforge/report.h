@@ -58,6 +58,11 @@ struct rf_residency_sample {
     bool has_mapping;
     uint64_t mapping_rss_bytes;  /* /proc/self/smaps Rss of the model mappings */
     uint64_t mapping_pss_bytes;  /* ... Pss */
+    uint64_t mapping_locked_bytes; /* ... Locked (mlocked pages: never releasable) */
+    bool has_anon;
+    uint64_t anon_bytes;         /* /proc/self/status RssAnon */
+    bool has_locked;
+    uint64_t locked_bytes;       /* /proc/self/status VmLck */
     bool has_cgroup_current;
     uint64_t cgroup_current_bytes;
     bool has_cgroup_peak;

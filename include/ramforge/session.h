@@ -68,6 +68,11 @@ struct rf_session_params {
     uint64_t entry_ns;          /* rf_now_ns() at the program's entry (end-to-end timer
                                    start); 0: session creation */
     int32_t n_threads;          /* threads of the access probe; <= 0: llama.cpp's */
+    enum rf_admission_mode admission_mode; /* RF_ADMISSION_WARN (default): refuse only a
+                                              charge over a hard limit; ENFORCE: also
+                                              Unknown and thrashing; OFF: never refuse */
+    bool mlock_requested;       /* the model was loaded with mlock (admission notes a lock
+                                   that did not take) */
 };
 
 struct rf_session_params rf_session_default_params(void);
@@ -132,12 +137,19 @@ struct rf_operation_request {
 };
 
 /*
- * Decides admission of the next operation against the cgroup hard limit
- * and the soft target from the latest sample: the projected memory is the
- * measured RSS plus the KV cache of request->n_ctx cells (estimated from
- * the hyperparameters). The decision goes into the operation's report and
- * *out (may be NULL). Returns 0 whatever the outcome; errors: -EINVAL
- * (NULL s or request; policy off: no inventory to decide from).
+ * Decides admission of the next operation (ramforge/admission.h) from the
+ * latest sample and a fresh read of the process's memory cgroup and every
+ * ancestor (rfsys_read_cgroup_tree): process RSS and RssAnon
+ * (/proc/self/status), the model mapping's Rss and Locked (smaps), the KV
+ * cache of the request's context cells padded like llama.cpp (estimated
+ * from the hyperparameters, f16), the weights the graph reads from the
+ * file each token (the inventory), what release could return now
+ * (rf_admission_reclaimable_now, mutating policies only), the soft target
+ * and each cgroup's limit, usage, memory.high and inactive file cache. The
+ * decision goes into the operation's report and *out (may be NULL);
+ * out->refused says whether the caller must not run it (params'
+ * admission_mode). Returns 0 whatever the outcome; errors: -EINVAL (NULL s
+ * or request; policy off: no inventory to decide from).
  */
 int rf_session_admit(struct rf_session *s, const struct rf_operation_request *request,
                      struct rf_admission_result *out);

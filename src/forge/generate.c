@@ -60,6 +60,18 @@ static int decode_sync(struct forge_context *fc, int32_t *tokens, size_t n, uint
     return 0;
 }
 
+int forge_tokenize_count(struct forge_model *m, const char *text, uint32_t *n_out)
+{
+    if (!m || !text || !n_out || strlen(text) > INT32_MAX)
+        return -EINVAL;
+    const struct llama_vocab *vocab = llama_model_get_vocab(m->model);
+    int32_t n = -llama_tokenize(vocab, text, (int32_t)strlen(text), NULL, 0, true, true);
+    if (n <= 0)
+        return -EINVAL;
+    *n_out = (uint32_t)n;
+    return 0;
+}
+
 int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
                    struct forge_generate_result *out, char err[FORGE_ERR_MAX])
 {
@@ -77,7 +89,7 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     }
     int32_t plen = (int32_t)strlen(p->prompt);
     int32_t n_prompt = -llama_tokenize(vocab, p->prompt, plen, NULL, 0, true, true);
-    if (n_prompt <= 0) {
+    if (n_prompt <= 0 || strlen(p->prompt) > INT32_MAX) {
         snprintf(err, FORGE_ERR_MAX, "cannot tokenize the prompt");
         return -EINVAL;
     }

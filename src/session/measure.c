@@ -24,6 +24,10 @@ int rf_measure_sample(const char *sysroot, const char *pid, const struct rf_mapp
         out->process_rss_bytes = st.vm_rss_bytes;
         out->has_process_rss_peak = st.has_vm_hwm;
         out->process_rss_peak_bytes = st.vm_hwm_bytes;
+        out->has_anon = st.has_rss_anon;
+        out->anon_bytes = st.rss_anon_bytes;
+        out->has_locked = st.has_vm_lck;
+        out->locked_bytes = st.vm_lck_bytes;
     }
     rfsys_maps_init(&maps);
     if (n_mappings > 0 && rfsys_read_smaps(sysroot, pid, &maps) == 0) {
@@ -38,12 +42,14 @@ int rf_measure_sample(const char *sysroot, const char *pid, const struct rf_mapp
                 __builtin_add_overflow(out->mapping_rss_bytes, sum.rss_bytes,
                                        &out->mapping_rss_bytes) ||
                 __builtin_add_overflow(out->mapping_pss_bytes, sum.pss_bytes,
-                                       &out->mapping_pss_bytes))
+                                       &out->mapping_pss_bytes) ||
+                __builtin_add_overflow(out->mapping_locked_bytes, sum.locked_bytes,
+                                       &out->mapping_locked_bytes))
                 ok = false;
         }
         out->has_mapping = ok;
         if (!ok)
-            out->mapping_rss_bytes = out->mapping_pss_bytes = 0;
+            out->mapping_rss_bytes = out->mapping_pss_bytes = out->mapping_locked_bytes = 0;
     }
     rfsys_maps_free(&maps);
     if (!cg)

@@ -47,6 +47,12 @@ static int fn_page_source(void *ud, struct forge_page_source *out)
     return forge_model_page_source(ud, out);
 }
 
+static int fn_cgroup_tree(void *ud, struct rfsys_cgroup_tree *out)
+{
+    (void)ud;
+    return rfsys_read_cgroup_tree(NULL, "self", out);
+}
+
 static void fn_lease_begin(void *ud)
 {
     forge_model_lease_begin(ud);
@@ -64,6 +70,7 @@ const struct rf_session_native rf_session_forge_native = {
     .prefetch = fn_prefetch,
     .page_source = fn_page_source,
     .page_sampler = forge_page_sampler,
+    .cgroup_tree = fn_cgroup_tree,
     .lease_begin = fn_lease_begin,
     .lease_end = fn_lease_end,
 };

@@ -26,17 +26,16 @@ bool ses_estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uint64
 {
     if (info->n_head <= 0 || info->n_head_kv <= 0 || info->n_layer <= 0 || info->n_embd <= 0)
         return false;
-    uint64_t per_token = (uint64_t)info->n_embd / (uint64_t)info->n_head *
-                         (uint64_t)info->n_head_kv * 2 /* K, V */ * 2 /* f16 */;
-    return !__builtin_mul_overflow(per_token, (uint64_t)info->n_layer, out) &&
-           !__builtin_mul_overflow(*out, n_ctx, out);
+    uint64_t n_embd_kv = (uint64_t)info->n_embd / (uint64_t)info->n_head * (uint64_t)info->n_head_kv;
+    return rf_admission_kv_bytes((uint64_t)info->n_layer, n_ctx, n_embd_kv, n_embd_kv, 2, out) == 0;
 }
 
-/* Context cells of a request: n_ctx, else prompt + n_predict; padded like llama.cpp. */
-static uint64_t request_cells(const struct rf_operation_request *r)
+static struct rf_admission_figure measured(bool has, uint64_t bytes, const char *source)
 {
-    uint64_t n = r->n_ctx ? r->n_ctx : (uint64_t)(r->n_prompt ? r->n_prompt : 64) + r->n_predict;
-    return (n + RF_KV_CELL_PAD - 1) / RF_KV_CELL_PAD * RF_KV_CELL_PAD;
+    struct rf_admission_figure f = {0};
+    if (has)
+        f = rf_admission_figure_of(bytes, RF_PROV_EXACT_MEASURED, source);
+    return f;
 }
 
 int rf_session_admit(struct rf_session *s, const struct rf_operation_request *request,
@@ -47,49 +46,73 @@ int rf_session_admit(struct rf_session *s, const struct rf_operation_request *re
     ses_op_open(s);
     const struct rf_residency_sample *now = ses_last_sample(s);
     struct rf_admission_input in;
-    uint64_t kv = 0, req;
-    bool has_kv = ses_estimate_kv(&s->model.info, request_cells(request), &kv);
-    const char *why;
+    struct rfsys_cgroup_tree *tree = calloc(1, sizeof(*tree));
+    uint64_t cells, kv, fws;
 
+    if (!tree)
+        return -ENOMEM;
     memset(&in, 0, sizeof(in));
-    in.has_request = now && now->has_process_rss && has_kv &&
-                     !__builtin_add_overflow(now->process_rss_bytes, kv, &req);
-    in.request_bytes = in.has_request ? req : 0;
+    in.mode = s->p.admission_mode;
+    in.phase = RF_ADMISSION_AFTER_LOAD;
+    if (now) {
+        in.process_rss = measured(now->has_process_rss, now->process_rss_bytes,
+                                  "/proc/self/status VmRSS");
+        in.anonymous = measured(now->has_anon, now->anon_bytes, "/proc/self/status RssAnon");
+        in.mapping_rss = measured(now->has_mapping, now->mapping_rss_bytes,
+                                  "/proc/self/smaps Rss of the model mappings");
+        in.locked = measured(now->has_mapping, now->mapping_locked_bytes,
+                             "/proc/self/smaps Locked of the model mappings");
+    }
+    in.mlock_requested = s->p.mlock_requested;
+    if (rf_admission_ctx_cells(request->n_ctx, request->n_prompt, request->n_predict,
+                               RF_KV_CELL_PAD, &cells) == 0 &&
+        ses_estimate_kv(&s->model.info, cells, &kv))
+        in.kv_cache = rf_admission_figure_of(kv, RF_PROV_ESTIMATED,
+                                             "hyperparameters x padded context cells (f16 K, V)");
+    if (s->model.info.access_probed && rf_admission_file_working_set(&s->inv, &fws) == 0)
+        in.file_working_set = rf_admission_figure_of(
+            fws, RF_PROV_NATIVE_LOGICAL, "inventory: weights the graph reads from the mapping");
+    if (rf_policy_mutates(s->p.policy)) {
+        bool locked = now && now->mapping_locked_bytes > 0;
+        bool *mapping_locked = calloc(s->inv.n_mappings ? s->inv.n_mappings : 1, sizeof(bool));
+        struct rf_reclaimable_now rn;
+        for (size_t i = 0; mapping_locked && i < s->inv.n_mappings; i++)
+            mapping_locked[i] = locked;
+        if (mapping_locked &&
+            rf_admission_reclaimable_now(&s->inv, &s->lt, mapping_locked, &s->binding, &rn) == 0 &&
+            rn.has_value)
+            in.reclaimable = rf_admission_figure_of(
+                rn.bytes, RF_PROV_ESTIMATED,
+                "ReleaseEligible resources on unlocked mappings (lifetime state)");
+        free(mapping_locked);
+    }
     in.has_target = s->p.has_target;
     in.target_bytes = s->p.target_bytes;
     in.reserve_bytes = s->p.reserve_bytes;
-    in.has_hard_limit = s->cg.has_limit;
-    in.hard_unlimited = s->cg.limit_unlimited;
-    in.hard_limit_bytes = s->cg.limit_bytes;
-    in.hard_limit_source = s->cg.limit_source[0] ? s->cg.limit_source : NULL;
-    if (now) {
-        in.has_cgroup_current = now->has_cgroup_current;
-        in.cgroup_current_bytes = now->cgroup_current_bytes;
-        in.has_process_rss = now->has_process_rss;
-        in.process_rss_bytes = now->process_rss_bytes;
+    if (s->native->cgroup_tree && s->native->cgroup_tree(s->ud, tree) == 0) {
+        in.cgroups = tree->levels;
+        in.n_cgroups = tree->n;
+        in.cgroups_truncated = tree->truncated;
     }
-    /* Reclaimable only with a matching contract observed quiescent. */
-    if (rf_policy_mutates(s->p.policy) && rf_binding_may_select(&s->binding, &why)) {
-        in.has_reclaimable = true;
-        in.reclaimable_bytes = s->inv.totals.unique_reclaimable_bytes;
-    }
-    if (now && now->has_process_rss && now->has_mapping &&
-        now->process_rss_bytes >= now->mapping_rss_bytes) {
-        in.has_non_file = true;
-        in.non_file_bytes = now->process_rss_bytes - now->mapping_rss_bytes + kv;
-    }
-    in.unknown_components[in.n_unknown++] = "GraphScratch";
     in.unknown_components[in.n_unknown++] = "Runtime";
     int rc = rf_admission_decide(&in, &s->op.admission);
+    free(tree);
     if (rc < 0) {
         s->op.rep.admission_reason = "admission could not decide (invalid input)";
         return rc;
     }
-    s->op.rep.admission = &s->op.admission;
-    if (s->op.admission.outcome == RF_ADMIT_WARNING)
-        ses_add_warning(s, "the run exceeds the soft target (see admission.reason)");
+    const struct rf_admission_result *a = &s->op.admission;
+    s->op.rep.admission = a;
+    if (a->outcome == RF_ADMIT_WARNING)
+        ses_add_warning(s, a->thrash ? "admission: the run will thrash (see admission.reason)"
+                                     : "the run exceeds a soft bound (see admission.reason)");
+    if (a->outcome == RF_ADMIT_UNKNOWN)
+        ses_add_warning(s, "admission could not measure the request: the outcome is unknown "
+                           "(see admission.reason)");
+    if (a->lock_note[0])
+        ses_add_warning(s, "a requested mlock did not take (see admission.lock_note)");
     if (out)
-        *out = s->op.admission;
+        *out = *a;
     return 0;
 }
 

@@ -144,6 +144,33 @@ void ses_op_open(struct rf_session *s)
     op_identity(s, &op->rep);
     op->rep.invalidated_resources = s->invalidated;
     op->rep.timing = &op->timing;
+    /* The baseline of the kernel's verdict (failcnt, oom_kill, memory.events). */
+    op->has_tree_before = s->p.policy != RF_POLICY_OFF && s->native->cgroup_tree &&
+                          s->native->cgroup_tree(s->ud, &op->tree_before) == 0;
+}
+
+/*
+ * The kernel's verdict over the operation: the cgroup counters' deltas
+ * from the operation's start (for the first, from before the load) to now.
+ */
+static void kernel_verdict(struct rf_session *s)
+{
+    struct session_op *op = &s->op;
+    struct rfsys_cgroup_tree *after = calloc(1, sizeof(*after));
+    op->rep.cgroup_verdict_reason = "the cgroup counters could not be read";
+    if (op->has_tree_before && after && s->native->cgroup_tree(s->ud, after) == 0 &&
+        rf_cgroup_verdict_build(op->tree_before.levels, op->tree_before.n, after->levels,
+                                after->n, &op->verdict) == 0) {
+        op->rep.cgroup_verdict = &op->verdict;
+        op->rep.cgroup_verdict_reason = NULL;
+        if (op->verdict.oom_killed)
+            ses_add_warning(s, "the kernel OOM-killed a process of this cgroup during the "
+                               "operation (see admission.kernel_verdict)");
+        else if (op->verdict.hit_limit)
+            ses_add_warning(s, "the cgroup reached its hard limit during the operation: the "
+                               "kernel reclaimed (see admission.kernel_verdict)");
+    }
+    free(after);
 }
 
 /* ------------------------------------------------------------------ samples */
@@ -302,13 +329,23 @@ int rf_session_load(const char *path, const struct forge_model_params *mp,
         fp.probe_access = params.probe_access && params.policy != RF_POLICY_OFF;
         fp.n_threads = params.n_threads;
     }
+    /* The kernel's verdict of the first operation counts from before the load. */
+    struct rfsys_cgroup_tree *pre = calloc(1, sizeof(*pre));
+    bool has_pre = pre && params.policy != RF_POLICY_OFF &&
+                   rfsys_read_cgroup_tree(NULL, "self", pre) == 0;
     uint64_t t0 = rf_now_ns();
     int rc = forge_model_load(path, &fp, &m, err);
-    if (rc < 0)
-        return rc;
-    struct forge_model_info info;
-    forge_model_get_info(m, &info);
-    return create_forge(m, true, rf_now_ns() - t0 - info.probe_ns, params, out, err);
+    if (rc == 0) {
+        struct forge_model_info info;
+        forge_model_get_info(m, &info);
+        rc = create_forge(m, true, rf_now_ns() - t0 - info.probe_ns, params, out, err);
+    }
+    if (rc == 0 && has_pre) {
+        (*out)->op.tree_before = *pre;
+        (*out)->op.has_tree_before = true;
+    }
+    free(pre);
+    return rc;
 }
 
 int rf_session_wrap(struct llama_model *model, const char *path, struct rf_session_params params,
@@ -604,6 +641,7 @@ int rf_session_operation_end(struct rf_session *s, const struct rf_operation_out
         op->rep.ledger = &op->ledger;
         op->rep.reconciliation = &op->recon;
         end_warnings(s);
+        kernel_verdict(s);
     }
     rf_timing_set(&op->timing, RF_TIMER_END_TO_END, rf_now_ns() - op->start_ns);
     op->ended = true;

@@ -42,6 +42,8 @@ struct rf_session_native {
     /* forge_model_page_source's contract; page_sampler samples pages (residency.h). */
     int (*page_source)(void *ud, struct forge_page_source *out);
     rf_page_sampler_fn page_sampler;
+    /* The process's memory cgroup and its ancestors (rfsys_read_cgroup_tree's contract). */
+    int (*cgroup_tree)(void *ud, struct rfsys_cgroup_tree *out);
     /* The execution lease around a decode. */
     void (*lease_begin)(void *ud);
     void (*lease_end)(void *ud);
@@ -92,6 +94,9 @@ struct session_op {
     struct rf_report rep; /* the operation's report fields (arrays excluded) */
     struct rf_timing timing;
     struct rf_admission_result admission;
+    struct rfsys_cgroup_tree tree_before; /* cgroup counters when the operation opened */
+    bool has_tree_before;
+    struct rf_cgroup_verdict verdict;     /* the kernel's verdict over the operation */
     struct rf_staging_plan staging;
     struct rf_dispatch_summary dispatch;
     struct rf_residency_snapshot snapshot;
