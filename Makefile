@@ -7,8 +7,10 @@ DEMO_TYPE ?= q8_0
 DEMO_MODEL = $(BUILD)/models/$(DEMO_PRESET)-$(DEMO_TYPE).gguf
 # A user's own llama.cpp install prefix; empty: the pinned build (scripts/build-llama.sh).
 LLAMA_PREFIX ?=
+# Where `make install` puts the library, headers, ramforge.pc, the CMake package and the CLI.
+PREFIX ?= /usr/local
 
-.PHONY: all deps llama build demo check tsan clean
+.PHONY: all deps llama build install demo check tsan clean
 
 all: build
 
@@ -25,6 +27,9 @@ $(BUILD)/CMakeCache.txt: | deps
 
 build: $(BUILD)/CMakeCache.txt
 	@cmake --build $(BUILD) -j$(JOBS)
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 $(DEMO_MODEL): | build
 	@mkdir -p $(dir $@)

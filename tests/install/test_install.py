@@ -1,0 +1,335 @@
+#!/usr/bin/env python3
+"""ramforge installed like a library, and examples/embed.c built against the install.
+
+Usage: test_install.py --build-dir DIR --source-dir DIR --cmake BIN --cc BIN --cxx BIN
+                       --ramforge BIN [--llama-prefix DIR] --schema FILE CASE
+
+Each CASE installs the build (`cmake --install BUILD --prefix TMP/prefix`)
+into a temporary folder under the build directory, removed afterwards:
+
+  layout        what the install holds: libramforge.so with its SONAME and an
+                rpath that finds llama.cpp, libramforge.a, every public header
+                (self-contained in C and C++, none including jansson.h), ramforge.pc
+                (relocatable), the CMake package, the CLI; the .so exports
+                exactly the functions the headers declare
+  pkgconfig     embed.c compiled with `pkg-config --cflags --libs ramforge`
+  find_package  examples/CMakeLists.txt (find_package(ramforge)), shared and static
+
+The embed binaries run on a generated model: their tokens must equal the same
+program run with --no-ramforge and `ramforge run` (forge's own decode loop), and
+their reports must pass tests/schema/validate_report.py. Exit 0 pass, 1 fail,
+77 skip (no tokenizer vocab to generate a model with).
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "schema"))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+import validate_report  # noqa: E402
+from e2e_util import SKIP, Failure, Skip, check  # noqa: E402
+
+PROMPT = "Hello my name is"
+N_PREDICT = 16
+PUBLIC_PREFIX = r"(?:rf|rfsys|forge)_\w+"
+# The calls the embedding example may make (README, "Embedding ramforge").
+EMBED_MAX_CALLS = 8
+
+
+def run(argv, env=None, cwd=None, check_rc=True, timeout=300):
+    p = subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env, cwd=cwd,
+                       timeout=timeout)
+    check(0 <= p.returncode < 128, f"{argv[0]} crashed ({p.returncode}): {p.stderr[-2000:]}")
+    if check_rc and p.returncode != 0:
+        raise Failure(f"{' '.join(map(str, argv))} exited {p.returncode}\n"
+                      f"stdout: {p.stdout[-2000:]}\nstderr: {p.stderr[-2000:]}")
+    return p
+
+
+def clean_env(**extra):
+    """The environment without LD_LIBRARY_PATH: binaries must find their libraries by rpath."""
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    env.update(extra)
+    return env
+
+
+class Ctx:
+    def __init__(self, args, tmp):
+        self.a = args
+        self.tmp = tmp
+        self.prefix = os.path.join(tmp, "prefix")
+        run([args.cmake, "--install", args.build_dir, "--prefix", self.prefix])
+        self.libdir = os.path.join(self.prefix, "lib")
+        self.so = os.path.join(self.libdir, "libramforge.so")
+        self._model = None
+        self._reference = None
+
+    def pkg_config_env(self):
+        """PKG_CONFIG_PATH: the install, llama.cpp's prefix (ramforge.pc requires llama), then
+        the caller's PKG_CONFIG_PATH (llama.pc when llama.cpp was not given by prefix)."""
+        path = [os.path.join(self.libdir, "pkgconfig")]
+        if self.a.llama_prefix:
+            path.append(os.path.join(self.a.llama_prefix, "lib", "pkgconfig"))
+        if os.environ.get("PKG_CONFIG_PATH"):
+            path.append(os.environ["PKG_CONFIG_PATH"])
+        return clean_env(PKG_CONFIG_PATH=os.pathsep.join(path))
+
+    def soname(self):
+        """libramforge.so.MAJOR.MINOR from `ramforge --version` (0.x: each minor may break the ABI)."""
+        m = re.match(r"ramforge (\d+)\.(\d+)\.\d+", run([self.a.ramforge, "--version"]).stdout)
+        check(m, "ramforge --version prints no version")
+        return f"libramforge.so.{m.group(1)}.{m.group(2)}"
+
+    def model(self):
+        if not self._model:
+            self._model = os.path.join(self.tmp, "small-q8_0.gguf")
+            p = run([self.a.ramforge, "mkmodel", "--preset", "small", "--type", "q8_0", "--seed",
+                     "42", "--quiet", "-o", self._model], check_rc=False)
+            if p.returncode != 0 and "ggml-vocab" in p.stderr:
+                raise Skip("no tokenizer vocab to generate a model (llama.cpp was not built by "
+                           f"scripts/build-llama.sh): {p.stderr.strip()}")
+            check(p.returncode == 0, f"mkmodel failed: {p.stderr}")
+        return self._model
+
+    def reference(self):
+        """`ramforge run`'s report for the same prompt: tokens from forge's own decode loop."""
+        if not self._reference:
+            path = os.path.join(self.tmp, "run-report.json")
+            run([self.a.ramforge, "run", "-m", self.model(), "-p", PROMPT, "-n", N_PREDICT,
+                 "--residency-report-json", path])
+            with open(path) as f:
+                self._reference = json.load(f)
+        return self._reference
+
+    def embed(self, binary, *flags, report=None):
+        """Runs embed; returns (token ids printed on stdout, report or None)."""
+        argv = [binary, *flags, self.model(), PROMPT, N_PREDICT] + ([report] if report else [])
+        p = run(argv, env=clean_env())
+        lines = p.stdout.splitlines()
+        check(len(lines) == 1, f"{binary}: expected one line of token ids, got {p.stdout!r}")
+        ids = [int(t) for t in lines[0].split()]
+        if not report or not os.path.exists(report):
+            return ids, None
+        errors = validate_report.validate(self.a.schema, report)
+        check(not errors, f"{report} does not match the schema: {errors[:3]}")
+        with open(report) as f:
+            return ids, json.load(f)
+
+
+def exported_symbols(so):
+    out = run(["nm", "-D", "--defined-only", so]).stdout
+    return {parts[2] for parts in (line.split() for line in out.splitlines())
+            if len(parts) == 3 and parts[1] in "TDBR"}
+
+
+def archive_globals(a):
+    out = run(["nm", "-g", "--defined-only", a]).stdout
+    return {parts[2] for parts in (line.split() for line in out.splitlines())
+            if len(parts) == 3 and parts[1] in "TDBR"}
+
+
+def header_facts(headers):
+    """(every public-prefixed identifier in the headers, the non-inline functions declared)."""
+    names, declared = set(), set()
+    proto = re.compile(r"^(?!static|typedef|#)[A-Za-z_][\w \t\*]*?\b(" + PUBLIC_PREFIX + r")\s*\(",
+                       re.M)
+    for h in headers:
+        with open(h) as f:
+            text = f.read()
+        names |= set(re.findall(r"\b" + PUBLIC_PREFIX, text))
+        declared |= set(proto.findall(text))
+    return names, declared
+
+
+def ramforge_imports(binary, exported):
+    """The libramforge functions a binary imports (dynamic undefined symbols)."""
+    out = run(["nm", "-D", "--undefined-only", binary]).stdout
+    return {line.split()[-1] for line in out.splitlines() if line.split()} & exported
+
+
+def check_needed(binary, soname, wanted):
+    out = run(["readelf", "-d", binary]).stdout
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+    check((soname in needed) == wanted,
+          f"{binary}: NEEDED {needed} {'lacks' if wanted else 'has'} {soname}")
+
+
+def check_tokens(c, ids, label):
+    ref = c.reference()["output"]["token_ids"]
+    check(ids, f"{label}: no token generated")
+    check(ids == ref, f"{label}: tokens {ids} differ from ramforge run's {ref}")
+
+
+def check_embed_report(c, ids, doc, label):
+    """The report of one embed run: its tokens, samples and the leases' executions."""
+    ref = c.reference()
+    out = doc["output"]
+    check(out["token_ids"] == ids, f"{label}: report tokens {out['token_ids']} != stdout {ids}")
+    check(out["prompt_token_ids"] == ref["output"]["prompt_token_ids"],
+          f"{label}: prompt tokens {out['prompt_token_ids']}")
+    check(doc["operation"]["index"] == 1 and doc["operation"]["operations"] == 1,
+          f"{label}: operation {doc['operation']}")
+    check(doc["model"]["path"] == c.model(), f"{label}: model path {doc['model']['path']}")
+    labels = [s["label"] for s in doc["residency"]["samples"]]
+    check(labels[:3] == ["after_load", "end_of_session", "after_session"],
+          f"{label}: sample labels {labels}")
+    # Every decode embed made went through a lease: the execution generation
+    # counts them (plus the access probe's), as forge's own loop does for run.
+    nat = doc["native"]
+    check(nat["execution_generation"] == ref["native"]["execution_generation"],
+          f"{label}: execution generation {nat['execution_generation']}, ramforge run's "
+          f"{ref['native']['execution_generation']}")
+    check(nat["quiescent"] is True and nat["in_flight_contexts"] == 0,
+          f"{label}: native {nat}")
+    return labels
+
+
+def case_layout(c):
+    soname = c.soname()
+    check(os.path.islink(c.so) and os.path.basename(os.path.realpath(c.so)).startswith(soname),
+          f"{c.so} is not a link to {soname}.*")
+    check(os.path.exists(os.path.join(c.libdir, soname)), f"{soname} not installed")
+    dyn = run(["readelf", "-d", c.so]).stdout
+    check(f"Library soname: [{soname}]" in dyn, f"SONAME is not {soname}: {dyn}")
+    ldd = run(["ldd", c.so], env=clean_env()).stdout
+    check("not found" not in ldd and "libllama" in ldd, f"libramforge.so's dependencies: {ldd}")
+    archive = os.path.join(c.libdir, "libramforge.a")
+    check(os.path.exists(archive), "libramforge.a not installed")
+
+    src_headers = sorted(os.path.basename(h) for h in
+                         glob.glob(os.path.join(c.a.source_dir, "include", "ramforge", "*.h")))
+    headers = sorted(glob.glob(os.path.join(c.prefix, "include", "ramforge", "*.h")))
+    check([os.path.basename(h) for h in headers] == src_headers,
+          f"installed headers {headers} != include/ramforge {src_headers}")
+    for h in headers:
+        with open(h) as f:
+            text = f.read()
+        check(not re.search(r'#\s*include\s*[<"]jansson|\bjson_\w+', text),
+              f"{h} includes jansson.h or names a jansson type or function")
+        name = "ramforge/" + os.path.basename(h)
+        for compiler, std in ((c.a.cc, "-std=c11"), (c.a.cxx, "-std=c++17")):
+            lang = "c" if std == "-std=c11" else "c++"
+            run([compiler, std, "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
+                 "-I", os.path.join(c.prefix, "include"), "-x", lang, "-include", name,
+                 "/dev/null"])
+
+    names, declared = header_facts(headers)
+    exported = exported_symbols(c.so)
+    check(declared and declared <= exported,
+          f"declared in the headers but not exported: {sorted(declared - exported)}")
+    check(exported <= names, f"exported but in no public header: {sorted(exported - names)}")
+    private = archive_globals(archive) - names
+    check(not private & exported, f"private helpers exported: {sorted(private & exported)}")
+
+    libdir = run(["pkg-config", "--variable=libdir", "ramforge"],
+                 env=c.pkg_config_env()).stdout.strip()
+    check(os.path.realpath(libdir) == os.path.realpath(c.libdir),
+          f"ramforge.pc's libdir {libdir} is not the install prefix's {c.libdir}")
+    for f in ("ramforgeConfig.cmake", "ramforgeConfigVersion.cmake", "ramforgeTargets.cmake"):
+        check(os.path.exists(os.path.join(c.libdir, "cmake", "ramforge", f)), f"{f} not installed")
+    p = run([os.path.join(c.prefix, "bin", "ramforge"), "--version"], env=clean_env())
+    check(p.stdout.startswith("ramforge "), f"installed CLI: {p.stdout!r}")
+    print(f"{soname}: {len(exported)} functions exported, {len(private)} private helpers hidden, "
+          f"{len(headers)} headers")
+
+
+def case_pkgconfig(c):
+    env = c.pkg_config_env()
+    flags = run(["pkg-config", "--cflags", "--libs", "ramforge"], env=env).stdout.split()
+    libdirs = [run(["pkg-config", "--variable=libdir", pkg], env=env).stdout.strip()
+               for pkg in ("ramforge", "llama")]
+    binary = os.path.join(c.tmp, "embed-pc")
+    run([c.a.cc, "-std=c11", "-Wall", "-Wextra", "-Werror",
+         os.path.join(c.a.source_dir, "examples", "embed.c"), *flags,
+         "-Wl,-rpath," + ":".join(libdirs), "-o", binary], env=env)
+    check_needed(binary, c.soname(), True)
+    calls = ramforge_imports(binary, exported_symbols(c.so))
+    check("rf_session_wrap" in calls and len(calls) <= EMBED_MAX_CALLS,
+          f"embed calls {len(calls)} ramforge functions: {sorted(calls)}")
+
+    report = os.path.join(c.tmp, "embed-pc.json")
+    ids, doc = c.embed(binary, report=report)
+    check(doc is not None, f"{report} not written")
+    check_tokens(c, ids, "embed (pkg-config)")
+    check_embed_report(c, ids, doc, "embed (pkg-config)")
+    check(doc["policy"]["profile"] == "observe" and doc["application"]["requested_bytes"] in (0, None),
+          f"observe released something: {doc['application']}")
+
+    unused = os.path.join(c.tmp, "no-ramforge.json")
+    plain, _ = c.embed(binary, "--no-ramforge", report=unused)
+    check(plain == ids, f"--no-ramforge tokens {plain} != {ids}")
+    check(not os.path.exists(unused), "--no-ramforge wrote a report")
+    print(f"pkg-config: {len(ids)} tokens identical with and without ramforge and to ramforge "
+          f"run; {len(calls)} ramforge functions called: {', '.join(sorted(calls))}")
+
+
+def case_find_package(c):
+    soname = c.soname()
+    built = {}
+    for kind, static in (("shared", "OFF"), ("static", "ON")):
+        bdir = os.path.join(c.tmp, f"build-{kind}")
+        run([c.a.cmake, "-S", os.path.join(c.a.source_dir, "examples"), "-B", bdir,
+             f"-DCMAKE_PREFIX_PATH={c.prefix}", f"-DCMAKE_C_COMPILER={c.a.cc}",
+             f"-DEMBED_STATIC={static}"], env=clean_env())
+        run([c.a.cmake, "--build", bdir], env=clean_env())
+        built[kind] = os.path.join(bdir, "embed")
+        check_needed(built[kind], soname, kind == "shared")
+
+    plain, _ = c.embed(built["shared"], "--no-ramforge")
+    check_tokens(c, plain, "embed --no-ramforge")
+
+    # Static, policy observe.
+    ids, doc = c.embed(built["static"], report=os.path.join(c.tmp, "embed-static.json"))
+    check(ids == plain, f"static: tokens {ids} != {plain} without ramforge")
+    check_embed_report(c, ids, doc, "embed (static)")
+
+    # Shared, memory-bound: the after_session boundary releases weight pages.
+    target = 8 << 20
+    ids, doc = c.embed(built["shared"], "--memory-target", target,
+                       report=os.path.join(c.tmp, "embed-shared.json"))
+    check(ids == plain, f"memory-bound: tokens {ids} != {plain} without ramforge")
+    labels = check_embed_report(c, ids, doc, "embed (memory-bound)")
+    check(doc["policy"]["profile"] == "memory-bound" and doc["policy"]["target_bytes"] == target,
+          f"policy {doc['policy']}")
+    b = [x for x in doc["application"]["boundaries"] if x["boundary"] == "after_session"]
+    check(b and b[0]["attempted"] and b[0]["accepted_bytes"] > 0 and
+          b[0]["observed_mapping_delta_bytes"] < 0,
+          f"no measured release after the session: {doc['application']['boundaries']}")
+    check("after_release" in labels, f"no after_release sample: {labels}")
+    print(f"find_package: shared and static, {len(ids)} tokens identical; memory-bound released "
+          f"{b[0]['accepted_bytes']} B after the session (mapping delta "
+          f"{b[0]['observed_mapping_delta_bytes']} B)")
+
+
+CASES = {"layout": case_layout, "pkgconfig": case_pkgconfig, "find_package": case_find_package}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for opt in ("--build-dir", "--source-dir", "--cmake", "--cc", "--cxx", "--ramforge",
+                "--schema"):
+        ap.add_argument(opt, required=True)
+    ap.add_argument("--llama-prefix", default="")
+    ap.add_argument("case", choices=sorted(CASES))
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="test-install-", dir=args.build_dir) as tmp:
+        try:
+            CASES[args.case](Ctx(args, tmp))
+        except Skip as e:
+            print(f"SKIP {args.case}: {e}")
+            return SKIP
+        except Failure as e:
+            print(f"FAIL {args.case}: {e}")
+            return 1
+    print(f"PASS {args.case}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
