@@ -61,21 +61,38 @@ static int write_reports(struct rf_session *s, const struct run_options *o)
     return 0;
 }
 
-/* Warns before the load when the file exceeds the room under an enforced cgroup limit. */
-static void warn_before_load(const char *model)
+/*
+ * Admission from the GGUF header before the load: a run the load alone
+ * would get killed for is refused before llama.cpp maps the file (exit 1;
+ * the JSON report says so, every loaded-model section null with the
+ * reason). Returns false to stop.
+ */
+static bool admit_before_load(const struct run_options *o, struct rf_session_params p)
 {
-    struct rfsys_cgroup_memory pre;
-    struct stat mst;
-    if (rfsys_read_cgroup_memory(NULL, "self", &pre) == 0 && pre.has_limit &&
-        !pre.limit_unlimited && pre.has_current && stat(model, &mst) == 0 &&
-        (pre.current_bytes >= pre.limit_bytes ||
-         (uint64_t)mst.st_size > pre.limit_bytes - pre.current_bytes))
-        cli_error("warning: loading maps and reads all %lld bytes of %s, more than the %" PRIu64
-                  " bytes left under the cgroup limit (%s): the load itself may be "
-                  "reclaimed or killed",
-                  (long long)mst.st_size, model,
-                  pre.current_bytes >= pre.limit_bytes ? 0 : pre.limit_bytes - pre.current_bytes,
-                  pre.limit_source);
+    struct rf_operation_request req = {.n_ctx = (uint32_t)o->n_ctx,
+                                       .n_predict = (uint32_t)o->n_predict};
+    struct rf_admission_result *adm = calloc(1, sizeof(*adm));
+    char err[FORGE_ERR_MAX];
+    bool go = true;
+    if (!adm)
+        return true; /* the after-load admission still decides */
+    if (rf_session_preload_admit(o->model, o->repack, p, &req, adm, err) < 0) {
+        cli_error("%s", err);
+        go = false;
+    } else if (adm->refused) {
+        cli_error("admission refused the run before loading (%s, --admission %s): %s",
+                  rf_admission_outcome_name(adm->outcome), rf_admission_mode_name(adm->mode),
+                  adm->reason);
+        go = false;
+        int rc = o->json_path ? rf_session_preload_report_write(o->model, p, adm, o->json_path) : 0;
+        if (rc < 0)
+            cli_error("cannot write %s: %s", o->json_path, rf_strerror(rc));
+    } else if (adm->outcome != RF_ADMIT_ADMITTED) {
+        cli_error("warning: admission before loading %s: %s",
+                  rf_admission_outcome_name(adm->outcome), adm->reason);
+    }
+    free(adm);
+    return go;
 }
 
 /* The measured mapping RSS after release against the soft target, on stderr. */
@@ -118,8 +135,9 @@ int cmd_run(int argc, char **argv)
     if (o.verbose)
         rf_log_set(cli_log_sink, NULL);
     forge_init(o.verbose);
-    if (observing)
-        warn_before_load(o.model);
+    if (observing && o.admission != RF_ADMISSION_OFF &&
+        !admit_before_load(&o, session_params(&o, t_entry)))
+        return RF_EXIT_FAILURE;
 
     mp.use_extra_bufts = o.repack;
     mp.mlock = o.mlock;

@@ -149,6 +149,26 @@ int forge_gguf_read_table(const char *path, struct forge_gguf_table *out, char e
 /* Frees the table; leaves it empty. NULL is a no-op. */
 void forge_gguf_table_free(struct forge_gguf_table *t);
 
+/* What loading a GGUF file will cost, estimated from its header alone. */
+struct forge_gguf_estimate {
+    uint64_t file_size_bytes;        /* st_size */
+    uint32_t n_layer, n_embd, n_head, n_head_kv; /* "<arch>.block_count", ...; 0: absent */
+    uint64_t repacked_bytes;         /* blk.* weights of a type llama.cpp repacks into
+                                        anonymous CPU_REPACK buffers on AVX2 (Q4_0, Q4_K,
+                                        IQ4_NL), bytes; 0 without use_extra_bufts or AVX2 */
+    uint64_t file_working_set_bytes; /* the other weights, read from the mapping each token
+                                        (token_embd.weight excluded: read by rows), bytes */
+};
+
+/*
+ * Reads PATH's GGUF header (no data, no llama.cpp load) and fills *out.
+ * The repacked/file split follows llama.cpp v0.4.0's CPU_REPACK rules as
+ * measured here (a header estimate, confirmed after the load by the
+ * access probe). Errors: -EINVAL, those of forge_gguf_check, -EOVERFLOW.
+ */
+int forge_gguf_estimate(const char *path, bool use_extra_bufts, struct forge_gguf_estimate *out,
+                        char err[FORGE_ERR_MAX]);
+
 #ifdef __cplusplus
 }
 #endif

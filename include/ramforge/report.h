@@ -1,7 +1,7 @@
 /*
  * The operation report: a versioned JSON document (schema_version 1, kind
  * "ramforge.residency.operation_report") built from the plain structs of
- * the other core modules, with jansson.
+ * the other core modules (the JSON writers are private: src/core/report_json.h).
  *
  * Every top-level key is always present. A section whose figures could not
  * be had, or whose feature is not part of this run, keeps its keys with
@@ -106,7 +106,8 @@ struct rf_report {
     uint64_t model_file_size_bytes;
     uint64_t model_native_size_bytes; /* llama_model_size */
     uint64_t model_n_params;
-    uint64_t instance_id;            /* forge model instance */
+    uint64_t instance_id;            /* forge model instance; 0: not loaded (the native
+                                        figures above are then reported null) */
     bool access_probed;              /* weights classified by the graph probe */
 
     const char *policy;              /* rf_policy_name */

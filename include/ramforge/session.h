@@ -22,7 +22,7 @@
  * Conventions (llama.h style): params structs are returned by value from
  * *_default_params(); functions return 0 or a negative errno
  * (rf_strerror); the library never prints or exits (rf_log_set for its
- * log); rf_session_free(NULL) is a no-op; no jansson type appears here.
+ * log); rf_session_free(NULL) is a no-op; no JSON library type appears here.
  * A session is not thread-safe, except rf_session_lease_begin/_end, which
  * may be called from any thread while no other session call runs
  * concurrently with them on another thread.
@@ -153,6 +153,34 @@ struct rf_operation_request {
  */
 int rf_session_admit(struct rf_session *s, const struct rf_operation_request *request,
                      struct rf_admission_result *out);
+
+/*
+ * Admission before the load, from the GGUF header at path alone (no
+ * llama.cpp load, no data page read): the file bytes the load will map
+ * and bring into the page cache (file size minus its cached bytes,
+ * cachestat), the weights it will copy into anonymous repacked buffers
+ * (use_extra_bufts on AVX2) and the weights each token reads from the
+ * mapping (forge_gguf_estimate), the KV cache of the request's padded
+ * context, the process's RSS and RssAnon now, and the cgroup hierarchy.
+ * A run it refuses (out->refused, params.admission_mode) would be killed
+ * or would thrash before the after-load admission could speak. Every
+ * figure is an estimate; rf_session_admit confirms after the load with
+ * measurements. Errors: -EINVAL, the header's errors (err says why),
+ * -ENOMEM.
+ */
+int rf_session_preload_admit(const char *path, bool use_extra_bufts,
+                             struct rf_session_params params,
+                             const struct rf_operation_request *request,
+                             struct rf_admission_result *out, char err[FORGE_ERR_MAX]);
+
+/*
+ * Writes the report of a run refused by rf_session_preload_admit to
+ * report_path atomically: the model's path and size, the policy, the
+ * admission with its inputs; every section that needs a loaded model is
+ * null with the reason. Errors: -EINVAL, -ENOMEM, -errno of the write.
+ */
+int rf_session_preload_report_write(const char *model_path, struct rf_session_params params,
+                                    const struct rf_admission_result *adm, const char *report_path);
 
 /*
  * Stages before the operation: plans the union of the page ranges of the

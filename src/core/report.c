@@ -217,9 +217,11 @@ static json_t *model_json(const struct rf_report *r)
     json_object_set_new(o, "path", jstr(r->model_path));
     json_object_set_new(o, "desc", jstr(r->model_desc));
     json_object_set_new(o, "file_size_bytes", jbytes(true, r->model_file_size_bytes));
-    json_object_set_new(o, "native_size_bytes", jbytes(true, r->model_native_size_bytes));
-    json_object_set_new(o, "n_params", jbytes(true, r->model_n_params));
-    json_object_set_new(o, "instance_id", jbytes(true, r->instance_id));
+    /* No instance: the model was not loaded (a refusal before the load); no native figures. */
+    bool loaded = r->instance_id != 0;
+    json_object_set_new(o, "native_size_bytes", jbytes(loaded, r->model_native_size_bytes));
+    json_object_set_new(o, "n_params", jbytes(loaded, r->model_n_params));
+    json_object_set_new(o, "instance_id", jbytes(loaded, r->instance_id));
     json_object_set_new(o, "access_probed", json_boolean(r->access_probed));
     if (r->inventory) {
         json_t *inv;
@@ -614,7 +616,7 @@ static json_t *native_json(const struct rf_report *r)
     const struct rf_native_lifetime *n = &r->native;
     if (!r->has_native)
         return json_pack("{s:n, s:o, s:n, s:n, s:n, s:n, s:n, s:n, s:s}", "contract_version",
-                         "instance_id", jbytes(true, r->instance_id), "quiescent",
+                         "instance_id", jbytes(r->instance_id != 0, r->instance_id), "quiescent",
                          "in_flight_contexts", "active_contexts", "execution_generation",
                          "context_execution_generation", "observed_at", "reason",
                          "no lifetime observation was taken");

@@ -11,6 +11,7 @@
 #include "ramforge/forge_pages.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,4 +59,70 @@ void forge_gguf_table_free(struct forge_gguf_table *t)
         return;
     free(t->tensors);
     memset(t, 0, sizeof(*t));
+}
+
+/* A uint32 hyperparameter "<arch>.<key>"; 0 when absent or of another type. */
+static uint32_t arch_u32(const struct gguf_context *g, const char *arch, const char *key)
+{
+    char name[128];
+    snprintf(name, sizeof(name), "%s.%s", arch, key);
+    int64_t k = gguf_find_key(g, name);
+    if (k < 0)
+        return 0;
+    switch (gguf_get_kv_type(g, k)) {
+    case GGUF_TYPE_UINT32:
+        return gguf_get_val_u32(g, k);
+    case GGUF_TYPE_INT32:
+        return gguf_get_val_i32(g, k) > 0 ? (uint32_t)gguf_get_val_i32(g, k) : 0;
+    default:
+        return 0;
+    }
+}
+
+/* Types llama.cpp's CPU backend repacks into CPU_REPACK buffers on x86 with AVX2. */
+static bool repacked_type(enum ggml_type t)
+{
+    return t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_K || t == GGML_TYPE_IQ4_NL;
+}
+
+int forge_gguf_estimate(const char *path, bool use_extra_bufts, struct forge_gguf_estimate *out,
+                        char err[FORGE_ERR_MAX])
+{
+    struct gguf_context *g = NULL;
+    struct stat st;
+
+    if (!path || !out)
+        return -EINVAL;
+    memset(out, 0, sizeof(*out));
+    int rc = forge_gguf_open(path, &g, &st, err);
+    if (rc < 0)
+        return rc;
+    out->file_size_bytes = (uint64_t)st.st_size;
+    int64_t ka = gguf_find_key(g, "general.architecture");
+    if (ka >= 0 && gguf_get_kv_type(g, ka) == GGUF_TYPE_STRING) {
+        const char *arch = gguf_get_val_str(g, ka);
+        out->n_layer = arch_u32(g, arch, "block_count");
+        out->n_embd = arch_u32(g, arch, "embedding_length");
+        out->n_head = arch_u32(g, arch, "attention.head_count");
+        out->n_head_kv = arch_u32(g, arch, "attention.head_count_kv");
+        if (!out->n_head_kv)
+            out->n_head_kv = out->n_head;
+    }
+    bool repack = use_extra_bufts && __builtin_cpu_supports("avx2");
+    for (int64_t i = 0; i < gguf_get_n_tensors(g); i++) {
+        const char *name = gguf_get_tensor_name(g, i);
+        uint64_t bytes = gguf_get_tensor_size(g, i);
+        /* Layer matrices of a repacked type are copied; token_embd is read by rows. */
+        bool copied = repack && strncmp(name, "blk.", 4) == 0 &&
+                      repacked_type(gguf_get_tensor_type(g, i));
+        bool rows_only = strcmp(name, "token_embd.weight") == 0;
+        uint64_t *sum = copied ? &out->repacked_bytes : rows_only ? NULL : &out->file_working_set_bytes;
+        if (sum && __builtin_add_overflow(*sum, bytes, sum)) {
+            snprintf(err, FORGE_ERR_MAX, "%s: tensor sizes overflow", path);
+            gguf_free(g);
+            return -EOVERFLOW;
+        }
+    }
+    gguf_free(g);
+    return 0;
 }

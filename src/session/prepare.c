@@ -7,13 +7,18 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core/report_json.h"
 #include "ramforge/admission.h"
 #include "ramforge/error.h"
+#include "ramforge/forge_pages.h"
+#include "ramforge/pages.h"
 #include "ramforge/policy.h"
 
 /* ------------------------------------------------------------------ admission */
@@ -114,6 +119,131 @@ int rf_session_admit(struct rf_session *s, const struct rf_operation_request *re
     if (out)
         *out = *a;
     return 0;
+}
+
+/* Bytes of the file at path in the page cache (cachestat), or absent. */
+static struct rf_admission_figure cached_bytes(const char *path)
+{
+    struct rf_admission_figure f = {0};
+    struct rfsys_cachestat cs;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    long page = sysconf(_SC_PAGESIZE);
+    uint64_t bytes;
+    if (fd >= 0 && page > 0 && rfsys_cachestat(fd, 0, 0, &cs) == 0 &&
+        !__builtin_mul_overflow(cs.nr_cache, (uint64_t)page, &bytes))
+        f = rf_admission_figure_of(bytes, RF_PROV_EXACT_MEASURED, "cachestat(2) of the model file");
+    if (fd >= 0)
+        close(fd);
+    return f;
+}
+
+int rf_session_preload_admit(const char *path, bool use_extra_bufts,
+                             struct rf_session_params params,
+                             const struct rf_operation_request *request,
+                             struct rf_admission_result *out, char err[FORGE_ERR_MAX])
+{
+    struct forge_gguf_estimate est;
+    struct rf_admission_input in;
+    struct rfsys_status st;
+    uint64_t cells, kv;
+
+    if (!path || !request || !out)
+        return -EINVAL;
+    int rc = forge_gguf_estimate(path, use_extra_bufts, &est, err);
+    if (rc < 0)
+        return rc;
+    struct rfsys_cgroup_tree *tree = calloc(1, sizeof(*tree));
+    if (!tree)
+        return -ENOMEM;
+    memset(&in, 0, sizeof(in));
+    in.mode = params.admission_mode;
+    in.phase = RF_ADMISSION_PRE_LOAD;
+    if (rfsys_read_status(NULL, "self", &st) == 0) {
+        in.process_rss = measured(st.has_vm_rss, st.vm_rss_bytes, "/proc/self/status VmRSS");
+        in.anonymous = measured(st.has_rss_anon, st.rss_anon_bytes, "/proc/self/status RssAnon");
+    }
+    in.model_cached = cached_bytes(path);
+    if (in.model_cached.has)
+        in.mapped_weights = rf_admission_figure_of(
+            est.file_size_bytes > in.model_cached.bytes ? est.file_size_bytes - in.model_cached.bytes
+                                                        : 0,
+            RF_PROV_ESTIMATED, "GGUF file size minus its cached bytes");
+    in.repacked_weights = rf_admission_figure_of(
+        est.repacked_bytes, RF_PROV_ESTIMATED,
+        "GGUF header: blk.* Q4_0/Q4_K/IQ4_NL weights (CPU_REPACK on AVX2)");
+    in.file_working_set = rf_admission_figure_of(
+        est.file_working_set_bytes, RF_PROV_ESTIMATED,
+        "GGUF header: weights read from the mapping (not repacked, not token_embd)");
+    uint64_t n_embd_kv = est.n_head ? (uint64_t)est.n_embd / est.n_head * est.n_head_kv : 0;
+    if (n_embd_kv && est.n_layer &&
+        rf_admission_ctx_cells(request->n_ctx, request->n_prompt, request->n_predict,
+                               RF_KV_CELL_PAD, &cells) == 0 &&
+        rf_admission_kv_bytes(est.n_layer, cells, n_embd_kv, n_embd_kv, 2, &kv) == 0)
+        in.kv_cache = rf_admission_figure_of(kv, RF_PROV_ESTIMATED,
+                                             "GGUF hyperparameters x padded context cells (f16)");
+    in.mlock_requested = params.mlock_requested;
+    in.has_target = params.has_target;
+    in.target_bytes = params.target_bytes;
+    in.reserve_bytes = params.reserve_bytes;
+    if (rfsys_read_cgroup_tree(NULL, "self", tree) == 0) {
+        in.cgroups = tree->levels;
+        in.n_cgroups = tree->n;
+        in.cgroups_truncated = tree->truncated;
+    }
+    in.unknown_components[in.n_unknown++] = "Runtime";
+    rc = rf_admission_decide(&in, out);
+    free(tree);
+    if (rc < 0)
+        snprintf(err, FORGE_ERR_MAX, "%s: admission could not decide: %s", path, rf_strerror(rc));
+    return rc;
+}
+
+int rf_session_preload_report_write(const char *model_path, struct rf_session_params params,
+                                    const struct rf_admission_result *adm, const char *report_path)
+{
+    struct rf_report r;
+    struct rf_timing t;
+    json_t *doc;
+    struct stat st;
+
+    if (!model_path || !adm || !report_path)
+        return -EINVAL;
+    memset(&r, 0, sizeof(r));
+    rf_timing_init(&t);
+    r.scope = "operation";
+    r.operation_index = 1;
+    r.n_operations = 1;
+    r.ramforge_version = RAMFORGE_VERSION;
+    r.llama_cpp_version = forge_llama_version();
+    r.model_path = model_path;
+    r.model_file_size_bytes = stat(model_path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    r.policy = rf_policy_name(params.policy);
+    r.policy_plans = rf_policy_plans(params.policy);
+    r.policy_mutates = rf_policy_mutates(params.policy);
+    r.has_target = params.has_target;
+    r.target_bytes = params.target_bytes;
+    r.reserve_bytes = params.reserve_bytes;
+    r.release_dead_file_pages = params.release_dead_file_pages;
+    r.release_mode = !r.policy_mutates                              ? NULL
+                     : params.release_mode == FORGE_RELEASE_PAGEOUT ? "pageout"
+                                                                    : "dontneed";
+    r.admission = adm;
+    r.not_built_reason = "admission refused the run before the model was loaded";
+    r.plan_reason = r.not_built_reason;
+    r.page_snapshot_reason = r.not_built_reason;
+    r.cgroup_verdict_reason = r.not_built_reason;
+    r.timing = &t;
+    static const char *const warnings[] = {
+        "admission refused the run before the load: every admission figure is a GGUF-header "
+        "estimate (see admission.inputs)"};
+    r.warnings = warnings;
+    r.n_warnings = 1;
+    int rc = rf_report_to_json(&r, &doc);
+    if (rc < 0)
+        return rc;
+    rc = rf_json_write_file(doc, report_path);
+    json_decref(doc);
+    return rc;
 }
 
 /* ------------------------------------------------------------------ staging */
