@@ -69,8 +69,12 @@ static int write_reports(struct rf_session *s, const struct run_options *o)
  */
 static bool admit_before_load(const struct run_options *o, struct rf_session_params p)
 {
-    struct rf_operation_request req = {.n_ctx = (uint32_t)o->n_ctx,
-                                       .n_predict = (uint32_t)o->n_predict};
+    /* No tokenizer before the load: at most one token per byte, plus BOS and EOS. */
+    size_t bytes = strlen(o->prompt);
+    struct rf_operation_request req = {
+        .n_ctx = (uint32_t)o->n_ctx,
+        .n_prompt = bytes > UINT32_MAX - 2 ? UINT32_MAX : (uint32_t)bytes + 2,
+        .n_predict = (uint32_t)o->n_predict};
     struct rf_admission_result *adm = calloc(1, sizeof(*adm));
     char err[FORGE_ERR_MAX];
     bool go = true;
