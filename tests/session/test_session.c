@@ -193,6 +193,34 @@ static struct rf_session_params memory_bound(uint64_t target)
     return p;
 }
 
+/* A session over the fake model (kept in static storage for the session's life). */
+static struct rf_session *start(struct fake *f, struct rf_session_params p)
+{
+    static struct rf_session_model m;
+    struct rf_session *s = NULL;
+    m = fake_model();
+    assert_int_equal(rf_session_create_native(&m, &fake_native, f, p, &s), 0);
+    return s;
+}
+
+/* memory_bound(target) without the after-load release of dead file pages. */
+static struct rf_session_params keep_dead(uint64_t target)
+{
+    struct rf_session_params p = memory_bound(target);
+    p.release_dead_file_pages = false;
+    return p;
+}
+
+/* Whether a report warning contains text. */
+static bool has_warning(json_t *doc, const char *text)
+{
+    json_t *w;
+    size_t i;
+    json_array_foreach(json_object_get(doc, "warnings"), i,
+                       w) if (strstr(json_string_value(w), text)) return true;
+    return false;
+}
+
 static json_t *report(struct rf_session *s, enum rf_report_scope scope)
 {
     char *text = NULL;
@@ -230,13 +258,10 @@ static uint64_t state_count(json_t *doc, const char *state)
 static void test_thirteen_samples_one_operation(void **state)
 {
     (void)state;
-    struct rf_session_model m = fake_model();
     /* Resident: 5 tensors' pages. Target 2 tensors. The kernel drops half of what it accepts. */
     struct fake f = {
         .resident_bytes = 5 * TENSOR_BYTES, .drop_num = 1, .drop_den = 2, .refuse_range = -1};
-    struct rf_session *s;
-    assert_int_equal(
-        rf_session_create_native(&m, &fake_native, &f, memory_bound(2 * TENSOR_BYTES), &s), 0);
+    struct rf_session *s = start(&f, memory_bound(2 * TENSOR_BYTES));
     /* after_load + after_load_release (the two dead tensors: 16 pages accepted, 8 dropped). */
     assert_int_equal(f.samples, 2);
     assert_int_equal(f.resident_bytes, 5 * TENSOR_BYTES - TENSOR_BYTES);
@@ -298,12 +323,9 @@ static void test_thirteen_samples_one_operation(void **state)
 static void test_operations_have_their_own_reports(void **state)
 {
     (void)state;
-    struct rf_session_model m = fake_model();
     struct fake f = {
         .resident_bytes = 5 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1, .refuse_range = -1};
-    struct rf_session *s;
-    assert_int_equal(
-        rf_session_create_native(&m, &fake_native, &f, memory_bound(2 * TENSOR_BYTES), &s), 0);
+    struct rf_session *s = start(&f, memory_bound(2 * TENSOR_BYTES));
     execute(s, &f, 0);
     assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_AFTER_SESSION), 0);
     assert_int_equal(rf_session_operation_end(s, NULL), 0);
@@ -339,13 +361,9 @@ static void test_operations_have_their_own_reports(void **state)
 static void test_busy_gate(void **state)
 {
     (void)state;
-    struct rf_session_model m = fake_model();
     struct fake f = {
         .resident_bytes = 5 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1, .refuse_range = -1};
-    struct rf_session *s;
-    struct rf_session_params p = memory_bound(2 * TENSOR_BYTES);
-    p.release_dead_file_pages = false;
-    assert_int_equal(rf_session_create_native(&m, &fake_native, &f, p, &s), 0);
+    struct rf_session *s = start(&f, keep_dead(2 * TENSOR_BYTES));
     execute(s, &f, 0);
     f.release_rc = -EBUSY;
     assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_AFTER_SESSION), 0);
@@ -379,13 +397,9 @@ static void test_busy_gate(void **state)
 static void test_refused_range(void **state)
 {
     (void)state;
-    struct rf_session_model m = fake_model();
     struct fake f = {
         .resident_bytes = 16 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1, .refuse_range = 0};
-    struct rf_session *s;
-    struct rf_session_params p = memory_bound(2 * TENSOR_BYTES);
-    p.release_dead_file_pages = false;
-    assert_int_equal(rf_session_create_native(&m, &fake_native, &f, p, &s), 0);
+    struct rf_session *s = start(&f, keep_dead(2 * TENSOR_BYTES));
     execute(s, &f, 0);
     assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_AFTER_SESSION), 0);
     assert_int_equal(rf_session_operation_end(s, NULL), 0);
@@ -395,12 +409,7 @@ static void test_refused_range(void **state)
     json_t *failed = path(path(doc, "lifetime", NULL), "release_failed", NULL);
     assert_string_equal(json_string_value(json_object_get(json_array_get(failed, 0), "error")),
                         strerror(EINVAL));
-    bool warned = false;
-    json_t *w;
-    size_t i;
-    json_array_foreach(path(doc, "warnings", NULL), i, w) warned |=
-        strstr(json_string_value(w), "refused part of a release") != NULL;
-    assert_true(warned);
+    assert_true(has_warning(doc, "refused part of a release"));
     json_decref(doc);
     rf_session_free(s);
 }
@@ -414,13 +423,9 @@ static void test_refused_range(void **state)
 static void test_apply_refusals(void **state)
 {
     (void)state;
-    struct rf_session_model m = fake_model();
     struct fake f = {
         .resident_bytes = 16 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1, .refuse_range = -1};
-    struct rf_session *s;
-    struct rf_session_params p = memory_bound(2 * TENSOR_BYTES);
-    p.release_dead_file_pages = false;
-    assert_int_equal(rf_session_create_native(&m, &fake_native, &f, p, &s), 0);
+    struct rf_session *s = start(&f, keep_dead(2 * TENSOR_BYTES));
 
     uint32_t sel[1] = {999};
     struct rf_plan plan;
@@ -446,12 +451,7 @@ static void test_apply_refusals(void **state)
     assert_int_equal(f.releases, 0);
     assert_int_equal(rf_session_operation_end(s, NULL), 0);
     doc = report(s, RF_REPORT_OPERATION);
-    bool warned = false;
-    json_t *w;
-    size_t i;
-    json_array_foreach(path(doc, "warnings", NULL), i, w) warned |=
-        strstr(json_string_value(w), "illegal resource-lifetime transition") != NULL;
-    assert_true(warned);
+    assert_true(has_warning(doc, "illegal resource-lifetime transition"));
     json_decref(doc);
     rf_session_free(s);
 }
@@ -460,12 +460,9 @@ static void test_apply_refusals(void **state)
 static void test_boundary_not_quiescent(void **state)
 {
     (void)state;
-    struct rf_session_model m = fake_model();
     struct fake f = {
         .resident_bytes = 16 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1, .refuse_range = -1};
-    struct rf_session *s;
-    assert_int_equal(
-        rf_session_create_native(&m, &fake_native, &f, memory_bound(2 * TENSOR_BYTES), &s), 0);
+    struct rf_session *s = start(&f, memory_bound(2 * TENSOR_BYTES));
     uint64_t releases = f.releases;
     assert_int_equal(rf_session_lease_begin(s), 0);
     assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_AFTER_SESSION), 0);
@@ -491,13 +488,9 @@ static void test_boundary_not_quiescent(void **state)
 static void test_refresh_invalidates(void **state)
 {
     (void)state;
-    struct rf_session_model m = fake_model();
     struct fake f = {
         .resident_bytes = 16 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1, .refuse_range = -1};
-    struct rf_session *s;
-    struct rf_session_params p = memory_bound(2 * TENSOR_BYTES);
-    p.release_dead_file_pages = false;
-    assert_int_equal(rf_session_create_native(&m, &fake_native, &f, p, &s), 0);
+    struct rf_session *s = start(&f, keep_dead(2 * TENSOR_BYTES));
     assert_int_equal(rf_session_refresh(s), 0);
 
     uint32_t sel[1] = {0};
