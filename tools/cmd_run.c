@@ -775,9 +775,11 @@ static void take_page_snapshot(struct run_state *s)
         s->rep.page_snapshot_reason = "the model mapping's page source is unavailable";
         return;
     }
+    struct forge_page_pass pass;
+    forge_page_pass_begin(s->m, &pass);
     rp.page_budget_pages = (uint64_t)s->o.page_budget;
-    rp.sample = forge_page_sampler;
-    rp.sample_ud = s->m;
+    rp.sample = forge_page_pass_sampler;
+    rp.sample_ud = &pass;
     rp.source = s->page_source.source;
     if (s->rep.plan) {
         rp.targeted = s->rep.plan->selected;
@@ -787,10 +789,11 @@ static void take_page_snapshot(struct run_state *s)
         s->rep.page_snapshot = &s->snapshot;
     else
         s->rep.page_snapshot_reason = "the page snapshot failed";
-    s->rep.has_file_cache = s->page_source.cachestat_error == 0;
-    s->rep.file_cached_pages = s->page_source.cachestat.nr_cache;
+    forge_page_pass_end(&pass);
+    s->rep.has_file_cache = s->page_source.file_cache_error == 0;
+    s->rep.file_cached_pages = s->page_source.file_cached_pages;
     s->rep.file_cache_page_bytes = s->page_source.page_bytes;
-    s->rep.file_cache_source = s->page_source.cachestat_source;
+    s->rep.file_cache_source = s->page_source.file_cache_source;
     rf_timing_add(&s->timing, RF_TIMER_OBSERVATION, rf_now_ns() - t0);
 }
 

@@ -110,10 +110,11 @@ struct rf_report {
     /* page-level residency (mincore over the model mapping) at the end of the run */
     const struct rf_residency_snapshot *page_snapshot; /* NULL: reason below */
     const char *page_snapshot_reason;
-    bool has_file_cache;            /* cachestat answered for the whole file */
-    uint64_t file_cached_pages;     /* nr_cache of the whole file, pages */
+    bool has_file_cache;            /* the whole file's cached pages are known */
+    uint64_t file_cached_pages;     /* pages of the whole file in the page cache */
     uint64_t file_cache_page_bytes; /* page size of those pages */
-    const char *file_cache_source;  /* "cachestat" or "unknown: <reason>" */
+    const char *file_cache_source;  /* forge_page_source.file_cache_source: "mincore (mapped
+                                       pages) + cachestat (...)", "cachestat", "unknown: ..." */
 
     /* --staging-budget: the staging plan and what the prefetch did */
     const struct rf_staging_plan *staging;  /* NULL: staging_reason */

@@ -705,9 +705,9 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
         json_object_set_new(fc, "page_bytes", jbytes(r->has_file_cache, r->file_cache_page_bytes));
         json_object_set_new(fc, "source", jstr(r->file_cache_source));
         json_object_set_new(fc, "note",
-                            json_string("pages of the model file in the page cache (cachestat), "
-                                        "whether or not this process maps them; not mapping "
-                                        "RSS"));
+                            json_string("pages of the whole model file in the page cache "
+                                        "(source: how they were counted), whether or not this "
+                                        "process maps them; not mapping RSS"));
     }
     json_object_set_new(res, "file_page_cache", fc);
     json_object_set_new(res, "dispatch", dispatch_json(r));
