@@ -71,6 +71,8 @@ struct run_options {
     bool verify;
     bool hold;
     bool verbose;
+    bool access_probe; /* --access-probe: classify weights with the graph probe */
+    bool sample_smaps; /* --sample-smaps: every sample reads smaps (Rss and Pss) */
 };
 
 static void usage(FILE *out)
@@ -147,6 +149,13 @@ static void usage(FILE *out)
             "      --residency-report-json PATH\n"
             "                                write the JSON operation report (schema_version 1)\n"
             "                                to PATH (temporary file + rename: never partial)\n"
+            "      --access-probe            classify the weights by a one-token decode graph\n"
+            "                                (costs about one token's time) instead of by\n"
+            "                                where llama.cpp placed them; default for the\n"
+            "                                policies that release\n"
+            "      --sample-smaps            read smaps (Rss and Pss; walks every page) at every\n"
+            "                                sample, not only the ledger's (default: the\n"
+            "                                others count resident pages with PAGEMAP_SCAN)\n"
             "      --no-repack               load without llama.cpp's extra buffer types\n"
             "                                (no CPU_REPACK copies of Q4_0 weights)\n"
             "      --mlock                   lock the model mapping (release is then refused\n"
@@ -183,6 +192,8 @@ enum {
     OPT_STAGING_BUDGET,
     OPT_DISPATCH_EVENTS,
     OPT_DISPATCH_SAMPLE_PAGES,
+    OPT_ACCESS_PROBE,
+    OPT_SAMPLE_SMAPS,
 };
 
 static bool parse_size_option(const char *opt, const char *arg, bool allow_zero, uint64_t *out)
@@ -225,6 +236,8 @@ static int parse_options(int argc, char **argv, struct run_options *o)
         {"staging-budget", required_argument, NULL, OPT_STAGING_BUDGET},
         {"dispatch-events", required_argument, NULL, OPT_DISPATCH_EVENTS},
         {"dispatch-sample-pages", required_argument, NULL, OPT_DISPATCH_SAMPLE_PAGES},
+        {"access-probe", no_argument, NULL, OPT_ACCESS_PROBE},
+        {"sample-smaps", no_argument, NULL, OPT_SAMPLE_SMAPS},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -300,6 +313,12 @@ static int parse_options(int argc, char **argv, struct run_options *o)
         case OPT_NO_REPACK:
             o->repack = false;
             break;
+        case OPT_ACCESS_PROBE:
+            o->access_probe = true;
+            break;
+        case OPT_SAMPLE_SMAPS:
+            o->sample_smaps = true;
+            break;
         case OPT_MLOCK:
             o->mlock = true;
             break;
@@ -374,6 +393,9 @@ static int parse_options(int argc, char **argv, struct run_options *o)
     if (!o->observe_dispatch && (o->has_dispatch_events || o->has_dispatch_sample_pages))
         cli_error("warning: --dispatch-events and --dispatch-sample-pages have no effect "
                   "without --observe-dispatch");
+    if (o->policy == RF_POLICY_OFF && (o->access_probe || o->sample_smaps))
+        cli_error("warning: --access-probe and --sample-smaps have no effect with "
+                  "--residency-policy off");
     if (o->has_staging && o->policy == RF_POLICY_OFF)
         cli_error("warning: --staging-budget has no effect with --residency-policy off (staging "
                   "plans over the inventory)");
@@ -471,7 +493,9 @@ static struct rf_residency_sample *take_sample(struct run_state *s, const char *
     size_t i = s->n_samples < RF_REPORT_MAX_SAMPLES ? s->n_samples++ : RF_REPORT_MAX_SAMPLES - 1;
     struct rf_residency_sample *smp = &s->rep.samples[i];
     uint64_t t0 = rf_now_ns();
-    rf_measure_sample(NULL, "self", s->mappings, s->n_mappings, label, smp, &s->cg);
+    rf_measure_sample(NULL, "self", s->mappings, s->n_mappings,
+                      s->o.sample_smaps ? RF_MEASURE_MAPPING_SMAPS : RF_MEASURE_MAPPING_RSS, label,
+                      smp, &s->cg);
     rf_timing_add(&s->timing, RF_TIMER_OBSERVATION, rf_now_ns() - t0);
     return smp;
 }
@@ -511,7 +535,10 @@ static void lt_boundary(struct run_state *s)
     }
 }
 
-/* After load: Discovered -> Owned -> Referenced (probe saw it) -> probe execution. */
+/*
+ * After load: Discovered -> Owned -> Referenced (the probe's graph read it,
+ * or the model holds it) -> the probe's execution, when the probe ran.
+ */
 static void lt_after_load(struct run_state *s)
 {
     for (size_t i = 0; i < s->lt.n; i++) {
@@ -522,8 +549,10 @@ static void lt_after_load(struct run_state *s)
         else
             lt_move(s, i, RF_LT_UNKNOWN); /* not referenced by the observed graph */
     }
-    lt_execution(s);
-    lt_boundary(s);
+    if (s->info.access_probed) {
+        lt_execution(s);
+        lt_boundary(s);
+    }
 }
 
 /* Records the native lifetime facts at a boundary; returns whether selection may proceed. */
@@ -1025,6 +1054,7 @@ static void fill_report_identity(struct run_state *s)
     r->model_n_params = s->info.n_params;
     r->instance_id = forge_model_instance_id(s->m);
     r->access_probed = s->info.access_probed;
+    r->access_basis = s->info.access_basis;
     r->policy = rf_policy_name(s->o.policy);
     r->policy_plans = rf_policy_plans(s->o.policy);
     r->policy_mutates = rf_policy_mutates(s->o.policy);
@@ -1167,7 +1197,8 @@ int cmd_run(int argc, char **argv)
     /* Load. */
     mp.use_extra_bufts = o->repack;
     mp.mlock = o->mlock;
-    mp.probe_access = observing;
+    mp.probe_access = observing && (rf_policy_mutates(o->policy) || o->access_probe);
+    mp.placement_access = observing;
     mp.n_threads = (int)o->n_threads;
     uint64_t t0 = rf_now_ns();
     if (forge_model_load(o->model, &mp, &s->m, err) < 0) {
@@ -1294,7 +1325,7 @@ int cmd_run(int argc, char **argv)
             cli_error("%s: cannot plan: %s", o->model, rf_strerror(rc));
             goto out;
         }
-        const struct rf_residency_sample *last = &s->rep.samples[s->n_samples - 1];
+        struct rf_residency_sample *last = &s->rep.samples[s->n_samples - 1];
         if (rf_policy_mutates(o->policy) && s->rep.plan && s->rep.plan->has_soft_target &&
             last->has_mapping && last->mapping_rss_bytes > s->rep.plan->soft_target_bytes) {
             cli_error("warning: the measured mapping RSS of %" PRIu64 " bytes is above the soft "
@@ -1304,7 +1335,14 @@ int cmd_run(int argc, char **argv)
             add_warning(&s->rep, "the measured mapping RSS after release is above the soft "
                                  "target (see plan.reason and residency.samples)");
         }
-        rf_measure_fill_ledger(&s->ledger, &s->inv, s->info.access_probed, last, &s->cg, "self");
+        /* The ledger's sample: Rss and Pss from one smaps read. */
+        if (!last->mapping_source || strcmp(last->mapping_source, "smaps") != 0) {
+            uint64_t t_smaps = rf_now_ns();
+            rf_measure_sample_mapping(NULL, "self", s->mappings, s->n_mappings,
+                                      RF_MEASURE_MAPPING_SMAPS, last);
+            rf_timing_add(&s->timing, RF_TIMER_OBSERVATION, rf_now_ns() - t_smaps);
+        }
+        rf_measure_fill_ledger(&s->ledger, &s->inv, s->info.access_basis, last, &s->cg, "self");
         fill_native_ledger(s, s->gen.n_ctx);
         if (s->rep.staging) {
             rf_ledger_set(&s->ledger, RF_LEDGER_STAGING_REQUESTED, s->staging.selected_bytes,

@@ -43,9 +43,12 @@ struct rf_residency_sample {
     uint64_t process_rss_bytes;  /* /proc/self/status VmRSS */
     bool has_process_rss_peak;
     uint64_t process_rss_peak_bytes; /* VmHWM */
-    bool has_mapping;
-    uint64_t mapping_rss_bytes;  /* /proc/self/smaps Rss of the model mappings */
-    uint64_t mapping_pss_bytes;  /* ... Pss */
+    bool has_mapping;            /* mapping_rss_bytes was measured */
+    uint64_t mapping_rss_bytes;  /* resident bytes of the model mappings (smaps Rss, or the
+                                    present pages PAGEMAP_SCAN counts: the same figure) */
+    bool has_mapping_pss;        /* mapping_pss_bytes was measured (smaps only) */
+    uint64_t mapping_pss_bytes;  /* smaps Pss of the model mappings */
+    const char *mapping_source;  /* static: "smaps", "pagemap_scan"; NULL when neither */
     bool has_cgroup_current;
     uint64_t cgroup_current_bytes;
     bool has_cgroup_peak;
@@ -87,6 +90,7 @@ struct rf_report {
     uint64_t model_n_params;
     uint64_t instance_id;            /* forge model instance */
     bool access_probed;              /* weights classified by the graph probe */
+    enum rf_access_basis access_basis; /* how they were classified (model.access_basis) */
 
     const char *policy;              /* rf_policy_name */
     bool policy_plans, policy_mutates;

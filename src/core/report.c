@@ -180,21 +180,31 @@ static json_t *ledger_json(const struct rf_ledger *l, const struct rf_reconcilia
     return o;
 }
 
+/* Why a sample with the mapping's resident bytes has no Pss. */
+#define RF_REPORT_PSS_SKIPPED                                                                   \
+    "Pss not read at this sample: it needs smaps, which walks every page of every mapping; "  \
+    "the resident bytes come from PAGEMAP_SCAN (the ledger's sample reads smaps; "             \
+    "run --sample-smaps for every sample)"
+
 static json_t *sample_json(const struct rf_residency_sample *s)
 {
-    return json_pack("{s:s, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "label",
-                     s->label ? s->label : "", "taken", s->taken, "process_rss_bytes",
-                     jbytes(s->has_process_rss, s->process_rss_bytes), "process_rss_peak_bytes",
-                     jbytes(s->has_process_rss_peak, s->process_rss_peak_bytes),
-                     "mapping_rss_bytes", jbytes(s->has_mapping, s->mapping_rss_bytes),
-                     "mapping_pss_bytes", jbytes(s->has_mapping, s->mapping_pss_bytes),
-                     "cgroup_current_bytes", jbytes(s->has_cgroup_current, s->cgroup_current_bytes),
-                     "cgroup_peak_bytes", jbytes(s->has_cgroup_peak, s->cgroup_peak_bytes),
-                     "cgroup_events_high", jbytes(s->has_cgroup_events, s->cgroup_events_high),
-                     "cgroup_events_max", jbytes(s->has_cgroup_events, s->cgroup_events_max),
-                     "cgroup_events_oom", jbytes(s->has_cgroup_events, s->cgroup_events_oom),
-                     "cgroup_events_oom_kill",
-                     jbytes(s->has_cgroup_events, s->cgroup_events_oom_kill));
+    json_t *o = json_pack(
+        "{s:s, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "label",
+        s->label ? s->label : "", "taken", s->taken, "process_rss_bytes",
+        jbytes(s->has_process_rss, s->process_rss_bytes), "process_rss_peak_bytes",
+        jbytes(s->has_process_rss_peak, s->process_rss_peak_bytes), "mapping_rss_bytes",
+        jbytes(s->has_mapping, s->mapping_rss_bytes), "mapping_pss_bytes",
+        jbytes(s->has_mapping_pss, s->mapping_pss_bytes), "mapping_source",
+        s->mapping_source ? json_string(s->mapping_source) : json_null(),
+        "cgroup_current_bytes", jbytes(s->has_cgroup_current, s->cgroup_current_bytes),
+        "cgroup_peak_bytes", jbytes(s->has_cgroup_peak, s->cgroup_peak_bytes),
+        "cgroup_events_high", jbytes(s->has_cgroup_events, s->cgroup_events_high),
+        "cgroup_events_max", jbytes(s->has_cgroup_events, s->cgroup_events_max),
+        "cgroup_events_oom", jbytes(s->has_cgroup_events, s->cgroup_events_oom),
+        "cgroup_events_oom_kill", jbytes(s->has_cgroup_events, s->cgroup_events_oom_kill));
+    if (o && s->has_mapping && !s->has_mapping_pss)
+        json_object_set_new(o, "mapping_pss_reason", json_string(RF_REPORT_PSS_SKIPPED));
+    return o;
 }
 
 /* {"<key>": null, ..., "reason": reason} for a section this run does not fill. */
@@ -206,6 +216,26 @@ static json_t *absent_section(const char *reason, const char *const *keys)
     if (o)
         json_object_set_new(o, "reason", json_string(reason));
     return o;
+}
+
+/* What the inventory's access values state under basis b, and what was not observed. */
+static const char *access_note(enum rf_access_basis b)
+{
+    switch (b) {
+    case RF_ACCESS_BASIS_GRAPH_PROBE:
+        return "classified by the sources of a one-token decode graph (cb_eval ask phase): "
+               "file_backed and anonymous are where the graph read each weight, unreferenced "
+               "the weights it never named";
+    case RF_ACCESS_BASIS_PLACEMENT:
+        return "classified by where llama.cpp placed each tensor the model holds (data pointer "
+               "inside the file mapping: file_backed; elsewhere: anonymous, a repacked copy "
+               "every graph reads instead of the file), without decoding. Whether a graph reads "
+               "a held weight at all was not observed: unreferenced is only a file tensor the "
+               "model holds none of (run --access-probe for the graph probe, one decode)";
+    case RF_ACCESS_BASIS_NONE:
+        break;
+    }
+    return "the weights were not classified: every access is unknown";
 }
 
 static json_t *model_json(const struct rf_report *r)
@@ -220,6 +250,8 @@ static json_t *model_json(const struct rf_report *r)
     json_object_set_new(o, "n_params", jbytes(true, r->model_n_params));
     json_object_set_new(o, "instance_id", jbytes(true, r->instance_id));
     json_object_set_new(o, "access_probed", json_boolean(r->access_probed));
+    json_object_set_new(o, "access_basis", jstr(rf_access_basis_name(r->access_basis)));
+    json_object_set_new(o, "access_note", json_string(access_note(r->access_basis)));
     if (r->inventory) {
         json_t *inv;
         if (rf_inventory_to_json(r->inventory, false, &inv) < 0) {
