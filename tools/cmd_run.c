@@ -488,16 +488,24 @@ static void add_warning(struct rf_report *r, const char *w)
 }
 
 /* Takes the next residency sample; returns it. */
-static struct rf_residency_sample *take_sample(struct run_state *s, const char *label)
+static struct rf_residency_sample *take_sample_with(struct run_state *s, const char *label,
+                                                    bool smaps)
 {
     size_t i = s->n_samples < RF_REPORT_MAX_SAMPLES ? s->n_samples++ : RF_REPORT_MAX_SAMPLES - 1;
     struct rf_residency_sample *smp = &s->rep.samples[i];
     uint64_t t0 = rf_now_ns();
     rf_measure_sample(NULL, "self", s->mappings, s->n_mappings,
-                      s->o.sample_smaps ? RF_MEASURE_MAPPING_SMAPS : RF_MEASURE_MAPPING_RSS, label,
-                      smp, &s->cg);
+                      smaps || s->o.sample_smaps ? RF_MEASURE_MAPPING_SMAPS
+                                                 : RF_MEASURE_MAPPING_RSS,
+                      label, smp, &s->cg);
     rf_timing_add(&s->timing, RF_TIMER_OBSERVATION, rf_now_ns() - t0);
     return smp;
+}
+
+/* The mapping's resident bytes by PAGEMAP_SCAN (smaps with --sample-smaps). */
+static struct rf_residency_sample *take_sample(struct run_state *s, const char *label)
+{
+    return take_sample_with(s, label, false);
 }
 
 /* Advances resource i to `to` when legal; illegal requests are left as they are. */
@@ -720,7 +728,9 @@ static int plan_and_apply(struct run_state *s, const char *boundary, bool dead_p
  */
 static int release_rounds(struct run_state *s, const char *boundary, const char *after_label)
 {
-    const struct rf_residency_sample *before = take_sample(s, boundary);
+    /* Without releases this is the boundary's last sample, the ledger's: smaps at once. */
+    const struct rf_residency_sample *before =
+        take_sample_with(s, boundary, !rf_policy_mutates(s->o.policy));
     for (int round = 0; round < RF_RELEASE_ROUNDS; round++) {
         int rc = plan_and_apply(s, boundary, false, before, after_label);
         if (rc <= 0)
