@@ -28,6 +28,8 @@
 #include "ramforge/report.h"
 #include "ramforge/sys.h"
 
+#include "../test_live_file.h"
+
 #define ROOT(name) RF_TEST_DATA "/sys/" name
 #define MEASURE ROOT("measure")
 #define KIB 1024ull
@@ -458,17 +460,12 @@ static void test_fill_ledger_pagemap_sample(void **state)
 static void test_sample_live_pagemap(void **state)
 {
     const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), n_pages = 64;
-    char path[] = "rf-measure-XXXXXX";
     struct rf_residency_sample a, b;
     struct stat st;
+    int fd;
 
     (void)state;
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    unlink(path);
-    assert_int_equal(ftruncate(fd, (off_t)(n_pages * page)), 0);
-    assert_int_equal(fstat(fd, &st), 0);
-    void *p = mmap(NULL, n_pages * page, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+    void *p = live_file_map(n_pages, &fd, &st);
     assert_true(p != MAP_FAILED);
     struct rf_mapping_meta m =
         model_mapping(0, major(st.st_dev), minor(st.st_dev), (uint64_t)st.st_ino, true);

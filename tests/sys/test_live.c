@@ -22,6 +22,8 @@
 
 #include "ramforge/sys.h"
 
+#include "../test_live_file.h"
+
 static void test_live_smaps_has_self(void **state)
 {
     char exe[PATH_MAX];
@@ -162,17 +164,12 @@ static int pagemap_rss(const struct stat *st, uint64_t *rss, uint64_t *virt)
 static void test_live_pagemap_resident(void **state)
 {
     const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), n_pages = 1024;
-    char path[] = "rf-pagemap-XXXXXX";
     struct stat st;
     uint64_t rss, virt;
+    int fd;
 
     (void)state;
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    unlink(path);
-    assert_int_equal(ftruncate(fd, (off_t)(n_pages * page)), 0);
-    assert_int_equal(fstat(fd, &st), 0);
-    uint8_t *p = mmap(NULL, n_pages * page, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+    uint8_t *p = live_file_map(n_pages, &fd, &st);
     assert_true(p != MAP_FAILED);
 
     int rc = pagemap_rss(&st, &rss, &virt);
