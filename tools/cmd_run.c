@@ -489,15 +489,13 @@ static void add_warning(struct rf_report *r, const char *w)
 
 /* Takes the next residency sample; returns it. */
 static struct rf_residency_sample *take_sample_with(struct run_state *s, const char *label,
-                                                    bool smaps)
+                                                    enum rf_measure_mapping what)
 {
     size_t i = s->n_samples < RF_REPORT_MAX_SAMPLES ? s->n_samples++ : RF_REPORT_MAX_SAMPLES - 1;
     struct rf_residency_sample *smp = &s->rep.samples[i];
     uint64_t t0 = rf_now_ns();
     rf_measure_sample(NULL, "self", s->mappings, s->n_mappings,
-                      smaps || s->o.sample_smaps ? RF_MEASURE_MAPPING_SMAPS
-                                                 : RF_MEASURE_MAPPING_RSS,
-                      label, smp, &s->cg);
+                      s->o.sample_smaps ? RF_MEASURE_MAPPING_SMAPS : what, label, smp, &s->cg);
     rf_timing_add(&s->timing, RF_TIMER_OBSERVATION, rf_now_ns() - t0);
     return smp;
 }
@@ -505,7 +503,7 @@ static struct rf_residency_sample *take_sample_with(struct run_state *s, const c
 /* The mapping's resident bytes by PAGEMAP_SCAN (smaps with --sample-smaps). */
 static struct rf_residency_sample *take_sample(struct run_state *s, const char *label)
 {
-    return take_sample_with(s, label, false);
+    return take_sample_with(s, label, RF_MEASURE_MAPPING_RSS);
 }
 
 /* Advances resource i to `to` when legal; illegal requests are left as they are. */
@@ -729,8 +727,9 @@ static int plan_and_apply(struct run_state *s, const char *boundary, bool dead_p
 static int release_rounds(struct run_state *s, const char *boundary, const char *after_label)
 {
     /* Without releases this is the boundary's last sample, the ledger's: smaps at once. */
-    const struct rf_residency_sample *before =
-        take_sample_with(s, boundary, !rf_policy_mutates(s->o.policy));
+    const struct rf_residency_sample *before = take_sample_with(
+        s, boundary,
+        rf_policy_mutates(s->o.policy) ? RF_MEASURE_MAPPING_RSS : RF_MEASURE_MAPPING_SMAPS);
     for (int round = 0; round < RF_RELEASE_ROUNDS; round++) {
         int rc = plan_and_apply(s, boundary, false, before, after_label);
         if (rc <= 0)
@@ -980,12 +979,16 @@ static int stage(struct run_state *s)
     return 0;
 }
 
-/* forge_generate's hook: the session's context is alive, its buffers allocated. */
+/*
+ * forge_generate's hook: the session's context is alive, its buffers
+ * allocated. The process and the cgroup only: the boundaries before and
+ * after the session read the mapping.
+ */
 static void sample_end_of_session(void *user_data)
 {
     struct run_state *s = user_data;
     if (s->o.policy != RF_POLICY_OFF)
-        take_sample(s, "end_of_session");
+        take_sample_with(s, "end_of_session", RF_MEASURE_MAPPING_NONE);
 }
 
 static void run_state_free(struct run_state *s)

@@ -36,6 +36,9 @@ enum rf_measure_mapping {
     RF_MEASURE_MAPPING_RSS = 0,
     /* Rss and Pss from SYSROOT/proc/PID/smaps; mapping_source "smaps". */
     RF_MEASURE_MAPPING_SMAPS = 1,
+    /* The mapping is not read at this sample (mapping_not_read; the figures
+       absent): a sample of the process and the cgroup alone. */
+    RF_MEASURE_MAPPING_NONE = 2,
 };
 
 /*
@@ -52,7 +55,8 @@ int rf_measure_sample(const char *sysroot, const char *pid, const struct rf_mapp
 
 /*
  * (Re)reads only the mapping figures of *out (has_mapping, mapping_rss_bytes,
- * has_mapping_pss, mapping_pss_bytes, mapping_source), summed over the
+ * has_mapping_pss, mapping_pss_bytes, mapping_source, mapping_not_read),
+ * summed over the
  * r--s mappings of each validated mapping's dev+inode; the other figures
  * are left as they are. With RF_MEASURE_MAPPING_SMAPS, use it on the sample
  * whose mapping figures go into the ledger (FileBackedResident and

@@ -49,6 +49,7 @@ struct rf_residency_sample {
     bool has_mapping_pss;        /* mapping_pss_bytes was measured (smaps only) */
     uint64_t mapping_pss_bytes;  /* smaps Pss of the model mappings */
     const char *mapping_source;  /* static: "smaps", "pagemap_scan"; NULL when neither */
+    bool mapping_not_read;       /* the mapping was not read at this sample, by choice */
     bool has_cgroup_current;
     uint64_t cgroup_current_bytes;
     bool has_cgroup_peak;

@@ -180,11 +180,14 @@ static json_t *ledger_json(const struct rf_ledger *l, const struct rf_reconcilia
     return o;
 }
 
-/* Why a sample with the mapping's resident bytes has no Pss. */
-#define RF_REPORT_PSS_SKIPPED                                                                   \
-    "Pss not read at this sample: it needs smaps, which walks every page of every mapping; "  \
-    "the resident bytes come from PAGEMAP_SCAN (the ledger's sample reads smaps; "             \
+/* Why a sample has the mapping's resident bytes but no Pss, or no mapping figure at all. */
+#define RF_REPORT_PSS_SKIPPED                                                                      \
+    "Pss not read at this sample: it needs smaps, which walks every page of every mapping; "       \
+    "the resident bytes come from PAGEMAP_SCAN (the ledger's sample reads smaps; "                 \
     "run --sample-smaps for every sample)"
+#define RF_REPORT_MAPPING_SKIPPED                                                                  \
+    "the mapping was not read at this sample, only the process and the cgroup: the "               \
+    "boundaries before and after it read the mapping (run --sample-smaps for every sample)"
 
 static json_t *sample_json(const struct rf_residency_sample *s)
 {
@@ -195,15 +198,17 @@ static json_t *sample_json(const struct rf_residency_sample *s)
         jbytes(s->has_process_rss_peak, s->process_rss_peak_bytes), "mapping_rss_bytes",
         jbytes(s->has_mapping, s->mapping_rss_bytes), "mapping_pss_bytes",
         jbytes(s->has_mapping_pss, s->mapping_pss_bytes), "mapping_source",
-        s->mapping_source ? json_string(s->mapping_source) : json_null(),
-        "cgroup_current_bytes", jbytes(s->has_cgroup_current, s->cgroup_current_bytes),
-        "cgroup_peak_bytes", jbytes(s->has_cgroup_peak, s->cgroup_peak_bytes),
-        "cgroup_events_high", jbytes(s->has_cgroup_events, s->cgroup_events_high),
-        "cgroup_events_max", jbytes(s->has_cgroup_events, s->cgroup_events_max),
-        "cgroup_events_oom", jbytes(s->has_cgroup_events, s->cgroup_events_oom),
-        "cgroup_events_oom_kill", jbytes(s->has_cgroup_events, s->cgroup_events_oom_kill));
+        s->mapping_source ? json_string(s->mapping_source) : json_null(), "cgroup_current_bytes",
+        jbytes(s->has_cgroup_current, s->cgroup_current_bytes), "cgroup_peak_bytes",
+        jbytes(s->has_cgroup_peak, s->cgroup_peak_bytes), "cgroup_events_high",
+        jbytes(s->has_cgroup_events, s->cgroup_events_high), "cgroup_events_max",
+        jbytes(s->has_cgroup_events, s->cgroup_events_max), "cgroup_events_oom",
+        jbytes(s->has_cgroup_events, s->cgroup_events_oom), "cgroup_events_oom_kill",
+        jbytes(s->has_cgroup_events, s->cgroup_events_oom_kill));
     if (o && s->has_mapping && !s->has_mapping_pss)
-        json_object_set_new(o, "mapping_pss_reason", json_string(RF_REPORT_PSS_SKIPPED));
+        json_object_set_new(o, "mapping_reason", json_string(RF_REPORT_PSS_SKIPPED));
+    else if (o && s->mapping_not_read)
+        json_object_set_new(o, "mapping_reason", json_string(RF_REPORT_MAPPING_SKIPPED));
     return o;
 }
 

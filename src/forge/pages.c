@@ -139,9 +139,8 @@ static int locate(const struct forge_model *m, const struct rfsys_maps *maps, ui
  * NULL: checks trust and reads /proc/self/maps here; else the caller did
  * both (a page pass).
  */
-static int sample_range(struct forge_model *m, const struct rfsys_maps *maps,
-                        int32_t mapping_index, uint64_t first_page, uint64_t n_pages,
-                        uint8_t *states)
+static int sample_range(struct forge_model *m, const struct rfsys_maps *maps, int32_t mapping_index,
+                        uint64_t first_page, uint64_t n_pages, uint8_t *states)
 {
     const struct rf_mapping_meta *mm = &m->mapping;
     const uint64_t page = rfsys_page_bytes();

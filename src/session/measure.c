@@ -25,8 +25,7 @@ static bool mapping_from_smaps(const char *sysroot, const char *pid,
         const struct rf_mapping_meta *m = &mappings[i];
         struct rfsys_mapping_sum sum;
         ok = m->validated &&
-             rfsys_maps_sum_file(&maps, m->dev_major, m->dev_minor, m->inode, "r--s", &sum) ==
-                 0 &&
+             rfsys_maps_sum_file(&maps, m->dev_major, m->dev_minor, m->inode, "r--s", &sum) == 0 &&
              sum.complete && sum.n_mappings > 0 &&
              !__builtin_add_overflow(*rss, sum.rss_bytes, rss) &&
              !__builtin_add_overflow(*pss, sum.pss_bytes, pss);
@@ -80,7 +79,8 @@ int rf_measure_sample_mapping(const char *sysroot, const char *pid,
     out->has_mapping = out->has_mapping_pss = false;
     out->mapping_rss_bytes = out->mapping_pss_bytes = 0;
     out->mapping_source = NULL;
-    if (n_mappings == 0)
+    out->mapping_not_read = what == RF_MEASURE_MAPPING_NONE;
+    if (n_mappings == 0 || out->mapping_not_read)
         return 0;
     if (what == RF_MEASURE_MAPPING_RSS)
         rc = mapping_from_pagemap(sysroot, pid, mappings, n_mappings, &rss);
@@ -178,18 +178,20 @@ void rf_measure_fill_ledger(struct rf_ledger *l, const struct rf_inventory *inv,
                      inv->mappings[0].dev_minor, (unsigned long long)inv->mappings[0].inode);
     }
     if (s->mapping_source && strcmp(s->mapping_source, "pagemap_scan") == 0)
-        snprintf(src, sizeof(src), "/proc/%s/pagemap PAGEMAP_SCAN present pages of r--s mappings "
-                 "of %s", pid, dev);
+        snprintf(src, sizeof(src),
+                 "/proc/%s/pagemap PAGEMAP_SCAN present pages of r--s mappings of %s", pid, dev);
     else
         snprintf(src, sizeof(src), "/proc/%s/smaps Rss of r--s mappings of %s", pid, dev);
     measured(l, RF_LEDGER_FILE_BACKED_RESIDENT, s->has_mapping, s->mapping_rss_bytes, src,
              "resident pages of the model mapping in this process; not page cache, not cgroup",
-             "the model mapping was not found in smaps");
+             s->mapping_not_read ? "this sample did not read the mapping"
+                                 : "the model mapping was not found in smaps");
     snprintf(src, sizeof(src), "/proc/%s/smaps Pss of r--s mappings of %s", pid, dev);
     measured(l, RF_LEDGER_MAPPING_PSS, s->has_mapping_pss, s->mapping_pss_bytes, src,
              "proportional share: lower than Rss when other processes map the same pages",
-             s->has_mapping ? "this sample did not read smaps (only PAGEMAP_SCAN: no Pss)"
-                            : "the model mapping was not found in smaps");
+             s->has_mapping        ? "this sample did not read smaps (only PAGEMAP_SCAN: no Pss)"
+             : s->mapping_not_read ? "this sample did not read the mapping"
+                                   : "the model mapping was not found in smaps");
     snprintf(src, sizeof(src), "/proc/%s/status VmRSS", pid);
     measured(l, RF_LEDGER_PROCESS_RSS, s->has_process_rss, s->process_rss_bytes, src,
              "whole process at this sample: mapping pages, repacked copies, runtime, and the "

@@ -526,8 +526,12 @@ def case_observe_cost(c):
         print("note: no PAGEMAP_SCAN on this kernel (Linux < 6.7): every sample reads smaps")
     else:
         check(first["mapping_source"] == "pagemap_scan" and first["mapping_pss_bytes"] is None
-              and "--sample-smaps" in first["mapping_pss_reason"], f"after_load {first}")
+              and "--sample-smaps" in first["mapping_reason"], f"after_load {first}")
         check(first["mapping_rss_bytes"] > 0, "after_load resident bytes")
+    end = [s for s in samples if s["label"] == "end_of_session"]
+    check(len(end) == 1 and end[0]["mapping_source"] is None and end[0]["mapping_rss_bytes"] is None
+          and "not read" in end[0]["mapping_reason"] and end[0]["process_rss_bytes"] > 0,
+          f"end_of_session reads the process only: {end}")
     # --sample-smaps: every sample with Pss; --access-probe: the graph probe's basis.
     full, _ = c.report(model, "--sample-smaps", "--access-probe", n=4)
     check(not validate_report.validate(c.schema, c.last_report), "opt-in report vs schema")

@@ -47,9 +47,8 @@ static int teardown(void **state)
 }
 
 /* Loads path and copies out the access of every tensor (caller frees). */
-static enum rf_weight_access *load_access(const char *path, bool probe, bool placement,
-                                          bool repack, size_t *n_out,
-                                          struct forge_model_info *info)
+static enum rf_weight_access *load_access(const char *path, bool probe, bool placement, bool repack,
+                                          size_t *n_out, struct forge_model_info *info)
 {
     char err[FORGE_ERR_MAX];
     struct forge_model_params p = forge_model_default_params();

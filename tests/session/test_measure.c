@@ -102,7 +102,8 @@ static void test_sample_full(void **state)
     assert_string_equal(cg.peak_source, RUN_SCOPE "/memory.peak");
 
     /* cg may be NULL: the same figures, no crash. */
-    assert_int_equal(rf_measure_sample(MEASURE, "self", &m, 1, RF_MEASURE_MAPPING_SMAPS, "x", &s, NULL), 0);
+    assert_int_equal(
+        rf_measure_sample(MEASURE, "self", &m, 1, RF_MEASURE_MAPPING_SMAPS, "x", &s, NULL), 0);
     assert_int_equal(s.cgroup_peak_bytes, 104857600);
 }
 
@@ -114,7 +115,8 @@ static void test_sample_two_files(void **state)
     struct rf_residency_sample s;
 
     (void)state;
-    assert_int_equal(rf_measure_sample(MEASURE, "self", m, 2, RF_MEASURE_MAPPING_SMAPS, "l", &s, NULL), 0);
+    assert_int_equal(
+        rf_measure_sample(MEASURE, "self", m, 2, RF_MEASURE_MAPPING_SMAPS, "l", &s, NULL), 0);
     assert_true(s.has_mapping);
     assert_int_equal(s.mapping_rss_bytes, (1024 + 256 + 2048) * KIB);
     assert_int_equal(s.mapping_pss_bytes, (512 + 256 + 2048) * KIB);
@@ -129,7 +131,8 @@ static void test_sample_mapping_missing(void **state)
     (void)state;
     /* pid 201 maps inode 4242 only r--p. */
     m = model_mapping(0, 0xfd, 0x01, 4242, true);
-    assert_int_equal(rf_measure_sample(MEASURE, "201", &m, 1, RF_MEASURE_MAPPING_SMAPS, "l", &s, NULL), 0);
+    assert_int_equal(
+        rf_measure_sample(MEASURE, "201", &m, 1, RF_MEASURE_MAPPING_SMAPS, "l", &s, NULL), 0);
     assert_false(s.has_mapping);
     assert_int_equal(s.mapping_rss_bytes, 0);
     assert_true(s.has_process_rss);
@@ -137,13 +140,15 @@ static void test_sample_mapping_missing(void **state)
 
     /* An inode smaps does not have at all. */
     m = model_mapping(0, 0xfd, 0x01, 5555, true);
-    assert_int_equal(rf_measure_sample(MEASURE, "self", &m, 1, RF_MEASURE_MAPPING_SMAPS, "l", &s, NULL), 0);
+    assert_int_equal(
+        rf_measure_sample(MEASURE, "self", &m, 1, RF_MEASURE_MAPPING_SMAPS, "l", &s, NULL), 0);
     assert_false(s.has_mapping);
 
     /* One file found, the other not: the sum is not partial, it is absent. */
     struct rf_mapping_meta two[2] = {model_mapping(0, 0xfd, 0x01, 4242, true),
                                      model_mapping(1, 0xfd, 0x01, 5555, true)};
-    assert_int_equal(rf_measure_sample(MEASURE, "self", two, 2, RF_MEASURE_MAPPING_SMAPS, "l", &s, NULL), 0);
+    assert_int_equal(
+        rf_measure_sample(MEASURE, "self", two, 2, RF_MEASURE_MAPPING_SMAPS, "l", &s, NULL), 0);
     assert_false(s.has_mapping);
     assert_false(s.has_mapping_pss);
     assert_null(s.mapping_source);
@@ -152,9 +157,11 @@ static void test_sample_mapping_missing(void **state)
 
     /* Not validated, or no mapping at all. */
     m = model_mapping(0, 0xfd, 0x01, 4242, false);
-    assert_int_equal(rf_measure_sample(MEASURE, "self", &m, 1, RF_MEASURE_MAPPING_SMAPS, "l", &s, NULL), 0);
+    assert_int_equal(
+        rf_measure_sample(MEASURE, "self", &m, 1, RF_MEASURE_MAPPING_SMAPS, "l", &s, NULL), 0);
     assert_false(s.has_mapping);
-    assert_int_equal(rf_measure_sample(MEASURE, "self", NULL, 0, RF_MEASURE_MAPPING_SMAPS, "l", &s, NULL), 0);
+    assert_int_equal(
+        rf_measure_sample(MEASURE, "self", NULL, 0, RF_MEASURE_MAPPING_SMAPS, "l", &s, NULL), 0);
     assert_false(s.has_mapping);
 }
 
@@ -167,7 +174,9 @@ static void test_sample_nothing(void **state)
 
     (void)state;
     memset(&cg, 0x5a, sizeof(cg));
-    assert_int_equal(rf_measure_sample(ROOT("no-such-tree"), "self", &m, 1, RF_MEASURE_MAPPING_SMAPS, "l", &s, &cg), 0);
+    assert_int_equal(rf_measure_sample(ROOT("no-such-tree"), "self", &m, 1,
+                                       RF_MEASURE_MAPPING_SMAPS, "l", &s, &cg),
+                     0);
     assert_true(s.taken);
     assert_false(s.has_process_rss);
     assert_false(s.has_process_rss_peak);
@@ -241,7 +250,8 @@ static void test_fill_ledger_full(void **state)
 
     (void)state;
     build_inventory(&inv, &m);
-    assert_int_equal(rf_measure_sample(MEASURE, "self", inv.mappings, inv.n_mappings, RF_MEASURE_MAPPING_SMAPS, "l", &s, &cg),
+    assert_int_equal(rf_measure_sample(MEASURE, "self", inv.mappings, inv.n_mappings,
+                                       RF_MEASURE_MAPPING_SMAPS, "l", &s, &cg),
                      0);
     rf_ledger_init(&l);
     rf_measure_fill_ledger(&l, &inv, RF_ACCESS_BASIS_GRAPH_PROBE, &s, &cg, "self");
@@ -296,7 +306,8 @@ static void test_fill_ledger_mapping_and_peak_missing(void **state)
 
     (void)state;
     build_inventory(&inv, &m);
-    assert_int_equal(rf_measure_sample(MEASURE, "201", inv.mappings, inv.n_mappings, RF_MEASURE_MAPPING_SMAPS, "l", &s, &cg),
+    assert_int_equal(rf_measure_sample(MEASURE, "201", inv.mappings, inv.n_mappings,
+                                       RF_MEASURE_MAPPING_SMAPS, "l", &s, &cg),
                      0);
     rf_ledger_init(&l);
     rf_measure_fill_ledger(&l, &inv, RF_ACCESS_BASIS_GRAPH_PROBE, &s, &cg, "201");
@@ -347,7 +358,9 @@ static void test_fill_ledger_cgroup_trees(void **state)
     struct rf_ledger l;
 
     (void)state;
-    assert_int_equal(rf_measure_sample(ROOT("cg-v2-nopeak"), "self", NULL, 0, RF_MEASURE_MAPPING_SMAPS, "l", &s, &cg), 0);
+    assert_int_equal(rf_measure_sample(ROOT("cg-v2-nopeak"), "self", NULL, 0,
+                                       RF_MEASURE_MAPPING_SMAPS, "l", &s, &cg),
+                     0);
     rf_ledger_init(&l);
     rf_measure_fill_ledger(&l, NULL, RF_ACCESS_BASIS_NONE, &s, &cg, "self");
     assert_measured(&l, RF_LEDGER_CGROUP_CURRENT, 734003200,
@@ -359,7 +372,9 @@ static void test_fill_ledger_cgroup_trees(void **state)
     /* No inventory: the logical entries keep rf_ledger_init's unknowns. */
     assert_unknown(&l, RF_LEDGER_FILE_BACKED_LOGICAL, NULL);
 
-    assert_int_equal(rf_measure_sample(ROOT("cg-none"), "self", NULL, 0, RF_MEASURE_MAPPING_SMAPS, "l", &s, &cg), 0);
+    assert_int_equal(
+        rf_measure_sample(ROOT("cg-none"), "self", NULL, 0, RF_MEASURE_MAPPING_SMAPS, "l", &s, &cg),
+        0);
     assert_int_equal(cg.version, RFSYS_CGROUP_NONE);
     rf_ledger_init(&l);
     rf_measure_fill_ledger(&l, NULL, RF_ACCESS_BASIS_NONE, &s, &cg, "self");
@@ -436,7 +451,7 @@ static void test_fill_ledger_pagemap_sample(void **state)
     assert_int_equal(json_integer_value(json_object_get(js, "mapping_rss_bytes")), 7 * 4096);
     assert_true(json_is_null(json_object_get(js, "mapping_pss_bytes")));
     assert_string_equal(json_string_value(json_object_get(js, "mapping_source")), "pagemap_scan");
-    assert_non_null(strstr(json_string_value(json_object_get(js, "mapping_pss_reason")), "smaps"));
+    assert_non_null(strstr(json_string_value(json_object_get(js, "mapping_reason")), "smaps"));
     json_decref(doc);
 
     /* The same sample from smaps: both figures, no reason. */
@@ -447,8 +462,25 @@ static void test_fill_ledger_pagemap_sample(void **state)
     assert_int_equal(rf_report_to_json(&r, &doc), 0);
     js = json_array_get(json_object_get(json_object_get(doc, "residency"), "samples"), 0);
     assert_int_equal(json_integer_value(json_object_get(js, "mapping_pss_bytes")), 5 * 4096);
-    assert_null(json_object_get(js, "mapping_pss_reason"));
+    assert_null(json_object_get(js, "mapping_reason"));
     json_decref(doc);
+
+    /* Not read by choice: both figures null, the reason says so, and the ledger too. */
+    memset(&s, 0, sizeof(s));
+    s.taken = true;
+    s.label = "end_of_session";
+    s.mapping_not_read = true;
+    r.samples[0] = s;
+    assert_int_equal(rf_report_to_json(&r, &doc), 0);
+    js = json_array_get(json_object_get(json_object_get(doc, "residency"), "samples"), 0);
+    assert_true(json_is_null(json_object_get(js, "mapping_rss_bytes")));
+    assert_true(json_is_null(json_object_get(js, "mapping_source")));
+    assert_non_null(strstr(json_string_value(json_object_get(js, "mapping_reason")), "not read"));
+    json_decref(doc);
+    rf_ledger_init(&l);
+    rf_measure_fill_ledger(&l, NULL, RF_ACCESS_BASIS_NONE, &s, NULL, "self");
+    assert_unknown(&l, RF_LEDGER_FILE_BACKED_RESIDENT, "did not read the mapping");
+    assert_unknown(&l, RF_LEDGER_MAPPING_PSS, "did not read the mapping");
 }
 
 /*
@@ -498,6 +530,17 @@ static void test_sample_live_pagemap(void **state)
     assert_int_equal(rf_measure_sample_mapping(NULL, "self", &m, 1, RF_MEASURE_MAPPING_RSS, &b), 0);
     assert_false(b.has_mapping);
     assert_null(b.mapping_source);
+    assert_false(b.mapping_not_read);
+
+    /* Not read by choice: the process figures, no mapping figure, the flag set. */
+    m.validated = true;
+    assert_int_equal(
+        rf_measure_sample(NULL, "self", &m, 1, RF_MEASURE_MAPPING_NONE, "end", &b, NULL), 0);
+    assert_true(b.has_process_rss);
+    assert_false(b.has_mapping);
+    assert_false(b.has_mapping_pss);
+    assert_null(b.mapping_source);
+    assert_true(b.mapping_not_read);
     munmap(p, n_pages * page);
     close(fd);
 }

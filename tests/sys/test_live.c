@@ -4,12 +4,12 @@
  * the machine has.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,10 +224,8 @@ static void test_live_pagemap_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_live_smaps_has_self),
-        cmocka_unit_test(test_live_status),
-        cmocka_unit_test(test_live_cgroup),
-        cmocka_unit_test(test_live_pagemap_resident),
+        cmocka_unit_test(test_live_smaps_has_self), cmocka_unit_test(test_live_status),
+        cmocka_unit_test(test_live_cgroup),         cmocka_unit_test(test_live_pagemap_resident),
         cmocka_unit_test(test_live_pagemap_errors),
     };
 
