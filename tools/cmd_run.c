@@ -42,6 +42,8 @@ static struct rf_session_params session_params(const struct run_options *o, uint
     p.release_dead_file_pages = o->release_dead_file_pages;
     p.page_budget_pages = (uint64_t)o->page_budget;
     p.admission_mode = o->admission;
+    p.probe_access = o->access_probe;
+    p.sample_smaps = o->sample_smaps;
     p.mlock_requested = o->mlock;
     p.entry_ns = t_entry;
     return p;
@@ -71,10 +73,10 @@ static bool admit_before_load(const struct run_options *o, struct rf_session_par
 {
     /* No tokenizer before the load: at most one token per byte, plus BOS and EOS. */
     size_t bytes = strlen(o->prompt);
-    struct rf_operation_request req = {
-        .n_ctx = (uint32_t)o->n_ctx,
-        .n_prompt = bytes > UINT32_MAX - 2 ? UINT32_MAX : (uint32_t)bytes + 2,
-        .n_predict = (uint32_t)o->n_predict};
+    struct rf_operation_request req = {.n_ctx = (uint32_t)o->n_ctx,
+                                       .n_prompt = bytes > UINT32_MAX - 2 ? UINT32_MAX
+                                                                          : (uint32_t)bytes + 2,
+                                       .n_predict = (uint32_t)o->n_predict};
     struct rf_admission_result *adm = calloc(1, sizeof(*adm));
     char err[FORGE_ERR_MAX];
     bool go = true;
@@ -145,7 +147,8 @@ int cmd_run(int argc, char **argv)
 
     mp.use_extra_bufts = o.repack;
     mp.mlock = o.mlock;
-    mp.probe_access = observing;
+    mp.probe_access = observing && (rf_policy_mutates(o.policy) || o.access_probe);
+    mp.placement_access = observing;
     mp.n_threads = (int)o.n_threads;
     rc = rf_session_load(o.model, &mp, session_params(&o, t_entry), &s, err);
     if (rc < 0) {

@@ -37,6 +37,8 @@ struct run_options {
     bool repack;
     bool mlock;
     enum rf_admission_mode admission; /* --admission enforce|warn|off */
+    bool access_probe; /* --access-probe: classify weights with the graph probe */
+    bool sample_smaps; /* --sample-smaps: every sample reads smaps (Rss and Pss) */
     bool release_dead_file_pages; /* --dead-file-pages release|keep */
     bool verify;
     bool hold;

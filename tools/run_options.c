@@ -65,6 +65,13 @@ static void usage(FILE *out)
             "      --release-mode MODE       dontneed (MADV_DONTNEED: drops the mapping's RSS,\n"
             "                                the page cache stays) or pageout (MADV_PAGEOUT:\n"
             "                                reclaims the pages); default dontneed\n"
+            "      --access-probe            classify the weights by a one-token decode graph\n"
+            "                                (costs about one token's time) instead of by\n"
+            "                                where llama.cpp placed them; default for the\n"
+            "                                policies that release\n"
+            "      --sample-smaps            read smaps (Rss and Pss; walks every page) at every\n"
+            "                                sample, not only the ledger's (default: the\n"
+            "                                others count resident pages with PAGEMAP_SCAN)\n"
             "      --admission MODE          warn (default): report, and refuse (exit 1) only\n"
             "                                a run whose projected charge exceeds a cgroup hard\n"
             "                                limit (the kernel would kill it); enforce: also\n"
@@ -141,6 +148,8 @@ enum {
     OPT_DISPATCH_SAMPLE_PAGES,
     OPT_DEAD_FILE_PAGES,
     OPT_ADMISSION,
+    OPT_ACCESS_PROBE,
+    OPT_SAMPLE_SMAPS,
 };
 
 static bool parse_size_option(const char *opt, const char *arg, bool allow_zero, uint64_t *out)
@@ -189,6 +198,8 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         {"dispatch-sample-pages", required_argument, NULL, OPT_DISPATCH_SAMPLE_PAGES},
         {"dead-file-pages", required_argument, NULL, OPT_DEAD_FILE_PAGES},
         {"admission", required_argument, NULL, OPT_ADMISSION},
+        {"access-probe", no_argument, NULL, OPT_ACCESS_PROBE},
+        {"sample-smaps", no_argument, NULL, OPT_SAMPLE_SMAPS},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -254,6 +265,12 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
             break;
         case OPT_VERIFY:
             o->verify = true;
+            break;
+        case OPT_ACCESS_PROBE:
+            o->access_probe = true;
+            break;
+        case OPT_SAMPLE_SMAPS:
+            o->sample_smaps = true;
             break;
         case OPT_ADMISSION:
             if (rf_admission_mode_parse(optarg, &o->admission) < 0) {
@@ -354,6 +371,9 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
     if (!o->observe_dispatch && (o->has_dispatch_events || o->has_dispatch_sample_pages))
         cli_error("warning: --dispatch-events and --dispatch-sample-pages have no effect "
                   "without --observe-dispatch");
+    if (o->policy == RF_POLICY_OFF && (o->access_probe || o->sample_smaps))
+        cli_error("warning: --access-probe and --sample-smaps have no effect with "
+                  "--residency-policy off");
     if (o->has_staging && o->policy == RF_POLICY_OFF)
         cli_error("warning: --staging-budget has no effect with --residency-policy off (staging "
                   "plans over the inventory)");

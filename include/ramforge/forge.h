@@ -52,6 +52,8 @@ struct forge_model_params {
     bool mlock;           /* LLAMA_LOAD_MODE_MMAP_MLOCK: lock the mapping; default false */
     int n_threads;        /* threads for the access probe; <= 0: llama.cpp's default */
     bool probe_access;    /* run the graph probe at load; default true */
+    bool placement_access; /* without the probe: classify weights by placement (no
+                              decode); default false */
 };
 
 struct forge_model_params forge_model_default_params(void);
@@ -59,13 +61,27 @@ struct forge_model_params forge_model_default_params(void);
 /*
  * Loads PATH with llama_model_load_from_file (LLAMA_LOAD_MODE_MMAP), reads
  * the tensor table with gguf, finds the model's r--s mappings in
- * /proc/self/maps by the file's dev+inode, and (probe_access) decodes one
- * token on a short-lived context whose cb_eval ask phase records each
- * weight source's data pointer: inside the file mapping = FILE_BACKED,
- * elsewhere = ANONYMOUS, never seen = UNREFERENCED. The probe context is
- * freed before this returns. *out is freed with forge_model_free.
- * Errors: those of forge_gguf_check, -EIO when llama.cpp refuses the
- * model, -ENOMEM.
+ * /proc/self/maps by the file's dev+inode, and classifies the weights'
+ * access (forge_model_info.access_basis; enum rf_access_basis says what
+ * each value then means):
+ *
+ *   probe_access      decodes one token on a short-lived context whose
+ *                     cb_eval ask phase records each weight source's data
+ *                     pointer: inside the file mapping = FILE_BACKED,
+ *                     elsewhere = ANONYMOUS, never seen = UNREFERENCED. The
+ *                     probe context is freed before this returns. Costs one
+ *                     decode: it reads every weight once.
+ *   placement_access  (when probe_access is false) the same pointer rule on
+ *                     every tensor llama.cpp's model holds
+ *                     (llama_internal_get_tensor_map, from the pinned
+ *                     build's internal headers), without decoding; a file
+ *                     tensor the model holds no tensor for is UNREFERENCED.
+ *                     Microseconds. A build without those headers runs the
+ *                     probe instead, so the classification is not lost.
+ *   neither           every access stays UNKNOWN.
+ *
+ * *out is freed with forge_model_free. Errors: those of forge_gguf_check,
+ * -EIO when llama.cpp refuses the model, -ENOMEM.
  */
 int forge_model_load(const char *path, const struct forge_model_params *params,
                      struct forge_model **out, char err[FORGE_ERR_MAX]);
@@ -114,7 +130,8 @@ struct forge_model_info {
     uint64_t size_bytes;   /* llama_model_size: native logical tensor bytes */
     int32_t n_layer, n_embd, n_head, n_head_kv, n_ctx_train, n_vocab;
     bool access_probed;    /* the graph probe ran and classified tensors */
-    uint64_t probe_ns;     /* wall time of the probe, nanoseconds */
+    enum rf_access_basis access_basis; /* how the tensors' access was classified */
+    uint64_t probe_ns;     /* wall time of the classification (probe or placement), ns */
 };
 void forge_model_get_info(const struct forge_model *m, struct forge_model_info *out);
 

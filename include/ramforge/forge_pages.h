@@ -35,6 +35,7 @@
 #include "ramforge/inventory.h"
 #include "ramforge/pages.h"
 #include "ramforge/residency.h"
+#include "ramforge/sys.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,6 +70,50 @@ static inline int forge_page_sampler(void *ud, int32_t mapping_index, uint64_t f
     return forge_model_sample_pages((struct forge_model *)ud, mapping_index, first_page, n_pages,
                                     states);
 }
+
+/*
+ * A page pass: one validation for many windows, e.g. a page snapshot at a
+ * boundary. forge_page_pass_begin checks once what forge_model_sample_pages
+ * checks on every call (the file at the model's path is the mapped file,
+ * mincore is trustworthy for it) and reads /proc/self/maps once;
+ * forge_page_pass_sample then locates each window in that read and runs
+ * mincore alone. The pass is a point-in-time view of the mappings: use it
+ * on the thread that owns the model, for one pass, with no release or
+ * unmap in between (a mapping that changed anyway makes mincore answer
+ * -ENOMEM or about the pages now there; it never faults or evicts a page).
+ */
+struct forge_page_pass {
+    struct forge_model *m;  /* borrowed */
+    int error;              /* 0, or why every window is unknown (forge_page_error_reason:
+                               -EACCES, -ESTALE, or the maps read's error) */
+    struct rfsys_maps maps; /* the read of /proc/self/maps; owned */
+};
+
+/*
+ * Starts a pass over m's pages into *out (end it with forge_page_pass_end).
+ * Returns 0, also when the checks failed (out->error then leaves every
+ * window unknown), or -EINVAL for a NULL argument.
+ */
+int forge_page_pass_begin(struct forge_model *m, struct forge_page_pass *out);
+
+/*
+ * forge_model_sample_pages within pass p: same arguments, states and
+ * errors (out->error for every window when the pass's checks failed), no
+ * open, stat or /proc read per call.
+ */
+int forge_page_pass_sample(struct forge_page_pass *p, int32_t mapping_index, uint64_t first_page,
+                           uint64_t n_pages, uint8_t *states);
+
+/* forge_page_pass_sample as an rf_page_sampler_fn; ud is the struct forge_page_pass *. */
+static inline int forge_page_pass_sampler(void *ud, int32_t mapping_index, uint64_t first_page,
+                                          uint64_t n_pages, uint8_t *states)
+{
+    return forge_page_pass_sample((struct forge_page_pass *)ud, mapping_index, first_page, n_pages,
+                                  states);
+}
+
+/* Frees the pass's maps read. NULL is a no-op. */
+void forge_page_pass_end(struct forge_page_pass *p);
 
 /* Static one-line text for an error of the samplers above; never NULL. */
 const char *forge_page_error_reason(int err);
@@ -106,7 +151,7 @@ int forge_sample_tensor_pages(struct forge_model *m, uint32_t tensor_index,
                               uint8_t states[RF_PAGE_WINDOW_PAGES],
                               struct forge_tensor_sample *out);
 
-/* Where a model's page-cache figures come from, and the whole file's cachestat. */
+/* Where a model's page-cache figures come from, and the whole file's page-cache figure. */
 struct forge_page_source {
     bool mincore_trustworthy;   /* mincore reports real page-cache state for the file */
     const char *mincore_reason; /* static text: why it is or is not */
@@ -114,17 +159,25 @@ struct forge_page_source {
                                              "unknown: <reason>" */
     uint64_t page_bytes;        /* kernel page size */
     uint64_t file_pages;        /* ceil(file size / page_bytes) */
-    int cachestat_error;        /* 0: cachestat holds the whole file's figures; else
-                                   -ENOSYS (kernel < 6.5), -EPERM (refused), ... */
-    struct rfsys_cachestat cachestat; /* page cache of the whole file (pages) */
-    char cachestat_source[RF_RESIDENCY_SOURCE_MAX]; /* "cachestat", or "unknown: <reason>" */
+    int file_cache_error;       /* 0: file_cached_pages holds the figure; else -ENOSYS
+                                   (cachestat needed and absent: Linux < 6.5), -EPERM
+                                   (refused), -ESTALE, ... */
+    uint64_t file_cached_pages; /* pages of the whole file in the page cache */
+    char file_cache_source[RF_RESIDENCY_SOURCE_MAX]; /* "mincore (mapped pages) + cachestat
+                                   (N pages outside the mapping)", "mincore", "cachestat",
+                                   or "unknown: <reason>" */
 };
 
 /*
  * Fills *out for the model's file: opens it by path, checks it is the
- * mapped file (device+inode), applies rfsys_mincore_trustworthy and asks
- * cachestat about the whole file. Returns 0 (failures are described in
- * *out), or -EINVAL for a NULL argument.
+ * mapped file (device+inode), applies rfsys_mincore_trustworthy, and
+ * counts the whole file's pages in the page cache. Where mincore is
+ * trustworthy, the pages of the validated mapping are counted with mincore
+ * in one page pass (the mapped pages' page tables answer at once) and only
+ * the pages outside it (the header llama.cpp unmapped) with cachestat;
+ * else cachestat covers the whole file (it looks every page up in the page
+ * cache: several times slower on a mapped model). Returns 0 (failures are
+ * described in *out), or -EINVAL for a NULL argument.
  */
 int forge_model_page_source(struct forge_model *m, struct forge_page_source *out);
 

@@ -30,6 +30,28 @@ enum rf_weight_access {
     RF_ACCESS_UNREFERENCED = 3, /* observed graph never read it */
 };
 
+/*
+ * How the weights' access was classified, and so what each access value
+ * states:
+ *
+ *   GRAPH_PROBE  the sources of a one-token decode graph (cb_eval ask
+ *                phase): FILE_BACKED / ANONYMOUS is where the graph read
+ *                the weight, UNREFERENCED a weight the graph never named.
+ *                Costs one decode (about one token's time).
+ *   PLACEMENT    where llama.cpp placed each tensor the model holds (its
+ *                data pointer inside the file mapping: FILE_BACKED;
+ *                elsewhere: ANONYMOUS, a repacked copy), without decoding.
+ *                Any graph of the model reads a weight from there, but
+ *                whether one reads it at all is not observed: UNREFERENCED
+ *                is only a file tensor the model holds no tensor for.
+ *   NONE         not classified: every access is UNKNOWN.
+ */
+enum rf_access_basis {
+    RF_ACCESS_BASIS_NONE = 0,
+    RF_ACCESS_BASIS_GRAPH_PROBE = 1,
+    RF_ACCESS_BASIS_PLACEMENT = 2,
+};
+
 /* A mapping of the model file, as forge found it in /proc/self/maps. */
 struct rf_mapping_meta {
     uint32_t index;                /* mapping index (0 for a single-file model) */
@@ -172,6 +194,7 @@ int rf_inventory_rank(const struct rf_inventory *inv, const uint32_t *order, siz
                       size_t **rank_out, uint32_t *bad_index, bool *named_twice);
 
 const char *rf_weight_access_name(enum rf_weight_access a);   /* "file_backed", ... */
+const char *rf_access_basis_name(enum rf_access_basis b);      /* "graph_probe", ... */
 const char *rf_eligibility_name(enum rf_eligibility e);       /* "eligible", ... */
 const char *rf_confidence_name(enum rf_confidence c);         /* "high", ... */
 

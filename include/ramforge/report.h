@@ -55,10 +55,16 @@ struct rf_residency_sample {
     uint64_t process_rss_bytes;  /* /proc/self/status VmRSS */
     bool has_process_rss_peak;
     uint64_t process_rss_peak_bytes; /* VmHWM */
-    bool has_mapping;
-    uint64_t mapping_rss_bytes;  /* /proc/self/smaps Rss of the model mappings */
-    uint64_t mapping_pss_bytes;  /* ... Pss */
-    uint64_t mapping_locked_bytes; /* ... Locked (mlocked pages: never releasable) */
+    bool has_mapping;            /* mapping_rss_bytes was measured */
+    uint64_t mapping_rss_bytes;  /* resident bytes of the model mappings (smaps Rss, or the
+                                    present pages PAGEMAP_SCAN counts: the same figure) */
+    bool has_mapping_pss;        /* mapping_pss_bytes was measured (smaps only) */
+    uint64_t mapping_pss_bytes;  /* smaps Pss of the model mappings */
+    bool has_mapping_locked;     /* mapping_locked_bytes was measured (smaps only) */
+    uint64_t mapping_locked_bytes; /* smaps Locked of the model mappings (mlocked pages:
+                                      never releasable) */
+    const char *mapping_source;  /* static: "smaps", "pagemap_scan"; NULL when neither */
+    bool mapping_not_read;       /* the mapping was not read at this sample, by choice */
     bool has_anon;
     uint64_t anon_bytes;         /* /proc/self/status RssAnon */
     bool has_locked;
@@ -109,6 +115,7 @@ struct rf_report {
     uint64_t instance_id;            /* forge model instance; 0: not loaded (the native
                                         figures above are then reported null) */
     bool access_probed;              /* weights classified by the graph probe */
+    enum rf_access_basis access_basis; /* how they were classified (model.access_basis) */
 
     const char *policy;              /* rf_policy_name */
     bool policy_plans, policy_mutates;
@@ -140,10 +147,11 @@ struct rf_report {
     /* page-level residency (mincore over the model mapping) at the end of the run */
     const struct rf_residency_snapshot *page_snapshot; /* NULL: reason below */
     const char *page_snapshot_reason;
-    bool has_file_cache;            /* cachestat answered for the whole file */
-    uint64_t file_cached_pages;     /* nr_cache of the whole file, pages */
+    bool has_file_cache;            /* the whole file's cached pages are known */
+    uint64_t file_cached_pages;     /* pages of the whole file in the page cache */
     uint64_t file_cache_page_bytes; /* page size of those pages */
-    const char *file_cache_source;  /* "cachestat" or "unknown: <reason>" */
+    const char *file_cache_source;  /* forge_page_source.file_cache_source: "mincore (mapped
+                                       pages) + cachestat (...)", "cachestat", "unknown: ..." */
 
     /* --staging-budget: the staging plan and what the prefetch did */
     const struct rf_staging_plan *staging;  /* NULL: staging_reason */

@@ -63,8 +63,12 @@ struct rf_session_params {
     bool release_dead_file_pages;
     uint64_t page_budget_pages; /* pages the end-of-operation mincore snapshot may sample;
                                    default RF_RESIDENCY_DEFAULT_BUDGET_PAGES; 0: no snapshot */
-    bool probe_access;          /* classify weights with the access probe at load/wrap
-                                   (default true; observing needs it) */
+    bool probe_access;          /* classify weights with the access probe (a one-token
+                                   decode) at load/wrap; default false: a policy that
+                                   releases forces it, others classify by placement */
+    bool sample_smaps;          /* every sample reads smaps (Rss and Pss, walks every page);
+                                   default false: PAGEMAP_SCAN counts resident pages and
+                                   only the ledger's sample reads smaps */
     uint64_t entry_ns;          /* rf_now_ns() at the program's entry (end-to-end timer
                                    start); 0: session creation */
     int32_t n_threads;          /* threads of the access probe; <= 0: llama.cpp's */

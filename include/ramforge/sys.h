@@ -143,6 +143,34 @@ struct rfsys_mapping_sum {
 int rfsys_maps_sum_file(const struct rfsys_maps *maps, uint32_t dev_major, uint32_t dev_minor,
                         uint64_t inode, const char *perms, struct rfsys_mapping_sum *out);
 
+/*
+ * Opens SYSROOT/proc/PID/pagemap for rfsys_maps_resident_file. Returns the
+ * descriptor (the caller closes it) or a negative errno (-EINVAL for a bad
+ * pid, -ENOENT, -EACCES, ...).
+ */
+int rfsys_pagemap_open(const char *sysroot, const char *pid);
+
+/*
+ * The resident bytes of the mappings of maps that map the file (dev_major,
+ * dev_minor, inode) with permissions perms (NULL: any), asked of the kernel
+ * with one PAGEMAP_SCAN ioctl (Linux 6.7+) on pagemap_fd per mapping: the
+ * pages present in the page tables, which is what smaps counts as Rss,
+ * returned as merged ranges. Unlike smaps it does no per-page accounting
+ * (Pss, shared/private), and it reads only the mappings asked about, not
+ * every mapping of the process. maps is a read of the same process's maps
+ * (rfsys_read_maps); a mapping that changed since gives the kernel's answer
+ * for the addresses as they are now.
+ *
+ * *out: n_mappings and virtual_bytes as rfsys_maps_sum_file, rss_bytes the
+ * present bytes, pss_bytes and locked_bytes 0, complete true.
+ * Errors: -EOPNOTSUPP (the kernel has no PAGEMAP_SCAN, or pagemap_fd is
+ * not a pagemap file), -EOVERFLOW, -EINVAL (NULL maps/out, pagemap_fd < 0,
+ * end_addr < start_addr), -errno of the ioctl; *out is all zero on error.
+ */
+int rfsys_maps_resident_file(const struct rfsys_maps *maps, int pagemap_fd, uint32_t dev_major,
+                             uint32_t dev_minor, uint64_t inode, const char *perms,
+                             struct rfsys_mapping_sum *out);
+
 enum rfsys_cgroup_version {
     RFSYS_CGROUP_NONE = 0, /* no memory controller found */
     RFSYS_CGROUP_V1 = 1,

@@ -424,6 +424,19 @@ int rf_inventory_lookup(const struct rf_inventory *inv, struct rf_resource_key k
     return -ENOENT;
 }
 
+const char *rf_access_basis_name(enum rf_access_basis b)
+{
+    switch (b) {
+    case RF_ACCESS_BASIS_NONE:
+        return "none";
+    case RF_ACCESS_BASIS_GRAPH_PROBE:
+        return "graph_probe";
+    case RF_ACCESS_BASIS_PLACEMENT:
+        return "placement";
+    }
+    return NULL;
+}
+
 const char *rf_weight_access_name(enum rf_weight_access a)
 {
     switch (a) {

@@ -181,21 +181,36 @@ static json_t *ledger_json(const struct rf_ledger *l, const struct rf_reconcilia
     return o;
 }
 
+/* Why a sample has the mapping's resident bytes but no Pss, or no mapping figure at all. */
+#define RF_REPORT_PSS_SKIPPED                                                                      \
+    "Pss not read at this sample: it needs smaps, which walks every page of every mapping; "       \
+    "the resident bytes come from PAGEMAP_SCAN (the ledger's sample reads smaps; "                 \
+    "run --sample-smaps for every sample)"
+#define RF_REPORT_MAPPING_SKIPPED                                                                  \
+    "the mapping was not read at this sample, only the process and the cgroup: the "               \
+    "boundaries before and after it read the mapping (run --sample-smaps for every sample)"
+
 static json_t *sample_json(const struct rf_residency_sample *s)
 {
-    return json_pack("{s:s, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "label",
-                     s->label ? s->label : "", "taken", s->taken, "process_rss_bytes",
-                     jbytes(s->has_process_rss, s->process_rss_bytes), "process_rss_peak_bytes",
-                     jbytes(s->has_process_rss_peak, s->process_rss_peak_bytes),
-                     "mapping_rss_bytes", jbytes(s->has_mapping, s->mapping_rss_bytes),
-                     "mapping_pss_bytes", jbytes(s->has_mapping, s->mapping_pss_bytes),
-                     "cgroup_current_bytes", jbytes(s->has_cgroup_current, s->cgroup_current_bytes),
-                     "cgroup_peak_bytes", jbytes(s->has_cgroup_peak, s->cgroup_peak_bytes),
-                     "cgroup_events_high", jbytes(s->has_cgroup_events, s->cgroup_events_high),
-                     "cgroup_events_max", jbytes(s->has_cgroup_events, s->cgroup_events_max),
-                     "cgroup_events_oom", jbytes(s->has_cgroup_events, s->cgroup_events_oom),
-                     "cgroup_events_oom_kill",
-                     jbytes(s->has_cgroup_events, s->cgroup_events_oom_kill));
+    json_t *o = json_pack(
+        "{s:s, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "label",
+        s->label ? s->label : "", "taken", s->taken, "process_rss_bytes",
+        jbytes(s->has_process_rss, s->process_rss_bytes), "process_rss_peak_bytes",
+        jbytes(s->has_process_rss_peak, s->process_rss_peak_bytes), "mapping_rss_bytes",
+        jbytes(s->has_mapping, s->mapping_rss_bytes), "mapping_pss_bytes",
+        jbytes(s->has_mapping_pss, s->mapping_pss_bytes), "mapping_source",
+        s->mapping_source ? json_string(s->mapping_source) : json_null(), "cgroup_current_bytes",
+        jbytes(s->has_cgroup_current, s->cgroup_current_bytes), "cgroup_peak_bytes",
+        jbytes(s->has_cgroup_peak, s->cgroup_peak_bytes), "cgroup_events_high",
+        jbytes(s->has_cgroup_events, s->cgroup_events_high), "cgroup_events_max",
+        jbytes(s->has_cgroup_events, s->cgroup_events_max), "cgroup_events_oom",
+        jbytes(s->has_cgroup_events, s->cgroup_events_oom), "cgroup_events_oom_kill",
+        jbytes(s->has_cgroup_events, s->cgroup_events_oom_kill));
+    if (o && s->has_mapping && !s->has_mapping_pss)
+        json_object_set_new(o, "mapping_reason", json_string(RF_REPORT_PSS_SKIPPED));
+    else if (o && s->mapping_not_read)
+        json_object_set_new(o, "mapping_reason", json_string(RF_REPORT_MAPPING_SKIPPED));
+    return o;
 }
 
 /* {"<key>": null, ..., "reason": reason} for a section this run does not fill. */
@@ -207,6 +222,26 @@ static json_t *absent_section(const char *reason, const char *const *keys)
     if (o)
         json_object_set_new(o, "reason", json_string(reason));
     return o;
+}
+
+/* What the inventory's access values state under basis b, and what was not observed. */
+static const char *access_note(enum rf_access_basis b)
+{
+    switch (b) {
+    case RF_ACCESS_BASIS_GRAPH_PROBE:
+        return "classified by the sources of a one-token decode graph (cb_eval ask phase): "
+               "file_backed and anonymous are where the graph read each weight, unreferenced "
+               "the weights it never named";
+    case RF_ACCESS_BASIS_PLACEMENT:
+        return "classified by where llama.cpp placed each tensor the model holds (data pointer "
+               "inside the file mapping: file_backed; elsewhere: anonymous, a repacked copy "
+               "every graph reads instead of the file), without decoding. Whether a graph reads "
+               "a held weight at all was not observed: unreferenced is only a file tensor the "
+               "model holds none of (run --access-probe for the graph probe, one decode)";
+    case RF_ACCESS_BASIS_NONE:
+        break;
+    }
+    return "the weights were not classified: every access is unknown";
 }
 
 static json_t *model_json(const struct rf_report *r)
@@ -223,6 +258,8 @@ static json_t *model_json(const struct rf_report *r)
     json_object_set_new(o, "n_params", jbytes(loaded, r->model_n_params));
     json_object_set_new(o, "instance_id", jbytes(loaded, r->instance_id));
     json_object_set_new(o, "access_probed", json_boolean(r->access_probed));
+    json_object_set_new(o, "access_basis", jstr(rf_access_basis_name(r->access_basis)));
+    json_object_set_new(o, "access_note", json_string(access_note(r->access_basis)));
     if (r->inventory) {
         json_t *inv;
         if (rf_inventory_to_json(r->inventory, false, &inv) < 0) {
@@ -873,9 +910,9 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
         json_object_set_new(fc, "page_bytes", jbytes(r->has_file_cache, r->file_cache_page_bytes));
         json_object_set_new(fc, "source", jstr(r->file_cache_source));
         json_object_set_new(fc, "note",
-                            json_string("pages of the model file in the page cache (cachestat), "
-                                        "whether or not this process maps them; not mapping "
-                                        "RSS"));
+                            json_string("pages of the whole model file in the page cache "
+                                        "(source: how they were counted), whether or not this "
+                                        "process maps them; not mapping RSS"));
     }
     json_object_set_new(res, "file_page_cache", fc);
     json_object_set_new(res, "dispatch", dispatch_json(r));

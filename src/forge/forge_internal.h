@@ -9,6 +9,7 @@
 
 #include "gate.h"
 
+struct ggml_tensor;
 struct gguf_context;
 struct llama_context;
 struct llama_context_params;
@@ -53,6 +54,17 @@ extern "C"
 int forge_memory_breakdown(const struct llama_context *ctx, uint64_t *context_bytes,
                            uint64_t *compute_bytes);
 
+/*
+ * Calls fn(ud, t) for every tensor llama.cpp's model holds
+ * (llama_internal_get_tensor_map: name, buffer, data). Returns 0, -ENOSYS
+ * where the build has no internal llama-model.h, -EIO when llama.cpp
+ * throws.
+ */
+#ifdef __cplusplus
+extern "C"
+#endif
+int forge_model_tensor_map(const struct llama_model *model,
+                           void (*fn)(void *ud, const struct ggml_tensor *t), void *ud);
 
 /* What forge_advise_ranges does with each validated range. */
 struct forge_advise_params {

@@ -77,7 +77,11 @@ static int lt_execution_boundary(struct rf_session *s)
     return rc;
 }
 
-/* After load: Discovered -> Owned -> Referenced (the probe saw it) or Unknown. */
+/*
+ * After load: Discovered -> Owned -> Referenced (the probe's graph read it,
+ * or the model holds it) or Unknown, then the probe's execution when the
+ * probe ran.
+ */
 static int lt_after_load(struct rf_session *s)
 {
     int rc = 0;
@@ -90,7 +94,8 @@ static int lt_after_load(struct rf_session *s)
                              ? RF_LT_REFERENCED
                              : RF_LT_UNKNOWN); /* not referenced by the observed graph */
     }
-    return rc ? rc : lt_execution_boundary(s);
+    /* The probe's one-token decode is an execution; placement alone is not. */
+    return rc || !s->model.info.access_probed ? rc : lt_execution_boundary(s);
 }
 
 /* ------------------------------------------------------------------ native facts */
@@ -197,7 +202,7 @@ int rf_session_apply_plan(struct rf_session *s, const char *boundary, const stru
     if (!s || !boundary || !plan)
         return -EINVAL;
     ses_op_open(s);
-    long before = ses_take_sample(s, boundary);
+    long before = ses_take_sample(s, boundary, RF_MEASURE_MAPPING_RSS);
     struct rf_report_application *app = before < 0 ? NULL : new_application(s, boundary);
     if (!app)
         return -ENOMEM;
@@ -294,7 +299,7 @@ static int apply_plan(struct rf_session *s, struct rf_report_application *app,
     }
     if (rc < 0)
         goto out;
-    long after_i = ses_take_sample(s, after_label);
+    long after_i = ses_take_sample(s, after_label, RF_MEASURE_MAPPING_RSS);
     if (after_i < 0) {
         rc = (int)after_i;
         goto out;
@@ -328,7 +333,10 @@ out:
  */
 static int release_rounds(struct rf_session *s, const char *boundary, const char *after_label)
 {
-    long before = ses_take_sample(s, boundary);
+    /* Without releases this is the boundary's last sample, the ledger's: smaps at once. */
+    long before = ses_take_sample(s, boundary,
+                                  rf_policy_mutates(s->p.policy) ? RF_MEASURE_MAPPING_RSS
+                                                                 : RF_MEASURE_MAPPING_SMAPS);
     if (before < 0)
         return (int)before;
     for (int round = 0; round < RF_SESSION_RELEASE_ROUNDS; round++) {
@@ -365,7 +373,7 @@ int ses_after_load(struct rf_session *s)
     struct rf_native_lifetime nl;
     s->native->lifetime(s->ud, &nl);
     s->walked_generation = nl.execution_generation; /* the probe's execution, walked above */
-    long loaded = ses_take_sample(s, "after_load");
+    long loaded = ses_take_sample(s, "after_load", RF_MEASURE_MAPPING_RSS);
     if (loaded < 0)
         return (int)loaded;
     if (rf_policy_mutates(s->p.policy) && s->p.release_dead_file_pages) {
@@ -391,7 +399,8 @@ int rf_session_boundary(struct rf_session *s, enum rf_boundary b)
     ses_op_open(s);
     switch (b) {
     case RF_BOUNDARY_END_OF_SESSION: {
-        long i = ses_take_sample(s, "end_of_session");
+        /* The process and the cgroup only: the boundaries around it read the mapping. */
+        long i = ses_take_sample(s, "end_of_session", RF_MEASURE_MAPPING_NONE);
         return i < 0 ? (int)i : 0;
     }
     case RF_BOUNDARY_AFTER_SESSION:

@@ -5,16 +5,107 @@
  */
 #include "ramforge/measure.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
+/* Rss, Pss and Locked from one smaps read; false when a mapping is missing or a sum overflows. */
+static bool mapping_from_smaps(const char *sysroot, const char *pid,
+                               const struct rf_mapping_meta *mappings, size_t n_mappings,
+                               uint64_t *rss, uint64_t *pss, uint64_t *locked)
+{
+    struct rfsys_maps maps;
+    bool ok;
+
+    *rss = *pss = *locked = 0;
+    rfsys_maps_init(&maps);
+    ok = rfsys_read_smaps(sysroot, pid, &maps) == 0;
+    for (size_t i = 0; ok && i < n_mappings; i++) {
+        const struct rf_mapping_meta *m = &mappings[i];
+        struct rfsys_mapping_sum sum;
+        ok = m->validated &&
+             rfsys_maps_sum_file(&maps, m->dev_major, m->dev_minor, m->inode, "r--s", &sum) == 0 &&
+             sum.complete && sum.n_mappings > 0 &&
+             !__builtin_add_overflow(*rss, sum.rss_bytes, rss) &&
+             !__builtin_add_overflow(*pss, sum.pss_bytes, pss) &&
+             !__builtin_add_overflow(*locked, sum.locked_bytes, locked);
+    }
+    rfsys_maps_free(&maps);
+    return ok;
+}
+
+/*
+ * Resident bytes from one maps read and PAGEMAP_SCAN. Returns 1 with *rss,
+ * 0 when a mapping is missing or a sum overflows, -EOPNOTSUPP where
+ * PAGEMAP_SCAN cannot answer (the caller falls back to smaps).
+ */
+static int mapping_from_pagemap(const char *sysroot, const char *pid,
+                                const struct rf_mapping_meta *mappings, size_t n_mappings,
+                                uint64_t *rss)
+{
+    struct rfsys_maps maps;
+    int fd, rc = 1;
+
+    *rss = 0;
+    fd = rfsys_pagemap_open(sysroot, pid);
+    if (fd < 0)
+        return -EOPNOTSUPP;
+    rfsys_maps_init(&maps);
+    if (rfsys_read_maps(sysroot, pid, &maps) < 0)
+        rc = 0;
+    for (size_t i = 0; rc == 1 && i < n_mappings; i++) {
+        const struct rf_mapping_meta *m = &mappings[i];
+        struct rfsys_mapping_sum sum;
+        int r = m->validated ? rfsys_maps_resident_file(&maps, fd, m->dev_major, m->dev_minor,
+                                                        m->inode, "r--s", &sum)
+                             : -ENOENT;
+        if (r == -EOPNOTSUPP)
+            rc = r;
+        else if (r < 0 || sum.n_mappings == 0 || __builtin_add_overflow(*rss, sum.rss_bytes, rss))
+            rc = 0;
+    }
+    rfsys_maps_free(&maps);
+    close(fd);
+    return rc;
+}
+
+int rf_measure_sample_mapping(const char *sysroot, const char *pid,
+                              const struct rf_mapping_meta *mappings, size_t n_mappings,
+                              enum rf_measure_mapping what, struct rf_residency_sample *out)
+{
+    uint64_t rss = 0, pss = 0, locked = 0;
+    int rc = -EOPNOTSUPP;
+
+    out->has_mapping = out->has_mapping_pss = out->has_mapping_locked = false;
+    out->mapping_rss_bytes = out->mapping_pss_bytes = out->mapping_locked_bytes = 0;
+    out->mapping_source = NULL;
+    out->mapping_not_read = what == RF_MEASURE_MAPPING_NONE;
+    if (n_mappings == 0 || out->mapping_not_read)
+        return 0;
+    if (what == RF_MEASURE_MAPPING_RSS)
+        rc = mapping_from_pagemap(sysroot, pid, mappings, n_mappings, &rss);
+    if (rc == 1) {
+        out->has_mapping = true;
+        out->mapping_rss_bytes = rss;
+        out->mapping_source = "pagemap_scan";
+    } else if (rc == -EOPNOTSUPP &&
+               mapping_from_smaps(sysroot, pid, mappings, n_mappings, &rss, &pss, &locked)) {
+        out->has_mapping = out->has_mapping_pss = out->has_mapping_locked = true;
+        out->mapping_locked_bytes = locked;
+        out->mapping_rss_bytes = rss;
+        out->mapping_pss_bytes = pss;
+        out->mapping_source = "smaps";
+    }
+    return 0;
+}
 
 int rf_measure_sample(const char *sysroot, const char *pid, const struct rf_mapping_meta *mappings,
-                      size_t n_mappings, const char *label, struct rf_residency_sample *out,
-                      struct rfsys_cgroup_memory *cg)
+                      size_t n_mappings, enum rf_measure_mapping what, const char *label,
+                      struct rf_residency_sample *out, struct rfsys_cgroup_memory *cg)
 {
     struct rfsys_cgroup_memory cgm;
     struct rfsys_status st;
-    struct rfsys_maps maps;
 
     memset(out, 0, sizeof(*out));
     out->taken = true;
@@ -29,29 +120,7 @@ int rf_measure_sample(const char *sysroot, const char *pid, const struct rf_mapp
         out->has_locked = st.has_vm_lck;
         out->locked_bytes = st.vm_lck_bytes;
     }
-    rfsys_maps_init(&maps);
-    if (n_mappings > 0 && rfsys_read_smaps(sysroot, pid, &maps) == 0) {
-        bool ok = true;
-        for (size_t i = 0; ok && i < n_mappings; i++) {
-            const struct rf_mapping_meta *m = &mappings[i];
-            struct rfsys_mapping_sum sum;
-            if (!m->validated ||
-                rfsys_maps_sum_file(&maps, m->dev_major, m->dev_minor, m->inode, "r--s", &sum) <
-                    0 ||
-                !sum.complete || sum.n_mappings == 0 ||
-                __builtin_add_overflow(out->mapping_rss_bytes, sum.rss_bytes,
-                                       &out->mapping_rss_bytes) ||
-                __builtin_add_overflow(out->mapping_pss_bytes, sum.pss_bytes,
-                                       &out->mapping_pss_bytes) ||
-                __builtin_add_overflow(out->mapping_locked_bytes, sum.locked_bytes,
-                                       &out->mapping_locked_bytes))
-                ok = false;
-        }
-        out->has_mapping = ok;
-        if (!ok)
-            out->mapping_rss_bytes = out->mapping_pss_bytes = out->mapping_locked_bytes = 0;
-    }
-    rfsys_maps_free(&maps);
+    rf_measure_sample_mapping(sysroot, pid, mappings, n_mappings, what, out);
     if (!cg)
         cg = &cgm;
     if (rfsys_read_cgroup_memory(sysroot, pid, cg) == 0) {
@@ -80,8 +149,8 @@ static void measured(struct rf_ledger *l, enum rf_ledger_category c, bool has, u
         rf_ledger_set_unknown(l, c, source, reason);
 }
 
-void rf_measure_fill_ledger(struct rf_ledger *l, const struct rf_inventory *inv, bool access_probed,
-                            const struct rf_residency_sample *s,
+void rf_measure_fill_ledger(struct rf_ledger *l, const struct rf_inventory *inv,
+                            enum rf_access_basis basis, const struct rf_residency_sample *s,
                             const struct rfsys_cgroup_memory *cg, const char *pid)
 {
     char src[RF_LEDGER_SOURCE_MAX];
@@ -92,28 +161,43 @@ void rf_measure_fill_ledger(struct rf_ledger *l, const struct rf_inventory *inv,
                       RF_PROV_NATIVE_LOGICAL, "GGUF tensor table (gguf_get_tensor_size)",
                       "payload bytes of tensors inside the validated file mapping, repacked "
                       "weights included (their file pages stay mapped); not residency");
-        if (access_probed)
+        if (basis == RF_ACCESS_BASIS_GRAPH_PROBE)
             rf_ledger_set(l, RF_LEDGER_ANONYMOUS_WEIGHTS, inv->totals.anonymous_logical_bytes,
                           RF_PROV_NATIVE_LOGICAL,
                           "GGUF tensor table + graph probe (cb_eval source data pointers)",
                           "GGUF payload bytes of weights the graph reads from an anonymous "
                           "(CPU_REPACK) copy; the copy's own size may differ");
+        else if (basis == RF_ACCESS_BASIS_PLACEMENT)
+            rf_ledger_set(l, RF_LEDGER_ANONYMOUS_WEIGHTS, inv->totals.anonymous_logical_bytes,
+                          RF_PROV_NATIVE_LOGICAL,
+                          "GGUF tensor table + tensor placement (data pointers of llama.cpp's "
+                          "model tensors)",
+                          "GGUF payload bytes of weights the model holds as an anonymous "
+                          "(CPU_REPACK) copy, which every graph reads instead of the file; the "
+                          "copy's own size may differ");
         else
-            rf_ledger_set_unknown(l, RF_LEDGER_ANONYMOUS_WEIGHTS, "graph probe",
-                                  "the access probe did not run: which weights are repacked is "
-                                  "unknown");
+            rf_ledger_set_unknown(l, RF_LEDGER_ANONYMOUS_WEIGHTS, "graph probe or tensor placement",
+                                  "the weights were not classified: which weights are repacked "
+                                  "is unknown");
         if (inv->n_mappings > 0)
             snprintf(dev, sizeof(dev), "dev %02x:%02x inode %llu", inv->mappings[0].dev_major,
                      inv->mappings[0].dev_minor, (unsigned long long)inv->mappings[0].inode);
     }
-    snprintf(src, sizeof(src), "/proc/%s/smaps Rss of r--s mappings of %s", pid, dev);
+    if (s->mapping_source && strcmp(s->mapping_source, "pagemap_scan") == 0)
+        snprintf(src, sizeof(src),
+                 "/proc/%s/pagemap PAGEMAP_SCAN present pages of r--s mappings of %s", pid, dev);
+    else
+        snprintf(src, sizeof(src), "/proc/%s/smaps Rss of r--s mappings of %s", pid, dev);
     measured(l, RF_LEDGER_FILE_BACKED_RESIDENT, s->has_mapping, s->mapping_rss_bytes, src,
              "resident pages of the model mapping in this process; not page cache, not cgroup",
-             "the model mapping was not found in smaps");
+             s->mapping_not_read ? "this sample did not read the mapping"
+                                 : "the model mapping was not found in smaps");
     snprintf(src, sizeof(src), "/proc/%s/smaps Pss of r--s mappings of %s", pid, dev);
-    measured(l, RF_LEDGER_MAPPING_PSS, s->has_mapping, s->mapping_pss_bytes, src,
+    measured(l, RF_LEDGER_MAPPING_PSS, s->has_mapping_pss, s->mapping_pss_bytes, src,
              "proportional share: lower than Rss when other processes map the same pages",
-             "the model mapping was not found in smaps");
+             s->has_mapping        ? "this sample did not read smaps (only PAGEMAP_SCAN: no Pss)"
+             : s->mapping_not_read ? "this sample did not read the mapping"
+                                   : "the model mapping was not found in smaps");
     snprintf(src, sizeof(src), "/proc/%s/status VmRSS", pid);
     measured(l, RF_LEDGER_PROCESS_RSS, s->has_process_rss, s->process_rss_bytes, src,
              "whole process at this sample: mapping pages, repacked copies, runtime, and the "

@@ -5,6 +5,8 @@
  */
 #include "session_internal.h"
 
+#include <stdlib.h>
+
 #include "ramforge/forge_pages.h"
 
 static void fn_lifetime(void *ud, struct rf_native_lifetime *out)
@@ -22,12 +24,35 @@ static void fn_lifetime(void *ud, struct rf_native_lifetime *out)
     };
 }
 
-static void fn_sample(void *ud, const char *label, struct rf_residency_sample *out,
-                      struct rfsys_cgroup_memory *cg)
+static void fn_sample(void *ud, const char *label, enum rf_measure_mapping what,
+                      struct rf_residency_sample *out, struct rfsys_cgroup_memory *cg)
 {
     size_t n;
     const struct rf_mapping_meta *mm = forge_model_mappings(ud, &n);
-    rf_measure_sample(NULL, "self", mm, n, label, out, cg);
+    rf_measure_sample(NULL, "self", mm, n, what, label, out, cg);
+}
+
+static void fn_sample_mapping(void *ud, enum rf_measure_mapping what,
+                              struct rf_residency_sample *out)
+{
+    size_t n;
+    const struct rf_mapping_meta *mm = forge_model_mappings(ud, &n);
+    rf_measure_sample_mapping(NULL, "self", mm, n, what, out);
+}
+
+/* One validation and one maps read for a whole snapshot (forge_page_pass). */
+static void *fn_page_pass_begin(void *ud)
+{
+    struct forge_page_pass *pass = calloc(1, sizeof(*pass));
+    if (pass)
+        forge_page_pass_begin(ud, pass);
+    return pass;
+}
+
+static void fn_page_pass_end(void *pass)
+{
+    forge_page_pass_end(pass);
+    free(pass);
 }
 
 static int fn_release(void *ud, const struct rf_file_range *ranges, size_t n,
@@ -66,10 +91,13 @@ static void fn_lease_end(void *ud)
 const struct rf_session_native rf_session_forge_native = {
     .lifetime = fn_lifetime,
     .sample = fn_sample,
+    .sample_mapping = fn_sample_mapping,
     .release = fn_release,
     .prefetch = fn_prefetch,
     .page_source = fn_page_source,
-    .page_sampler = forge_page_sampler,
+    .page_pass_begin = fn_page_pass_begin,
+    .page_sampler = forge_page_pass_sampler,
+    .page_pass_end = fn_page_pass_end,
     .cgroup_tree = fn_cgroup_tree,
     .lease_begin = fn_lease_begin,
     .lease_end = fn_lease_end,

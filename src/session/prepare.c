@@ -8,10 +8,10 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/report_json.h"
@@ -31,7 +31,8 @@ bool ses_estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uint64
 {
     if (info->n_head <= 0 || info->n_head_kv <= 0 || info->n_layer <= 0 || info->n_embd <= 0)
         return false;
-    uint64_t n_embd_kv = (uint64_t)info->n_embd / (uint64_t)info->n_head * (uint64_t)info->n_head_kv;
+    uint64_t n_embd_kv =
+        (uint64_t)info->n_embd / (uint64_t)info->n_head * (uint64_t)info->n_head_kv;
     return rf_admission_kv_bytes((uint64_t)info->n_layer, n_ctx, n_embd_kv, n_embd_kv, 2, out) == 0;
 }
 
@@ -60,8 +61,8 @@ int rf_session_admit(struct rf_session *s, const struct rf_operation_request *re
     in.mode = s->p.admission_mode;
     in.phase = RF_ADMISSION_AFTER_LOAD;
     if (now) {
-        in.process_rss = measured(now->has_process_rss, now->process_rss_bytes,
-                                  "/proc/self/status VmRSS");
+        in.process_rss =
+            measured(now->has_process_rss, now->process_rss_bytes, "/proc/self/status VmRSS");
         in.anonymous = measured(now->has_anon, now->anon_bytes, "/proc/self/status RssAnon");
         in.mapping_rss = measured(now->has_mapping, now->mapping_rss_bytes,
                                   "/proc/self/smaps Rss of the model mappings");
@@ -164,13 +165,14 @@ int rf_session_preload_admit(const char *path, bool use_extra_bufts,
     }
     in.model_cached = cached_bytes(path);
     if (in.model_cached.has)
-        in.mapped_weights = rf_admission_figure_of(
-            est.file_size_bytes > in.model_cached.bytes ? est.file_size_bytes - in.model_cached.bytes
-                                                        : 0,
-            RF_PROV_ESTIMATED, "GGUF file size minus its cached bytes");
-    in.repacked_weights = rf_admission_figure_of(
-        est.repacked_bytes, RF_PROV_ESTIMATED,
-        "GGUF header: blk.* Q4_0/Q4_K/IQ4_NL weights (CPU_REPACK on AVX2)");
+        in.mapped_weights =
+            rf_admission_figure_of(est.file_size_bytes > in.model_cached.bytes
+                                       ? est.file_size_bytes - in.model_cached.bytes
+                                       : 0,
+                                   RF_PROV_ESTIMATED, "GGUF file size minus its cached bytes");
+    in.repacked_weights =
+        rf_admission_figure_of(est.repacked_bytes, RF_PROV_ESTIMATED,
+                               "GGUF header: blk.* Q4_0/Q4_K/IQ4_NL weights (CPU_REPACK on AVX2)");
     in.file_working_set = rf_admission_figure_of(
         est.file_working_set_bytes, RF_PROV_ESTIMATED,
         "GGUF header: weights read from the mapping (not repacked, not token_embd)");
@@ -278,14 +280,16 @@ static void staged_cache(struct rf_session *s, struct rf_recon_value *cached,
         if (rf_inventory_lookup(&s->inv, key, &e) == 0)
             pages += rf_page_range_pages(e->pages);
     }
+    void *pass = s->native->page_pass_begin(s->ud);
     rp.page_budget_pages = pages;
-    rp.sample = s->native->page_sampler;
-    rp.sample_ud = s->ud;
+    rp.sample = pass ? s->native->page_sampler : NULL; /* no pass: every page unknown */
+    rp.sample_ud = pass;
     rp.source = src.source;
     rp.targeted = targets;
     rp.n_targeted = n_targets;
-    if (rf_residency_snapshot_take(&s->inv, &rp, &snap) == 0 &&
-        snap.coverage.targeted.resident_pages <= INT64_MAX) {
+    int taken = rf_residency_snapshot_take(&s->inv, &rp, &snap);
+    s->native->page_pass_end(pass);
+    if (taken == 0 && snap.coverage.targeted.resident_pages <= INT64_MAX) {
         cached->has_value = sampled->has_value = true;
         cached->value = (int64_t)snap.coverage.targeted.resident_pages;
         sampled->value = (int64_t)(snap.coverage.targeted.resident_pages +
@@ -317,7 +321,7 @@ int rf_session_stage(struct rf_session *s, uint64_t budget_bytes)
         return 0;
     }
     staged_cache(s, &r->staging_cached_before, &r->staging_sampled_pages);
-    if (!s->n_samples && ses_take_sample(s, "before_staging") < 0)
+    if (!s->n_samples && ses_take_sample(s, "before_staging", RF_MEASURE_MAPPING_RSS) < 0)
         return -ENOMEM;
     size_t before_i = s->n_samples - 1;
     rc = s->native->prefetch(s->ud, s->op.staging.ranges, s->op.staging.n_ranges, &res);
@@ -333,7 +337,7 @@ int rf_session_stage(struct rf_session *s, uint64_t budget_bytes)
     }
     rf_timing_add(&s->op.timing, RF_TIMER_STAGING, rf_now_ns() - t0);
     staged_cache(s, &r->staging_cached_after, &r->staging_sampled_pages);
-    long after_i = ses_take_sample(s, "after_staging");
+    long after_i = ses_take_sample(s, "after_staging", RF_MEASURE_MAPPING_RSS);
     if (after_i < 0)
         return (int)after_i;
     const struct rf_residency_sample *before = &s->samples[before_i], *after = &s->samples[after_i];

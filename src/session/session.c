@@ -58,7 +58,7 @@ struct rf_session_params rf_session_default_params(void)
         .release_mode = FORGE_RELEASE_DONTNEED,
         .release_dead_file_pages = true,
         .page_budget_pages = RF_RESIDENCY_DEFAULT_BUDGET_PAGES,
-        .probe_access = true,
+        .probe_access = false,
     };
     return p;
 }
@@ -101,6 +101,7 @@ static void op_identity(struct rf_session *s, struct rf_report *r)
     r->model_n_params = s->model.info.n_params;
     r->instance_id = s->model.instance_id;
     r->access_probed = s->model.info.access_probed;
+    r->access_basis = s->model.info.access_basis;
     r->policy = rf_policy_name(p->policy);
     r->policy_plans = rf_policy_plans(p->policy);
     r->policy_mutates = rf_policy_mutates(p->policy);
@@ -159,8 +160,8 @@ static void kernel_verdict(struct rf_session *s)
     struct rfsys_cgroup_tree *after = calloc(1, sizeof(*after));
     op->rep.cgroup_verdict_reason = "the cgroup counters could not be read";
     if (op->has_tree_before && after && s->native->cgroup_tree(s->ud, after) == 0 &&
-        rf_cgroup_verdict_build(op->tree_before.levels, op->tree_before.n, after->levels,
-                                after->n, &op->verdict) == 0) {
+        rf_cgroup_verdict_build(op->tree_before.levels, op->tree_before.n, after->levels, after->n,
+                                &op->verdict) == 0) {
         op->rep.cgroup_verdict = &op->verdict;
         op->rep.cgroup_verdict_reason = NULL;
         if (op->verdict.oom_killed)
@@ -176,14 +177,15 @@ static void kernel_verdict(struct rf_session *s)
 /* ------------------------------------------------------------------ samples */
 
 /* Takes the next sample; returns its index or -ENOMEM. */
-long ses_take_sample(struct rf_session *s, const char *label)
+long ses_take_sample(struct rf_session *s, const char *label, enum rf_measure_mapping what)
 {
     if (ses_grow((void **)&s->samples, &s->cap_samples, s->n_samples + 1, sizeof(*s->samples)) < 0)
         return -ENOMEM;
     struct rf_residency_sample *smp = &s->samples[s->n_samples];
     uint64_t t0 = rf_now_ns();
     memset(smp, 0, sizeof(*smp));
-    s->native->sample(s->ud, label, smp, &s->cg);
+    s->native->sample(s->ud, label, s->p.sample_smaps ? RF_MEASURE_MAPPING_SMAPS : what, smp,
+                      &s->cg);
     smp->label = label;
     smp->taken = true;
     rf_timing_add(&s->op.timing, RF_TIMER_OBSERVATION, rf_now_ns() - t0);
@@ -314,6 +316,20 @@ static int create_forge(struct forge_model *m, bool owns, uint64_t load_ns,
     return rc;
 }
 
+/*
+ * The weights' classification a session's params ask of forge: by
+ * placement when observing; the probe when asked or when the policy
+ * releases (its after-load release needs the probe's execution and
+ * graph-observed eligibility).
+ */
+static void model_params_of(const struct rf_session_params *p, struct forge_model_params *fp)
+{
+    bool observing = p->policy != RF_POLICY_OFF;
+    fp->placement_access = observing;
+    fp->probe_access = observing && (p->probe_access || rf_policy_mutates(p->policy));
+    fp->n_threads = p->n_threads;
+}
+
 int rf_session_load(const char *path, const struct forge_model_params *mp,
                     struct rf_session_params params, struct rf_session **out,
                     char err[FORGE_ERR_MAX])
@@ -325,14 +341,12 @@ int rf_session_load(const char *path, const struct forge_model_params *mp,
         snprintf(err, FORGE_ERR_MAX, "invalid session parameters");
         return -EINVAL;
     }
-    if (!mp) {
-        fp.probe_access = params.probe_access && params.policy != RF_POLICY_OFF;
-        fp.n_threads = params.n_threads;
-    }
+    if (!mp)
+        model_params_of(&params, &fp);
     /* The kernel's verdict of the first operation counts from before the load. */
     struct rfsys_cgroup_tree *pre = calloc(1, sizeof(*pre));
-    bool has_pre = pre && params.policy != RF_POLICY_OFF &&
-                   rfsys_read_cgroup_tree(NULL, "self", pre) == 0;
+    bool has_pre =
+        pre && params.policy != RF_POLICY_OFF && rfsys_read_cgroup_tree(NULL, "self", pre) == 0;
     uint64_t t0 = rf_now_ns();
     int rc = forge_model_load(path, &fp, &m, err);
     if (rc == 0) {
@@ -358,8 +372,7 @@ int rf_session_wrap(struct llama_model *model, const char *path, struct rf_sessi
         snprintf(err, FORGE_ERR_MAX, "invalid session parameters");
         return -EINVAL;
     }
-    fp.probe_access = params.probe_access && params.policy != RF_POLICY_OFF;
-    fp.n_threads = params.n_threads;
+    model_params_of(&params, &fp);
     int rc = forge_model_wrap(model, path, &fp, &m, err);
     if (rc < 0)
         return rc;
@@ -556,22 +569,25 @@ static void take_page_snapshot(struct rf_session *s)
         r->page_snapshot_reason = "the model mapping's page source is unavailable";
         return;
     }
+    void *pass = s->native->page_pass_begin(s->ud);
     rp.page_budget_pages = s->p.page_budget_pages;
-    rp.sample = s->native->page_sampler;
-    rp.sample_ud = s->ud;
+    rp.sample = pass ? s->native->page_sampler : NULL; /* no pass: every page unknown */
+    rp.sample_ud = pass;
     rp.source = src->source;
     if (r->plan) {
         rp.targeted = r->plan->selected;
         rp.n_targeted = r->plan->n_selected;
     }
-    if (rf_residency_snapshot_take(&s->inv, &rp, &s->op.snapshot) == 0)
+    int taken = rf_residency_snapshot_take(&s->inv, &rp, &s->op.snapshot);
+    s->native->page_pass_end(pass);
+    if (taken == 0)
         r->page_snapshot = &s->op.snapshot;
     else
         r->page_snapshot_reason = "the page snapshot failed";
-    r->has_file_cache = src->cachestat_error == 0;
-    r->file_cached_pages = src->cachestat.nr_cache;
+    r->has_file_cache = src->file_cache_error == 0;
+    r->file_cached_pages = src->file_cached_pages;
     r->file_cache_page_bytes = src->page_bytes;
-    r->file_cache_source = src->cachestat_source;
+    r->file_cache_source = src->file_cache_source;
     rf_timing_add(&s->op.timing, RF_TIMER_OBSERVATION, rf_now_ns() - t0);
 }
 
@@ -619,8 +635,14 @@ int rf_session_operation_end(struct rf_session *s, const struct rf_operation_out
     if (rc < 0)
         return rc;
     if (s->p.policy != RF_POLICY_OFF) {
-        const struct rf_residency_sample *last = ses_last_sample(s);
-        rf_measure_fill_ledger(&op->ledger, &s->inv, s->model.info.access_probed, last, &s->cg,
+        struct rf_residency_sample *last = s->n_samples ? &s->samples[s->n_samples - 1] : NULL;
+        /* The ledger's sample: Rss and Pss from one smaps read. */
+        if (last && (!last->mapping_source || strcmp(last->mapping_source, "smaps") != 0)) {
+            uint64_t t0 = rf_now_ns();
+            s->native->sample_mapping(s->ud, RF_MEASURE_MAPPING_SMAPS, last);
+            rf_timing_add(&op->timing, RF_TIMER_OBSERVATION, rf_now_ns() - t0);
+        }
+        rf_measure_fill_ledger(&op->ledger, &s->inv, s->model.info.access_basis, last, &s->cg,
                                "self");
         fill_native_ledger(s);
         if (op->rep.staging) {

@@ -30,18 +30,25 @@
 struct rf_session_native {
     /* The gate's facts now (contract, instance, quiescence, counters). */
     void (*lifetime)(void *ud, struct rf_native_lifetime *out);
-    /* A point-in-time sample labelled label; cg receives the cgroup figures. */
-    void (*sample)(void *ud, const char *label, struct rf_residency_sample *out,
-                   struct rfsys_cgroup_memory *cg);
+    /* A point-in-time sample labelled label reading the mapping as `what` says
+       (rf_measure_sample's contract); cg receives the cgroup figures. */
+    void (*sample)(void *ud, const char *label, enum rf_measure_mapping what,
+                   struct rf_residency_sample *out, struct rfsys_cgroup_memory *cg);
+    /* Re-reads only the mapping figures of *out (rf_measure_sample_mapping). */
+    void (*sample_mapping)(void *ud, enum rf_measure_mapping what,
+                           struct rf_residency_sample *out);
     /* forge_model_release's contract. */
     int (*release)(void *ud, const struct rf_file_range *ranges, size_t n,
                    enum forge_release_mode mode, struct forge_release_result *out, int *errs);
     /* forge_model_prefetch's contract, default chunk. */
     int (*prefetch)(void *ud, const struct rf_file_range *ranges, size_t n,
                     struct forge_prefetch_result *out);
-    /* forge_model_page_source's contract; page_sampler samples pages (residency.h). */
+    /* forge_model_page_source's contract; page_sampler samples pages (residency.h)
+       with the user data page_pass_begin returns, valid until page_pass_end. */
     int (*page_source)(void *ud, struct forge_page_source *out);
+    void *(*page_pass_begin)(void *ud);
     rf_page_sampler_fn page_sampler;
+    void (*page_pass_end)(void *pass);
     /* The process's memory cgroup and its ancestors (rfsys_read_cgroup_tree's contract). */
     int (*cgroup_tree)(void *ud, struct rfsys_cgroup_tree *out);
     /* The execution lease around a decode. */
@@ -149,8 +156,12 @@ int ses_grow(void **arr, size_t *cap, size_t need, size_t elem);
 void ses_add_warning(struct rf_session *s, const char *w);
 /* Opens the next operation when the current one has ended. */
 void ses_op_open(struct rf_session *s);
-/* Takes the next sample through the native layer; its index or -ENOMEM. */
-long ses_take_sample(struct rf_session *s, const char *label);
+/*
+ * Takes the next sample through the native layer; its index or -ENOMEM.
+ * The mapping is read as `what` says (smaps at every sample with
+ * params.sample_smaps).
+ */
+long ses_take_sample(struct rf_session *s, const char *label, enum rf_measure_mapping what);
 /* The latest sample, or NULL. */
 const struct rf_residency_sample *ses_last_sample(const struct rf_session *s);
 /* after - before when both are known and fit int64, else absent. */

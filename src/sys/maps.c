@@ -6,13 +6,39 @@
  * much of it is resident. A model process has a few hundred to a few
  * thousand VMAs; smaps of such a process is a few MiB of text, read in one
  * bounded slurp and parsed in place.
+ *
+ * Reading smaps costs more than its text: the kernel walks every page of
+ * every mapping to add up Rss and Pss (about 8 ms for a 1.1 GiB model
+ * mapping here). Where only the model mapping's resident bytes are needed,
+ * rfsys_maps_resident_file asks PAGEMAP_SCAN about that mapping alone
+ * (about 1.3 ms for the same mapping).
  */
 #include "ramforge/sys.h"
 #include "sys_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+/*
+ * PAGEMAP_SCAN of Linux 6.7 (uapi linux/fs.h), spelled out here because
+ * older userspace headers lack it: the ioctl number encodes the size of
+ * the argument, which is the kernel's struct pm_scan_arg field for field.
+ */
+struct pm_region {
+    uint64_t start, end, categories;
+};
+struct pm_scan_arg {
+    uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages;
+    uint64_t category_inverted, category_mask, category_anyof_mask, return_mask;
+};
+#define PM_SCAN_IOCTL _IOWR('f', 16, struct pm_scan_arg)
+#define PM_PAGE_IS_PRESENT (1u << 3)
+/* Ranges asked for per ioctl; a fragmented mapping takes several calls. */
+#define PM_SCAN_REGIONS 128
 
 /* Suffix the kernel appends to the path of an unlinked file. */
 #define DELETED_SUFFIX " (deleted)"
@@ -302,4 +328,91 @@ int rfsys_maps_sum_file(const struct rfsys_maps *maps, uint32_t dev_major, uint3
 
 out:
     return ret;
+}
+
+int rfsys_pagemap_open(const char *sysroot, const char *pid)
+{
+    char rel[64], path[4096];
+    int rc = rfsys__proc_path(rel, sizeof(rel), pid, "pagemap");
+
+    if (rc == 0)
+        rc = rfsys__path(path, sizeof(path), sysroot, rel);
+    if (rc < 0)
+        return rc;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+/*
+ * Present bytes of [start, end) (page aligned, from maps) by PAGEMAP_SCAN:
+ * the kernel returns the present pages as merged ranges, PM_SCAN_REGIONS
+ * at a time, and where it stopped (walk_end).
+ */
+static int present_bytes(int fd, uint64_t start, uint64_t end, uint64_t *bytes)
+{
+    struct pm_region vec[PM_SCAN_REGIONS];
+    uint64_t cur = start, sum = 0;
+
+    while (cur < end) {
+        struct pm_scan_arg a = {
+            .size = sizeof(a),
+            .start = cur,
+            .end = end,
+            .vec = (uint64_t)(uintptr_t)vec,
+            .vec_len = PM_SCAN_REGIONS,
+            .category_mask = PM_PAGE_IS_PRESENT,
+            .return_mask = PM_PAGE_IS_PRESENT,
+        };
+        long n = ioctl(fd, PM_SCAN_IOCTL, &a);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return errno == ENOTTY ? -EOPNOTSUPP : -errno;
+        for (long i = 0; i < n; i++) {
+            if (vec[i].end < vec[i].start ||
+                __builtin_add_overflow(sum, vec[i].end - vec[i].start, &sum))
+                return -EOVERFLOW;
+        }
+        if (a.walk_end <= cur || a.walk_end > end)
+            return -EIO; /* no progress: not an answer this code understands */
+        cur = a.walk_end;
+    }
+    *bytes = sum;
+    return 0;
+}
+
+int rfsys_maps_resident_file(const struct rfsys_maps *maps, int pagemap_fd, uint32_t dev_major,
+                             uint32_t dev_minor, uint64_t inode, const char *perms,
+                             struct rfsys_mapping_sum *out)
+{
+    struct rfsys_mapping_sum sum;
+    int rc = 0;
+
+    if (!out)
+        return -EINVAL;
+    memset(out, 0, sizeof(*out));
+    if (!maps || (maps->n && !maps->v) || pagemap_fd < 0)
+        return -EINVAL;
+    memset(&sum, 0, sizeof(sum));
+    sum.complete = true;
+    for (size_t i = 0; i < maps->n; i++) {
+        const struct rfsys_mapping *m = &maps->v[i];
+        uint64_t present;
+
+        if (m->dev_major != dev_major || m->dev_minor != dev_minor || m->inode != inode ||
+            (perms && strcmp(m->perms, perms) != 0))
+            continue;
+        if (m->end_addr < m->start_addr)
+            return -EINVAL;
+        sum.n_mappings++;
+        rc = present_bytes(pagemap_fd, m->start_addr, m->end_addr, &present);
+        if (rc < 0)
+            return rc;
+        if (__builtin_add_overflow(sum.virtual_bytes, m->end_addr - m->start_addr,
+                                   &sum.virtual_bytes) ||
+            __builtin_add_overflow(sum.rss_bytes, present, &sum.rss_bytes))
+            return -EOVERFLOW;
+    }
+    *out = sum;
+    return 0;
 }

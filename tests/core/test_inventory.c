@@ -356,6 +356,10 @@ static void test_names(void **state)
     assert_string_equal(rf_weight_access_name(RF_ACCESS_UNREFERENCED), "unreferenced");
     assert_string_equal(rf_weight_access_name(RF_ACCESS_UNKNOWN), "unknown");
     assert_null(rf_weight_access_name((enum rf_weight_access)42));
+    assert_string_equal(rf_access_basis_name(RF_ACCESS_BASIS_NONE), "none");
+    assert_string_equal(rf_access_basis_name(RF_ACCESS_BASIS_GRAPH_PROBE), "graph_probe");
+    assert_string_equal(rf_access_basis_name(RF_ACCESS_BASIS_PLACEMENT), "placement");
+    assert_null(rf_access_basis_name((enum rf_access_basis)42));
     assert_string_equal(rf_eligibility_name(RF_ELIGIBLE), "eligible");
     assert_string_equal(rf_eligibility_name(RF_ELIGIBLE_DEAD_FILE_PAGES),
                         "eligible_dead_file_pages");

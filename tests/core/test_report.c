@@ -194,6 +194,7 @@ static void build_observe(struct fixture *f)
     f->r.model_n_params = 1000;
     f->r.instance_id = 3;
     f->r.access_probed = true;
+    f->r.access_basis = RF_ACCESS_BASIS_GRAPH_PROBE;
     f->r.policy = "observe";
     f->r.inventory = &f->inv;
     f->r.ledger = &f->ledger;
@@ -285,6 +286,8 @@ static void test_top_level_keys(void **state)
     assert_json_int(at(doc, "model", "file_size_bytes"), 40960);
     assert_json_int(at(doc, "model", "inventory_generation"), 7);
     assert_null(at(doc, "model", "reason"));
+    assert_string_equal(json_string_value(at(doc, "model", "access_basis")), "graph_probe");
+    assert_non_null(strstr(json_string_value(at(doc, "model", "access_note")), "decode graph"));
     assert_json_int(at(doc, "native", "active_contexts"), 1);
     assert_json_int(at(doc, "native", "contract_version"), 1);
     assert_string_equal(json_string_value(at(doc, "native", "observed_at")), "after_session");
@@ -498,6 +501,20 @@ static void test_policy_off_absent_ledger(void **state)
     assert_json_null(at(doc, "model", "inventory_generation"));
     assert_string_equal(json_string_value(at(doc, "model", "reason")), "residency policy off");
     assert_int_equal(json_array_size(at(doc, "residency", "samples")), 0);
+    json_decref(doc);
+
+    /* Placement: the note says what was not observed and how to get it. */
+    f.r.access_probed = false;
+    f.r.access_basis = RF_ACCESS_BASIS_PLACEMENT;
+    doc = report_of(&f.r);
+    assert_string_equal(json_string_value(at(doc, "model", "access_basis")), "placement");
+    assert_non_null(strstr(json_string_value(at(doc, "model", "access_note")), "not observed"));
+    assert_non_null(strstr(json_string_value(at(doc, "model", "access_note")), "--access-probe"));
+    json_decref(doc);
+    f.r.access_basis = RF_ACCESS_BASIS_NONE;
+    doc = report_of(&f.r);
+    assert_string_equal(json_string_value(at(doc, "model", "access_basis")), "none");
+    assert_non_null(strstr(json_string_value(at(doc, "model", "access_note")), "not classified"));
     json_decref(doc);
 
     /* No reason given: still a non-empty reason, never null. */

@@ -594,7 +594,67 @@ def case_staging(c):
                  "invalid size for --staging-budget")
 
 
+def case_observe_cost(c):
+    """What observe reads by default, and the opt-ins that read more.
+
+    observe classifies weights by placement (no decode) and reads the
+    mapping's resident bytes with PAGEMAP_SCAN; only the ledger's sample
+    reads smaps (Rss and Pss). Placement is checked against the graph probe
+    of `inspect --json` (an independent classification) on a repacked Q4_0
+    model; the ledger's Rss against /proc/PID/smaps read here."""
+    model = c.model("tiny", "q4_0")
+    inv = json.loads(c.run("inspect", "--json", model).stdout)
+    n_anon = sum(t["access"] == "anonymous" for t in inv["tensors"])
+    check(n_anon > 0, "no repacked weights seen on a Q4_0 model")
+    doc, _ = c.report(model, n=4)
+    check(not validate_report.validate(c.schema, c.last_report), "observe report vs schema")
+    m = doc["model"]
+    check(m["access_basis"] == "placement" and m["access_probed"] is False, f"basis {m}")
+    check("--access-probe" in m["access_note"], "the note names the opt-in")
+    # Every total the access decides (anonymous, eligible, reclaimable) as the probe found it.
+    check(doc["model"]["inventory"]["totals"] == inv["totals"],
+          f"placement totals {doc['model']['inventory']['totals']} != probe {inv['totals']}")
+    check(doc["lifetime"]["state_counts"] is not None, "lifetime counts")
+    samples = doc["residency"]["samples"]
+    last = samples[-1]
+    check(last["mapping_source"] == "smaps" and last["mapping_pss_bytes"] is not None,
+          f"the ledger's sample reads smaps: {last}")
+    led = ledger_map(doc)
+    check(led["MappingPss"]["value_bytes"] == last["mapping_pss_bytes"] and
+          led["FileBackedResident"]["value_bytes"] == last["mapping_rss_bytes"], "ledger sample")
+    first = samples[0]
+    if first["mapping_source"] == "smaps":
+        print("note: no PAGEMAP_SCAN on this kernel (Linux < 6.7): every sample reads smaps")
+    else:
+        check(first["mapping_source"] == "pagemap_scan" and first["mapping_pss_bytes"] is None
+              and "--sample-smaps" in first["mapping_reason"], f"after_load {first}")
+        check(first["mapping_rss_bytes"] > 0, "after_load resident bytes")
+    end = [s for s in samples if s["label"] == "end_of_session"]
+    check(len(end) == 1 and end[0]["mapping_source"] is None and end[0]["mapping_rss_bytes"] is None
+          and "not read" in end[0]["mapping_reason"] and end[0]["process_rss_bytes"] > 0,
+          f"end_of_session reads the process only: {end}")
+    # --sample-smaps: every sample with Pss; --access-probe: the graph probe's basis.
+    full, _ = c.report(model, "--sample-smaps", "--access-probe", n=4)
+    check(not validate_report.validate(c.schema, c.last_report), "opt-in report vs schema")
+    check(all(s["mapping_source"] == "smaps" and s["mapping_pss_bytes"] is not None
+              for s in full["residency"]["samples"]), "--sample-smaps")
+    check(full["model"]["access_basis"] == "graph_probe" and full["model"]["access_probed"],
+          "--access-probe")
+    check(full["output"]["token_ids"] == doc["output"]["token_ids"], "tokens changed")
+    # A releasing policy keeps the graph probe by default; off classifies nothing.
+    mb, _ = c.report(model, "--residency-policy", "conservative", n=4)
+    check(mb["model"]["access_basis"] == "graph_probe", "conservative probes")
+    off, _ = c.report(model, "--residency-policy", "off", n=4)
+    check(off["model"]["access_basis"] == "none", "off classifies nothing")
+    # The ledger's smaps figure against /proc/PID/smaps read here.
+    held, measured, pid = held_run(c, model, "-n", "4")
+    reported = ledger_map(held)["FileBackedResident"]["value_bytes"]
+    check(abs(reported - measured) <= 0.01 * measured,
+          f"FileBackedResident {reported} vs /proc/{pid}/smaps {measured}")
+
+
 CASES = {
+    "observe_cost": case_observe_cost,
     "report": case_report, "smaps": case_smaps, "parity": case_parity,
     "repack": case_repack, "badinput": case_badinput, "mkmodel": case_mkmodel,
     "memory_bound": case_memory_bound, "conservative": case_conservative,

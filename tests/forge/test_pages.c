@@ -5,7 +5,9 @@
  * (rfsys_file_pages): both observe the same page cache. Also: the sampler
  * as the snapshot's callback, bad arguments, the fake-residency rule as an
  * unprivileged child (root only), and a mapping that disappears between
- * listing and sampling (last: it damages the model's mapping).
+ * listing and sampling (last: it damages the model's mapping). A page pass
+ * (one validation, many windows) must answer exactly what the per-call
+ * sampler answers, in every one of these cases.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -101,11 +103,82 @@ static void check_all_tensors_match_independent(bool expect_all_resident)
     assert_true(truncated >= 1); /* token_embd of small/f32 is ~8000 pages */
 }
 
+/*
+ * One page pass over the whole validated fragment, in windows of
+ * RF_PAGE_WINDOW_PAGES: each window equals the independent view and the
+ * per-call sampler.
+ */
+static void check_pass_matches_independent(void)
+{
+    size_t nm;
+    const struct rf_mapping_meta *mm = forge_model_mappings(model, &nm);
+    const uint64_t page = rfsys_page_bytes();
+    const uint64_t first = mm[0].map_offset_bytes / page;
+    const uint64_t end = (mm[0].map_offset_bytes + mm[0].map_length_bytes) / page;
+    static uint8_t want[RF_PAGE_WINDOW_PAGES], per_call[RF_PAGE_WINDOW_PAGES];
+    struct forge_page_pass pass;
+    int windows = 0;
+
+    assert_int_equal(forge_page_pass_begin(model, &pass), 0);
+    assert_int_equal(pass.error, 0);
+    for (uint64_t cur = first; cur < end; windows++) {
+        uint64_t n = end - cur < RF_PAGE_WINDOW_PAGES ? end - cur : RF_PAGE_WINDOW_PAGES;
+        assert_int_equal(forge_page_pass_sample(&pass, 0, cur, n, states), 0);
+        independent_states(cur, n, want);
+        assert_memory_equal(states, want, (size_t)n);
+        assert_int_equal(forge_model_sample_pages(model, 0, cur, n, per_call), 0);
+        assert_memory_equal(states, per_call, (size_t)n);
+        cur += n;
+    }
+    assert_true(windows >= 2);
+    forge_page_pass_end(&pass);
+    forge_page_pass_end(&pass); /* twice, and NULL: no-ops */
+    forge_page_pass_end(NULL);
+}
+
 /* llama.cpp's load prefetches the whole mapping: every page is in the page cache. */
 static void test_samples_after_load(void **state)
 {
     (void)state;
     check_all_tensors_match_independent(true);
+    check_pass_matches_independent();
+}
+
+/*
+ * The whole file's cached pages of forge_model_page_source against the
+ * whole file's cachestat and an independent mincore census of the file.
+ */
+static void check_file_cache(const struct forge_page_source *src)
+{
+    struct rfsys_file_pages fp;
+    struct rfsys_cachestat cs;
+    uint64_t census = 0;
+
+    assert_int_equal(rfsys_file_pages_open(model_path, &fp), 0);
+    assert_int_equal(fp.method, RFSYS_PAGES_MINCORE);
+    for (uint64_t cur = 0; cur < src->file_pages;) {
+        uint64_t k = src->file_pages - cur < RF_PAGE_WINDOW_PAGES ? src->file_pages - cur
+                                                                    : RF_PAGE_WINDOW_PAGES;
+        assert_int_equal(rfsys_file_pages_sample(&fp, cur, k, states), 0);
+        for (uint64_t i = 0; i < k; i++)
+            census += states[i] == RF_PAGE_RESIDENT;
+        cur += k;
+    }
+    int cs_rc = rfsys_cachestat(fp.fd, 0, 0, &cs);
+    rfsys_file_pages_close(&fp);
+    if (src->file_cache_error != 0) {
+        /* only without cachestat for the header pages llama.cpp unmapped */
+        assert_int_not_equal(cs_rc, 0);
+        assert_non_null(strstr(src->file_cache_source, "unknown: "));
+        return;
+    }
+    assert_int_equal(src->file_cached_pages, census);
+    if (cs_rc == 0)
+        assert_int_equal(src->file_cached_pages, cs.nr_cache);
+    size_t nm;
+    const struct rf_mapping_meta *mm = forge_model_mappings(model, &nm);
+    if (mm[0].map_offset_bytes > 0)
+        assert_non_null(strstr(src->file_cache_source, "mincore (mapped pages) + cachestat"));
 }
 
 static void test_snapshot_with_forge_sampler(void **state)
@@ -122,12 +195,7 @@ static void test_snapshot_with_forge_sampler(void **state)
     assert_int_equal(forge_model_page_source(model, &src), 0);
     assert_true(src.mincore_trustworthy);
     assert_string_equal(src.source, "mincore");
-    if (src.cachestat_error == 0) {
-        assert_string_equal(src.cachestat_source, "cachestat");
-        assert_int_equal(src.cachestat.nr_cache, src.file_pages); /* all cached after load */
-    } else {
-        assert_non_null(strstr(src.cachestat_source, "unknown: "));
-    }
+    check_file_cache(&src);
     rf_inventory_init(&inv);
     assert_int_equal(rf_inventory_build(t, n, mm, nm, rfsys_page_bytes(), 1, &inv), 0);
     struct rf_residency_params p = rf_residency_default_params();
@@ -144,7 +212,27 @@ static void test_snapshot_with_forge_sampler(void **state)
     assert_int_equal(snap.coverage.targeted.coverage_bp, 10000);
     assert_int_equal(snap.coverage.selected_fully_observed, 2);
     assert_int_equal(snap.coverage.general.resident_pages, snap.coverage.general.available_pages);
+
+    /* The same snapshot through a page pass: the same coverage, resource for resource. */
+    struct rf_residency_snapshot by_pass;
+    struct forge_page_pass pass;
+    assert_int_equal(forge_page_pass_begin(model, &pass), 0);
+    p.sample = forge_page_pass_sampler;
+    p.sample_ud = &pass;
+    rf_residency_snapshot_init(&by_pass);
+    assert_int_equal(rf_residency_snapshot_take(&inv, &p, &by_pass), 0);
+    forge_page_pass_end(&pass);
+    assert_memory_equal(&by_pass.coverage, &snap.coverage, sizeof(snap.coverage));
+    assert_int_equal(by_pass.n, snap.n);
+    assert_int_equal(by_pass.sampler_calls, snap.sampler_calls);
+    for (size_t i = 0; i < snap.n; i++) {
+        assert_int_equal(by_pass.resources[i].resident_pages, snap.resources[i].resident_pages);
+        assert_int_equal(by_pass.resources[i].unknown_pages, snap.resources[i].unknown_pages);
+    }
+    rf_residency_snapshot_free(&by_pass);
     rf_residency_snapshot_free(&snap);
+    p.sample = forge_page_sampler;
+    p.sample_ud = model;
 
     /* a small budget: partial, and unknown rather than nonresident */
     p.page_budget_pages = 3;
@@ -172,6 +260,10 @@ static void test_after_pageout_views_agree(void **state)
     struct forge_release_result r;
     assert_int_equal(forge_model_release(model, &all, 1, FORGE_RELEASE_PAGEOUT, &r, NULL), 0);
     check_all_tensors_match_independent(false);
+    check_pass_matches_independent();
+    struct forge_page_source src;
+    assert_int_equal(forge_model_page_source(model, &src), 0);
+    check_file_cache(&src);
 }
 
 static void test_bad_arguments(void **state)
@@ -203,6 +295,25 @@ static void test_bad_arguments(void **state)
     assert_int_equal(forge_model_sample_pages(NULL, 0, 0, 1, states), -EINVAL);
     assert_non_null(strstr(forge_page_error_reason(-EACCES), "can_do_mincore"));
     assert_string_equal(forge_page_error_reason(0), "");
+
+    /* A page pass refuses the same ranges with the same errors. */
+    struct forge_page_pass pass;
+    assert_int_equal(forge_page_pass_begin(NULL, &pass), -EINVAL);
+    forge_page_pass_end(&pass);
+    assert_int_equal(forge_page_pass_begin(model, NULL), -EINVAL);
+    assert_int_equal(forge_page_pass_begin(model, &pass), 0);
+    memset(states, RF_PAGE_RESIDENT, 8);
+    assert_int_equal(forge_page_pass_sample(&pass, 0, map_end - 2, 4, states), -EFAULT);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(states[i], RF_PAGE_UNKNOWN);
+    assert_int_equal(forge_page_pass_sample(&pass, 0, UINT64_MAX - 1, 4, states), -EFAULT);
+    if (mm[0].map_offset_bytes >= page)
+        assert_int_equal(forge_page_pass_sample(&pass, 0, 0, 1, states), -EFAULT);
+    assert_int_equal(forge_page_pass_sample(&pass, 1, map_end - 1, 1, states), -ENXIO);
+    assert_int_equal(forge_page_pass_sample(&pass, 0, 0, 0, states), 0);
+    assert_int_equal(forge_page_pass_sample(&pass, 0, map_end - 1, 1, NULL), -EINVAL);
+    assert_int_equal(forge_page_pass_sample(NULL, 0, map_end - 1, 1, states), -EINVAL);
+    forge_page_pass_end(&pass);
 }
 
 /* As uid 65534 the root-owned model file's pages are unknown, never resident. */
@@ -235,6 +346,15 @@ static void test_fake_residency_unknown(void **state)
         if (forge_model_page_source(model, &src) != 0 || src.mincore_trustworthy ||
             strncmp(src.source, "unknown: ", 9) != 0)
             _exit(15);
+        /* A page pass learns it once, and every window is unknown. */
+        struct forge_page_pass pass;
+        if (forge_page_pass_begin(model, &pass) != 0 || pass.error != -EACCES ||
+            forge_page_pass_sample(&pass, 0, s.first_page, s.inspected_pages, states) != -EACCES)
+            _exit(16);
+        for (uint64_t i = 0; i < s.inspected_pages; i++)
+            if (states[i] != RF_PAGE_UNKNOWN)
+                _exit(17);
+        forge_page_pass_end(&pass);
         _exit(0);
     }
     int status;
@@ -277,6 +397,9 @@ static void test_mapping_disappeared(void **state)
     }
     rfsys_maps_free(&maps);
     assert_true(va != 0);
+    /* A pass begun before the unmap still holds the old view of maps. */
+    struct forge_page_pass before, after;
+    assert_int_equal(forge_page_pass_begin(model, &before), 0);
     assert_int_equal(munmap((void *)(uintptr_t)va, (s.end_page - s.first_page) * page), 0);
     assert_int_equal(forge_sample_tensor_pages(model, t[k].index, states, &s), 0);
     assert_true(s.error == -ENOENT || s.error == -ENOMEM);
@@ -284,6 +407,19 @@ static void test_mapping_disappeared(void **state)
     assert_int_equal(s.unknown_pages, s.inspected_pages);
     assert_int_equal(s.resident_pages, 0);
     assert_false(s.complete);
+
+    /* Either pass: unknown with the reason, never resident (mincore refuses the hole). */
+    assert_int_equal(forge_page_pass_begin(model, &after), 0);
+    struct forge_page_pass *passes[] = {&before, &after};
+    for (int i = 0; i < 2; i++) {
+        memset(states, RF_PAGE_RESIDENT, (size_t)s.inspected_pages);
+        int rc = forge_page_pass_sample(passes[i], 0, s.first_page, s.inspected_pages, states);
+        assert_true(rc == -ENOENT || rc == -ENOMEM);
+        assert_non_null(strstr(forge_page_error_reason(rc), "disappeared"));
+        for (uint64_t j = 0; j < s.inspected_pages; j++)
+            assert_int_equal(states[j], RF_PAGE_UNKNOWN);
+        forge_page_pass_end(passes[i]);
+    }
 }
 
 int main(void)

@@ -13,6 +13,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -24,6 +28,8 @@
 #include "ramforge/measure.h"
 #include "ramforge/report.h"
 #include "ramforge/sys.h"
+
+#include "../test_live_file.h"
 
 #define ROOT(name) RF_TEST_DATA "/sys/" name
 #define MEASURE ROOT("measure")
@@ -68,7 +74,10 @@ static void test_sample_full(void **state)
     struct rfsys_cgroup_memory cg;
 
     (void)state;
-    assert_int_equal(rf_measure_sample(MEASURE, "self", &m, 1, "after_load", &s, &cg), 0);
+    /* A fixture tree has no pagemap to ask PAGEMAP_SCAN: the sample falls back to smaps. */
+    assert_int_equal(
+        rf_measure_sample(MEASURE, "self", &m, 1, RF_MEASURE_MAPPING_RSS, "after_load", &s, &cg),
+        0);
     assert_true(s.taken);
     assert_string_equal(s.label, "after_load");
     assert_true(s.has_process_rss);
@@ -77,7 +86,9 @@ static void test_sample_full(void **state)
     assert_int_equal(s.process_rss_peak_bytes, 30720 * KIB);
     assert_true(s.has_mapping);
     assert_int_equal(s.mapping_rss_bytes, 1310720);
+    assert_true(s.has_mapping_pss);
     assert_int_equal(s.mapping_pss_bytes, 786432);
+    assert_string_equal(s.mapping_source, "smaps");
     assert_true(s.has_cgroup_current);
     assert_int_equal(s.cgroup_current_bytes, 52428800);
     assert_true(s.has_cgroup_peak);
@@ -92,7 +103,8 @@ static void test_sample_full(void **state)
     assert_string_equal(cg.peak_source, RUN_SCOPE "/memory.peak");
 
     /* cg may be NULL: the same figures, no crash. */
-    assert_int_equal(rf_measure_sample(MEASURE, "self", &m, 1, "x", &s, NULL), 0);
+    assert_int_equal(
+        rf_measure_sample(MEASURE, "self", &m, 1, RF_MEASURE_MAPPING_SMAPS, "x", &s, NULL), 0);
     assert_int_equal(s.cgroup_peak_bytes, 104857600);
 }
 
@@ -104,7 +116,8 @@ static void test_sample_two_files(void **state)
     struct rf_residency_sample s;
 
     (void)state;
-    assert_int_equal(rf_measure_sample(MEASURE, "self", m, 2, "l", &s, NULL), 0);
+    assert_int_equal(
+        rf_measure_sample(MEASURE, "self", m, 2, RF_MEASURE_MAPPING_SMAPS, "l", &s, NULL), 0);
     assert_true(s.has_mapping);
     assert_int_equal(s.mapping_rss_bytes, (1024 + 256 + 2048) * KIB);
     assert_int_equal(s.mapping_pss_bytes, (512 + 256 + 2048) * KIB);
@@ -119,7 +132,8 @@ static void test_sample_mapping_missing(void **state)
     (void)state;
     /* pid 201 maps inode 4242 only r--p. */
     m = model_mapping(0, 0xfd, 0x01, 4242, true);
-    assert_int_equal(rf_measure_sample(MEASURE, "201", &m, 1, "l", &s, NULL), 0);
+    assert_int_equal(
+        rf_measure_sample(MEASURE, "201", &m, 1, RF_MEASURE_MAPPING_SMAPS, "l", &s, NULL), 0);
     assert_false(s.has_mapping);
     assert_int_equal(s.mapping_rss_bytes, 0);
     assert_true(s.has_process_rss);
@@ -127,22 +141,28 @@ static void test_sample_mapping_missing(void **state)
 
     /* An inode smaps does not have at all. */
     m = model_mapping(0, 0xfd, 0x01, 5555, true);
-    assert_int_equal(rf_measure_sample(MEASURE, "self", &m, 1, "l", &s, NULL), 0);
+    assert_int_equal(
+        rf_measure_sample(MEASURE, "self", &m, 1, RF_MEASURE_MAPPING_SMAPS, "l", &s, NULL), 0);
     assert_false(s.has_mapping);
 
     /* One file found, the other not: the sum is not partial, it is absent. */
     struct rf_mapping_meta two[2] = {model_mapping(0, 0xfd, 0x01, 4242, true),
                                      model_mapping(1, 0xfd, 0x01, 5555, true)};
-    assert_int_equal(rf_measure_sample(MEASURE, "self", two, 2, "l", &s, NULL), 0);
+    assert_int_equal(
+        rf_measure_sample(MEASURE, "self", two, 2, RF_MEASURE_MAPPING_SMAPS, "l", &s, NULL), 0);
     assert_false(s.has_mapping);
+    assert_false(s.has_mapping_pss);
+    assert_null(s.mapping_source);
     assert_int_equal(s.mapping_rss_bytes, 0);
     assert_int_equal(s.mapping_pss_bytes, 0);
 
     /* Not validated, or no mapping at all. */
     m = model_mapping(0, 0xfd, 0x01, 4242, false);
-    assert_int_equal(rf_measure_sample(MEASURE, "self", &m, 1, "l", &s, NULL), 0);
+    assert_int_equal(
+        rf_measure_sample(MEASURE, "self", &m, 1, RF_MEASURE_MAPPING_SMAPS, "l", &s, NULL), 0);
     assert_false(s.has_mapping);
-    assert_int_equal(rf_measure_sample(MEASURE, "self", NULL, 0, "l", &s, NULL), 0);
+    assert_int_equal(
+        rf_measure_sample(MEASURE, "self", NULL, 0, RF_MEASURE_MAPPING_SMAPS, "l", &s, NULL), 0);
     assert_false(s.has_mapping);
 }
 
@@ -155,7 +175,9 @@ static void test_sample_nothing(void **state)
 
     (void)state;
     memset(&cg, 0x5a, sizeof(cg));
-    assert_int_equal(rf_measure_sample(ROOT("no-such-tree"), "self", &m, 1, "l", &s, &cg), 0);
+    assert_int_equal(rf_measure_sample(ROOT("no-such-tree"), "self", &m, 1,
+                                       RF_MEASURE_MAPPING_SMAPS, "l", &s, &cg),
+                     0);
     assert_true(s.taken);
     assert_false(s.has_process_rss);
     assert_false(s.has_process_rss_peak);
@@ -229,10 +251,11 @@ static void test_fill_ledger_full(void **state)
 
     (void)state;
     build_inventory(&inv, &m);
-    assert_int_equal(rf_measure_sample(MEASURE, "self", inv.mappings, inv.n_mappings, "l", &s, &cg),
+    assert_int_equal(rf_measure_sample(MEASURE, "self", inv.mappings, inv.n_mappings,
+                                       RF_MEASURE_MAPPING_SMAPS, "l", &s, &cg),
                      0);
     rf_ledger_init(&l);
-    rf_measure_fill_ledger(&l, &inv, true, &s, &cg, "self");
+    rf_measure_fill_ledger(&l, &inv, RF_ACCESS_BASIS_GRAPH_PROBE, &s, &cg, "self");
 
     /* From the inventory: logical sizes, not residency. */
     assert_true(entry(&l, RF_LEDGER_FILE_BACKED_LOGICAL)->has_value);
@@ -261,10 +284,10 @@ static void test_fill_ledger_full(void **state)
     assert_unknown(&l, RF_LEDGER_GRAPH_SCRATCH, NULL);
     assert_unknown(&l, RF_LEDGER_RUNTIME, NULL);
 
-    /* Access probe not run: which weights are anonymous is unknown. */
+    /* Weights not classified: which are anonymous is unknown. */
     rf_ledger_init(&l);
-    rf_measure_fill_ledger(&l, &inv, false, &s, &cg, "self");
-    assert_unknown(&l, RF_LEDGER_ANONYMOUS_WEIGHTS, "probe");
+    rf_measure_fill_ledger(&l, &inv, RF_ACCESS_BASIS_NONE, &s, &cg, "self");
+    assert_unknown(&l, RF_LEDGER_ANONYMOUS_WEIGHTS, "not classified");
     rf_inventory_free(&inv);
 }
 
@@ -284,10 +307,11 @@ static void test_fill_ledger_mapping_and_peak_missing(void **state)
 
     (void)state;
     build_inventory(&inv, &m);
-    assert_int_equal(rf_measure_sample(MEASURE, "201", inv.mappings, inv.n_mappings, "l", &s, &cg),
+    assert_int_equal(rf_measure_sample(MEASURE, "201", inv.mappings, inv.n_mappings,
+                                       RF_MEASURE_MAPPING_SMAPS, "l", &s, &cg),
                      0);
     rf_ledger_init(&l);
-    rf_measure_fill_ledger(&l, &inv, true, &s, &cg, "201");
+    rf_measure_fill_ledger(&l, &inv, RF_ACCESS_BASIS_GRAPH_PROBE, &s, &cg, "201");
 
     assert_unknown(&l, RF_LEDGER_FILE_BACKED_RESIDENT, "not found in smaps");
     assert_unknown(&l, RF_LEDGER_MAPPING_PSS, "not found in smaps");
@@ -336,9 +360,11 @@ static void test_fill_ledger_cgroup_trees(void **state)
     struct rf_ledger l;
 
     (void)state;
-    assert_int_equal(rf_measure_sample(ROOT("cg-v2-nopeak"), "self", NULL, 0, "l", &s, &cg), 0);
+    assert_int_equal(rf_measure_sample(ROOT("cg-v2-nopeak"), "self", NULL, 0,
+                                       RF_MEASURE_MAPPING_SMAPS, "l", &s, &cg),
+                     0);
     rf_ledger_init(&l);
-    rf_measure_fill_ledger(&l, NULL, false, &s, &cg, "self");
+    rf_measure_fill_ledger(&l, NULL, RF_ACCESS_BASIS_NONE, &s, &cg, "self");
     assert_measured(&l, RF_LEDGER_CGROUP_CURRENT, 734003200,
                     "/sys/fs/cgroup/user.slice/user-1000.slice/session-2.scope/memory.current");
     assert_unknown(&l, RF_LEDGER_CGROUP_PEAK, "memory.peak");
@@ -348,18 +374,176 @@ static void test_fill_ledger_cgroup_trees(void **state)
     /* No inventory: the logical entries keep rf_ledger_init's unknowns. */
     assert_unknown(&l, RF_LEDGER_FILE_BACKED_LOGICAL, NULL);
 
-    assert_int_equal(rf_measure_sample(ROOT("cg-none"), "self", NULL, 0, "l", &s, &cg), 0);
+    assert_int_equal(
+        rf_measure_sample(ROOT("cg-none"), "self", NULL, 0, RF_MEASURE_MAPPING_SMAPS, "l", &s, &cg),
+        0);
     assert_int_equal(cg.version, RFSYS_CGROUP_NONE);
     rf_ledger_init(&l);
-    rf_measure_fill_ledger(&l, NULL, false, &s, &cg, "self");
+    rf_measure_fill_ledger(&l, NULL, RF_ACCESS_BASIS_NONE, &s, &cg, "self");
     assert_unknown(&l, RF_LEDGER_CGROUP_CURRENT, "no cgroup memory controller");
     assert_unknown(&l, RF_LEDGER_CGROUP_PEAK, "no cgroup memory controller");
 
     /* cg NULL is allowed. */
     rf_ledger_init(&l);
-    rf_measure_fill_ledger(&l, NULL, false, &s, NULL, "self");
+    rf_measure_fill_ledger(&l, NULL, RF_ACCESS_BASIS_NONE, &s, NULL, "self");
     assert_unknown(&l, RF_LEDGER_CGROUP_CURRENT, NULL);
     assert_string_equal(entry(&l, RF_LEDGER_CGROUP_CURRENT)->source, "cgroup memory controller");
+}
+
+/* AnonymousWeights by classification basis: graph probe, placement, none. */
+static void test_fill_ledger_access_basis(void **state)
+{
+    struct rf_mapping_meta m = model_mapping(0, 0xfd, 0x01, 4242, true);
+    struct rf_residency_sample s;
+    struct rf_inventory inv;
+    struct rf_ledger l;
+
+    (void)state;
+    build_inventory(&inv, &m);
+    memset(&s, 0, sizeof(s));
+    rf_ledger_init(&l);
+    rf_measure_fill_ledger(&l, &inv, RF_ACCESS_BASIS_PLACEMENT, &s, NULL, "self");
+    const struct rf_ledger_entry *e = entry(&l, RF_LEDGER_ANONYMOUS_WEIGHTS);
+    assert_true(e->has_value);
+    assert_int_equal(e->value_bytes, 3000);
+    assert_int_equal(e->provenance, RF_PROV_NATIVE_LOGICAL);
+    assert_non_null(strstr(e->source, "placement"));
+
+    rf_ledger_init(&l);
+    rf_measure_fill_ledger(&l, &inv, RF_ACCESS_BASIS_GRAPH_PROBE, &s, NULL, "self");
+    assert_non_null(strstr(entry(&l, RF_LEDGER_ANONYMOUS_WEIGHTS)->source, "graph probe"));
+
+    rf_ledger_init(&l);
+    rf_measure_fill_ledger(&l, &inv, RF_ACCESS_BASIS_NONE, &s, NULL, "self");
+    assert_unknown(&l, RF_LEDGER_ANONYMOUS_WEIGHTS, "not classified");
+    rf_inventory_free(&inv);
+}
+
+/*
+ * A sample whose mapping figure came from PAGEMAP_SCAN: FileBackedResident
+ * names that source, MappingPss is unknown with the reason, and the
+ * report's sample has a null Pss with mapping_pss_reason.
+ */
+static void test_fill_ledger_pagemap_sample(void **state)
+{
+    struct rf_residency_sample s;
+    struct rf_ledger l;
+    struct rf_report r;
+    json_t *doc = NULL;
+
+    (void)state;
+    memset(&s, 0, sizeof(s));
+    s.taken = true;
+    s.label = "after_load";
+    s.has_mapping = true;
+    s.mapping_rss_bytes = 7 * 4096;
+    s.mapping_source = "pagemap_scan";
+    rf_ledger_init(&l);
+    rf_measure_fill_ledger(&l, NULL, RF_ACCESS_BASIS_NONE, &s, NULL, "self");
+    assert_measured(&l, RF_LEDGER_FILE_BACKED_RESIDENT, 7 * 4096,
+                    "/proc/self/pagemap PAGEMAP_SCAN present pages of r--s mappings of the "
+                    "model file");
+    assert_unknown(&l, RF_LEDGER_MAPPING_PSS, "did not read smaps");
+
+    memset(&r, 0, sizeof(r));
+    r.policy = "observe";
+    r.samples = &s; /* the report reads s as it is at each call below */
+    r.n_samples = 1;
+    assert_int_equal(rf_report_to_json(&r, &doc), 0);
+    json_t *js = json_array_get(json_object_get(json_object_get(doc, "residency"), "samples"), 0);
+    assert_int_equal(json_integer_value(json_object_get(js, "mapping_rss_bytes")), 7 * 4096);
+    assert_true(json_is_null(json_object_get(js, "mapping_pss_bytes")));
+    assert_string_equal(json_string_value(json_object_get(js, "mapping_source")), "pagemap_scan");
+    assert_non_null(strstr(json_string_value(json_object_get(js, "mapping_reason")), "smaps"));
+    json_decref(doc);
+
+    /* The same sample from smaps: both figures, no reason. */
+    s.has_mapping_pss = true;
+    s.mapping_pss_bytes = 5 * 4096;
+    s.mapping_source = "smaps";
+    assert_int_equal(rf_report_to_json(&r, &doc), 0);
+    js = json_array_get(json_object_get(json_object_get(doc, "residency"), "samples"), 0);
+    assert_int_equal(json_integer_value(json_object_get(js, "mapping_pss_bytes")), 5 * 4096);
+    assert_null(json_object_get(js, "mapping_reason"));
+    json_decref(doc);
+
+    /* Not read by choice: both figures null, the reason says so, and the ledger too. */
+    memset(&s, 0, sizeof(s));
+    s.taken = true;
+    s.label = "end_of_session";
+    s.mapping_not_read = true;
+    assert_int_equal(rf_report_to_json(&r, &doc), 0);
+    js = json_array_get(json_object_get(json_object_get(doc, "residency"), "samples"), 0);
+    assert_true(json_is_null(json_object_get(js, "mapping_rss_bytes")));
+    assert_true(json_is_null(json_object_get(js, "mapping_source")));
+    assert_non_null(strstr(json_string_value(json_object_get(js, "mapping_reason")), "not read"));
+    json_decref(doc);
+    rf_ledger_init(&l);
+    rf_measure_fill_ledger(&l, NULL, RF_ACCESS_BASIS_NONE, &s, NULL, "self");
+    assert_unknown(&l, RF_LEDGER_FILE_BACKED_RESIDENT, "did not read the mapping");
+    assert_unknown(&l, RF_LEDGER_MAPPING_PSS, "did not read the mapping");
+}
+
+/*
+ * Live: a file this test maps r--s. The PAGEMAP_SCAN sample and the smaps
+ * sample of the same, unchanged mapping agree on the resident bytes; only
+ * smaps gives Pss. rf_measure_sample_mapping replaces the mapping figures
+ * of a sample and nothing else. Skipped on a kernel without PAGEMAP_SCAN.
+ */
+static void test_sample_live_pagemap(void **state)
+{
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), n_pages = 64;
+    struct rf_residency_sample a, b;
+    struct stat st;
+    int fd;
+
+    (void)state;
+    void *p = live_file_map(n_pages, &fd, &st);
+    assert_true(p != MAP_FAILED);
+    struct rf_mapping_meta m =
+        model_mapping(0, major(st.st_dev), minor(st.st_dev), (uint64_t)st.st_ino, true);
+
+    assert_int_equal(
+        rf_measure_sample(NULL, "self", &m, 1, RF_MEASURE_MAPPING_RSS, "after_load", &a, NULL), 0);
+    assert_true(a.has_mapping);
+    if (strcmp(a.mapping_source, "smaps") == 0) {
+        munmap(p, n_pages * page);
+        close(fd);
+        print_message("skip: the kernel has no PAGEMAP_SCAN (Linux 6.7+)\n");
+        skip();
+    }
+    assert_string_equal(a.mapping_source, "pagemap_scan");
+    assert_false(a.has_mapping_pss);
+    assert_true(a.has_process_rss);
+
+    b = a;
+    assert_int_equal(rf_measure_sample_mapping(NULL, "self", &m, 1, RF_MEASURE_MAPPING_SMAPS, &b),
+                     0);
+    assert_string_equal(b.mapping_source, "smaps");
+    assert_true(b.has_mapping_pss);
+    assert_int_equal(b.mapping_rss_bytes, a.mapping_rss_bytes);
+    assert_true(b.mapping_pss_bytes <= b.mapping_rss_bytes);
+    assert_string_equal(b.label, "after_load");
+    assert_int_equal(b.process_rss_bytes, a.process_rss_bytes);
+
+    /* Not validated: absent from either source. */
+    m.validated = false;
+    assert_int_equal(rf_measure_sample_mapping(NULL, "self", &m, 1, RF_MEASURE_MAPPING_RSS, &b), 0);
+    assert_false(b.has_mapping);
+    assert_null(b.mapping_source);
+    assert_false(b.mapping_not_read);
+
+    /* Not read by choice: the process figures, no mapping figure, the flag set. */
+    m.validated = true;
+    assert_int_equal(
+        rf_measure_sample(NULL, "self", &m, 1, RF_MEASURE_MAPPING_NONE, "end", &b, NULL), 0);
+    assert_true(b.has_process_rss);
+    assert_false(b.has_mapping);
+    assert_false(b.has_mapping_pss);
+    assert_null(b.mapping_source);
+    assert_true(b.mapping_not_read);
+    munmap(p, n_pages * page);
+    close(fd);
 }
 
 int main(void)
@@ -372,6 +556,9 @@ int main(void)
         cmocka_unit_test(test_fill_ledger_full),
         cmocka_unit_test(test_fill_ledger_mapping_and_peak_missing),
         cmocka_unit_test(test_fill_ledger_cgroup_trees),
+        cmocka_unit_test(test_fill_ledger_access_basis),
+        cmocka_unit_test(test_fill_ledger_pagemap_sample),
+        cmocka_unit_test(test_sample_live_pagemap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -55,19 +55,33 @@ static void f_lifetime(void *ud, struct rf_native_lifetime *out)
 }
 
 /* Each sample has its own process RSS: the mapping plus 1 MiB plus one page per sample. */
-static void f_sample(void *ud, const char *label, struct rf_residency_sample *out,
-                     struct rfsys_cgroup_memory *cg)
+static void f_sample(void *ud, const char *label, enum rf_measure_mapping what,
+                     struct rf_residency_sample *out, struct rfsys_cgroup_memory *cg)
 {
     struct fake *f = ud;
     (void)label;
+    (void)what; /* the fake measures the mapping at every sample */
     f->samples++;
     out->has_mapping = true;
     out->mapping_rss_bytes = f->resident_bytes;
     out->mapping_pss_bytes = f->resident_bytes;
+    out->has_mapping_pss = true;
+    out->mapping_source = "smaps";
     out->has_process_rss = true;
     out->process_rss_bytes = f->resident_bytes + (1u << 20) + f->samples * PAGE;
     memset(cg, 0, sizeof(*cg));
     cg->version = RFSYS_CGROUP_NONE;
+}
+
+/* The ledger's re-read: the same figure, from "smaps". */
+static void f_sample_mapping(void *ud, enum rf_measure_mapping what,
+                             struct rf_residency_sample *out)
+{
+    struct fake *f = ud;
+    (void)what;
+    out->has_mapping = out->has_mapping_pss = true;
+    out->mapping_rss_bytes = out->mapping_pss_bytes = f->resident_bytes;
+    out->mapping_source = "smaps";
 }
 
 static int f_release(void *ud, const struct rf_file_range *r, size_t n,
@@ -114,8 +128,8 @@ static int f_page_source(void *ud, struct forge_page_source *out)
     (void)ud;
     memset(out, 0, sizeof(*out));
     snprintf(out->source, sizeof(out->source), "mincore");
-    snprintf(out->cachestat_source, sizeof(out->cachestat_source), "unknown: fake layer");
-    out->cachestat_error = -ENOSYS;
+    snprintf(out->file_cache_source, sizeof(out->file_cache_source), "unknown: fake layer");
+    out->file_cache_error = -ENOSYS;
     out->page_bytes = PAGE;
     return 0;
 }
@@ -127,6 +141,16 @@ static int f_sampler(void *ud, int32_t mapping, uint64_t first, uint64_t n, uint
     (void)first;
     memset(states, RF_PAGE_RESIDENT, n);
     return 0;
+}
+
+static void *f_page_pass_begin(void *ud)
+{
+    return ud;
+}
+
+static void f_page_pass_end(void *pass)
+{
+    (void)pass;
 }
 
 static void f_lease_begin(void *ud)
@@ -147,10 +171,13 @@ static void f_lease_end(void *ud)
 static const struct rf_session_native fake_native = {
     .lifetime = f_lifetime,
     .sample = f_sample,
+    .sample_mapping = f_sample_mapping,
     .release = f_release,
     .prefetch = f_prefetch,
     .page_source = f_page_source,
+    .page_pass_begin = f_page_pass_begin,
     .page_sampler = f_sampler,
+    .page_pass_end = f_page_pass_end,
     .lease_begin = f_lease_begin,
     .lease_end = f_lease_end,
 };

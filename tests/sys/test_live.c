@@ -5,14 +5,15 @@
  * has.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -21,6 +22,8 @@
 #include <cmocka.h>
 
 #include "ramforge/sys.h"
+
+#include "../test_live_file.h"
 
 static void test_live_smaps_has_self(void **state)
 {
@@ -171,6 +174,113 @@ static void test_live_cgroup(void **state)
     }
 }
 
+/* smaps Rss of this process's mappings of st's file with perms r--s. */
+static uint64_t smaps_rss(const struct stat *st)
+{
+    struct rfsys_maps maps;
+    struct rfsys_mapping_sum sum;
+
+    rfsys_maps_init(&maps);
+    assert_int_equal(rfsys_read_smaps(NULL, "self", &maps), 0);
+    assert_int_equal(rfsys_maps_sum_file(&maps, major(st->st_dev), minor(st->st_dev),
+                                         (uint64_t)st->st_ino, "r--s", &sum),
+                     0);
+    assert_int_equal(sum.n_mappings, 1);
+    assert_true(sum.complete);
+    rfsys_maps_free(&maps);
+    return sum.rss_bytes;
+}
+
+/* PAGEMAP_SCAN's resident bytes of the same mappings; -EOPNOTSUPP skips. */
+static int pagemap_rss(const struct stat *st, uint64_t *rss, uint64_t *virt)
+{
+    struct rfsys_maps maps;
+    struct rfsys_mapping_sum sum;
+    int fd = rfsys_pagemap_open(NULL, "self");
+
+    assert_true(fd >= 0);
+    rfsys_maps_init(&maps);
+    assert_int_equal(rfsys_read_maps(NULL, "self", &maps), 0);
+    int rc = rfsys_maps_resident_file(&maps, fd, major(st->st_dev), minor(st->st_dev),
+                                      (uint64_t)st->st_ino, "r--s", &sum);
+    rfsys_maps_free(&maps);
+    close(fd);
+    if (rc == 0) {
+        assert_int_equal(sum.n_mappings, 1);
+        assert_true(sum.complete);
+        assert_int_equal(sum.pss_bytes, 0);
+        *rss = sum.rss_bytes;
+        *virt = sum.virtual_bytes;
+    }
+    return rc;
+}
+
+/*
+ * rfsys_maps_resident_file against smaps on a shared file mapping: fully
+ * populated, then with every other page released (MADV_DONTNEED), which
+ * leaves far more present ranges than one PAGEMAP_SCAN call returns. The
+ * kernel's smaps Rss is the reference; no readahead count is assumed.
+ */
+static void test_live_pagemap_resident(void **state)
+{
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), n_pages = 1024;
+    struct stat st;
+    uint64_t rss, virt;
+    int fd;
+
+    (void)state;
+    uint8_t *p = live_file_map(n_pages, &fd, &st);
+    assert_true(p != MAP_FAILED);
+
+    int rc = pagemap_rss(&st, &rss, &virt);
+    if (rc == -EOPNOTSUPP) {
+        munmap(p, n_pages * page);
+        close(fd);
+        print_message("skip: the kernel has no PAGEMAP_SCAN (Linux 6.7+)\n");
+        skip();
+    }
+    assert_int_equal(rc, 0);
+    assert_int_equal(virt, n_pages * page);
+    assert_int_equal(rss, smaps_rss(&st));
+    assert_true(rss > 0);
+
+    for (uint64_t i = 0; i < n_pages; i += 2)
+        assert_int_equal(madvise(p + i * page, page, MADV_DONTNEED), 0);
+    assert_int_equal(pagemap_rss(&st, &rss, &virt), 0);
+    assert_int_equal(rss, smaps_rss(&st));
+    assert_true(rss <= n_pages / 2 * page);
+
+    munmap(p, n_pages * page);
+    close(fd);
+}
+
+static void test_live_pagemap_errors(void **state)
+{
+    struct rfsys_maps maps = {NULL, 0};
+    struct rfsys_mapping_sum sum;
+
+    (void)state;
+    assert_int_equal(rfsys_pagemap_open(NULL, "../1"), -EINVAL);
+    assert_int_equal(rfsys_maps_resident_file(&maps, -1, 0, 0, 1, NULL, &sum), -EINVAL);
+    assert_int_equal(rfsys_maps_resident_file(NULL, 0, 0, 0, 1, NULL, &sum), -EINVAL);
+    /* A regular file is not a pagemap: the ioctl is refused as unsupported. */
+    char path[] = "rf-notpagemap-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    struct rfsys_mapping one = {.start_addr = 0x10000, .end_addr = 0x20000, .inode = 7};
+    memcpy(one.perms, "r--s", 5);
+    maps.v = &one;
+    maps.n = 1;
+    assert_int_equal(rfsys_maps_resident_file(&maps, fd, 0, 0, 7, "r--s", &sum), -EOPNOTSUPP);
+    assert_int_equal(sum.rss_bytes, 0);
+    /* No mapping of the file: nothing asked, zero bytes, complete. */
+    assert_int_equal(rfsys_maps_resident_file(&maps, fd, 0, 0, 8, "r--s", &sum), 0);
+    assert_int_equal(sum.n_mappings, 0);
+    assert_true(sum.complete);
+    close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -178,6 +288,8 @@ int main(void)
         cmocka_unit_test(test_live_status),
         cmocka_unit_test(test_live_locked_bytes),
         cmocka_unit_test(test_live_cgroup),
+        cmocka_unit_test(test_live_pagemap_resident),
+        cmocka_unit_test(test_live_pagemap_errors),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
