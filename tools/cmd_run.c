@@ -82,9 +82,12 @@ static bool admit_before_load(const struct run_options *o, struct rf_session_par
     bool go = true;
     if (!adm)
         return true; /* the after-load admission still decides */
-    if (rf_session_preload_admit(o->model, o->repack, p, &req, adm, err) < 0) {
+    int decided = rf_session_preload_admit(o->model, o->repack, p, &req, adm, err);
+    if (decided < 0) {
         cli_error("%s", err);
         go = false;
+    } else if (decided == 1) {
+        /* no enforced limit: nothing to decide before the load */
     } else if (adm->refused) {
         cli_error("admission refused the run before loading (%s, --admission %s): %s",
                   rf_admission_outcome_name(adm->outcome), rf_admission_mode_name(adm->mode),

@@ -169,8 +169,10 @@ int rf_session_admit(struct rf_session *s, const struct rf_operation_request *re
  * A run it refuses (out->refused, params.admission_mode) would be killed
  * or would thrash before the after-load admission could speak. Every
  * figure is an estimate; rf_session_admit confirms after the load with
- * measurements. Errors: -EINVAL, the header's errors (err says why),
- * -ENOMEM.
+ * measurements. Returns 0 with *out decided, 1 when no cgroup of the
+ * hierarchy has an enforced limit or memory.high (nothing can refuse the
+ * run before its load; the header is not parsed and *out is zeroed), or
+ * an error: -EINVAL, the header's errors (err says why), -ENOMEM.
  */
 int rf_session_preload_admit(const char *path, bool use_extra_bufts,
                              struct rf_session_params params,

@@ -150,12 +150,29 @@ int rf_session_preload_admit(const char *path, bool use_extra_bufts,
 
     if (!path || !request || !out)
         return -EINVAL;
-    int rc = forge_gguf_estimate(path, use_extra_bufts, &est, err);
-    if (rc < 0)
-        return rc;
+    memset(out, 0, sizeof(*out));
     struct rfsys_cgroup_tree *tree = calloc(1, sizeof(*tree));
     if (!tree)
         return -ENOMEM;
+    /*
+     * Only a limit can refuse a run before its load: without any enforced
+     * limit or memory.high in the hierarchy the header is not parsed (it
+     * costs a parse of the whole GGUF metadata).
+     */
+    bool limited = false;
+    if (rfsys_read_cgroup_tree(NULL, "self", tree) == 0)
+        for (size_t i = 0; i < tree->n; i++)
+            limited |= rf_cgroup_level_enforced(&tree->levels[i]) ||
+                       (tree->levels[i].high.has && !tree->levels[i].high.unlimited);
+    if (!limited) {
+        free(tree);
+        return 1;
+    }
+    int rc = forge_gguf_estimate(path, use_extra_bufts, &est, err);
+    if (rc < 0) {
+        free(tree);
+        return rc;
+    }
     memset(&in, 0, sizeof(in));
     in.mode = params.admission_mode;
     in.phase = RF_ADMISSION_PRE_LOAD;
@@ -187,11 +204,9 @@ int rf_session_preload_admit(const char *path, bool use_extra_bufts,
     in.has_target = params.has_target;
     in.target_bytes = params.target_bytes;
     in.reserve_bytes = params.reserve_bytes;
-    if (rfsys_read_cgroup_tree(NULL, "self", tree) == 0) {
-        in.cgroups = tree->levels;
-        in.n_cgroups = tree->n;
-        in.cgroups_truncated = tree->truncated;
-    }
+    in.cgroups = tree->levels;
+    in.n_cgroups = tree->n;
+    in.cgroups_truncated = tree->truncated;
     in.unknown_components[in.n_unknown++] = "Runtime";
     rc = rf_admission_decide(&in, out);
     free(tree);

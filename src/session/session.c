@@ -146,8 +146,14 @@ void ses_op_open(struct rf_session *s)
     op->rep.invalidated_resources = s->invalidated;
     op->rep.timing = &op->timing;
     /* The baseline of the kernel's verdict (failcnt, oom_kill, memory.events). */
-    op->has_tree_before = s->p.policy != RF_POLICY_OFF && s->native->cgroup_tree &&
-                          s->native->cgroup_tree(s->ud, &op->tree_before) == 0;
+    if (s->baseline) { /* read by the caller before the load */
+        op->tree_before = *s->baseline;
+        op->has_tree_before = true;
+        s->baseline = NULL;
+    } else {
+        op->has_tree_before = s->p.policy != RF_POLICY_OFF && s->native->cgroup_tree &&
+                              s->native->cgroup_tree(s->ud, &op->tree_before) == 0;
+    }
 }
 
 /*
@@ -253,7 +259,7 @@ static bool params_valid(const struct rf_session_params *p)
 static int session_create(const struct rf_session_model *model,
                           const struct rf_session_native *native, void *ud,
                           struct rf_session_params params, struct forge_model *m, bool owns,
-                          struct rf_session **out)
+                          const struct rfsys_cgroup_tree *baseline, struct rf_session **out)
 {
     if (!out)
         return -EINVAL;
@@ -273,6 +279,7 @@ static int session_create(const struct rf_session_model *model,
     s->native = native;
     s->ud = ud;
     s->model = *model;
+    s->baseline = baseline;
     rf_inventory_init(&s->inv);
     ses_op_open(s);
     s->op.start_ns = s->p.entry_ns;
@@ -294,13 +301,13 @@ int rf_session_create_native(const struct rf_session_model *model,
                              const struct rf_session_native *native, void *ud,
                              struct rf_session_params params, struct rf_session **out)
 {
-    return session_create(model, native, ud, params, NULL, false, out);
+    return session_create(model, native, ud, params, NULL, false, NULL, out);
 }
 
 /* Session over a forge model; takes ownership of m when owns. */
 static int create_forge(struct forge_model *m, bool owns, uint64_t load_ns,
-                        struct rf_session_params params, struct rf_session **out,
-                        char err[FORGE_ERR_MAX])
+                        struct rf_session_params params, const struct rfsys_cgroup_tree *baseline,
+                        struct rf_session **out, char err[FORGE_ERR_MAX])
 {
     struct rf_session_model model = {0};
     model.tensors = forge_model_tensors(m, &model.n_tensors);
@@ -309,7 +316,7 @@ static int create_forge(struct forge_model *m, bool owns, uint64_t load_ns,
     model.instance_id = forge_model_instance_id(m);
     model.page_bytes = (uint64_t)sysconf(_SC_PAGESIZE);
     model.load_ns = load_ns;
-    int rc = session_create(&model, &rf_session_forge_native, m, params, m, owns, out);
+    int rc = session_create(&model, &rf_session_forge_native, m, params, m, owns, baseline, out);
     if (rc < 0)
         snprintf(err, FORGE_ERR_MAX, "%s: cannot start the session: %s", model.info.path,
                  rf_strerror(rc));
@@ -352,11 +359,8 @@ int rf_session_load(const char *path, const struct forge_model_params *mp,
     if (rc == 0) {
         struct forge_model_info info;
         forge_model_get_info(m, &info);
-        rc = create_forge(m, true, rf_now_ns() - t0 - info.probe_ns, params, out, err);
-    }
-    if (rc == 0 && has_pre) {
-        (*out)->op.tree_before = *pre;
-        (*out)->op.has_tree_before = true;
+        rc = create_forge(m, true, rf_now_ns() - t0 - info.probe_ns, params,
+                          has_pre ? pre : NULL, out, err);
     }
     free(pre);
     return rc;
@@ -376,7 +380,7 @@ int rf_session_wrap(struct llama_model *model, const char *path, struct rf_sessi
     int rc = forge_model_wrap(model, path, &fp, &m, err);
     if (rc < 0)
         return rc;
-    return create_forge(m, true, 0, params, out, err);
+    return create_forge(m, true, 0, params, NULL, out, err);
 }
 
 struct forge_model *rf_session_forge_model(struct rf_session *s)

@@ -132,6 +132,8 @@ struct rf_session {
     uint8_t *exclude;              /* inv.n: not ReleaseEligible now */
     struct rfsys_cgroup_memory cg; /* cgroup figures of the last sample */
     uint32_t leases;               /* leases held through the session */
+    const struct rfsys_cgroup_tree *baseline; /* the first operation's verdict baseline,
+                                                 read before the load; NULL after use */
     uint64_t walked_generation;    /* native execution generation the lifetimes walked */
     uint64_t invalidated;          /* resources of older generations made Invalidated */
 
