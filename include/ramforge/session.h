@@ -62,7 +62,8 @@ struct rf_session_params {
      */
     bool release_dead_file_pages;
     uint64_t page_budget_pages; /* pages the end-of-operation mincore snapshot may sample;
-                                   default RF_RESIDENCY_DEFAULT_BUDGET_PAGES; 0: no snapshot */
+                                   default RF_RESIDENCY_DEFAULT_BUDGET_PAGES; 0: every page
+                                   unknown (never nonresident) */
     bool probe_access;          /* classify weights with the access probe (a one-token
                                    decode) at load/wrap; default false: a policy that
                                    releases forces it, others classify by placement */
@@ -83,11 +84,14 @@ struct rf_session_params rf_session_default_params(void);
 
 /*
  * Loads the GGUF model at path through llama.cpp (mmap) with model params
- * mp (NULL: forge_model_default_params(), probe_access taken from params),
- * binds a session to it and runs the after_load boundary. The session owns
- * the model (freed by rf_session_free). err receives a one-line message on
- * failure. Errors: -EINVAL (bad params, a required target missing),
- * -RF_EBADMODEL, -EIO, -ENOMEM, -errno of the file.
+ * mp (NULL: forge_model_default_params() with the classification params
+ * ask: by placement, the probe when the policy releases or
+ * params.probe_access), binds a session to it and runs the after_load
+ * boundary. The cgroup counters are read before the load: the first
+ * operation's kernel verdict covers the load. The session owns the model
+ * (freed by rf_session_free). err receives a one-line message on failure.
+ * Errors: -EINVAL (bad params, a required target missing), -RF_EBADMODEL,
+ * -EIO, -ENOMEM, -errno of the file.
  */
 int rf_session_load(const char *path, const struct forge_model_params *mp,
                     struct rf_session_params params, struct rf_session **out,
@@ -97,9 +101,11 @@ int rf_session_load(const char *path, const struct forge_model_params *mp,
  * Binds a session to a model the application loaded itself from path with
  * llama_model_load_from_file (mmap on). The model is borrowed: ramforge
  * never frees it, and it must outlive the session. The GGUF header at path
- * gives the tensor table; the mapping is found in /proc/self/maps; with
- * probe_access a one-token probe context classifies the weights. Runs the
- * after_load boundary. Errors: as rf_session_load.
+ * gives the tensor table; the mapping is found in /proc/self/maps; the
+ * weights are classified by placement (where llama.cpp put each tensor),
+ * or by a one-token probe context when the policy releases or
+ * params.probe_access. Runs the after_load boundary. Errors: as
+ * rf_session_load.
  */
 int rf_session_wrap(struct llama_model *model, const char *path, struct rf_session_params params,
                     struct rf_session **out, char err[FORGE_ERR_MAX]);
@@ -134,9 +140,13 @@ void rf_session_lease_end(struct rf_session *s);
 
 /* The operation admission decides on (sizes in tokens). */
 struct rf_operation_request {
-    uint32_t n_ctx;     /* context size; 0: n_prompt + n_predict */
-    uint32_t n_batch;   /* largest batch; 0: llama.cpp's default (min(n_ctx, 2048)) */
-    uint32_t n_prompt;  /* tokens of the tokenized prompt; 0: unknown (64 assumed) */
+    uint32_t n_ctx;     /* context size; 0: n_prompt + n_predict - 1 (padded to 256 cells
+                           like llama.cpp) */
+    uint32_t n_batch;   /* largest batch; recorded only: graph scratch is not estimated
+                           yet (admission lists it unknown) */
+    uint32_t n_prompt;  /* tokens of the tokenized prompt (forge_tokenize_count); with
+                           n_ctx 0 and no prompt the KV cache is unknown and so is the
+                           outcome */
     uint32_t n_predict; /* tokens to generate */
 };
 
@@ -222,9 +232,8 @@ enum rf_boundary {
  * Runs boundary b. For the after-session kinds the model must be
  * quiescent for selection (no context alive or in flight): otherwise the
  * plan records why nothing was selected. Errors: -EINVAL (bad b, policy
- * off), -ENOMEM, -EOVERFLOW (a byte sum), -RF_ESTALE (a plan of an older
- * inventory generation), -EPROTO (an illegal lifetime transition: a bug,
- * recorded in the report's warnings).
+ * off), -ENOMEM, -EOVERFLOW (a byte sum), -EPROTO (an illegal lifetime
+ * transition: a bug, recorded in the report's warnings).
  */
 int rf_session_boundary(struct rf_session *s, enum rf_boundary b);
 
@@ -259,17 +268,19 @@ struct rf_operation_output {
 };
 
 /*
- * Ends the current operation: records out (may be NULL), fills the ledger
- * from the last sample, takes the page-level snapshot (page_budget_pages)
- * and freezes the operation's report. Errors: -EINVAL (no operation open),
- * -ENOMEM.
+ * Ends the current operation (opening one first if the last had ended):
+ * records out (may be NULL), fills the ledger from the last sample (its
+ * mapping re-read from smaps when it was not), takes the page-level
+ * snapshot (page_budget_pages) and the kernel's verdict (cgroup counter
+ * deltas since the operation opened), and freezes the operation's report.
+ * Errors: -EINVAL (NULL s), -ENOMEM.
  */
 int rf_session_operation_end(struct rf_session *s, const struct rf_operation_output *out);
 
 enum rf_report_scope {
-    RF_REPORT_OPERATION = 0, /* the last ended operation (or the open one) */
-    RF_REPORT_SESSION,       /* every operation so far: all samples, plans and
-                                applications, cumulative bytes */
+    RF_REPORT_OPERATION = 0, /* the current operation: the open one, else the last ended */
+    RF_REPORT_SESSION,       /* every operation so far: all samples, plans and applications;
+                                admission, ledger, output and timing of the current one */
 };
 
 struct rf_report;
