@@ -33,8 +33,13 @@ SIBLING_PID=
 
 cleanup() {
     [ -n "$SIBLING_PID" ] && kill "$SIBLING_PID" 2>/dev/null && wait "$SIBLING_PID" 2>/dev/null
+    # A task that just exited may still be leaving the cgroup: retry for up to 5 s.
     for d in "$BASE/parent/sibling" "$BASE/parent/run" "$BASE/parent" "$BASE/run" "$BASE"; do
-        [ -d "$d" ] && rmdir "$d" 2>/dev/null || true
+        for _ in $(seq 50); do
+            [ -d "$d" ] || break
+            rmdir "$d" 2>/dev/null && break
+            sleep 0.1
+        done
     done
     rm -rf "$WORK"
 }
