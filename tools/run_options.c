@@ -35,7 +35,7 @@ static void usage(FILE *out)
             "  -n, --n-predict N             tokens to generate, 1..1000000 (default 32)\n"
             "  -t, --threads N               threads, 1..1024 (default: llama.cpp's)\n"
             "  -c, --ctx-size N              context size in tokens, 1..16777216 (default:\n"
-            "                                prompt + N)\n"
+            "                                prompt + N; llama.cpp pads it to 256 cells)\n"
             "  -s, --seed N                  recorded in the report; greedy decoding does not\n"
             "                                use it (default 0)\n"
             "      --residency-policy P      off           no inventory, ledger or plan\n"
@@ -163,11 +163,13 @@ static bool parse_size_option(const char *opt, const char *arg, bool allow_zero,
     if (rc == 0 && *out > (uint64_t)INT64_MAX)
         rc = -EOVERFLOW;
     if (rc == -EOVERFLOW)
-        cli_usage_error("run ", "invalid size for %s '%s': too large (at most 8 EiB - 1)",
-                        opt, arg);
+        cli_usage_error("run ", "invalid size for %s '%s': too large (at most 8 EiB - 1)", opt,
+                        arg);
     else if (rc < 0)
-        cli_usage_error("run ", "invalid size for %s '%s': expected a positive size such as "
-                        "512MiB, 2G or 300000000", opt, arg);
+        cli_usage_error("run ",
+                        "invalid size for %s '%s': expected a positive size such as "
+                        "512MiB, 2G or 300000000",
+                        opt, arg);
     return rc == 0;
 }
 
@@ -318,8 +320,8 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
             o->has_dispatch_events = true;
             break;
         case OPT_DISPATCH_SAMPLE_PAGES:
-            if (!cli_parse_int("pages per source (--dispatch-sample-pages)", optarg, 0, RF_PAGE_WINDOW_PAGES,
-                               &o->dispatch_sample_pages))
+            if (!cli_parse_int("pages per source (--dispatch-sample-pages)", optarg, 0,
+                               RF_PAGE_WINDOW_PAGES, &o->dispatch_sample_pages))
                 return RF_EXIT_USAGE;
             o->has_dispatch_sample_pages = true;
             break;
@@ -371,6 +373,9 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
     if (!o->observe_dispatch && (o->has_dispatch_events || o->has_dispatch_sample_pages))
         cli_error("warning: --dispatch-events and --dispatch-sample-pages have no effect "
                   "without --observe-dispatch");
+    if (o->policy == RF_POLICY_OFF && o->verify)
+        cli_error("warning: --verify-session has no effect with --residency-policy off (nothing "
+                  "is released to verify)");
     if (o->policy == RF_POLICY_OFF && (o->access_probe || o->sample_smaps))
         cli_error("warning: --access-probe and --sample-smaps have no effect with "
                   "--residency-policy off");
@@ -423,8 +428,21 @@ bool run_report_path_usable(const char *path, const char *model)
     const char *dir = dirname(copy);
     struct stat ds;
     bool ok = stat(dir, &ds) == 0 && S_ISDIR(ds.st_mode) && access(dir, W_OK | X_OK) == 0;
-    if (!ok)
+    if (!ok) {
         cli_error("cannot write %s: %s", path, errno ? strerror(errno) : "not a directory");
+    } else {
+        /* access() passes where creating fails (e.g. /proc as root): create and remove one. */
+        char *probe = NULL;
+        int fd = -1;
+        if (asprintf(&probe, "%s/.ramforge-probe.XXXXXX", dir) < 0 || (fd = mkstemp(probe)) < 0) {
+            cli_error("cannot write %s: %s", path, probe ? strerror(errno) : "out of memory");
+            ok = false;
+        } else {
+            close(fd);
+            unlink(probe);
+        }
+        free(probe);
+    }
     free(copy);
     return ok;
 }

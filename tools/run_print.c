@@ -70,8 +70,9 @@ static void print_staging(FILE *f, const struct rf_report *r)
     fprintf(f, "staging (budget %s): selected %s, accepted %s",
             cli_format_bytes(p->budget_bytes, false, b1, sizeof(b1)),
             cli_format_bytes(p->selected_bytes, false, b2, sizeof(b2)),
-            r->staging_attempted ? cli_format_bytes(r->staging_accepted_bytes, false, b3, sizeof(b3))
-                                 : "not attempted");
+            r->staging_attempted
+                ? cli_format_bytes(r->staging_accepted_bytes, false, b3, sizeof(b3))
+                : "not attempted");
     if (r->staging_cached_before.has_value && r->staging_cached_after.has_value)
         fprintf(f, "; staged tensors' pages in page cache %" PRId64 " -> %" PRId64 " of %" PRId64,
                 r->staging_cached_before.value, r->staging_cached_after.value,
@@ -133,9 +134,8 @@ static void print_policy(FILE *f, const struct rf_report *r)
                 "plan (%s, %s): %zu of %zu candidates selected, %s of tensors, release %s "
                 "(%s of shared pages protected), estimated mapping resident after %s, soft target "
                 "%s: %s\n",
-                rf_policy_name(p->profile), r->plan_boundary ? r->plan_boundary : "",
-                p->n_selected, p->n_candidates,
-                cli_format_bytes(p->selected_logical_bytes, false, b1, sizeof(b1)),
+                rf_policy_name(p->profile), r->plan_boundary ? r->plan_boundary : "", p->n_selected,
+                p->n_candidates, cli_format_bytes(p->selected_logical_bytes, false, b1, sizeof(b1)),
                 cli_format_bytes(p->release_bytes, false, b2, sizeof(b2)),
                 cli_format_bytes(p->shared_bytes_protected, false, b3, sizeof(b3)),
                 opt_bytes(p->has_estimated_resident_after, p->estimated_resident_after_bytes, b4,
@@ -158,7 +158,8 @@ static void print_policy(FILE *f, const struct rf_report *r)
                 cli_format_bytes(a->requested_bytes, false, b1, sizeof(b1)),
                 cli_format_bytes(a->accepted_bytes, false, b2, sizeof(b2)), a->n_failed,
                 a->first_error ? ": " : "", a->first_error ? strerror(-a->first_error) : "",
-                signed_mib(a->mapping_delta, b3, sizeof(b3)), signed_mib(a->rss_delta, b4, sizeof(b4)),
+                signed_mib(a->mapping_delta, b3, sizeof(b3)),
+                signed_mib(a->rss_delta, b4, sizeof(b4)),
                 signed_mib(a->cgroup_delta, b5, sizeof(b5)));
     }
     if (r->has_native)
@@ -171,21 +172,24 @@ static void print_policy(FILE *f, const struct rf_report *r)
                 r->native_boundary ? r->native_boundary : "");
     if (r->page_snapshot) {
         const struct rf_residency_coverage *c = &r->page_snapshot->coverage;
-        fprintf(f, "page cache of the model mapping (%s, budget %" PRIu64 " pages; resident = in "
-                   "the page cache, not mapped RSS):\n",
+        fprintf(f,
+                "page cache of the model mapping (%s, budget %" PRIu64 " pages; resident = in "
+                "the page cache, not mapped RSS):\n",
                 or_text(r->page_snapshot->source, "unknown source"), c->page_budget_pages);
         print_population(f, "selected", &c->targeted);
         print_population(f, "other", &c->general);
         if (c->selected_resources)
-            fprintf(f, "  selected tensors: %" PRIu64 " fully, %" PRIu64 " partially, %" PRIu64
-                       " not observed\n",
+            fprintf(f,
+                    "  selected tensors: %" PRIu64 " fully, %" PRIu64 " partially, %" PRIu64
+                    " not observed\n",
                     c->selected_fully_observed, c->selected_partially_observed,
                     c->selected_not_observed);
     }
     print_staging(f, r);
     print_dispatch(f, r);
     if (r->has_file_cache)
-        fprintf(f, "page cache (cachestat, whole file): %s\n",
+        fprintf(f, "page cache, whole file (%s): %s\n",
+                r->file_cache_source ? r->file_cache_source : "unknown source",
                 cli_format_bytes(r->file_cached_pages * r->file_cache_page_bytes, false, b1,
                                  sizeof(b1)));
     if (r->lifetime) {
@@ -218,8 +222,9 @@ void run_print_report(const struct rf_report *r)
             reads_file += r->inventory->entries[i].access == RF_ACCESS_FILE_BACKED;
         fprintf(f,
                 "inventory: generation %" PRIu64 ", %" PRIu64 " tensors, %" PRIu64
-                " inside the file mapping; the graph reads %" PRIu64 " from the mapping and %" PRIu64
-                " from anonymous copies; %" PRIu64 " release-eligible\n",
+                " inside the file mapping; the graph reads %" PRIu64
+                " from the mapping and %" PRIu64 " from anonymous copies; %" PRIu64
+                " release-eligible\n",
                 r->inventory->generation, t->n_tensors, t->n_file_backed, reads_file,
                 t->n_anonymous, t->n_eligible);
     } else {
@@ -230,9 +235,9 @@ void run_print_report(const struct rf_report *r)
     print_policy(f, r);
     const struct rf_timing *t = r->timing;
     fprintf(f, "timing:");
-    static const enum rf_timer shown[] = {RF_TIMER_MODEL_LOAD, RF_TIMER_OBSERVATION,
-                                          RF_TIMER_PLANNING, RF_TIMER_STAGING, RF_TIMER_TTFT,
-                                          RF_TIMER_INFERENCE, RF_TIMER_END_TO_END};
+    static const enum rf_timer shown[] = {
+        RF_TIMER_MODEL_LOAD, RF_TIMER_OBSERVATION, RF_TIMER_PLANNING,  RF_TIMER_STAGING,
+        RF_TIMER_TTFT,       RF_TIMER_INFERENCE,   RF_TIMER_END_TO_END};
     for (size_t i = 0; i < sizeof(shown) / sizeof(shown[0]); i++) {
         if (!t->has[shown[i]])
             continue;

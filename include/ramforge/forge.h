@@ -93,8 +93,9 @@ struct llama_model;
  * PATH (llama_model_load_from_file with mmap): the model is borrowed,
  * never freed by forge_model_free, and must outlive *out. params->mlock
  * and use_extra_bufts are ignored (the application chose them);
- * probe_access and n_threads apply. Errors: -EINVAL (NULL model or path),
- * those of forge_model_load.
+ * probe_access and n_threads apply. Errors: -EINVAL (NULL model or path;
+ * PATH is not mapped read-only shared in this process: another file, or a
+ * copy, than the one the model was loaded from), those of forge_model_load.
  */
 int forge_model_wrap(struct llama_model *model, const char *path,
                      const struct forge_model_params *params, struct forge_model **out,

@@ -23,9 +23,10 @@
  * *_default_params(); functions return 0 or a negative errno
  * (rf_strerror); the library never prints or exits (rf_log_set for its
  * log); rf_session_free(NULL) is a no-op; no JSON library type appears here.
- * A session is not thread-safe, except rf_session_lease_begin/_end, which
- * may be called from any thread while no other session call runs
- * concurrently with them on another thread.
+ * Threads: rf_session_lease_begin/_end may be called from any thread, also
+ * while another thread runs a session call (that is what the gate is for:
+ * a boundary's release never overlaps a lease). Every other call must not
+ * run concurrently with another call on the same session.
  */
 #ifndef RAMFORGE_SESSION_H
 #define RAMFORGE_SESSION_H
@@ -104,8 +105,10 @@ int rf_session_load(const char *path, const struct forge_model_params *mp,
  * gives the tensor table; the mapping is found in /proc/self/maps; the
  * weights are classified by placement (where llama.cpp put each tensor),
  * or by a one-token probe context when the policy releases or
- * params.probe_access. Runs the after_load boundary. Errors: as
- * rf_session_load.
+ * params.probe_access. Runs the after_load boundary. Errors: -EINVAL
+ * also when path is not the file the model was loaded from (no read-only
+ * shared mapping of it in this process: another file, a copy, or a model
+ * loaded without mmap); otherwise as rf_session_load.
  */
 int rf_session_wrap(struct llama_model *model, const char *path, struct rf_session_params params,
                     struct rf_session **out, char err[FORGE_ERR_MAX]);
@@ -131,9 +134,12 @@ int rf_session_refresh(struct rf_session *s);
 /*
  * The execution lease: call rf_session_lease_begin before each of the
  * application's own llama_decode calls and rf_session_lease_end after
- * llama_synchronize. While a lease is held a release at a boundary fails
- * with -EBUSY and changes nothing; a lease waits while a release runs.
- * Returns 0. Leases nest per call, not per context.
+ * llama_synchronize. While a lease is held a boundary's release changes
+ * nothing: it is refused and recorded (the boundary's refused_reason "the
+ * execution gate was busy", its resources ReleaseFailed with EBUSY), and
+ * the boundary call itself still returns 0; a lease waits while a release
+ * runs. Returns 0. Leases count per call, not per context; an end without
+ * a begin is ignored.
  */
 int rf_session_lease_begin(struct rf_session *s);
 void rf_session_lease_end(struct rf_session *s);

@@ -312,9 +312,9 @@ int rf_staging_plan_build(const struct rf_inventory *inv, const struct rf_stagin
     /* The reason line. */
     {
         int len = snprintf(plan.reason, sizeof(plan.reason),
-                           "staging: %zu of %zu candidates staged (%zu partial, %zu skipped), "
+                           "staging: of %zu candidates, %zu staged whole, %zu partly, %zu skipped; "
                            "%" PRIu64 " of %" PRIu64 " budget bytes selected",
-                           plan.n_staged, n_cands, plan.n_partial, plan.n_skipped,
+                           n_cands, plan.n_staged, plan.n_partial, plan.n_skipped,
                            plan.selected_bytes, plan.budget_bytes);
         size_t at = len < 0 ? 0 : (size_t)len;
 

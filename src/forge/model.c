@@ -346,6 +346,15 @@ static int model_open(const char *path, struct llama_model *borrowed,
         snprintf(err, FORGE_ERR_MAX, "cannot read /proc/self/maps: %s", rf_strerror(rc));
         goto fail;
     }
+    if (!m->mapping.validated && m->borrowed) {
+        /* Not mapped by this process: another file (or a copy) than the model was loaded from. */
+        snprintf(err, FORGE_ERR_MAX,
+                 "%s: not the file the model was loaded from (no read-only shared mapping of it "
+                 "in this process; the model must be loaded with mmap from this path)",
+                 path);
+        rc = -EINVAL;
+        goto fail;
+    }
     if (!m->mapping.validated)
         for (size_t i = 0; i < m->n_tensors; i++)
             m->tensors[i].mapping_index = -1;

@@ -75,9 +75,25 @@ int rf_session_admit(struct rf_session *s, const struct rf_operation_request *re
         ses_estimate_kv(&s->model.info, cells, &kv))
         in.kv_cache = rf_admission_figure_of(kv, RF_PROV_ESTIMATED,
                                              "hyperparameters x padded context cells (f16 K, V)");
-    if (s->model.info.access_probed && rf_admission_file_working_set(&s->inv, &fws) == 0)
-        in.file_working_set = rf_admission_figure_of(
-            fws, RF_PROV_NATIVE_LOGICAL, "inventory: weights the graph reads from the mapping");
+    /*
+     * The probe saw what the graph reads (native logical); placement knows
+     * only which weights the model reads from the mapping rather than a
+     * repacked copy (token_embd counted whole: an upper bound, estimated).
+     */
+    if (s->model.info.access_basis != RF_ACCESS_BASIS_NONE &&
+        rf_admission_file_working_set(&s->inv, &fws) == 0)
+        in.file_working_set =
+            s->model.info.access_basis == RF_ACCESS_BASIS_GRAPH_PROBE
+                ? rf_admission_figure_of(fws, RF_PROV_NATIVE_LOGICAL,
+                                         "inventory: weights the probe's graph read from the "
+                                         "mapping")
+                : rf_admission_figure_of(fws, RF_PROV_ESTIMATED,
+                                         "inventory: file-backed weights the model holds "
+                                         "(placement; an upper bound)");
+    else
+        in.file_working_set.source = "the weights were not classified (residency policy off)";
+    in.graph_scratch.source = "not known before the operation's context exists";
+    in.reclaimable.source = "the residency policy does not release";
     if (rf_policy_mutates(s->p.policy)) {
         bool locked = now && now->mapping_locked_bytes > 0;
         bool *mapping_locked = calloc(s->inv.n_mappings ? s->inv.n_mappings : 1, sizeof(bool));
@@ -85,11 +101,14 @@ int rf_session_admit(struct rf_session *s, const struct rf_operation_request *re
         for (size_t i = 0; mapping_locked && i < s->inv.n_mappings; i++)
             mapping_locked[i] = locked;
         if (mapping_locked &&
-            rf_admission_reclaimable_now(&s->inv, &s->lt, mapping_locked, &s->binding, &rn) == 0 &&
-            rn.has_value)
-            in.reclaimable = rf_admission_figure_of(
-                rn.bytes, RF_PROV_ESTIMATED,
-                "ReleaseEligible resources on unlocked mappings (lifetime state)");
+            rf_admission_reclaimable_now(&s->inv, &s->lt, mapping_locked, &s->binding, &rn) == 0) {
+            if (rn.has_value)
+                in.reclaimable = rf_admission_figure_of(
+                    rn.bytes, RF_PROV_ESTIMATED,
+                    "ReleaseEligible resources on unlocked mappings (lifetime state)");
+            else
+                in.reclaimable.source = rn.reason;
+        }
         free(mapping_locked);
     }
     in.has_target = s->p.has_target;

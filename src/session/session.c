@@ -359,8 +359,8 @@ int rf_session_load(const char *path, const struct forge_model_params *mp,
     if (rc == 0) {
         struct forge_model_info info;
         forge_model_get_info(m, &info);
-        rc = create_forge(m, true, rf_now_ns() - t0 - info.probe_ns, params,
-                          has_pre ? pre : NULL, out, err);
+        rc = create_forge(m, true, rf_now_ns() - t0 - info.probe_ns, params, has_pre ? pre : NULL,
+                          out, err);
     }
     free(pre);
     return rc;
@@ -444,6 +444,8 @@ int rf_session_dispatch_trace(struct rf_session *s, const struct forge_observer 
     if (!s->op.dispatch.complete) {
         r->profile_reason = "the dispatch trace is incomplete (events were dropped): no "
                             "profile; raise --dispatch-events";
+        ses_add_warning(s, "the dispatch observer dropped events: the trace is incomplete and "
+                           "gives no access profile (raise --dispatch-events)");
         return 0;
     }
     size_t n = s->op.dispatch.n_tensors;
@@ -517,12 +519,19 @@ static int record_output(struct rf_session *s, const struct rf_operation_output 
             o->n_verify_tokens == o->n_tokens && o->tokens &&
             memcmp(o->verify_tokens, o->tokens, o->n_tokens * sizeof(int32_t)) == 0;
     }
-    rf_timing_set(&op->timing, RF_TIMER_CONTEXT_INIT, o->context_init_ns);
-    rf_timing_set(&op->timing, RF_TIMER_INFERENCE, o->inference_ns);
-    rf_timing_set(&op->timing, RF_TIMER_PROMPT, o->prompt_ns);
-    rf_timing_set(&op->timing, RF_TIMER_TTFT, o->ttft_ns);
-    rf_timing_set(&op->timing, RF_TIMER_DECODE, o->decode_ns);
-    rf_timing_set(&op->timing, RF_TIMER_SYNCHRONIZATION, o->sync_ns);
+    /* 0 is "not measured" (the application did not time it): the timer stays null. */
+    const struct {
+        enum rf_timer k;
+        uint64_t ns;
+    } timers[] = {{RF_TIMER_CONTEXT_INIT, o->context_init_ns},
+                  {RF_TIMER_INFERENCE, o->inference_ns},
+                  {RF_TIMER_PROMPT, o->prompt_ns},
+                  {RF_TIMER_TTFT, o->ttft_ns},
+                  {RF_TIMER_DECODE, o->decode_ns},
+                  {RF_TIMER_SYNCHRONIZATION, o->sync_ns}};
+    for (size_t i = 0; i < sizeof(timers) / sizeof(timers[0]); i++)
+        if (timers[i].ns)
+            rf_timing_set(&op->timing, timers[i].k, timers[i].ns);
     op->has_memory_breakdown = o->has_memory_breakdown;
     op->kv_cache_bytes = o->kv_cache_bytes;
     op->compute_bytes = o->compute_bytes;
@@ -603,7 +612,9 @@ static void end_warnings(struct rf_session *s)
     ses_add_warning(s, "FileBackedResident is this process's mapping RSS: it is neither the file's "
                        "page cache nor the cgroup charge");
     if (!s->op.has_memory_breakdown)
-        ses_add_warning(s, "KvCache and GraphScratch are not reported by this llama.cpp build");
+        ses_add_warning(s, "KvCache and GraphScratch were not reported for this operation "
+                           "(llama_get_memory_breakdown did not answer, or the application did "
+                           "not supply them)");
     ses_add_warning(s,
                     "the ledger is sampled after the session was dropped: the session's KV cache "
                     "and scratch were freed with it and are in ProcessRssPeak, not ProcessRss "

@@ -21,7 +21,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <errno.h>
+#include <fcntl.h>
+
 #include "forge_test_util.h"
+#include "llama.h"
 #include "ramforge/forge.h"
 #include "ramforge/inventory.h"
 
@@ -141,6 +145,48 @@ static void test_neither(void **state)
     free(a);
 }
 
+/* Copies src to dst byte for byte (a different inode, the same content). */
+static void copy_file(const char *src, const char *dst)
+{
+    char buf[1 << 16];
+    ssize_t n;
+    int in = open(src, O_RDONLY), out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(in >= 0 && out >= 0);
+    while ((n = read(in, buf, sizeof(buf))) > 0)
+        assert_int_equal(write(out, buf, (size_t)n), n);
+    assert_int_equal(n, 0);
+    close(in);
+    assert_int_equal(close(out), 0);
+}
+
+/*
+ * forge_model_wrap binds only to the file the application's model mapped:
+ * another model's path, or a byte-identical copy, is refused; the right
+ * path is accepted and the borrowed model stays the application's.
+ */
+static void test_wrap_checks_the_path(void **state)
+{
+    char err[FORGE_ERR_MAX], copy[PATH_MAX + 8];
+    struct forge_model_params p = forge_model_default_params();
+    struct forge_model *m = NULL;
+
+    (void)state;
+    p.probe_access = false;
+    struct llama_model *lm = llama_model_load_from_file(q8_path, llama_model_default_params());
+    assert_non_null(lm);
+    assert_int_equal(forge_model_wrap(lm, q4_path, &p, &m, err), -EINVAL);
+    assert_null(m);
+    assert_non_null(strstr(err, "not the file the model was loaded from"));
+    snprintf(copy, sizeof(copy), "%s.copy", q8_path);
+    copy_file(q8_path, copy);
+    assert_int_equal(forge_model_wrap(lm, copy, &p, &m, err), -EINVAL);
+    unlink(copy);
+    assert_int_equal(forge_model_wrap(lm, q8_path, &p, &m, err), 0);
+    forge_model_free(m);
+    assert_true(llama_model_n_params(lm) > 0); /* borrowed: not freed by forge */
+    llama_model_free(lm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -148,6 +194,7 @@ int main(void)
         cmocka_unit_test(test_q4_no_repack),
         cmocka_unit_test(test_q8),
         cmocka_unit_test(test_neither),
+        cmocka_unit_test(test_wrap_checks_the_path),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
