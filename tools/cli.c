@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ramforge/policy.h"
+
 void cli_error(const char *fmt, ...)
 {
     va_list ap;
@@ -93,4 +95,23 @@ void cli_log_sink(enum rf_log_level level, const char *msg, void *user_data)
     (void)level;
     (void)user_data;
     fprintf(stderr, "%s\n", msg);
+}
+
+bool cli_parse_size(const char *cmd, const char *opt, const char *arg, bool allow_zero,
+                    uint64_t *out)
+{
+    if (allow_zero && strcmp(arg, "0") == 0) {
+        *out = 0;
+        return true;
+    }
+    int rc = rf_parse_size(arg, out);
+    /* Reports carry byte counts as JSON integers: at most INT64_MAX (8 EiB - 1). */
+    if (rc == 0 && *out > (uint64_t)INT64_MAX)
+        rc = -EOVERFLOW;
+    if (rc == -EOVERFLOW)
+        cli_usage_error(cmd, "invalid size for %s '%s': too large (at most 8 EiB - 1)", opt, arg);
+    else if (rc < 0)
+        cli_usage_error(cmd, "invalid size for %s '%s': expected a positive size such as "
+                        "512MiB, 2G or 300000000", opt, arg);
+    return rc == 0;
 }

@@ -154,21 +154,7 @@ enum {
 
 static bool parse_size_option(const char *opt, const char *arg, bool allow_zero, uint64_t *out)
 {
-    if (allow_zero && strcmp(arg, "0") == 0) {
-        *out = 0;
-        return true;
-    }
-    int rc = rf_parse_size(arg, out);
-    /* Reports carry byte counts as JSON integers: at most INT64_MAX (8 EiB - 1). */
-    if (rc == 0 && *out > (uint64_t)INT64_MAX)
-        rc = -EOVERFLOW;
-    if (rc == -EOVERFLOW)
-        cli_usage_error("run ", "invalid size for %s '%s': too large (at most 8 EiB - 1)",
-                        opt, arg);
-    else if (rc < 0)
-        cli_usage_error("run ", "invalid size for %s '%s': expected a positive size such as "
-                        "512MiB, 2G or 300000000", opt, arg);
-    return rc == 0;
+    return cli_parse_size("run ", opt, arg, allow_zero, out);
 }
 
 /* Returns -1 to continue, or the exit status. */
