@@ -23,6 +23,7 @@
 #include "ramforge/policy.h"
 
 #define SERVE_BODY_MAX_BYTES (1u << 20) /* request bodies above 1 MiB answer 413 */
+#define SERVE_DRAIN_SECONDS 5           /* at exit, time given to answers being written */
 
 /* What `ramforge serve`'s command line asked for. */
 struct serve_options {
@@ -119,6 +120,7 @@ struct serve {
     struct serve_job *head, *tail;
     size_t queued;
     bool processing;
+    size_t connections_with_job; /* connections a generation request is bound to */
     atomic_bool stopping;
     enum serve_residency residency;
     uint64_t last_activity_ns;
@@ -141,6 +143,12 @@ const char *serve_residency_name(enum serve_residency r);
 
 /* Starts libmicrohttpd on host:port; prints the address. Returns 0 or -errno. */
 int serve_http_start(struct serve *sv);
+
+/*
+ * Stops the HTTP front once every job is done: waits (at most
+ * SERVE_DRAIN_SECONDS) for the connections bound to a generation to send
+ * their last bytes, then closes every connection.
+ */
 void serve_http_stop(struct serve *sv);
 
 /*

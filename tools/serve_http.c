@@ -501,6 +501,9 @@ static enum MHD_Result handle_completion(struct serve *sv, struct MHD_Connection
     if (!j)
         return reply_error(c, 500, "out of memory");
     rq->job = j; /* the connection's reference */
+    pthread_mutex_lock(&sv->mu);
+    sv->connections_with_job++;
+    pthread_mutex_unlock(&sv->mu);
     int st = parse_completion(sv, body, api, j, msg, sizeof(msg));
     if (st)
         return reply_error(c, (unsigned)st, "%s", msg);
@@ -768,8 +771,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+    struct serve *sv = cls;
     struct conn_req *rq = *con_cls;
-    (void)cls;
     (void)c;
     if (!rq)
         return;
@@ -777,6 +780,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
             atomic_store(&rq->job->cancelled, true);
         serve_job_put(rq->job);
+        pthread_mutex_lock(&sv->mu);
+        sv->connections_with_job--;
+        pthread_cond_broadcast(&sv->cv);
+        pthread_mutex_unlock(&sv->mu);
     }
     free(rq->body);
     free(rq);
@@ -809,6 +816,14 @@ int serve_http_start(struct serve *sv)
 
 void serve_http_stop(struct serve *sv)
 {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += SERVE_DRAIN_SECONDS;
+    pthread_mutex_lock(&sv->mu);
+    while (sv->connections_with_job > 0 &&
+           pthread_cond_timedwait(&sv->cv, &sv->mu, &until) != ETIMEDOUT)
+        ;
+    pthread_mutex_unlock(&sv->mu);
     if (sv->daemon) {
         MHD_stop_daemon(sv->daemon);
         sv->daemon = NULL;
