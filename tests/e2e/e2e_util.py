@@ -5,6 +5,7 @@ Each driver runs one CASE per process (one ctest test each): exit 0 pass,
 raising Skip or returning SKIP.
 """
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -46,6 +47,25 @@ def expect_error_lines(c, argv, rc, needle, n_lines=1):
     check(len(lines) == n_lines, f"{argv}: expected {n_lines} error lines, got {p.stderr!r}")
     check(needle in lines[0], f"{argv}: {lines[0]!r} lacks {needle!r}")
     return p
+
+
+def memory_cgroup_v1():
+    """This process's v1 memory cgroup directory, or raises Skip with the reason."""
+    if os.geteuid() != 0:
+        raise Skip("not root: cannot create a memory cgroup")
+    with open("/proc/self/cgroup") as f:
+        paths = [ln.split(":", 2)[2].strip() for ln in f
+                 if "memory" in ln.split(":", 2)[1].split(",")]
+    point = None
+    with open("/proc/self/mountinfo") as f:
+        for ln in f:
+            fields = ln.split()
+            tail = fields[fields.index("-") + 1:]
+            if tail[0] == "cgroup" and "memory" in tail[2].split(",") and fields[3] == "/":
+                point = fields[4]
+    if not paths or not point:
+        raise Skip("no cgroup v1 memory controller")
+    return point + paths[0].rstrip("/")
 
 
 def main(cases, make_ctx, tmp_prefix, tmp_dir=None, schema_required=False):

@@ -16,8 +16,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "schema"))
 import validate_report  # noqa: E402
-from e2e_util import (SKIP, Failure, Skip, check, expect_error_lines, run_main,  # noqa: E402
-                      run_ramforge)
+from e2e_util import (SKIP, Failure, check, expect_error_lines,  # noqa: E402
+                      memory_cgroup_v1, run_main, run_ramforge)
 
 LEDGER_CATEGORIES = [
     "FileBackedLogical", "FileBackedResident", "AnonymousWeights", "MappingPss",
@@ -155,25 +155,6 @@ def check_admission_redone(c, doc):
     adm["cgroups"][0]["binding"] = False
     errs = errors_of(doc)
     check(any("binding" in e for e in errs), f"a wrong binding passes: {errs}")
-
-
-def memory_cgroup_v1():
-    """This process's v1 memory cgroup directory, or raises Skip with the reason."""
-    if os.geteuid() != 0:
-        raise Skip("not root: cannot create a memory cgroup")
-    with open("/proc/self/cgroup") as f:
-        paths = [ln.split(":", 2)[2].strip() for ln in f
-                 if "memory" in ln.split(":", 2)[1].split(",")]
-    point = None
-    with open("/proc/self/mountinfo") as f:
-        for ln in f:
-            fields = ln.split()
-            tail = fields[fields.index("-") + 1:]
-            if tail[0] == "cgroup" and "memory" in tail[2].split(",") and fields[3] == "/":
-                point = fields[4]
-    if not paths or not point:
-        raise Skip("no cgroup v1 memory controller")
-    return point + paths[0].rstrip("/")
 
 
 def case_admission_rejected(c):

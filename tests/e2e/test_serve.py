@@ -7,13 +7,16 @@ import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_util import Failure, Skip, check, run_main  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "schema"))
+import validate_report  # noqa: E402
+from e2e_util import Failure, Skip, check, memory_cgroup_v1, run_main  # noqa: E402
 
 PROMPT = "Hello my name is"
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -22,10 +25,10 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 class Server:
     """A running `ramforge serve`; use as a context manager (killed on exit)."""
 
-    def __init__(self, c, model, *argv, env=None):
+    def __init__(self, c, model, *argv, preexec_fn=None):
         self.proc = subprocess.Popen([c.rf, "serve", "-m", model, "--port", "0", *argv],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env=env)
+                                     preexec_fn=preexec_fn)
         self.stderr = []
         line = self.proc.stderr.readline()
         self.stderr.append(line)
@@ -509,12 +512,64 @@ def case_sigterm(c):
     check(doc["operation"]["operations"] >= 3, "the load and two requests at least")
     check(len(doc["output"]["token_ids"]) >= 1, "the report holds the last generation")
     if c.schema:
+        errors = validate_report.validate(c.schema, report)
+        check(not errors, f"the session report does not match the schema: {errors[:3]}")
+    return 0
+
+
+def case_admission_refused(c):
+    """A request whose KV cache cannot fit a child cgroup's hard limit answers 503 with the
+    admission's reason, never an OOM kill; the server keeps serving."""
+    child = os.path.join(memory_cgroup_v1(), f"ramforge-serve-{os.getpid()}")
+    model = c.model("small")  # KV: 4 layers * 2 * 128 * 2 bytes = 2 KiB per cell
+    os.mkdir(child)
+    try:
+        with open(os.path.join(child, "memory.limit_in_bytes"), "w") as f:
+            f.write(str(256 << 20))
+
+        def enter():
+            with open(os.path.join(child, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+
+        with Server(c, model, "-c", "1048576", preexec_fn=enter) as sv:
+            doc = expect_error(sv, "POST", "/completion",
+                               {"prompt": PROMPT, "n_predict": 1000000, "temperature": 0}, 503,
+                               "admission refused the request (rejected")
+            check(doc["error"]["type"] == "unavailable_error", f"type {doc}")
+            m = sv.metrics()
+            check(m[("ramforge_admission_refused_total", ())] == 1 and
+                  m[("ramforge_admission_total", (("outcome", "rejected"),))] == 1,
+                  "the refusal is counted")
+            res = sv.ok("GET", "/residency")["operation"]
+            check(res["admission"]["outcome"] == "rejected" and res["admission"]["refused"],
+                  f"the operation report holds the refusal: {res['admission']['outcome']}")
+            check(len(sv.complete(n=4)["tokens"]) == 4, "a small request still runs")
+    finally:
+        for _ in range(50):
+            try:
+                os.rmdir(child)
+                break
+            except OSError:
+                time.sleep(0.1)
+    return 0
+
+
+def case_slow_client(c):
+    """A connection that sends half a request and stalls is closed after --timeout."""
+    model = c.model()
+    with Server(c, model, "--timeout", "1") as sv:
+        s = socket.create_connection(("127.0.0.1", sv.port), timeout=10)
+        s.sendall(b"POST /completion HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+        t0 = time.monotonic()
         try:
-            import jsonschema
-        except ImportError:
-            return 0
-        with open(c.schema) as f:
-            jsonschema.validate(doc, json.load(f))
+            data = s.recv(4096)
+        except socket.timeout:
+            data = None
+        elapsed = time.monotonic() - t0
+        s.close()
+        check(data == b"" and elapsed < 5,
+              f"the stalled connection was not closed: {data!r} after {elapsed:.1f} s")
+        check(sv.ok("GET", "/health") == {"status": "ok"}, "still serving")
     return 0
 
 
@@ -532,6 +587,8 @@ CASES = {
     "bad_bodies": case_bad_bodies,
     "api_key": case_api_key,
     "sigterm": case_sigterm,
+    "admission_refused": case_admission_refused,
+    "slow_client": case_slow_client,
 }
 
 if __name__ == "__main__":
