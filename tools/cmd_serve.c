@@ -6,7 +6,8 @@
  *   rf_session_admit (refused: 503 with the reason) -> rf_session_stage
  *   (only after an idle release, with --staging-budget) -> forge_generate
  *   in a context of its own (end_of_session sample) -> after_session
- *   boundary -> rf_session_operation_end
+ *   boundary (not with a releasing policy and --idle-seconds: see
+ *   release_waits_for_idle) -> rf_session_operation_end
  *
  * and, after --idle-seconds without a request, once: the idle boundary
  * (the policy's release to the target) -> rf_session_operation_end.
@@ -234,6 +235,18 @@ static bool admit_and_stage(struct serve *sv, struct serve_job *j)
     return true;
 }
 
+/*
+ * With a releasing policy and --idle-seconds, a request ends with the
+ * end_of_session sample only: the release waits for the idle boundary, so
+ * requests arriving back to back find the pages they faulted in still
+ * resident. Otherwise every request ends with the after_session boundary,
+ * as `ramforge run` does (a releasing policy then releases after each).
+ */
+static bool release_waits_for_idle(const struct serve_options *o)
+{
+    return o->idle_seconds > 0 && rf_policy_mutates(o->policy);
+}
+
 /* Runs one queued request through the session's boundaries and answers it. */
 static void run_job(struct serve *sv, struct serve_job *j)
 {
@@ -265,7 +278,7 @@ static void run_job(struct serve *sv, struct serve_job *j)
     };
     int rc = forge_generate(sv->model, &gp, &gen, err);
     pthread_mutex_lock(&sv->session_mu);
-    if (observing) {
+    if (observing && !release_waits_for_idle(sv->o)) {
         int brc = rf_session_boundary(sv->session, RF_BOUNDARY_AFTER_SESSION);
         if (brc < 0)
             cli_error("the after_session boundary failed: %s", rf_strerror(brc));

@@ -291,13 +291,16 @@ def idle_case(c, mode):
                 "--release-mode", mode, "--idle-seconds", "1",
                 "--staging-budget", "64MiB") as sv:
         check(sv.complete(n=8)["tokens"] == tokens, "tokens before the idle release")
+        before = sv.ok("GET", "/residency")["operation"]["residency"]["samples"][-1]
+        check(before["mapping_rss_bytes"] > target,
+              f"a request leaves its pages resident until the idle boundary: {before}")
         time.sleep(2.5)
         props = sv.ok("GET", "/props")["residency"]
         check(props["state"] == "idle_released" and props["idle_boundaries"] >= 1,
               f"/props after idle: {props}")
         res = sv.ok("GET", "/residency")["operation"]
         samples = res["residency"]["samples"]
-        check(samples[-1]["label"] in ("idle", "idle_release"), f"last sample {samples[-1]}")
+        check(samples[-1]["label"] == "idle_release", f"last sample {samples[-1]}")
         n_maps = 1  # one GGUF file: one r--s mapping
         rss = samples[-1]["mapping_rss_bytes"]
         check(rss is not None and rss <= target + PAGE * n_maps,
