@@ -2,9 +2,10 @@
 """What an idle `ramforge serve` costs, side by side in one run.
 
 For each model: (a) always resident (observe), (b) idle release to a target of
-25% of the file with dontneed and with pageout, (c) llama-server with
---sleep-idle-seconds when --llama-server PATH is given (skipped otherwise, with
-the reason). Each configuration: start the server on a private copy of the
+25% of the file with dontneed and with pageout, (c) llama-server built
+from the same pinned source (scripts/build-llama-server.sh) with
+--sleep-idle-seconds, when --llama-server PATH is given (skipped otherwise,
+with the reason). Each configuration: start the server on a private copy of the
 model, one warm request, wait idle, then measure the idle process (VmRSS), the
 model file's page cache (fincore), the cgroup charge (memory.current or
 memory.usage_in_bytes of the server's cgroup: cgroup-wide), then the first
@@ -12,13 +13,15 @@ request after idle: client-side TTFT (to the first SSE event), decode tok/s
 (the server's timings) and token identity with (a). Medians of -r runs.
 
     bench/serve_idle.py --ramforge build/ramforge -m build/models/tinyllama-q8_0.gguf \\
-        -m build/models/tinyllama-q4_0.gguf -t 2 -r 3
+        -m build/models/tinyllama-q4_0.gguf -t 2 -r 3 \\
+        --llama-server "$(scripts/build-llama-server.sh)"
 """
 import argparse
 import http.client
 import json
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -107,8 +110,37 @@ def stream_request(port, n):
     return ttft, tokens, tps
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def llama_server_port(port):
+    """Waits for llama-server's /health (it loads the model before answering 200)."""
+    def wait(p):
+        subprocess.Popen(["cat"], stdin=p.stderr, stdout=subprocess.DEVNULL)
+        for _ in range(600):
+            if p.poll() is not None:
+                raise RuntimeError(f"llama-server exited {p.returncode}")
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                conn.request("GET", "/health")
+                if conn.getresponse().status == 200:
+                    return port
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("llama-server did not become healthy")
+    return wait
+
+
 def one_run(args, model, name, argv, idle):
-    proc = Proc(argv, ramforge_port)
+    if name == "llama-server":
+        port = free_port()
+        proc = Proc(argv + ["--port", str(port)], llama_server_port(port))
+    else:
+        proc = Proc(argv, ramforge_port)
     try:
         stream_request(proc.port, args.n)  # warm
         time.sleep(idle + 2)
@@ -154,12 +186,17 @@ def main():
                                                 "--memory-target", str(target),
                                                 "--release-mode", "pageout"]),
             ]
+            if args.llama_server:
+                configs.append(("llama-server", [args.llama_server, "-m", copy, "--host",
+                                                 "127.0.0.1", "-t", str(args.threads),
+                                                 "--no-webui", "--sleep-idle-seconds",
+                                                 str(args.idle_seconds)]))
             print(f"\n{os.path.basename(src)}: {size / 2**20:.1f} MiB, target "
                   f"{target / 2**20:.1f} MiB (25%), -n {args.n}, -t {args.threads}, "
                   f"medians of {args.repetitions}")
             print(f"{'config':14} {'idle RSS':>9} {'cache':>9} {'cgroup':>9} "
                   f"{'TTFT ms':>8} {'tok/s':>7}  tokens")
-            ref = None
+            ref, rows = None, {}
             for name, argv in configs:
                 runs = [one_run(args, copy, name, argv, args.idle_seconds)
                         for _ in range(args.repetitions)]
@@ -169,10 +206,18 @@ def main():
                 if ref is None:
                     ref = runs[0]["tokens"]
                 same = all(r["tokens"] == ref for r in runs)
+                rows[name] = med
                 print(f"{name:14} {mib(med['rss'])} {mib(med['cache'])} {mib(med['cgroup'])} "
                       f"{med['ttft'] * 1e3:8.1f} {med['tps']:7.2f}  "
                       f"{'identical' if same else 'DIFFER'}")
-            if not args.llama_server:
+            if "llama-server" in rows:
+                ls = rows["llama-server"]
+                for name in ("resident", "idle-dontneed", "idle-pageout"):
+                    r = rows[name]
+                    ratio = [f"{k} {r[k] / ls[k]:.2f}" if r[k] and ls[k] else f"{k} -"
+                             for k in ("rss", "cache", "ttft", "tps")]
+                    print(f"ratio {name} / llama-server: {', '.join(ratio)}")
+            else:
                 print("llama-server    skipped: no --llama-server PATH given (build it from "
                       "the pin: DESIGN.md, -DLLAMA_BUILD_SERVER=ON, target llama-server)")
     finally:

@@ -115,3 +115,43 @@ bool cli_parse_size(const char *cmd, const char *opt, const char *arg, bool allo
                         "512MiB, 2G or 300000000", opt, arg);
     return rc == 0;
 }
+
+bool cli_parse_policy(const char *cmd, const char *arg, enum rf_policy_profile *out)
+{
+    if (rf_policy_parse(arg, out) == 0)
+        return true;
+    cli_usage_error(cmd, "unknown residency policy '%s' (expected off, observe, conservative, "
+                    "memory-bound, reuse-aware or active)", arg);
+    return false;
+}
+
+bool cli_parse_release_mode(const char *cmd, const char *arg, enum forge_release_mode *out)
+{
+    if (!strcmp(arg, "dontneed")) {
+        *out = FORGE_RELEASE_DONTNEED;
+    } else if (!strcmp(arg, "pageout")) {
+        *out = FORGE_RELEASE_PAGEOUT;
+    } else {
+        cli_usage_error(cmd, "unknown release mode '%s' (expected dontneed or pageout)", arg);
+        return false;
+    }
+    return true;
+}
+
+bool cli_check_target(const char *cmd, enum rf_policy_profile policy, bool has_target,
+                      uint64_t target_bytes, uint64_t reserve_bytes)
+{
+    if (rf_policy_requires_target(policy) && !has_target) {
+        cli_usage_error(cmd, "--residency-policy %s needs --memory-target SIZE",
+                        rf_policy_name(policy));
+        return false;
+    }
+    if (has_target && reserve_bytes >= target_bytes) {
+        cli_usage_error(cmd,
+                        "--safety-reserve (%" PRIu64 " bytes) must be below --memory-target "
+                        "(%" PRIu64 " bytes)",
+                        reserve_bytes, target_bytes);
+        return false;
+    }
+    return true;
+}

@@ -132,10 +132,8 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
                 return RF_EXIT_USAGE;
             break;
         case OPT_POLICY:
-            if (rf_policy_parse(optarg, &o->policy) < 0) {
-                cli_usage_error("serve ", "unknown residency policy '%s'", optarg);
+            if (!cli_parse_policy("serve ", optarg, &o->policy))
                 return RF_EXIT_USAGE;
-            }
             break;
         case OPT_TARGET:
             if (!cli_parse_size("serve ", "--memory-target", optarg, false, &o->target_bytes))
@@ -148,15 +146,8 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
             break;
         case OPT_RELEASE_MODE:
             o->has_release_mode = true;
-            if (!strcmp(optarg, "dontneed")) {
-                o->release_mode = FORGE_RELEASE_DONTNEED;
-            } else if (!strcmp(optarg, "pageout")) {
-                o->release_mode = FORGE_RELEASE_PAGEOUT;
-            } else {
-                cli_usage_error("serve ",
-                                "unknown release mode '%s' (expected dontneed or pageout)", optarg);
+            if (!cli_parse_release_mode("serve ", optarg, &o->release_mode))
                 return RF_EXIT_USAGE;
-            }
             break;
         case OPT_IDLE:
             if (!cli_parse_int("idle time (--idle-seconds)", optarg, 0, 86400 * 365,
@@ -204,18 +195,9 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
         cli_usage_error("serve ", "missing -m/--model PATH");
         return RF_EXIT_USAGE;
     }
-    if (rf_policy_requires_target(o->policy) && !o->has_target) {
-        cli_usage_error("serve ", "--residency-policy %s needs --memory-target SIZE",
-                        rf_policy_name(o->policy));
+    if (!cli_check_target("serve ", o->policy, o->has_target, o->target_bytes,
+                          o->reserve_bytes))
         return RF_EXIT_USAGE;
-    }
-    if (o->has_target && o->reserve_bytes >= o->target_bytes) {
-        cli_usage_error("serve ",
-                        "--safety-reserve (%" PRIu64 " bytes) must be below --memory-target "
-                        "(%" PRIu64 " bytes)",
-                        o->reserve_bytes, o->target_bytes);
-        return RF_EXIT_USAGE;
-    }
     if (o->policy == RF_POLICY_OFF && (o->idle_seconds || o->has_staging || o->has_target))
         cli_error("warning: --idle-seconds, --staging-budget and --memory-target have no "
                   "effect with --residency-policy off");

@@ -16,7 +16,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "schema"))
 import validate_report  # noqa: E402
-from e2e_util import Failure, Skip, check, memory_cgroup_v1, run_main  # noqa: E402
+from e2e_util import Failure, Skip, check, memory_child_cgroup, run_main  # noqa: E402
 
 PROMPT = "Hello my name is"
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -523,17 +523,8 @@ def case_sigterm(c):
 def case_admission_refused(c):
     """A request whose KV cache cannot fit a child cgroup's hard limit answers 503 with the
     admission's reason, never an OOM kill; the server keeps serving."""
-    child = os.path.join(memory_cgroup_v1(), f"ramforge-serve-{os.getpid()}")
     model = c.model("small")  # KV: 4 layers * 2 * 128 * 2 bytes = 2 KiB per cell
-    os.mkdir(child)
-    try:
-        with open(os.path.join(child, "memory.limit_in_bytes"), "w") as f:
-            f.write(str(256 << 20))
-
-        def enter():
-            with open(os.path.join(child, "cgroup.procs"), "w") as f:
-                f.write(str(os.getpid()))
-
+    with memory_child_cgroup("ramforge-serve", 256 << 20) as enter:
         with Server(c, model, "-c", "1048576", preexec_fn=enter) as sv:
             doc = expect_error(sv, "POST", "/completion",
                                {"prompt": PROMPT, "n_predict": 1000000, "temperature": 0}, 503,
@@ -547,13 +538,6 @@ def case_admission_refused(c):
             check(res["admission"]["outcome"] == "rejected" and res["admission"]["refused"],
                   f"the operation report holds the refusal: {res['admission']['outcome']}")
             check(len(sv.complete(n=4)["tokens"]) == 4, "a small request still runs")
-    finally:
-        for _ in range(50):
-            try:
-                os.rmdir(child)
-                break
-            except OSError:
-                time.sleep(0.1)
     return 0
 
 
@@ -576,6 +560,36 @@ def case_slow_client(c):
     return 0
 
 
+def case_cli_badinput(c):
+    """The command line: usage errors exit 2, start-up failures exit 1, each with one
+    "ramforge: " line; --help exits 0."""
+    model = c.model()
+
+    def run(*argv):
+        return subprocess.run([c.rf, "serve", *argv], capture_output=True, text=True,
+                              timeout=120)
+
+    p = run("--help")
+    check(p.returncode == 0 and "--idle-seconds" in p.stdout, "serve --help")
+    for argv, rc, needle in (
+            ((), 2, "missing -m/--model"),
+            (("-m", model, "--residency-policy", "memory-bound"), 2, "needs --memory-target"),
+            (("-m", model, "--release-mode", "evict"), 2, "unknown release mode"),
+            (("-m", model, "--residency-policy", "eager"), 2, "unknown residency policy"),
+            (("-m", model, "--port", "70000"), 2, "invalid port"),
+            (("-m", model, "--queue", "0"), 2, "invalid queue length"),
+            (("-m", model, "--host", "localhost", "--port", "0"), 1, "invalid --host"),
+            (("-m", os.path.join(c.tmp, "absent.gguf"), "--port", "0"), 1, "absent.gguf")):
+        p = run(*argv)
+        lines = [ln for ln in p.stderr.splitlines() if ln.startswith("ramforge: ")]
+        check(p.returncode == rc and lines and needle in lines[0],
+              f"serve {argv}: exit {p.returncode} (expected {rc}), {p.stderr!r} lacks {needle!r}")
+    with Server(c, model) as sv:
+        p = run("-m", model, "--port", str(sv.port))
+        check(p.returncode == 1 and "cannot listen" in p.stderr, f"port in use: {p.stderr!r}")
+    return 0
+
+
 CASES = {
     "endpoints": case_endpoints,
     "greedy_parity": case_greedy_parity,
@@ -592,6 +606,7 @@ CASES = {
     "sigterm": case_sigterm,
     "admission_refused": case_admission_refused,
     "slow_client": case_slow_client,
+    "cli_badinput": case_cli_badinput,
 }
 
 if __name__ == "__main__":
