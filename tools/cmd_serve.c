@@ -83,8 +83,8 @@ bool serve_enqueue(struct serve *sv, struct serve_job *j, char *why, size_t why_
     if (atomic_load(&sv->stopping)) {
         snprintf(why, why_len, "the server is shutting down");
     } else if (sv->queued >= (size_t)sv->o->queue) {
-        snprintf(why, why_len, "the request queue is full (%zu waiting, --queue %lld)",
-                 sv->queued, sv->o->queue);
+        snprintf(why, why_len, "the request queue is full (%zu waiting, --queue %lld)", sv->queued,
+                 sv->o->queue);
         sv->rejected_queue_full++;
     } else {
         pthread_mutex_lock(&j->mu);
@@ -215,8 +215,7 @@ static bool admit_and_stage(struct serve *sv, struct serve_job *j)
         return false;
     }
     if (rc == 0 && sv->o->verbose && adm.outcome != RF_ADMIT_ADMITTED)
-        cli_error("warning: admission %s: %s", rf_admission_outcome_name(adm.outcome),
-                  adm.reason);
+        cli_error("warning: admission %s: %s", rf_admission_outcome_name(adm.outcome), adm.reason);
     pthread_mutex_lock(&sv->mu);
     bool stage = sv->o->has_staging && sv->residency == SERVE_IDLE_RELEASED;
     if (stage)

@@ -28,18 +28,18 @@
 /* What `ramforge serve`'s command line asked for. */
 struct serve_options {
     const char *model;
-    const char *host;        /* default 127.0.0.1 */
-    long long port;          /* default 8080; 0: any free port (printed) */
-    long long n_ctx;         /* largest context per request, tokens; 0: the model's n_ctx_train */
-    long long n_threads;     /* 0: llama.cpp's default */
-    long long n_predict;     /* a request's default n_predict */
+    const char *host;    /* default 127.0.0.1 */
+    long long port;      /* default 8080; 0: any free port (printed) */
+    long long n_ctx;     /* largest context per request, tokens; 0: the model's n_ctx_train */
+    long long n_threads; /* 0: llama.cpp's default */
+    long long n_predict; /* a request's default n_predict */
     enum rf_policy_profile policy;
     bool has_target;
     uint64_t target_bytes;
     uint64_t reserve_bytes;
     enum forge_release_mode release_mode;
     bool has_release_mode;
-    long long idle_seconds;  /* 0: no idle boundary */
+    long long idle_seconds; /* 0: no idle boundary */
     bool has_staging;
     uint64_t staging_budget; /* bytes */
     long long queue;         /* requests waiting behind the one running */
@@ -58,7 +58,7 @@ enum serve_api {
 };
 
 enum serve_residency {
-    SERVE_RESIDENT = 0, /* the weights as the last request left them */
+    SERVE_RESIDENT = 0,  /* the weights as the last request left them */
     SERVE_IDLE_RELEASED, /* the idle boundary ran */
     SERVE_STAGING,       /* staging released pages for the next request */
 };
@@ -88,10 +88,10 @@ struct serve_job {
     int32_t *tokens; /* generated ids so far, owned */
     size_t n_tokens, tokens_cap;
     bool done;
-    atomic_bool cancelled;      /* the client left: stop after the current token */
-    int status;                 /* HTTP status when done: 200, or an error's */
-    char message[768];          /* the error's message */
-    const char *stop_type;      /* "eos", "limit", "none" (cancelled) */
+    atomic_bool cancelled;         /* the client left: stop after the current token */
+    int status;                    /* HTTP status when done: 200, or an error's */
+    char message[768];             /* the error's message */
+    const char *stop_type;         /* "eos", "limit", "none" (cancelled) */
     uint64_t prompt_ns, decode_ns; /* timings of the generation */
     /* ownership */
     int refs;
@@ -107,15 +107,15 @@ struct MHD_Daemon;
 struct serve {
     const struct serve_options *o;
     struct rf_session *session;
-    struct forge_model *model;  /* the session's */
+    struct forge_model *model; /* the session's */
     struct forge_model_info info;
-    uint32_t n_ctx_limit;       /* tokens a request's prompt + n_predict may use */
-    uint64_t t_start_s;         /* time(NULL) at start */
+    uint32_t n_ctx_limit; /* tokens a request's prompt + n_predict may use */
+    uint64_t t_start_s;   /* time(NULL) at start */
     struct MHD_Daemon *daemon;
 
     pthread_mutex_t session_mu; /* every rf_session_* call */
 
-    pthread_mutex_t mu;         /* what follows */
+    pthread_mutex_t mu; /* what follows */
     pthread_cond_t cv;
     struct serve_job *head, *tail;
     size_t queued;
@@ -124,12 +124,12 @@ struct serve {
     atomic_bool stopping;
     enum serve_residency residency;
     uint64_t last_activity_ns;
-    bool idle_done;             /* the idle boundary ran since the last request */
+    bool idle_done; /* the idle boundary ran since the last request */
     /* counters since start */
     uint64_t prompt_tokens_total, tokens_predicted_total, requests_total;
     uint64_t prompt_ns_total, decode_ns_total;
     uint64_t rejected_queue_full, cancelled_total;
-    uint64_t admission[4];      /* per rf_admission_outcome */
+    uint64_t admission[4]; /* per rf_admission_outcome */
     uint64_t admission_refused;
     uint64_t idle_boundaries;
     uint64_t staging_requested_bytes, staging_accepted_bytes; /* summed over operations */

@@ -32,7 +32,7 @@
 #define RAMFORGE_VERSION "0.0.0"
 #endif
 
-#define SERVE_POLL_MS 20 /* a waiting connection checks its socket this often, ms */
+#define SERVE_POLL_MS 20              /* a waiting connection checks its socket this often, ms */
 #define SERVE_SEED_RANDOM 0xFFFFFFFFu /* LLAMA_DEFAULT_SEED: dist draws a random seed */
 
 /* llama-server's error types (tools/server/utils.hpp). */
@@ -80,8 +80,11 @@ static json_t *json_text(const char *s, size_t n)
         return NULL;
     for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
-        size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
-                                  : (c & 0xF8) == 0xF0 ? 4 : 0;
+        size_t len = c < 0x80             ? 1
+                     : (c & 0xE0) == 0xC0 ? 2
+                     : (c & 0xF0) == 0xE0 ? 3
+                     : (c & 0xF8) == 0xF0 ? 4
+                                          : 0;
         json_t *probe = len && i + len <= n ? json_stringn(s + i, len) : NULL;
         if (probe) {
             json_decref(probe);
@@ -124,10 +127,9 @@ static enum MHD_Result reply_json(struct MHD_Connection *c, unsigned status, jso
     return reply_text(c, status, text, "application/json; charset=utf-8");
 }
 
-static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status, const char *fmt,
-                                   ...) __attribute__((format(printf, 3, 4)));
-static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status, const char *fmt,
-                                   ...)
+static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status, const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
@@ -237,8 +239,7 @@ static bool field_bool(json_t *body, const char *key, bool *out, char *msg, size
 }
 
 /* An array of token ids in [0, n_vocab) into a new array (caller frees). */
-static bool token_array(json_t *a, int32_t n_vocab, int32_t **out, size_t *n, char *msg,
-                        size_t len)
+static bool token_array(json_t *a, int32_t n_vocab, int32_t **out, size_t *n, char *msg, size_t len)
 {
     size_t count = json_array_size(a);
     int32_t *t = calloc(count + 1, sizeof(*t));
@@ -248,8 +249,7 @@ static bool token_array(json_t *a, int32_t n_vocab, int32_t **out, size_t *n, ch
     }
     for (size_t i = 0; i < count; i++) {
         json_t *v = json_array_get(a, i);
-        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-            json_integer_value(v) >= n_vocab) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= n_vocab) {
             snprintf(msg, len, "token %zu is not an integer id in [0, %d)", i, n_vocab);
             free(t);
             return false;
@@ -265,8 +265,8 @@ static bool token_array(json_t *a, int32_t n_vocab, int32_t **out, size_t *n, ch
  * Fills job's request from a /completion or /v1/completions body. Returns
  * 0, or the HTTP status of the error with msg.
  */
-static int parse_completion(struct serve *sv, json_t *body, enum serve_api api,
-                            struct serve_job *j, char *msg, size_t len)
+static int parse_completion(struct serve *sv, json_t *body, enum serve_api api, struct serve_job *j,
+                            char *msg, size_t len)
 {
     json_t *prompt = json_object_get(body, "prompt");
     if (json_is_string(prompt)) {
@@ -274,8 +274,8 @@ static int parse_completion(struct serve *sv, json_t *body, enum serve_api api,
             snprintf(msg, len, "'prompt' is empty");
             return 400;
         }
-        int rc = forge_tokenize(sv->model, json_string_value(prompt), true, true,
-                                &j->prompt_tokens, &j->n_prompt);
+        int rc = forge_tokenize(sv->model, json_string_value(prompt), true, true, &j->prompt_tokens,
+                                &j->n_prompt);
         if (rc < 0) {
             snprintf(msg, len, "cannot tokenize the prompt: %s", rf_strerror(rc));
             return rc == -ENOMEM ? 500 : 400;
@@ -300,8 +300,7 @@ static int parse_completion(struct serve *sv, json_t *body, enum serve_api api,
         !field_bool(body, "stream", &stream, msg, len))
         return 400;
     if (j->n_prompt >= sv->n_ctx_limit) {
-        snprintf(msg, len,
-                 "the prompt of %zu tokens does not fit the context of %u tokens (-c)",
+        snprintf(msg, len, "the prompt of %zu tokens does not fit the context of %u tokens (-c)",
                  j->n_prompt, sv->n_ctx_limit);
         return 400;
     }
@@ -317,8 +316,9 @@ static int parse_completion(struct serve *sv, json_t *body, enum serve_api api,
     }
     if (seed < -1 || seed > UINT32_MAX || temp > 100.0 || top_p < 0.0 || min_p < 0.0 ||
         top_k > INT32_MAX || top_k < INT32_MIN) {
-        snprintf(msg, len, "a sampling parameter is out of range (seed -1..2^32-1, "
-                           "temperature <= 100, top_p and min_p >= 0)");
+        snprintf(msg, len,
+                 "a sampling parameter is out of range (seed -1..2^32-1, "
+                 "temperature <= 100, top_p and min_p >= 0)");
         return 400;
     }
     j->api = api;
@@ -347,8 +347,8 @@ static json_t *timings_json(const struct serve_job *j)
 {
     double prompt_ms = (double)j->prompt_ns / 1e6, pred_ms = (double)j->decode_ns / 1e6;
     size_t n_after_first = j->n_tokens > 1 ? j->n_tokens - 1 : 0;
-    return json_pack("{s:I,s:f,s:f,s:I,s:f,s:f}", "prompt_n", (json_int_t)j->n_prompt,
-                     "prompt_ms", prompt_ms, "prompt_per_second",
+    return json_pack("{s:I,s:f,s:f,s:I,s:f,s:f}", "prompt_n", (json_int_t)j->n_prompt, "prompt_ms",
+                     prompt_ms, "prompt_per_second",
                      prompt_ms > 0 ? (double)j->n_prompt / prompt_ms * 1e3 : 0.0, "predicted_n",
                      (json_int_t)j->n_tokens, "predicted_ms", pred_ms, "predicted_per_second",
                      pred_ms > 0 ? (double)n_after_first / pred_ms * 1e3 : 0.0);
@@ -363,8 +363,8 @@ static json_t *settings_json(struct serve *sv, const struct serve_job *j)
 }
 
 /* llama-server's /completion object for text[from..to) and tokens[t0..t1); final: stop. */
-static json_t *completion_json(struct serve *sv, const struct serve_job *j, size_t from,
-                               size_t to, size_t t0, size_t t1, bool final)
+static json_t *completion_json(struct serve *sv, const struct serve_job *j, size_t from, size_t to,
+                               size_t t0, size_t t1, bool final)
 {
     json_t *o = json_pack("{s:i,s:o,s:o,s:b,s:i,s:I,s:I}", "index", 0, "content",
                           json_text(j->text ? j->text + from : "", to - from), "tokens",
@@ -388,18 +388,17 @@ static json_t *oai_json(struct serve *sv, const struct serve_job *j, size_t from
     char id[64];
     snprintf(id, sizeof(id), "cmpl-%016llx", (unsigned long long)j->t_queued_ns);
     const char *finish = !final ? NULL : !strcmp(j->stop_type, "eos") ? "stop" : "length";
-    json_t *choice = json_pack("{s:o,s:i,s:n,s:o}", "text",
-                               json_text(j->text ? j->text + from : "", to - from), "index", 0,
-                               "logprobs", "finish_reason",
-                               finish ? json_string(finish) : json_null());
-    json_t *o = json_pack("{s:s,s:s,s:I,s:s,s:[o]}", "id", id, "object", "text_completion",
-                          "created", (json_int_t)time(NULL), "model", sv->o->model, "choices",
-                          choice);
+    json_t *choice = json_pack(
+        "{s:o,s:i,s:n,s:o}", "text", json_text(j->text ? j->text + from : "", to - from), "index",
+        0, "logprobs", "finish_reason", finish ? json_string(finish) : json_null());
+    json_t *o =
+        json_pack("{s:s,s:s,s:I,s:s,s:[o]}", "id", id, "object", "text_completion", "created",
+                  (json_int_t)time(NULL), "model", sv->o->model, "choices", choice);
     if (final && o)
         json_object_set_new(o, "usage",
                             json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)j->n_prompt,
-                                      "completion_tokens", (json_int_t)j->n_tokens,
-                                      "total_tokens", (json_int_t)(j->n_prompt + j->n_tokens)));
+                                      "completion_tokens", (json_int_t)j->n_tokens, "total_tokens",
+                                      (json_int_t)(j->n_prompt + j->n_tokens)));
     if (final && o)
         json_object_set_new(o, "timings", timings_json(j));
     return o;
@@ -409,10 +408,10 @@ static json_t *oai_json(struct serve *sv, const struct serve_job *j, size_t from
 
 struct stream {
     struct serve *sv;
-    struct serve_job *job;        /* a reference */
+    struct serve_job *job; /* a reference */
     struct MHD_Connection *conn;
     size_t sent_text, sent_tokens; /* what the events so far carried */
-    char *pending;                /* the event being written */
+    char *pending;                 /* the event being written */
     size_t pending_len, pending_off;
     bool final_sent, done_sent;
 };
@@ -458,8 +457,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         bool final = j->done;
         json_t *ev;
         if (final && j->status != 200) {
-            ev = json_pack("{s:{s:i,s:s,s:s}}", "error", "code", j->status, "message",
-                           j->message, "type", error_type(j->status));
+            ev = json_pack("{s:{s:i,s:s,s:s}}", "error", "code", j->status, "message", j->message,
+                           "type", error_type(j->status));
         } else if (j->api == SERVE_API_OAI) {
             ev = oai_json(st->sv, j, st->sent_text, to, final);
         } else {
@@ -559,16 +558,16 @@ static enum MHD_Result handle_tokenize(struct serve *sv, struct MHD_Connection *
         return reply_error(c, 400, "%s", msg);
     int32_t *t = NULL;
     size_t n = 0;
-    int rc = forge_tokenize(sv->model, json_string_value(content), add_special, parse_special, &t,
-                            &n);
+    int rc =
+        forge_tokenize(sv->model, json_string_value(content), add_special, parse_special, &t, &n);
     if (rc < 0)
         return reply_error(c, rc == -ENOMEM ? 500 : 400, "cannot tokenize: %s", rf_strerror(rc));
     json_t *a = json_array();
     for (size_t i = 0; i < n; i++) {
         char *piece = NULL;
         if (with_pieces && forge_detokenize(sv->model, &t[i], 1, &piece) == 0)
-            json_array_append_new(a, json_pack("{s:i,s:o}", "id", t[i], "piece",
-                                               json_text(piece, strlen(piece))));
+            json_array_append_new(
+                a, json_pack("{s:i,s:o}", "id", t[i], "piece", json_text(piece, strlen(piece))));
         else
             json_array_append_new(a, json_integer(t[i]));
         free(piece);
@@ -591,8 +590,7 @@ static enum MHD_Result handle_detokenize(struct serve *sv, struct MHD_Connection
     int rc = forge_detokenize(sv->model, t, n, &text);
     free(t);
     if (rc < 0)
-        return reply_error(c, rc == -EINVAL ? 400 : 500, "cannot detokenize: %s",
-                           rf_strerror(rc));
+        return reply_error(c, rc == -EINVAL ? 400 : 500, "cannot detokenize: %s", rf_strerror(rc));
     json_t *o = json_pack("{s:o}", "content", json_text(text, strlen(text)));
     free(text);
     return reply_json(c, 200, o);
@@ -614,20 +612,19 @@ static enum MHD_Result handle_props(struct serve *sv, struct MHD_Connection *c)
     snprintf(build, sizeof(build), "ramforge %s (llama.cpp %s)", RAMFORGE_VERSION,
              forge_llama_version());
     pthread_mutex_lock(&sv->mu);
-    json_t *res = json_pack(
-        "{s:s,s:s,s:b,s:I,s:I,s:I,s:b,s:I,s:b,s:I}", "state",
-        serve_residency_name(sv->residency), "policy", rf_policy_name(sv->o->policy),
-        "has_memory_target", sv->o->has_target, "memory_target_bytes",
-        (json_int_t)sv->o->target_bytes, "idle_seconds", (json_int_t)sv->o->idle_seconds,
-        "idle_boundaries", (json_int_t)sv->idle_boundaries, "has_staging_budget",
-        sv->o->has_staging, "staging_budget_bytes", (json_int_t)sv->o->staging_budget,
-        "processing", sv->processing, "queued", (json_int_t)sv->queued);
+    json_t *res =
+        json_pack("{s:s,s:s,s:b,s:I,s:I,s:I,s:b,s:I,s:b,s:I}", "state",
+                  serve_residency_name(sv->residency), "policy", rf_policy_name(sv->o->policy),
+                  "has_memory_target", sv->o->has_target, "memory_target_bytes",
+                  (json_int_t)sv->o->target_bytes, "idle_seconds", (json_int_t)sv->o->idle_seconds,
+                  "idle_boundaries", (json_int_t)sv->idle_boundaries, "has_staging_budget",
+                  sv->o->has_staging, "staging_budget_bytes", (json_int_t)sv->o->staging_budget,
+                  "processing", sv->processing, "queued", (json_int_t)sv->queued);
     pthread_mutex_unlock(&sv->mu);
     json_t *o = json_pack("{s:{s:I,s:{s:I}},s:i,s:s,s:s,s:s,s:o}", "default_generation_settings",
                           "n_ctx", (json_int_t)sv->n_ctx_limit, "params", "n_predict",
                           (json_int_t)sv->o->n_predict, "total_slots", 1, "model_path",
-                          sv->o->model, "chat_template", "", "build_info", build, "residency",
-                          res);
+                          sv->o->model, "chat_template", "", "build_info", build, "residency", res);
     return reply_json(c, 200, o);
 }
 
@@ -660,16 +657,31 @@ struct route {
     int id;
 };
 
-enum { R_HEALTH, R_PROPS, R_MODELS, R_COMPLETION, R_OAI, R_TOKENIZE, R_DETOKENIZE, R_METRICS,
-       R_RESIDENCY };
+enum {
+    R_HEALTH,
+    R_PROPS,
+    R_MODELS,
+    R_COMPLETION,
+    R_OAI,
+    R_TOKENIZE,
+    R_DETOKENIZE,
+    R_METRICS,
+    R_RESIDENCY
+};
 
 static const struct route routes[] = {
-    {"/health", "GET", true, R_HEALTH},         {"/v1/health", "GET", true, R_HEALTH},
-    {"/props", "GET", false, R_PROPS},          {"/v1/models", "GET", true, R_MODELS},
-    {"/models", "GET", true, R_MODELS},         {"/completion", "POST", false, R_COMPLETION},
-    {"/completions", "POST", false, R_COMPLETION}, {"/v1/completions", "POST", false, R_OAI},
-    {"/tokenize", "POST", false, R_TOKENIZE},   {"/detokenize", "POST", false, R_DETOKENIZE},
-    {"/metrics", "GET", false, R_METRICS},      {"/residency", "GET", false, R_RESIDENCY},
+    {"/health", "GET", true, R_HEALTH},
+    {"/v1/health", "GET", true, R_HEALTH},
+    {"/props", "GET", false, R_PROPS},
+    {"/v1/models", "GET", true, R_MODELS},
+    {"/models", "GET", true, R_MODELS},
+    {"/completion", "POST", false, R_COMPLETION},
+    {"/completions", "POST", false, R_COMPLETION},
+    {"/v1/completions", "POST", false, R_OAI},
+    {"/tokenize", "POST", false, R_TOKENIZE},
+    {"/detokenize", "POST", false, R_DETOKENIZE},
+    {"/metrics", "GET", false, R_METRICS},
+    {"/residency", "GET", false, R_RESIDENCY},
 };
 
 static enum MHD_Result route_request(struct serve *sv, struct MHD_Connection *c, const char *url,
@@ -717,16 +729,15 @@ static enum MHD_Result route_request(struct serve *sv, struct MHD_Connection *c,
     else if (r->id == R_DETOKENIZE)
         ret = handle_detokenize(sv, c, body);
     else
-        ret = handle_completion(sv, c, rq, body, r->id == R_OAI ? SERVE_API_OAI
-                                                                : SERVE_API_COMPLETION);
+        ret = handle_completion(sv, c, rq, body,
+                                r->id == R_OAI ? SERVE_API_OAI : SERVE_API_COMPLETION);
     json_decref(body);
     return ret;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
 {
     struct serve *sv = cls;
     struct conn_req *rq = *con_cls;
@@ -794,15 +805,14 @@ int serve_http_start(struct serve *sv)
 {
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)sv->o->port)};
     if (inet_pton(AF_INET, sv->o->host, &addr.sin_addr) != 1) {
-        cli_error("invalid --host '%s': expected an IPv4 address such as 127.0.0.1",
-                  sv->o->host);
+        cli_error("invalid --host '%s': expected an IPv4 address such as 127.0.0.1", sv->o->host);
         return -EINVAL;
     }
     sv->daemon = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL,
         (uint16_t)sv->o->port, NULL, NULL, on_request, sv, MHD_OPTION_SOCK_ADDR, &addr,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)sv->o->timeout_s,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)sv->o->timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, sv, MHD_OPTION_END);
     if (!sv->daemon) {
         cli_error("cannot listen on %s:%lld: %s", sv->o->host, sv->o->port,
                   errno ? strerror(errno) : "libmicrohttpd refused");

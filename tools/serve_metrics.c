@@ -39,8 +39,7 @@ static void server_metrics(FILE *f, struct serve *sv)
     metric_u64(f, "llamacpp:tokens_predicted_total", "counter",
                "Number of generation tokens processed.", sv->tokens_predicted_total);
     family(f, "llamacpp:tokens_predicted_seconds_total", "counter", "Predict process time");
-    fprintf(f, "llamacpp:tokens_predicted_seconds_total %.6f\n",
-            (double)sv->decode_ns_total / 1e9);
+    fprintf(f, "llamacpp:tokens_predicted_seconds_total %.6f\n", (double)sv->decode_ns_total / 1e9);
     metric_u64(f, "llamacpp:requests_processing", "gauge", "Number of requests processing.",
                sv->processing);
     metric_u64(f, "llamacpp:requests_deferred", "gauge", "Number of requests deferred.",

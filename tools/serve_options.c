@@ -195,8 +195,7 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
         cli_usage_error("serve ", "missing -m/--model PATH");
         return RF_EXIT_USAGE;
     }
-    if (!cli_check_target("serve ", o->policy, o->has_target, o->target_bytes,
-                          o->reserve_bytes))
+    if (!cli_check_target("serve ", o->policy, o->has_target, o->target_bytes, o->reserve_bytes))
         return RF_EXIT_USAGE;
     if (o->policy == RF_POLICY_OFF && (o->idle_seconds || o->has_staging || o->has_target))
         cli_error("warning: --idle-seconds, --staging-budget and --memory-target have no "
