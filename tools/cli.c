@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ramforge/policy.h"
+
 void cli_error(const char *fmt, ...)
 {
     va_list ap;
@@ -93,4 +95,63 @@ void cli_log_sink(enum rf_log_level level, const char *msg, void *user_data)
     (void)level;
     (void)user_data;
     fprintf(stderr, "%s\n", msg);
+}
+
+bool cli_parse_size(const char *cmd, const char *opt, const char *arg, bool allow_zero,
+                    uint64_t *out)
+{
+    if (allow_zero && strcmp(arg, "0") == 0) {
+        *out = 0;
+        return true;
+    }
+    int rc = rf_parse_size(arg, out);
+    /* Reports carry byte counts as JSON integers: at most INT64_MAX (8 EiB - 1). */
+    if (rc == 0 && *out > (uint64_t)INT64_MAX)
+        rc = -EOVERFLOW;
+    if (rc == -EOVERFLOW)
+        cli_usage_error(cmd, "invalid size for %s '%s': too large (at most 8 EiB - 1)", opt, arg);
+    else if (rc < 0)
+        cli_usage_error(cmd, "invalid size for %s '%s': expected a positive size such as "
+                        "512MiB, 2G or 300000000", opt, arg);
+    return rc == 0;
+}
+
+bool cli_parse_policy(const char *cmd, const char *arg, enum rf_policy_profile *out)
+{
+    if (rf_policy_parse(arg, out) == 0)
+        return true;
+    cli_usage_error(cmd, "unknown residency policy '%s' (expected off, observe, conservative, "
+                    "memory-bound, reuse-aware or active)", arg);
+    return false;
+}
+
+bool cli_parse_release_mode(const char *cmd, const char *arg, enum forge_release_mode *out)
+{
+    if (!strcmp(arg, "dontneed")) {
+        *out = FORGE_RELEASE_DONTNEED;
+    } else if (!strcmp(arg, "pageout")) {
+        *out = FORGE_RELEASE_PAGEOUT;
+    } else {
+        cli_usage_error(cmd, "unknown release mode '%s' (expected dontneed or pageout)", arg);
+        return false;
+    }
+    return true;
+}
+
+bool cli_check_target(const char *cmd, enum rf_policy_profile policy, bool has_target,
+                      uint64_t target_bytes, uint64_t reserve_bytes)
+{
+    if (rf_policy_requires_target(policy) && !has_target) {
+        cli_usage_error(cmd, "--residency-policy %s needs --memory-target SIZE",
+                        rf_policy_name(policy));
+        return false;
+    }
+    if (has_target && reserve_bytes >= target_bytes) {
+        cli_usage_error(cmd,
+                        "--safety-reserve (%" PRIu64 " bytes) must be below --memory-target "
+                        "(%" PRIu64 " bytes)",
+                        reserve_bytes, target_bytes);
+        return false;
+    }
+    return true;
 }

@@ -7,6 +7,8 @@
 #include <stdio.h>
 
 #include "ramforge/error.h"
+#include "ramforge/forge.h"
+#include "ramforge/policy.h"
 
 #define RF_PROGRAM "ramforge"
 #define RF_EXIT_FAILURE 1 /* the work failed */
@@ -31,6 +33,27 @@ int cli_bad_option(const char *cmd, int c, char **argv);
  */
 bool cli_parse_int(const char *what, const char *s, long long min, long long max, long long *out);
 
+/*
+ * Parses a size option (bytes or 512MiB, 2G, ...; rf_parse_size) of at
+ * most INT64_MAX; "0" only with allow_zero. On failure prints the usage
+ * error for cmd ("run ", "serve ") and returns false.
+ */
+bool cli_parse_size(const char *cmd, const char *opt, const char *arg, bool allow_zero,
+                    uint64_t *out);
+
+/* --residency-policy P: false after printing the usage error for cmd. */
+bool cli_parse_policy(const char *cmd, const char *arg, enum rf_policy_profile *out);
+
+/* --release-mode dontneed|pageout: false after printing the usage error for cmd. */
+bool cli_parse_release_mode(const char *cmd, const char *arg, enum forge_release_mode *out);
+
+/*
+ * The policy's target rules: a policy that requires --memory-target has
+ * one, and the reserve is below it. False after printing the usage error.
+ */
+bool cli_check_target(const char *cmd, enum rf_policy_profile policy, bool has_target,
+                      uint64_t target_bytes, uint64_t reserve_bytes);
+
 /* Formats bytes as "1.50 MiB" (or the exact integer when raw). buf >= 32. */
 const char *cli_format_bytes(uint64_t bytes, bool raw, char *buf, size_t len);
 
@@ -41,6 +64,7 @@ int cmd_run(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_mkmodel(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* The log sink the CLI installs: llama.cpp and library messages on stderr with --verbose. */
 void cli_log_sink(enum rf_log_level level, const char *msg, void *user_data);

@@ -2,7 +2,8 @@
  * ramforge: where a llama.cpp model's memory is, with proof.
  *
  * Dispatches the subcommands: run (inference under the memory ledger),
- * inspect (the tensor inventory), mkmodel (generated test models).
+ * inspect (the tensor inventory), mkmodel (generated test models), bench,
+ * serve (HTTP).
  */
 #include <stdio.h>
 #include <string.h>
@@ -29,6 +30,8 @@ static void usage(FILE *out)
             "  mkmodel   generate a llama-architecture test model with llama.cpp's API\n"
             "  bench     'run' as a process per repetition over policies and verified cache\n"
             "            conditions (warm, isolated-nonresident): results.tsv, summary.json\n"
+            "  serve     llama-server's HTTP endpoints over one model kept under a memory\n"
+            "            target, with an idle release between requests and /metrics\n"
             "\n"
             "Options:\n"
             "  -h, --help     show this help\n"
@@ -60,6 +63,8 @@ int main(int argc, char **argv)
         return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(cmd, "mkmodel"))
         return cmd_mkmodel(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve"))
+        return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench"))
         return cmd_bench(argc - 1, argv + 1);
     cli_usage_error(NULL, "unknown command '%s'", cmd);

@@ -154,23 +154,7 @@ enum {
 
 static bool parse_size_option(const char *opt, const char *arg, bool allow_zero, uint64_t *out)
 {
-    if (allow_zero && strcmp(arg, "0") == 0) {
-        *out = 0;
-        return true;
-    }
-    int rc = rf_parse_size(arg, out);
-    /* Reports carry byte counts as JSON integers: at most INT64_MAX (8 EiB - 1). */
-    if (rc == 0 && *out > (uint64_t)INT64_MAX)
-        rc = -EOVERFLOW;
-    if (rc == -EOVERFLOW)
-        cli_usage_error("run ", "invalid size for %s '%s': too large (at most 8 EiB - 1)", opt,
-                        arg);
-    else if (rc < 0)
-        cli_usage_error("run ",
-                        "invalid size for %s '%s': expected a positive size such as "
-                        "512MiB, 2G or 300000000",
-                        opt, arg);
-    return rc == 0;
+    return cli_parse_size("run ", opt, arg, allow_zero, out);
 }
 
 /* Returns -1 to continue, or the exit status. */
@@ -235,13 +219,8 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
                 return RF_EXIT_USAGE;
             break;
         case OPT_POLICY:
-            if (rf_policy_parse(optarg, &o->policy) < 0) {
-                cli_usage_error("run ",
-                                "unknown residency policy '%s' (expected off, observe, "
-                                "conservative, memory-bound, reuse-aware or active)",
-                                optarg);
+            if (!cli_parse_policy("run ", optarg, &o->policy))
                 return RF_EXIT_USAGE;
-            }
             break;
         case OPT_TARGET:
             if (!parse_size_option("--memory-target", optarg, false, &o->target_bytes))
@@ -255,15 +234,8 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
             break;
         case OPT_RELEASE_MODE:
             o->has_release_mode = true;
-            if (!strcmp(optarg, "dontneed")) {
-                o->release_mode = FORGE_RELEASE_DONTNEED;
-            } else if (!strcmp(optarg, "pageout")) {
-                o->release_mode = FORGE_RELEASE_PAGEOUT;
-            } else {
-                cli_usage_error("run ", "unknown release mode '%s' (expected dontneed or pageout)",
-                                optarg);
+            if (!cli_parse_release_mode("run ", optarg, &o->release_mode))
                 return RF_EXIT_USAGE;
-            }
             break;
         case OPT_VERIFY:
             o->verify = true;
@@ -352,18 +324,9 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         cli_usage_error("run ", "the prompt is empty");
         return RF_EXIT_USAGE;
     }
-    if (rf_policy_requires_target(o->policy) && !o->has_target) {
-        cli_usage_error("run ", "--residency-policy %s needs --memory-target SIZE",
-                        rf_policy_name(o->policy));
+    if (!cli_check_target("run ", o->policy, o->has_target, o->target_bytes,
+                          o->reserve_bytes))
         return RF_EXIT_USAGE;
-    }
-    if (o->has_target && o->reserve_bytes >= o->target_bytes) {
-        cli_usage_error("run ",
-                        "--safety-reserve (%" PRIu64 " bytes) must be below --memory-target "
-                        "(%" PRIu64 " bytes)",
-                        o->reserve_bytes, o->target_bytes);
-        return RF_EXIT_USAGE;
-    }
     /* Options the chosen policy does not use: say so rather than ignore them. */
     if (o->policy == RF_POLICY_OFF && (o->has_target || o->has_reserve))
         cli_error("warning: --memory-target and --safety-reserve have no effect with "

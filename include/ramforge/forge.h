@@ -247,8 +247,20 @@ int forge_model_release(struct forge_model *m, const struct rf_file_range *range
 
 struct forge_observer;
 
+/*
+ * Called after each generated token with its id and text piece (len bytes,
+ * not NUL-terminated; a piece may be a partial UTF-8 sequence). Return
+ * false to stop the generation after this token (a client gone, a
+ * shutdown): the result then has cancelled set.
+ */
+typedef bool (*forge_token_fn)(int32_t id, const char *piece, size_t len, void *user_data);
+
 struct forge_generate_params {
-    const char *prompt;  /* UTF-8, tokenized with add_special = true, parse_special = true */
+    const char *prompt;  /* UTF-8, tokenized with add_special = true, parse_special = true;
+                            ignored when prompt_tokens is given */
+    const int32_t *prompt_tokens; /* n_prompt_tokens ids used as they are (borrowed); NULL:
+                                     tokenize prompt */
+    size_t n_prompt_tokens;
     int32_t n_predict;   /* tokens to generate (stops early at end-of-generation) */
     uint32_t n_ctx;      /* context size; 0 = n_prompt + n_predict */
     int32_t n_threads;   /* <= 0: llama.cpp's default */
@@ -260,6 +272,19 @@ struct forge_generate_params {
      */
     void (*on_session_end)(void *user_data);
     void *user_data;
+    /*
+     * Sampling through llama.cpp's sampler chain. temperature <= 0 (the
+     * zero value): greedy, exactly the tokens of the plain greedy chain.
+     * Otherwise top_k (<= 0: off), top_p (>= 1: off), min_p (<= 0: off),
+     * temperature, then dist seeded with seed.
+     */
+    float temperature;
+    int32_t top_k;
+    float top_p;
+    float min_p;
+    uint32_t seed;
+    forge_token_fn on_token; /* may be NULL */
+    void *token_user_data;
 };
 
 /* What a generation produced, and its timings in nanoseconds (CLOCK_MONOTONIC). */
@@ -281,16 +306,19 @@ struct forge_generate_result {
     bool has_memory_breakdown; /* llama_get_memory_breakdown answered */
     uint64_t kv_cache_bytes;   /* context (KV cache) buffers, bytes */
     uint64_t compute_bytes;    /* compute (graph scratch) buffers, bytes */
+    bool stopped_eog;          /* the model produced end-of-generation */
+    bool cancelled;            /* on_token asked to stop */
 };
 
 /*
- * Tokenizes the prompt, creates a context, decodes greedily (the sampler
- * chain of llama.cpp's examples/simple), frees the context, and fills *out
- * (free with forge_generate_result_free). With params->observer, the
+ * Tokenizes the prompt (or takes prompt_tokens), creates a context,
+ * decodes with the sampler chain of the params (greedy: llama.cpp's
+ * examples/simple), calls on_token after each token, frees the context,
+ * and fills *out (free with forge_generate_result_free). With params->observer, the
  * observer is the context's cb_eval, bound to it for this generation and
  * unbound before return; its events accumulate across calls. Without it no
  * cb_eval is installed. Errors: -EINVAL (empty prompt,
- * n_predict < 1, context too small), -EIO (llama.cpp failed; err says
+ * n_predict < 1, a prompt token outside the vocabulary, context too small), -EIO (llama.cpp failed; err says
  * where), -ENOMEM.
  */
 int forge_generate(struct forge_model *m, const struct forge_generate_params *params,
@@ -304,6 +332,24 @@ void forge_generate_result_free(struct forge_generate_result *r);
  * (NULL argument, empty or untokenizable text, longer than INT32_MAX).
  */
 int forge_tokenize_count(struct forge_model *m, const char *text, uint32_t *n_out);
+
+/*
+ * Tokenizes text (llama_tokenize with add_special and parse_special as
+ * given) into *tokens (n ids; the caller frees with free(); an empty
+ * result is a valid allocation of one id). Reads the vocabulary only:
+ * callable from any thread while the model lives. Errors: -EINVAL (NULL
+ * argument, text longer than INT32_MAX, untokenizable), -ENOMEM.
+ */
+int forge_tokenize(struct forge_model *m, const char *text, bool add_special, bool parse_special,
+                   int32_t **tokens, size_t *n);
+
+/*
+ * The text of n tokens (llama_detokenize, special tokens rendered, no
+ * leading-space removal) into *text (NUL-terminated, the caller frees with
+ * free()). Any thread, as forge_tokenize. Errors: -EINVAL (NULL argument,
+ * a token outside [0, n_vocab)), -ENOMEM, -EIO.
+ */
+int forge_detokenize(struct forge_model *m, const int32_t *tokens, size_t n, char **text);
 
 /* Model generation (ramforge mkmodel). */
 enum forge_mkmodel_preset {

@@ -1,8 +1,10 @@
 /*
- * Greedy generation: the decode loop of llama.cpp's examples/simple (prompt
- * tokenized with add_special and parse_special, one greedy sampler, stop at
- * end-of-generation or after n_predict tokens), with an explicit, timed
- * llama_synchronize after each llama_decode. An observer, when given, is
+ * Generation: the decode loop of llama.cpp's examples/simple (prompt
+ * tokenized with add_special and parse_special, stop at end-of-generation
+ * or after n_predict tokens), with an explicit, timed llama_synchronize
+ * after each llama_decode. Greedy by default (one greedy sampler, as
+ * simple); with a temperature, llama.cpp's sampler chain top_k -> top_p ->
+ * min_p -> temp -> dist(seed), the order of llama-server's defaults. An observer, when given, is
  * the context's cb_eval and is bound to it while the context lives.
  */
 #include "forge_internal.h"
@@ -27,14 +29,14 @@ void forge_generate_result_free(struct forge_generate_result *r)
     memset(r, 0, sizeof(*r));
 }
 
-/* Appends the piece of token id to the growing text buffer. */
+/* Appends the piece of token id (also in buf, n bytes) to the growing text buffer. */
 static int append_piece(const struct llama_vocab *vocab, llama_token id, char **text,
-                        size_t *len, size_t *cap)
+                        size_t *len, size_t *cap, char buf[256], int *n_out)
 {
-    char buf[256];
-    int n = llama_token_to_piece(vocab, id, buf, sizeof(buf), 0, true);
+    int n = llama_token_to_piece(vocab, id, buf, 256, 0, true);
     if (n < 0)
         return -EIO;
+    *n_out = n;
     if (*len + (size_t)n + 1 > *cap) {
         size_t ncap = (*cap ? *cap * 2 : 256) + (size_t)n;
         char *p = realloc(*text, ncap);
@@ -72,6 +74,77 @@ int forge_tokenize_count(struct forge_model *m, const char *text, uint32_t *n_ou
     return 0;
 }
 
+int forge_tokenize(struct forge_model *m, const char *text, bool add_special, bool parse_special,
+                   int32_t **tokens, size_t *n)
+{
+    if (!m || !text || !tokens || !n || strlen(text) > INT32_MAX)
+        return -EINVAL;
+    const struct llama_vocab *vocab = llama_model_get_vocab(m->model);
+    int32_t len = (int32_t)strlen(text);
+    int32_t count = -llama_tokenize(vocab, text, len, NULL, 0, add_special, parse_special);
+    if (count < 0)
+        return -EINVAL;
+    int32_t *t = calloc((size_t)count + 1, sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    if (count > 0 && llama_tokenize(vocab, text, len, t, count, add_special, parse_special) < 0) {
+        free(t);
+        return -EINVAL;
+    }
+    *tokens = t;
+    *n = (size_t)count;
+    return 0;
+}
+
+int forge_detokenize(struct forge_model *m, const int32_t *tokens, size_t n, char **text)
+{
+    if (!m || (!tokens && n) || !text || n > INT32_MAX)
+        return -EINVAL;
+    const struct llama_vocab *vocab = llama_model_get_vocab(m->model);
+    int32_t n_vocab = llama_vocab_n_tokens(vocab);
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            return -EINVAL;
+    int32_t cap = (int32_t)(n * 8 + 16);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        char *buf = malloc((size_t)cap + 1);
+        if (!buf)
+            return -ENOMEM;
+        int32_t got = llama_detokenize(vocab, tokens, (int32_t)n, buf, cap, false, true);
+        if (got >= 0) {
+            buf[got] = '\0';
+            *text = buf;
+            return 0;
+        }
+        free(buf);
+        cap = -got; /* the size it needs */
+    }
+    return -EIO;
+}
+
+/* The sampler chain of p: greedy at temperature <= 0, else top_k/top_p/min_p/temp/dist. */
+static struct llama_sampler *sampler_chain(const struct forge_generate_params *p)
+{
+    struct llama_sampler_chain_params sp = llama_sampler_chain_default_params();
+    sp.no_perf = true;
+    struct llama_sampler *smpl = llama_sampler_chain_init(sp);
+    if (!smpl)
+        return NULL;
+    if (p->temperature <= 0.0f) {
+        llama_sampler_chain_add(smpl, llama_sampler_init_greedy());
+        return smpl;
+    }
+    if (p->top_k > 0)
+        llama_sampler_chain_add(smpl, llama_sampler_init_top_k(p->top_k));
+    if (p->top_p < 1.0f)
+        llama_sampler_chain_add(smpl, llama_sampler_init_top_p(p->top_p, 1));
+    if (p->min_p > 0.0f)
+        llama_sampler_chain_add(smpl, llama_sampler_init_min_p(p->min_p, 1));
+    llama_sampler_chain_add(smpl, llama_sampler_init_temp(p->temperature));
+    llama_sampler_chain_add(smpl, llama_sampler_init_dist(p->seed));
+    return smpl;
+}
+
 int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
                    struct forge_generate_result *out, char err[FORGE_ERR_MAX])
 {
@@ -82,26 +155,43 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     int rc = 0;
 
     memset(out, 0, sizeof(*out));
-    if (!p->prompt || !*p->prompt || p->n_predict < 1) {
-        snprintf(err, FORGE_ERR_MAX, "%s", !p->prompt || !*p->prompt ? "the prompt is empty"
-                                                                      : "n_predict must be >= 1");
+    bool empty = p->prompt_tokens ? p->n_prompt_tokens == 0 : !p->prompt || !*p->prompt;
+    if (empty || p->n_predict < 1) {
+        snprintf(err, FORGE_ERR_MAX, "%s", empty ? "the prompt is empty" : "n_predict must be >= 1");
         return -EINVAL;
     }
-    int32_t plen = (int32_t)strlen(p->prompt);
-    int32_t n_prompt = -llama_tokenize(vocab, p->prompt, plen, NULL, 0, true, true);
-    if (n_prompt <= 0 || strlen(p->prompt) > INT32_MAX) {
-        snprintf(err, FORGE_ERR_MAX, "cannot tokenize the prompt");
-        return -EINVAL;
+    int32_t n_prompt;
+    if (p->prompt_tokens) {
+        int32_t n_vocab = llama_vocab_n_tokens(vocab);
+        n_prompt = p->n_prompt_tokens > INT32_MAX ? -1 : (int32_t)p->n_prompt_tokens;
+        for (int32_t i = 0; i < n_prompt; i++)
+            if (p->prompt_tokens[i] < 0 || p->prompt_tokens[i] >= n_vocab)
+                n_prompt = -1;
+        if (n_prompt < 0) {
+            snprintf(err, FORGE_ERR_MAX, "a prompt token is outside the vocabulary");
+            return -EINVAL;
+        }
+        out->prompt_tokens = calloc((size_t)n_prompt, sizeof(int32_t));
+        if (out->prompt_tokens)
+            memcpy(out->prompt_tokens, p->prompt_tokens, (size_t)n_prompt * sizeof(int32_t));
+    } else {
+        int32_t plen = (int32_t)strlen(p->prompt);
+        n_prompt = -llama_tokenize(vocab, p->prompt, plen, NULL, 0, true, true);
+        if (n_prompt <= 0 || strlen(p->prompt) > INT32_MAX) {
+            snprintf(err, FORGE_ERR_MAX, "cannot tokenize the prompt");
+            return -EINVAL;
+        }
+        out->prompt_tokens = calloc((size_t)n_prompt, sizeof(int32_t));
+        if (out->prompt_tokens &&
+            llama_tokenize(vocab, p->prompt, plen, out->prompt_tokens, n_prompt, true, true) < 0) {
+            snprintf(err, FORGE_ERR_MAX, "cannot tokenize the prompt");
+            rc = -EINVAL;
+            goto out;
+        }
     }
-    out->prompt_tokens = calloc((size_t)n_prompt, sizeof(int32_t));
     out->tokens = calloc((size_t)p->n_predict, sizeof(int32_t));
     if (!out->prompt_tokens || !out->tokens) {
         rc = -ENOMEM;
-        goto out;
-    }
-    if (llama_tokenize(vocab, p->prompt, plen, out->prompt_tokens, n_prompt, true, true) < 0) {
-        snprintf(err, FORGE_ERR_MAX, "cannot tokenize the prompt");
-        rc = -EINVAL;
         goto out;
     }
     out->n_prompt = (size_t)n_prompt;
@@ -131,10 +221,11 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     out->n_threads = llama_n_threads(fc->ctx);
     out->has_memory_breakdown =
         forge_memory_breakdown(fc->ctx, &out->kv_cache_bytes, &out->compute_bytes) == 0;
-    struct llama_sampler_chain_params sp = llama_sampler_chain_default_params();
-    sp.no_perf = true;
-    smpl = llama_sampler_chain_init(sp);
-    llama_sampler_chain_add(smpl, llama_sampler_init_greedy());
+    smpl = sampler_chain(p);
+    if (!smpl) {
+        rc = -ENOMEM;
+        goto out;
+    }
 
     uint64_t t_inf = rf_now_ns();
     int32_t *batch = out->prompt_tokens;
@@ -154,13 +245,21 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
             t_first = rf_now_ns();
             out->ttft_ns = t_first - t_inf;
         }
-        if (llama_vocab_is_eog(vocab, id))
+        if (llama_vocab_is_eog(vocab, id)) {
+            out->stopped_eog = true;
             break;
+        }
         out->tokens[out->n_tokens++] = id;
-        rc = append_piece(vocab, id, &out->text, &text_len, &text_cap);
+        char piece[256];
+        int piece_n = 0;
+        rc = append_piece(vocab, id, &out->text, &text_len, &text_cap, piece, &piece_n);
         if (rc < 0) {
             snprintf(err, FORGE_ERR_MAX, "cannot convert token %d to text", id);
             goto out;
+        }
+        if (p->on_token && !p->on_token(id, piece, (size_t)piece_n, p->token_user_data)) {
+            out->cancelled = true;
+            break;
         }
         batch = &out->tokens[out->n_tokens - 1];
         batch_n = 1;

@@ -5,9 +5,12 @@ Each driver runs one CASE per process (one ctest test each): exit 0 pass,
 raising Skip or returning SKIP.
 """
 import argparse
+import contextlib
+import os
 import subprocess
 import sys
 import tempfile
+import time
 
 SKIP = 77
 
@@ -46,6 +49,52 @@ def expect_error_lines(c, argv, rc, needle, n_lines=1):
     check(len(lines) == n_lines, f"{argv}: expected {n_lines} error lines, got {p.stderr!r}")
     check(needle in lines[0], f"{argv}: {lines[0]!r} lacks {needle!r}")
     return p
+
+
+def memory_cgroup_v1():
+    """This process's v1 memory cgroup directory, or raises Skip with the reason."""
+    if os.geteuid() != 0:
+        raise Skip("not root: cannot create a memory cgroup")
+    with open("/proc/self/cgroup") as f:
+        paths = [ln.split(":", 2)[2].strip() for ln in f
+                 if "memory" in ln.split(":", 2)[1].split(",")]
+    point = None
+    with open("/proc/self/mountinfo") as f:
+        for ln in f:
+            fields = ln.split()
+            tail = fields[fields.index("-") + 1:]
+            if tail[0] == "cgroup" and "memory" in tail[2].split(",") and fields[3] == "/":
+                point = fields[4]
+    if not paths or not point:
+        raise Skip("no cgroup v1 memory controller")
+    return point + paths[0].rstrip("/")
+
+
+@contextlib.contextmanager
+def memory_child_cgroup(name, limit_bytes):
+    """A child of this process's v1 memory cgroup with a hard limit of limit_bytes (Skip when
+    there is none); yields a preexec_fn that moves the child process into it (its .cgroup:
+    the directory). Removed at
+    exit (retried while the moved processes exit)."""
+    child = os.path.join(memory_cgroup_v1(), f"{name}-{os.getpid()}")
+    os.mkdir(child)
+    try:
+        with open(os.path.join(child, "memory.limit_in_bytes"), "w") as f:
+            f.write(str(limit_bytes))
+
+        def enter():
+            with open(os.path.join(child, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+
+        enter.cgroup = child  # the directory
+        yield enter
+    finally:
+        for _ in range(50):
+            try:
+                os.rmdir(child)
+                break
+            except OSError:
+                time.sleep(0.1)
 
 
 def main(cases, make_ctx, tmp_prefix, tmp_dir=None, schema_required=False):

@@ -16,8 +16,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "schema"))
 import validate_report  # noqa: E402
-from e2e_util import (SKIP, Failure, Skip, check, expect_error_lines, run_main,  # noqa: E402
-                      run_ramforge)
+from e2e_util import (SKIP, Failure, check, expect_error_lines,  # noqa: E402
+                      memory_child_cgroup, run_main, run_ramforge)
 
 LEDGER_CATEGORIES = [
     "FileBackedLogical", "FileBackedResident", "AnonymousWeights", "MappingPss",
@@ -157,40 +157,11 @@ def check_admission_redone(c, doc):
     check(any("binding" in e for e in errs), f"a wrong binding passes: {errs}")
 
 
-def memory_cgroup_v1():
-    """This process's v1 memory cgroup directory, or raises Skip with the reason."""
-    if os.geteuid() != 0:
-        raise Skip("not root: cannot create a memory cgroup")
-    with open("/proc/self/cgroup") as f:
-        paths = [ln.split(":", 2)[2].strip() for ln in f
-                 if "memory" in ln.split(":", 2)[1].split(",")]
-    point = None
-    with open("/proc/self/mountinfo") as f:
-        for ln in f:
-            fields = ln.split()
-            tail = fields[fields.index("-") + 1:]
-            if tail[0] == "cgroup" and "memory" in tail[2].split(",") and fields[3] == "/":
-                point = fields[4]
-    if not paths or not point:
-        raise Skip("no cgroup v1 memory controller")
-    return point + paths[0].rstrip("/")
-
-
 def case_admission_rejected(c):
     """A run whose KV cache cannot fit a child cgroup's hard limit is refused before the
     session, with the excess named anonymous, a valid report and no "(null)" anywhere."""
-    child = os.path.join(memory_cgroup_v1(), f"ramforge-e2e-{os.getpid()}")
     model = c.model("small")  # KV: 4 layers * 2 * 128 * 2 bytes = 2 KiB per cell
-    os.mkdir(child)
-    try:
-        with open(os.path.join(child, "memory.limit_in_bytes"), "w") as f:
-            f.write(str(256 << 20))
-        procs = os.path.join(child, "cgroup.procs")
-
-        def enter():
-            with open(procs, "w") as f:
-                f.write(str(os.getpid()))
-
+    with memory_child_cgroup("ramforge-e2e", 256 << 20) as enter:
         path = os.path.join(c.tmp, "rejected.json")
         p = c.run("run", "-m", model, "-p", PROMPT, "-n", "4", "-c", "1048576",
                   "--residency-report", "--residency-report-json", path, check_rc=1,
@@ -204,15 +175,8 @@ def case_admission_rejected(c):
         check(adm["outcome"] == "rejected" and adm["refused"], f"outcome {adm['outcome']}")
         check(adm["excess_over"] == "hard_limit" and adm["excess_likely_anonymous"],
               f"excess {adm['excess_over']} anonymous {adm['excess_likely_anonymous']}")
-        check(adm["binding_cgroup"] and adm["binding_cgroup"].endswith(os.path.basename(child)),
+        check(adm["binding_cgroup"] and adm["binding_cgroup"].endswith(os.path.basename(enter.cgroup)),
               f"binding {adm['binding_cgroup']}")
-    finally:
-        for _ in range(50):
-            try:
-                os.rmdir(child)
-                break
-            except OSError:
-                time.sleep(0.1)
 
 
 def smaps_model_rss(pid, model):

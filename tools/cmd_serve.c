@@ -1,0 +1,531 @@
+/*
+ * ramforge serve: one model under the session layer, served over HTTP
+ * (serve_http.c). This file is the worker: it takes queued requests one at
+ * a time and walks the session's boundaries for each (ramforge/session.h):
+ *
+ *   rf_session_admit (refused: 503 with the reason) -> rf_session_stage
+ *   (only after an idle release, with --staging-budget) -> forge_generate
+ *   in a context of its own (end_of_session sample) -> after_session
+ *   boundary (not with a releasing policy and --idle-seconds: see
+ *   release_waits_for_idle) -> rf_session_operation_end
+ *
+ * and, after --idle-seconds without a request, once: the idle boundary
+ * (the policy's release to the target) -> rf_session_operation_end.
+ * SIGINT/SIGTERM: stop accepting, cancel the running generation after its
+ * current token, answer the queued requests 503, write the session report,
+ * exit 0.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "ramforge/defaults.h"
+#include "ramforge/error.h"
+#include "ramforge/report.h"
+#include "ramforge/residency.h"
+#include "ramforge/session.h"
+#include "ramforge/staging.h"
+#include "ramforge/timing.h"
+#include "serve.h"
+
+struct serve_job *serve_job_new(void)
+{
+    struct serve_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return NULL;
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    atomic_init(&j->cancelled, false);
+    j->refs = 1;
+    j->stop_type = "none";
+    return j;
+}
+
+void serve_job_put(struct serve_job *j)
+{
+    if (!j)
+        return;
+    pthread_mutex_lock(&j->mu);
+    bool last = --j->refs == 0;
+    pthread_mutex_unlock(&j->mu);
+    if (!last)
+        return;
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    free(j->prompt_tokens);
+    free(j->text);
+    free(j->tokens);
+    free(j);
+}
+
+const char *serve_residency_name(enum serve_residency r)
+{
+    switch (r) {
+    case SERVE_RESIDENT:
+        return "resident";
+    case SERVE_IDLE_RELEASED:
+        return "idle_released";
+    case SERVE_STAGING:
+        return "staging";
+    }
+    return "unknown";
+}
+
+bool serve_enqueue(struct serve *sv, struct serve_job *j, char *why, size_t why_len)
+{
+    bool ok = false;
+    pthread_mutex_lock(&sv->mu);
+    if (atomic_load(&sv->stopping)) {
+        snprintf(why, why_len, "the server is shutting down");
+    } else if (sv->queued >= (size_t)sv->o->queue) {
+        snprintf(why, why_len, "the request queue is full (%zu waiting, --queue %lld)", sv->queued,
+                 sv->o->queue);
+        sv->rejected_queue_full++;
+    } else {
+        pthread_mutex_lock(&j->mu);
+        j->refs++;
+        pthread_mutex_unlock(&j->mu);
+        j->next = NULL;
+        if (sv->tail)
+            sv->tail->next = j;
+        else
+            sv->head = j;
+        sv->tail = j;
+        sv->queued++;
+        pthread_cond_broadcast(&sv->cv);
+        ok = true;
+    }
+    pthread_mutex_unlock(&sv->mu);
+    return ok;
+}
+
+/* Marks j done with status (and a message for an error), wakes its connection. */
+static void job_finish(struct serve_job *j, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void job_finish(struct serve_job *j, int status, const char *fmt, ...)
+{
+    pthread_mutex_lock(&j->mu);
+    j->status = status;
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(j->message, sizeof(j->message), fmt, ap);
+        va_end(ap);
+    }
+    j->done = true;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* Grows *buf (elements of size el) to hold need; false on ENOMEM. */
+static bool grow(void **buf, size_t *cap, size_t need, size_t el)
+{
+    if (need <= *cap)
+        return true;
+    size_t ncap = *cap ? *cap * 2 : 64;
+    while (ncap < need)
+        ncap *= 2;
+    void *p = realloc(*buf, ncap * el);
+    if (!p)
+        return false;
+    *buf = p;
+    *cap = ncap;
+    return true;
+}
+
+struct token_sink {
+    struct serve *sv;
+    struct serve_job *job;
+};
+
+/* forge_generate's per-token hook: publish the piece; stop when the client left or on shutdown. */
+static bool on_token(int32_t id, const char *piece, size_t len, void *ud)
+{
+    struct token_sink *t = ud;
+    struct serve_job *j = t->job;
+    bool ok = true;
+    pthread_mutex_lock(&j->mu);
+    if (grow((void **)&j->text, &j->text_cap, j->text_len + len + 1, 1) &&
+        grow((void **)&j->tokens, &j->tokens_cap, j->n_tokens + 1, sizeof(int32_t))) {
+        memcpy(j->text + j->text_len, piece, len);
+        j->text_len += len;
+        j->text[j->text_len] = '\0';
+        j->tokens[j->n_tokens++] = id;
+    } else {
+        ok = false;
+    }
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    return ok && !atomic_load(&j->cancelled) && !atomic_load(&t->sv->stopping);
+}
+
+/* forge_generate's hook: the request's context is alive, its buffers allocated. */
+static void end_of_session(void *ud)
+{
+    struct serve *sv = ud;
+    pthread_mutex_lock(&sv->session_mu);
+    rf_session_boundary(sv->session, RF_BOUNDARY_END_OF_SESSION);
+    pthread_mutex_unlock(&sv->session_mu);
+}
+
+/* Adds the operation just ended to the counters (staging). Under session_mu. */
+static void count_operation(struct serve *sv)
+{
+    const struct rf_report *r = rf_session_report(sv->session, RF_REPORT_OPERATION);
+    pthread_mutex_lock(&sv->mu);
+    if (r && r->staging) {
+        sv->staging_requested_bytes += r->staging->selected_bytes;
+        sv->staging_accepted_bytes += r->staging_accepted_bytes;
+    }
+    pthread_mutex_unlock(&sv->mu);
+}
+
+/*
+ * Admission and staging of job's operation (policy not off). Returns false
+ * when the job was answered (refused).
+ */
+static bool admit_and_stage(struct serve *sv, struct serve_job *j)
+{
+    struct rf_operation_request req = {.n_prompt = (uint32_t)j->n_prompt,
+                                       .n_predict = (uint32_t)j->n_predict};
+    struct rf_admission_result adm;
+    pthread_mutex_lock(&sv->session_mu);
+    int rc = rf_session_admit(sv->session, &req, &adm);
+    pthread_mutex_unlock(&sv->session_mu);
+    if (rc == 0) {
+        pthread_mutex_lock(&sv->mu);
+        if ((unsigned)adm.outcome < 4)
+            sv->admission[adm.outcome]++;
+        sv->admission_refused += adm.refused;
+        pthread_mutex_unlock(&sv->mu);
+    }
+    if (rc == 0 && adm.refused) {
+        job_finish(j, 503, "admission refused the request (%s, --admission %s): %s",
+                   rf_admission_outcome_name(adm.outcome), rf_admission_mode_name(adm.mode),
+                   adm.reason);
+        pthread_mutex_lock(&sv->session_mu);
+        rf_session_operation_end(sv->session, NULL);
+        count_operation(sv);
+        pthread_mutex_unlock(&sv->session_mu);
+        return false;
+    }
+    if (rc == 0 && sv->o->verbose && adm.outcome != RF_ADMIT_ADMITTED)
+        cli_error("warning: admission %s: %s", rf_admission_outcome_name(adm.outcome), adm.reason);
+    pthread_mutex_lock(&sv->mu);
+    bool stage = sv->o->has_staging && sv->residency == SERVE_IDLE_RELEASED;
+    if (stage)
+        sv->residency = SERVE_STAGING;
+    pthread_mutex_unlock(&sv->mu);
+    if (stage) {
+        pthread_mutex_lock(&sv->session_mu);
+        rc = rf_session_stage(sv->session, sv->o->staging_budget);
+        pthread_mutex_unlock(&sv->session_mu);
+        if (rc < 0)
+            cli_error("cannot plan staging: %s", rf_strerror(rc));
+    }
+    pthread_mutex_lock(&sv->mu);
+    sv->residency = SERVE_RESIDENT;
+    pthread_mutex_unlock(&sv->mu);
+    return true;
+}
+
+/*
+ * With a releasing policy and --idle-seconds, a request ends with the
+ * end_of_session sample only: the release waits for the idle boundary, so
+ * requests arriving back to back find the pages they faulted in still
+ * resident. Otherwise every request ends with the after_session boundary,
+ * as `ramforge run` does (a releasing policy then releases after each).
+ */
+static bool release_waits_for_idle(const struct serve_options *o)
+{
+    return o->idle_seconds > 0 && rf_policy_mutates(o->policy);
+}
+
+/* Runs one queued request through the session's boundaries and answers it. */
+static void run_job(struct serve *sv, struct serve_job *j)
+{
+    const bool observing = sv->o->policy != RF_POLICY_OFF;
+    struct forge_generate_result gen = {0};
+    char err[FORGE_ERR_MAX];
+
+    if (atomic_load(&j->cancelled)) {
+        job_finish(j, 499, "the client closed the connection before the request ran");
+        return;
+    }
+    if (observing && !admit_and_stage(sv, j))
+        return;
+    struct token_sink sink = {sv, j};
+    struct forge_generate_params gp = {
+        .prompt_tokens = j->prompt_tokens,
+        .n_prompt_tokens = j->n_prompt,
+        .n_predict = j->n_predict,
+        .n_threads = (int32_t)sv->o->n_threads,
+        .on_session_end = observing ? end_of_session : NULL,
+        .user_data = sv,
+        .temperature = j->temperature,
+        .top_k = j->top_k,
+        .top_p = j->top_p,
+        .min_p = j->min_p,
+        .seed = j->seed,
+        .on_token = on_token,
+        .token_user_data = &sink,
+    };
+    int rc = forge_generate(sv->model, &gp, &gen, err);
+    pthread_mutex_lock(&sv->session_mu);
+    if (observing && !release_waits_for_idle(sv->o)) {
+        int brc = rf_session_boundary(sv->session, RF_BOUNDARY_AFTER_SESSION);
+        if (brc < 0)
+            cli_error("the after_session boundary failed: %s", rf_strerror(brc));
+    }
+    struct rf_operation_output out = {
+        .prompt_tokens = gen.prompt_tokens,
+        .n_prompt = gen.n_prompt,
+        .tokens = gen.tokens,
+        .n_tokens = gen.n_tokens,
+        .text = gen.text,
+        .n_ctx = gen.n_ctx,
+        .n_threads = gen.n_threads,
+        .context_execution_generation = gen.context_execution_generation,
+        .seed = j->seed,
+        .context_init_ns = gen.context_init_ns,
+        .prompt_ns = gen.prompt_ns,
+        .ttft_ns = gen.ttft_ns,
+        .decode_ns = gen.decode_ns,
+        .sync_ns = gen.sync_ns,
+        .inference_ns = gen.inference_ns,
+        .has_memory_breakdown = gen.has_memory_breakdown,
+        .kv_cache_bytes = gen.kv_cache_bytes,
+        .compute_bytes = gen.compute_bytes,
+    };
+    int orc = rf_session_operation_end(sv->session, rc == 0 ? &out : NULL);
+    if (orc < 0)
+        cli_error("cannot end the operation: %s", rf_strerror(orc));
+    count_operation(sv);
+    pthread_mutex_unlock(&sv->session_mu);
+
+    if (rc < 0) {
+        job_finish(j, rc == -EINVAL ? 400 : 500, "%s", err);
+    } else {
+        pthread_mutex_lock(&sv->mu);
+        sv->requests_total++;
+        sv->prompt_tokens_total += gen.n_prompt;
+        sv->tokens_predicted_total += gen.n_tokens;
+        sv->prompt_ns_total += gen.prompt_ns;
+        sv->decode_ns_total += gen.decode_ns;
+        sv->cancelled_total += gen.cancelled;
+        pthread_mutex_unlock(&sv->mu);
+        pthread_mutex_lock(&j->mu);
+        j->stop_type = gen.cancelled ? "none" : gen.stopped_eog ? "eos" : "limit";
+        j->prompt_ns = gen.prompt_ns;
+        j->decode_ns = gen.decode_ns;
+        pthread_mutex_unlock(&j->mu);
+        job_finish(j, 200, NULL);
+    }
+    forge_generate_result_free(&gen);
+}
+
+/* The idle boundary: the policy's release with the model quiescent, then its report. */
+static void run_idle(struct serve *sv)
+{
+    pthread_mutex_lock(&sv->session_mu);
+    int rc = rf_session_boundary(sv->session, RF_BOUNDARY_IDLE);
+    if (rc < 0)
+        cli_error("the idle boundary failed: %s", rf_strerror(rc));
+    int orc = rf_session_operation_end(sv->session, NULL);
+    if (orc < 0)
+        cli_error("cannot end the idle operation: %s", rf_strerror(orc));
+    pthread_mutex_unlock(&sv->session_mu);
+    pthread_mutex_lock(&sv->mu);
+    sv->idle_boundaries++;
+    if (rc == 0 && rf_policy_mutates(sv->o->policy))
+        sv->residency = SERVE_IDLE_RELEASED;
+    pthread_mutex_unlock(&sv->mu);
+    if (sv->o->verbose)
+        cli_error("idle boundary ran after %lld s without a request", sv->o->idle_seconds);
+}
+
+/* The worker: jobs in order, the idle boundary when due, until stopping. */
+static void worker(struct serve *sv)
+{
+    const bool idle = sv->o->idle_seconds > 0 && sv->o->policy != RF_POLICY_OFF;
+    pthread_mutex_lock(&sv->mu);
+    while (!atomic_load(&sv->stopping)) {
+        if (sv->head) {
+            struct serve_job *j = sv->head;
+            sv->head = j->next;
+            if (!sv->head)
+                sv->tail = NULL;
+            sv->queued--;
+            sv->processing = true;
+            pthread_mutex_unlock(&sv->mu);
+            run_job(sv, j);
+            serve_job_put(j);
+            pthread_mutex_lock(&sv->mu);
+            sv->processing = false;
+            sv->last_activity_ns = rf_now_ns();
+            sv->idle_done = false;
+            continue;
+        }
+        if (!idle || sv->idle_done) {
+            pthread_cond_wait(&sv->cv, &sv->mu);
+            continue;
+        }
+        uint64_t due = sv->last_activity_ns + (uint64_t)sv->o->idle_seconds * 1000000000ull;
+        uint64_t now = rf_now_ns();
+        if (now >= due) {
+            sv->idle_done = true;
+            pthread_mutex_unlock(&sv->mu);
+            run_idle(sv);
+            pthread_mutex_lock(&sv->mu);
+            continue;
+        }
+        /* rf_now_ns is CLOCK_MONOTONIC; the condition variable waits on CLOCK_REALTIME. */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t wait = due - now;
+        ts.tv_sec += (time_t)(wait / 1000000000ull);
+        ts.tv_nsec += (long)(wait % 1000000000ull);
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&sv->cv, &sv->mu, &ts);
+    }
+    /* Stopping: what is still queued never runs. */
+    while (sv->head) {
+        struct serve_job *j = sv->head;
+        sv->head = j->next;
+        sv->queued--;
+        job_finish(j, 503, "the server is shutting down");
+        serve_job_put(j);
+    }
+    sv->tail = NULL;
+    pthread_mutex_unlock(&sv->mu);
+}
+
+/* SIGINT/SIGTERM (blocked in every thread): set stopping and wake the worker. */
+static void *signal_thread(void *ud)
+{
+    struct serve *sv = ud;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    int sig = 0;
+    sigwait(&set, &sig);
+    if (sv->o->verbose)
+        cli_error("signal %d: stopping", sig);
+    pthread_mutex_lock(&sv->mu);
+    atomic_store(&sv->stopping, true);
+    pthread_cond_broadcast(&sv->cv);
+    pthread_mutex_unlock(&sv->mu);
+    return NULL;
+}
+
+static struct rf_session_params session_params(const struct serve_options *o, uint64_t t_entry)
+{
+    struct rf_session_params p = rf_session_default_params();
+    p.policy = o->policy;
+    p.has_target = o->has_target;
+    p.target_bytes = o->target_bytes;
+    p.reserve_bytes = o->reserve_bytes;
+    p.release_mode = o->release_mode;
+    p.entry_ns = t_entry;
+    p.n_threads = (int32_t)o->n_threads;
+    return p;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    uint64_t t_entry = rf_now_ns();
+    struct serve_options o = {
+        .host = "127.0.0.1",
+        .port = 8080,
+        .n_predict = 128,
+        .policy = RF_POLICY_OBSERVE,
+        .queue = 16,
+        .timeout_s = 600,
+    };
+    struct serve sv = {.o = &o};
+    char err[FORGE_ERR_MAX];
+    int status = RF_EXIT_FAILURE;
+    pthread_t sig_tid;
+    bool sig_started = false;
+
+    int rc = serve_parse_options(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    if (o.verbose)
+        rf_log_set(cli_log_sink, NULL);
+    forge_init(o.verbose);
+
+    /* Block the stop signals before any thread starts: the signal thread takes them. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    pthread_mutex_init(&sv.session_mu, NULL);
+    pthread_mutex_init(&sv.mu, NULL);
+    pthread_cond_init(&sv.cv, NULL);
+    atomic_init(&sv.stopping, false);
+
+    struct forge_model_params mp = forge_model_default_params();
+    mp.probe_access = o.policy != RF_POLICY_OFF && rf_policy_mutates(o.policy);
+    mp.placement_access = o.policy != RF_POLICY_OFF;
+    mp.n_threads = (int)o.n_threads;
+    rc = rf_session_load(o.model, &mp, session_params(&o, t_entry), &sv.session, err);
+    if (rc < 0) {
+        cli_error("%s", err);
+        goto out;
+    }
+    sv.model = rf_session_forge_model(sv.session);
+    forge_model_get_info(sv.model, &sv.info);
+    sv.n_ctx_limit = o.n_ctx ? (uint32_t)o.n_ctx
+                             : (uint32_t)(sv.info.n_ctx_train > 0 ? sv.info.n_ctx_train : 4096);
+    sv.t_start_s = (uint64_t)time(NULL);
+    sv.last_activity_ns = rf_now_ns();
+    /* The load's operation (after_load boundary) ends before the first request. */
+    rc = rf_session_operation_end(sv.session, NULL);
+    if (rc < 0 && rc != -EINVAL) {
+        cli_error("%s: cannot end the load operation: %s", o.model, rf_strerror(rc));
+        goto out;
+    }
+    if (pthread_create(&sig_tid, NULL, signal_thread, &sv) != 0) {
+        cli_error("cannot start the signal thread");
+        goto out;
+    }
+    sig_started = true;
+    rc = serve_http_start(&sv);
+    if (rc < 0)
+        goto out;
+    worker(&sv);
+    serve_http_stop(&sv);
+    status = 0;
+    if (o.json_path) {
+        rc = rf_session_report_write(sv.session, RF_REPORT_SESSION, o.json_path);
+        if (rc < 0) {
+            cli_error("cannot write %s: %s", o.json_path, rf_strerror(rc));
+            status = RF_EXIT_FAILURE;
+        }
+    }
+out:
+    if (sig_started && status != 0 && !atomic_load(&sv.stopping)) {
+        /* A start-up failure: wake the signal thread with the signal it waits for. */
+        pthread_kill(sig_tid, SIGTERM);
+    }
+    if (sig_started)
+        pthread_join(sig_tid, NULL);
+    rf_session_free(sv.session);
+    pthread_cond_destroy(&sv.cv);
+    pthread_mutex_destroy(&sv.mu);
+    pthread_mutex_destroy(&sv.session_mu);
+    return status;
+}

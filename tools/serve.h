@@ -1,0 +1,161 @@
+/*
+ * ramforge serve: shared by the command line (serve_options.c), the worker
+ * and the session sequence (cmd_serve.c), the HTTP front (serve_http.c)
+ * and the Prometheus text (serve_metrics.c).
+ *
+ * Threads: libmicrohttpd runs one thread per connection; each parses its
+ * request, tokenizes (the vocabulary is read-only) and queues a job. One
+ * worker (the main thread) takes jobs in order and is the only caller of
+ * the generation; every rf_session_* call is made under serve.session_mu
+ * (the session is not thread-safe), so /residency and /metrics read the
+ * reports between operations, never during a session call.
+ */
+#ifndef RAMFORGE_TOOLS_SERVE_H
+#define RAMFORGE_TOOLS_SERVE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ramforge/forge.h"
+#include "ramforge/policy.h"
+
+#define SERVE_BODY_MAX_BYTES (1u << 20) /* request bodies above 1 MiB answer 413 */
+#define SERVE_DRAIN_SECONDS 5           /* at exit, time given to answers being written */
+
+/* What `ramforge serve`'s command line asked for. */
+struct serve_options {
+    const char *model;
+    const char *host;    /* default 127.0.0.1 */
+    long long port;      /* default 8080; 0: any free port (printed) */
+    long long n_ctx;     /* largest context per request, tokens; 0: the model's n_ctx_train */
+    long long n_threads; /* 0: llama.cpp's default */
+    long long n_predict; /* a request's default n_predict */
+    enum rf_policy_profile policy;
+    bool has_target;
+    uint64_t target_bytes;
+    uint64_t reserve_bytes;
+    enum forge_release_mode release_mode;
+    bool has_release_mode;
+    long long idle_seconds; /* 0: no idle boundary */
+    bool has_staging;
+    uint64_t staging_budget; /* bytes */
+    long long queue;         /* requests waiting behind the one running */
+    const char *api_key;     /* NULL: no key */
+    const char *json_path;   /* the session report written at exit */
+    long long timeout_s;     /* connection inactivity timeout, seconds */
+    bool verbose;
+};
+
+/* Returns -1 to continue, or the exit status (0 after --help, 2 on a usage error). */
+int serve_parse_options(int argc, char **argv, struct serve_options *o);
+
+enum serve_api {
+    SERVE_API_COMPLETION = 0, /* llama-server's /completion */
+    SERVE_API_OAI,            /* OpenAI's /v1/completions */
+};
+
+enum serve_residency {
+    SERVE_RESIDENT = 0,  /* the weights as the last request left them */
+    SERVE_IDLE_RELEASED, /* the idle boundary ran */
+    SERVE_STAGING,       /* staging released pages for the next request */
+};
+
+/*
+ * One generation request. The HTTP thread fills the request part and
+ * queues it; the worker fills the output part under mu and signals cv.
+ * Two owners (the connection and the queue/worker): freed by the last
+ * serve_job_put.
+ */
+struct serve_job {
+    /* request: read-only once queued */
+    enum serve_api api;
+    bool stream;
+    int32_t *prompt_tokens; /* owned */
+    size_t n_prompt;
+    int32_t n_predict;
+    float temperature, top_p, min_p;
+    int32_t top_k;
+    uint32_t seed;
+    uint64_t t_queued_ns;
+    /* output, under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char *text; /* generated text so far, NUL-terminated, owned */
+    size_t text_len, text_cap;
+    int32_t *tokens; /* generated ids so far, owned */
+    size_t n_tokens, tokens_cap;
+    bool done;
+    atomic_bool cancelled;         /* the client left: stop after the current token */
+    int status;                    /* HTTP status when done: 200, or an error's */
+    char message[768];             /* the error's message */
+    const char *stop_type;         /* "eos", "limit", "none" (cancelled) */
+    uint64_t prompt_ns, decode_ns; /* timings of the generation */
+    /* ownership */
+    int refs;
+    struct serve_job *next;
+};
+
+struct serve_job *serve_job_new(void);
+void serve_job_put(struct serve_job *j);
+
+struct MHD_Daemon;
+
+/* The server: one session, one queue, counters. */
+struct serve {
+    const struct serve_options *o;
+    struct rf_session *session;
+    struct forge_model *model; /* the session's */
+    struct forge_model_info info;
+    uint32_t n_ctx_limit; /* tokens a request's prompt + n_predict may use */
+    uint64_t t_start_s;   /* time(NULL) at start */
+    struct MHD_Daemon *daemon;
+
+    pthread_mutex_t session_mu; /* every rf_session_* call */
+
+    pthread_mutex_t mu; /* what follows */
+    pthread_cond_t cv;
+    struct serve_job *head, *tail;
+    size_t queued;
+    bool processing;
+    size_t connections_with_job; /* connections a generation request is bound to */
+    atomic_bool stopping;
+    enum serve_residency residency;
+    uint64_t last_activity_ns;
+    bool idle_done; /* the idle boundary ran since the last request */
+    /* counters since start */
+    uint64_t prompt_tokens_total, tokens_predicted_total, requests_total;
+    uint64_t prompt_ns_total, decode_ns_total;
+    uint64_t rejected_queue_full, cancelled_total;
+    uint64_t admission[4]; /* per rf_admission_outcome */
+    uint64_t admission_refused;
+    uint64_t idle_boundaries;
+    uint64_t staging_requested_bytes, staging_accepted_bytes; /* summed over operations */
+};
+
+/* Queues j (takes a reference) or returns false when the queue is full or stopping. */
+bool serve_enqueue(struct serve *sv, struct serve_job *j, char *why, size_t why_len);
+
+/* "resident", "idle_released", "staging". */
+const char *serve_residency_name(enum serve_residency r);
+
+/* Starts libmicrohttpd on host:port; prints the address. Returns 0 or -errno. */
+int serve_http_start(struct serve *sv);
+
+/*
+ * Stops the HTTP front once every job is done: waits (at most
+ * SERVE_DRAIN_SECONDS) for the connections bound to a generation to send
+ * their last bytes, then closes every connection.
+ */
+void serve_http_stop(struct serve *sv);
+
+/*
+ * The Prometheus text of /metrics (llama-server's names, then ramforge's),
+ * NUL-terminated, the caller frees. Takes sv->mu, then sv->session_mu.
+ * NULL: out of memory.
+ */
+char *serve_metrics_text(struct serve *sv);
+
+#endif

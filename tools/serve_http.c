@@ -1,0 +1,841 @@
+/*
+ * ramforge serve's HTTP front on libmicrohttpd (one thread per connection):
+ * routing, the API key, body limits, JSON bodies (jansson) in llama-server's
+ * shapes, server-sent events, and the error shape
+ * {"error":{"code":N,"message":"...","type":"..."}} of llama-server
+ * (tools/server/utils.hpp, format_error_response).
+ *
+ * A request's connection thread waits for its job in steps of
+ * SERVE_POLL_MS and checks its socket for a hang-up (POLLRDHUP) between
+ * them: a client that leaves cancels its generation after the token being
+ * decoded.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "cli.h"
+#include "ramforge/session.h"
+#include "ramforge/timing.h"
+#include "serve.h"
+
+#ifndef RAMFORGE_VERSION
+#define RAMFORGE_VERSION "0.0.0"
+#endif
+
+#define SERVE_POLL_MS 20              /* a waiting connection checks its socket this often, ms */
+#define SERVE_SEED_RANDOM 0xFFFFFFFFu /* LLAMA_DEFAULT_SEED: dist draws a random seed */
+
+/* llama-server's error types (tools/server/utils.hpp). */
+static const char *error_type(int status)
+{
+    switch (status) {
+    case 401:
+        return "authentication_error";
+    case 404:
+        return "not_found_error";
+    case 405:
+    case 501:
+        return "not_supported_error";
+    case 500:
+        return "server_error";
+    case 503:
+        return "unavailable_error";
+    default:
+        return "invalid_request_error";
+    }
+}
+
+/* Bytes of s[0..n) that end on a whole UTF-8 sequence (an incomplete tail held back). */
+static size_t utf8_complete_len(const char *s, size_t n)
+{
+    for (size_t back = 1; back <= 4 && back <= n; back++) {
+        unsigned char c = (unsigned char)s[n - back];
+        if ((c & 0xC0) == 0x80)
+            continue; /* continuation byte: look further back */
+        size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+        return need > back ? n - back : n;
+    }
+    return n;
+}
+
+/* A JSON string of s[0..n); bytes that are not valid UTF-8 become U+FFFD. */
+static json_t *json_text(const char *s, size_t n)
+{
+    json_t *j = json_stringn(s, n);
+    if (j)
+        return j;
+    char *clean = malloc(n * 3 + 1);
+    size_t o = 0;
+    if (!clean)
+        return NULL;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c < 0x80             ? 1
+                     : (c & 0xE0) == 0xC0 ? 2
+                     : (c & 0xF0) == 0xE0 ? 3
+                     : (c & 0xF8) == 0xF0 ? 4
+                                          : 0;
+        json_t *probe = len && i + len <= n ? json_stringn(s + i, len) : NULL;
+        if (probe) {
+            json_decref(probe);
+            memcpy(clean + o, s + i, len);
+            o += len;
+            i += len;
+        } else {
+            memcpy(clean + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        }
+    }
+    j = json_stringn(clean, o);
+    free(clean);
+    return j;
+}
+
+static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, char *text,
+                                  const char *type)
+{
+    if (!text)
+        return MHD_NO;
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* Replies with j (stolen) as compact JSON. */
+static enum MHD_Result reply_json(struct MHD_Connection *c, unsigned status, json_t *j)
+{
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return reply_text(c, status, text, "application/json; charset=utf-8");
+}
+
+static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return reply_json(c, status,
+                      json_pack("{s:{s:i,s:o,s:s}}", "error", "code", (int)status, "message",
+                                json_text(msg, strlen(msg)), "type", error_type((int)status)));
+}
+
+/* The request being read on a connection (MHD's con_cls). */
+struct conn_req {
+    char *body;
+    size_t len, cap;
+    bool too_big;
+    struct serve_job *job; /* a reference, or NULL */
+};
+
+/* The client's socket hung up (or failed). */
+static bool client_gone(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci)
+        return false;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/*
+ * Waits (j->mu held) until j is done or, with progress, has more than
+ * n_seen tokens; cancels j and returns false when the client hangs up.
+ */
+static bool wait_job(struct MHD_Connection *c, struct serve_job *j, bool progress, size_t n_seen)
+{
+    while (!j->done && !(progress && j->n_tokens > n_seen)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += SERVE_POLL_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+        if (!j->done && client_gone(c)) {
+            atomic_store(&j->cancelled, true);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The authorization of a request: Bearer KEY, or X-Api-Key: KEY. */
+static bool authorized(struct serve *sv, struct MHD_Connection *c)
+{
+    if (!sv->o->api_key)
+        return true;
+    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    const char *x = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Api-Key");
+    const char *key = sv->o->api_key;
+    if (auth && !strncmp(auth, "Bearer ", 7) && !strcmp(auth + 7, key))
+        return true;
+    return x && !strcmp(x, key);
+}
+
+/* --- request parsing ----------------------------------------------------------------------- */
+
+/* An integer field: absent keeps *out; a non-integer is an error (false, msg). */
+static bool field_int(json_t *body, const char *key, long long *out, char *msg, size_t len)
+{
+    json_t *v = json_object_get(body, key);
+    if (!v || json_is_null(v))
+        return true;
+    if (!json_is_integer(v)) {
+        snprintf(msg, len, "'%s' must be an integer", key);
+        return false;
+    }
+    *out = json_integer_value(v);
+    return true;
+}
+
+static bool field_number(json_t *body, const char *key, double *out, char *msg, size_t len)
+{
+    json_t *v = json_object_get(body, key);
+    if (!v || json_is_null(v))
+        return true;
+    if (!json_is_number(v)) {
+        snprintf(msg, len, "'%s' must be a number", key);
+        return false;
+    }
+    *out = json_number_value(v);
+    return true;
+}
+
+static bool field_bool(json_t *body, const char *key, bool *out, char *msg, size_t len)
+{
+    json_t *v = json_object_get(body, key);
+    if (!v || json_is_null(v))
+        return true;
+    if (!json_is_boolean(v)) {
+        snprintf(msg, len, "'%s' must be a boolean", key);
+        return false;
+    }
+    *out = json_is_true(v);
+    return true;
+}
+
+/* An array of token ids in [0, n_vocab) into a new array (caller frees). */
+static bool token_array(json_t *a, int32_t n_vocab, int32_t **out, size_t *n, char *msg, size_t len)
+{
+    size_t count = json_array_size(a);
+    int32_t *t = calloc(count + 1, sizeof(*t));
+    if (!t) {
+        snprintf(msg, len, "out of memory");
+        return false;
+    }
+    for (size_t i = 0; i < count; i++) {
+        json_t *v = json_array_get(a, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= n_vocab) {
+            snprintf(msg, len, "token %zu is not an integer id in [0, %d)", i, n_vocab);
+            free(t);
+            return false;
+        }
+        t[i] = (int32_t)json_integer_value(v);
+    }
+    *out = t;
+    *n = count;
+    return true;
+}
+
+/*
+ * Fills job's request from a /completion or /v1/completions body. Returns
+ * 0, or the HTTP status of the error with msg.
+ */
+static int parse_completion(struct serve *sv, json_t *body, enum serve_api api, struct serve_job *j,
+                            char *msg, size_t len)
+{
+    json_t *prompt = json_object_get(body, "prompt");
+    if (json_is_string(prompt)) {
+        if (json_string_length(prompt) == 0) {
+            snprintf(msg, len, "'prompt' is empty");
+            return 400;
+        }
+        int rc = forge_tokenize(sv->model, json_string_value(prompt), true, true, &j->prompt_tokens,
+                                &j->n_prompt);
+        if (rc < 0) {
+            snprintf(msg, len, "cannot tokenize the prompt: %s", rf_strerror(rc));
+            return rc == -ENOMEM ? 500 : 400;
+        }
+    } else if (json_is_array(prompt) && json_array_size(prompt) > 0) {
+        if (!token_array(prompt, sv->info.n_vocab, &j->prompt_tokens, &j->n_prompt, msg, len))
+            return 400;
+    } else {
+        snprintf(msg, len, "'prompt' must be a non-empty string or array of token ids");
+        return 400;
+    }
+    long long n_predict = sv->o->n_predict, seed = -1, top_k = 40;
+    double temp = 0.8, top_p = 0.95, min_p = 0.05;
+    bool stream = false;
+    if (api == SERVE_API_OAI && !field_int(body, "max_tokens", &n_predict, msg, len))
+        return 400;
+    if (!field_int(body, "n_predict", &n_predict, msg, len) ||
+        !field_int(body, "seed", &seed, msg, len) || !field_int(body, "top_k", &top_k, msg, len) ||
+        !field_number(body, "temperature", &temp, msg, len) ||
+        !field_number(body, "top_p", &top_p, msg, len) ||
+        !field_number(body, "min_p", &min_p, msg, len) ||
+        !field_bool(body, "stream", &stream, msg, len))
+        return 400;
+    if (j->n_prompt >= sv->n_ctx_limit) {
+        snprintf(msg, len, "the prompt of %zu tokens does not fit the context of %u tokens (-c)",
+                 j->n_prompt, sv->n_ctx_limit);
+        return 400;
+    }
+    uint32_t room = sv->n_ctx_limit - (uint32_t)j->n_prompt;
+    if (n_predict == -1)
+        n_predict = room;
+    if (n_predict < 1 || n_predict > room) {
+        snprintf(msg, len,
+                 "'n_predict' must be -1 or in 1..%u (the context of %u tokens minus the "
+                 "prompt's %zu)",
+                 room, sv->n_ctx_limit, j->n_prompt);
+        return 400;
+    }
+    if (seed < -1 || seed > UINT32_MAX || temp > 100.0 || top_p < 0.0 || min_p < 0.0 ||
+        top_k > INT32_MAX || top_k < INT32_MIN) {
+        snprintf(msg, len,
+                 "a sampling parameter is out of range (seed -1..2^32-1, "
+                 "temperature <= 100, top_p and min_p >= 0)");
+        return 400;
+    }
+    j->api = api;
+    j->stream = stream;
+    j->n_predict = (int32_t)n_predict;
+    j->temperature = (float)temp;
+    j->top_k = (int32_t)top_k;
+    j->top_p = (float)top_p;
+    j->min_p = (float)min_p;
+    j->seed = seed < 0 ? SERVE_SEED_RANDOM : (uint32_t)seed;
+    j->t_queued_ns = rf_now_ns();
+    return 0;
+}
+
+/* --- responses ------------------------------------------------------------------------------ */
+
+static json_t *token_json(const int32_t *t, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_integer(t[i]));
+    return a;
+}
+
+static json_t *timings_json(const struct serve_job *j)
+{
+    double prompt_ms = (double)j->prompt_ns / 1e6, pred_ms = (double)j->decode_ns / 1e6;
+    size_t n_after_first = j->n_tokens > 1 ? j->n_tokens - 1 : 0;
+    return json_pack("{s:I,s:f,s:f,s:I,s:f,s:f}", "prompt_n", (json_int_t)j->n_prompt, "prompt_ms",
+                     prompt_ms, "prompt_per_second",
+                     prompt_ms > 0 ? (double)j->n_prompt / prompt_ms * 1e3 : 0.0, "predicted_n",
+                     (json_int_t)j->n_tokens, "predicted_ms", pred_ms, "predicted_per_second",
+                     pred_ms > 0 ? (double)n_after_first / pred_ms * 1e3 : 0.0);
+}
+
+static json_t *settings_json(struct serve *sv, const struct serve_job *j)
+{
+    return json_pack("{s:I,s:I,s:f,s:I,s:f,s:f,s:I,s:b}", "n_ctx", (json_int_t)sv->n_ctx_limit,
+                     "n_predict", (json_int_t)j->n_predict, "temperature", (double)j->temperature,
+                     "top_k", (json_int_t)j->top_k, "top_p", (double)j->top_p, "min_p",
+                     (double)j->min_p, "seed", (json_int_t)j->seed, "stream", j->stream);
+}
+
+/* llama-server's /completion object for text[from..to) and tokens[t0..t1); final: stop. */
+static json_t *completion_json(struct serve *sv, const struct serve_job *j, size_t from, size_t to,
+                               size_t t0, size_t t1, bool final)
+{
+    json_t *o = json_pack("{s:i,s:o,s:o,s:b,s:i,s:I,s:I}", "index", 0, "content",
+                          json_text(j->text ? j->text + from : "", to - from), "tokens",
+                          token_json(j->tokens + t0, t1 - t0), "stop", final, "id_slot", 0,
+                          "tokens_predicted", (json_int_t)j->n_tokens, "tokens_evaluated",
+                          (json_int_t)j->n_prompt);
+    if (final && o) {
+        json_object_set_new(o, "model", json_string(sv->o->model));
+        json_object_set_new(o, "stop_type", json_string(j->stop_type));
+        json_object_set_new(o, "truncated", json_false());
+        json_object_set_new(o, "timings", timings_json(j));
+        json_object_set_new(o, "generation_settings", settings_json(sv, j));
+    }
+    return o;
+}
+
+/* OpenAI's text_completion object for text[from..to); final: finish_reason and usage. */
+static json_t *oai_json(struct serve *sv, const struct serve_job *j, size_t from, size_t to,
+                        bool final)
+{
+    char id[64];
+    snprintf(id, sizeof(id), "cmpl-%016llx", (unsigned long long)j->t_queued_ns);
+    const char *finish = !final ? NULL : !strcmp(j->stop_type, "eos") ? "stop" : "length";
+    json_t *choice = json_pack(
+        "{s:o,s:i,s:n,s:o}", "text", json_text(j->text ? j->text + from : "", to - from), "index",
+        0, "logprobs", "finish_reason", finish ? json_string(finish) : json_null());
+    json_t *o =
+        json_pack("{s:s,s:s,s:I,s:s,s:[o]}", "id", id, "object", "text_completion", "created",
+                  (json_int_t)time(NULL), "model", sv->o->model, "choices", choice);
+    if (final && o)
+        json_object_set_new(o, "usage",
+                            json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)j->n_prompt,
+                                      "completion_tokens", (json_int_t)j->n_tokens, "total_tokens",
+                                      (json_int_t)(j->n_prompt + j->n_tokens)));
+    if (final && o)
+        json_object_set_new(o, "timings", timings_json(j));
+    return o;
+}
+
+/* --- streaming ------------------------------------------------------------------------------ */
+
+struct stream {
+    struct serve *sv;
+    struct serve_job *job; /* a reference */
+    struct MHD_Connection *conn;
+    size_t sent_text, sent_tokens; /* what the events so far carried */
+    char *pending;                 /* the event being written */
+    size_t pending_len, pending_off;
+    bool final_sent, done_sent;
+};
+
+/* Appends "data: <json>\n\n" (j stolen) as the pending event. */
+static void stream_event(struct stream *st, json_t *j, const char *raw)
+{
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    const char *body = raw ? raw : text ? text : "{}";
+    size_t n = strlen(body) + 9;
+    free(st->pending);
+    st->pending = malloc(n);
+    if (st->pending)
+        st->pending_len = (size_t)snprintf(st->pending, n, "data: %s\n\n", body);
+    st->pending_off = 0;
+    free(text);
+}
+
+/* MHD's content reader: blocks for the next tokens, writes one event at a time. */
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct stream *st = cls;
+    struct serve_job *j = st->job;
+    (void)pos;
+    while (!st->pending || st->pending_off == st->pending_len) {
+        if (st->done_sent)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        if (st->final_sent) {
+            st->done_sent = true;
+            if (j->api != SERVE_API_OAI)
+                return MHD_CONTENT_READER_END_OF_STREAM;
+            stream_event(st, NULL, "[DONE]");
+            break;
+        }
+        pthread_mutex_lock(&j->mu);
+        if (!wait_job(st->conn, j, true, st->sent_tokens)) {
+            pthread_mutex_unlock(&j->mu);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        size_t to = j->done ? j->text_len : utf8_complete_len(j->text, j->text_len);
+        size_t t1 = j->n_tokens;
+        bool final = j->done;
+        json_t *ev;
+        if (final && j->status != 200) {
+            ev = json_pack("{s:{s:i,s:s,s:s}}", "error", "code", j->status, "message", j->message,
+                           "type", error_type(j->status));
+        } else if (j->api == SERVE_API_OAI) {
+            ev = oai_json(st->sv, j, st->sent_text, to, final);
+        } else {
+            ev = completion_json(st->sv, j, st->sent_text, to, st->sent_tokens, t1, final);
+        }
+        st->sent_text = to;
+        st->sent_tokens = t1;
+        st->final_sent = final;
+        pthread_mutex_unlock(&j->mu);
+        stream_event(st, ev, NULL);
+        if (!st->pending)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    size_t n = st->pending_len - st->pending_off;
+    if (n > max)
+        n = max;
+    memcpy(buf, st->pending + st->pending_off, n);
+    st->pending_off += n;
+    return (ssize_t)n;
+}
+
+static void stream_free(void *cls)
+{
+    struct stream *st = cls;
+    if (!st->final_sent)
+        atomic_store(&st->job->cancelled, true); /* the connection ended early */
+    serve_job_put(st->job);
+    free(st->pending);
+    free(st);
+}
+
+/* --- handlers ------------------------------------------------------------------------------- */
+
+static enum MHD_Result handle_completion(struct serve *sv, struct MHD_Connection *c,
+                                         struct conn_req *rq, json_t *body, enum serve_api api)
+{
+    char msg[512];
+    struct serve_job *j = serve_job_new();
+    if (!j)
+        return reply_error(c, 500, "out of memory");
+    rq->job = j; /* the connection's reference */
+    pthread_mutex_lock(&sv->mu);
+    sv->connections_with_job++;
+    pthread_mutex_unlock(&sv->mu);
+    int st = parse_completion(sv, body, api, j, msg, sizeof(msg));
+    if (st)
+        return reply_error(c, (unsigned)st, "%s", msg);
+    if (!serve_enqueue(sv, j, msg, sizeof(msg)))
+        return reply_error(c, 503, "%s", msg);
+    pthread_mutex_lock(&j->mu);
+    bool alive = wait_job(c, j, j->stream, 0);
+    bool ok = j->status == 200 || !j->done;
+    pthread_mutex_unlock(&j->mu);
+    if (!alive)
+        return MHD_NO; /* the client left: close */
+    if (!ok)
+        return reply_error(c, (unsigned)j->status, "%s", j->message);
+    if (j->stream) {
+        struct stream *s = calloc(1, sizeof(*s));
+        if (!s)
+            return reply_error(c, 500, "out of memory");
+        s->sv = sv;
+        s->job = j;
+        s->conn = c;
+        pthread_mutex_lock(&j->mu);
+        j->refs++;
+        pthread_mutex_unlock(&j->mu);
+        struct MHD_Response *r =
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free);
+        if (!r) {
+            stream_free(s);
+            return MHD_NO;
+        }
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        enum MHD_Result ret = MHD_queue_response(c, 200, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    pthread_mutex_lock(&j->mu);
+    json_t *o = api == SERVE_API_OAI ? oai_json(sv, j, 0, j->text_len, true)
+                                     : completion_json(sv, j, 0, j->text_len, 0, j->n_tokens, true);
+    pthread_mutex_unlock(&j->mu);
+    return reply_json(c, 200, o);
+}
+
+static enum MHD_Result handle_tokenize(struct serve *sv, struct MHD_Connection *c, json_t *body)
+{
+    json_t *content = json_object_get(body, "content");
+    bool add_special = false, parse_special = true, with_pieces = false;
+    char msg[256];
+    if (!json_is_string(content))
+        return reply_error(c, 400, "'content' must be a string");
+    if (!field_bool(body, "add_special", &add_special, msg, sizeof(msg)) ||
+        !field_bool(body, "parse_special", &parse_special, msg, sizeof(msg)) ||
+        !field_bool(body, "with_pieces", &with_pieces, msg, sizeof(msg)))
+        return reply_error(c, 400, "%s", msg);
+    int32_t *t = NULL;
+    size_t n = 0;
+    int rc =
+        forge_tokenize(sv->model, json_string_value(content), add_special, parse_special, &t, &n);
+    if (rc < 0)
+        return reply_error(c, rc == -ENOMEM ? 500 : 400, "cannot tokenize: %s", rf_strerror(rc));
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) {
+        char *piece = NULL;
+        if (with_pieces && forge_detokenize(sv->model, &t[i], 1, &piece) == 0)
+            json_array_append_new(
+                a, json_pack("{s:i,s:o}", "id", t[i], "piece", json_text(piece, strlen(piece))));
+        else
+            json_array_append_new(a, json_integer(t[i]));
+        free(piece);
+    }
+    free(t);
+    return reply_json(c, 200, json_pack("{s:o}", "tokens", a));
+}
+
+static enum MHD_Result handle_detokenize(struct serve *sv, struct MHD_Connection *c, json_t *body)
+{
+    json_t *tokens = json_object_get(body, "tokens");
+    char msg[256];
+    int32_t *t = NULL;
+    size_t n = 0;
+    if (!json_is_array(tokens))
+        return reply_error(c, 400, "'tokens' must be an array of token ids");
+    if (!token_array(tokens, sv->info.n_vocab, &t, &n, msg, sizeof(msg)))
+        return reply_error(c, 400, "%s", msg);
+    char *text = NULL;
+    int rc = forge_detokenize(sv->model, t, n, &text);
+    free(t);
+    if (rc < 0)
+        return reply_error(c, rc == -EINVAL ? 400 : 500, "cannot detokenize: %s", rf_strerror(rc));
+    json_t *o = json_pack("{s:o}", "content", json_text(text, strlen(text)));
+    free(text);
+    return reply_json(c, 200, o);
+}
+
+static json_t *models_json(struct serve *sv)
+{
+    return json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:{s:i,s:i,s:i,s:I,s:I}}]}", "object", "list",
+                     "data", "id", sv->o->model, "object", "model", "created",
+                     (json_int_t)sv->t_start_s, "owned_by", "llamacpp", "meta", "n_vocab",
+                     sv->info.n_vocab, "n_ctx_train", sv->info.n_ctx_train, "n_embd",
+                     sv->info.n_embd, "n_params", (json_int_t)sv->info.n_params, "size",
+                     (json_int_t)sv->info.size_bytes);
+}
+
+static enum MHD_Result handle_props(struct serve *sv, struct MHD_Connection *c)
+{
+    char build[160];
+    snprintf(build, sizeof(build), "ramforge %s (llama.cpp %s)", RAMFORGE_VERSION,
+             forge_llama_version());
+    pthread_mutex_lock(&sv->mu);
+    json_t *res =
+        json_pack("{s:s,s:s,s:b,s:I,s:I,s:I,s:b,s:I,s:b,s:I}", "state",
+                  serve_residency_name(sv->residency), "policy", rf_policy_name(sv->o->policy),
+                  "has_memory_target", sv->o->has_target, "memory_target_bytes",
+                  (json_int_t)sv->o->target_bytes, "idle_seconds", (json_int_t)sv->o->idle_seconds,
+                  "idle_boundaries", (json_int_t)sv->idle_boundaries, "has_staging_budget",
+                  sv->o->has_staging, "staging_budget_bytes", (json_int_t)sv->o->staging_budget,
+                  "processing", sv->processing, "queued", (json_int_t)sv->queued);
+    pthread_mutex_unlock(&sv->mu);
+    json_t *o = json_pack("{s:{s:I,s:{s:I}},s:i,s:s,s:s,s:s,s:o}", "default_generation_settings",
+                          "n_ctx", (json_int_t)sv->n_ctx_limit, "params", "n_predict",
+                          (json_int_t)sv->o->n_predict, "total_slots", 1, "model_path",
+                          sv->o->model, "chat_template", "", "build_info", build, "residency", res);
+    return reply_json(c, 200, o);
+}
+
+/* {"operation": <report>, "session": <report>}: the two documents spliced as text. */
+static enum MHD_Result handle_residency(struct serve *sv, struct MHD_Connection *c)
+{
+    char *op = NULL, *ses = NULL;
+    pthread_mutex_lock(&sv->session_mu);
+    int rc = rf_session_report_json(sv->session, RF_REPORT_OPERATION, &op);
+    if (rc == 0)
+        rc = rf_session_report_json(sv->session, RF_REPORT_SESSION, &ses);
+    pthread_mutex_unlock(&sv->session_mu);
+    if (rc < 0) {
+        free(op);
+        return reply_error(c, 500, "cannot build the report: %s", rf_strerror(rc));
+    }
+    size_t n = strlen(op) + strlen(ses) + 32;
+    char *text = malloc(n);
+    if (text)
+        snprintf(text, n, "{\"operation\":%s,\"session\":%s}", op, ses);
+    free(op);
+    free(ses);
+    return reply_text(c, 200, text, "application/json; charset=utf-8");
+}
+
+struct route {
+    const char *path;
+    const char *method;
+    bool public_; /* no API key needed (llama-server's public endpoints) */
+    int id;
+};
+
+enum {
+    R_HEALTH,
+    R_PROPS,
+    R_MODELS,
+    R_COMPLETION,
+    R_OAI,
+    R_TOKENIZE,
+    R_DETOKENIZE,
+    R_METRICS,
+    R_RESIDENCY
+};
+
+static const struct route routes[] = {
+    {"/health", "GET", true, R_HEALTH},
+    {"/v1/health", "GET", true, R_HEALTH},
+    {"/props", "GET", false, R_PROPS},
+    {"/v1/models", "GET", true, R_MODELS},
+    {"/models", "GET", true, R_MODELS},
+    {"/completion", "POST", false, R_COMPLETION},
+    {"/completions", "POST", false, R_COMPLETION},
+    {"/v1/completions", "POST", false, R_OAI},
+    {"/tokenize", "POST", false, R_TOKENIZE},
+    {"/detokenize", "POST", false, R_DETOKENIZE},
+    {"/metrics", "GET", false, R_METRICS},
+    {"/residency", "GET", false, R_RESIDENCY},
+};
+
+static enum MHD_Result route_request(struct serve *sv, struct MHD_Connection *c, const char *url,
+                                     const char *method, struct conn_req *rq)
+{
+    const struct route *r = NULL;
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+        if (!strcmp(routes[i].path, url))
+            r = &routes[i];
+    if (!r)
+        return reply_error(c, 404, "File Not Found");
+    if (!r->public_ && !authorized(sv, c))
+        return reply_error(c, 401, "Invalid API Key");
+    if (strcmp(method, r->method) && !(!strcmp(method, "HEAD") && !strcmp(r->method, "GET")))
+        return reply_error(c, 405, "%s is not allowed on %s (use %s)", method, url, r->method);
+    if (rq->too_big)
+        return reply_error(c, 413, "the request body is larger than %u bytes",
+                           SERVE_BODY_MAX_BYTES);
+    switch (r->id) {
+    case R_HEALTH:
+        return reply_json(c, 200, json_pack("{s:s}", "status", "ok"));
+    case R_PROPS:
+        return handle_props(sv, c);
+    case R_MODELS:
+        return reply_json(c, 200, models_json(sv));
+    case R_METRICS:
+        return reply_text(c, 200, serve_metrics_text(sv), "text/plain; version=0.0.4");
+    case R_RESIDENCY:
+        return handle_residency(sv, c);
+    default:
+        break;
+    }
+    json_error_t jerr;
+    json_t *body = json_loadb(rq->body ? rq->body : "", rq->len, 0, &jerr);
+    if (!body)
+        return reply_error(c, 400, "malformed JSON body: %s (line %d, column %d)", jerr.text,
+                           jerr.line, jerr.column);
+    if (!json_is_object(body)) {
+        json_decref(body);
+        return reply_error(c, 400, "the body must be a JSON object");
+    }
+    enum MHD_Result ret;
+    if (r->id == R_TOKENIZE)
+        ret = handle_tokenize(sv, c, body);
+    else if (r->id == R_DETOKENIZE)
+        ret = handle_detokenize(sv, c, body);
+    else
+        ret = handle_completion(sv, c, rq, body,
+                                r->id == R_OAI ? SERVE_API_OAI : SERVE_API_COMPLETION);
+    json_decref(body);
+    return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    struct serve *sv = cls;
+    struct conn_req *rq = *con_cls;
+    (void)version;
+    if (!rq) {
+        rq = calloc(1, sizeof(*rq));
+        if (!rq)
+            return MHD_NO;
+        *con_cls = rq;
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > SERVE_BODY_MAX_BYTES)
+            rq->too_big = true;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (rq->too_big || rq->len + n > SERVE_BODY_MAX_BYTES) {
+            rq->too_big = true;
+            free(rq->body);
+            rq->body = NULL;
+            rq->len = rq->cap = 0;
+            return MHD_YES;
+        }
+        if (rq->len + n + 1 > rq->cap) {
+            size_t cap = (rq->len + n + 1) * 2;
+            char *p = realloc(rq->body, cap);
+            if (!p)
+                return MHD_NO;
+            rq->body = p;
+            rq->cap = cap;
+        }
+        memcpy(rq->body + rq->len, upload_data, n);
+        rq->len += n;
+        return MHD_YES;
+    }
+    if (atomic_load(&sv->stopping))
+        return reply_error(c, 503, "the server is shutting down");
+    return route_request(sv, c, url, method, rq);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct serve *sv = cls;
+    struct conn_req *rq = *con_cls;
+    (void)c;
+    if (!rq)
+        return;
+    if (rq->job) {
+        if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
+            atomic_store(&rq->job->cancelled, true);
+        serve_job_put(rq->job);
+        pthread_mutex_lock(&sv->mu);
+        sv->connections_with_job--;
+        pthread_cond_broadcast(&sv->cv);
+        pthread_mutex_unlock(&sv->mu);
+    }
+    free(rq->body);
+    free(rq);
+    *con_cls = NULL;
+}
+
+int serve_http_start(struct serve *sv)
+{
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)sv->o->port)};
+    if (inet_pton(AF_INET, sv->o->host, &addr.sin_addr) != 1) {
+        cli_error("invalid --host '%s': expected an IPv4 address such as 127.0.0.1", sv->o->host);
+        return -EINVAL;
+    }
+    sv->daemon = MHD_start_daemon(
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL,
+        (uint16_t)sv->o->port, NULL, NULL, on_request, sv, MHD_OPTION_SOCK_ADDR, &addr,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)sv->o->timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, sv, MHD_OPTION_END);
+    if (!sv->daemon) {
+        cli_error("cannot listen on %s:%lld: %s", sv->o->host, sv->o->port,
+                  errno ? strerror(errno) : "libmicrohttpd refused");
+        return errno ? -errno : -EIO;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(sv->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    fprintf(stderr, "%s: serving %s on http://%s:%u/\n", RF_PROGRAM, sv->o->model, sv->o->host,
+            di ? di->port : (unsigned)sv->o->port);
+    return 0;
+}
+
+void serve_http_stop(struct serve *sv)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += SERVE_DRAIN_SECONDS;
+    pthread_mutex_lock(&sv->mu);
+    while (sv->connections_with_job > 0 &&
+           pthread_cond_timedwait(&sv->cv, &sv->mu, &until) != ETIMEDOUT)
+        ;
+    pthread_mutex_unlock(&sv->mu);
+    if (sv->daemon) {
+        MHD_stop_daemon(sv->daemon);
+        sv->daemon = NULL;
+    }
+}
