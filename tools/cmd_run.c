@@ -231,28 +231,11 @@ int cmd_run(int argc, char **argv)
             goto out;
         }
     }
-    struct rf_operation_output out = {
-        .prompt_tokens = gen.prompt_tokens,
-        .n_prompt = gen.n_prompt,
-        .tokens = gen.tokens,
-        .n_tokens = gen.n_tokens,
-        .text = gen.text,
-        .n_ctx = gen.n_ctx,
-        .n_threads = gen.n_threads,
-        .context_execution_generation = gen.context_execution_generation,
-        .seed = (uint32_t)o.seed,
-        .context_init_ns = gen.context_init_ns,
-        .prompt_ns = gen.prompt_ns,
-        .ttft_ns = gen.ttft_ns,
-        .decode_ns = gen.decode_ns,
-        .sync_ns = gen.sync_ns,
-        .inference_ns = gen.inference_ns,
-        .has_memory_breakdown = gen.has_memory_breakdown,
-        .kv_cache_bytes = gen.kv_cache_bytes,
-        .compute_bytes = gen.compute_bytes,
-        .verify_tokens = o.verify ? verify.tokens : NULL,
-        .n_verify_tokens = verify.n_tokens,
-    };
+    struct rf_operation_output out = rf_session_output_of(&gen, (uint32_t)o.seed);
+    if (o.verify) {
+        out.verify_tokens = verify.tokens;
+        out.n_verify_tokens = verify.n_tokens;
+    }
     rc = rf_session_operation_end(s, &out);
     if (rc < 0) {
         cli_error("%s: cannot end the operation: %s", o.model, rf_strerror(rc));

@@ -282,26 +282,7 @@ static void run_job(struct serve *sv, struct serve_job *j)
         if (brc < 0)
             cli_error("the after_session boundary failed: %s", rf_strerror(brc));
     }
-    struct rf_operation_output out = {
-        .prompt_tokens = gen.prompt_tokens,
-        .n_prompt = gen.n_prompt,
-        .tokens = gen.tokens,
-        .n_tokens = gen.n_tokens,
-        .text = gen.text,
-        .n_ctx = gen.n_ctx,
-        .n_threads = gen.n_threads,
-        .context_execution_generation = gen.context_execution_generation,
-        .seed = j->seed,
-        .context_init_ns = gen.context_init_ns,
-        .prompt_ns = gen.prompt_ns,
-        .ttft_ns = gen.ttft_ns,
-        .decode_ns = gen.decode_ns,
-        .sync_ns = gen.sync_ns,
-        .inference_ns = gen.inference_ns,
-        .has_memory_breakdown = gen.has_memory_breakdown,
-        .kv_cache_bytes = gen.kv_cache_bytes,
-        .compute_bytes = gen.compute_bytes,
-    };
+    struct rf_operation_output out = rf_session_output_of(&gen, j->seed);
     int orc = rf_session_operation_end(sv->session, rc == 0 ? &out : NULL);
     if (orc < 0)
         cli_error("cannot end the operation: %s", rf_strerror(orc));
@@ -437,6 +418,7 @@ static struct rf_session_params session_params(const struct serve_options *o, ui
     p.release_mode = o->release_mode;
     p.entry_ns = t_entry;
     p.n_threads = (int32_t)o->n_threads;
+    p.history_operations = (uint64_t)o->history; /* a long-lived session: bounded history */
     return p;
 }
 
@@ -447,6 +429,7 @@ int cmd_serve(int argc, char **argv)
         .host = "127.0.0.1",
         .port = 8080,
         .n_predict = 128,
+        .history = 64,
         .policy = RF_POLICY_OBSERVE,
         .queue = 16,
         .timeout_s = 600,

@@ -43,6 +43,7 @@ struct serve_options {
     bool has_staging;
     uint64_t staging_budget; /* bytes */
     long long queue;         /* requests waiting behind the one running */
+    long long history;       /* operations kept in /residency's session report */
     const char *api_key;     /* NULL: no key */
     const char *json_path;   /* the session report written at exit */
     long long timeout_s;     /* connection inactivity timeout, seconds */

@@ -50,6 +50,9 @@ static void usage(FILE *out)
             "                                graph reads (MADV_WILLNEED)\n"
             "      --queue N                 requests waiting behind the running one,\n"
             "                                1..4096 (default 16); a full queue answers 503\n"
+            "      --history N               operations whose samples, plans and releases the\n"
+            "                                session report (/residency) keeps, 1..1000000\n"
+            "                                (default 64); older ones are counted as dropped\n"
             "      --api-key KEY             require 'Authorization: Bearer KEY' (or\n"
             "                                X-Api-Key) on every endpoint but /health and\n"
             "                                /models, as llama-server\n"
@@ -77,6 +80,7 @@ enum {
     OPT_IDLE,
     OPT_STAGING,
     OPT_QUEUE,
+    OPT_HISTORY,
     OPT_API_KEY,
     OPT_TIMEOUT,
     OPT_REPORT_JSON,
@@ -98,6 +102,7 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
         {"idle-seconds", required_argument, NULL, OPT_IDLE},
         {"staging-budget", required_argument, NULL, OPT_STAGING},
         {"queue", required_argument, NULL, OPT_QUEUE},
+        {"history", required_argument, NULL, OPT_HISTORY},
         {"api-key", required_argument, NULL, OPT_API_KEY},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"residency-report-json", required_argument, NULL, OPT_REPORT_JSON},
@@ -158,6 +163,10 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
             if (!cli_parse_size("serve ", "--staging-budget", optarg, false, &o->staging_budget))
                 return RF_EXIT_USAGE;
             o->has_staging = true;
+            break;
+        case OPT_HISTORY:
+            if (!cli_parse_int("operations kept (--history)", optarg, 1, 1000000, &o->history))
+                return RF_EXIT_USAGE;
             break;
         case OPT_QUEUE:
             if (!cli_parse_int("queue length (--queue)", optarg, 1, 4096, &o->queue))

@@ -103,6 +103,8 @@ struct rf_report {
     const char *scope;               /* "operation" or "session" */
     uint64_t operation_index;        /* the operation reported (1, 2, ...); 0: none yet */
     uint64_t n_operations;           /* operations of the session so far, ended or open */
+    uint64_t operations_dropped;     /* session scope: operations whose samples and plans the
+                                        history cap dropped from this report */
     const char *ramforge_version;
     const char *llama_cpp_version;
 

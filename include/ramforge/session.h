@@ -79,6 +79,11 @@ struct rf_session_params {
                                               Unknown and thrashing; OFF: never refuse */
     bool mlock_requested;       /* the model was loaded with mlock (admission notes a lock
                                    that did not take) */
+    uint64_t history_operations; /* operations whose samples, plans and applications the
+                                    session keeps for its cumulative report; older ones are
+                                    dropped when the next opens and counted in the report
+                                    (operation.dropped). 0 (default): all, for a program
+                                    that runs a bounded number; a server sets a cap */
 };
 
 struct rf_session_params rf_session_default_params(void);
@@ -274,6 +279,16 @@ struct rf_operation_output {
 };
 
 /*
+ * The output of a forge_generate call (ramforge's own decode loop) as an
+ * operation's output: tokens, text, context size, threads, the context's
+ * execution generation, timings and the memory breakdown; seed recorded.
+ * Pointers are borrowed from gen (rf_session_operation_end copies them);
+ * no verify tokens.
+ */
+struct rf_operation_output rf_session_output_of(const struct forge_generate_result *gen,
+                                                uint32_t seed);
+
+/*
  * Ends the current operation (opening one first if the last had ended):
  * records out (may be NULL), fills the ledger from the last sample (its
  * mapping re-read from smaps when it was not), takes the page-level
@@ -285,8 +300,9 @@ int rf_session_operation_end(struct rf_session *s, const struct rf_operation_out
 
 enum rf_report_scope {
     RF_REPORT_OPERATION = 0, /* the current operation: the open one, else the last ended */
-    RF_REPORT_SESSION,       /* every operation so far: all samples, plans and applications;
-                                admission, ledger, output and timing of the current one */
+    RF_REPORT_SESSION,       /* every operation kept (params.history_operations): their samples,
+                                plans and applications; admission, ledger, output and timing of
+                                the current one */
 };
 
 struct rf_report;

@@ -859,9 +859,10 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
         return -ENOMEM;
     json_object_set_new(doc, "schema_version", json_integer(RF_REPORT_SCHEMA_VERSION));
     json_object_set_new(doc, "operation",
-                        json_pack("{s:s, s:o, s:o}", "scope", r->scope ? r->scope : "operation",
+                        json_pack("{s:s, s:o, s:o, s:o}", "scope", r->scope ? r->scope : "operation",
                                   "index", jbytes(r->operation_index > 0, r->operation_index),
-                                  "operations", jbytes(true, r->n_operations)));
+                                  "operations", jbytes(true, r->n_operations), "dropped",
+                                  jbytes(true, r->operations_dropped)));
     json_object_set_new(doc, "kind", json_string(RF_REPORT_KIND));
     json_object_set_new(doc, "ramforge_version", jstr(r->ramforge_version));
     json_object_set_new(doc, "llama_cpp_version", jstr(r->llama_cpp_version));

@@ -124,6 +124,37 @@ static void op_identity(struct rf_session *s, struct rf_report *r)
 }
 
 /* Opens the next operation when the current one has ended. */
+/*
+ * The history cap (params.history_operations): drops the samples,
+ * applications and plans of the operations before the last cap ones,
+ * counting them in operations_dropped (the session report says so).
+ */
+static void drop_history(struct rf_session *s)
+{
+    size_t keep = (size_t)s->p.history_operations;
+    if (!keep || s->n_op_starts <= keep)
+        return;
+    size_t drop_ops = s->n_op_starts - keep;
+    size_t ns = s->op_starts[drop_ops].first_sample, na = s->op_starts[drop_ops].first_app;
+    for (size_t i = 0; i < na; i++) {
+        rf_plan_free(s->plans[i]);
+        free(s->plans[i]);
+    }
+    memmove(s->samples, s->samples + ns, (s->n_samples - ns) * sizeof(*s->samples));
+    memmove(s->apps, s->apps + na, (s->n_apps - na) * sizeof(*s->apps));
+    memmove(s->plans, s->plans + na, (s->n_plans - na) * sizeof(*s->plans));
+    s->n_samples -= ns;
+    s->n_apps -= na;
+    s->n_plans -= na;
+    memmove(s->op_starts, s->op_starts + drop_ops, keep * sizeof(*s->op_starts));
+    s->n_op_starts = keep;
+    for (size_t i = 0; i < keep; i++) {
+        s->op_starts[i].first_sample -= ns;
+        s->op_starts[i].first_app -= na;
+    }
+    s->operations_dropped += drop_ops;
+}
+
 void ses_op_open(struct rf_session *s)
 {
     struct session_op *op = &s->op;
@@ -132,6 +163,13 @@ void ses_op_open(struct rf_session *s)
     uint64_t index = op->index + 1;
     op_free(op);
     memset(op, 0, sizeof(*op));
+    /* The new operation's start; without room the history stays uncapped this once. */
+    if (ses_grow((void **)&s->op_starts, &s->cap_op_starts, s->n_op_starts + 1,
+                 sizeof(*s->op_starts)) == 0) {
+        s->op_starts[s->n_op_starts++] =
+            (struct session_op_start){.first_sample = s->n_samples, .first_app = s->n_apps};
+        drop_history(s);
+    }
     op->index = index;
     op->start_ns = rf_now_ns();
     op->first_sample = s->n_samples;
@@ -224,6 +262,7 @@ static void session_free_arrays(struct rf_session *s)
     free(s->plans);
     free(s->apps);
     free(s->samples);
+    free(s->op_starts);
 }
 
 void rf_session_free(struct rf_session *s)
@@ -640,6 +679,32 @@ static void end_warnings(struct rf_session *s)
                            "plan.reason and residency.samples)");
 }
 
+struct rf_operation_output rf_session_output_of(const struct forge_generate_result *gen,
+                                                uint32_t seed)
+{
+    struct rf_operation_output out = {
+        .prompt_tokens = gen->prompt_tokens,
+        .n_prompt = gen->n_prompt,
+        .tokens = gen->tokens,
+        .n_tokens = gen->n_tokens,
+        .text = gen->text,
+        .n_ctx = gen->n_ctx,
+        .n_threads = gen->n_threads,
+        .context_execution_generation = gen->context_execution_generation,
+        .seed = seed,
+        .context_init_ns = gen->context_init_ns,
+        .prompt_ns = gen->prompt_ns,
+        .ttft_ns = gen->ttft_ns,
+        .decode_ns = gen->decode_ns,
+        .sync_ns = gen->sync_ns,
+        .inference_ns = gen->inference_ns,
+        .has_memory_breakdown = gen->has_memory_breakdown,
+        .kv_cache_bytes = gen->kv_cache_bytes,
+        .compute_bytes = gen->compute_bytes,
+    };
+    return out;
+}
+
 int rf_session_operation_end(struct rf_session *s, const struct rf_operation_output *out)
 {
     if (!s)
@@ -711,6 +776,7 @@ const struct rf_report *rf_session_report(struct rf_session *s, enum rf_report_s
     r->scope = all ? "session" : "operation";
     r->operation_index = s->op.index;
     r->n_operations = s->op.index;
+    r->operations_dropped = all ? s->operations_dropped : 0;
     r->samples = s->samples + fs;
     r->n_samples = s->n_samples - fs;
     r->applications = s->apps + fa;

@@ -134,6 +134,12 @@ struct rf_session {
     uint32_t leases;               /* leases held through the session */
     const struct rfsys_cgroup_tree *baseline; /* the first operation's verdict baseline,
                                                  read before the load; NULL after use */
+    /* Where each retained operation's samples and applications start (history cap). */
+    struct session_op_start {
+        size_t first_sample, first_app;
+    } *op_starts;
+    size_t n_op_starts, cap_op_starts;
+    uint64_t operations_dropped; /* operations whose samples and plans the cap dropped */
     uint64_t walked_generation;    /* native execution generation the lifetimes walked */
     uint64_t invalidated;          /* resources of older generations made Invalidated */
 

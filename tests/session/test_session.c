@@ -542,6 +542,42 @@ static void test_refresh_invalidates(void **state)
     rf_session_free(s);
 }
 
+/*
+ * A long-lived program caps the history: with history_operations 2, five
+ * operations leave the last two in the session report, and the three
+ * dropped are counted, not silently lost.
+ */
+static void test_history_cap(void **state)
+{
+    (void)state;
+    struct fake f = {
+        .resident_bytes = 5 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1, .refuse_range = -1};
+    struct rf_session_params p = keep_dead(2 * TENSOR_BYTES);
+    p.history_operations = 2;
+    struct rf_session *s = start(&f, p);
+    uint64_t before_op5 = 0;
+    for (int op = 1; op <= 5; op++) {
+        if (op == 5)
+            before_op5 = f.samples;
+        execute(s, &f, TENSOR_BYTES);
+        assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_AFTER_SESSION), 0);
+        assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    }
+    /* Dropping happens when the next operation opens: open the sixth. */
+    assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_END_OF_SESSION), 0);
+    json_t *doc = report(s, RF_REPORT_SESSION);
+    assert_int_equal(json_integer_value(path(doc, "operation", "dropped")), 4);
+    /* Operations 5 and 6 remain: every sample since operation 5 opened. */
+    json_t *samples = path(path(doc, "residency", NULL), "samples", NULL);
+    assert_int_equal(json_array_size(samples), f.samples - before_op5);
+    json_decref(doc);
+    doc = report(s, RF_REPORT_OPERATION);
+    assert_int_equal(json_integer_value(path(doc, "operation", "dropped")), 0);
+    assert_int_equal(json_integer_value(path(doc, "operation", "index")), 6);
+    json_decref(doc);
+    rf_session_free(s);
+}
+
 /* Bad arguments: no session, a missing target, reserve >= target, NULL free. */
 static void test_bad_arguments(void **state)
 {
@@ -576,6 +612,7 @@ int main(void)
         cmocka_unit_test(test_apply_refusals),
         cmocka_unit_test(test_boundary_not_quiescent),
         cmocka_unit_test(test_refresh_invalidates),
+        cmocka_unit_test(test_history_cap),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
