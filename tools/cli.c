@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ramforge/policy.h"
+#include "ramforge/sys.h"
 
 void cli_error(const char *fmt, ...)
 {
@@ -111,8 +112,10 @@ bool cli_parse_size(const char *cmd, const char *opt, const char *arg, bool allo
     if (rc == -EOVERFLOW)
         cli_usage_error(cmd, "invalid size for %s '%s': too large (at most 8 EiB - 1)", opt, arg);
     else if (rc < 0)
-        cli_usage_error(cmd, "invalid size for %s '%s': expected a positive size such as "
-                        "512MiB, 2G or 300000000", opt, arg);
+        cli_usage_error(cmd,
+                        "invalid size for %s '%s': expected a positive size such as "
+                        "512MiB, 2G or 300000000",
+                        opt, arg);
     return rc == 0;
 }
 
@@ -120,8 +123,10 @@ bool cli_parse_policy(const char *cmd, const char *arg, enum rf_policy_profile *
 {
     if (rf_policy_parse(arg, out) == 0)
         return true;
-    cli_usage_error(cmd, "unknown residency policy '%s' (expected off, observe, conservative, "
-                    "memory-bound, reuse-aware or active)", arg);
+    cli_usage_error(cmd,
+                    "unknown residency policy '%s' (expected off, observe, conservative, "
+                    "memory-bound, reuse-aware or active)",
+                    arg);
     return false;
 }
 
@@ -152,6 +157,66 @@ bool cli_check_target(const char *cmd, enum rf_policy_profile policy, bool has_t
                         "(%" PRIu64 " bytes)",
                         reserve_bytes, target_bytes);
         return false;
+    }
+    return true;
+}
+
+void cli_default_threads(long long *n_threads)
+{
+    uint32_t cores;
+    if (*n_threads == 0 && rfsys_physical_cores(NULL, &cores) == 0)
+        *n_threads = cores;
+}
+
+/* Whether argument a is one of the command's options followed by a separate value. */
+static bool takes_value(const char *a, const struct option *longopts, const char *shortopts)
+{
+    if (a[0] != '-' || a[1] == '\0')
+        return false;
+    if (a[1] == '-') {
+        for (const struct option *o = longopts; o && o->name; o++)
+            if (strcmp(a + 2, o->name) == 0)
+                return o->has_arg == required_argument;
+        return false;
+    }
+    const char *c = strchr(shortopts, a[1]);
+    return c && a[1] != ':' && c[1] == ':' && a[2] == '\0';
+}
+
+bool cli_reject_llama_flags(const char *cmd, int argc, char **argv, const struct option *longopts,
+                            const char *shortopts)
+{
+    static const struct {
+        const char *flag, *instead;
+    } known[] = {
+        {"-ngl", "ramforge runs on the CPU: no layer is offloaded"},
+        {"--n-gpu-layers", "ramforge runs on the CPU: no layer is offloaded"},
+        {"--gpu-layers", "ramforge runs on the CPU: no layer is offloaded"},
+        {"--no-mmap", "the model is always mapped: the ledger measures the mapping"},
+        {"-b", "the batch is the prompt (-c sets the context)"},
+        {"--batch-size", "the batch is the prompt (-c sets the context)"},
+        {"-ub", "the batch is the prompt (-c sets the context)"},
+        {"--ubatch-size", "the batch is the prompt (-c sets the context)"},
+        {"--predict", "use -n/--n-predict"},
+        {"-fa", "llama.cpp's default attention is used"},
+        {"--flash-attn", "llama.cpp's default attention is used"},
+    };
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            return true;
+        if (takes_value(argv[i], longopts, shortopts)) {
+            i++; /* its value, whatever it looks like */
+            continue;
+        }
+        for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++) {
+            size_t n = strlen(known[k].flag);
+            if (strncmp(argv[i], known[k].flag, n) == 0 &&
+                (argv[i][n] == '\0' || argv[i][n] == '=')) {
+                cli_usage_error(cmd, "llama.cpp's %s is not supported: %s", known[k].flag,
+                                known[k].instead);
+                return false;
+            }
+        }
     }
     return true;
 }

@@ -69,4 +69,23 @@ int cmd_serve(int argc, char **argv);
 /* The log sink the CLI installs: llama.cpp and library messages on stderr with --verbose. */
 void cli_log_sink(enum rf_log_level level, const char *msg, void *user_data);
 
+/*
+ * The thread count when -t was not given (*n_threads 0): the physical cores
+ * (rfsys_physical_cores), as llama.cpp's own tools default to; left 0
+ * (llama.cpp's default) when the topology cannot be read.
+ */
+void cli_default_threads(long long *n_threads);
+
+/*
+ * Refuses llama.cpp command-line flags ramforge does not take (-ngl,
+ * --no-mmap, -b, --predict, ...) with "not supported" and what to use
+ * instead, before getopt could misparse them (-ngl 0 as -n "gl"). The
+ * values of the command's own options (longopts, shortopts as getopt_long
+ * takes them) are skipped: -p -b is a prompt. Returns true when argv has
+ * none; else prints the usage error (exit status 2).
+ */
+struct option;
+bool cli_reject_llama_flags(const char *cmd, int argc, char **argv, const struct option *longopts,
+                            const char *shortopts);
+
 #endif

@@ -138,6 +138,7 @@ int cmd_run(int argc, char **argv)
     rc = run_parse_options(argc, argv, &o);
     if (rc >= 0)
         return rc;
+    cli_default_threads(&o.n_threads);
     const bool observing = o.policy != RF_POLICY_OFF;
     if (o.json_path && !run_report_path_usable(o.json_path, o.model))
         return RF_EXIT_FAILURE;

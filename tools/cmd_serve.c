@@ -443,6 +443,7 @@ int cmd_serve(int argc, char **argv)
     int rc = serve_parse_options(argc, argv, &o);
     if (rc >= 0)
         return rc;
+    cli_default_threads(&o.n_threads);
     if (o.verbose)
         rf_log_set(cli_log_sink, NULL);
     forge_init(o.verbose);

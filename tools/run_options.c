@@ -33,7 +33,8 @@ static void usage(FILE *out)
             "  -m, --model PATH              GGUF model (required)\n"
             "  -p, --prompt TEXT             prompt (default \"" RF_DEFAULT_PROMPT "\")\n"
             "  -n, --n-predict N             tokens to generate, 1..1000000 (default 32)\n"
-            "  -t, --threads N               threads, 1..1024 (default: llama.cpp's)\n"
+            "  -t, --threads N               threads, 1..1024 (default: the physical cores,\n"
+            "                                as llama.cpp's tools)\n"
             "  -c, --ctx-size N              context size in tokens, 1..16777216 (default:\n"
             "                                prompt + N; llama.cpp pads it to 256 cells)\n"
             "  -s, --seed N                  recorded in the report; greedy decoding does not\n"
@@ -192,6 +193,8 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
     };
     int c;
 
+    if (!cli_reject_llama_flags("run ", argc, argv, opts, ":m:p:n:t:c:s:vh"))
+        return RF_EXIT_USAGE;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":m:p:n:t:c:s:vh", opts, NULL)) != -1) {

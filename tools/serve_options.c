@@ -31,7 +31,8 @@ static void usage(FILE *out)
             "                                training context)\n"
             "  -n, --n-predict N             a request's n_predict when it gives none\n"
             "                                (default 128)\n"
-            "  -t, --threads N               threads, 1..1024 (default: llama.cpp's)\n"
+            "  -t, --threads N               threads, 1..1024 (default: the physical cores,\n"
+            "                                as llama.cpp's tools)\n"
             "      --residency-policy P      off, observe (default), conservative,\n"
             "                                memory-bound, reuse-aware, active (see\n"
             "                                'ramforge run --help')\n"
@@ -112,6 +113,8 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
     };
     int c;
     opterr = 0;
+    if (!cli_reject_llama_flags("serve ", argc, argv, opts, ":m:c:n:t:vh"))
+        return RF_EXIT_USAGE;
     while ((c = getopt_long(argc, argv, ":m:c:n:t:vh", opts, NULL)) != -1) {
         switch (c) {
         case 'm':

@@ -301,6 +301,15 @@ struct rfsys_cgroup_tree {
  */
 int rfsys_read_cgroup_tree(const char *sysroot, const char *pid, struct rfsys_cgroup_tree *out);
 
+/*
+ * Physical cores of the online CPUs: the distinct (physical_package_id,
+ * core_id) pairs of SYSROOT/sys/devices/system/cpu/cpuN/topology for each
+ * CPU listed in .../cpu/online (SMT siblings count once). Errors: -EINVAL,
+ * those of rfsys_slurp (e.g. -ENOENT without sysfs), -EBADMSG (a malformed
+ * online list), -ENOENT when no CPU has a topology; *out is unchanged.
+ */
+int rfsys_physical_cores(const char *sysroot, uint32_t *out);
+
 #ifdef __cplusplus
 }
 #endif

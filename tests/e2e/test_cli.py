@@ -461,6 +461,11 @@ def case_policy_badinput(c):
                  "unknown release mode 'evict'")
     expect_error(c, ["run", "-m", model, "--dead-file-pages", "drop"], 2,
                  "unknown --dead-file-pages 'drop'")
+    # llama.cpp's flags ramforge does not take: said so, never misparsed (-ngl as -n "gl").
+    for flag in (["-ngl", "0"], ["--no-mmap"], ["-b", "512"], ["--predict", "4"]):
+        expect_error(c, ["run", "-m", model] + flag, 2, f"llama.cpp's {flag[0]} is not supported")
+    # ...but an option's value may look like one: a prompt "-b".
+    c.run("run", "-m", model, "-p", "-b", "-n", "2", "--residency-policy", "off")
     # A locked mapping: the kernel refuses MADV_DONTNEED; recorded as ReleaseFailed.
     doc, p = c.report(model, "--residency-policy", "memory-bound", "--memory-target", "1MiB",
                       "--mlock", n=4)
