@@ -299,6 +299,7 @@ static void run_job(struct serve *sv, struct serve_job *j)
         sv->prompt_ns_total += gen.prompt_ns;
         sv->decode_ns_total += gen.decode_ns;
         sv->cancelled_total += gen.cancelled;
+        sv->processing = false; /* counted before the answer is released to the client */
         pthread_mutex_unlock(&sv->mu);
         pthread_mutex_lock(&j->mu);
         j->stop_type = gen.cancelled ? "none" : gen.stopped_eog ? "eos" : "limit";
