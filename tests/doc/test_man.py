@@ -5,7 +5,7 @@ Usage: test_man.py --ramforge BIN CASE       (the page: doc/ramforge.1 of this t
 
   render   `man -l PAGE` (MANWIDTH=80), written to a file, has every section and
            every command's heading and no line over 80 columns
-  lint     `groff -man -ww -z` and `mandoc -T lint -W warning` report nothing
+  lint     `groff -man -ww -z` and `mandoc -T lint -W style` report nothing
            (mandoc skipped, with the reason, when it is not installed)
   options  every option (short and long) that `ramforge [COMMAND] --help`
            prints is described in that command's section of the page, and
@@ -113,7 +113,7 @@ def case_lint(c):
     if not shutil.which("mandoc"):
         raise Skip("groff -ww passed; mandoc is not installed (Debian mandoc, "
                    "scripts/install-deps.sh)")
-    p = run(["mandoc", "-T", "lint", "-W", "warning", c.man])
+    p = run(["mandoc", "-T", "lint", "-W", "style", c.man])
     check(p.returncode == 0 and not p.stdout.strip() and not p.stderr.strip(),
           f"mandoc -T lint: {p.returncode} {p.stdout}{p.stderr}")
     print("groff -ww and mandoc -T lint: no warnings")
