@@ -10,7 +10,8 @@ into a temporary folder under the build directory, removed afterwards:
   layout        what the install holds: libramforge.so with its SONAME and an
                 rpath that finds llama.cpp, libramforge.a, every public header
                 (self-contained in C and C++, none including jansson.h), ramforge.pc
-                (relocatable), the CMake package, the CLI; the .so exports
+                (relocatable), the CMake package, the CLI, the man page and the
+                bash completion (rendered, and sourced in bash); the .so exports
                 exactly the functions the headers declare
   pkgconfig     embed.c compiled with `pkg-config --cflags --libs ramforge`
   find_package  examples/CMakeLists.txt (find_package(ramforge)), shared and static
@@ -193,6 +194,22 @@ def check_embed_report(c, ids, doc, label):
     return labels
 
 
+def check_man_and_completion(c):
+    """ramforge(1) under share/man/man1 renders with man -l; the completion, under
+    share/bash-completion/completions as bash-completion's loader names it (the
+    command's name), completes an enum value when sourced in bash."""
+    page = os.path.join(c.prefix, "share", "man", "man1", "ramforge.1")
+    check(os.path.exists(page), f"{page} not installed")
+    text = run(["man", "-l", page], env=clean_env(MANWIDTH="80")).stdout
+    check("ramforge serve" in text and "EXIT STATUS" in text, f"man -l {page}: {text[:300]!r}")
+    comp = os.path.join(c.prefix, "share", "bash-completion", "completions", "ramforge")
+    check(os.path.exists(comp), f"{comp} not installed")
+    script = ('source "$1"; COMP_WORDS=(ramforge run --release-mode p); COMP_CWORD=3; '
+              '_ramforge; echo "${COMPREPLY[*]}"')
+    out = run(["bash", "--norc", "--noprofile", "-c", script, "bash", comp]).stdout.strip()
+    check(out == "pageout", f"installed completion of 'run --release-mode p': {out!r}")
+
+
 def case_layout(c):
     soname = c.soname()
     check(os.path.islink(c.so) and os.path.basename(os.path.realpath(c.so)).startswith(soname),
@@ -238,6 +255,7 @@ def case_layout(c):
         check(os.path.exists(os.path.join(c.libdir, "cmake", "ramforge", f)), f"{f} not installed")
     p = run([os.path.join(c.prefix, "bin", "ramforge"), "--version"], env=clean_env())
     check(p.stdout.startswith("ramforge "), f"installed CLI: {p.stdout!r}")
+    check_man_and_completion(c)
     print(f"{soname}: {len(exported)} functions exported, {len(private)} private helpers hidden, "
           f"{len(headers)} headers")
 
