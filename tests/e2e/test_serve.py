@@ -26,6 +26,7 @@ class Server:
     """A running `ramforge serve`; use as a context manager (killed on exit)."""
 
     def __init__(self, c, model, *argv, preexec_fn=None):
+        self.model = model
         self.proc = subprocess.Popen([c.rf, "serve", "-m", model, "--port", "0", *argv],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      preexec_fn=preexec_fn)
@@ -89,12 +90,21 @@ class Server:
         return events
 
     def metrics(self):
+        """/metrics parsed: (name, labels but model) -> value. The report's series
+        (ramforge_ledger_*, ramforge_release_*, ...) carry model=-m's path; the server's
+        own counters carry no model label."""
         from prometheus_client.parser import text_string_to_metric_families
         text = self.ok("GET", "/metrics")
         samples = {}
         for fam in text_string_to_metric_families(text):
             for s in fam.samples:
-                samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+                own = s.name.startswith(("llamacpp:", "ramforge_requests", "ramforge_admission_",
+                                         "ramforge_idle", "ramforge_staging_",
+                                         "ramforge_residency_state", "ramforge_operations_"))
+                check(s.labels.get("model") == (None if own else self.model),
+                      f"{s.name}{s.labels}: model label")
+                labels = tuple(sorted((k, v) for k, v in s.labels.items() if k != "model"))
+                samples[(s.name, labels)] = s.value
         return samples
 
     def rss(self):
