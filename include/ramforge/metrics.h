@@ -12,6 +12,8 @@
 #ifndef RAMFORGE_METRICS_H
 #define RAMFORGE_METRICS_H
 
+#include <stdio.h>
+
 #include "ramforge/report.h"
 
 #ifdef __cplusplus
@@ -43,6 +45,14 @@ extern "C" {
  */
 int rf_metrics_text(const struct rf_report *op, const struct rf_report *session,
                     const char *model, char **out);
+
+/*
+ * Writes name="value" to f, the value escaped as the text format asks (a
+ * backslash, a double quote and a newline become \\, \" and \n); a NULL
+ * value is written as "". For a program adding its own families (bench's
+ * summary) with the same label spelling.
+ */
+void rf_metrics_label(FILE *f, const char *name, const char *value);
 
 /*
  * Writes text to path atomically: a temporary file in the same directory

@@ -17,11 +17,10 @@ static void family(FILE *f, const char *name, const char *type, const char *help
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* name{model="...", with the label value escaped as the text format asks (\\, \", \n). */
-static void series(FILE *f, const char *name, const char *model)
+void rf_metrics_label(FILE *f, const char *name, const char *value)
 {
-    fprintf(f, "%s{model=\"", name);
-    for (const char *p = model ? model : ""; *p; p++) {
+    fprintf(f, "%s=\"", name);
+    for (const char *p = value ? value : ""; *p; p++) {
         if (*p == '\\' || *p == '"')
             fputc('\\', f);
         if (*p == '\n')
@@ -30,6 +29,13 @@ static void series(FILE *f, const char *name, const char *model)
             fputc(*p, f);
     }
     fputc('"', f);
+}
+
+/* name{model="..." (the caller closes the braces). */
+static void series(FILE *f, const char *name, const char *model)
+{
+    fprintf(f, "%s{", name);
+    rf_metrics_label(f, "model", model);
 }
 
 /* The operation's ledger and its last sample. */
