@@ -43,8 +43,8 @@ extern "C" {
  * *out is a NUL-terminated string the caller frees with free().
  * Errors: -EINVAL (op NULL), -ENOMEM.
  */
-int rf_metrics_text(const struct rf_report *op, const struct rf_report *session,
-                    const char *model, char **out);
+int rf_metrics_text(const struct rf_report *op, const struct rf_report *session, const char *model,
+                    char **out);
 
 /*
  * Writes name="value" to f, the value escaped as the text format asks (a

@@ -150,8 +150,8 @@ static void release_metrics(FILE *f, const struct rf_report *r, const char *m)
     }
 }
 
-int rf_metrics_text(const struct rf_report *op, const struct rf_report *session,
-                    const char *model, char **out)
+int rf_metrics_text(const struct rf_report *op, const struct rf_report *session, const char *model,
+                    char **out)
 {
     char *text = NULL;
     size_t len = 0;

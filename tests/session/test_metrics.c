@@ -49,21 +49,35 @@ static void test_report_text(void **state)
     (void)state;
     struct rf_ledger l;
     rf_ledger_init(&l);
-    assert_int_equal(rf_ledger_set(&l, RF_LEDGER_FILE_BACKED_RESIDENT, 8192,
-                                   RF_PROV_EXACT_MEASURED, "smaps", ""), 0);
+    assert_int_equal(rf_ledger_set(&l, RF_LEDGER_FILE_BACKED_RESIDENT, 8192, RF_PROV_EXACT_MEASURED,
+                                   "smaps", ""),
+                     0);
     assert_int_equal(rf_ledger_set_unknown(&l, RF_LEDGER_KV_CACHE, "native", "no context"), 0);
     struct rf_residency_sample samples[2] = {
-        {.taken = true, .label = "after_load", .has_mapping = true, .mapping_rss_bytes = 1,
-         .has_process_rss = true, .process_rss_bytes = 2},
-        {.taken = true, .label = "after_release", .has_mapping = true,
-         .mapping_rss_bytes = 4096, .has_process_rss = false},
+        {.taken = true,
+         .label = "after_load",
+         .has_mapping = true,
+         .mapping_rss_bytes = 1,
+         .has_process_rss = true,
+         .process_rss_bytes = 2},
+        {.taken = true,
+         .label = "after_release",
+         .has_mapping = true,
+         .mapping_rss_bytes = 4096,
+         .has_process_rss = false},
     };
     struct rf_report_application apps[3] = {
         {.boundary = "after_load", .attempted = false, .requested_bytes = 999},
-        {.boundary = "after_session", .attempted = true, .requested_bytes = 12288,
-         .accepted_bytes = 8192, .mapping_delta = {.has_value = true, .value = -8192}},
-        {.boundary = "after_verify", .attempted = true, .requested_bytes = 4096,
-         .accepted_bytes = 4096, .mapping_delta = {.has_value = true, .value = -4096},
+        {.boundary = "after_session",
+         .attempted = true,
+         .requested_bytes = 12288,
+         .accepted_bytes = 8192,
+         .mapping_delta = {.has_value = true, .value = -8192}},
+        {.boundary = "after_verify",
+         .attempted = true,
+         .requested_bytes = 4096,
+         .accepted_bytes = 4096,
+         .mapping_delta = {.has_value = true, .value = -4096},
          .rss_delta = {.has_value = true, .value = 100}},
     };
     struct rf_admission_result adm = {.outcome = RF_ADMIT_WARNING, .refused = false};
