@@ -381,8 +381,8 @@ char *bench_summary_metrics(const json_t *summary)
     char *text = NULL, name[96];
     size_t len = 0;
     const json_t *groups = json_object_get(summary, "groups"), *g;
-    const char *model = json_string_value(json_object_get(json_object_get(summary, "model"),
-                                                          "path"));
+    const char *model =
+        json_string_value(json_object_get(json_object_get(summary, "model"), "path"));
     size_t i;
     FILE *f = open_memstream(&text, &len);
     if (!f)

@@ -43,10 +43,10 @@
 #include "bench_results.h"
 #include "bench_spawn.h"
 #include "cli.h"
-#include "run.h"
 #include "core/report_json.h"
 #include "ramforge/metrics.h"
 #include "ramforge/report.h"
+#include "run.h"
 
 /* Prepares row r's cache condition and verifies it; sets r->label (failed on an error). */
 static void prepare_row(const struct bench_options *o, const struct bench_copy *cp,
