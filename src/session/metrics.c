@@ -1,15 +1,17 @@
 /*
  * The report as Prometheus text (ramforge/metrics.h): one writer for
- * serve's /metrics and run's --metrics-file. Plain stdio, no jansson; the
- * text is built in an open_memstream buffer.
+ * serve's /metrics and run's --metrics-file. Plain stdio (no jansson); the
+ * text is built in an open_memstream buffer and written with core's
+ * rf_file_write_atomic.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/stat.h>
+#include <string.h>
 #include <unistd.h>
 
+#include "core/report_json.h"
 #include "ramforge/metrics.h"
 
 static void family(FILE *f, const char *name, const char *type, const char *help)
@@ -171,43 +173,25 @@ int rf_metrics_text(const struct rf_report *op, const struct rf_report *session,
     return 0;
 }
 
+static int emit_text(int fd, void *text)
+{
+    const char *p = text;
+    size_t left = strlen(p);
+    while (left > 0) {
+        ssize_t n = write(fd, p, left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : -EIO;
+        p += n;
+        left -= (size_t)n;
+    }
+    return 0;
+}
+
 int rf_metrics_write_file(const char *text, const char *path)
 {
-    char *tmp = NULL;
-    int fd, rc = 0;
     if (!text || !path)
         return -EINVAL;
-    if (asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0)
-        return -ENOMEM;
-    fd = mkstemp(tmp);
-    if (fd < 0) {
-        rc = -errno;
-        free(tmp);
-        return rc;
-    }
-    FILE *f = fdopen(fd, "w");
-    if (!f) {
-        rc = -errno;
-        close(fd);
-        goto fail;
-    }
-    if (fputs(text, f) < 0 || fflush(f) != 0 || fsync(fileno(f)) < 0) {
-        rc = errno ? -errno : -EIO;
-        fclose(f);
-        goto fail;
-    }
-    if (fclose(f) != 0) {
-        rc = -errno;
-        goto fail;
-    }
-    if (chmod(tmp, 0644) < 0 || rename(tmp, path) < 0) {
-        rc = -errno;
-        goto fail;
-    }
-    free(tmp);
-    return 0;
-fail:
-    unlink(tmp);
-    free(tmp);
-    return rc;
+    return rf_file_write_atomic(path, emit_text, (void *)text);
 }

@@ -16,8 +16,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "schema"))
 import validate_report  # noqa: E402
-from e2e_util import (SKIP, Failure, check, expect_error_lines,  # noqa: E402
-                      memory_child_cgroup, run_main, run_ramforge)
+from e2e_util import (SKIP, Failure, check, check_ledger_metrics,  # noqa: E402
+                      expect_error_lines, memory_child_cgroup, run_main, run_ramforge)
 
 LEDGER_CATEGORIES = [
     "FileBackedLogical", "FileBackedResident", "AnonymousWeights", "MappingPss",
@@ -641,17 +641,7 @@ def case_metrics_file(c):
             check(s.labels.get("model") == model, f"{s.name}: model label {s.labels}")
             labels = tuple(sorted((k, v) for k, v in s.labels.items() if k != "model"))
             m[(s.name, labels)] = s.value
-    ledger = {dict(k[1])["category"]: (dict(k[1])["provenance"], v)
-              for k, v in m.items() if k[0] == "ramforge_ledger_bytes"}
-    unknown = {dict(k[1])["category"] for k, v in m.items()
-               if k[0] == "ramforge_ledger_unknown" and v == 1}
-    for e in doc["ledger"]["entries"]:
-        if e["value_bytes"] is None:
-            check(e["category"] in unknown and e["category"] not in ledger,
-                  f"unknown {e['category']} is absent, with its companion gauge")
-        else:
-            check(ledger.get(e["category"]) == (e["provenance"], e["value_bytes"]),
-                  f"{e['category']}: metrics {ledger.get(e['category'])} vs report {e}")
+    ledger, unknown = check_ledger_metrics(m, doc["ledger"]["entries"])
     check(len(ledger) + len(unknown) == len(doc["ledger"]["entries"]), "one series per category")
     last = doc["residency"]["samples"][-1]
     check(m[("ramforge_mapping_rss_bytes", (("sample", last["label"]),))] ==

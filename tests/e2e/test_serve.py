@@ -16,7 +16,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "schema"))
 import validate_report  # noqa: E402
-from e2e_util import Failure, Skip, check, memory_child_cgroup, run_main  # noqa: E402
+from e2e_util import (Failure, Skip, check, check_ledger_metrics,  # noqa: E402
+                      memory_child_cgroup, run_main)
 
 PROMPT = "Hello my name is"
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -272,18 +273,8 @@ def case_metrics(c):
         check(m[("ramforge_admission_total", (("outcome", "admitted"),))] +
               m[("ramforge_admission_total", (("outcome", "admitted_with_warning"),))] == 2,
               "two admissions")
-        ledger = {dict(k[1])["category"]: (dict(k[1])["provenance"], v)
-                  for k, v in m.items() if k[0] == "ramforge_ledger_bytes"}
-        unknown = {dict(k[1])["category"] for k, v in m.items()
-                   if k[0] == "ramforge_ledger_unknown" and v == 1}
         rep = sv.ok("GET", "/residency")["operation"]["ledger"]["entries"]
-        for e in rep:
-            if e["value_bytes"] is None:
-                check(e["category"] in unknown and e["category"] not in ledger,
-                      f"unknown {e['category']} is absent, with its companion gauge")
-            else:
-                check(ledger.get(e["category"]) == (e["provenance"], e["value_bytes"]),
-                      f"{e['category']}: metrics {ledger.get(e['category'])} vs report {e}")
+        ledger, _ = check_ledger_metrics(m, rep)
         check(ledger["FileBackedResident"][0] == "exact_measured", "FileBackedResident measured")
     return 0
 
