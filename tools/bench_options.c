@@ -73,6 +73,11 @@ static void usage(FILE *out)
             "      --copy-dir DIR2      where the isolated copy goes (default DIR); it is\n"
             "                           removed at the end unless --keep-copy\n"
             "      --keep-copy          keep the isolated copy\n"
+            "      --metrics-file PATH  also write summary.json's medians, ratios and run\n"
+            "                           counts per condition and policy as Prometheus text\n"
+            "                           (ramforge_bench_*, label model=-m's path) for\n"
+            "                           node_exporter's textfile collector (temporary file +\n"
+            "                           rename: never partial)\n"
             "  -q, --quiet              no per-run progress lines\n"
             "  -h, --help               show this help\n"
             "\n"
@@ -116,6 +121,7 @@ enum {
     OPT_CONDITIONS,
     OPT_COPY_DIR,
     OPT_KEEP_COPY,
+    OPT_METRICS_FILE,
 };
 
 void bench_options_free(struct bench_options *o)
@@ -352,6 +358,7 @@ int bench_options_parse(int argc, char **argv, struct bench_options *o)
         {"conditions", required_argument, NULL, OPT_CONDITIONS},
         {"copy-dir", required_argument, NULL, OPT_COPY_DIR},
         {"keep-copy", no_argument, NULL, OPT_KEEP_COPY},
+        {"metrics-file", required_argument, NULL, OPT_METRICS_FILE},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -411,6 +418,9 @@ int bench_options_parse(int argc, char **argv, struct bench_options *o)
             break;
         case OPT_KEEP_COPY:
             o->keep_copy = true;
+            break;
+        case OPT_METRICS_FILE:
+            o->metrics_path = optarg;
             break;
         case 'q':
             o->quiet = true;

@@ -44,6 +44,7 @@ struct bench_options {
     size_t n_common;
     const char *policy_args[BENCH_MAX_POLICY_ARGS]; /* raw NAME=ARGS, applied after parsing */
     size_t n_policy_args;
+    const char *metrics_path; /* --metrics-file: the summary as Prometheus text; NULL: none */
     bool keep_copy;
     bool quiet;
 };

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "bench_spawn.h"
+#include "ramforge/metrics.h"
 #include "ramforge/policy.h"
 
 #ifndef RAMFORGE_VERSION
@@ -347,4 +348,97 @@ json_t *bench_summary_json(const struct bench_options *o, uint64_t model_bytes,
                     "started: not physical reclamation, PSS or mapping residency after load."));
     free(scratch);
     return doc;
+}
+
+/* name{model=...,condition=...,policy=...,residency_policy=... of group g (braces left open). */
+static void bench_series(FILE *f, const char *name, const char *model, const json_t *g)
+{
+    fprintf(f, "%s{", name);
+    rf_metrics_label(f, "model", model);
+    static const char *const keys[] = {"condition", "policy", "residency_policy"};
+    for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+        fputc(',', f);
+        rf_metrics_label(f, keys[k], json_string_value(json_object_get(g, keys[k])));
+    }
+}
+
+static void bench_family(FILE *f, const char *name, const char *help)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+}
+
+/* A JSON number as a sample value: %.17g keeps a double's every digit. */
+static void bench_value(FILE *f, const json_t *v)
+{
+    if (json_is_integer(v))
+        fprintf(f, "} %" JSON_INTEGER_FORMAT "\n", json_integer_value(v));
+    else
+        fprintf(f, "} %.17g\n", json_number_value(v));
+}
+
+char *bench_summary_metrics(const json_t *summary)
+{
+    char *text = NULL, name[96];
+    size_t len = 0;
+    const json_t *groups = json_object_get(summary, "groups"), *g;
+    const char *model =
+        json_string_value(json_object_get(json_object_get(summary, "model"), "path"));
+    size_t i;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    static const char *const counts[][2] = {
+        {"runs", "Runs of this condition and policy."},
+        {"completed", "Runs that completed (run_status 0)."},
+        {"median_runs", "Runs the medians are over (completed, with the condition's own label)."},
+    };
+    for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+        snprintf(name, sizeof(name), "ramforge_bench_%s", counts[c][0]);
+        bench_family(f, name, counts[c][1]);
+        json_array_foreach(groups, i, g)
+        {
+            bench_series(f, name, model, g);
+            bench_value(f, json_object_get(g, counts[c][0]));
+        }
+    }
+    for (int m = 0; m < BENCH_M_N; m++) {
+        snprintf(name, sizeof(name), "ramforge_bench_median_%s", metric_info[m].name);
+        bench_family(f, name, "summary.json's median of this figure; absent when null.");
+        json_array_foreach(groups, i, g)
+        {
+            const json_t *v = json_object_get(json_object_get(g, "median"), metric_info[m].name);
+            if (!json_is_number(v))
+                continue;
+            bench_series(f, name, model, g);
+            bench_value(f, v);
+        }
+    }
+    bench_family(f, "ramforge_bench_ratio_to_off",
+                 "Median over the 'off' entry's median in the same condition; absent when null.");
+    json_array_foreach(groups, i, g)
+    {
+        static const char *const measures[] = {"end_to_end", "ttft"};
+        for (size_t k = 0; k < sizeof(measures) / sizeof(measures[0]); k++) {
+            const json_t *v = json_object_get(json_object_get(g, "ratio_to_off"), measures[k]);
+            if (!json_is_number(v))
+                continue;
+            bench_series(f, "ramforge_bench_ratio_to_off", model, g);
+            fputc(',', f);
+            rf_metrics_label(f, "measure", measures[k]);
+            bench_value(f, v);
+        }
+    }
+    const json_t *lim = json_object_get(summary, "physical_limit");
+    bench_family(f, "ramforge_bench_physical_limit_seconds",
+                 "Model size over the cold read bandwidth of the isolated copy; absent when null.");
+    if (json_is_number(json_object_get(lim, "limit_seconds"))) {
+        fputs("ramforge_bench_physical_limit_seconds{", f);
+        rf_metrics_label(f, "model", model);
+        bench_value(f, json_object_get(lim, "limit_seconds"));
+    }
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
 }

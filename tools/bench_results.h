@@ -96,4 +96,15 @@ json_t *bench_summary_json(const struct bench_options *o, uint64_t model_bytes,
                            const struct bench_row *rows, size_t n_rows,
                            const struct bench_copy *cp);
 
+/*
+ * summary.json's figures as Prometheus text (labels spelled by
+ * ramforge/metrics.h's rf_metrics_label): per group (model, condition,
+ * policy, residency_policy) ramforge_bench_runs, _completed, _median_runs,
+ * ramforge_bench_median_<figure> for every results.tsv figure, and
+ * ramforge_bench_ratio_to_off{measure="end_to_end"|"ttft"}; then
+ * ramforge_bench_physical_limit_seconds{model}. A null figure is absent,
+ * never 0. Returns a string the caller frees, or NULL when out of memory.
+ */
+char *bench_summary_metrics(const json_t *summary);
+
 #endif

@@ -44,7 +44,9 @@
 #include "bench_spawn.h"
 #include "cli.h"
 #include "core/report_json.h"
+#include "ramforge/metrics.h"
 #include "ramforge/report.h"
+#include "run.h"
 
 /* Prepares row r's cache condition and verifies it; sets r->label (failed on an error). */
 static void prepare_row(const struct bench_options *o, const struct bench_copy *cp,
@@ -164,6 +166,8 @@ int cmd_bench(int argc, char **argv)
     }
     if (!model_usable(o.model, &st))
         goto out;
+    if (o.metrics_path && !run_report_path_usable(o.metrics_path, o.model))
+        goto out;
     rc = bench_make_output_dir(o.out_dir);
     if (rc == 0) {
         snprintf(path, sizeof(path), "%s/runs", o.out_dir);
@@ -218,6 +222,15 @@ int cmd_bench(int argc, char **argv)
     if (rc < 0) {
         cli_error("cannot write %s: %s", path, strerror(-rc));
         goto out;
+    }
+    if (o.metrics_path) {
+        char *text = bench_summary_metrics(summary);
+        rc = text ? rf_metrics_write_file(text, o.metrics_path) : -ENOMEM;
+        free(text);
+        if (rc < 0) {
+            cli_error("cannot write %s: %s", o.metrics_path, strerror(-rc));
+            goto out;
+        }
     }
     bench_print_table(summary);
     if (completed == 0) {

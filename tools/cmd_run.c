@@ -18,6 +18,7 @@
 #include "ramforge/defaults.h"
 #include "ramforge/error.h"
 #include "ramforge/forge_observer.h"
+#include "ramforge/metrics.h"
 #include "ramforge/residency.h"
 #include "ramforge/session.h"
 #include "ramforge/sys.h"
@@ -57,6 +58,18 @@ static int write_reports(struct rf_session *s, const struct run_options *o)
         int rc = rf_session_report_write(s, RF_REPORT_OPERATION, o->json_path);
         if (rc < 0) {
             cli_error("cannot write %s: %s", o->json_path, rf_strerror(rc));
+            return rc;
+        }
+    }
+    if (o->metrics_path) {
+        char *text = NULL;
+        int rc = rf_metrics_text(rf_session_report(s, RF_REPORT_OPERATION),
+                                 rf_session_report(s, RF_REPORT_SESSION), o->model, &text);
+        if (rc == 0)
+            rc = rf_metrics_write_file(text, o->metrics_path);
+        free(text);
+        if (rc < 0) {
+            cli_error("cannot write %s: %s", o->metrics_path, rf_strerror(rc));
             return rc;
         }
     }
@@ -141,6 +154,8 @@ int cmd_run(int argc, char **argv)
     cli_default_threads(&o.n_threads);
     const bool observing = o.policy != RF_POLICY_OFF;
     if (o.json_path && !run_report_path_usable(o.json_path, o.model))
+        return RF_EXIT_FAILURE;
+    if (o.metrics_path && !run_report_path_usable(o.metrics_path, o.model))
         return RF_EXIT_FAILURE;
     if (o.verbose)
         rf_log_set(cli_log_sink, NULL);

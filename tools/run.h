@@ -34,6 +34,7 @@ struct run_options {
     long long dispatch_sample_pages; /* pre-dispatch sampling per weight source; 0: off */
     bool human_report;
     const char *json_path;
+    const char *metrics_path; /* --metrics-file: Prometheus text (ramforge/metrics.h) */
     bool repack;
     bool mlock;
     enum rf_admission_mode admission; /* --admission enforce|warn|off */
@@ -53,7 +54,7 @@ struct run_options {
 int run_parse_options(int argc, char **argv, struct run_options *o);
 
 /*
- * Whether the JSON report can be written to path before inference: a
+ * Whether the JSON report (or the metrics file) can be written to path before inference: a
  * regular file (or none yet) that is not the model, in a writable
  * directory. Prints the reason when not.
  */

@@ -111,6 +111,11 @@ static void usage(FILE *out)
             "      --residency-report-json PATH\n"
             "                                write the JSON operation report (schema_version 1)\n"
             "                                to PATH (temporary file + rename: never partial)\n"
+            "      --metrics-file PATH       write the operation's ledger, last sample,\n"
+            "                                admission, staging and releases as Prometheus\n"
+            "                                text (serve's /metrics names, label model=-m's\n"
+            "                                path) for node_exporter's textfile collector\n"
+            "                                (temporary file + rename: never partial)\n"
             "      --no-repack               load without llama.cpp's extra buffer types\n"
             "                                (no CPU_REPACK copies of Q4_0 weights)\n"
             "      --mlock                   lock the model mapping (release is then refused\n"
@@ -151,6 +156,7 @@ enum {
     OPT_ADMISSION,
     OPT_ACCESS_PROBE,
     OPT_SAMPLE_SMAPS,
+    OPT_METRICS_FILE,
 };
 
 static bool parse_size_option(const char *opt, const char *arg, bool allow_zero, uint64_t *out)
@@ -175,6 +181,7 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         {"verify-session", no_argument, NULL, OPT_VERIFY},
         {"residency-report", no_argument, NULL, OPT_REPORT},
         {"residency-report-json", required_argument, NULL, OPT_REPORT_JSON},
+        {"metrics-file", required_argument, NULL, OPT_METRICS_FILE},
         {"no-repack", no_argument, NULL, OPT_NO_REPACK},
         {"mlock", no_argument, NULL, OPT_MLOCK},
         {"hold", no_argument, NULL, OPT_HOLD},
@@ -270,6 +277,9 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
             break;
         case OPT_REPORT_JSON:
             o->json_path = optarg;
+            break;
+        case OPT_METRICS_FILE:
+            o->metrics_path = optarg;
             break;
         case OPT_NO_REPACK:
             o->repack = false;

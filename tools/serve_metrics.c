@@ -2,18 +2,18 @@
  * ramforge serve's /metrics: Prometheus text format 0.0.4. llama-server's
  * names where they overlap (tools/server/server-context.cpp, metrics
  * handler: llamacpp:prompt_tokens_total, llamacpp:tokens_predicted_total,
- * llamacpp:requests_processing, ...), then ramforge's: the last operation's
- * ledger (one gauge per category with a value, its provenance a label; an
- * unknown category is absent and ramforge_ledger_unknown says so), the
- * session's releases (requested, accepted, observed deltas), staging,
- * admission outcomes and idle boundaries.
+ * llamacpp:requests_processing, ...), then the server's own counters
+ * (requests, admission outcomes, staging, idle boundaries), then the
+ * report's families from the writer `run --metrics-file` shares
+ * (ramforge/metrics.h): the last operation's ledger, last sample,
+ * admission and staging, and the session's releases, each series with the
+ * model label.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "ramforge/ledger.h"
-#include "ramforge/report.h"
+#include "ramforge/metrics.h"
 #include "ramforge/session.h"
 #include "serve.h"
 
@@ -74,76 +74,6 @@ static void server_metrics(FILE *f, struct serve *sv)
     pthread_mutex_unlock(&sv->mu);
 }
 
-/* The last operation's ledger and last sample (r: RF_REPORT_OPERATION). */
-static void ledger_metrics(FILE *f, const struct rf_report *r)
-{
-    const struct rf_ledger *l = r ? r->ledger : NULL;
-    family(f, "ramforge_ledger_bytes", "gauge",
-           "The last operation's memory ledger, bytes; provenance says what kind of figure.");
-    for (int c = 0; l && c < RF_LEDGER_N_CATEGORIES; c++) {
-        const struct rf_ledger_entry *e = &l->entries[c];
-        if (e->has_value)
-            fprintf(f, "ramforge_ledger_bytes{category=\"%s\",provenance=\"%s\"} %" PRIu64 "\n",
-                    rf_ledger_category_name(e->category), rf_provenance_name(e->provenance),
-                    e->value_bytes);
-    }
-    family(f, "ramforge_ledger_unknown", "gauge",
-           "1 for a ledger category whose value is unknown (absent from ramforge_ledger_bytes).");
-    for (int c = 0; l && c < RF_LEDGER_N_CATEGORIES; c++)
-        if (!l->entries[c].has_value)
-            fprintf(f, "ramforge_ledger_unknown{category=\"%s\"} 1\n",
-                    rf_ledger_category_name(l->entries[c].category));
-    const struct rf_residency_sample *last =
-        r && r->n_samples ? &r->samples[r->n_samples - 1] : NULL;
-    if (last && last->has_mapping) {
-        family(f, "ramforge_mapping_rss_bytes", "gauge",
-               "Resident bytes of the model mappings at the last operation's last sample.");
-        fprintf(f, "ramforge_mapping_rss_bytes{sample=\"%s\"} %" PRIu64 "\n", last->label,
-                last->mapping_rss_bytes);
-    }
-    if (last) {
-        family(f, "ramforge_process_rss_bytes", "gauge",
-               "VmRSS at the last operation's last sample.");
-        fprintf(f, "ramforge_process_rss_bytes{sample=\"%s\"} %" PRIu64 "\n", last->label,
-                last->process_rss_bytes);
-    }
-}
-
-/* The session's releases: requested and accepted bytes, observed deltas (signed sums). */
-static void release_metrics(FILE *f, const struct rf_report *r)
-{
-    uint64_t req = 0, acc = 0, n = 0;
-    int64_t d[3] = {0};
-    bool has[3] = {false};
-    for (size_t i = 0; r && i < r->n_applications; i++) {
-        const struct rf_report_application *a = &r->applications[i];
-        if (!a->attempted)
-            continue;
-        n++;
-        req += a->requested_bytes;
-        acc += a->accepted_bytes;
-        const struct rf_recon_value *v[3] = {&a->mapping_delta, &a->rss_delta, &a->cgroup_delta};
-        for (int k = 0; k < 3; k++)
-            if (v[k]->has_value) {
-                d[k] += v[k]->value;
-                has[k] = true;
-            }
-    }
-    metric_u64(f, "ramforge_release_applications_total", "counter",
-               "Release applications attempted this session.", n);
-    metric_u64(f, "ramforge_release_requested_bytes_total", "counter",
-               "Bytes of release ranges submitted to madvise this session.", req);
-    metric_u64(f, "ramforge_release_accepted_bytes_total", "counter",
-               "Bytes madvise accepted this session (not reclamation).", acc);
-    static const char *const names[3] = {"mapping_rss", "process_rss", "cgroup_current"};
-    family(f, "ramforge_release_observed_delta_bytes", "gauge",
-           "Observed change across this session's releases, summed (negative: fell).");
-    for (int k = 0; k < 3; k++)
-        if (has[k])
-            fprintf(f, "ramforge_release_observed_delta_bytes{measure=\"%s\"} %" PRId64 "\n",
-                    names[k], d[k]);
-}
-
 char *serve_metrics_text(struct serve *sv)
 {
     char *text = NULL;
@@ -156,10 +86,16 @@ char *serve_metrics_text(struct serve *sv)
     metric_u64(f, "ramforge_operations_total", "counter",
                "Operations ended (the load, each request, each idle boundary).",
                rf_session_operations(sv->session));
-    ledger_metrics(f, rf_session_report(sv->session, RF_REPORT_OPERATION));
-    release_metrics(f, rf_session_report(sv->session, RF_REPORT_SESSION));
+    /* The report's families: the writer run --metrics-file shares (ramforge/metrics.h). */
+    char *report = NULL;
+    int rc =
+        rf_metrics_text(rf_session_report(sv->session, RF_REPORT_OPERATION),
+                        rf_session_report(sv->session, RF_REPORT_SESSION), sv->o->model, &report);
     pthread_mutex_unlock(&sv->session_mu);
-    if (fclose(f) != 0) {
+    if (rc == 0)
+        fputs(report, f);
+    free(report);
+    if (fclose(f) != 0 || rc < 0) {
         free(text);
         return NULL;
     }

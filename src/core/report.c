@@ -983,7 +983,7 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
     return 0;
 }
 
-int rf_json_write_file(json_t *doc, const char *path)
+int rf_file_write_atomic(const char *path, int (*emit)(int fd, void *ctx), void *ctx)
 {
     char *tmp = NULL;
     int fd, rc = 0;
@@ -996,9 +996,8 @@ int rf_json_write_file(json_t *doc, const char *path)
         free(tmp);
         return rc;
     }
-    errno = 0; /* json_dumpfd may fail without a system error */
-    if (json_dumpfd(doc, fd, JSON_INDENT(2) | JSON_SORT_KEYS) < 0 || write(fd, "\n", 1) != 1) {
-        rc = errno ? -errno : -EIO;
+    rc = emit(fd, ctx);
+    if (rc < 0) {
         close(fd);
         goto fail;
     }
@@ -1016,4 +1015,17 @@ fail:
     unlink(tmp);
     free(tmp);
     return rc;
+}
+
+static int emit_json(int fd, void *doc)
+{
+    errno = 0; /* json_dumpfd may fail without a system error */
+    if (json_dumpfd(doc, fd, JSON_INDENT(2) | JSON_SORT_KEYS) < 0 || write(fd, "\n", 1) != 1)
+        return errno ? -errno : -EIO;
+    return 0;
+}
+
+int rf_json_write_file(json_t *doc, const char *path)
+{
+    return rf_file_write_atomic(path, emit_json, doc);
 }

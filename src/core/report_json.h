@@ -28,6 +28,15 @@ int rf_report_to_json(const struct rf_report *r, json_t **out);
 int rf_inventory_to_json(const struct rf_inventory *inv, bool with_entries, json_t **out);
 
 /*
+ * Writes a file atomically: emit(fd, ctx) writes the content to a
+ * temporary file in path's directory (path.tmp.XXXXXX) and returns 0 or
+ * -errno; the file is then fsync'd, made mode 0644 and renamed over path,
+ * so a failure leaves no partial file. Errors: -errno of the failing call
+ * or emit's (the temporary file is removed).
+ */
+int rf_file_write_atomic(const char *path, int (*emit)(int fd, void *ctx), void *ctx);
+
+/*
  * Writes doc to path through a temporary file in the same directory and a
  * rename, so a failure leaves no partial file. Errors: -errno of the
  * failing call (the temporary file is removed).

@@ -120,3 +120,22 @@ def main(cases, make_ctx, tmp_prefix, tmp_dir=None, schema_required=False):
 
 def run_main(cases, make_ctx, tmp_prefix, **kw):
     sys.exit(main(cases, make_ctx, tmp_prefix, **kw))
+
+
+def check_ledger_metrics(m, entries):
+    """m: parsed metrics, (name, labels without model) -> value; entries: the JSON report's
+    ledger entries. Each known value is ramforge_ledger_bytes{category,provenance}; each
+    unknown one is absent there and ramforge_ledger_unknown{category} is 1. Returns the
+    (category -> (provenance, value)) map and the unknown set."""
+    ledger = {dict(k[1])["category"]: (dict(k[1])["provenance"], v)
+              for k, v in m.items() if k[0] == "ramforge_ledger_bytes"}
+    unknown = {dict(k[1])["category"] for k, v in m.items()
+               if k[0] == "ramforge_ledger_unknown" and v == 1}
+    for e in entries:
+        if e["value_bytes"] is None:
+            check(e["category"] in unknown and e["category"] not in ledger,
+                  f"unknown {e['category']} is absent, with its companion gauge")
+        else:
+            check(ledger.get(e["category"]) == (e["provenance"], e["value_bytes"]),
+                  f"{e['category']}: metrics {ledger.get(e['category'])} vs report {e}")
+    return ledger, unknown

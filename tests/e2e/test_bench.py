@@ -334,10 +334,58 @@ def case_bench_badinput(c):
     check("bench" in c.run("--help").stdout, "ramforge --help lists bench")
 
 
+def case_bench_metrics(c):
+    """bench --metrics-file: prometheus_client's parser reads it; every median, ratio and
+    run count of summary.json is a sample with the same value and a null one is absent;
+    the path is checked before any run."""
+    try:
+        from prometheus_client.parser import text_string_to_metric_families
+    except ImportError:
+        raise Skip("python3-prometheus-client is not installed")
+    model = c.model()
+    out, prom = os.path.join(c.tmp, "bm"), os.path.join(c.tmp, "bench.prom")
+    c.run("bench", "-m", model, "-o", out, "-n", "4", "-r", "1", "-q", "--conditions", "warm",
+          "--policies", "off,observe", "--metrics-file", prom)
+    with open(os.path.join(out, "summary.json")) as f:
+        summary = json.load(f)
+    with open(prom) as f:
+        fams = list(text_string_to_metric_families(f.read()))
+    m = {}
+    for fam in fams:
+        for s in fam.samples:
+            check(s.labels.pop("model") == model, f"{s.name}: model label")
+            m[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    expected = {}
+    for g in summary["groups"]:
+        key = (("condition", g["condition"]), ("policy", g["policy"]),
+               ("residency_policy", g["residency_policy"]))
+        for k in ("runs", "completed", "median_runs"):
+            expected[("ramforge_bench_" + k, key)] = g[k]
+        for k, v in g["median"].items():
+            if v is not None:
+                expected[("ramforge_bench_median_" + k, key)] = v
+        for k, v in g["ratio_to_off"].items():
+            if v is not None:
+                expected[("ramforge_bench_ratio_to_off",
+                          tuple(sorted(key + (("measure", k),))))] = v
+    check(m == expected, f"metrics differ from summary.json: "
+          f"{sorted(set(m.items()) ^ set(expected.items()))[:4]}")
+    off = next(g for g in summary["groups"] if g["policy"] == "off")
+    check(off["median"]["peak_rss_bytes"] is None, "policy off keeps no ledger: null peak")
+    check(("ramforge_bench_ratio_to_off", (("condition", "warm"), ("measure", "end_to_end"),
+                                           ("policy", "off"), ("residency_policy", "off")))
+          in m, "the baseline's ratio (1)")
+    expect_error(c, ["bench", "-m", model, "-o", os.path.join(c.tmp, "bm2"), "-n", "4", "-r",
+                     "1", "-q", "--metrics-file", c.tmp], 1, "is not a regular file")
+    check(not os.path.exists(os.path.join(c.tmp, "bm2")), "runs before the path was checked")
+    print(f"{len(m)} series, equal to summary.json")
+
+
 CASES = {
     "bench_small": case_bench_small,
     "bench_unwritable": case_bench_unwritable,
     "bench_badinput": case_bench_badinput,
+    "bench_metrics": case_bench_metrics,
 }
 
 

@@ -16,8 +16,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "schema"))
 import validate_report  # noqa: E402
-from e2e_util import (SKIP, Failure, check, expect_error_lines,  # noqa: E402
-                      memory_child_cgroup, run_main, run_ramforge)
+from e2e_util import (SKIP, Failure, check, check_ledger_metrics,  # noqa: E402
+                      expect_error_lines, memory_child_cgroup, run_main, run_ramforge)
 
 LEDGER_CATEGORIES = [
     "FileBackedLogical", "FileBackedResident", "AnonymousWeights", "MappingPss",
@@ -622,6 +622,65 @@ def case_observe_cost(c):
           f"FileBackedResident {reported} vs /proc/{pid}/smaps {measured}")
 
 
+def case_metrics_file(c):
+    """run --metrics-file: the file prometheus_client's parser reads, every series labelled
+    with the model path as given (a quote and a backslash in it, escaped), its figures those
+    of the JSON report of the same run; an unknown ledger value absent and flagged."""
+    try:
+        from prometheus_client.parser import text_string_to_metric_families
+    except ImportError:
+        print("skip: python3-prometheus-client is not installed")
+        return SKIP
+    model = os.path.join(c.tmp, 'm "q\\x".gguf')
+    os.symlink(c.model("small"), model)
+    prom = os.path.join(c.tmp, "run.prom")
+    doc, _ = c.report(model, "--residency-policy", "memory-bound", "--memory-target", "8MiB",
+                      "--staging-budget", "4MiB", "--metrics-file", prom, n=6)
+    check(os.stat(prom).st_mode & 0o777 == 0o644, "metrics file mode 0644")
+    check(not [f for f in os.listdir(c.tmp) if ".tmp." in f], "a temporary file left behind")
+    with open(prom) as f:
+        text = f.read()
+    m = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            check(s.labels.get("model") == model, f"{s.name}: model label {s.labels}")
+            labels = tuple(sorted((k, v) for k, v in s.labels.items() if k != "model"))
+            m[(s.name, labels)] = s.value
+    ledger, unknown = check_ledger_metrics(m, doc["ledger"]["entries"])
+    check(len(ledger) + len(unknown) == len(doc["ledger"]["entries"]), "one series per category")
+    last = doc["residency"]["samples"][-1]
+    check(m[("ramforge_mapping_rss_bytes", (("sample", last["label"]),))] ==
+          last["mapping_rss_bytes"], f"mapping RSS at {last['label']}")
+    check(m[("ramforge_process_rss_bytes", (("sample", last["label"]),))] ==
+          last["process_rss_bytes"], f"process RSS at {last['label']}")
+    adm = doc["admission"]
+    outcomes = {dict(k[1])["outcome"]: v for k, v in m.items()
+                if k[0] == "ramforge_operation_admission"}
+    check(outcomes[adm["outcome"]] == 1 and sum(outcomes.values()) == 1,
+          f"admission {adm['outcome']}: {outcomes}")
+    check(m[("ramforge_operation_admission_refused", ())] == int(adm["refused"]), "refused")
+    st = doc["staging"]
+    check(m[("ramforge_operation_staging_selected_bytes", ())] == st["selected_bytes"] > 0 and
+          m[("ramforge_operation_staging_accepted_bytes", ())] == st["accepted_bytes"],
+          f"staging {st['selected_bytes']} {st['accepted_bytes']}")
+    apps = [b for b in doc["application"]["boundaries"] if b["attempted"]]
+    check(apps, "the memory-bound run released")
+    check(m[("ramforge_release_applications_total", ())] == len(apps), "applications")
+    check(m[("ramforge_release_requested_bytes_total", ())] ==
+          sum(b["requested_bytes"] for b in apps) == doc["application"]["requested_bytes"],
+          "requested bytes")
+    check(m[("ramforge_release_accepted_bytes_total", ())] ==
+          sum(b["accepted_bytes"] for b in apps), "accepted bytes")
+    check(m[("ramforge_release_observed_delta_bytes", (("measure", "mapping_rss"),))] ==
+          sum(b["observed_mapping_delta_bytes"] for b in apps) < 0, "mapping delta")
+    # The path is checked before the load, as the JSON report's is.
+    expect_error(c, ["run", "-m", model, "-n", "1", "--metrics-file", c.tmp], 1,
+                 "is not a regular file")
+    expect_error(c, ["run", "-m", model, "-n", "1", "--metrics-file", model], 1,
+                 "is not a regular file")
+    print(f"{len(m)} series; ledger {len(ledger)} known, {len(unknown)} unknown")
+
+
 CASES = {
     "observe_cost": case_observe_cost,
     "report": case_report, "smaps": case_smaps, "parity": case_parity,
@@ -629,7 +688,7 @@ CASES = {
     "memory_bound": case_memory_bound, "conservative": case_conservative,
     "repack_release": case_repack_release, "policy_badinput": case_policy_badinput,
     "run_snapshot": case_run_snapshot, "dispatch": case_dispatch, "staging": case_staging,
-    "admission_rejected": case_admission_rejected,
+    "admission_rejected": case_admission_rejected, "metrics_file": case_metrics_file,
 }
 
 

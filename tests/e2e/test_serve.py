@@ -16,7 +16,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "schema"))
 import validate_report  # noqa: E402
-from e2e_util import Failure, Skip, check, memory_child_cgroup, run_main  # noqa: E402
+from e2e_util import (Failure, Skip, check, check_ledger_metrics,  # noqa: E402
+                      memory_child_cgroup, run_main)
 
 PROMPT = "Hello my name is"
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -26,6 +27,7 @@ class Server:
     """A running `ramforge serve`; use as a context manager (killed on exit)."""
 
     def __init__(self, c, model, *argv, preexec_fn=None):
+        self.model = model
         self.proc = subprocess.Popen([c.rf, "serve", "-m", model, "--port", "0", *argv],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      preexec_fn=preexec_fn)
@@ -89,12 +91,21 @@ class Server:
         return events
 
     def metrics(self):
+        """/metrics parsed: (name, labels but model) -> value. The report's series
+        (ramforge_ledger_*, ramforge_release_*, ...) carry model=-m's path; the server's
+        own counters carry no model label."""
         from prometheus_client.parser import text_string_to_metric_families
         text = self.ok("GET", "/metrics")
         samples = {}
         for fam in text_string_to_metric_families(text):
             for s in fam.samples:
-                samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+                own = s.name.startswith(("llamacpp:", "ramforge_requests", "ramforge_admission_",
+                                         "ramforge_idle", "ramforge_staging_",
+                                         "ramforge_residency_state", "ramforge_operations_"))
+                check(s.labels.get("model") == (None if own else self.model),
+                      f"{s.name}{s.labels}: model label")
+                labels = tuple(sorted((k, v) for k, v in s.labels.items() if k != "model"))
+                samples[(s.name, labels)] = s.value
         return samples
 
     def rss(self):
@@ -262,18 +273,8 @@ def case_metrics(c):
         check(m[("ramforge_admission_total", (("outcome", "admitted"),))] +
               m[("ramforge_admission_total", (("outcome", "admitted_with_warning"),))] == 2,
               "two admissions")
-        ledger = {dict(k[1])["category"]: (dict(k[1])["provenance"], v)
-                  for k, v in m.items() if k[0] == "ramforge_ledger_bytes"}
-        unknown = {dict(k[1])["category"] for k, v in m.items()
-                   if k[0] == "ramforge_ledger_unknown" and v == 1}
         rep = sv.ok("GET", "/residency")["operation"]["ledger"]["entries"]
-        for e in rep:
-            if e["value_bytes"] is None:
-                check(e["category"] in unknown and e["category"] not in ledger,
-                      f"unknown {e['category']} is absent, with its companion gauge")
-            else:
-                check(ledger.get(e["category"]) == (e["provenance"], e["value_bytes"]),
-                      f"{e['category']}: metrics {ledger.get(e['category'])} vs report {e}")
+        ledger, _ = check_ledger_metrics(m, rep)
         check(ledger["FileBackedResident"][0] == "exact_measured", "FileBackedResident measured")
     return 0
 

@@ -1,0 +1,197 @@
+/*
+ * The report as Prometheus text (ramforge/metrics.h): one writer for
+ * serve's /metrics and run's --metrics-file. Plain stdio (no jansson); the
+ * text is built in an open_memstream buffer and written with core's
+ * rf_file_write_atomic.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/report_json.h"
+#include "ramforge/metrics.h"
+
+static void family(FILE *f, const char *name, const char *type, const char *help)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+void rf_metrics_label(FILE *f, const char *name, const char *value)
+{
+    fprintf(f, "%s=\"", name);
+    for (const char *p = value ? value : ""; *p; p++) {
+        if (*p == '\\' || *p == '"')
+            fputc('\\', f);
+        if (*p == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+/* name{model="..." (the caller closes the braces). */
+static void series(FILE *f, const char *name, const char *model)
+{
+    fprintf(f, "%s{", name);
+    rf_metrics_label(f, "model", model);
+}
+
+/* The operation's ledger and its last sample. */
+static void ledger_metrics(FILE *f, const struct rf_report *r, const char *m)
+{
+    const struct rf_ledger *l = r->ledger;
+    family(f, "ramforge_ledger_bytes", "gauge",
+           "The operation's memory ledger, bytes; provenance says what kind of figure.");
+    for (int c = 0; l && c < RF_LEDGER_N_CATEGORIES; c++) {
+        const struct rf_ledger_entry *e = &l->entries[c];
+        if (!e->has_value)
+            continue;
+        series(f, "ramforge_ledger_bytes", m);
+        fprintf(f, ",category=\"%s\",provenance=\"%s\"} %" PRIu64 "\n",
+                rf_ledger_category_name(e->category), rf_provenance_name(e->provenance),
+                e->value_bytes);
+    }
+    family(f, "ramforge_ledger_unknown", "gauge",
+           "1 for a ledger category whose value is unknown (absent from ramforge_ledger_bytes).");
+    for (int c = 0; l && c < RF_LEDGER_N_CATEGORIES; c++) {
+        if (l->entries[c].has_value)
+            continue;
+        series(f, "ramforge_ledger_unknown", m);
+        fprintf(f, ",category=\"%s\"} 1\n", rf_ledger_category_name(l->entries[c].category));
+    }
+    const struct rf_residency_sample *last = r->n_samples ? &r->samples[r->n_samples - 1] : NULL;
+    family(f, "ramforge_mapping_rss_bytes", "gauge",
+           "Resident bytes of the model mappings at the operation's last sample.");
+    if (last && last->has_mapping) {
+        series(f, "ramforge_mapping_rss_bytes", m);
+        fprintf(f, ",sample=\"%s\"} %" PRIu64 "\n", last->label, last->mapping_rss_bytes);
+    }
+    family(f, "ramforge_process_rss_bytes", "gauge", "VmRSS at the operation's last sample.");
+    if (last && last->has_process_rss) {
+        series(f, "ramforge_process_rss_bytes", m);
+        fprintf(f, ",sample=\"%s\"} %" PRIu64 "\n", last->label, last->process_rss_bytes);
+    }
+}
+
+/* The operation's admission outcome and staging. */
+static void operation_metrics(FILE *f, const struct rf_report *r, const char *m)
+{
+    const struct rf_admission_result *a = r->admission;
+    family(f, "ramforge_operation_admission", "gauge",
+           "1 for the operation's admission outcome; absent when none was decided.");
+    for (int o = RF_ADMIT_ADMITTED; a && o <= RF_ADMIT_UNKNOWN; o++) {
+        series(f, "ramforge_operation_admission", m);
+        fprintf(f, ",outcome=\"%s\"} %d\n", rf_admission_outcome_name((enum rf_admission_outcome)o),
+                (int)a->outcome == o);
+    }
+    family(f, "ramforge_operation_admission_refused", "gauge",
+           "1 when admission refused the operation; absent when none was decided.");
+    if (a) {
+        series(f, "ramforge_operation_admission_refused", m);
+        fprintf(f, "} %d\n", a->refused ? 1 : 0);
+    }
+    family(f, "ramforge_operation_staging_selected_bytes", "gauge",
+           "Bytes the operation's staging plan selected; absent without a plan.");
+    if (r->staging) {
+        series(f, "ramforge_operation_staging_selected_bytes", m);
+        fprintf(f, "} %" PRIu64 "\n", r->staging->selected_bytes);
+    }
+    family(f, "ramforge_operation_staging_accepted_bytes", "gauge",
+           "Bytes madvise(MADV_WILLNEED) accepted for the operation; absent if staging did not "
+           "run.");
+    if (r->staging && r->staging_attempted) {
+        series(f, "ramforge_operation_staging_accepted_bytes", m);
+        fprintf(f, "} %" PRIu64 "\n", r->staging_accepted_bytes);
+    }
+}
+
+/* The session's releases: requested and accepted bytes, observed deltas (signed sums). */
+static void release_metrics(FILE *f, const struct rf_report *r, const char *m)
+{
+    uint64_t req = 0, acc = 0, n = 0;
+    int64_t d[3] = {0};
+    bool has[3] = {false};
+    for (size_t i = 0; i < r->n_applications; i++) {
+        const struct rf_report_application *a = &r->applications[i];
+        if (!a->attempted)
+            continue;
+        n++;
+        req += a->requested_bytes;
+        acc += a->accepted_bytes;
+        const struct rf_recon_value *v[3] = {&a->mapping_delta, &a->rss_delta, &a->cgroup_delta};
+        for (int k = 0; k < 3; k++)
+            if (v[k]->has_value) {
+                d[k] += v[k]->value;
+                has[k] = true;
+            }
+    }
+    family(f, "ramforge_release_applications_total", "counter",
+           "Release applications attempted this session.");
+    series(f, "ramforge_release_applications_total", m);
+    fprintf(f, "} %" PRIu64 "\n", n);
+    family(f, "ramforge_release_requested_bytes_total", "counter",
+           "Bytes of release ranges submitted to madvise this session.");
+    series(f, "ramforge_release_requested_bytes_total", m);
+    fprintf(f, "} %" PRIu64 "\n", req);
+    family(f, "ramforge_release_accepted_bytes_total", "counter",
+           "Bytes madvise accepted this session (not reclamation).");
+    series(f, "ramforge_release_accepted_bytes_total", m);
+    fprintf(f, "} %" PRIu64 "\n", acc);
+    static const char *const names[3] = {"mapping_rss", "process_rss", "cgroup_current"};
+    family(f, "ramforge_release_observed_delta_bytes", "gauge",
+           "Observed change across this session's releases, summed (negative: fell).");
+    for (int k = 0; k < 3; k++) {
+        if (!has[k])
+            continue;
+        series(f, "ramforge_release_observed_delta_bytes", m);
+        fprintf(f, ",measure=\"%s\"} %" PRId64 "\n", names[k], d[k]);
+    }
+}
+
+int rf_metrics_text(const struct rf_report *op, const struct rf_report *session, const char *model,
+                    char **out)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (!op || !out)
+        return -EINVAL;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return -ENOMEM;
+    ledger_metrics(f, op, model);
+    operation_metrics(f, op, model);
+    release_metrics(f, session ? session : op, model);
+    if (fclose(f) != 0) {
+        free(text);
+        return -ENOMEM;
+    }
+    *out = text;
+    return 0;
+}
+
+static int emit_text(int fd, void *text)
+{
+    const char *p = text;
+    size_t left = strlen(p);
+    while (left > 0) {
+        ssize_t n = write(fd, p, left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : -EIO;
+        p += n;
+        left -= (size_t)n;
+    }
+    return 0;
+}
+
+int rf_metrics_write_file(const char *text, const char *path)
+{
+    if (!text || !path)
+        return -EINVAL;
+    return rf_file_write_atomic(path, emit_text, (void *)text);
+}
