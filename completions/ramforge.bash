@@ -8,15 +8,15 @@ _ramforge_opts_run="-m --model -p --prompt -n --n-predict -t --threads -c --ctx-
     -s --seed --residency-policy --memory-target --safety-reserve --release-mode
     --access-probe --sample-smaps --admission --dead-file-pages --verify-session
     --residency-page-budget --staging-budget --observe-dispatch --dispatch-events
-    --dispatch-sample-pages --residency-report --residency-report-json --no-repack
-    --mlock --hold -v --verbose -h --help"
+    --dispatch-sample-pages --residency-report --residency-report-json --metrics-file
+    --no-repack --mlock --hold -v --verbose -h --help"
 _ramforge_opts_inspect="-J --json -b --bytes --no-probe --no-repack --page-cache
     --residency-page-budget -v --verbose -h --help"
 _ramforge_opts_mkmodel="-o --output -P --preset -T --type -s --seed --vocab -q --quiet
     -v --verbose -h --help"
 _ramforge_opts_bench="-m --model -o --output -p --prompt -n --n-predict -t --threads
     -r --repetitions --policies --policy-args --run-args --conditions --copy-dir
-    --keep-copy -q --quiet -h --help"
+    --keep-copy --metrics-file -q --quiet -h --help"
 _ramforge_opts_serve="-m --model --host --port -c --ctx-size -n --n-predict -t --threads
     --residency-policy --memory-target --safety-reserve --release-mode --idle-seconds
     --staging-budget --queue --history --api-key --timeout --residency-report-json
@@ -58,7 +58,7 @@ _ramforge_value()
     -P | --preset) COMPREPLY=($(compgen -W "tiny small tinyllama" -- "$cur")) ;;
     --conditions) _ramforge_list "$cur" "warm isolated-nonresident" ;;
     --policies) _ramforge_list "$cur" "$_ramforge_policies" ;;
-    -m | --model | --vocab | --residency-report-json) _ramforge_files "$cur" ;;
+    -m | --model | --vocab | --residency-report-json | --metrics-file) _ramforge_files "$cur" ;;
     -o | --output)
         if [[ $cmd == bench ]]; then _ramforge_dirs "$cur"; else _ramforge_files "$cur"; fi ;;
     --copy-dir) _ramforge_dirs "$cur" ;;
