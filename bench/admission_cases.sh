@@ -78,8 +78,10 @@ run_in() {
     [ -f "$json" ] && python3 - "$json" <<'EOF'
 import json, sys
 a = json.load(open(sys.argv[1]))["admission"]
-print("  report: outcome=%s cause=%s refused=%s binding=%s" %
-      (a.get("outcome"), a.get("cause"), a.get("refused"), a.get("binding_cgroup")))
+b = a.get("before_load") or {}
+print("  report: before the load outcome=%s cause=%s; after: outcome=%s cause=%s refused=%s "
+      "binding=%s" % (b.get("outcome"), b.get("cause"), a.get("outcome"), a.get("cause"),
+                      a.get("refused"), a.get("binding_cgroup")))
 v = a.get("kernel_verdict") or {}
 print("  kernel verdict: hit_limit=%s oom_killed=%s" % (v.get("hit_limit"), v.get("oom_killed")))
 EOF

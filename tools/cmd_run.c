@@ -82,7 +82,8 @@ static int write_reports(struct rf_session *s, const struct run_options *o)
  * the JSON report says so, every loaded-model section null with the
  * reason). Returns false to stop.
  */
-static bool admit_before_load(const struct run_options *o, struct rf_session_params p)
+static bool admit_before_load(const struct run_options *o, struct rf_session_params p,
+                              struct rf_admission_result *adm, bool *decided_out)
 {
     /* No tokenizer before the load: at most one token per byte, plus BOS and EOS. */
     size_t bytes = strlen(o->prompt);
@@ -90,12 +91,10 @@ static bool admit_before_load(const struct run_options *o, struct rf_session_par
                                        .n_prompt = bytes > UINT32_MAX - 2 ? UINT32_MAX
                                                                           : (uint32_t)bytes + 2,
                                        .n_predict = (uint32_t)o->n_predict};
-    struct rf_admission_result *adm = calloc(1, sizeof(*adm));
     char err[FORGE_ERR_MAX];
     bool go = true;
-    if (!adm)
-        return true; /* the after-load admission still decides */
     int decided = rf_session_preload_admit(o->model, o->repack, p, &req, adm, err);
+    *decided_out = decided == 0;
     if (decided < 0) {
         cli_error("%s", err);
         go = false;
@@ -113,7 +112,6 @@ static bool admit_before_load(const struct run_options *o, struct rf_session_par
         cli_error("warning: admission before loading %s: %s",
                   rf_admission_outcome_name(adm->outcome), adm->reason);
     }
-    free(adm);
     return go;
 }
 
@@ -145,6 +143,8 @@ int cmd_run(int argc, char **argv)
     struct forge_generate_result gen = {0}, verify = {0};
     struct forge_observer *observer = NULL;
     struct rf_session *s = NULL;
+    struct rf_admission_result *pre = NULL; /* the decision before the load */
+    bool pre_decided = false;
     char err[FORGE_ERR_MAX];
     int status = RF_EXIT_FAILURE, rc;
 
@@ -160,9 +160,16 @@ int cmd_run(int argc, char **argv)
     if (o.verbose)
         rf_log_set(cli_log_sink, NULL);
     forge_init(o.verbose);
-    if (observing && o.admission != RF_ADMISSION_OFF &&
-        !admit_before_load(&o, session_params(&o, t_entry)))
+    pre = calloc(1, sizeof(*pre));
+    if (!pre) {
+        cli_error("out of memory");
         return RF_EXIT_FAILURE;
+    }
+    if (observing && o.admission != RF_ADMISSION_OFF &&
+        !admit_before_load(&o, session_params(&o, t_entry), pre, &pre_decided)) {
+        free(pre);
+        return RF_EXIT_FAILURE;
+    }
 
     mp.use_extra_bufts = o.repack;
     mp.mlock = o.mlock;
@@ -172,7 +179,12 @@ int cmd_run(int argc, char **argv)
     rc = rf_session_load(o.model, &mp, session_params(&o, t_entry), &s, err);
     if (rc < 0) {
         cli_error("%s", err);
+        free(pre);
         return RF_EXIT_FAILURE;
+    }
+    if (pre_decided && (rc = rf_session_set_preload_admission(s, pre)) < 0) {
+        cli_error("cannot record the admission before the load: %s", rf_strerror(rc));
+        goto out;
     }
     if (observing) {
         struct rf_operation_request req = {.n_ctx = (uint32_t)o.n_ctx,
@@ -281,5 +293,6 @@ out:
     forge_generate_result_free(&verify);
     forge_observer_free(observer);
     rf_session_free(s);
+    free(pre);
     return status;
 }

@@ -127,6 +127,8 @@ struct rf_report {
     const char *release_mode;        /* "dontneed", "pageout"; NULL when not mutating */
 
     const struct rf_admission_result *admission; /* NULL: not decided (reason below) */
+    const struct rf_admission_result *admission_before_load; /* the GGUF-header decision
+                                                                before the load; NULL: none */
     const char *admission_reason;
     /* the kernel's verdict over the run (rf_cgroup_verdict_build); NULL: reason below */
     const struct rf_cgroup_verdict *cgroup_verdict;

@@ -201,6 +201,13 @@ int rf_session_preload_admit(const char *path, bool use_extra_bufts,
                              struct rf_admission_result *out, char err[FORGE_ERR_MAX]);
 
 /*
+ * Records the decision rf_session_preload_admit made before the load
+ * (copied) in the first operation's report (admission.before_load), beside
+ * the after-load decision. Errors: -EINVAL (NULL argument), -ENOMEM.
+ */
+int rf_session_set_preload_admission(struct rf_session *s, const struct rf_admission_result *adm);
+
+/*
  * Writes the report of a run refused by rf_session_preload_admit to
  * report_path atomically: the model's path and size, the policy, the
  * admission with its inputs; every section that needs a loaded model is

@@ -4,8 +4,8 @@
  * had is null with a reason beside it. Sections for features this version
  * does not run keep their keys, null, with a reason.
  */
-#include "core/report_json.h"
 #include "ramforge/report.h"
+#include "core/report_json.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -50,8 +50,8 @@ static json_t *mapping_json(const struct rf_mapping_meta *m)
     char dev[32];
     snprintf(dev, sizeof(dev), "%02x:%02x", m->dev_major, m->dev_minor); /* as in maps */
     return json_pack("{s:I, s:s, s:o, s:s, s:o, s:b, s:o, s:o}", "index", (json_int_t)m->index,
-                     "path", m->path, "file_size_bytes", jbytes(true, m->file_size_bytes),
-                     "device", dev, "inode", jbytes(true, m->inode), "validated", m->validated,
+                     "path", m->path, "file_size_bytes", jbytes(true, m->file_size_bytes), "device",
+                     dev, "inode", jbytes(true, m->inode), "validated", m->validated,
                      "map_offset_bytes", jbytes(m->validated, m->map_offset_bytes),
                      "map_length_bytes", jbytes(m->validated, m->map_length_bytes));
 }
@@ -107,7 +107,8 @@ int rf_inventory_to_json(const struct rf_inventory *inv, bool with_entries, json
     json_object_set_new(tot, "n_anonymous", jbytes(probed, t->n_anonymous));
     json_object_set_new(tot, "n_eligible", jbytes(true, t->n_eligible));
     json_object_set_new(tot, "logical_bytes", jbytes(true, t->logical_bytes));
-    json_object_set_new(tot, "file_backed_logical_bytes", jbytes(true, t->file_backed_logical_bytes));
+    json_object_set_new(tot, "file_backed_logical_bytes",
+                        jbytes(true, t->file_backed_logical_bytes));
     json_object_set_new(tot, "anonymous_logical_bytes", jbytes(probed, t->anonymous_logical_bytes));
     json_object_set_new(tot, "mapped_virtual_bytes", jbytes(true, t->mapped_virtual_bytes));
     json_object_set_new(tot, "shared_page_bytes", jbytes(true, t->shared_page_bytes));
@@ -176,8 +177,7 @@ static json_t *ledger_json(const struct rf_ledger *l, const struct rf_reconcilia
                                     "cache, scratch and runtime pages; the cgroup charge holds "
                                     "page cache and kernel memory"));
     json_object_set_new(o, "reconciliation", rec);
-    json_object_set_new(o, "note",
-                        json_string("categories are not additive; no total is given"));
+    json_object_set_new(o, "note", json_string("categories are not additive; no total is given"));
     return o;
 }
 
@@ -303,11 +303,12 @@ static json_t *hard_limit_json(const struct rf_report *r)
         return NULL;
     json_object_set_new(hard, "cgroup_version", jstr(r->cgroup_version));
     json_object_set_new(hard, "cgroup_dir", jstr(r->cgroup_dir));
-    json_object_set_new(hard, "limit_bytes",
-                        jbytes(r->has_cgroup_limit && !r->cgroup_limit_unlimited,
-                               r->cgroup_limit_bytes));
+    json_object_set_new(
+        hard, "limit_bytes",
+        jbytes(r->has_cgroup_limit && !r->cgroup_limit_unlimited, r->cgroup_limit_bytes));
     json_object_set_new(hard, "unlimited",
-                        r->has_cgroup_limit ? json_boolean(r->cgroup_limit_unlimited) : json_null());
+                        r->has_cgroup_limit ? json_boolean(r->cgroup_limit_unlimited)
+                                            : json_null());
     return hard;
 }
 
@@ -450,6 +451,16 @@ static json_t *admission_json(const struct rf_report *r)
     json_object_set_new(o, "cause", jstr(rf_admission_cause_name(a->cause)));
     json_object_set_new(o, "mode", jstr(rf_admission_mode_name(a->mode)));
     json_object_set_new(o, "phase", jstr(rf_admission_phase_name(a->phase)));
+    /* The decision from the GGUF header before the load, when one was made (and is not this). */
+    const struct rf_admission_result *b = r->admission_before_load;
+    json_object_set_new(o, "before_load",
+                        b && b != a ? json_pack("{s:s, s:s?, s:b, s:o, s:s}", "outcome",
+                                                rf_admission_outcome_name(b->outcome), "cause",
+                                                rf_admission_cause_name(b->cause), "refused",
+                                                b->refused, "working_set_bytes",
+                                                jbytes(b->has_working_set, b->working_set_bytes),
+                                                "reason", b->reason)
+                                    : json_null());
     json_object_set_new(o, "refused", json_boolean(a->refused));
     json_object_set_new(o, "request_bytes", jbytes(a->has_request, a->request_bytes));
     json_object_set_new(o, "growth_bytes", jbytes(a->has_growth, a->growth_bytes));
@@ -540,13 +551,13 @@ static json_t *plan_json(const struct rf_report *r)
             continue;
         total += q->n_selected;
         json_array_append_new(
-            all, json_pack("{s:s?, s:o, s:o, s:o, s:o, s:b, s:b, s:s}", "boundary",
-                           r->applications[i].boundary, "selected_count",
-                           jbytes(true, q->n_selected), "selected_bytes",
-                           jbytes(true, q->selected_logical_bytes), "release_bytes",
-                           jbytes(true, q->release_bytes), "shared_bytes_protected",
-                           jbytes(true, q->shared_bytes_protected), "profile_used",
-                           q->profile_used, "target_met", q->target_met, "reason", q->reason));
+            all,
+            json_pack("{s:s?, s:o, s:o, s:o, s:o, s:b, s:b, s:s}", "boundary",
+                      r->applications[i].boundary, "selected_count", jbytes(true, q->n_selected),
+                      "selected_bytes", jbytes(true, q->selected_logical_bytes), "release_bytes",
+                      jbytes(true, q->release_bytes), "shared_bytes_protected",
+                      jbytes(true, q->shared_bytes_protected), "profile_used", q->profile_used,
+                      "target_met", q->target_met, "reason", q->reason));
     }
     json_object_set_new(o, "plans", all);
     json_object_set_new(o, "selected_count_all_plans", jbytes(true, total));
@@ -585,10 +596,9 @@ static json_t *application_json(const struct rf_report *r)
                                a->refused_reason ? a->refused_reason : "not attempted");
             at += len > 0 ? (size_t)len : 0;
         }
-        return absent_section(r->n_applications
-                                  ? why
-                                  : "no release was requested (the policy does not mutate)",
-                              keys);
+        return absent_section(
+            r->n_applications ? why : "no release was requested (the policy does not mutate)",
+            keys);
     }
     o = json_object();
     list = json_array();
@@ -605,17 +615,17 @@ static json_t *application_json(const struct rf_report *r)
         json_object_set_new(b, "boundary", jstr(a->boundary));
         json_object_set_new(b, "attempted", json_boolean(a->attempted));
         /* A boundary not attempted has no figures, only its reason (never null). */
-        json_object_set_new(b, "refused_reason",
-                            a->attempted ? json_null()
-                                         : json_string(a->refused_reason ? a->refused_reason
-                                                                         : "not attempted"));
+        json_object_set_new(
+            b, "refused_reason",
+            a->attempted ? json_null()
+                         : json_string(a->refused_reason ? a->refused_reason : "not attempted"));
         json_object_set_new(b, "requested_bytes", jbytes(a->attempted, a->requested_bytes));
         json_object_set_new(b, "accepted_bytes", jbytes(a->attempted, a->accepted_bytes));
         json_object_set_new(b, "failed_ranges", jbytes(a->attempted, a->n_failed));
         json_object_set_new(b, "protected_bytes", jbytes(a->attempted, a->protected_bytes));
-        json_object_set_new(b, "error", a->attempted && a->first_error
-                                            ? json_string(strerror(-a->first_error))
-                                            : json_null());
+        json_object_set_new(b, "error",
+                            a->attempted && a->first_error ? json_string(strerror(-a->first_error))
+                                                           : json_null());
         json_object_set_new(b, "observed_mapping_delta_bytes",
                             jrecon(attempted_or_null(a, a->mapping_delta)));
         json_object_set_new(b, "observed_rss_delta_bytes",
@@ -664,10 +674,10 @@ static json_t *native_json(const struct rf_report *r)
                      (json_int_t)n->active_contexts, "execution_generation",
                      jbytes(true, n->execution_generation), "context_execution_generation",
                      jbytes(r->context_execution_generation > 0, r->context_execution_generation),
-                     "observed_at",
-                     jstr(r->native_boundary), "reason",
-                     n->has_contract ? json_null()
-                                     : json_string("the native layer exposes no lifetime contract"));
+                     "observed_at", jstr(r->native_boundary), "reason",
+                     n->has_contract
+                         ? json_null()
+                         : json_string("the native layer exposes no lifetime contract"));
 }
 
 static json_t *lifetime_json(const struct rf_report *r)
@@ -714,9 +724,8 @@ static json_t *staging_json(const struct rf_report *r, const char **keys)
 {
     const struct rf_staging_plan *p = r->staging;
     if (!p)
-        return absent_section(r->staging_reason ? r->staging_reason
-                                                : "no staging was planned or requested",
-                              keys);
+        return absent_section(
+            r->staging_reason ? r->staging_reason : "no staging was planned or requested", keys);
     json_t *o = json_object();
     if (!o)
         return NULL;
@@ -739,8 +748,8 @@ static json_t *staging_json(const struct rf_report *r, const char **keys)
     json_object_set_new(o, "chunk_bytes", jbytes(r->staging_attempted, r->staging_chunk_bytes));
     json_object_set_new(o, "calls", jbytes(r->staging_attempted, r->staging_calls));
     json_object_set_new(o, "failed_calls", jbytes(r->staging_attempted, r->staging_failed_calls));
-    json_object_set_new(o, "error", r->staging_error ? json_string(strerror(-r->staging_error))
-                                                     : json_null());
+    json_object_set_new(o, "error",
+                        r->staging_error ? json_string(strerror(-r->staging_error)) : json_null());
     json_object_set_new(o, "staged_tensor_pages_in_page_cache_before",
                         jrecon(r->staging_cached_before));
     json_object_set_new(o, "staged_tensor_pages_in_page_cache_after",
@@ -773,9 +782,8 @@ static json_t *index_names(const struct rf_inventory *inv, const uint32_t *order
 static json_t *profile_json(const struct rf_report *r, const char **keys)
 {
     if (!r->profile_source)
-        return absent_section(r->profile_reason ? r->profile_reason
-                                                : "no access profile was available",
-                              keys);
+        return absent_section(
+            r->profile_reason ? r->profile_reason : "no access profile was available", keys);
     json_t *o = json_object();
     if (!o)
         return NULL;
@@ -786,8 +794,9 @@ static json_t *profile_json(const struct rf_report *r, const char **keys)
     json_object_set_new(o, "generation",
                         r->inventory ? jbytes(true, r->inventory->generation) : json_null());
     json_object_set_new(o, "resources", jbytes(true, r->n_profile_order));
-    json_object_set_new(o, "order", json_string("coldest first: never dispatched, then by "
-                                                "latest first use in graph order"));
+    json_object_set_new(o, "order",
+                        json_string("coldest first: never dispatched, then by "
+                                    "latest first use in graph order"));
     json_object_set_new(o, "access_names",
                         index_names(r->inventory, r->profile_order, r->n_profile_order));
     json_object_set_new(o, "access_names_truncated",
@@ -826,7 +835,8 @@ static json_t *dispatch_json(const struct rf_report *r)
     json_object_set_new(o, "unattributed_weight_refs", jbytes(true, d->unattributed_weight_refs));
     json_object_set_new(o, "tensors_named", jbytes(true, d->tensors_named));
     json_object_set_new(o, "first_use", first ? first : json_array());
-    json_object_set_new(o, "first_use_truncated", json_boolean(n_named > RF_REPORT_MAX_ACCESS_NAMES));
+    json_object_set_new(o, "first_use_truncated",
+                        json_boolean(n_named > RF_REPORT_MAX_ACCESS_NAMES));
     json_object_set_new(o, "caveat", json_string(d->caveat));
     const struct rf_dispatch_sampling *sp = &d->sampling;
     json_object_set_new(
@@ -858,11 +868,11 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
     if (!doc)
         return -ENOMEM;
     json_object_set_new(doc, "schema_version", json_integer(RF_REPORT_SCHEMA_VERSION));
-    json_object_set_new(doc, "operation",
-                        json_pack("{s:s, s:o, s:o, s:o}", "scope", r->scope ? r->scope : "operation",
-                                  "index", jbytes(r->operation_index > 0, r->operation_index),
-                                  "operations", jbytes(true, r->n_operations), "dropped",
-                                  jbytes(true, r->operations_dropped)));
+    json_object_set_new(
+        doc, "operation",
+        json_pack("{s:s, s:o, s:o, s:o}", "scope", r->scope ? r->scope : "operation", "index",
+                  jbytes(r->operation_index > 0, r->operation_index), "operations",
+                  jbytes(true, r->n_operations), "dropped", jbytes(true, r->operations_dropped)));
     json_object_set_new(doc, "kind", json_string(RF_REPORT_KIND));
     json_object_set_new(doc, "ramforge_version", jstr(r->ramforge_version));
     json_object_set_new(doc, "llama_cpp_version", jstr(r->llama_cpp_version));
@@ -879,9 +889,9 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
     json_object_set_new(
         doc, RF_REPORT_KEY_LEDGER,
         r->ledger ? ledger_json(r->ledger, rc)
-                  : absent_section(r->not_built_reason ? r->not_built_reason : "not built",
-                                   (const char *[]){RF_REPORT_KEY_LEDGER_ENTRIES,
-                                                    "reconciliation", NULL}));
+                  : absent_section(
+                        r->not_built_reason ? r->not_built_reason : "not built",
+                        (const char *[]){RF_REPORT_KEY_LEDGER_ENTRIES, "reconciliation", NULL}));
     json_object_set_new(doc, "staging", staging_json(r, staging_keys));
     json_object_set_new(doc, "application", application_json(r));
     json_object_set_new(doc, "native", native_json(r));
@@ -956,8 +966,8 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
         return -ENOMEM;
     }
     /* set_new takes verify even when it fails (output NULL included) */
-    if (json_object_set_new(json_object_get(doc, RF_REPORT_KEY_OUTPUT), "verify_session",
-                            verify) < 0) {
+    if (json_object_set_new(json_object_get(doc, RF_REPORT_KEY_OUTPUT), "verify_session", verify) <
+        0) {
         json_decref(doc);
         return -ENOMEM;
     }
@@ -968,11 +978,25 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
     json_object_set_new(doc, "warnings", w);
 
     /* Any NULL above (allocation failure) left a key unset. */
-    static const char *required[] = {"schema_version", "kind", "operation", "ramforge_version",
-                                     "llama_cpp_version", "model", "policy", "admission", "plan",
-                                     RF_REPORT_KEY_LEDGER, "staging", "application", "native",
-                                     "lifetime", "profile", "residency", RF_REPORT_KEY_TIMING,
-                                     RF_REPORT_KEY_OUTPUT, "warnings"};
+    static const char *required[] = {"schema_version",
+                                     "kind",
+                                     "operation",
+                                     "ramforge_version",
+                                     "llama_cpp_version",
+                                     "model",
+                                     "policy",
+                                     "admission",
+                                     "plan",
+                                     RF_REPORT_KEY_LEDGER,
+                                     "staging",
+                                     "application",
+                                     "native",
+                                     "lifetime",
+                                     "profile",
+                                     "residency",
+                                     RF_REPORT_KEY_TIMING,
+                                     RF_REPORT_KEY_OUTPUT,
+                                     "warnings"};
     for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++) {
         if (!json_object_get(doc, required[i])) {
             json_decref(doc);

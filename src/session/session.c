@@ -78,6 +78,7 @@ void ses_add_warning(struct rf_session *s, const char *w)
 
 static void op_free(struct session_op *op)
 {
+    free(op->before_load);
     rf_staging_plan_free(&op->staging);
     rf_dispatch_summary_free(&op->dispatch);
     rf_residency_snapshot_free(&op->snapshot);
@@ -677,6 +678,18 @@ static void end_warnings(struct rf_session *s)
         last->mapping_rss_bytes > r->plan->soft_target_bytes)
         ses_add_warning(s, "the measured mapping RSS after release is above the soft target (see "
                            "plan.reason and residency.samples)");
+}
+
+int rf_session_set_preload_admission(struct rf_session *s, const struct rf_admission_result *adm)
+{
+    if (!s || !adm)
+        return -EINVAL;
+    ses_op_open(s);
+    if (!s->op.before_load && !(s->op.before_load = malloc(sizeof(*adm))))
+        return -ENOMEM;
+    *s->op.before_load = *adm;
+    s->op.rep.admission_before_load = s->op.before_load;
+    return 0;
 }
 
 struct rf_operation_output rf_session_output_of(const struct forge_generate_result *gen,

@@ -101,6 +101,7 @@ struct session_op {
     struct rf_report rep; /* the operation's report fields (arrays excluded) */
     struct rf_timing timing;
     struct rf_admission_result admission;
+    struct rf_admission_result *before_load; /* owned copy of the pre-load decision; NULL */
     struct rfsys_cgroup_tree tree_before; /* cgroup counters when the operation opened */
     bool has_tree_before;
     struct rf_cgroup_verdict verdict;     /* the kernel's verdict over the operation */

@@ -359,7 +359,11 @@ static void test_operations_have_their_own_reports(void **state)
     uint64_t first_samples = f.samples;
 
     struct rf_operation_request req = {.n_prompt = 10, .n_predict = 8};
-    struct rf_admission_result adm;
+    struct rf_admission_result adm, before = {0};
+    before.outcome = RF_ADMIT_WARNING;
+    before.cause = RF_ADMIT_CAUSE_THRASH;
+    snprintf(before.reason, sizeof(before.reason), "header estimate: will thrash");
+    assert_int_equal(rf_session_set_preload_admission(s, &before), 0);
     assert_int_equal(rf_session_admit(s, &req, &adm), 0);
     execute(s, &f, TENSOR_BYTES);
     assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_IDLE), 0);
@@ -374,6 +378,12 @@ static void test_operations_have_their_own_reports(void **state)
     assert_string_equal(json_string_value(json_object_get(json_array_get(samples, 0), "label")),
                         "idle");
     assert_false(json_is_null(path(doc, "admission", "outcome")));
+    /* The decision before the load sits beside the one after it, as recorded. */
+    json_t *bl = path(doc, "admission", "before_load");
+    assert_string_equal(json_string_value(json_object_get(bl, "outcome")), "admitted_with_warning");
+    assert_string_equal(json_string_value(json_object_get(bl, "cause")), "thrash");
+    assert_string_equal(json_string_value(json_object_get(bl, "reason")),
+                        "header estimate: will thrash");
     json_decref(doc);
 
     doc = report(s, RF_REPORT_SESSION);
