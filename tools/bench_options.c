@@ -432,14 +432,8 @@ int bench_options_parse(int argc, char **argv, struct bench_options *o)
             return cli_bad_option("bench ", c, argv);
         }
     }
-    if (optind < argc) {
-        cli_usage_error("bench ", "unexpected argument '%s'", argv[optind]);
+    if (!cli_check_model_operands("bench ", argc, argv, o->model))
         return RF_EXIT_USAGE;
-    }
-    if (!o->model) {
-        cli_usage_error("bench ", "missing -m/--model PATH");
-        return RF_EXIT_USAGE;
-    }
     if (!o->out_dir || !*o->out_dir) {
         cli_usage_error("bench ", "missing -o/--output DIR");
         return RF_EXIT_USAGE;

@@ -220,3 +220,16 @@ bool cli_reject_llama_flags(const char *cmd, int argc, char **argv, const struct
     }
     return true;
 }
+
+bool cli_check_model_operands(const char *cmd, int argc, char **argv, const char *model)
+{
+    if (optind < argc) {
+        cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+        return false;
+    }
+    if (!model) {
+        cli_usage_error(cmd, "missing -m/--model PATH");
+        return false;
+    }
+    return true;
+}

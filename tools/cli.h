@@ -88,4 +88,11 @@ struct option;
 bool cli_reject_llama_flags(const char *cmd, int argc, char **argv, const struct option *longopts,
                             const char *shortopts);
 
+/*
+ * After getopt_long: no operand may be left (argv[optind]) and -m/--model
+ * must have been given (model non-NULL). Prints the usage error and
+ * returns false when either fails (exit status 2).
+ */
+bool cli_check_model_operands(const char *cmd, int argc, char **argv, const char *model);
+
 #endif

@@ -325,14 +325,8 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
             return cli_bad_option("run ", c, argv);
         }
     }
-    if (optind < argc) {
-        cli_usage_error("run ", "unexpected argument '%s'", argv[optind]);
+    if (!cli_check_model_operands("run ", argc, argv, o->model))
         return RF_EXIT_USAGE;
-    }
-    if (!o->model) {
-        cli_usage_error("run ", "missing -m/--model PATH");
-        return RF_EXIT_USAGE;
-    }
     if (!*o->prompt) {
         cli_usage_error("run ", "the prompt is empty");
         return RF_EXIT_USAGE;

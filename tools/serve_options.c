@@ -199,14 +199,8 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
             return cli_bad_option("serve ", c, argv);
         }
     }
-    if (optind < argc) {
-        cli_usage_error("serve ", "unexpected argument '%s'", argv[optind]);
+    if (!cli_check_model_operands("serve ", argc, argv, o->model))
         return RF_EXIT_USAGE;
-    }
-    if (!o->model) {
-        cli_usage_error("serve ", "missing -m/--model PATH");
-        return RF_EXIT_USAGE;
-    }
     if (!cli_check_target("serve ", o->policy, o->has_target, o->target_bytes, o->reserve_bytes))
         return RF_EXIT_USAGE;
     if (o->policy == RF_POLICY_OFF && (o->idle_seconds || o->has_staging || o->has_target))
