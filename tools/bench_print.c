@@ -33,13 +33,15 @@ void bench_print_table(json_t *summary)
 
     printf("%-21s %-14s %-5s %-22s %11s %11s %11s %7s %7s\n", "condition", "policy", "runs",
            "labels", "load", "ttft", "end-to-end", "e2e/off", "ttft/off");
-    json_array_foreach(groups, i, g) {
+    json_array_foreach(groups, i, g)
+    {
         char labels[64] = "", runs[16];
         json_t *counts = json_object_get(g, "labels"), *med = json_object_get(g, "median");
         json_t *ratio = json_object_get(g, "ratio_to_off");
         const char *key;
         json_t *val;
-        json_object_foreach(counts, key, val) {
+        json_object_foreach(counts, key, val)
+        {
             size_t len = strlen(labels);
             if (json_integer_value(val) > 0)
                 snprintf(labels + len, sizeof(labels) - len, "%s%s %lld", len ? ", " : "", key,

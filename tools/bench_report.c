@@ -75,7 +75,8 @@ int bench_report_read(const char *path, struct bench_row *r, char *err, size_t e
     json_t *entries = json_object_get(ledger, RF_REPORT_KEY_LEDGER_ENTRIES);
     size_t i;
     json_t *e;
-    json_array_foreach(entries, i, e) {
+    json_array_foreach(entries, i, e)
+    {
         const char *cat = json_string_value(json_object_get(e, RF_REPORT_KEY_ENTRY_CATEGORY));
         for (size_t k = 0; cat && k < sizeof(ledger_map) / sizeof(ledger_map[0]); k++)
             if (strcmp(cat, rf_ledger_category_name(ledger_map[k].category)) == 0)

@@ -24,8 +24,8 @@
 #include "ramforge/residency.h"
 
 /* What --page-cache measures, said in the output itself. */
-#define PAGE_CACHE_NOTE                                                                   \
-    "pages of the model file in the kernel's page cache (mincore on a fresh read-only "  \
+#define PAGE_CACHE_NOTE                                                                            \
+    "pages of the model file in the kernel's page cache (mincore on a fresh read-only "            \
     "mapping, or cachestat); not pages mapped in any process (smaps Rss)"
 
 static void usage(FILE *out)
@@ -69,16 +69,16 @@ static void usage(FILE *out)
 static void print_table(const struct rf_inventory *inv, bool raw)
 {
     char b1[32], b2[32], b3[32], b4[32];
-    printf("%5s  %-28s %-6s %12s %11s %17s %10s %11s %-13s %s\n", "index", "name", "type",
-           "offset", "bytes", "pages", "shared", "unique", "access", "eligibility");
+    printf("%5s  %-28s %-6s %12s %11s %17s %10s %11s %-13s %s\n", "index", "name", "type", "offset",
+           "bytes", "pages", "shared", "unique", "access", "eligibility");
     for (size_t i = 0; i < inv->n; i++) {
         const struct rf_inventory_entry *e = &inv->entries[i];
         char pages[40] = "-";
         if (e->file_backed)
             snprintf(pages, sizeof(pages), "[%" PRIu64 ",%" PRIu64 ")", e->pages.first_page,
                      e->pages.end_page);
-        printf("%5u  %-28s %-6s %12" PRIu64 " %11s %17s %10s %11s %-13s %s\n",
-               e->key.tensor_index, e->name, e->type_name, e->file_offset_bytes,
+        printf("%5u  %-28s %-6s %12" PRIu64 " %11s %17s %10s %11s %-13s %s\n", e->key.tensor_index,
+               e->name, e->type_name, e->file_offset_bytes,
                cli_format_bytes(e->logical_bytes, raw, b1, sizeof(b1)), pages,
                e->file_backed ? cli_format_bytes(e->shared_page_bytes, raw, b2, sizeof(b2)) : "-",
                e->file_backed ? cli_format_bytes(e->unique_reclaimable_bytes, raw, b3, sizeof(b3))
@@ -217,9 +217,9 @@ static json_t *page_cache_json(const struct page_cache_view *v)
     json_object_set_new(pc, "mincore_trustworthy", json_boolean(v->fp->mincore_trustworthy));
     json_object_set_new(pc, "mincore_reason", json_string(v->fp->mincore_reason));
     json_object_set_new(pc, "cachestat_available", json_boolean(v->fp->cachestat_error == 0));
-    json_object_set_new(pc, "cachestat_error", v->fp->cachestat_error
-                                                   ? json_string(rf_strerror(v->fp->cachestat_error))
-                                                   : json_null());
+    json_object_set_new(pc, "cachestat_error",
+                        v->fp->cachestat_error ? json_string(rf_strerror(v->fp->cachestat_error))
+                                               : json_null());
     json_object_set_new(pc, "page_budget_pages", ju64(v->budget));
 
     /* the union of the tensors' pages (no plan here: every page is "general") */
@@ -259,8 +259,7 @@ static json_t *page_cache_json(const struct page_cache_view *v)
         json_object_set_new(pc, "file_cachestat_reason", json_null());
     } else {
         json_object_set_new(pc, "file_cachestat", json_null());
-        json_object_set_new(pc, "file_cachestat_reason",
-                            json_string(rf_strerror(v->cachestat_rc)));
+        json_object_set_new(pc, "file_cachestat_reason", json_string(rf_strerror(v->cachestat_rc)));
     }
     json_object_set_new(pc, "snapshot", snap);
     snap = NULL;
@@ -424,8 +423,13 @@ static int inspect_page_cache(const char *path, bool json, bool raw, uint64_t bu
     }
     count_file(&fp, budget, &file);
 
-    struct page_cache_view v = {.path = path, .fp = &fp, .inv = &inv, .snap = &snap,
-                                .file = &file, .budget = budget, .source = source};
+    struct page_cache_view v = {.path = path,
+                                .fp = &fp,
+                                .inv = &inv,
+                                .snap = &snap,
+                                .file = &file,
+                                .budget = budget,
+                                .source = source};
     v.cachestat_rc = rfsys_cachestat(fp.fd, 0, 0, &v.cs);
     if (json) {
         json_t *doc = page_cache_json(&v);
@@ -451,9 +455,12 @@ out:
 int cmd_inspect(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"json", no_argument, NULL, 'J'},    {"bytes", no_argument, NULL, 'b'},
-        {"no-probe", no_argument, NULL, 'P'}, {"no-repack", no_argument, NULL, 'R'},
-        {"verbose", no_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'},
+        {"json", no_argument, NULL, 'J'},
+        {"bytes", no_argument, NULL, 'b'},
+        {"no-probe", no_argument, NULL, 'P'},
+        {"no-repack", no_argument, NULL, 'R'},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
         {"page-cache", no_argument, NULL, 'C'},
         {"residency-page-budget", required_argument, NULL, 'B'},
         {NULL, 0, NULL, 0},

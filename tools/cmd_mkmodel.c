@@ -50,10 +50,14 @@ static void progress(uint64_t done, uint64_t total, void *user_data)
 int cmd_mkmodel(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"output", required_argument, NULL, 'o'}, {"preset", required_argument, NULL, 'P'},
-        {"type", required_argument, NULL, 'T'},   {"seed", required_argument, NULL, 's'},
-        {"vocab", required_argument, NULL, 'V'},  {"quiet", no_argument, NULL, 'q'},
-        {"verbose", no_argument, NULL, 'v'},      {"help", no_argument, NULL, 'h'},
+        {"output", required_argument, NULL, 'o'},
+        {"preset", required_argument, NULL, 'P'},
+        {"type", required_argument, NULL, 'T'},
+        {"seed", required_argument, NULL, 's'},
+        {"vocab", required_argument, NULL, 'V'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct forge_mkmodel_params p = {
@@ -76,8 +80,8 @@ int cmd_mkmodel(int argc, char **argv)
             break;
         case 'P':
             if (forge_mkmodel_preset_parse(optarg, &p.preset) < 0) {
-                cli_usage_error("mkmodel ", "unknown preset '%s' (expected tiny, small or tinyllama)",
-                                optarg);
+                cli_usage_error("mkmodel ",
+                                "unknown preset '%s' (expected tiny, small or tinyllama)", optarg);
                 return RF_EXIT_USAGE;
             }
             break;

@@ -25,12 +25,12 @@ struct run_options {
     uint64_t reserve_bytes;
     enum forge_release_mode release_mode;
     bool has_reserve, has_release_mode; /* given on the command line */
-    long long page_budget; /* --residency-page-budget, pages */
+    long long page_budget;              /* --residency-page-budget, pages */
     bool has_staging;
     uint64_t staging_budget; /* --staging-budget, bytes */
     bool observe_dispatch;
     bool has_dispatch_events, has_dispatch_sample_pages; /* given on the command line */
-    long long dispatch_events; /* observer capacity, events */
+    long long dispatch_events;                           /* observer capacity, events */
     long long dispatch_sample_pages; /* pre-dispatch sampling per weight source; 0: off */
     bool human_report;
     const char *json_path;
@@ -38,9 +38,9 @@ struct run_options {
     bool repack;
     bool mlock;
     enum rf_admission_mode admission; /* --admission enforce|warn|off */
-    bool access_probe; /* --access-probe: classify weights with the graph probe */
-    bool sample_smaps; /* --sample-smaps: every sample reads smaps (Rss and Pss) */
-    bool release_dead_file_pages; /* --dead-file-pages release|keep */
+    bool access_probe;                /* --access-probe: classify weights with the graph probe */
+    bool sample_smaps;                /* --sample-smaps: every sample reads smaps (Rss and Pss) */
+    bool release_dead_file_pages;     /* --dead-file-pages release|keep */
     bool verify;
     bool hold;
     bool verbose;

@@ -331,8 +331,7 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         cli_usage_error("run ", "the prompt is empty");
         return RF_EXIT_USAGE;
     }
-    if (!cli_check_target("run ", o->policy, o->has_target, o->target_bytes,
-                          o->reserve_bytes))
+    if (!cli_check_target("run ", o->policy, o->has_target, o->target_bytes, o->reserve_bytes))
         return RF_EXIT_USAGE;
     /* Options the chosen policy does not use: say so rather than ignore them. */
     if (o->policy == RF_POLICY_OFF && (o->has_target || o->has_reserve))

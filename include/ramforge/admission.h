@@ -153,8 +153,8 @@ struct rf_admission_input {
     bool mlock_requested;                   /* the load was asked to mlock the model */
 
     /* What the run will add; all of it is anonymous except mapped_weights. */
-    struct rf_admission_figure kv_cache;      /* required */
-    struct rf_admission_figure graph_scratch; /* absent: listed as the unknown "GraphScratch" */
+    struct rf_admission_figure kv_cache;         /* required */
+    struct rf_admission_figure graph_scratch;    /* absent: listed as the unknown "GraphScratch" */
     struct rf_admission_figure mapped_weights;   /* pre-load, required: file bytes the load
                                                     maps and brings into the page cache
                                                     (file size minus model_cached) */
@@ -277,7 +277,7 @@ struct rf_admission_result {
     struct rf_admission_record records[RF_ADMISSION_MAX_RECORDS];
     size_t n_records;
 
-    char reason[RF_ADMISSION_REASON_MAX]; /* sentences, no trailing newline */
+    char reason[RF_ADMISSION_REASON_MAX];  /* sentences, no trailing newline */
     char lock_note[RF_ADMISSION_NOTE_MAX]; /* "" unless a requested mlock did not take */
 
     char unknown_components[RF_ADMISSION_MAX_UNKNOWN][RF_ADMISSION_NAME_MAX]; /* copies */

@@ -28,7 +28,7 @@ extern "C" {
 
 /* The native lifetime facts at one observation, as plain values. */
 struct rf_native_lifetime {
-    bool has_contract;             /* false: the native layer exposes no contract */
+    bool has_contract; /* false: the native layer exposes no contract */
     uint32_t contract_version;
     uint64_t instance_id;
     bool quiescent;
@@ -39,10 +39,10 @@ struct rf_native_lifetime {
 
 struct rf_binding {
     bool bound;
-    uint64_t instance_id;          /* the instance bound to */
-    bool observed;                 /* an observation was recorded */
+    uint64_t instance_id;           /* the instance bound to */
+    bool observed;                  /* an observation was recorded */
     struct rf_native_lifetime last; /* the last observation */
-    const char *boundary;          /* label of the last observation ("after_load", ...) */
+    const char *boundary;           /* label of the last observation ("after_load", ...) */
 };
 
 /* Binds to instance_id; forgets earlier observations. */

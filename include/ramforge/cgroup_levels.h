@@ -60,7 +60,7 @@ struct rf_cgroup_counters {
 
 /* One cgroup of the hierarchy. */
 struct rf_cgroup_level {
-    char dir[RF_CGROUP_PATH_MAX];         /* controller directory, relative to the sysroot */
+    char dir[RF_CGROUP_PATH_MAX];          /* controller directory, relative to the sysroot */
     struct rf_cgroup_figure limit;         /* hard: v1 memory.limit_in_bytes, v2 memory.max */
     struct rf_cgroup_figure high;          /* soft: v2 memory.high; v1: has false, -ENOENT */
     struct rf_cgroup_figure usage;         /* v1 memory.usage_in_bytes, v2 memory.current */

@@ -48,10 +48,10 @@ int forge_gguf_check(const char *path, char err[FORGE_ERR_MAX]);
 struct forge_model;
 
 struct forge_model_params {
-    bool use_extra_bufts; /* allow CPU_REPACK (repacked anonymous weights); default true */
-    bool mlock;           /* LLAMA_LOAD_MODE_MMAP_MLOCK: lock the mapping; default false */
-    int n_threads;        /* threads for the access probe; <= 0: llama.cpp's default */
-    bool probe_access;    /* run the graph probe at load; default true */
+    bool use_extra_bufts;  /* allow CPU_REPACK (repacked anonymous weights); default true */
+    bool mlock;            /* LLAMA_LOAD_MODE_MMAP_MLOCK: lock the mapping; default false */
+    int n_threads;         /* threads for the access probe; <= 0: llama.cpp's default */
+    bool probe_access;     /* run the graph probe at load; default true */
     bool placement_access; /* without the probe: classify weights by placement (no
                               decode); default false */
 };
@@ -124,15 +124,15 @@ const struct rf_mapping_meta *forge_model_mappings(const struct forge_model *m, 
 
 /* Model facts from llama.cpp (llama_model_desc, n_layer, ...). */
 struct forge_model_info {
-    char desc[128];        /* llama_model_desc: "llama 1B Q8_0" */
-    char path[4096];       /* as given to forge_model_load */
+    char desc[128];  /* llama_model_desc: "llama 1B Q8_0" */
+    char path[4096]; /* as given to forge_model_load */
     uint64_t file_size_bytes;
-    uint64_t n_params;     /* llama_model_n_params */
-    uint64_t size_bytes;   /* llama_model_size: native logical tensor bytes */
+    uint64_t n_params;   /* llama_model_n_params */
+    uint64_t size_bytes; /* llama_model_size: native logical tensor bytes */
     int32_t n_layer, n_embd, n_head, n_head_kv, n_ctx_train, n_vocab;
-    bool access_probed;    /* the graph probe ran and classified tensors */
+    bool access_probed;                /* the graph probe ran and classified tensors */
     enum rf_access_basis access_basis; /* how the tensors' access was classified */
-    uint64_t probe_ns;     /* wall time of the classification (probe or placement), ns */
+    uint64_t probe_ns; /* wall time of the classification (probe or placement), ns */
 };
 void forge_model_get_info(const struct forge_model *m, struct forge_model_info *out);
 
@@ -256,14 +256,14 @@ struct forge_observer;
 typedef bool (*forge_token_fn)(int32_t id, const char *piece, size_t len, void *user_data);
 
 struct forge_generate_params {
-    const char *prompt;  /* UTF-8, tokenized with add_special = true, parse_special = true;
-                            ignored when prompt_tokens is given */
+    const char *prompt;           /* UTF-8, tokenized with add_special = true, parse_special = true;
+                                     ignored when prompt_tokens is given */
     const int32_t *prompt_tokens; /* n_prompt_tokens ids used as they are (borrowed); NULL:
                                      tokenize prompt */
     size_t n_prompt_tokens;
-    int32_t n_predict;   /* tokens to generate (stops early at end-of-generation) */
-    uint32_t n_ctx;      /* context size; 0 = n_prompt + n_predict */
-    int32_t n_threads;   /* <= 0: llama.cpp's default */
+    int32_t n_predict;               /* tokens to generate (stops early at end-of-generation) */
+    uint32_t n_ctx;                  /* context size; 0 = n_prompt + n_predict */
+    int32_t n_threads;               /* <= 0: llama.cpp's default */
     struct forge_observer *observer; /* dispatch observer (forge_observer.h), borrowed;
                                         NULL: no callback installed */
     /*
@@ -291,23 +291,23 @@ struct forge_generate_params {
 struct forge_generate_result {
     int32_t *prompt_tokens; /* n_prompt ids, owned */
     size_t n_prompt;
-    int32_t *tokens;        /* n_tokens generated ids, owned */
+    int32_t *tokens; /* n_tokens generated ids, owned */
     size_t n_tokens;
-    char *text;             /* generated text (pieces of tokens), owned, NUL-terminated */
-    uint32_t n_ctx;         /* the context size used */
-    uint64_t context_init_ns;  /* llama_init_from_model */
-    uint64_t prompt_ns;     /* first llama_decode (prompt processing) */
-    uint64_t ttft_ns;       /* inference start to first sampled token */
-    uint64_t decode_ns;     /* decode of generated tokens after the first */
-    uint64_t sync_ns;       /* explicit llama_synchronize calls, summed */
-    uint64_t inference_ns;  /* prompt processing start to the last token */
-    int32_t n_threads;         /* llama_n_threads of the context used */
+    char *text;               /* generated text (pieces of tokens), owned, NUL-terminated */
+    uint32_t n_ctx;           /* the context size used */
+    uint64_t context_init_ns; /* llama_init_from_model */
+    uint64_t prompt_ns;       /* first llama_decode (prompt processing) */
+    uint64_t ttft_ns;         /* inference start to first sampled token */
+    uint64_t decode_ns;       /* decode of generated tokens after the first */
+    uint64_t sync_ns;         /* explicit llama_synchronize calls, summed */
+    uint64_t inference_ns;    /* prompt processing start to the last token */
+    int32_t n_threads;        /* llama_n_threads of the context used */
     uint64_t context_execution_generation; /* completed executions of that context */
-    bool has_memory_breakdown; /* llama_get_memory_breakdown answered */
-    uint64_t kv_cache_bytes;   /* context (KV cache) buffers, bytes */
-    uint64_t compute_bytes;    /* compute (graph scratch) buffers, bytes */
-    bool stopped_eog;          /* the model produced end-of-generation */
-    bool cancelled;            /* on_token asked to stop */
+    bool has_memory_breakdown;             /* llama_get_memory_breakdown answered */
+    uint64_t kv_cache_bytes;               /* context (KV cache) buffers, bytes */
+    uint64_t compute_bytes;                /* compute (graph scratch) buffers, bytes */
+    bool stopped_eog;                      /* the model produced end-of-generation */
+    bool cancelled;                        /* on_token asked to stop */
 };
 
 /*
@@ -318,8 +318,8 @@ struct forge_generate_result {
  * observer is the context's cb_eval, bound to it for this generation and
  * unbound before return; its events accumulate across calls. Without it no
  * cb_eval is installed. Errors: -EINVAL (empty prompt,
- * n_predict < 1, a prompt token outside the vocabulary, context too small), -EIO (llama.cpp failed; err says
- * where), -ENOMEM.
+ * n_predict < 1, a prompt token outside the vocabulary, context too small), -EIO (llama.cpp failed;
+ * err says where), -ENOMEM.
  */
 int forge_generate(struct forge_model *m, const struct forge_generate_params *params,
                    struct forge_generate_result *out, char err[FORGE_ERR_MAX]);
@@ -360,8 +360,8 @@ enum forge_mkmodel_preset {
 
 struct forge_mkmodel_params {
     enum forge_mkmodel_preset preset;
-    const char *type;   /* "f32", "f16", "q8_0", "q4_0" for 2-D weights */
-    uint64_t seed;      /* PRNG seed: same arguments, byte-identical file */
+    const char *type;       /* "f32", "f16", "q8_0", "q4_0" for 2-D weights */
+    uint64_t seed;          /* PRNG seed: same arguments, byte-identical file */
     const char *vocab_path; /* GGUF holding the tokenizer (ggml-vocab-llama-spm.gguf) */
     const char *out_path;
     /* Called with (done, total) tensors while writing data; may be NULL. */

@@ -121,8 +121,8 @@ const char *forge_page_error_reason(int err);
 /* One tensor's sample (forge_sample_tensor_pages). */
 struct forge_tensor_sample {
     uint32_t tensor_index;
-    int32_t mapping_index;      /* -1: no validated mapping range, nothing inspected */
-    uint64_t first_page;        /* the tensor's outward file page range [first, end) */
+    int32_t mapping_index; /* -1: no validated mapping range, nothing inspected */
+    uint64_t first_page;   /* the tensor's outward file page range [first, end) */
     uint64_t end_page;
     uint64_t inspected_pages;   /* pages written to states: min(range, RF_PAGE_WINDOW_PAGES) */
     uint64_t resident_pages;    /* of those, in the page cache */
@@ -153,16 +153,16 @@ int forge_sample_tensor_pages(struct forge_model *m, uint32_t tensor_index,
 
 /* Where a model's page-cache figures come from, and the whole file's page-cache figure. */
 struct forge_page_source {
-    bool mincore_trustworthy;   /* mincore reports real page-cache state for the file */
-    const char *mincore_reason; /* static text: why it is or is not */
+    bool mincore_trustworthy;             /* mincore reports real page-cache state for the file */
+    const char *mincore_reason;           /* static text: why it is or is not */
     char source[RF_RESIDENCY_SOURCE_MAX]; /* for rf_residency_params.source: "mincore", or
                                              "unknown: <reason>" */
-    uint64_t page_bytes;        /* kernel page size */
-    uint64_t file_pages;        /* ceil(file size / page_bytes) */
-    int file_cache_error;       /* 0: file_cached_pages holds the figure; else -ENOSYS
-                                   (cachestat needed and absent: Linux < 6.5), -EPERM
-                                   (refused), -ESTALE, ... */
-    uint64_t file_cached_pages; /* pages of the whole file in the page cache */
+    uint64_t page_bytes;                  /* kernel page size */
+    uint64_t file_pages;                  /* ceil(file size / page_bytes) */
+    int file_cache_error;                 /* 0: file_cached_pages holds the figure; else -ENOSYS
+                                             (cachestat needed and absent: Linux < 6.5), -EPERM
+                                             (refused), -ESTALE, ... */
+    uint64_t file_cached_pages;           /* pages of the whole file in the page cache */
     char file_cache_source[RF_RESIDENCY_SOURCE_MAX]; /* "mincore (mapped pages) + cachestat
                                    (N pages outside the mapping)", "mincore", "cachestat",
                                    or "unknown: <reason>" */
@@ -204,11 +204,11 @@ void forge_gguf_table_free(struct forge_gguf_table *t);
 
 /* What loading a GGUF file will cost, estimated from its header alone. */
 struct forge_gguf_estimate {
-    uint64_t file_size_bytes;        /* st_size */
+    uint64_t file_size_bytes;                    /* st_size */
     uint32_t n_layer, n_embd, n_head, n_head_kv; /* "<arch>.block_count", ...; 0: absent */
-    uint64_t repacked_bytes;         /* blk.* weights of a type llama.cpp repacks into
-                                        anonymous CPU_REPACK buffers on AVX2 (Q4_0, Q4_K,
-                                        IQ4_NL), bytes; 0 without use_extra_bufts or AVX2 */
+    uint64_t repacked_bytes;                     /* blk.* weights of a type llama.cpp repacks into
+                                                    anonymous CPU_REPACK buffers on AVX2 (Q4_0, Q4_K,
+                                                    IQ4_NL), bytes; 0 without use_extra_bufts or AVX2 */
     uint64_t file_working_set_bytes; /* the other weights, read from the mapping each token
                                         (token_embd.weight excluded: read by rows), bytes */
 };

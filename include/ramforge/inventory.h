@@ -59,9 +59,9 @@ struct rf_mapping_meta {
     uint64_t file_size_bytes;      /* st_size of the file */
     uint32_t dev_major, dev_minor; /* device of the file */
     uint64_t inode;
-    bool validated;             /* an r--s mapping with this dev+inode was found in maps */
-    uint64_t map_offset_bytes;  /* file offset of the first mapped byte (page aligned) */
-    uint64_t map_length_bytes;  /* bytes mapped from map_offset_bytes */
+    bool validated;            /* an r--s mapping with this dev+inode was found in maps */
+    uint64_t map_offset_bytes; /* file offset of the first mapped byte (page aligned) */
+    uint64_t map_length_bytes; /* bytes mapped from map_offset_bytes */
 };
 
 /* One tensor, as forge read it from GGUF metadata and the graph probe. */
@@ -99,14 +99,14 @@ struct rf_inventory_entry {
     struct rf_resource_key key;
     char name[RF_NAME_MAX];
     char type_name[16];
-    bool file_backed;             /* has a validated mapping range */
-    int32_t mapping_index;        /* -1 when none */
-    uint64_t mapping_size_bytes;  /* map_length_bytes of its mapping, 0 when none */
-    uint64_t file_offset_bytes;   /* absolute file offset */
-    uint64_t logical_bytes;       /* payload bytes */
-    uint64_t page_bytes;          /* page size used for the ranges */
-    struct rf_page_range pages;   /* outward page range in file pages */
-    uint64_t shared_page_bytes;   /* pages shared with other file-backed tensors, bytes */
+    bool file_backed;                  /* has a validated mapping range */
+    int32_t mapping_index;             /* -1 when none */
+    uint64_t mapping_size_bytes;       /* map_length_bytes of its mapping, 0 when none */
+    uint64_t file_offset_bytes;        /* absolute file offset */
+    uint64_t logical_bytes;            /* payload bytes */
+    uint64_t page_bytes;               /* page size used for the ranges */
+    struct rf_page_range pages;        /* outward page range in file pages */
+    uint64_t shared_page_bytes;        /* pages shared with other file-backed tensors, bytes */
     uint64_t unique_reclaimable_bytes; /* (range pages - shared pages) * page_bytes, estimate */
     enum rf_weight_access access;
     enum rf_eligibility eligibility;
@@ -116,9 +116,9 @@ struct rf_inventory_entry {
 struct rf_inventory_totals {
     uint64_t n_tensors;
     uint64_t n_file_backed;
-    uint64_t n_anonymous;    /* access == ANONYMOUS */
-    uint64_t n_eligible;     /* ELIGIBLE or ELIGIBLE_DEAD_FILE_PAGES */
-    uint64_t logical_bytes;  /* all tensors (checked sum: overflow fails the build) */
+    uint64_t n_anonymous;               /* access == ANONYMOUS */
+    uint64_t n_eligible;                /* ELIGIBLE or ELIGIBLE_DEAD_FILE_PAGES */
+    uint64_t logical_bytes;             /* all tensors (checked sum: overflow fails the build) */
     uint64_t file_backed_logical_bytes; /* tensors with a validated mapping range */
     uint64_t anonymous_logical_bytes;   /* tensors the graph reads from an anonymous copy */
     uint64_t mapped_virtual_bytes;      /* union of file-backed page ranges, bytes */
@@ -193,10 +193,10 @@ int rf_inventory_lookup(const struct rf_inventory *inv, struct rf_resource_key k
 int rf_inventory_rank(const struct rf_inventory *inv, const uint32_t *order, size_t n,
                       size_t **rank_out, uint32_t *bad_index, bool *named_twice);
 
-const char *rf_weight_access_name(enum rf_weight_access a);   /* "file_backed", ... */
-const char *rf_access_basis_name(enum rf_access_basis b);      /* "graph_probe", ... */
-const char *rf_eligibility_name(enum rf_eligibility e);       /* "eligible", ... */
-const char *rf_confidence_name(enum rf_confidence c);         /* "high", ... */
+const char *rf_weight_access_name(enum rf_weight_access a); /* "file_backed", ... */
+const char *rf_access_basis_name(enum rf_access_basis b);   /* "graph_probe", ... */
+const char *rf_eligibility_name(enum rf_eligibility e);     /* "eligible", ... */
+const char *rf_confidence_name(enum rf_confidence c);       /* "high", ... */
 
 #ifdef __cplusplus
 }

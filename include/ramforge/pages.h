@@ -105,7 +105,7 @@ struct rfsys_vma {
     uint64_t offset_bytes; /* file offset of start_addr */
     char perms[5];         /* "r--s", ... NUL-terminated */
     uint32_t dev_major, dev_minor;
-    uint64_t inode;        /* 0 for anonymous mappings */
+    uint64_t inode; /* 0 for anonymous mappings */
 };
 
 /*
@@ -134,18 +134,18 @@ enum rfsys_page_method {
  * observation. Page p of the file is byte p * page_bytes.
  */
 struct rfsys_file_pages {
-    int fd;                      /* owned; -1 once closed */
-    struct stat st;              /* fstat of fd when opened */
-    uint8_t *map;                /* the mapping; NULL for an empty file */
-    uint64_t map_bytes;          /* bytes mapped: st_size */
-    uint64_t page_bytes;         /* rfsys_page_bytes() */
-    uint64_t file_pages;         /* ceil(st_size / page_bytes) */
-    bool mincore_trustworthy;    /* rfsys_mincore_trustworthy answered 1 */
-    const char *mincore_reason;  /* static: why mincore is or is not trustworthy */
-    int cachestat_error;         /* 0: cachestat answers for this file; else its -errno */
+    int fd;                        /* owned; -1 once closed */
+    struct stat st;                /* fstat of fd when opened */
+    uint8_t *map;                  /* the mapping; NULL for an empty file */
+    uint64_t map_bytes;            /* bytes mapped: st_size */
+    uint64_t page_bytes;           /* rfsys_page_bytes() */
+    uint64_t file_pages;           /* ceil(st_size / page_bytes) */
+    bool mincore_trustworthy;      /* rfsys_mincore_trustworthy answered 1 */
+    const char *mincore_reason;    /* static: why mincore is or is not trustworthy */
+    int cachestat_error;           /* 0: cachestat answers for this file; else its -errno */
     enum rfsys_page_method method; /* mincore if trustworthy, else cachestat if it
                                       answers, else none */
-    uint64_t cachestat_calls;    /* cachestat calls made by sampling (cost figure) */
+    uint64_t cachestat_calls;      /* cachestat calls made by sampling (cost figure) */
 };
 
 /*

@@ -90,8 +90,8 @@ struct rf_plan_params {
     const uint32_t *profile_order;   /* access profile: tensor indices, coldest first;
                                         NULL: none; borrowed */
     size_t n_profile_order;          /* entries in profile_order */
-    bool dead_pages_only; /* select every RF_ELIGIBLE_DEAD_FILE_PAGES candidate and nothing
-                             else, whatever the target (the after-load boundary) */
+    bool dead_pages_only;   /* select every RF_ELIGIBLE_DEAD_FILE_PAGES candidate and nothing
+                               else, whatever the target (the after-load boundary) */
     const uint8_t *exclude; /* inv->n flags by entry position, nonzero: never select (already
                                released and not referenced since); their pages stay
                                protected; NULL: none. Borrowed. */
@@ -108,9 +108,9 @@ struct rf_plan {
     size_t n_candidates;        /* entries the profile could select from */
     uint32_t *selected;         /* tensor indices, in selection order; owned */
     size_t n_selected;
-    uint64_t selected_logical_bytes;  /* sum of the selected tensors' payloads */
-    struct rf_file_range *release; /* sorted by (mapping, first page), disjoint and
-                                         non-adjacent within a mapping; owned */
+    uint64_t selected_logical_bytes; /* sum of the selected tensors' payloads */
+    struct rf_file_range *release;   /* sorted by (mapping, first page), disjoint and
+                                           non-adjacent within a mapping; owned */
     size_t n_release;
     uint64_t release_pages;          /* pages in release */
     uint64_t release_bytes;          /* release_pages * page_bytes */

@@ -69,11 +69,11 @@ struct rf_residency_params {
     const uint32_t *targeted;   /* tensor indices of the plan's selection (any order, duplicates
                                    allowed); borrowed; NULL when n_targeted is 0 */
     size_t n_targeted;
-    rf_page_sampler_fn sample;  /* NULL: nothing is asked, every page unknown */
-    void *sample_ud;            /* passed to sample; borrowed */
-    const char *source;         /* copied into the snapshot: "mincore", "cachestat" or
-                                   "unknown: <reason>"; NULL: "unknown: no sampler" without a
-                                   sampler, "unspecified" with one */
+    rf_page_sampler_fn sample; /* NULL: nothing is asked, every page unknown */
+    void *sample_ud;           /* passed to sample; borrowed */
+    const char *source;        /* copied into the snapshot: "mincore", "cachestat" or
+                                  "unknown: <reason>"; NULL: "unknown: no sampler" without a
+                                  sampler, "unspecified" with one */
 };
 
 /* Budget RF_RESIDENCY_DEFAULT_BUDGET_PAGES, no targets, no sampler. */
@@ -99,7 +99,7 @@ struct rf_residency_resource {
     uint64_t unknown_pages;     /* range pages - resident - nonresident: past the budget or
                                    a failed call */
     enum rf_residency_sampled sampled;
-    bool targeted;              /* in the plan's selection */
+    bool targeted; /* in the plan's selection */
 };
 
 /* One population of unique (mapping, page) pairs. */
@@ -120,18 +120,18 @@ struct rf_residency_coverage {
     bool budget_exhausted;      /* some available page was not asked about for lack of budget */
     struct rf_residency_population targeted; /* pages of the targeted resources */
     struct rf_residency_population general;  /* all other file-backed pages */
-    uint64_t selected_resources;          /* targeted resources (distinct) */
-    uint64_t selected_fully_observed;     /* of those, RF_SAMPLED_FULL */
-    uint64_t selected_partially_observed; /* RF_SAMPLED_PARTIAL */
-    uint64_t selected_not_observed;       /* RF_SAMPLED_NONE or RF_SAMPLED_NO_PAGES */
-    bool sampling_complete; /* every available page of both populations is known */
+    uint64_t selected_resources;             /* targeted resources (distinct) */
+    uint64_t selected_fully_observed;        /* of those, RF_SAMPLED_FULL */
+    uint64_t selected_partially_observed;    /* RF_SAMPLED_PARTIAL */
+    uint64_t selected_not_observed;          /* RF_SAMPLED_NONE or RF_SAMPLED_NO_PAGES */
+    bool sampling_complete;                  /* every available page of both populations is known */
 };
 
 /* A point-in-time observation; it authorizes nothing (release stays the policy's). */
 struct rf_residency_snapshot {
-    uint64_t generation;                  /* inventory generation it was taken over */
-    uint64_t page_bytes;                  /* the inventory's page size */
-    char source[RF_RESIDENCY_SOURCE_MAX]; /* where the states came from */
+    uint64_t generation;                     /* inventory generation it was taken over */
+    uint64_t page_bytes;                     /* the inventory's page size */
+    char source[RF_RESIDENCY_SOURCE_MAX];    /* where the states came from */
     struct rf_residency_resource *resources; /* n, inventory order; owned */
     size_t n;
     struct rf_residency_coverage coverage;

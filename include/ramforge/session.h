@@ -77,8 +77,8 @@ struct rf_session_params {
     enum rf_admission_mode admission_mode; /* RF_ADMISSION_WARN (default): refuse only a
                                               charge over a hard limit; ENFORCE: also
                                               Unknown and thrashing; OFF: never refuse */
-    bool mlock_requested;       /* the model was loaded with mlock (admission notes a lock
-                                   that did not take) */
+    bool mlock_requested;        /* the model was loaded with mlock (admission notes a lock
+                                    that did not take) */
     uint64_t history_operations; /* operations whose samples, plans and applications the
                                     session keeps for its cumulative report; older ones are
                                     dropped when the next opens and counted in the report
@@ -269,12 +269,12 @@ struct rf_operation_output {
     size_t n_prompt;
     const int32_t *tokens; /* n_tokens generated ids; may be NULL */
     size_t n_tokens;
-    const char *text;  /* generated text; may be NULL */
-    uint32_t n_ctx;    /* context size used, tokens */
-    int32_t n_threads; /* threads used; 0: llama.cpp's default */
+    const char *text;                      /* generated text; may be NULL */
+    uint32_t n_ctx;                        /* context size used, tokens */
+    int32_t n_threads;                     /* threads used; 0: llama.cpp's default */
     uint64_t context_execution_generation; /* completed executions (decodes) of the
                                               operation's context; 0: not known */
-    uint32_t seed;     /* recorded */
+    uint32_t seed;                         /* recorded */
     /* timings, nanoseconds (0: not measured) */
     uint64_t context_init_ns, prompt_ns, ttft_ns, decode_ns, sync_ns, inference_ns;
     bool has_memory_breakdown; /* llama_get_memory_breakdown answered */

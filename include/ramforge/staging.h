@@ -50,19 +50,19 @@ struct rf_staging_plan {
     size_t n_skipped;      /* candidates with new pages, none selected (budget) */
     uint32_t *staged;      /* n_staged tensor indices, in staging order; owned */
     bool has_partial;
-    uint32_t partial_tensor_index;   /* the partial candidate; meaningful when has_partial */
-    uint64_t candidate_bytes;        /* sum of the candidates' page bytes (not a union) */
-    uint64_t candidate_union_bytes;  /* union of the candidates' page ranges, bytes */
-    uint64_t selected_pages;         /* pages in ranges: the union, <= budget_pages */
-    uint64_t selected_bytes;         /* selected_pages * page_bytes, <= budget_bytes */
-    uint64_t overlap_bytes_avoided;  /* per candidate, its page bytes an earlier selection
-                                        already covered; summed over candidates */
-    uint64_t skipped_bytes;          /* per candidate, its page bytes neither covered
-                                        earlier nor selected (the budget ran out); summed
-                                        over candidates, so a page two candidates miss
-                                        counts twice */
-    struct rf_file_range *ranges; /* sorted by (mapping, first page), disjoint and
-                                        non-adjacent within a mapping; owned */
+    uint32_t partial_tensor_index;  /* the partial candidate; meaningful when has_partial */
+    uint64_t candidate_bytes;       /* sum of the candidates' page bytes (not a union) */
+    uint64_t candidate_union_bytes; /* union of the candidates' page ranges, bytes */
+    uint64_t selected_pages;        /* pages in ranges: the union, <= budget_pages */
+    uint64_t selected_bytes;        /* selected_pages * page_bytes, <= budget_bytes */
+    uint64_t overlap_bytes_avoided; /* per candidate, its page bytes an earlier selection
+                                       already covered; summed over candidates */
+    uint64_t skipped_bytes;         /* per candidate, its page bytes neither covered
+                                       earlier nor selected (the budget ran out); summed
+                                       over candidates, so a page two candidates miss
+                                       counts twice */
+    struct rf_file_range *ranges;   /* sorted by (mapping, first page), disjoint and
+                                          non-adjacent within a mapping; owned */
     size_t n_ranges;
     char reason[256]; /* one line: what was selected and why, or why nothing was */
 };

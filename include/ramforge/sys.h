@@ -80,10 +80,10 @@ struct rfsys_mapping {
     char perms[5];         /* "r--s", "rw-p", ... NUL-terminated */
     uint32_t dev_major;    /* device of the backing file (hex in maps) */
     uint32_t dev_minor;
-    uint64_t inode;   /* 0 for anonymous mappings */
-    char *path;       /* owned by the enclosing rfsys_maps; NULL if anonymous */
-    bool deleted;     /* path ended in " (deleted)" */
-    bool has_smaps;   /* the fields below were read from smaps */
+    uint64_t inode;               /* 0 for anonymous mappings */
+    char *path;                   /* owned by the enclosing rfsys_maps; NULL if anonymous */
+    bool deleted;                 /* path ended in " (deleted)" */
+    bool has_smaps;               /* the fields below were read from smaps */
     uint64_t rss_bytes;           /* Rss */
     uint64_t pss_bytes;           /* Pss */
     uint64_t shared_clean_bytes;  /* Shared_Clean */
@@ -219,7 +219,7 @@ struct rfsys_cgroup_memory {
 
     bool has_high; /* v2 only; effective like the limit: lowest memory.high up to the mount */
     bool high_unlimited;
-    uint64_t high_bytes; /* v2 memory.high, bytes; 0 when unlimited */
+    uint64_t high_bytes;   /* v2 memory.high, bytes; 0 when unlimited */
     char high_source[600]; /* the memory.high that gave high_bytes; "" when has_high is false */
     bool high_inherited;   /* high_source is an ancestor's memory.high */
 
@@ -258,8 +258,7 @@ struct rfsys_cgroup_memory {
  * -ENAMETOOLONG when dir would not fit. Unknown memory.events keys are
  * ignored. On error *out is all zero (version NONE).
  */
-int rfsys_read_cgroup_memory(const char *sysroot, const char *pid,
-                             struct rfsys_cgroup_memory *out);
+int rfsys_read_cgroup_memory(const char *sysroot, const char *pid, struct rfsys_cgroup_memory *out);
 
 /*
  * The memory cgroup of a process and every ancestor up to the root of its

@@ -26,16 +26,16 @@ enum rf_timer {
     RF_TIMER_PROFILE_LOAD,   /* reading a persisted access profile */
     RF_TIMER_HISTORY_LOAD,   /* reading prediction history */
     RF_TIMER_PREDICTION,
-    RF_TIMER_PLANNING,       /* inventory build and policy plan */
-    RF_TIMER_STAGING,        /* prefetch hints before inference */
-    RF_TIMER_OBSERVATION,    /* access probe, smaps/status/cgroup reads */
-    RF_TIMER_CONTEXT_INIT,   /* llama_init_from_model for the session */
-    RF_TIMER_INFERENCE,      /* prompt processing start to the last token */
-    RF_TIMER_PROMPT,         /* the prompt's llama_decode */
-    RF_TIMER_DECODE,         /* first sampled token to the last */
-    RF_TIMER_SYNCHRONIZATION,/* explicit llama_synchronize, summed over calls */
-    RF_TIMER_TTFT,           /* inference start to the first sampled token */
-    RF_TIMER_END_TO_END,     /* command entry to the end of the work */
+    RF_TIMER_PLANNING,        /* inventory build and policy plan */
+    RF_TIMER_STAGING,         /* prefetch hints before inference */
+    RF_TIMER_OBSERVATION,     /* access probe, smaps/status/cgroup reads */
+    RF_TIMER_CONTEXT_INIT,    /* llama_init_from_model for the session */
+    RF_TIMER_INFERENCE,       /* prompt processing start to the last token */
+    RF_TIMER_PROMPT,          /* the prompt's llama_decode */
+    RF_TIMER_DECODE,          /* first sampled token to the last */
+    RF_TIMER_SYNCHRONIZATION, /* explicit llama_synchronize, summed over calls */
+    RF_TIMER_TTFT,            /* inference start to the first sampled token */
+    RF_TIMER_END_TO_END,      /* command entry to the end of the work */
     RF_TIMER_N
 };
 

@@ -200,7 +200,8 @@ uint64_t rf_interval_set_overlap_pages(const struct rf_interval_set *s, struct r
 
     if (r.end_page <= r.first_page)
         return 0;
-    for (i = rf_interval_set_first_end_above(s, r.first_page); i < s->n && s->v[i].first_page < r.end_page; i++)
+    for (i = rf_interval_set_first_end_above(s, r.first_page);
+         i < s->n && s->v[i].first_page < r.end_page; i++)
         pages += rf_page_range_pages(rf_page_range_intersect(s->v[i], r));
     return pages;
 }

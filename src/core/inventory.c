@@ -148,8 +148,8 @@ static int classify(const struct rf_tensor_meta *t, const struct rf_mapping_meta
     e->mapping_index = -1;
 
     if (t->mapping_index >= 0 && mappings[t->mapping_index].validated &&
-        range_inside(&mappings[t->mapping_index], map_ends[t->mapping_index],
-                     t->file_offset_bytes, t->logical_bytes))
+        range_inside(&mappings[t->mapping_index], map_ends[t->mapping_index], t->file_offset_bytes,
+                     t->logical_bytes))
         m = &mappings[t->mapping_index];
 
     if (!m) {
@@ -305,8 +305,7 @@ int rf_inventory_build(const struct rf_tensor_meta *tensors, size_t n,
             rc = -EINVAL;
             goto out;
         }
-        rc = classify(&tensors[i], inv.mappings, map_ends, page_bytes, generation,
-                      &inv.entries[i]);
+        rc = classify(&tensors[i], inv.mappings, map_ends, page_bytes, generation, &inv.entries[i]);
         if (rc < 0)
             goto out;
     }
@@ -402,8 +401,8 @@ int rf_inventory_lookup(const struct rf_inventory *inv, struct rf_resource_key k
     if (key.generation != inv->generation)
         return -RF_ESTALE;
     /* Fast path: indices 0..n-1 in order put entry i at position i. */
-    if (key.tensor_index < inv->n && inv->entries[key.tensor_index].key.tensor_index ==
-                                         key.tensor_index) {
+    if (key.tensor_index < inv->n &&
+        inv->entries[key.tensor_index].key.tensor_index == key.tensor_index) {
         *out = &inv->entries[key.tensor_index];
         return 0;
     }
@@ -501,7 +500,8 @@ int rf_inventory_rank(const struct rf_inventory *inv, const uint32_t *order, siz
         struct rf_resource_key key = {inv->generation, order[i]};
         const struct rf_inventory_entry *e;
 
-        if (rf_inventory_lookup(inv, key, &e) < 0 || rank[e - inv->entries] != RF_INVENTORY_NO_RANK) {
+        if (rf_inventory_lookup(inv, key, &e) < 0 ||
+            rank[e - inv->entries] != RF_INVENTORY_NO_RANK) {
             *bad_index = order[i];
             *named_twice = rf_inventory_lookup(inv, key, &e) == 0;
             free(rank);

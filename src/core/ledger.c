@@ -81,8 +81,7 @@ int rf_ledger_set(struct rf_ledger *l, enum rf_ledger_category c, uint64_t value
 {
     struct rf_ledger_entry *e;
 
-    if (!l || !category_valid(c) || !provenance_valid(provenance) ||
-        provenance == RF_PROV_UNKNOWN)
+    if (!l || !category_valid(c) || !provenance_valid(provenance) || provenance == RF_PROV_UNKNOWN)
         return -EINVAL;
     e = &l->entries[c];
     e->category = c;
@@ -176,8 +175,7 @@ static struct rf_recon_value recon_from_u64(bool has, uint64_t v)
     return r;
 }
 
-static struct rf_recon_value recon_from_entry(const struct rf_ledger *l,
-                                              enum rf_ledger_category c)
+static struct rf_recon_value recon_from_entry(const struct rf_ledger *l, enum rf_ledger_category c)
 {
     if (!l)
         return recon_from_u64(false, 0);

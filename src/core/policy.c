@@ -270,8 +270,7 @@ static int segs_emit(const struct segs *s, struct rf_plan *plan, uint64_t *prote
     if (!plan->release)
         return -ENOMEM;
     for (k = 0; k + 1 < s->n_pt; k++) {
-        struct rf_file_range *last =
-            plan->n_release ? &plan->release[plan->n_release - 1] : NULL;
+        struct rf_file_range *last = plan->n_release ? &plan->release[plan->n_release - 1] : NULL;
 
         if (!(s->sel[k] > 0 && s->sel[k] == s->cover[k]))
             continue;

@@ -19,8 +19,8 @@
  * The sampler is therefore called at most once per (mapping, page), and
  * only inside some resource's range.
  */
-#include "core/report_json.h"
 #include "ramforge/residency.h"
+#include "core/report_json.h"
 
 #include <errno.h>
 #include <stdio.h>

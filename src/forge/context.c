@@ -110,7 +110,8 @@ void forge_context_free(struct forge_context *fc)
     free(fc);
 }
 
-void forge_context_lifetime_state(const struct forge_context *fc, struct forge_context_lifetime *out)
+void forge_context_lifetime_state(const struct forge_context *fc,
+                                  struct forge_context_lifetime *out)
 {
     out->in_flight = fc->in_flight;
     out->execution_generation = fc->execution_generation;

@@ -19,7 +19,7 @@ struct name_index;
 struct forge_model {
     uint64_t instance_id;
     struct llama_model *model;
-    bool borrowed;                  /* the application's model: never freed here */
+    bool borrowed; /* the application's model: never freed here */
     struct forge_model_info info;
     struct rf_tensor_meta *tensors; /* n_tensors, GGUF order */
     size_t n_tensors;
@@ -51,7 +51,8 @@ int forge_context_open(struct forge_model *m, const struct llama_context_params 
 #ifdef __cplusplus
 extern "C"
 #endif
-int forge_memory_breakdown(const struct llama_context *ctx, uint64_t *context_bytes,
+    int
+    forge_memory_breakdown(const struct llama_context *ctx, uint64_t *context_bytes,
                            uint64_t *compute_bytes);
 
 /*
@@ -63,7 +64,8 @@ int forge_memory_breakdown(const struct llama_context *ctx, uint64_t *context_by
 #ifdef __cplusplus
 extern "C"
 #endif
-int forge_model_tensor_map(const struct llama_model *model,
+    int
+    forge_model_tensor_map(const struct llama_model *model,
                            void (*fn)(void *ud, const struct ggml_tensor *t), void *ud);
 
 /* What forge_advise_ranges does with each validated range. */

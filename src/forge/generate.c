@@ -30,8 +30,8 @@ void forge_generate_result_free(struct forge_generate_result *r)
 }
 
 /* Appends the piece of token id (also in buf, n bytes) to the growing text buffer. */
-static int append_piece(const struct llama_vocab *vocab, llama_token id, char **text,
-                        size_t *len, size_t *cap, char buf[256], int *n_out)
+static int append_piece(const struct llama_vocab *vocab, llama_token id, char **text, size_t *len,
+                        size_t *cap, char buf[256], int *n_out)
 {
     int n = llama_token_to_piece(vocab, id, buf, 256, 0, true);
     if (n < 0)
@@ -157,7 +157,8 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     memset(out, 0, sizeof(*out));
     bool empty = p->prompt_tokens ? p->n_prompt_tokens == 0 : !p->prompt || !*p->prompt;
     if (empty || p->n_predict < 1) {
-        snprintf(err, FORGE_ERR_MAX, "%s", empty ? "the prompt is empty" : "n_predict must be >= 1");
+        snprintf(err, FORGE_ERR_MAX, "%s",
+                 empty ? "the prompt is empty" : "n_predict must be >= 1");
         return -EINVAL;
     }
     int32_t n_prompt;
@@ -205,8 +206,9 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     if (p->observer)
         forge_observer_context_params(p->observer, &cp); /* else: no cb_eval at all */
     if (cp.n_ctx < need) {
-        snprintf(err, FORGE_ERR_MAX, "context size %u is too small for %d prompt + %d generated tokens",
-                 cp.n_ctx, n_prompt, p->n_predict);
+        snprintf(err, FORGE_ERR_MAX,
+                 "context size %u is too small for %d prompt + %d generated tokens", cp.n_ctx,
+                 n_prompt, p->n_predict);
         rc = -EINVAL;
         goto out;
     }

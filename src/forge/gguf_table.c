@@ -113,10 +113,12 @@ int forge_gguf_estimate(const char *path, bool use_extra_bufts, struct forge_ggu
         const char *name = gguf_get_tensor_name(g, i);
         uint64_t bytes = gguf_get_tensor_size(g, i);
         /* Layer matrices of a repacked type are copied; token_embd is read by rows. */
-        bool copied = repack && strncmp(name, "blk.", 4) == 0 &&
-                      repacked_type(gguf_get_tensor_type(g, i));
+        bool copied =
+            repack && strncmp(name, "blk.", 4) == 0 && repacked_type(gguf_get_tensor_type(g, i));
         bool rows_only = strcmp(name, "token_embd.weight") == 0;
-        uint64_t *sum = copied ? &out->repacked_bytes : rows_only ? NULL : &out->file_working_set_bytes;
+        uint64_t *sum = copied      ? &out->repacked_bytes
+                        : rows_only ? NULL
+                                    : &out->file_working_set_bytes;
         if (sum && __builtin_add_overflow(*sum, bytes, sum)) {
             snprintf(err, FORGE_ERR_MAX, "%s: tensor sizes overflow", path);
             gguf_free(g);

@@ -85,9 +85,9 @@ static uint64_t fnv1a(const char *s)
 static bool is_standard(const char *name)
 {
     static const char *suffixes[] = {
-        "attn_norm.weight", "attn_q.weight",   "attn_k.weight",   "attn_v.weight",
-        "attn_output.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_down.weight",
-        "ffn_up.weight",
+        "attn_norm.weight", "attn_q.weight",      "attn_k.weight",
+        "attn_v.weight",    "attn_output.weight", "ffn_norm.weight",
+        "ffn_gate.weight",  "ffn_down.weight",    "ffn_up.weight",
     };
     if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output_norm.weight") ||
         !strcmp(name, "output.weight"))
@@ -354,7 +354,7 @@ int forge_mkmodel(const struct forge_mkmodel_params *p, char err[FORGE_ERR_MAX])
     add_tensor(g, "output_norm.weight", GGML_TYPE_F32);
     add_tensor(g, "output.weight", fs.wtype);
     for (uint32_t il = 0; il < s->n_layer; il++) {
-        static const char *w2d[] = {"attn_q", "attn_k", "attn_v", "attn_output",
+        static const char *w2d[] = {"attn_q",   "attn_k",   "attn_v", "attn_output",
                                     "ffn_gate", "ffn_down", "ffn_up"};
         char tn[GGML_MAX_NAME];
         snprintf(tn, sizeof(tn), "blk.%u.attn_norm.weight", il);

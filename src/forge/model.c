@@ -150,7 +150,8 @@ static struct rf_tensor_meta *weight_of(struct forge_model *m, const struct ggml
 {
     while (src->view_src)
         src = src->view_src;
-    if (!src->buffer || ggml_backend_buffer_get_usage(src->buffer) != GGML_BACKEND_BUFFER_USAGE_WEIGHTS)
+    if (!src->buffer ||
+        ggml_backend_buffer_get_usage(src->buffer) != GGML_BACKEND_BUFFER_USAGE_WEIGHTS)
         return NULL;
     struct name_index key = {.name = src->name};
     struct name_index *hit =
@@ -336,8 +337,8 @@ static int model_open(const char *path, struct llama_model *borrowed,
         m->model = llama_model_load_from_file(path, mp);
     }
     if (!m->model) {
-        snprintf(err, FORGE_ERR_MAX, "%s: llama.cpp could not load the model (rerun with --verbose)",
-                 path);
+        snprintf(err, FORGE_ERR_MAX,
+                 "%s: llama.cpp could not load the model (rerun with --verbose)", path);
         rc = -RF_EBADMODEL;
         goto fail;
     }

@@ -35,8 +35,7 @@ struct rf_session_native {
     void (*sample)(void *ud, const char *label, enum rf_measure_mapping what,
                    struct rf_residency_sample *out, struct rfsys_cgroup_memory *cg);
     /* Re-reads only the mapping figures of *out (rf_measure_sample_mapping). */
-    void (*sample_mapping)(void *ud, enum rf_measure_mapping what,
-                           struct rf_residency_sample *out);
+    void (*sample_mapping)(void *ud, enum rf_measure_mapping what, struct rf_residency_sample *out);
     /* forge_model_release's contract. */
     int (*release)(void *ud, const struct rf_file_range *ranges, size_t n,
                    enum forge_release_mode mode, struct forge_release_result *out, int *errs);
@@ -102,9 +101,9 @@ struct session_op {
     struct rf_timing timing;
     struct rf_admission_result admission;
     struct rf_admission_result *before_load; /* owned copy of the pre-load decision; NULL */
-    struct rfsys_cgroup_tree tree_before; /* cgroup counters when the operation opened */
+    struct rfsys_cgroup_tree tree_before;    /* cgroup counters when the operation opened */
     bool has_tree_before;
-    struct rf_cgroup_verdict verdict;     /* the kernel's verdict over the operation */
+    struct rf_cgroup_verdict verdict; /* the kernel's verdict over the operation */
     struct rf_staging_plan staging;
     struct rf_dispatch_summary dispatch;
     struct rf_residency_snapshot snapshot;
@@ -130,19 +129,19 @@ struct rf_session {
     struct rf_inventory inv;
     struct rf_lifetime lt;
     struct rf_binding binding;
-    uint8_t *exclude;              /* inv.n: not ReleaseEligible now */
-    struct rfsys_cgroup_memory cg; /* cgroup figures of the last sample */
-    uint32_t leases;               /* leases held through the session */
+    uint8_t *exclude;                         /* inv.n: not ReleaseEligible now */
+    struct rfsys_cgroup_memory cg;            /* cgroup figures of the last sample */
+    uint32_t leases;                          /* leases held through the session */
     const struct rfsys_cgroup_tree *baseline; /* the first operation's verdict baseline,
                                                  read before the load; NULL after use */
     /* Where each retained operation's samples and applications start (history cap). */
     struct session_op_start {
         size_t first_sample, first_app;
-    } *op_starts;
+    } * op_starts;
     size_t n_op_starts, cap_op_starts;
     uint64_t operations_dropped; /* operations whose samples and plans the cap dropped */
-    uint64_t walked_generation;    /* native execution generation the lifetimes walked */
-    uint64_t invalidated;          /* resources of older generations made Invalidated */
+    uint64_t walked_generation;  /* native execution generation the lifetimes walked */
+    uint64_t invalidated;        /* resources of older generations made Invalidated */
 
     struct rf_residency_sample *samples;
     size_t n_samples, cap_samples;

@@ -74,9 +74,9 @@ int rfsys__cgroup_join(char *buf, size_t size, const char *dir, const char *name
  * -EBADMSG for another text (also a number above 64 bits), those of
  * rfsys_slurp, -ENAMETOOLONG.
  */
-int rfsys__cgroup_read_value(const char *sysroot, const char *dir, const char *name,
-                             bool allow_max, bool *found, bool *is_max, uint64_t *value,
-                             char *source, size_t source_size);
+int rfsys__cgroup_read_value(const char *sysroot, const char *dir, const char *name, bool allow_max,
+                             bool *found, bool *is_max, uint64_t *value, char *source,
+                             size_t source_size);
 
 /* One key of a flat-keyed cgroup file and where its value goes. */
 struct rfsys__keyed {

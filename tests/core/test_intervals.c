@@ -13,14 +13,13 @@
 #include <errno.h>
 #include <string.h>
 
-#include "test_util.h"
 #include "ramforge/intervals.h"
+#include "test_util.h"
 
 #define N_CASES 2000
-#define N_PAGES 200    /* the model's universe: pages [0, N_PAGES) */
+#define N_PAGES 200 /* the model's universe: pages [0, N_PAGES) */
 #define MAX_PAGE_BYTES 64
 #define N_BYTES (N_PAGES * MAX_PAGE_BYTES)
-
 
 static struct rf_page_range random_range(void)
 {
@@ -295,9 +294,8 @@ static void test_set_edges(void **state)
 
     /* Many disjoint adds force the array to grow (run under ASan/valgrind). */
     for (uint64_t i = 0; i < 1000; i++)
-        assert_int_equal(rf_interval_set_add(&s, (struct rf_page_range){3 * (999 - i),
-                                                                        3 * (999 - i) + 1}),
-                         0);
+        assert_int_equal(
+            rf_interval_set_add(&s, (struct rf_page_range){3 * (999 - i), 3 * (999 - i) + 1}), 0);
     assert_int_equal(s.n, 1000);
     assert_int_equal(rf_interval_set_pages(&s), 1000);
     rf_interval_set_free(&s);
@@ -339,8 +337,8 @@ static void test_multi_covered_random(void **state)
 static void test_multi_covered_edges(void **state)
 {
     struct rf_interval_set out = {0};
-    const struct rf_page_range r[] = {{0, 10}, {10, 20}, {5, 15}, {30, 30}, {30, 30}, {40, 41},
-                                      {40, 41}, {40, 41}};
+    const struct rf_page_range r[] = {{0, 10},  {10, 20}, {5, 15},  {30, 30},
+                                      {30, 30}, {40, 41}, {40, 41}, {40, 41}};
 
     (void)state;
     assert_int_equal(rf_interval_multi_covered(NULL, 0, &out), 0);
@@ -360,9 +358,12 @@ static void test_multi_covered_edges(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_outward_inward_random), cmocka_unit_test(test_range_edges),
-        cmocka_unit_test(test_intersect_random),      cmocka_unit_test(test_set_random),
-        cmocka_unit_test(test_set_edges),             cmocka_unit_test(test_multi_covered_random),
+        cmocka_unit_test(test_outward_inward_random),
+        cmocka_unit_test(test_range_edges),
+        cmocka_unit_test(test_intersect_random),
+        cmocka_unit_test(test_set_random),
+        cmocka_unit_test(test_set_edges),
+        cmocka_unit_test(test_multi_covered_random),
         cmocka_unit_test(test_multi_covered_edges),
     };
 

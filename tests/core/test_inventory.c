@@ -15,14 +15,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "test_util.h"
 #include "ramforge/error.h"
 #include "ramforge/inventory.h"
+#include "test_util.h"
 
 #define PAGE 4096
 
-static struct rf_tensor_meta tensor(uint32_t index, const char *name, int32_t mapping,
-                                    uint64_t off, uint64_t len, enum rf_weight_access access)
+static struct rf_tensor_meta tensor(uint32_t index, const char *name, int32_t mapping, uint64_t off,
+                                    uint64_t len, enum rf_weight_access access)
 {
     struct rf_tensor_meta t;
 
@@ -378,7 +378,6 @@ static void test_names(void **state)
 #define MAX_T 30
 #define MAX_M 3
 
-
 /* Byte-by-byte: is every byte of the tensor inside the fragment and the file? */
 static bool naive_inside(const struct rf_tensor_meta *t, const struct rf_mapping_meta *m)
 {
@@ -488,9 +487,8 @@ static void test_random_inventories(void **state)
             uint64_t pages = 0, shared = 0;
             int64_t first = -1, last = -1;
 
-            assert_int_equal(rf_inventory_lookup(&inv, (struct rf_resource_key){c + 1, perm[i]},
-                                                 &e),
-                             0);
+            assert_int_equal(
+                rf_inventory_lookup(&inv, (struct rf_resource_key){c + 1, perm[i]}, &e), 0);
             assert_ptr_equal(e, &inv.entries[perm[i]]); /* sorted by native index */
             assert_string_equal(e->name, t[i].name);
             assert_int_equal(e->file_backed, fb[i]);
@@ -508,8 +506,7 @@ static void test_random_inventories(void **state)
                     el = RF_INELIGIBLE_UNREFERENCED;
                 else
                     el = RF_INELIGIBLE_UNKNOWN_ACCESS;
-                conf = t[i].access == RF_ACCESS_UNKNOWN ? RF_CONFIDENCE_MEDIUM
-                                                        : RF_CONFIDENCE_HIGH;
+                conf = t[i].access == RF_ACCESS_UNKNOWN ? RF_CONFIDENCE_MEDIUM : RF_CONFIDENCE_HIGH;
             }
             assert_int_equal(e->eligibility, el);
             assert_int_equal(e->confidence, conf);
@@ -524,8 +521,7 @@ static void test_random_inventories(void **state)
                     shared += count[t[i].mapping_index][p] >= 2;
                 }
                 assert_int_equal(e->mapping_index, t[i].mapping_index);
-                assert_int_equal(e->mapping_size_bytes,
-                                 maps[t[i].mapping_index].map_length_bytes);
+                assert_int_equal(e->mapping_size_bytes, maps[t[i].mapping_index].map_length_bytes);
                 if (pages) {
                     assert_int_equal(e->pages.first_page, (uint64_t)first);
                     assert_int_equal(e->pages.end_page, (uint64_t)last + 1);

@@ -46,7 +46,7 @@ static void test_init_defaults(void **state)
             assert_string_equal(e->note, "not measured");
     }
     assert_null(rf_ledger_category_name(RF_LEDGER_N_CATEGORIES));
-    assert_null(rf_ledger_category_name((enum rf_ledger_category)-1));
+    assert_null(rf_ledger_category_name((enum rf_ledger_category) - 1));
 }
 
 static void test_provenance_names(void **state)
@@ -85,9 +85,8 @@ static void test_set_and_unknown(void **state)
     assert_int_equal(l.entries[RF_LEDGER_STAGING_ACCEPTED].value_bytes, 0);
     assert_string_equal(l.entries[RF_LEDGER_STAGING_ACCEPTED].note, "nothing accepted");
 
-    assert_int_equal(rf_ledger_set_unknown(&l, RF_LEDGER_PROCESS_RSS, "/proc/self/status",
-                                           "VmRSS missing"),
-                     0);
+    assert_int_equal(
+        rf_ledger_set_unknown(&l, RF_LEDGER_PROCESS_RSS, "/proc/self/status", "VmRSS missing"), 0);
     assert_false(l.entries[RF_LEDGER_PROCESS_RSS].has_value);
     assert_int_equal(l.entries[RF_LEDGER_PROCESS_RSS].provenance, RF_PROV_UNKNOWN);
     assert_string_equal(l.entries[RF_LEDGER_PROCESS_RSS].note, "VmRSS missing");
@@ -97,17 +96,16 @@ static void test_set_and_unknown(void **state)
                      -EINVAL);
     assert_int_equal(rf_ledger_set(&l, RF_LEDGER_N_CATEGORIES, 1, RF_PROV_ESTIMATED, "x", NULL),
                      -EINVAL);
-    assert_int_equal(
-        rf_ledger_set(&l, RF_LEDGER_PROCESS_RSS, 1, (enum rf_provenance)99, "x", NULL), -EINVAL);
-    assert_int_equal(rf_ledger_set_unknown(&l, (enum rf_ledger_category)-1, "x", "y"), -EINVAL);
+    assert_int_equal(rf_ledger_set(&l, RF_LEDGER_PROCESS_RSS, 1, (enum rf_provenance)99, "x", NULL),
+                     -EINVAL);
+    assert_int_equal(rf_ledger_set_unknown(&l, (enum rf_ledger_category) - 1, "x", "y"), -EINVAL);
     assert_false(l.entries[RF_LEDGER_PROCESS_RSS].has_value); /* failed set changed nothing */
 
     /* Long strings are truncated, NUL-terminated. */
     memset(long_src, 'x', sizeof(long_src) - 1);
     long_src[sizeof(long_src) - 1] = '\0';
-    assert_int_equal(rf_ledger_set(&l, RF_LEDGER_MAPPING_PSS, 7, RF_PROV_EXACT_MEASURED, long_src,
-                                   long_src),
-                     0);
+    assert_int_equal(
+        rf_ledger_set(&l, RF_LEDGER_MAPPING_PSS, 7, RF_PROV_EXACT_MEASURED, long_src, long_src), 0);
     assert_int_equal(strlen(l.entries[RF_LEDGER_MAPPING_PSS].source), RF_LEDGER_SOURCE_MAX - 1);
     assert_int_equal(strlen(l.entries[RF_LEDGER_MAPPING_PSS].note), RF_LEDGER_NOTE_MAX - 1);
 }
@@ -126,12 +124,12 @@ static void test_checked_total(void **state)
 
     (void)state;
     rf_ledger_init(&l);
-    assert_int_equal(rf_ledger_set(&l, RF_LEDGER_FILE_BACKED_LOGICAL, 1000,
-                                   RF_PROV_NATIVE_LOGICAL, "gguf", NULL),
+    assert_int_equal(rf_ledger_set(&l, RF_LEDGER_FILE_BACKED_LOGICAL, 1000, RF_PROV_NATIVE_LOGICAL,
+                                   "gguf", NULL),
                      0);
-    assert_int_equal(rf_ledger_set(&l, RF_LEDGER_ANONYMOUS_WEIGHTS, 234, RF_PROV_NATIVE_LOGICAL,
-                                   "repack", NULL),
-                     0);
+    assert_int_equal(
+        rf_ledger_set(&l, RF_LEDGER_ANONYMOUS_WEIGHTS, 234, RF_PROV_NATIVE_LOGICAL, "repack", NULL),
+        0);
     assert_int_equal(rf_ledger_checked_total(&l, two, 2, &sum), 0);
     assert_int_equal(sum, 1234);
     assert_int_equal(rf_ledger_checked_total(&l, twice, 2, &sum), 0);
@@ -149,9 +147,9 @@ static void test_checked_total(void **state)
     assert_int_equal(rf_ledger_set(&l, RF_LEDGER_FILE_BACKED_LOGICAL, UINT64_MAX,
                                    RF_PROV_NATIVE_LOGICAL, "gguf", NULL),
                      0);
-    assert_int_equal(rf_ledger_set(&l, RF_LEDGER_ANONYMOUS_WEIGHTS, 1, RF_PROV_NATIVE_LOGICAL,
-                                   "repack", NULL),
-                     0);
+    assert_int_equal(
+        rf_ledger_set(&l, RF_LEDGER_ANONYMOUS_WEIGHTS, 1, RF_PROV_NATIVE_LOGICAL, "repack", NULL),
+        0);
     assert_int_equal(rf_ledger_checked_total(&l, two, 2, &sum), -EOVERFLOW);
     assert_int_equal(sum, 77);
     assert_int_equal(rf_ledger_checked_total(&l, two, 1, &sum), 0);
@@ -192,8 +190,8 @@ static void test_reconcile(void **state)
     /* Both present: 500 MiB - 300 MiB; cgroup below RSS gives a negative figure. */
     rf_ledger_set(&l, RF_LEDGER_FILE_BACKED_RESIDENT, 300 << 20, RF_PROV_EXACT_MEASURED, "smaps",
                   NULL);
-    rf_ledger_set(&l, RF_LEDGER_CGROUP_CURRENT, 450 << 20, RF_PROV_EXACT_MEASURED,
-                  "memory.current", NULL);
+    rf_ledger_set(&l, RF_LEDGER_CGROUP_CURRENT, 450 << 20, RF_PROV_EXACT_MEASURED, "memory.current",
+                  NULL);
     rf_ledger_set(&l, RF_LEDGER_CGROUP_PEAK, 900 << 20, RF_PROV_EXACT_MEASURED, "memory.peak",
                   NULL);
     rf_ledger_reconcile(&l, true, 4096, &r);
@@ -214,11 +212,10 @@ static void test_reconcile(void **state)
     assert_recon(r.mapped_resident_bytes, true, 300 << 20);
 
     /* INT64_MAX itself fits; INT64_MAX - 0 and 0 - INT64_MAX both fit too. */
-    rf_ledger_set(&l, RF_LEDGER_PROCESS_RSS, (uint64_t)INT64_MAX, RF_PROV_EXACT_MEASURED,
-                  "status", NULL);
-    rf_ledger_set(&l, RF_LEDGER_FILE_BACKED_RESIDENT, 0, RF_PROV_EXACT_MEASURED, "smaps", NULL);
-    rf_ledger_set(&l, RF_LEDGER_CGROUP_CURRENT, 0, RF_PROV_EXACT_MEASURED, "memory.current",
+    rf_ledger_set(&l, RF_LEDGER_PROCESS_RSS, (uint64_t)INT64_MAX, RF_PROV_EXACT_MEASURED, "status",
                   NULL);
+    rf_ledger_set(&l, RF_LEDGER_FILE_BACKED_RESIDENT, 0, RF_PROV_EXACT_MEASURED, "smaps", NULL);
+    rf_ledger_set(&l, RF_LEDGER_CGROUP_CURRENT, 0, RF_PROV_EXACT_MEASURED, "memory.current", NULL);
     rf_ledger_reconcile(&l, false, 0, &r);
     assert_recon(r.rss_minus_mapping_resident_bytes, true, INT64_MAX);
     assert_recon(r.cgroup_current_minus_rss_bytes, true, -INT64_MAX);
@@ -233,7 +230,7 @@ static void test_reconcile(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_init_defaults), cmocka_unit_test(test_provenance_names),
+        cmocka_unit_test(test_init_defaults),   cmocka_unit_test(test_provenance_names),
         cmocka_unit_test(test_set_and_unknown), cmocka_unit_test(test_checked_total),
         cmocka_unit_test(test_reconcile),
     };

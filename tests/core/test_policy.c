@@ -16,16 +16,15 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "test_util.h"
 #include "ramforge/error.h"
 #include "ramforge/inventory.h"
 #include "ramforge/policy.h"
+#include "test_util.h"
 
 #define PAGE 4096
 #define MiB (1024ULL * 1024)
 
 /* ---- helpers ----------------------------------------------------------- */
-
 
 static struct rf_plan_params params(enum rf_policy_profile profile)
 {
@@ -666,7 +665,8 @@ static void test_deterministic(void **state)
     (void)state;
     /* Twelve one-page tensors of equal size: ties break by tensor index. */
     for (i = 0; i < 12; i++)
-        t[i] = fixture_tensor((uint32_t)(11 - i), 0, (11 - i) * 2 * PAGE, PAGE, RF_ACCESS_FILE_BACKED);
+        t[i] =
+            fixture_tensor((uint32_t)(11 - i), 0, (11 - i) * 2 * PAGE, PAGE, RF_ACCESS_FILE_BACKED);
     rf_inventory_init(&inv);
     assert_int_equal(rf_inventory_build(t, 12, &m, 1, PAGE, 1, &inv), 0);
     rf_plan_init(&a);
@@ -823,7 +823,6 @@ static void test_two_mappings(void **state)
 #define MAX_T 40
 #define MAX_M 2
 
-
 /*
  * Per case: page size 2^(0..6) bytes (so tensors share pages often), 1-2
  * mappings, up to 40 tensors packed in file order per mapping with random
@@ -880,7 +879,7 @@ static void test_random_plans(void **state)
             }
             cursor[m] = off + len;
             t[i] = fixture_tensor((uint32_t)i, rng_below(12) == 0 ? -1 : (int32_t)m, off, len,
-                          (enum rf_weight_access)rng_below(4));
+                                  (enum rf_weight_access)rng_below(4));
             if (rng_below(3) == 0)
                 t[i].access = RF_ACCESS_FILE_BACKED;
         }

@@ -43,11 +43,25 @@
 #define PAGE 4096
 
 static const char *const top_keys[] = {
-    "schema_version", "kind",     "operation",        "ramforge_version", "llama_cpp_version",
-    "model",          "policy",   "admission",        "plan",
-    "ledger",         "staging",  "application",      "native",
-    "lifetime",       "profile",  "residency",        "timing",
-    "output",         "warnings",
+    "schema_version",
+    "kind",
+    "operation",
+    "ramforge_version",
+    "llama_cpp_version",
+    "model",
+    "policy",
+    "admission",
+    "plan",
+    "ledger",
+    "staging",
+    "application",
+    "native",
+    "lifetime",
+    "profile",
+    "residency",
+    "timing",
+    "output",
+    "warnings",
 };
 #define N_TOP_KEYS (sizeof(top_keys) / sizeof(top_keys[0]))
 

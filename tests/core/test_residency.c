@@ -18,10 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "test_util.h"
 #include "core/report_json.h"
 #include "ramforge/inventory.h"
 #include "ramforge/residency.h"
+#include "test_util.h"
 
 #define PAGE 16u /* bytes per page in these tests */
 #define MAX_MAPPINGS 2
@@ -516,7 +516,6 @@ static void test_json(void **state)
 }
 
 /* --- random cases against a naive per-page model --- */
-
 
 static void test_random_against_naive(void **state)
 {

@@ -23,14 +23,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "test_util.h"
 #include "ramforge/inventory.h"
 #include "ramforge/staging.h"
+#include "test_util.h"
 
 #define PAGE 4096
 
 /* ---- helpers ----------------------------------------------------------- */
-
 
 static void check_identities(const struct rf_staging_plan *plan)
 {
@@ -313,8 +312,8 @@ static void test_exclude_honoured(void **state)
 static void test_candidates(void **state)
 {
     struct rf_tensor_meta t[7] = {
-        fixture_tensor(0, 0, 0, PAGE, RF_ACCESS_FILE_BACKED),         /* candidate */
-        fixture_tensor(1, 0, 1 * PAGE, PAGE, RF_ACCESS_ANONYMOUS),    /* repacked: file pages unread */
+        fixture_tensor(0, 0, 0, PAGE, RF_ACCESS_FILE_BACKED),      /* candidate */
+        fixture_tensor(1, 0, 1 * PAGE, PAGE, RF_ACCESS_ANONYMOUS), /* repacked: file pages unread */
         fixture_tensor(2, 0, 2 * PAGE, PAGE, RF_ACCESS_UNREFERENCED), /* never read */
         fixture_tensor(3, 0, 3 * PAGE, PAGE, RF_ACCESS_UNKNOWN),      /* not observed */
         fixture_tensor(4, -1, 4 * PAGE, PAGE, RF_ACCESS_FILE_BACKED), /* not mapped */
@@ -383,7 +382,6 @@ static void test_errors(void **state)
 #define MAX_M 3
 #define MAX_T 40
 #define N_PAGES 256
-
 
 static const struct rf_inventory *sort_inv;
 
@@ -457,7 +455,7 @@ static void test_random_plans(void **state)
             }
             cursor[m] = off + len;
             t[i] = fixture_tensor((uint32_t)i, rng_below(12) == 0 ? -1 : (int32_t)m, off, len,
-                          (enum rf_weight_access)rng_below(4));
+                                  (enum rf_weight_access)rng_below(4));
             if (rng_below(2) == 0)
                 t[i].access = RF_ACCESS_FILE_BACKED;
             exclude[i] = rng_below(8) == 0;
@@ -617,16 +615,11 @@ static void test_random_plans(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_union_not_sum),
-        cmocka_unit_test(test_budget_strict_and_skips),
-        cmocka_unit_test(test_partial),
-        cmocka_unit_test(test_partial_around_selection),
-        cmocka_unit_test(test_order_respected),
-        cmocka_unit_test(test_bad_order_ignored),
-        cmocka_unit_test(test_exclude_honoured),
-        cmocka_unit_test(test_candidates),
-        cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_random_plans),
+        cmocka_unit_test(test_union_not_sum),    cmocka_unit_test(test_budget_strict_and_skips),
+        cmocka_unit_test(test_partial),          cmocka_unit_test(test_partial_around_selection),
+        cmocka_unit_test(test_order_respected),  cmocka_unit_test(test_bad_order_ignored),
+        cmocka_unit_test(test_exclude_honoured), cmocka_unit_test(test_candidates),
+        cmocka_unit_test(test_errors),           cmocka_unit_test(test_random_plans),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -77,8 +77,8 @@ static const enum rf_lifetime_state fixture_to_eligible[] = {
 #define FIXTURE_TO_ELIGIBLE_N (sizeof(fixture_to_eligible) / sizeof(fixture_to_eligible[0]))
 
 /* Advances resource i along path[0..n); returns 0 or the first step's error. */
-static inline int fixture_walk(struct rf_lifetime *lt, size_t i,
-                               const enum rf_lifetime_state *path, size_t n)
+static inline int fixture_walk(struct rf_lifetime *lt, size_t i, const enum rf_lifetime_state *path,
+                               size_t n)
 {
     for (size_t k = 0; k < n; k++) {
         int ret = rf_lifetime_advance(lt, i, path[k]);

@@ -172,7 +172,8 @@ static void test_gate_lease_window(void **state)
     size_t nm;
     const struct rf_mapping_meta *mm = forge_model_mappings(model, &nm);
     const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-    struct rf_file_range one = {0, {mm[0].map_offset_bytes / page, mm[0].map_offset_bytes / page + 1}};
+    struct rf_file_range one = {0,
+                                {mm[0].map_offset_bytes / page, mm[0].map_offset_bytes / page + 1}};
     int32_t tok[2] = {1, 450};
 
     assert_int_equal(forge_context_create(model, &cp, &fc, err), 0);
@@ -207,8 +208,8 @@ static void test_release_refuses_unvalidated(void **state)
     const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t end = (mm[0].map_offset_bytes + mm[0].map_length_bytes) / page;
     struct rf_file_range bad[2] = {
-        {0, {end, end + 4}},   /* past the mapping */
-        {1, {0, 1}},           /* no such mapping */
+        {0, {end, end + 4}}, /* past the mapping */
+        {1, {0, 1}},         /* no such mapping */
     };
     int errs[2];
     struct forge_release_result r;

@@ -158,7 +158,7 @@ static void check_file_cache(const struct forge_page_source *src)
     assert_int_equal(fp.method, RFSYS_PAGES_MINCORE);
     for (uint64_t cur = 0; cur < src->file_pages;) {
         uint64_t k = src->file_pages - cur < RF_PAGE_WINDOW_PAGES ? src->file_pages - cur
-                                                                    : RF_PAGE_WINDOW_PAGES;
+                                                                  : RF_PAGE_WINDOW_PAGES;
         assert_int_equal(rfsys_file_pages_sample(&fp, cur, k, states), 0);
         for (uint64_t i = 0; i < k; i++)
             census += states[i] == RF_PAGE_RESIDENT;

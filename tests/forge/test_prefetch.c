@@ -332,7 +332,8 @@ static void test_prefetch_chunks(void **state)
 
     ensure_model();
     struct rf_file_range all = whole_mapping();
-    struct rf_file_range r = {0, {all.pages.first_page + 1, all.pages.first_page + 11}}; /* 10 pages */
+    struct rf_file_range r = {0,
+                              {all.pages.first_page + 1, all.pages.first_page + 11}}; /* 10 pages */
 
     assert_int_equal(forge_model_prefetch(model, &r, 1, 3 * page + 1, &pr), 0);
     assert_int_equal(pr.chunk_bytes, 3 * page);
@@ -362,8 +363,11 @@ static void test_prefetch_refuses_bad_ranges(void **state)
     struct rf_file_range bad[] = {
         {0, {all.pages.end_page - 1, all.pages.end_page + 1}}, /* past the mapping */
         {1, {all.pages.first_page, all.pages.first_page + 1}}, /* no such mapping */
-        {0, {UINT64_MAX / 2, UINT64_MAX / 2 + 2}}, /* bytes overflow */
-        {0, {all.pages.first_page > 0 ? 0 : all.pages.end_page + 5, all.pages.first_page > 0 ? 1 : all.pages.end_page + 6}}, /* header page, or past the end */
+        {0, {UINT64_MAX / 2, UINT64_MAX / 2 + 2}},             /* bytes overflow */
+        {0,
+         {all.pages.first_page > 0 ? 0 : all.pages.end_page + 5,
+          all.pages.first_page > 0 ? 1
+                                   : all.pages.end_page + 6}}, /* header page, or past the end */
     };
     const int want[] = {-EFAULT, -EFAULT, -EOVERFLOW, -EFAULT};
 

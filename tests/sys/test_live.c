@@ -96,9 +96,9 @@ static uint64_t locked_of(const struct stat *st)
 
     rfsys_maps_init(&maps);
     assert_int_equal(rfsys_read_smaps(NULL, "self", &maps), 0);
-    assert_int_equal(rfsys_maps_sum_file(&maps, major(st->st_dev), minor(st->st_dev),
-                                         st->st_ino, "r--s", &sum),
-                     0);
+    assert_int_equal(
+        rfsys_maps_sum_file(&maps, major(st->st_dev), minor(st->st_dev), st->st_ino, "r--s", &sum),
+        0);
     assert_int_equal(sum.n_mappings, 1);
     assert_true(sum.complete);
     rfsys_maps_free(&maps);
@@ -284,12 +284,9 @@ static void test_live_pagemap_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_live_smaps_has_self),
-        cmocka_unit_test(test_live_status),
-        cmocka_unit_test(test_live_locked_bytes),
-        cmocka_unit_test(test_live_cgroup),
-        cmocka_unit_test(test_live_pagemap_resident),
-        cmocka_unit_test(test_live_pagemap_errors),
+        cmocka_unit_test(test_live_smaps_has_self),   cmocka_unit_test(test_live_status),
+        cmocka_unit_test(test_live_locked_bytes),     cmocka_unit_test(test_live_cgroup),
+        cmocka_unit_test(test_live_pagemap_resident), cmocka_unit_test(test_live_pagemap_errors),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
