@@ -1041,6 +1041,29 @@ fail:
     return rc;
 }
 
+static int emit_text(int fd, void *text)
+{
+    const char *p = text;
+    size_t left = strlen(p);
+    while (left > 0) {
+        ssize_t n = write(fd, p, left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : -EIO;
+        p += n;
+        left -= (size_t)n;
+    }
+    return 0;
+}
+
+int rf_file_write_text(const char *path, const char *text)
+{
+    if (!path || !text)
+        return -EINVAL;
+    return rf_file_write_atomic(path, emit_text, (void *)text);
+}
+
 static int emit_json(int fd, void *doc)
 {
     errno = 0; /* json_dumpfd may fail without a system error */

@@ -36,6 +36,9 @@ int rf_inventory_to_json(const struct rf_inventory *inv, bool with_entries, json
  */
 int rf_file_write_atomic(const char *path, int (*emit)(int fd, void *ctx), void *ctx);
 
+/* rf_file_write_atomic of the NUL-terminated text. Errors: -EINVAL (NULL), as above. */
+int rf_file_write_text(const char *path, const char *text);
+
 /*
  * Writes doc to path through a temporary file in the same directory and a
  * rename, so a failure leaves no partial file. Errors: -errno of the

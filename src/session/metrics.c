@@ -173,25 +173,9 @@ int rf_metrics_text(const struct rf_report *op, const struct rf_report *session,
     return 0;
 }
 
-static int emit_text(int fd, void *text)
-{
-    const char *p = text;
-    size_t left = strlen(p);
-    while (left > 0) {
-        ssize_t n = write(fd, p, left);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return n < 0 ? -errno : -EIO;
-        p += n;
-        left -= (size_t)n;
-    }
-    return 0;
-}
-
 int rf_metrics_write_file(const char *text, const char *path)
 {
     if (!text || !path)
         return -EINVAL;
-    return rf_file_write_atomic(path, emit_text, (void *)text);
+    return rf_file_write_text(path, text);
 }
