@@ -22,6 +22,8 @@
 #include "ramforge/pages.h"
 #include "ramforge/report.h"
 #include "ramforge/residency.h"
+#include "ramforge/residency_svg.h"
+#include "run.h"
 
 /* What --page-cache measures, said in the output itself. */
 #define PAGE_CACHE_NOTE                                                                            \
@@ -61,6 +63,10 @@ static void usage(FILE *out)
             "                   with --page-cache: inspect at most N pages (default %llu);\n"
             "                   pages past the budget are unknown, never nonresident. It\n"
             "                   bounds the tensor pass and the whole-file pass separately\n"
+            "      --residency-svg PATH\n"
+            "                   with --page-cache: also draw the snapshot as SVG (one row\n"
+            "                   per layer, one column per tensor kind; temporary file +\n"
+            "                   rename)\n"
             "  -v, --verbose    show llama.cpp's log\n"
             "  -h, --help       show this help\n",
             RF_PROGRAM, (unsigned long long)RF_RESIDENCY_DEFAULT_BUDGET_PAGES);
@@ -369,7 +375,8 @@ static void page_cache_table(const struct page_cache_view *v, bool raw)
  * mapped read-only without populating it, one snapshot over the tensors'
  * page ranges and one count over the whole file.
  */
-static int inspect_page_cache(const char *path, bool json, bool raw, uint64_t budget)
+static int inspect_page_cache(const char *path, bool json, bool raw, uint64_t budget,
+                              const char *svg_path)
 {
     struct forge_gguf_table table;
     struct rfsys_file_pages fp;
@@ -422,6 +429,16 @@ static int inspect_page_cache(const char *path, bool json, bool raw, uint64_t bu
         goto out;
     }
     count_file(&fp, budget, &file);
+    if (svg_path) {
+        struct rf_residency_svg_boundary b = {"inspect --page-cache", &snap};
+        struct rf_residency_svg_params sp = {
+            .title = path, .inventory = &inv, .boundaries = &b, .n_boundaries = 1};
+        rc = rf_residency_svg_write(&sp, svg_path);
+        if (rc < 0) {
+            cli_error("cannot write %s: %s", svg_path, rf_strerror(rc));
+            goto out;
+        }
+    }
 
     struct page_cache_view v = {.path = path,
                                 .fp = &fp,
@@ -463,9 +480,11 @@ int cmd_inspect(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {"page-cache", no_argument, NULL, 'C'},
         {"residency-page-budget", required_argument, NULL, 'B'},
+        {"residency-svg", required_argument, NULL, 'S'},
         {NULL, 0, NULL, 0},
     };
     bool page_cache = false, budget_given = false;
+    const char *svg_path = NULL;
     long long budget = (long long)RF_RESIDENCY_DEFAULT_BUDGET_PAGES;
     struct forge_model_params mp = forge_model_default_params();
     bool json = false, raw = false, verbose = false;
@@ -502,6 +521,9 @@ int cmd_inspect(int argc, char **argv)
                 return RF_EXIT_USAGE;
             budget_given = true;
             break;
+        case 'S':
+            svg_path = optarg;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -517,11 +539,17 @@ int cmd_inspect(int argc, char **argv)
         cli_usage_error("inspect ", "--residency-page-budget needs --page-cache");
         return RF_EXIT_USAGE;
     }
+    if (svg_path && !page_cache) {
+        cli_usage_error("inspect ", "--residency-svg needs --page-cache");
+        return RF_EXIT_USAGE;
+    }
+    if (svg_path && !run_report_path_usable(svg_path, argv[optind]))
+        return RF_EXIT_FAILURE;
     if (verbose)
         rf_log_set(cli_log_sink, NULL);
     forge_init(verbose); /* routes gguf's own messages through the log */
     if (page_cache)
-        return inspect_page_cache(argv[optind], json, raw, (uint64_t)budget);
+        return inspect_page_cache(argv[optind], json, raw, (uint64_t)budget, svg_path);
     rf_inventory_init(&inv);
     if (forge_model_load(argv[optind], &mp, &m, err) < 0) {
         cli_error("%s", err);

@@ -25,10 +25,19 @@
 #include "ramforge/timing.h"
 #include "run.h"
 
+/* forge_generate's hook data. */
+struct run_hook {
+    struct rf_session *s;
+    struct run_svg *svg; /* --residency-svg; NULL: none */
+};
+
 /* forge_generate's hook: the session's context is alive, its buffers allocated. */
 static void end_of_session(void *user_data)
 {
-    rf_session_boundary(user_data, RF_BOUNDARY_END_OF_SESSION);
+    struct run_hook *h = user_data;
+    rf_session_boundary(h->s, RF_BOUNDARY_END_OF_SESSION);
+    if (h->svg)
+        run_svg_take(h->svg, h->s, "end_of_session");
 }
 
 /* The session parameters of the options. */
@@ -144,6 +153,8 @@ int cmd_run(int argc, char **argv)
     struct forge_observer *observer = NULL;
     struct rf_session *s = NULL;
     struct rf_admission_result *pre = NULL; /* the decision before the load */
+    struct run_svg svg;
+    struct run_hook hook = {0};
     bool pre_decided = false;
     char err[FORGE_ERR_MAX];
     int status = RF_EXIT_FAILURE, rc;
@@ -157,6 +168,9 @@ int cmd_run(int argc, char **argv)
         return RF_EXIT_FAILURE;
     if (o.metrics_path && !run_report_path_usable(o.metrics_path, o.model))
         return RF_EXIT_FAILURE;
+    if (o.svg_path && !run_report_path_usable(o.svg_path, o.model))
+        return RF_EXIT_FAILURE;
+    run_svg_init(&svg);
     if (o.verbose)
         rf_log_set(cli_log_sink, NULL);
     forge_init(o.verbose);
@@ -186,6 +200,9 @@ int cmd_run(int argc, char **argv)
         cli_error("cannot record the admission before the load: %s", rf_strerror(rc));
         goto out;
     }
+    hook = (struct run_hook){.s = s, .svg = o.svg_path ? &svg : NULL};
+    if (o.svg_path)
+        run_svg_take(&svg, s, "after_load");
     if (observing) {
         struct rf_operation_request req = {.n_ctx = (uint32_t)o.n_ctx,
                                            .n_predict = (uint32_t)o.n_predict};
@@ -217,7 +234,7 @@ int cmd_run(int argc, char **argv)
         .n_ctx = (uint32_t)o.n_ctx,
         .n_threads = (int32_t)o.n_threads,
         .on_session_end = observing ? end_of_session : NULL,
-        .user_data = s,
+        .user_data = &hook,
     };
     if (o.observe_dispatch) {
         rc = forge_observer_create((size_t)o.dispatch_events, &observer);
@@ -275,6 +292,8 @@ int cmd_run(int argc, char **argv)
     fflush(stdout);
     if (write_reports(s, &o) < 0)
         goto out;
+    if (o.svg_path && run_svg_write(&svg, s, o.svg_path) < 0)
+        goto out;
     if (rf_session_report(s, RF_REPORT_OPERATION)->verified &&
         !rf_session_report(s, RF_REPORT_OPERATION)->verify_tokens_equal) {
         cli_error("the verify session's tokens differ from the first session's");
@@ -292,6 +311,7 @@ out:
     forge_generate_result_free(&gen);
     forge_generate_result_free(&verify);
     forge_observer_free(observer);
+    run_svg_free(&svg);
     rf_session_free(s);
     free(pre);
     return status;

@@ -10,6 +10,7 @@
 #include "ramforge/forge.h"
 #include "ramforge/policy.h"
 #include "ramforge/report.h"
+#include "ramforge/residency.h"
 
 /* What `ramforge run`'s command line asked for. */
 struct run_options {
@@ -35,6 +36,7 @@ struct run_options {
     bool human_report;
     const char *json_path;
     const char *metrics_path; /* --metrics-file: Prometheus text (ramforge/metrics.h) */
+    const char *svg_path; /* --residency-svg: the residency picture (ramforge/residency_svg.h) */
     bool repack;
     bool mlock;
     enum rf_admission_mode admission; /* --admission enforce|warn|off */
@@ -59,6 +61,21 @@ int run_parse_options(int argc, char **argv, struct run_options *o);
  * directory. Prints the reason when not.
  */
 bool run_report_path_usable(const char *path, const char *model);
+
+/* --residency-svg: the snapshots taken during the run (run_svg.c). */
+#define RUN_SVG_SNAPSHOTS 2 /* after_load, end_of_session; the report's is the last panel */
+struct run_svg {
+    struct rf_residency_snapshot snaps[RUN_SVG_SNAPSHOTS]; /* n taken, owned */
+    const char *labels[RUN_SVG_SNAPSHOTS];                 /* static */
+    size_t n;
+};
+struct rf_session;
+void run_svg_init(struct run_svg *v);
+void run_svg_free(struct run_svg *v);
+/* Takes a snapshot labelled label (static) now; a failure is a warning on stderr. */
+void run_svg_take(struct run_svg *v, struct rf_session *s, const char *label);
+/* Writes the picture of v's snapshots and the report's end-of-run one to path; 0 or -1 (said). */
+int run_svg_write(struct run_svg *v, struct rf_session *s, const char *path);
 
 /* Prints the bounded human-readable report of r on stderr. */
 void run_print_report(const struct rf_report *r);

@@ -305,6 +305,22 @@ struct rf_operation_output rf_session_output_of(const struct forge_generate_resu
  */
 int rf_session_operation_end(struct rf_session *s, const struct rf_operation_output *out);
 
+struct rf_residency_snapshot;
+
+/*
+ * Takes a page-level snapshot now into *out (initialised with
+ * rf_residency_snapshot_init; old content freed; the caller frees it with
+ * rf_residency_snapshot_free): mincore over the model mapping as at the
+ * end of an operation (params.page_budget_pages, inventory order, no
+ * target first; pages mincore cannot tell are unknown, with the reason in
+ * out->source). Over the inventory of rf_session_report()->inventory.
+ * For pictures of residency over time (ramforge/residency_svg.h): it
+ * changes no page and no report section; its time counts as observation.
+ * Errors: -EINVAL (NULL argument, policy off: no inventory), those of
+ * rf_residency_snapshot_take (-ENOMEM, -EOVERFLOW).
+ */
+int rf_session_page_snapshot(struct rf_session *s, struct rf_residency_snapshot *out);
+
 enum rf_report_scope {
     RF_REPORT_OPERATION = 0, /* the current operation: the open one, else the last ended */
     RF_REPORT_SESSION,       /* every operation kept (params.history_operations): their samples,

@@ -612,6 +612,52 @@ static void test_bad_arguments(void **state)
     rf_session_free(NULL);
 }
 
+/* Odd file pages resident, even pages not. */
+static int f_sampler_odd(void *ud, int32_t mapping, uint64_t first, uint64_t n, uint8_t *states)
+{
+    (void)ud;
+    (void)mapping;
+    for (uint64_t i = 0; i < n; i++)
+        states[i] = (first + i) % 2 ? RF_PAGE_RESIDENT : RF_PAGE_NONRESIDENT;
+    return 0;
+}
+
+/* A snapshot on demand: the sampler's states per tensor, within the budget, report untouched. */
+static void test_page_snapshot_now(void **state)
+{
+    (void)state;
+    static struct rf_session_model m;
+    struct rf_session_native native = fake_native;
+    struct fake f = {.drop_den = 1, .refuse_range = -1};
+    struct rf_residency_snapshot snap;
+    struct rf_session *s = NULL;
+    struct rf_session_params p = keep_dead(1u << 20);
+
+    native.page_sampler = f_sampler_odd;
+    p.page_budget_pages = 2 * TENSOR_PAGES + TENSOR_PAGES / 2; /* two tensors and a half */
+    m = fake_model();
+    assert_int_equal(rf_session_create_native(&m, &native, &f, p, &s), 0);
+    rf_residency_snapshot_init(&snap);
+    assert_int_equal(rf_session_page_snapshot(s, &snap), 0);
+    assert_int_equal(snap.n, N_TENSORS);
+    assert_string_equal(snap.source, "mincore");
+    /* tensor i covers file pages [1 + 8i, 9 + 8i): four odd, four even */
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(snap.resources[i].resident_pages, TENSOR_PAGES / 2);
+        assert_int_equal(snap.resources[i].nonresident_pages, TENSOR_PAGES / 2);
+        assert_int_equal(snap.resources[i].unknown_pages, 0);
+    }
+    assert_int_equal(snap.resources[2].resident_pages + snap.resources[2].nonresident_pages,
+                     TENSOR_PAGES / 2);
+    assert_int_equal(snap.resources[2].unknown_pages, TENSOR_PAGES / 2);
+    assert_int_equal(snap.resources[3].unknown_pages, TENSOR_PAGES);
+    assert_null(rf_session_report(s, RF_REPORT_OPERATION)->page_snapshot);
+    assert_int_equal(rf_session_page_snapshot(s, NULL), -EINVAL);
+    assert_int_equal(rf_session_page_snapshot(NULL, &snap), -EINVAL);
+    rf_residency_snapshot_free(&snap);
+    rf_session_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -624,6 +670,7 @@ int main(void)
         cmocka_unit_test(test_refresh_invalidates),
         cmocka_unit_test(test_history_cap),
         cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_page_snapshot_now),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
