@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "core/report_json.h"
+#include "inspect_fit.h"
 #include "ramforge/error.h"
 #include "ramforge/forge.h"
 #include "ramforge/forge_pages.h"
@@ -34,6 +35,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "Usage: %s inspect [OPTIONS] MODEL\n"
+            "       %s inspect -c N [--memory-limit SIZE] [--admission MODE] [-J] MODEL\n"
             "\n"
             "Load MODEL through llama.cpp (mmap) and print its tensor inventory: per tensor\n"
             "the native index, name, type, file offset, logical bytes, page range [first,end)\n"
@@ -52,7 +54,14 @@ static void usage(FILE *out)
             "not the same as pages mapped in a process (smaps Rss, 'run' reports that).\n"
             "Nothing is read, prefetched or evicted.\n"
             "\n"
+            "With -c N, the fit check: would `run -c N` be admitted? The decision run makes\n"
+            "before loading (GGUF header: weights mapped, repacked copies, KV cache of N\n"
+            "cells padded to 256; graph scratch unknown) against the limits of the cgroups\n"
+            "this command runs in, or a hypothetical --memory-limit; nothing is loaded.\n"
+            "Exit status 0: it would be admitted, 1: refused (or the check failed).\n"
+            "\n"
             "Options:\n"
+            "  -m, --model PATH as the MODEL operand\n"
             "  -J, --json       print the inventory as JSON\n"
             "  -b, --bytes      print sizes in bytes instead of KiB/MiB/GiB\n"
             "      --no-probe   do not run the access probe (access stays unknown)\n"
@@ -67,9 +76,17 @@ static void usage(FILE *out)
             "                   with --page-cache: also draw the snapshot as SVG (one row\n"
             "                   per layer, one column per tensor kind; temporary file +\n"
             "                   rename)\n"
+            "  -c, --ctx-size N the fit check for a context of N tokens (1..16777216)\n"
+            "      --memory-limit SIZE\n"
+            "                   with -c: check against one hypothetical cgroup of this hard\n"
+            "                   limit holding only the run (e.g. a container's), not the\n"
+            "                   cgroups this command runs in\n"
+            "      --admission MODE\n"
+            "                   with -c: warn (default: refuse only a charge over a hard\n"
+            "                   limit) or enforce (also unknown and thrashing), as run's\n"
             "  -v, --verbose    show llama.cpp's log\n"
             "  -h, --help       show this help\n",
-            RF_PROGRAM, (unsigned long long)RF_RESIDENCY_DEFAULT_BUDGET_PAGES);
+            RF_PROGRAM, RF_PROGRAM, (unsigned long long)RF_RESIDENCY_DEFAULT_BUDGET_PAGES);
 }
 
 static void print_table(const struct rf_inventory *inv, bool raw)
@@ -481,10 +498,16 @@ int cmd_inspect(int argc, char **argv)
         {"page-cache", no_argument, NULL, 'C'},
         {"residency-page-budget", required_argument, NULL, 'B'},
         {"residency-svg", required_argument, NULL, 'S'},
+        {"model", required_argument, NULL, 'm'},
+        {"ctx-size", required_argument, NULL, 'c'},
+        {"memory-limit", required_argument, NULL, 'L'},
+        {"admission", required_argument, NULL, 'A'},
         {NULL, 0, NULL, 0},
     };
     bool page_cache = false, budget_given = false;
     const char *svg_path = NULL;
+    struct fit_options fit = {.repack = true, .mode = RF_ADMISSION_WARN};
+    bool mode_given = false;
     long long budget = (long long)RF_RESIDENCY_DEFAULT_BUDGET_PAGES;
     struct forge_model_params mp = forge_model_default_params();
     bool json = false, raw = false, verbose = false;
@@ -495,7 +518,7 @@ int cmd_inspect(int argc, char **argv)
 
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":Jbvh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":Jbvhm:c:", opts, NULL)) != -1) {
         switch (c) {
         case 'J':
             json = true;
@@ -524,6 +547,28 @@ int cmd_inspect(int argc, char **argv)
         case 'S':
             svg_path = optarg;
             break;
+        case 'm':
+            fit.model = optarg;
+            break;
+        case 'c':
+            if (!cli_parse_int("context size (-c)", optarg, 1, 16777216, &fit.n_ctx))
+                return RF_EXIT_USAGE;
+            break;
+        case 'L':
+            if (!cli_parse_size("inspect ", "--memory-limit", optarg, false, &fit.limit_bytes))
+                return RF_EXIT_USAGE;
+            fit.has_limit = true;
+            break;
+        case 'A':
+            if (rf_admission_mode_parse(optarg, &fit.mode) < 0) {
+                cli_usage_error("inspect ",
+                                "unknown --admission '%s' (expected warn, enforce "
+                                "or off)",
+                                optarg);
+                return RF_EXIT_USAGE;
+            }
+            mode_given = true;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -531,8 +576,19 @@ int cmd_inspect(int argc, char **argv)
             return cli_bad_option("inspect ", c, argv);
         }
     }
-    if (optind != argc - 1) {
-        cli_usage_error("inspect ", optind >= argc ? "missing MODEL" : "more than one MODEL");
+    if (fit.model ? optind != argc : optind != argc - 1) {
+        cli_usage_error("inspect ",
+                        optind >= argc && !fit.model ? "missing MODEL" : "more than one MODEL");
+        return RF_EXIT_USAGE;
+    }
+    const char *model = fit.model ? fit.model : argv[optind];
+    if ((fit.has_limit || mode_given) && !fit.n_ctx) {
+        cli_usage_error("inspect ", "--memory-limit and --admission need -c (the fit check)");
+        return RF_EXIT_USAGE;
+    }
+    if (fit.n_ctx && (page_cache || !mp.probe_access)) {
+        cli_usage_error("inspect ", "-c (the fit check) does not go with --page-cache or "
+                                    "--no-probe");
         return RF_EXIT_USAGE;
     }
     if (budget_given && !page_cache) {
@@ -543,15 +599,22 @@ int cmd_inspect(int argc, char **argv)
         cli_usage_error("inspect ", "--residency-svg needs --page-cache");
         return RF_EXIT_USAGE;
     }
-    if (svg_path && !run_report_path_usable(svg_path, argv[optind]))
+    if (svg_path && !run_report_path_usable(svg_path, model))
         return RF_EXIT_FAILURE;
     if (verbose)
         rf_log_set(cli_log_sink, NULL);
     forge_init(verbose); /* routes gguf's own messages through the log */
+    if (fit.n_ctx) {
+        fit.model = model;
+        fit.json = json;
+        fit.raw = raw;
+        fit.repack = mp.use_extra_bufts;
+        return inspect_fit(&fit);
+    }
     if (page_cache)
-        return inspect_page_cache(argv[optind], json, raw, (uint64_t)budget, svg_path);
+        return inspect_page_cache(model, json, raw, (uint64_t)budget, svg_path);
     rf_inventory_init(&inv);
-    if (forge_model_load(argv[optind], &mp, &m, err) < 0) {
+    if (forge_model_load(model, &mp, &m, err) < 0) {
         cli_error("%s", err);
         goto out;
     }
@@ -560,7 +623,7 @@ int cmd_inspect(int argc, char **argv)
     const struct rf_mapping_meta *mm = forge_model_mappings(m, &nm);
     rc = rf_inventory_build(t, n, mm, nm, (uint64_t)sysconf(_SC_PAGESIZE), 1, &inv);
     if (rc < 0) {
-        cli_error("%s: cannot build the inventory: %s", argv[optind], rf_strerror(rc));
+        cli_error("%s: cannot build the inventory: %s", model, rf_strerror(rc));
         goto out;
     }
     if (json) {

@@ -201,6 +201,23 @@ int rf_session_preload_admit(const char *path, bool use_extra_bufts,
                              struct rf_admission_result *out, char err[FORGE_ERR_MAX]);
 
 /*
+ * The fit check of `ramforge inspect -c N`: rf_session_preload_admit's
+ * decision from the GGUF header alone (no llama.cpp load, no data page
+ * read), but always decided, also when nothing in the hierarchy limits
+ * the run (the outcome is then admitted and the result says no limit was
+ * checked). Against the process's cgroup hierarchy, or, with has_limit,
+ * against one hypothetical cgroup of limit_bytes that holds only this
+ * process (usage: its VmRSS now; no inactive file cache counted). The
+ * process deciding is the one that would run the model: its RSS and
+ * RssAnon are the run's starting point. Returns 0 with *out decided, or
+ * an error: -EINVAL, the header's errors (err says why), -ENOMEM.
+ */
+int rf_session_fit_check(const char *path, bool use_extra_bufts, struct rf_session_params params,
+                         const struct rf_operation_request *request, bool has_limit,
+                         uint64_t limit_bytes, struct rf_admission_result *out,
+                         char err[FORGE_ERR_MAX]);
+
+/*
  * Records the decision rf_session_preload_admit made before the load
  * (copied) in the first operation's report (admission.before_load), beside
  * the after-load decision. Errors: -EINVAL (NULL argument), -ENOMEM.

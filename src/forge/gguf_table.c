@@ -112,9 +112,11 @@ int forge_gguf_estimate(const char *path, bool use_extra_bufts, struct forge_ggu
     for (int64_t i = 0; i < gguf_get_n_tensors(g); i++) {
         const char *name = gguf_get_tensor_name(g, i);
         uint64_t bytes = gguf_get_tensor_size(g, i);
-        /* Layer matrices of a repacked type are copied; token_embd is read by rows. */
-        bool copied =
-            repack && strncmp(name, "blk.", 4) == 0 && repacked_type(gguf_get_tensor_type(g, i));
+        /* Matrices of a repacked type (layers' and output.weight) are copied; token_embd is
+           read by rows. */
+        bool copied = repack &&
+                      (strncmp(name, "blk.", 4) == 0 || strcmp(name, "output.weight") == 0) &&
+                      repacked_type(gguf_get_tensor_type(g, i));
         bool rows_only = strcmp(name, "token_embd.weight") == 0;
         uint64_t *sum = copied      ? &out->repacked_bytes
                         : rows_only ? NULL

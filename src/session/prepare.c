@@ -157,41 +157,20 @@ static struct rf_admission_figure cached_bytes(const char *path)
     return f;
 }
 
-int rf_session_preload_admit(const char *path, bool use_extra_bufts,
-                             struct rf_session_params params,
-                             const struct rf_operation_request *request,
-                             struct rf_admission_result *out, char err[FORGE_ERR_MAX])
+/* The pre-load decision from PATH's header against the hierarchy tree (borrowed). */
+static int preload_decide(const char *path, bool use_extra_bufts, struct rf_session_params params,
+                          const struct rf_operation_request *request,
+                          const struct rfsys_cgroup_tree *tree, struct rf_admission_result *out,
+                          char err[FORGE_ERR_MAX])
 {
     struct forge_gguf_estimate est;
     struct rf_admission_input in;
     struct rfsys_status st;
     uint64_t cells, kv;
 
-    if (!path || !request || !out)
-        return -EINVAL;
-    memset(out, 0, sizeof(*out));
-    struct rfsys_cgroup_tree *tree = calloc(1, sizeof(*tree));
-    if (!tree)
-        return -ENOMEM;
-    /*
-     * Only a limit can refuse a run before its load: without any enforced
-     * limit or memory.high in the hierarchy the header is not parsed (it
-     * costs a parse of the whole GGUF metadata).
-     */
-    bool limited = false;
-    if (rfsys_read_cgroup_tree(NULL, "self", tree) == 0)
-        for (size_t i = 0; i < tree->n; i++)
-            limited |= rf_cgroup_level_enforced(&tree->levels[i]) ||
-                       (tree->levels[i].high.has && !tree->levels[i].high.unlimited);
-    if (!limited) {
-        free(tree);
-        return 1;
-    }
     int rc = forge_gguf_estimate(path, use_extra_bufts, &est, err);
-    if (rc < 0) {
-        free(tree);
+    if (rc < 0)
         return rc;
-    }
     memset(&in, 0, sizeof(in));
     in.mode = params.admission_mode;
     in.phase = RF_ADMISSION_PRE_LOAD;
@@ -208,7 +187,7 @@ int rf_session_preload_admit(const char *path, bool use_extra_bufts,
                                    RF_PROV_ESTIMATED, "GGUF file size minus its cached bytes");
     in.repacked_weights =
         rf_admission_figure_of(est.repacked_bytes, RF_PROV_ESTIMATED,
-                               "GGUF header: blk.* Q4_0/Q4_K/IQ4_NL weights (CPU_REPACK on AVX2)");
+                               "GGUF header: blk.*/output Q4_0, Q4_K, IQ4_NL weights (CPU_REPACK)");
     in.file_working_set = rf_admission_figure_of(
         est.file_working_set_bytes, RF_PROV_ESTIMATED,
         "GGUF header: weights read from the mapping (not repacked, not token_embd)");
@@ -228,9 +207,76 @@ int rf_session_preload_admit(const char *path, bool use_extra_bufts,
     in.cgroups_truncated = tree->truncated;
     in.unknown_components[in.n_unknown++] = "Runtime";
     rc = rf_admission_decide(&in, out);
-    free(tree);
     if (rc < 0)
         snprintf(err, FORGE_ERR_MAX, "%s: admission could not decide: %s", path, rf_strerror(rc));
+    return rc;
+}
+
+int rf_session_preload_admit(const char *path, bool use_extra_bufts,
+                             struct rf_session_params params,
+                             const struct rf_operation_request *request,
+                             struct rf_admission_result *out, char err[FORGE_ERR_MAX])
+{
+    if (!path || !request || !out)
+        return -EINVAL;
+    memset(out, 0, sizeof(*out));
+    struct rfsys_cgroup_tree *tree = calloc(1, sizeof(*tree));
+    if (!tree)
+        return -ENOMEM;
+    /*
+     * Only a limit can refuse a run before its load: without any enforced
+     * limit or memory.high in the hierarchy the header is not parsed (it
+     * costs a parse of the whole GGUF metadata).
+     */
+    bool limited = false;
+    if (rfsys_read_cgroup_tree(NULL, "self", tree) == 0)
+        for (size_t i = 0; i < tree->n; i++)
+            limited |= rf_cgroup_level_enforced(&tree->levels[i]) ||
+                       (tree->levels[i].high.has && !tree->levels[i].high.unlimited);
+    int rc = limited ? preload_decide(path, use_extra_bufts, params, request, tree, out, err) : 1;
+    free(tree);
+    return rc;
+}
+
+int rf_session_fit_check(const char *path, bool use_extra_bufts, struct rf_session_params params,
+                         const struct rf_operation_request *request, bool has_limit,
+                         uint64_t limit_bytes, struct rf_admission_result *out,
+                         char err[FORGE_ERR_MAX])
+{
+    struct rfsys_status st;
+
+    if (!path || !request || !out)
+        return -EINVAL;
+    memset(out, 0, sizeof(*out));
+    struct rfsys_cgroup_tree *tree = calloc(1, sizeof(*tree));
+    if (!tree)
+        return -ENOMEM;
+    if (!has_limit) {
+        if (rfsys_read_cgroup_tree(NULL, "self", tree) < 0)
+            tree->n = 0; /* no memory controller: nothing limits the run */
+    } else {
+        /* One cgroup of the given limit holding only this process (nothing else charged). */
+        struct rf_cgroup_level *l = &tree->levels[0];
+        tree->n = 1;
+        snprintf(l->dir, sizeof(l->dir), "(hypothetical: --memory-limit)");
+        l->limit.has = true;
+        l->limit.bytes = limit_bytes;
+        snprintf(l->limit.source, sizeof(l->limit.source), "--memory-limit");
+        l->high.error = -ENOENT;
+        l->inactive_file.has = true; /* a cgroup of its own: no other file cache charged */
+        snprintf(l->inactive_file.source, sizeof(l->inactive_file.source),
+                 "hypothetical: no file cache charged before the run");
+        if (rfsys_read_status(NULL, "self", &st) == 0 && st.has_vm_rss) {
+            l->usage.has = true;
+            l->usage.bytes = st.vm_rss_bytes;
+            snprintf(l->usage.source, sizeof(l->usage.source),
+                     "this process's /proc/self/status VmRSS (alone in the cgroup)");
+        } else {
+            l->usage.error = -ENOENT;
+        }
+    }
+    int rc = preload_decide(path, use_extra_bufts, params, request, tree, out, err);
+    free(tree);
     return rc;
 }
 

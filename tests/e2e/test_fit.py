@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the fit check (`ramforge inspect -c N`): nothing loaded, the
+decision `run` makes before loading, its KV-cache estimate against the KV cache llama.cpp
+allocates for the same context, its verdict in a real limited cgroup against `run`'s.
+Usage: test_fit.py --ramforge PATH CASE
+"""
+import json
+import os
+
+from e2e_util import check, expect_error_lines, memory_child_cgroup, run_main, run_ramforge
+
+
+class Ctx:
+    def __init__(self, args, tmp):
+        self.rf = args.ramforge
+        self.tmp = tmp
+
+    def run(self, *argv, check_rc=0, **kw):
+        return run_ramforge(self.rf, argv, check_rc, **kw)
+
+    def model(self, preset="tiny", wtype="q8_0"):
+        path = os.path.join(self.tmp, f"{preset}-{wtype}.gguf")
+        if not os.path.exists(path):
+            self.run("mkmodel", "--preset", preset, "--type", wtype, "-o", path)
+        return path
+
+
+def fit(c, *argv, check_rc=0, **kw):
+    p = c.run("inspect", "-J", *argv, check_rc=check_rc, **kw)
+    doc = json.loads(p.stdout)
+    check(doc["kind"] == "ramforge.fit_check" and doc["schema_version"] == 1, "envelope")
+    return doc, {r["name"]: r for r in doc["admission"]["inputs"]}
+
+
+def case_fit_estimates(c):
+    """The fit check's KV cache for -c N is the KV cache llama.cpp allocates for -c N (the
+    run's ledger, llama_get_memory_breakdown); its repacked copies are the run's anonymous
+    weight copies (inventory) within a page per tensor; -m and the operand are the same."""
+    model = c.model("small", "q4_0")
+    doc, rec = fit(c, "-c", "1000", model)
+    check(doc["n_ctx_cells"] == 1024, f"1000 tokens pad to 1024 cells: {doc['n_ctx_cells']}")
+    check(doc["admission"]["phase"] == "pre_load", "decided before the load")
+    rpath = os.path.join(c.tmp, "run.json")
+    c.run("run", "-m", model, "-c", "1000", "-n", "2", "--residency-report-json", rpath)
+    with open(rpath) as f:
+        run = json.load(f)
+    led = {e["category"]: e for e in run["ledger"]["entries"]}
+    kv = led["KvCache"]
+    check(kv["provenance"] == "native_logical", f"the run's KV cache is llama.cpp's: {kv}")
+    check(rec["kv_cache"]["bytes"] == kv["value_bytes"],
+          f"KV estimate {rec['kv_cache']['bytes']} vs llama.cpp's {kv['value_bytes']}")
+    anon = run["model"]["inventory"]["totals"]["anonymous_logical_bytes"]
+    check(rec["repacked_weights"]["bytes"] == anon,
+          f"repacked estimate {rec['repacked_weights']['bytes']} vs the run's {anon}")
+    check(rec["graph_scratch"]["bytes"] is None, "graph scratch unknown before the load")
+    doc2, rec2 = fit(c, "-c", "1000", "-m", model)
+    check(rec2["kv_cache"] == rec["kv_cache"], "-m MODEL is the operand")
+    _, norepack = fit(c, "-c", "1000", "--no-repack", model)
+    check(norepack["repacked_weights"]["bytes"] == 0, "--no-repack: no repacked copies")
+    print(f"KV {kv['value_bytes']} bytes, repacked {anon} bytes: estimates exact")
+
+
+def case_fit_limit(c):
+    """A hypothetical --memory-limit: below the projected charge refused (exit 1), above it
+    admitted (exit 0); the human output leads with the figures and the verdict."""
+    model = c.model()
+    doc, rec = fit(c, "-c", "100000", "--memory-limit", "64GiB", model)
+    a = doc["admission"]
+    check(a["outcome"] == "admitted" and not a["refused"], f"64 GiB: {a['outcome']}")
+    charge = a["cgroups"][0]["projected_bytes"]
+    kv = rec["kv_cache"]["bytes"]
+    check(kv > 16 << 20, f"100000 cells make a KV cache worth the test: {kv}")
+    # Half the KV cache below the projected charge: rejected, whatever the RSS jitter.
+    doc, _ = fit(c, "-c", "100000", "--memory-limit", str(charge - kv // 2), model, check_rc=1)
+    check(doc["admission"]["outcome"] == "rejected" and doc["admission"]["refused"],
+          "rejected under the charge")
+    p = c.run("inspect", "-c", "100000", "--memory-limit", str(charge - kv // 2), model,
+              check_rc=1)
+    check(p.stdout.startswith("fit check of ") and "verdict: rejected" in p.stdout and
+          "KV cache" in p.stdout and "binding limit: --memory-limit" in p.stdout, p.stdout)
+    p = c.run("inspect", "-c", "100000", "--memory-limit", str(charge + kv), model)
+    check("verdict: admitted" in p.stdout, p.stdout)
+
+
+def case_fit_cgroup(c):
+    """In a real cgroup with a hard limit (v1, root): the fit check refuses the context the
+    run refuses before loading, and admits the one the run runs."""
+    model = c.model()
+    limit = 96 << 20
+    with memory_child_cgroup("ramforge-fit", limit) as enter:
+        doc, rec = fit(c, "-c", "1000000", model, check_rc=1, preexec_fn=enter)
+        a = doc["admission"]
+        check(a["outcome"] == "rejected" and a["refused"] and
+              str(a.get("binding_cgroup")).endswith(os.path.basename(enter.cgroup)),
+              f"fit check: {a['outcome']} binding {a.get('binding_cgroup')}")
+        p = c.run("run", "-m", model, "-c", "1000000", "-n", "1", check_rc=1, preexec_fn=enter)
+        check("refused the run before loading" in p.stderr, p.stderr)
+        doc, _ = fit(c, "-c", "2048", model, preexec_fn=enter)
+        check(doc["admission"]["outcome"] in ("admitted", "admitted_with_warning"),
+              f"2048 cells: {doc['admission']['outcome']}")
+        c.run("run", "-m", model, "-c", "2048", "-n", "1", preexec_fn=enter)
+    print(f"KV of 1000000 cells {rec['kv_cache']['bytes']} bytes over a {limit}-byte limit")
+
+
+def case_fit_badinput(c):
+    model = c.model()
+    expect_error_lines(c, ["inspect", "--memory-limit", "1GiB", model], 2, "need -c")
+    expect_error_lines(c, ["inspect", "-c", "0", model], 2, "context size")
+    expect_error_lines(c, ["inspect", "-c", "100", "--page-cache", model], 2,
+                       "does not go with")
+    expect_error_lines(c, ["inspect", "-c", "100", "--admission", "maybe", model], 2,
+                       "unknown --admission")
+    expect_error_lines(c, ["inspect", "-c", "100", "-m", model, model], 2, "more than one")
+    expect_error_lines(c, ["inspect", "-c", "100", os.path.join(c.tmp, "none.gguf")], 1,
+                       "none.gguf")
+
+
+CASES = {"fit_estimates": case_fit_estimates, "fit_limit": case_fit_limit,
+         "fit_cgroup": case_fit_cgroup, "fit_badinput": case_fit_badinput}
+
+if __name__ == "__main__":
+    run_main(CASES, Ctx, "ramforge-fit-")
