@@ -62,7 +62,7 @@ static struct rf_session_params session_params(const struct run_options *o, uint
 static int write_reports(struct rf_session *s, const struct run_options *o)
 {
     if (o->human_report)
-        run_print_report(rf_session_report(s, RF_REPORT_OPERATION));
+        run_print_report(rf_session_report(s, RF_REPORT_OPERATION), o->verbose);
     if (o->json_path) {
         int rc = rf_session_report_write(s, RF_REPORT_OPERATION, o->json_path);
         if (rc < 0) {
@@ -202,7 +202,7 @@ int cmd_run(int argc, char **argv)
     }
     hook = (struct run_hook){.s = s, .svg = o.svg_path ? &svg : NULL};
     if (o.svg_path)
-        run_svg_take(&svg, s, "after_load");
+        run_svg_take_after_load(&svg, s);
     if (observing) {
         struct rf_operation_request req = {.n_ctx = (uint32_t)o.n_ctx,
                                            .n_predict = (uint32_t)o.n_predict};

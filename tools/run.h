@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "ramforge/admission.h"
 #include "ramforge/forge.h"
@@ -74,10 +75,23 @@ void run_svg_init(struct run_svg *v);
 void run_svg_free(struct run_svg *v);
 /* Takes a snapshot labelled label (static) now; a failure is a warning on stderr. */
 void run_svg_take(struct run_svg *v, struct rf_session *s, const char *label);
+/* The snapshot after the load: labelled after_load_release when that boundary released. */
+void run_svg_take_after_load(struct run_svg *v, struct rf_session *s);
 /* Writes the picture of v's snapshots and the report's end-of-run one to path; 0 or -1 (said). */
 int run_svg_write(struct run_svg *v, struct rf_session *s, const char *path);
 
-/* Prints the bounded human-readable report of r on stderr. */
-void run_print_report(const struct rf_report *r);
+/*
+ * Prints the bounded human-readable report of r on stderr: the summary
+ * first (run_print_summary), then the details; the internal terms (model
+ * instance, inventory generation, native contract, lifetime counts) and the
+ * warnings true of every run only when verbose.
+ */
+void run_print_report(const struct rf_report *r, bool verbose);
+
+/* The answer first (run_summary.c): where the memory went, the limit, before -> after. */
+void run_print_summary(FILE *f, const struct rf_report *r);
+
+/* Whether a report warning holds for every run of its kind (documented; shown with -v). */
+bool run_warning_is_general(const char *w);
 
 #endif

@@ -123,7 +123,7 @@ static void print_admission(FILE *f, const struct rf_report *r)
                 v->oom_killed ? ", OOM kill" : "", v->throttled ? ", throttled (memory.high)" : "");
 }
 
-static void print_policy(FILE *f, const struct rf_report *r)
+static void print_policy(FILE *f, const struct rf_report *r, bool verbose)
 {
     char b1[32], b2[32], b3[32], b4[32], b5[32];
     if (r->admission)
@@ -162,7 +162,7 @@ static void print_policy(FILE *f, const struct rf_report *r)
                 signed_mib(a->rss_delta, b4, sizeof(b4)),
                 signed_mib(a->cgroup_delta, b5, sizeof(b5)));
     }
-    if (r->has_native)
+    if (r->has_native && verbose)
         fprintf(f,
                 "native: contract %u, instance %" PRIu64 ", %s, %u in flight, %u active, "
                 "execution generation %" PRIu64 " (%s)\n",
@@ -192,7 +192,7 @@ static void print_policy(FILE *f, const struct rf_report *r)
                 r->file_cache_source ? r->file_cache_source : "unknown source",
                 cli_format_bytes(r->file_cached_pages * r->file_cache_page_bytes, false, b1,
                                  sizeof(b1)));
-    if (r->lifetime) {
+    if (r->lifetime && verbose) {
         uint64_t counts[RF_LT_N];
         rf_lifetime_counts(r->lifetime, counts);
         fprintf(f, "lifetime:");
@@ -204,35 +204,39 @@ static void print_policy(FILE *f, const struct rf_report *r)
     }
 }
 
-void run_print_report(const struct rf_report *r)
+void run_print_report(const struct rf_report *r, bool verbose)
 {
     char b1[32], b2[32];
     FILE *f = stderr;
 
-    fprintf(f, "\n== ramforge residency report (schema %d), policy %s ==\n",
-            RF_REPORT_SCHEMA_VERSION, or_text(r->policy, "unknown"));
-    fprintf(f, "model: %s (%s), file %s, native tensor size %s, instance %" PRIu64 "\n",
+    run_print_summary(f, r);
+    fprintf(f, "\n-- details (report schema %d) --\n", RF_REPORT_SCHEMA_VERSION);
+    fprintf(f, "model: %s (%s), file %s, native tensor size %s",
             or_text(r->model_path, "unknown path"), or_text(r->model_desc, "no description"),
             cli_format_bytes(r->model_file_size_bytes, false, b1, sizeof(b1)),
-            cli_format_bytes(r->model_native_size_bytes, false, b2, sizeof(b2)), r->instance_id);
+            cli_format_bytes(r->model_native_size_bytes, false, b2, sizeof(b2)));
+    if (verbose)
+        fprintf(f, ", instance %" PRIu64, r->instance_id);
+    fputc('\n', f);
     if (r->inventory) {
         const struct rf_inventory_totals *t = &r->inventory->totals;
         uint64_t reads_file = 0;
         for (size_t i = 0; i < r->inventory->n; i++)
             reads_file += r->inventory->entries[i].access == RF_ACCESS_FILE_BACKED;
+        if (verbose)
+            fprintf(f, "inventory generation %" PRIu64 "\n", r->inventory->generation);
         fprintf(f,
-                "inventory: generation %" PRIu64 ", %" PRIu64 " tensors, %" PRIu64
+                "inventory: %" PRIu64 " tensors, %" PRIu64
                 " inside the file mapping; the graph reads %" PRIu64
                 " from the mapping and %" PRIu64 " from anonymous copies; %" PRIu64
                 " release-eligible\n",
-                r->inventory->generation, t->n_tensors, t->n_file_backed, reads_file,
-                t->n_anonymous, t->n_eligible);
+                t->n_tensors, t->n_file_backed, reads_file, t->n_anonymous, t->n_eligible);
     } else {
         fprintf(f, "inventory: not built (%s)\n",
                 or_text(r->not_built_reason, "no inventory was built in this run"));
     }
     print_ledger(f, r);
-    print_policy(f, r);
+    print_policy(f, r, verbose);
     const struct rf_timing *t = r->timing;
     fprintf(f, "timing:");
     static const enum rf_timer shown[] = {
@@ -252,6 +256,16 @@ void run_print_report(const struct rf_report *r)
     if (r->verified)
         fprintf(f, "verify session after release: tokens %s\n",
                 r->verify_tokens_equal ? "identical" : "DIFFERENT");
-    for (size_t i = 0; i < r->n_warnings; i++)
-        fprintf(f, "warning: %s\n", r->warnings[i]);
+    size_t general = 0;
+    for (size_t i = 0; i < r->n_warnings; i++) {
+        if (!verbose && run_warning_is_general(r->warnings[i]))
+            general++;
+        else
+            fprintf(f, "warning: %s\n", r->warnings[i]);
+    }
+    if (general)
+        fprintf(f,
+                "(%zu notes true of every such run left out: README 'Reading the report'; "
+                "--verbose prints them)\n",
+                general);
 }

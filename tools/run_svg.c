@@ -38,6 +38,16 @@ void run_svg_take(struct run_svg *v, struct rf_session *s, const char *label)
     v->labels[v->n++] = label;
 }
 
+void run_svg_take_after_load(struct run_svg *v, struct rf_session *s)
+{
+    const struct rf_report *r = rf_session_report(s, RF_REPORT_OPERATION);
+    bool released = false;
+    for (size_t i = 0; i < r->n_applications; i++)
+        released |= r->applications[i].attempted && r->applications[i].accepted_bytes > 0;
+    /* the after_load boundary may have released the repacked weights' file pages already */
+    run_svg_take(v, s, released ? "after_load_release" : "after_load");
+}
+
 int run_svg_write(struct run_svg *v, struct rf_session *s, const char *path)
 {
     const struct rf_report *r = rf_session_report(s, RF_REPORT_OPERATION);

@@ -130,7 +130,12 @@ int rf_session_admit(struct rf_session *s, const struct rf_operation_request *re
     s->op.rep.admission = a;
     if (a->outcome == RF_ADMIT_WARNING)
         ses_add_warning(s, a->thrash ? "admission: the run will thrash (see admission.reason)"
-                                     : "the run exceeds a soft bound (see admission.reason)");
+                           : a->cause == RF_ADMIT_CAUSE_SOFT_TARGET
+                               ? "admission: the process's projected memory (RSS + KV cache) "
+                                 "exceeds the soft target; the release plan aims only the "
+                                 "model mapping at it (see admission.reason)"
+                               : "admission: the run's projected charge exceeds a cgroup's "
+                                 "memory.high (see admission.reason)");
     if (a->outcome == RF_ADMIT_UNKNOWN)
         ses_add_warning(s, "admission could not measure the request: the outcome is unknown "
                            "(see admission.reason)");

@@ -1,0 +1,217 @@
+/*
+ * ramforge run: the answer first. The opening lines of the human report:
+ * where the process's memory went at the end of the run (weights mapped and
+ * resident, repacked copies, the session's KV cache and scratch, the rest)
+ * against the binding cgroup limit and the room left; for a releasing
+ * policy, before -> after and whether the cgroup charge moved; the
+ * verify session's verdict; the admission outcome. IEC units throughout.
+ * And which report warnings hold for every run (they are documented in
+ * the README and ramforge(1), and printed only with --verbose).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "run.h"
+
+/* Warnings that are true of every run of a kind: documented, not repeated on each run. */
+static const char *const general_warnings[] = {
+    "FileBackedResident is this process's mapping RSS",
+    "the ledger is sampled after the session was dropped",
+    "Runtime is unknown:",
+    "a release request is not reclamation",
+    "some weights are read from anonymous repacked copies",
+};
+
+bool run_warning_is_general(const char *w)
+{
+    for (size_t i = 0; w && i < sizeof(general_warnings) / sizeof(general_warnings[0]); i++)
+        if (strncmp(w, general_warnings[i], strlen(general_warnings[i])) == 0)
+            return true;
+    return false;
+}
+
+static const char *or_default(const char *s, const char *fallback)
+{
+    return s ? s : fallback;
+}
+
+static const struct rf_ledger_entry *entry(const struct rf_report *r, enum rf_ledger_category c)
+{
+    return r->ledger && r->ledger->entries[c].has_value ? &r->ledger->entries[c] : NULL;
+}
+
+static const char *iec(uint64_t v, char *buf, size_t len)
+{
+    return cli_format_bytes(v, false, buf, len);
+}
+
+/* The first sample with a mapping figure, and the last one. */
+static void mapping_ends(const struct rf_report *r, const struct rf_residency_sample **first,
+                         const struct rf_residency_sample **last)
+{
+    *first = *last = NULL;
+    for (size_t i = 0; i < r->n_samples; i++) {
+        if (!r->samples[i].has_mapping)
+            continue;
+        if (!*first)
+            *first = &r->samples[i];
+        *last = &r->samples[i];
+    }
+}
+
+/* Where the memory went, from the ledger (the last sample, contexts dropped). */
+static void print_where(FILE *f, const struct rf_report *r)
+{
+    const struct rf_ledger_entry *rss = entry(r, RF_LEDGER_PROCESS_RSS),
+                                 *peak = entry(r, RF_LEDGER_PROCESS_RSS_PEAK),
+                                 *mapped = entry(r, RF_LEDGER_FILE_BACKED_LOGICAL),
+                                 *res = entry(r, RF_LEDGER_FILE_BACKED_RESIDENT),
+                                 *anon = entry(r, RF_LEDGER_ANONYMOUS_WEIGHTS),
+                                 *kv = entry(r, RF_LEDGER_KV_CACHE),
+                                 *scratch = entry(r, RF_LEDGER_GRAPH_SCRATCH);
+    char b1[32], b2[32];
+
+    if (!rss) {
+        fprintf(f, "  process memory: unknown (%s)\n",
+                r->ledger ? "VmRSS was not read" : "no ledger was built");
+        return;
+    }
+    fprintf(f, "  process RSS %s at the end", iec(rss->value_bytes, b1, sizeof(b1)));
+    if (peak)
+        fprintf(f, " (peak %s)", iec(peak->value_bytes, b2, sizeof(b2)));
+    fputs(":\n", f);
+    if (mapped && res)
+        fprintf(f, "    weights in the file mapping  %11s resident of %s mapped\n",
+                iec(res->value_bytes, b1, sizeof(b1)), iec(mapped->value_bytes, b2, sizeof(b2)));
+    if (anon && anon->value_bytes)
+        fprintf(f, "    repacked weight copies       %11s anonymous (release cannot return it)\n",
+                iec(anon->value_bytes, b1, sizeof(b1)));
+    if (kv || scratch)
+        fprintf(f,
+                "    KV cache + graph scratch     %11s + %s, freed with the session (in the "
+                "peak)\n",
+                kv ? iec(kv->value_bytes, b1, sizeof(b1)) : "unknown",
+                scratch ? iec(scratch->value_bytes, b2, sizeof(b2)) : "unknown");
+    uint64_t known = (res ? res->value_bytes : 0) + (anon ? anon->value_bytes : 0);
+    if (res && known <= rss->value_bytes)
+        fprintf(f, "    other                        %11s (runtime, libraries, allocator)\n",
+                iec(rss->value_bytes - known, b1, sizeof(b1)));
+}
+
+/* The binding limit and the room left at admission, or that nothing binds. */
+static void print_limit(FILE *f, const struct rf_report *r)
+{
+    const struct rf_admission_result *a = r->admission;
+    char b1[32], b2[32], b3[32];
+
+    if (a && a->has_binding) {
+        const struct rf_admission_level_check *c = &a->cgroups[a->binding];
+        fprintf(f, "  binding limit %s (cgroup %s): usage %s at admission, room %s\n",
+                iec(c->level.limit.bytes, b1, sizeof(b1)), c->level.dir,
+                iec(c->level.usage.bytes, b2, sizeof(b2)), iec(c->room_bytes, b3, sizeof(b3)));
+    } else if (r->has_cgroup_limit && !r->cgroup_limit_unlimited) {
+        fprintf(f, "  cgroup limit %s\n", iec(r->cgroup_limit_bytes, b1, sizeof(b1)));
+    } else {
+        fprintf(f, "  no memory limit binds this run (cgroup %s%s%s)\n",
+                or_default(r->cgroup_version, "none"), r->cgroup_dir ? " " : "",
+                r->cgroup_dir ? r->cgroup_dir : "");
+    }
+}
+
+/* Before -> after of a releasing policy; whether the cgroup charge moved. */
+static void print_release(FILE *f, const struct rf_report *r)
+{
+    const struct rf_residency_sample *first, *last;
+    char b1[32], b2[32], b3[32], b4[32];
+    int64_t cg = 0;
+    bool cg_known = false, released = false;
+
+    for (size_t i = 0; i < r->n_applications; i++) {
+        const struct rf_report_application *a = &r->applications[i];
+        if (!a->attempted || !a->accepted_bytes)
+            continue;
+        released = true;
+        if (a->cgroup_delta.has_value) {
+            cg += a->cgroup_delta.value;
+            cg_known = true;
+        }
+    }
+    mapping_ends(r, &first, &last);
+    if (!released) {
+        fprintf(f, "  release: nothing was released%s\n",
+                r->policy_mutates ? "" : " (the policy does not release)");
+        return;
+    }
+    if (first && last)
+        fprintf(f, "  release: mapping resident %s -> %s (%s -> %s), process RSS %s -> %s\n",
+                iec(first->mapping_rss_bytes, b1, sizeof(b1)),
+                iec(last->mapping_rss_bytes, b2, sizeof(b2)), or_default(first->label, "?"),
+                or_default(last->label, "?"),
+                first->has_process_rss ? iec(first->process_rss_bytes, b3, sizeof(b3)) : "unknown",
+                last->has_process_rss ? iec(last->process_rss_bytes, b4, sizeof(b4)) : "unknown");
+    if (!cg_known)
+        fprintf(f, "  cgroup charge: unknown (no cgroup figure around the releases)\n");
+    else if (cg == 0)
+        fprintf(f, "  cgroup charge: did not move (the page cache kept the pages%s)\n",
+                r->release_mode && strcmp(r->release_mode, "dontneed") == 0
+                    ? ": dontneed unmaps, it does not evict"
+                    : "");
+    else
+        fprintf(f, "  cgroup charge: %s%s over the releases\n", cg < 0 ? "-" : "+",
+                iec((uint64_t)(cg < 0 ? -cg : cg), b1, sizeof(b1)));
+}
+
+/* The soft target: what the plan aimed at it (the mapping) and what the process is. */
+static void print_target(FILE *f, const struct rf_report *r)
+{
+    const struct rf_residency_sample *first, *last;
+    const struct rf_ledger_entry *rss = entry(r, RF_LEDGER_PROCESS_RSS);
+    char b1[32], b2[32], b3[32];
+
+    if (!r->has_target)
+        return;
+    uint64_t soft = r->target_bytes - r->reserve_bytes;
+    mapping_ends(r, &first, &last);
+    fprintf(f, "  soft target %s: ", iec(soft, b1, sizeof(b1)));
+    if (last)
+        fprintf(f, "mapping resident %s %s", iec(last->mapping_rss_bytes, b2, sizeof(b2)),
+                last->mapping_rss_bytes <= soft ? "(met)" : "(NOT met)");
+    else
+        fputs("mapping resident unknown", f);
+    if (rss)
+        fprintf(f, "; process RSS %s %s", iec(rss->value_bytes, b3, sizeof(b3)),
+                rss->value_bytes <= soft ? "is under it too"
+                                         : "is above it (repacked copies, runtime: not "
+                                           "releasable)");
+    fputc('\n', f);
+}
+
+void run_print_summary(FILE *f, const struct rf_report *r)
+{
+    char b1[32];
+
+    fprintf(f, "\n== ramforge: %s, policy %s", or_default(r->model_desc, "model"),
+            or_default(r->policy, "unknown"));
+    if (r->has_target)
+        fprintf(f, ", target %s", iec(r->target_bytes, b1, sizeof(b1)));
+    if (r->release_mode)
+        fprintf(f, ", release %s", r->release_mode);
+    fputs(" ==\n", f);
+    print_where(f, r);
+    print_limit(f, r);
+    if (r->policy_plans || r->policy_mutates)
+        print_release(f, r);
+    print_target(f, r);
+    if (r->verified)
+        fprintf(f, "  tokens after release: %s (--verify-session)\n",
+                r->verify_tokens_equal ? "identical" : "DIFFERENT");
+    if (r->admission)
+        fprintf(f, "  admission: %s%s\n", rf_admission_outcome_name(r->admission->outcome),
+                r->admission->outcome == RF_ADMIT_ADMITTED ? "" : " (see the admission line)");
+    if (r->cgroup_verdict && (r->cgroup_verdict->hit_limit || r->cgroup_verdict->oom_killed))
+        fprintf(f, "  the kernel: %s%s\n",
+                r->cgroup_verdict->hit_limit ? "the cgroup hit its limit" : "",
+                r->cgroup_verdict->oom_killed ? ", OOM kill" : "");
+}
