@@ -6,13 +6,18 @@ Usage: test_fit.py --ramforge PATH CASE
 """
 import json
 import os
+import sys
 
 from e2e_util import check, expect_error_lines, memory_child_cgroup, run_main, run_ramforge
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "schema"))
+import validate_report  # noqa: E402  (the report's admission arithmetic, redone)
 
 
 class Ctx:
     def __init__(self, args, tmp):
         self.rf = args.ramforge
+        self.schema = args.schema
         self.tmp = tmp
 
     def run(self, *argv, check_rc=0, **kw):
@@ -25,10 +30,35 @@ class Ctx:
         return path
 
 
+def schema_errors(c, doc):
+    """doc against schema/fit_check.schema.json (its admission: the operation report's
+    definition), and the admission arithmetic redone from its inputs."""
+    import jsonschema
+    with open(c.schema) as f:
+        fit_schema = json.load(f)
+    with open(os.path.join(os.path.dirname(c.schema), "operation_report.schema.json")) as f:
+        report_schema = json.load(f)
+    # The published $ref names the report schema's admission definition; jsonschema 4.10
+    # does not resolve the relative refs inside a urn: document, so validate against one
+    # document holding both.
+    ref = fit_schema["properties"]["admission"]["$ref"]
+    check(ref == report_schema["$id"] + "#/$defs/admission" and
+          "admission" in report_schema["$defs"], f"admission $ref {ref}")
+    combined = dict(fit_schema, **{"$defs": report_schema["$defs"]})
+    combined["properties"] = dict(fit_schema["properties"],
+                                  admission={"$ref": "#/$defs/admission"})
+    jsonschema.Draft202012Validator.check_schema(combined)
+    v = jsonschema.Draft202012Validator(combined)
+    errors = [f"{list(e.path)}: {e.message}" for e in v.iter_errors(doc)]
+    return errors + validate_report._admission_errors(doc)
+
+
 def fit(c, *argv, check_rc=0, **kw):
     p = c.run("inspect", "-J", *argv, check_rc=check_rc, **kw)
     doc = json.loads(p.stdout)
     check(doc["kind"] == "ramforge.fit_check" and doc["schema_version"] == 1, "envelope")
+    errors = schema_errors(c, doc)
+    check(not errors, f"the fit check's JSON: {errors[:3]}")
     return doc, {r["name"]: r for r in doc["admission"]["inputs"]}
 
 
