@@ -83,7 +83,7 @@ static void print_where(FILE *f, const struct rf_report *r)
         fprintf(f, " (peak %s)", iec(peak->value_bytes, b2, sizeof(b2)));
     fputs(":\n", f);
     if (mapped && res)
-        fprintf(f, "    weights in the file mapping  %11s resident of %s mapped\n",
+        fprintf(f, "    weights in the file mapping  %11s resident, of %s of weights mapped\n",
                 iec(res->value_bytes, b1, sizeof(b1)), iec(mapped->value_bytes, b2, sizeof(b2)));
     if (anon && anon->value_bytes)
         fprintf(f, "    repacked weight copies       %11s anonymous (release cannot return it)\n",
@@ -113,6 +113,9 @@ static void print_limit(FILE *f, const struct rf_report *r)
                 iec(c->level.usage.bytes, b2, sizeof(b2)), iec(c->room_bytes, b3, sizeof(b3)));
     } else if (r->has_cgroup_limit && !r->cgroup_limit_unlimited) {
         fprintf(f, "  cgroup limit %s\n", iec(r->cgroup_limit_bytes, b1, sizeof(b1)));
+    } else if (!r->cgroup_version) {
+        fprintf(f, "  memory limit: not read (%s)\n",
+                or_default(r->admission_reason, "no admission decision"));
     } else {
         fprintf(f, "  no memory limit binds this run (cgroup %s%s%s)\n",
                 or_default(r->cgroup_version, "none"), r->cgroup_dir ? " " : "",
@@ -140,8 +143,7 @@ static void print_release(FILE *f, const struct rf_report *r)
     }
     mapping_ends(r, &first, &last);
     if (!released) {
-        fprintf(f, "  release: nothing was released%s\n",
-                r->policy_mutates ? "" : " (the policy does not release)");
+        fprintf(f, "  release: nothing was released\n");
         return;
     }
     if (first && last)
@@ -201,7 +203,7 @@ void run_print_summary(FILE *f, const struct rf_report *r)
     fputs(" ==\n", f);
     print_where(f, r);
     print_limit(f, r);
-    if (r->policy_plans || r->policy_mutates)
+    if (r->policy_mutates)
         print_release(f, r);
     print_target(f, r);
     if (r->verified)
