@@ -466,14 +466,8 @@ static int inspect_page_cache(const char *path, bool json, bool raw, uint64_t bu
                                 .source = source};
     v.cachestat_rc = rfsys_cachestat(fp.fd, 0, 0, &v.cs);
     if (json) {
-        json_t *doc = page_cache_json(&v);
-        if (!doc) {
-            cli_error("out of memory");
+        if (!inspect_print_json(page_cache_json(&v)))
             goto out;
-        }
-        json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
-        fputc('\n', stdout);
-        json_decref(doc);
     } else {
         page_cache_table(&v, raw);
     }

@@ -121,6 +121,18 @@ static json_t *fit_json(const struct fit_options *f, const struct rf_admission_r
     return doc;
 }
 
+bool inspect_print_json(json_t *doc)
+{
+    if (!doc) {
+        cli_error("out of memory");
+        return false;
+    }
+    json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+    fputc('\n', stdout);
+    json_decref(doc);
+    return true;
+}
+
 int inspect_fit(const struct fit_options *f)
 {
     struct rf_session_params p = rf_session_default_params();
@@ -143,14 +155,8 @@ int inspect_fit(const struct fit_options *f)
         goto out;
     }
     if (f->json) {
-        json_t *doc = fit_json(f, a, cells);
-        if (!doc) {
-            cli_error("out of memory");
+        if (!inspect_print_json(fit_json(f, a, cells)))
             goto out;
-        }
-        json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
-        fputc('\n', stdout);
-        json_decref(doc);
     } else {
         print_fit(f, a, cells);
     }

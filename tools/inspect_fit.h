@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "ramforge/admission.h"
 
 struct fit_options {
@@ -21,5 +23,8 @@ struct fit_options {
 /* Prints the decision (table or JSON); returns the exit status: 0 admitted, 1 refused or
    failed. */
 int inspect_fit(const struct fit_options *f);
+
+/* Prints doc (a new reference, released; NULL: out of memory, said) on stdout, indented. */
+bool inspect_print_json(json_t *doc);
 
 #endif
