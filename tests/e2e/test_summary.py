@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the human report's opening summary (run --residency-report): its
+figures are those of the JSON report of the same run, in IEC units; the notes true of every
+run and the internal terms appear only with --verbose; no warning says the run exceeds a
+target it met. Usage: test_summary.py --ramforge PATH CASE
+"""
+import json
+import os
+
+from e2e_util import check, run_main, run_ramforge
+
+
+class Ctx:
+    def __init__(self, args, tmp):
+        self.rf = args.ramforge
+        self.tmp = tmp
+
+    def run(self, *argv, check_rc=0, **kw):
+        return run_ramforge(self.rf, argv, check_rc, **kw)
+
+    def model(self, preset, wtype):
+        path = os.path.join(self.tmp, f"{preset}-{wtype}.gguf")
+        if not os.path.exists(path):
+            self.run("mkmodel", "--preset", preset, "--type", wtype, "-o", path)
+            with open(path, "rb") as f:
+                os.fsync(f.fileno())  # written back: pageout may evict its pages
+        return path
+
+
+def iec(n):
+    """Bytes as the CLI prints them: "512 B", "1.50 MiB"."""
+    if n < 1024:
+        return f"{n} B"
+    units, v, u = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"], float(n), 0
+    while v >= 1024.0 and u < 6:
+        v /= 1024.0
+        u += 1
+    return f"{v:.2f} {units[u]}"
+
+
+GENERAL = ["warning: FileBackedResident is this process's mapping RSS",
+           "warning: Runtime is unknown", "warning: a release request is not reclamation"]
+
+
+def report_run(c, model, *extra):
+    js = os.path.join(c.tmp, f"r{len(os.listdir(c.tmp))}.json")
+    p = c.run("run", "-m", model, "-n", "4", "--residency-report",
+              "--residency-report-json", js, *extra)
+    with open(js) as f:
+        return p.stderr, json.load(f)
+
+
+def case_run_summary(c):
+    """A memory-bound run that meets its target: the summary first, its figures the JSON
+    report's, the release's before -> after, the tokens identical; nothing says it exceeds
+    the target its mapping met; the notes true of every run left out (printed with -v)."""
+    model = c.model("small", "q4_0")
+    err, doc = report_run(c, model, "--residency-policy", "memory-bound", "--memory-target",
+                          "64MiB", "--release-mode", "pageout", "--verify-session")
+    lines = err.splitlines()
+    head = [i for i, ln in enumerate(lines) if ln.startswith("== ramforge: ")]
+    details = [i for i, ln in enumerate(lines) if ln.startswith("-- details")]
+    check(len(head) == 1 and len(details) == 1 and head[0] < details[0], "summary, then details")
+    summary = "\n".join(lines[head[0]:details[0]])
+    led = {e["category"]: e["value_bytes"] for e in doc["ledger"]["entries"]}
+    samples = [s for s in doc["residency"]["samples"] if s.get("mapping_rss_bytes") is not None]
+    first, last = samples[0], samples[-1]
+    want = [
+        "policy memory-bound, target 64.00 MiB, release pageout",
+        f"process RSS {iec(led['ProcessRss'])} at the end (peak {iec(led['ProcessRssPeak'])})",
+        f"{iec(led['FileBackedResident'])} resident, of {iec(led['FileBackedLogical'])} of "
+        "weights mapped",
+        f"release: mapping resident {iec(first['mapping_rss_bytes'])} -> "
+        f"{iec(last['mapping_rss_bytes'])} ({first['label']} -> {last['label']})",
+        f"soft target 64.00 MiB: mapping resident {iec(last['mapping_rss_bytes'])} (met)",
+        "tokens after release: identical (--verify-session)",
+        f"admission: {doc['admission']['outcome']}",
+    ]
+    for w in want:
+        check(w in summary, f"summary lacks {w!r}:\n{summary}")
+    check(any(ln.split()[:3] == ["repacked", "weight", "copies"] and
+              iec(led["AnonymousWeights"]) in ln for ln in summary.splitlines()),
+          f"repacked copies {iec(led['AnonymousWeights'])}")
+    apps = [b for b in doc["application"]["boundaries"] if b["attempted"]]
+    moved = sum(b["observed_cgroup_delta_bytes"] or 0 for b in apps)
+    check(("cgroup charge: did not move" in summary) == (moved == 0),
+          f"cgroup delta {moved}:\n{summary}")
+    check(last["mapping_rss_bytes"] <= 64 << 20, "the target was met")
+    for ln in lines:
+        check(not ("exceeds the soft target" in ln and "projected memory" not in ln and
+                   "request of" not in ln), f"a warning says the run exceeds its target: {ln}")
+    for g in GENERAL:
+        check(g not in err, f"{g!r} printed without --verbose")
+    check("notes true of every such run left out" in err, "the left-out notes are counted")
+    check(", instance " not in err and "native: contract" not in err and
+          "lifetime:" not in err, "internal terms without --verbose")
+    err_v, _ = report_run(c, model, "--residency-policy", "memory-bound", "--memory-target",
+                          "64MiB", "--verbose")
+    for g in GENERAL:
+        check(g in err_v, f"{g!r} not printed with --verbose")
+    check("native: contract" in err_v and "lifetime:" in err_v, "internal terms with -v")
+    print(summary)
+
+
+CASES = {"run_summary": case_run_summary}
+
+if __name__ == "__main__":
+    run_main(CASES, Ctx, "ramforge-summary-")
