@@ -535,8 +535,8 @@ static void decide_soft(const struct rf_admission_input *in, struct rf_admission
     }
     if (out->has_excess) {
         decide(out, RF_ADMIT_WARNING, RF_ADMIT_CAUSE_SOFT_TARGET,
-               "the request of %" PRIu64 " bytes exceeds the soft target of %" PRIu64
-               " bytes by %" PRIu64 " bytes",
+               "the projected process memory of %" PRIu64
+               " bytes exceeds the soft target of %" PRIu64 " bytes by %" PRIu64 " bytes",
                out->request_bytes, out->soft_target_bytes, out->excess_bytes);
         note_excess(in, out, out->excess_bytes);
         return;
@@ -555,7 +555,9 @@ static void decide_soft(const struct rf_admission_input *in, struct rf_admission
                               : "no cgroup memory controller was found");
     }
     if (out->has_soft_target)
-        note(out, "; the request of %" PRIu64 " bytes fits the soft target of %" PRIu64 " bytes",
+        note(out,
+             "; the projected process memory of %" PRIu64 " bytes fits the soft target of %" PRIu64
+             " bytes",
              out->request_bytes, out->soft_target_bytes);
     else
         note(out, "; no target was set");
@@ -582,8 +584,8 @@ static void decide_known(const struct rf_admission_input *in, struct rf_admissio
     }
     if (__builtin_add_overflow(out->request_bytes, in->reserve_bytes, &with_reserve)) {
         decide(out, RF_ADMIT_REJECTED, RF_ADMIT_CAUSE_OVERFLOW,
-               "the request of %" PRIu64 " bytes plus the safety reserve of %" PRIu64
-               " bytes overflows 64 bits",
+               "the projected process memory of %" PRIu64
+               " bytes plus the safety reserve of %" PRIu64 " bytes overflows 64 bits",
                out->request_bytes, in->reserve_bytes);
         return;
     }
