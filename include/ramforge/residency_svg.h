@@ -99,7 +99,9 @@ struct rf_residency_svg_params {
  * as in the per-resource figures): data-pages is the range pages,
  * data-resident-pages what the snapshot saw resident, and so on. The fill
  * is the resident fraction of data-pages; a cell whose pages are all
- * unknown is grey, one whose tensors have no file pages is outlined only;
+ * unknown is grey, one whose tensors have no file pages (outside the
+ * mapping: llama.cpp unmaps file ranges that only its repacked copies
+ * used) is outlined only;
  * a row/kind without tensors has no <rect>. Errors: -EINVAL (NULL
  * argument, no panel or more than RF_SVG_MAX_BOUNDARIES, a snapshot whose
  * resources do not match the inventory's entries), -EOVERFLOW (a page

@@ -193,7 +193,8 @@ static void draw_cell(FILE *f, int x, int y, const char *boundary, const char *r
             kind_names[k]);
     put_escaped(f, boundary);
     if (c->pages == 0) {
-        fprintf(f, ": %u tensor(s) without file pages</title></rect>\n", c->tensors);
+        fprintf(f, ": %u tensor(s) outside the model mapping (no file pages)</title></rect>\n",
+                c->tensors);
         return;
     }
     fprintf(f, ": %" PRIu64 " of %" PRIu64 " pages resident (", c->resident, c->pages);
@@ -229,7 +230,7 @@ static void draw_legend(FILE *f, int y)
     ux += 140;
     fprintf(f,
             "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#888888\" "
-            "stroke-dasharray=\"2,2\"/>\n<text x=\"%d\" y=\"%d\">no file pages</text>\n",
+            "stroke-dasharray=\"2,2\"/>\n<text x=\"%d\" y=\"%d\">outside the mapping</text>\n",
             ux, y + 16, CELL_W - 1, CELL_H - 1, ux + CELL_W + 2, y + 25);
     fprintf(f,
             "<text x=\"%d\" y=\"%d\">resident = in the kernel's page cache (the panel's source), "
