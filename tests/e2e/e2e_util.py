@@ -97,6 +97,30 @@ def memory_child_cgroup(name, limit_bytes):
                 time.sleep(0.1)
 
 
+class ModelCtx:
+    """A case's context: the ramforge binary, --schema, the temporary folder, and models
+    generated there on first use (fsync'd: written back, so pageout may evict them)."""
+
+    def __init__(self, args, tmp):
+        self.rf = args.ramforge
+        self.schema = args.schema
+        self.tmp = tmp
+
+    def run(self, *argv, check_rc=0, **kw):
+        return run_ramforge(self.rf, argv, check_rc, **kw)
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def model(self, preset="tiny", wtype="q8_0"):
+        path = self.path(f"{preset}-{wtype}.gguf")
+        if not os.path.exists(path):
+            self.run("mkmodel", "--preset", preset, "--type", wtype, "-o", path)
+            with open(path, "rb") as f:
+                os.fsync(f.fileno())
+        return path
+
+
 def main(cases, make_ctx, tmp_prefix, tmp_dir=None, schema_required=False):
     """Parses --ramforge/--simple/--schema CASE, runs the case in a fresh temporary folder."""
     ap = argparse.ArgumentParser()

@@ -8,26 +8,10 @@ import json
 import os
 import sys
 
-from e2e_util import check, expect_error_lines, memory_child_cgroup, run_main, run_ramforge
+from e2e_util import ModelCtx as Ctx, check, expect_error_lines, memory_child_cgroup, run_main
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "schema"))
 import validate_report  # noqa: E402  (the report's admission arithmetic, redone)
-
-
-class Ctx:
-    def __init__(self, args, tmp):
-        self.rf = args.ramforge
-        self.schema = args.schema
-        self.tmp = tmp
-
-    def run(self, *argv, check_rc=0, **kw):
-        return run_ramforge(self.rf, argv, check_rc, **kw)
-
-    def model(self, preset="tiny", wtype="q8_0"):
-        path = os.path.join(self.tmp, f"{preset}-{wtype}.gguf")
-        if not os.path.exists(path):
-            self.run("mkmodel", "--preset", preset, "--type", wtype, "-o", path)
-        return path
 
 
 def schema_errors(c, doc):

@@ -7,24 +7,7 @@ target it met. Usage: test_summary.py --ramforge PATH CASE
 import json
 import os
 
-from e2e_util import check, run_main, run_ramforge
-
-
-class Ctx:
-    def __init__(self, args, tmp):
-        self.rf = args.ramforge
-        self.tmp = tmp
-
-    def run(self, *argv, check_rc=0, **kw):
-        return run_ramforge(self.rf, argv, check_rc, **kw)
-
-    def model(self, preset, wtype):
-        path = os.path.join(self.tmp, f"{preset}-{wtype}.gguf")
-        if not os.path.exists(path):
-            self.run("mkmodel", "--preset", preset, "--type", wtype, "-o", path)
-            with open(path, "rb") as f:
-                os.fsync(f.fileno())  # written back: pageout may evict its pages
-        return path
+from e2e_util import ModelCtx as Ctx, check, run_main
 
 
 def iec(n):

@@ -14,28 +14,10 @@ import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 
-from e2e_util import Failure, Skip, check, expect_error_lines, run_main, run_ramforge
+from e2e_util import ModelCtx as Ctx, Skip, check, expect_error_lines, run_main
 
 SVG = "{http://www.w3.org/2000/svg}"
 KINDS = ["attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"]
-
-
-class Ctx:
-    def __init__(self, args, tmp):
-        self.rf = args.ramforge
-        self.tmp = tmp
-
-    def run(self, *argv, check_rc=0, **kw):
-        return run_ramforge(self.rf, argv, check_rc, **kw)
-
-    def model(self, preset, wtype):
-        path = os.path.join(self.tmp, f"{preset}-{wtype}.gguf")
-        if not os.path.exists(path):
-            self.run("mkmodel", "--preset", preset, "--type", wtype, "-o", path)
-        return path
-
-    def path(self, name):
-        return os.path.join(self.tmp, name)
 
 
 def place(name):
