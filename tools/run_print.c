@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "ramforge/fs_profile.h"
 #include "run.h"
 
 /* s, or fallback when s is NULL: no "(null)" ever reaches the output. */
@@ -204,6 +205,22 @@ static void print_policy(FILE *f, const struct rf_report *r)
     }
 }
 
+/* The model file's filesystem and, where they differ from a local disk, what figures mean. */
+static void print_filesystem(FILE *f, const struct rf_report *r)
+{
+    const struct rf_fs_profile *p = rf_fs_profile_of(r->model_fs_magic);
+    fprintf(f, "filesystem: %s", p->name);
+    if (r->model_fs_magic)
+        fprintf(f, " (f_type 0x%" PRIx64 ")", r->model_fs_magic);
+    if (p->cachestat_why)
+        fprintf(f, "; cachestat: %s", p->cachestat_why);
+    if (p->page_figures_why)
+        fprintf(f, "; page figures: %s", p->page_figures_why);
+    if (p->release_why)
+        fprintf(f, "; release %s: %s", rf_fs_release_name(p->release), p->release_why);
+    fputc('\n', f);
+}
+
 void run_print_report(const struct rf_report *r)
 {
     char b1[32], b2[32];
@@ -215,6 +232,7 @@ void run_print_report(const struct rf_report *r)
             or_text(r->model_path, "unknown path"), or_text(r->model_desc, "no description"),
             cli_format_bytes(r->model_file_size_bytes, false, b1, sizeof(b1)),
             cli_format_bytes(r->model_native_size_bytes, false, b2, sizeof(b2)), r->instance_id);
+    print_filesystem(f, r);
     if (r->inventory) {
         const struct rf_inventory_totals *t = &r->inventory->totals;
         uint64_t reads_file = 0;

@@ -253,6 +253,8 @@ int rf_session_preload_report_write(const char *model_path, struct rf_session_pa
     r.llama_cpp_version = forge_llama_version();
     r.model_path = model_path;
     r.model_file_size_bytes = stat(model_path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    if (rfsys_fs_magic_path(model_path, &r.model_fs_magic) < 0)
+        r.model_fs_magic = 0;
     r.policy = rf_policy_name(params.policy);
     r.policy_plans = rf_policy_plans(params.policy);
     r.policy_mutates = rf_policy_mutates(params.policy);

@@ -98,6 +98,7 @@ static void op_identity(struct rf_session *s, struct rf_report *r)
     r->model_path = s->model.info.path;
     r->model_desc = s->model.info.desc;
     r->model_file_size_bytes = s->model.info.file_size_bytes;
+    r->model_fs_magic = s->model.info.fs_magic;
     r->model_native_size_bytes = s->model.info.size_bytes;
     r->model_n_params = s->model.info.n_params;
     r->instance_id = s->model.instance_id;
