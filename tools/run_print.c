@@ -193,6 +193,8 @@ static void print_policy(FILE *f, const struct rf_report *r)
                 r->file_cache_source ? r->file_cache_source : "unknown source",
                 cli_format_bytes(r->file_cached_pages * r->file_cache_page_bytes, false, b1,
                                  sizeof(b1)));
+    else if (r->file_cache_source)
+        fprintf(f, "page cache, whole file: %s\n", r->file_cache_source);
     if (r->lifetime) {
         uint64_t counts[RF_LT_N];
         rf_lifetime_counts(r->lifetime, counts);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/report_json.h"
+#include "ramforge/fs_profile.h"
 #include "ramforge/admission.h"
 #include "ramforge/error.h"
 #include "ramforge/forge_pages.h"
@@ -141,15 +142,19 @@ int rf_session_admit(struct rf_session *s, const struct rf_operation_request *re
     return 0;
 }
 
-/* Bytes of the file at path in the page cache (cachestat), or absent. */
+/*
+ * Bytes of the file at path in the page cache (cachestat), or absent; absent
+ * too where cachestat does not count the file's pages (overlayfs).
+ */
 static struct rf_admission_figure cached_bytes(const char *path)
 {
     struct rf_admission_figure f = {0};
     struct rfsys_cachestat cs;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     long page = sysconf(_SC_PAGESIZE);
-    uint64_t bytes;
-    if (fd >= 0 && page > 0 && rfsys_cachestat(fd, 0, 0, &cs) == 0 &&
+    uint64_t bytes, magic;
+    if (fd >= 0 && rfsys_fs_magic(fd, &magic) == 0 && rf_fs_profile_of(magic)->cachestat_valid &&
+        page > 0 && rfsys_cachestat(fd, 0, 0, &cs) == 0 &&
         !__builtin_mul_overflow(cs.nr_cache, (uint64_t)page, &bytes))
         f = rf_admission_figure_of(bytes, RF_PROV_EXACT_MEASURED, "cachestat(2) of the model file");
     if (fd >= 0)
