@@ -67,8 +67,8 @@ void ses_add_warning(struct rf_session *s, const char *w)
 {
     struct session_op *op = &s->op;
     for (size_t i = 0; i < op->n_warnings; i++)
-        if (op->warnings[i] == w)
-            return;
+        if (op->warnings[i] == w || strcmp(op->warnings[i], w) == 0)
+            return; /* by text: the same warning from two call sites is one warning */
     if (ses_grow((void **)&op->warnings, &op->cap_warnings, op->n_warnings + 1,
                  sizeof(*op->warnings)) == 0)
         op->warnings[op->n_warnings++] = w;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Observation that must not change what it observes, and filesystems where the figures mean
-something else (issue 13, faults 2 and 3).
+"""Observation that must not change what it observes, filesystems where the figures mean
+something else, and warnings said once (issue 13, faults 2, 3 and 4).
 
   fs_own_reads  inspect --page-cache on an evicted copy reports what was cached before it
                 looked (fincore before), and the pages its own header read brought in
@@ -9,9 +9,12 @@ something else (issue 13, faults 2 and 3).
                 inspect and in the run report; a release there frees memory.
   fs_tmpfs      a copy in /dev/shm: named tmpfs, cold read impossible, and a mutating policy
                 does not attempt a release (it would free nothing), saying why, once.
+  fs_bench_tmpfs  bench with its isolated copy on tmpfs: the physical limit is not measured,
+                since no read of a file in RAM is cold; it says so instead of "read cold (warm)".
   fs_overlayfs  a model seen through an overlay mount: cachestat on the overlay descriptor
                 answers 0 pages, so that figure is unknown with the reason, while mincore
                 (through the mapping of the real file) agrees with fincore on the lower file.
+  warnings_once   no warning twice on stderr or in the report's warnings.
 """
 import contextlib
 import json
@@ -55,15 +58,21 @@ def evict_all(path):
         os.close(fd)
 
 
-def report(c, model, *argv):
+def validate(c, path):
+    errors = validate_report.validate(c.schema, path)
+    check(not errors, f"report does not match the schema: {errors[:3]}")
+
+
+def report(c, model, *argv, check_schema=True):
     """(report JSON, stderr) of a short run with the human report on stderr."""
     path = os.path.join(c.tmp, f"report-{len(os.listdir(c.tmp))}.json")
     p = c.run("run", "-m", model, "-n", "4", "--residency-report",
               "--residency-report-json", path, *argv)
     with open(path) as f:
         doc = json.load(f)
-    errors = validate_report.validate(c.schema, path)
-    check(not errors, f"report does not match the schema: {errors[:3]}")
+    if check_schema:
+        validate(c, path)
+    c.last_report = path
     return doc, p.stderr
 
 
@@ -179,6 +188,22 @@ def case_fs_tmpfs(c):
     check(rep["application"]["accepted_bytes"], f"control releases: {rep['application']}")
 
 
+def case_fs_bench_tmpfs(c):
+    """bench with its isolated copy on tmpfs: no cold read is possible, and it says so."""
+    with shm_dir() as d:
+        out = os.path.join(c.tmp, "bench-out")
+        p = c.run("bench", "-m", c.model(), "-o", out, "-n", "2", "-r", "1", "--policies",
+                  "off", "--conditions", "isolated-nonresident", "--copy-dir", d, "-q")
+        check("read cold (warm)" not in p.stdout, f"a warm read called cold: {p.stdout}")
+        with open(os.path.join(out, "summary.json")) as f:
+            pl = json.load(f)["physical_limit"]
+        check(pl["limit_seconds"] is None and "cold read is impossible" in (pl["reason"] or ""),
+              f"physical limit on tmpfs: {pl}")
+        check("tmpfs" in pl["reason"], f"the reason names the filesystem: {pl['reason']}")
+        check("physical limit: not measured (a cold read is impossible" in p.stdout,
+              f"stdout: {p.stdout[-600:]}")
+
+
 def case_fs_overlayfs(c):
     if os.geteuid() != 0:
         raise Skip("not root: cannot mount an overlay")
@@ -221,11 +246,38 @@ def case_fs_overlayfs(c):
         subprocess.run(["umount", dirs["merged"]], capture_output=True, timeout=60)
 
 
+def case_warnings_once(c):
+    """Each warning reaches the user once: no warning line twice on stderr, none said twice
+    in two wordings (the mapping RSS above the soft target), no duplicate in the report."""
+    model = c.copy("warn.gguf")
+    # conservative releases only tensors that share no page: the target stays out of reach
+    rep, err = report(c, model, "--residency-policy", "conservative", "--memory-target",
+                      "1MiB", check_schema=False)
+    path = c.last_report
+    lines = [ln.removeprefix("ramforge: ") for ln in err.splitlines()
+             if ln.removeprefix("ramforge: ").startswith("warning: ")]
+    dup = sorted({ln for ln in lines if lines.count(ln) > 1})
+    check(not dup, f"warnings printed twice: {dup}")
+    above = [ln for ln in lines if "above the soft target" in ln]
+    check(len(above) == 1, f"the mapping RSS above the soft target said {len(above)} times: "
+                           f"{above}")
+    w = rep["warnings"]
+    check(len(w) == len(set(w)), f"duplicate warnings in the report: {w}")
+    check(any("above the soft target" in x for x in w), f"the report keeps the warning: {w}")
+    validate(c, path)
+    # without the human report, stderr still says it once
+    p = c.run("run", "-m", model, "-n", "4", "--residency-policy", "conservative",
+              "--memory-target", "1MiB")
+    check(p.stderr.count("above the soft target") == 1, f"stderr: {p.stderr[-800:]}")
+
+
 CASES = {
     "fs_own_reads": case_fs_own_reads,
     "fs_local": case_fs_local,
     "fs_tmpfs": case_fs_tmpfs,
+    "fs_bench_tmpfs": case_fs_bench_tmpfs,
     "fs_overlayfs": case_fs_overlayfs,
+    "warnings_once": case_warnings_once,
 }
 
 
