@@ -26,7 +26,7 @@
 
 /* What the own-reads figures mean, said in the output itself. */
 #define OWN_READS_NOTE                                                                             \
-    "every page-cache figure was taken before ramforge read the GGUF header; that read "          \
+    "every page-cache figure was taken before ramforge read the GGUF header; that read "           \
     "(without readahead) then brought brought_in_pages into the page cache, which stay there"
 
 /* What --page-cache measures, said in the output itself. */
@@ -129,13 +129,13 @@ static void print_table(const struct rf_inventory *inv, bool raw)
 
 struct before_read {
     struct rfsys_file_pages *fp;
-    uint8_t *states;        /* [0, pages): RF_PAGE_* before the header read; owned */
-    uint64_t pages;         /* pages captured */
-    int error;              /* first sampler error of the capture, 0 if none */
-    uint64_t header_bytes;  /* ramforge read [0, header_bytes) of the file */
-    uint64_t header_pages;  /* ceil(header_bytes / page) */
-    uint64_t brought_in;    /* pages not in the page cache before the read, in it after */
-    uint64_t unobserved;    /* header pages past the capture: not seen before the read */
+    uint8_t *states;       /* [0, pages): RF_PAGE_* before the header read; owned */
+    uint64_t pages;        /* pages captured */
+    int error;             /* first sampler error of the capture, 0 if none */
+    uint64_t header_bytes; /* ramforge read [0, header_bytes) of the file */
+    uint64_t header_pages; /* ceil(header_bytes / page) */
+    uint64_t brought_in;   /* pages not in the page cache before the read, in it after */
+    uint64_t unobserved;   /* header pages past the capture: not seen before the read */
 };
 
 static int before_capture(struct rfsys_file_pages *fp, struct before_read *b)
@@ -286,7 +286,7 @@ struct page_cache_view {
     const struct file_count *file;
     uint64_t budget;
     const char *source;
-    int cachestat_rc; /* whole-file cachestat, before the header read */
+    int cachestat_rc;          /* whole-file cachestat, before the header read */
     const char *cachestat_why; /* when cachestat_rc < 0: why the figure is unknown */
     struct rfsys_cachestat cs;
     const struct before_read *before;
@@ -481,12 +481,12 @@ static void page_cache_table(const struct page_cache_view *v, bool raw)
                v->cs.nr_dirty, v->cs.nr_writeback, v->cs.nr_evicted, v->cs.nr_recently_evicted);
     else
         printf("whole file, cachestat: unknown: %s\n", v->cachestat_why);
-    printf("filesystem: %s (f_type 0x%" PRIx64 ")%s%s\n", v->fp->fs->name, v->fp->fs_magic,
-           v->fp->fs->page_figures_why ? "; " : "",
-           v->fp->fs->page_figures_why ? v->fp->fs->page_figures_why : "");
-    if (v->fp->fs->release_why)
-        printf("release on this filesystem: %s: %s\n", rf_fs_release_name(v->fp->fs->release),
-               v->fp->fs->release_why);
+    const struct rf_fs_profile *fs = rf_fs_profile_of(v->fp->fs_magic);
+    printf("filesystem: %s (f_type 0x%" PRIx64 ")%s%s\n", fs->name, v->fp->fs_magic,
+           fs->page_figures_why ? "; " : "", fs->page_figures_why ? fs->page_figures_why : "");
+    if (fs->release_why)
+        printf("release on this filesystem: %s: %s\n", rf_fs_release_name(fs->release),
+               fs->release_why);
     printf("ramforge's own reads: the GGUF header, %" PRIu64 " bytes (%" PRIu64
            " pages), read without readahead after every figure above was taken; they brought "
            "%" PRIu64 " pages (%s) into the page cache",
@@ -549,9 +549,10 @@ static int inspect_page_cache(const char *path, bool json, bool raw, uint64_t bu
                                 .before = &before};
     v.cachestat_rc = rfsys_cachestat(fp.fd, 0, 0, &v.cs);
     v.cachestat_why = v.cachestat_rc < 0 ? rf_strerror(v.cachestat_rc) : NULL;
-    if (v.cachestat_rc == 0 && !fp.fs->cachestat_valid) {
+    const struct rf_fs_profile *fs = rf_fs_profile_of(fp.fs_magic);
+    if (v.cachestat_rc == 0 && !fs->cachestat_valid) {
         v.cachestat_rc = -EOPNOTSUPP;
-        v.cachestat_why = fp.fs->cachestat_why;
+        v.cachestat_why = fs->cachestat_why;
     }
     rc = forge_gguf_read_table(path, &table, err);
     if (rc < 0) {

@@ -42,17 +42,17 @@ enum rf_fs_release {
 
 /* One filesystem type. Every string is static. */
 struct rf_fs_profile {
-    uint64_t magic;           /* statfs f_type; 0 for the unknown-type profile */
-    const char *name;         /* "ext4", "tmpfs", "overlayfs", ...; "unknown" */
-    bool cachestat_valid;     /* cachestat on a descriptor of this filesystem counts the
-                                 file's cached pages */
-    const char *cachestat_why; /* NULL when valid; else why the figure is unknown */
-    bool page_figures_stable; /* mincore/cachestat figures describe a cache only this
-                                 machine controls */
+    uint64_t magic;               /* statfs f_type; 0 for the unknown-type profile */
+    const char *name;             /* "ext4", "tmpfs", "overlayfs", ...; "unknown" */
+    bool cachestat_valid;         /* cachestat on a descriptor of this filesystem counts the
+                                     file's cached pages */
+    const char *cachestat_why;    /* NULL when valid; else why the figure is unknown */
+    bool page_figures_stable;     /* mincore/cachestat figures describe a cache only this
+                                     machine controls */
     const char *page_figures_why; /* NULL when stable; else the caveat to print */
-    bool cold_read_possible;  /* the file's data can be out of RAM (false on tmpfs) */
+    bool cold_read_possible;      /* the file's data can be out of RAM (false on tmpfs) */
     enum rf_fs_release release;
-    const char *release_why;  /* NULL for RF_FS_RELEASE_FREES; else the reason */
+    const char *release_why; /* NULL for RF_FS_RELEASE_FREES; else the reason */
 };
 
 /*

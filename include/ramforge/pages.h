@@ -33,8 +33,6 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "ramforge/fs_profile.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -157,11 +155,11 @@ struct rfsys_file_pages {
     int cachestat_error;           /* 0: cachestat answers for this file; else its -errno */
     enum rfsys_page_method method; /* mincore if trustworthy, else cachestat if it
                                       answers and the filesystem's cachestat counts the
-                                      file's pages (fs->cachestat_valid), else none */
+                                      file's pages (cachestat_valid), else none */
     uint64_t cachestat_calls;      /* cachestat calls made by sampling (cost figure) */
-    uint64_t fs_magic;             /* statfs f_type of the file's filesystem (rfsys_fs_magic);
-                                      0 when fstatfs failed */
-    const struct rf_fs_profile *fs; /* rf_fs_profile_of(fs_magic): never NULL once opened */
+    uint64_t fs_magic;             /* statfs f_type of the file's filesystem (rfsys_fs_magic;
+                                      rf_fs_profile_of says what figures mean there); 0 when
+                                      fstatfs failed */
 };
 
 /*

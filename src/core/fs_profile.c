@@ -25,11 +25,17 @@ static const char SHMEM_RELEASE_WHY[] =
 
 /* Local block filesystems: the page cache is the file's only cache. */
 #define LOCAL(magic_, name_)                                                                       \
-    {magic_, name_, true, NULL, true, NULL, true, RF_FS_RELEASE_FREES, NULL}
+    {                                                                                              \
+        magic_, name_, true, NULL, true, NULL, true, RF_FS_RELEASE_FREES, NULL                     \
+    }
 #define NETWORK(magic_, name_)                                                                     \
-    {magic_, name_, true, NULL, false, NET_WHY, true, RF_FS_RELEASE_FREES, NET_RELEASE_WHY}
+    {                                                                                              \
+        magic_, name_, true, NULL, false, NET_WHY, true, RF_FS_RELEASE_FREES, NET_RELEASE_WHY      \
+    }
 #define SHMEM(magic_, name_)                                                                       \
-    {magic_, name_, true, NULL, true, NULL, false, RF_FS_RELEASE_NO_FREE, SHMEM_RELEASE_WHY}
+    {                                                                                              \
+        magic_, name_, true, NULL, true, NULL, false, RF_FS_RELEASE_NO_FREE, SHMEM_RELEASE_WHY     \
+    }
 
 static const struct rf_fs_profile TABLE[] = {
     LOCAL(0xEF53, "ext4"), /* ext2/ext3/ext4 share the magic */

@@ -26,8 +26,8 @@
 /* A read-only stdio stream over fd by pread, counting the furthest byte read. */
 struct header_reader {
     int fd;
-    off_t pos;          /* stream position, bytes */
-    uint64_t read_end;  /* furthest byte offset read + 1, bytes */
+    off_t pos;         /* stream position, bytes */
+    uint64_t read_end; /* furthest byte offset read + 1, bytes */
 };
 
 static ssize_t header_read(void *cookie, char *buf, size_t len)

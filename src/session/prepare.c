@@ -15,10 +15,10 @@
 #include <unistd.h>
 
 #include "core/report_json.h"
-#include "ramforge/fs_profile.h"
 #include "ramforge/admission.h"
 #include "ramforge/error.h"
 #include "ramforge/forge_pages.h"
+#include "ramforge/fs_profile.h"
 #include "ramforge/pages.h"
 #include "ramforge/policy.h"
 
