@@ -16,7 +16,9 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "ramforge/fs_profile.h"
 #include "ramforge/intervals.h"
+#include "ramforge/pages.h"
 #include "ramforge/timing.h"
 
 /* O_DIRECT buffers are aligned to this many bytes (covers 4 KiB logical blocks). */
@@ -449,6 +451,17 @@ int bench_copy_make(const char *model, const char *dir, bool progress, struct be
         return rc;
     cp->made = true;
 
+    /* tmpfs and the like: the file lives in RAM, so no read of it can be cold */
+    uint64_t magic;
+    const struct rf_fs_profile *fs =
+        rf_fs_profile_of(rfsys_fs_magic_path(cp->path, &magic) == 0 ? magic : 0);
+    if (!fs->cold_read_possible) {
+        snprintf(cp->read_error, sizeof(cp->read_error),
+                 "a cold read is impossible: the isolated copy is on %s, whose files live in RAM "
+                 "and cannot be dropped from it",
+                 fs->name);
+        return 0;
+    }
     for (int read = 0; read < BENCH_LIMIT_READS; read++) {
         uint64_t bytes, ns;
         for (int attempt = 1; attempt <= BENCH_PREPARE_ATTEMPTS; attempt++) {

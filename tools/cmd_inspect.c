@@ -19,12 +19,18 @@
 #include "ramforge/error.h"
 #include "ramforge/forge.h"
 #include "ramforge/forge_pages.h"
+#include "ramforge/fs_profile.h"
 #include "ramforge/inventory.h"
 #include "ramforge/pages.h"
 #include "ramforge/report.h"
 #include "ramforge/residency.h"
 #include "ramforge/residency_svg.h"
 #include "run.h"
+
+/* What the own-reads figures mean, said in the output itself. */
+#define OWN_READS_NOTE                                                                             \
+    "every page-cache figure was taken before ramforge read the GGUF header; that read "           \
+    "(without readahead) then brought brought_in_pages into the page cache, which stay there"
 
 /* What --page-cache measures, said in the output itself. */
 #define PAGE_CACHE_NOTE                                                                            \
@@ -52,7 +58,10 @@ static void usage(FILE *out)
             "page resident, so those pages are shown unknown). Then totals over the\n"
             "tensors' pages and over the whole file, each with its source. Page cache is\n"
             "not the same as pages mapped in a process (smaps Rss, 'run' reports that).\n"
-            "Nothing is read, prefetched or evicted.\n"
+            "Every figure is taken before ramforge reads anything; then it reads only the\n"
+            "GGUF header, without readahead, and reports the pages that read brought into\n"
+            "the page cache. No tensor data is read, prefetched or evicted. The model\n"
+            "file's filesystem is named, with what the figures mean there.\n"
             "\n"
             "With -c N, the fit check: would `run -c N` be admitted? The decision run makes\n"
             "before loading (GGUF header: weights mapped, repacked copies, KV cache of N\n"
@@ -131,6 +140,95 @@ static void print_table(const struct rf_inventory *inv, bool raw)
            cli_format_bytes(t->unique_reclaimable_bytes, raw, b4, sizeof(b4)));
 }
 
+/*
+ * Page states as they were before ramforge read the GGUF header. The
+ * header read (without readahead) brings pages [0, header_pages) into the
+ * page cache; so the first min(file_pages, BEFORE_MAX_PAGES) pages are
+ * observed before that read and every later answer for them comes from
+ * this capture. Pages past the capture are observed live, except those the
+ * read touched (unknown: their state before the read was not seen).
+ */
+#define BEFORE_MAX_PAGES (1ull << 22) /* 16 GiB of 4 KiB pages; 4 MiB of states */
+
+struct before_read {
+    struct rfsys_file_pages *fp;
+    uint8_t *states;       /* [0, pages): RF_PAGE_* before the header read; owned */
+    uint64_t pages;        /* pages captured */
+    int error;             /* first sampler error of the capture, 0 if none */
+    uint64_t header_bytes; /* ramforge read [0, header_bytes) of the file */
+    uint64_t header_pages; /* ceil(header_bytes / page) */
+    uint64_t brought_in;   /* pages not in the page cache before the read, in it after */
+    uint64_t unobserved;   /* header pages past the capture: not seen before the read */
+};
+
+static int before_capture(struct rfsys_file_pages *fp, struct before_read *b)
+{
+    memset(b, 0, sizeof(*b));
+    b->fp = fp;
+    b->pages = fp->file_pages < BEFORE_MAX_PAGES ? fp->file_pages : BEFORE_MAX_PAGES;
+    b->states = malloc(b->pages ? (size_t)b->pages : 1);
+    if (!b->states)
+        return -ENOMEM;
+    for (uint64_t first = 0; first < b->pages; first += RF_PAGE_WINDOW_PAGES) {
+        uint64_t n = b->pages - first;
+        n = n < RF_PAGE_WINDOW_PAGES ? n : RF_PAGE_WINDOW_PAGES;
+        int rc = rfsys_file_pages_sample(fp, first, n, b->states + first);
+        if (rc < 0 && !b->error)
+            b->error = rc;
+    }
+    return 0;
+}
+
+/* After the header read: which of its pages it brought into the page cache. */
+static void before_account(struct before_read *b, uint64_t header_bytes)
+{
+    uint8_t states[RF_PAGE_WINDOW_PAGES];
+    const uint64_t pb = b->fp->page_bytes;
+
+    b->header_bytes = header_bytes;
+    b->header_pages = header_bytes / pb + (header_bytes % pb != 0);
+    if (b->header_pages > b->fp->file_pages)
+        b->header_pages = b->fp->file_pages;
+    uint64_t seen = b->header_pages < b->pages ? b->header_pages : b->pages;
+    b->unobserved = b->header_pages - seen;
+    for (uint64_t first = 0; first < seen; first += RF_PAGE_WINDOW_PAGES) {
+        uint64_t n = seen - first < RF_PAGE_WINDOW_PAGES ? seen - first : RF_PAGE_WINDOW_PAGES;
+        if (rfsys_file_pages_sample(b->fp, first, n, states) < 0) {
+            b->unobserved += n;
+            continue;
+        }
+        for (uint64_t i = 0; i < n; i++)
+            if (b->states[first + i] == RF_PAGE_NONRESIDENT && states[i] == RF_PAGE_RESIDENT)
+                b->brought_in++;
+    }
+}
+
+/* States of [first_page, first_page + n_pages) as they were before the header read. */
+static int before_sample(struct before_read *b, uint64_t first_page, uint64_t n_pages,
+                         uint8_t *states)
+{
+    int rc = 0;
+    for (uint64_t i = 0; i < n_pages;) {
+        uint64_t p = first_page + i, n;
+        if (p < b->pages) {
+            n = b->pages - p < n_pages - i ? b->pages - p : n_pages - i;
+            memcpy(states + i, b->states + p, (size_t)n);
+            if (b->error && !rc)
+                rc = b->error;
+        } else if (p < b->header_pages) {
+            n = b->header_pages - p < n_pages - i ? b->header_pages - p : n_pages - i;
+            memset(states + i, RF_PAGE_UNKNOWN, (size_t)n);
+        } else {
+            n = n_pages - i;
+            int r = rfsys_file_pages_sample(b->fp, p, n, states + i);
+            if (r < 0 && !rc)
+                rc = r;
+        }
+        i += n;
+    }
+    return rc;
+}
+
 /* The page-cache sampler over the observation mapping (mapping 0 only). */
 static int file_sampler(void *ud, int32_t mapping_index, uint64_t first_page, uint64_t n_pages,
                         uint8_t *states)
@@ -139,7 +237,7 @@ static int file_sampler(void *ud, int32_t mapping_index, uint64_t first_page, ui
         memset(states, RF_PAGE_UNKNOWN, (size_t)n_pages);
         return -ENXIO;
     }
-    return rfsys_file_pages_sample(ud, first_page, n_pages, states);
+    return before_sample(ud, first_page, n_pages, states);
 }
 
 /* Page-cache figures of the whole file, [0, file_pages), within the budget. */
@@ -152,16 +250,17 @@ struct file_count {
     int first_error;      /* sampler error, 0 if none */
 };
 
-static void count_file(struct rfsys_file_pages *fp, uint64_t budget, struct file_count *fc)
+static void count_file(struct before_read *b, uint64_t budget, struct file_count *fc)
 {
     uint8_t states[RF_PAGE_WINDOW_PAGES];
+    struct rfsys_file_pages *fp = b->fp;
     uint64_t todo = fp->file_pages < budget ? fp->file_pages : budget;
 
     memset(fc, 0, sizeof(*fc));
     fc->pages = fp->file_pages;
     for (uint64_t first = 0; first < todo;) {
         uint64_t n = todo - first < RF_PAGE_WINDOW_PAGES ? todo - first : RF_PAGE_WINDOW_PAGES;
-        int rc = rfsys_file_pages_sample(fp, first, n, states);
+        int rc = before_sample(b, first, n, states);
         if (rc < 0 && !fc->first_error)
             fc->first_error = rc;
         for (uint64_t i = 0; i < n; i++) {
@@ -210,9 +309,27 @@ struct page_cache_view {
     const struct file_count *file;
     uint64_t budget;
     const char *source;
-    int cachestat_rc; /* whole-file cachestat */
+    int cachestat_rc;          /* whole-file cachestat, before the header read */
+    const char *cachestat_why; /* when cachestat_rc < 0: why the figure is unknown */
     struct rfsys_cachestat cs;
+    const struct before_read *before;
 };
+
+/* What ramforge's own header read did to the page cache. */
+static json_t *own_reads_json(const struct page_cache_view *v)
+{
+    const struct before_read *b = v->before;
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "header_read_bytes", ju64(b->header_bytes));
+    json_object_set_new(o, "header_pages", ju64(b->header_pages));
+    json_object_set_new(o, "brought_in_pages", ju64(b->brought_in));
+    json_object_set_new(o, "brought_in_bytes", jpage_bytes(b->brought_in, v->fp->page_bytes));
+    json_object_set_new(o, "unobserved_pages", ju64(b->unobserved));
+    json_object_set_new(o, "note", json_string(OWN_READS_NOTE));
+    return o;
+}
 
 static json_t *page_cache_json(const struct page_cache_view *v)
 {
@@ -282,8 +399,16 @@ static json_t *page_cache_json(const struct page_cache_view *v)
         json_object_set_new(pc, "file_cachestat_reason", json_null());
     } else {
         json_object_set_new(pc, "file_cachestat", json_null());
-        json_object_set_new(pc, "file_cachestat_reason", json_string(rf_strerror(v->cachestat_rc)));
+        json_object_set_new(pc, "file_cachestat_reason", json_string(v->cachestat_why));
     }
+    json_t *own = own_reads_json(v), *fs = rf_fs_to_json(v->fp->fs_magic);
+    if (!own || !fs) {
+        json_decref(own);
+        json_decref(fs);
+        goto fail;
+    }
+    json_object_set_new(pc, "own_reads", own);
+    json_object_set_new(doc, "filesystem", fs);
     json_object_set_new(pc, "snapshot", snap);
     snap = NULL;
     json_object_set_new(doc, "page_cache", pc);
@@ -378,7 +503,21 @@ static void page_cache_table(const struct page_cache_view *v, bool raw)
                v->cs.nr_cache, cli_format_bytes(v->cs.nr_cache * pb, raw, b1, sizeof(b1)),
                v->cs.nr_dirty, v->cs.nr_writeback, v->cs.nr_evicted, v->cs.nr_recently_evicted);
     else
-        printf("whole file, cachestat: unknown: %s\n", rf_strerror(v->cachestat_rc));
+        printf("whole file, cachestat: unknown: %s\n", v->cachestat_why);
+    const struct rf_fs_profile *fs = rf_fs_profile_of(v->fp->fs_magic);
+    printf("filesystem: %s (f_type 0x%" PRIx64 ")%s%s\n", fs->name, v->fp->fs_magic,
+           fs->page_figures_why ? "; " : "", fs->page_figures_why ? fs->page_figures_why : "");
+    if (fs->release_why)
+        printf("release on this filesystem: %s: %s\n", rf_fs_release_name(fs->release),
+               fs->release_why);
+    printf("ramforge's own reads: the GGUF header, %" PRIu64 " bytes (%" PRIu64
+           " pages), read without readahead after every figure above was taken; they brought "
+           "%" PRIu64 " pages (%s) into the page cache",
+           v->before->header_bytes, v->before->header_pages, v->before->brought_in,
+           cli_format_bytes(v->before->brought_in * pb, raw, b1, sizeof(b1)));
+    if (v->before->unobserved)
+        printf(", %" PRIu64 " more not observed before the read", v->before->unobserved);
+    printf("\n");
     printf("page budget: %" PRIu64 " pages per pass; tensor pass asked about %" PRIu64
            " pages, whole-file pass %" PRIu64 "%s\n",
            v->budget, v->snap->coverage.budget_used_pages, v->file->inspected,
@@ -400,23 +539,51 @@ static int inspect_page_cache(const char *path, bool json, bool raw, uint64_t bu
     struct rf_inventory inv;
     struct rf_residency_snapshot snap;
     struct file_count file;
+    struct before_read before;
     char err[FORGE_ERR_MAX], source[RF_RESIDENCY_SOURCE_MAX];
     int status = RF_EXIT_FAILURE, rc;
 
     memset(&fp, 0, sizeof(fp));
+    memset(&table, 0, sizeof(table));
+    memset(&before, 0, sizeof(before));
     fp.fd = -1;
     rf_inventory_init(&inv);
     rf_residency_snapshot_init(&snap);
+    /* observe first (open + map read nothing), then read the header */
+    rc = rfsys_file_pages_open(path, &fp);
+    if (rc < 0) {
+        if (forge_gguf_read_table(path, &table, err) < 0)
+            cli_error("%s", err); /* the same failure, said as the GGUF check says it */
+        else
+            cli_error("cannot map %s: %s", path, rf_strerror(rc));
+        goto out;
+    }
+    rc = before_capture(&fp, &before);
+    if (rc < 0) {
+        cli_error("%s: %s", path, rf_strerror(rc));
+        goto out;
+    }
+    struct page_cache_view v = {.path = path,
+                                .fp = &fp,
+                                .inv = &inv,
+                                .snap = &snap,
+                                .file = &file,
+                                .budget = budget,
+                                .source = source,
+                                .before = &before};
+    v.cachestat_rc = rfsys_cachestat(fp.fd, 0, 0, &v.cs);
+    v.cachestat_why = v.cachestat_rc < 0 ? rf_strerror(v.cachestat_rc) : NULL;
+    const struct rf_fs_profile *fs = rf_fs_profile_of(fp.fs_magic);
+    if (v.cachestat_rc == 0 && !fs->cachestat_valid) {
+        v.cachestat_rc = -EOPNOTSUPP;
+        v.cachestat_why = fs->cachestat_why;
+    }
     rc = forge_gguf_read_table(path, &table, err);
     if (rc < 0) {
         cli_error("%s", err);
-        return RF_EXIT_FAILURE;
-    }
-    rc = rfsys_file_pages_open(path, &fp);
-    if (rc < 0) {
-        cli_error("cannot map %s: %s", path, rf_strerror(rc));
         goto out;
     }
+    before_account(&before, table.header_read_bytes);
     if ((uint64_t)fp.st.st_ino != table.mapping.inode ||
         major(fp.st.st_dev) != table.mapping.dev_major ||
         minor(fp.st.st_dev) != table.mapping.dev_minor ||
@@ -438,14 +605,14 @@ static int inspect_page_cache(const char *path, bool json, bool raw, uint64_t bu
     struct rf_residency_params rp = rf_residency_default_params();
     rp.page_budget_pages = budget;
     rp.sample = file_sampler;
-    rp.sample_ud = &fp;
+    rp.sample_ud = &before;
     rp.source = source;
     rc = rf_residency_snapshot_take(&inv, &rp, &snap);
     if (rc < 0) {
         cli_error("%s: cannot take the page-cache snapshot: %s", path, rf_strerror(rc));
         goto out;
     }
-    count_file(&fp, budget, &file);
+    count_file(&before, budget, &file);
     if (svg_path) {
         struct rf_residency_svg_boundary b = {"inspect --page-cache", &snap};
         struct rf_residency_svg_params sp = {
@@ -457,14 +624,6 @@ static int inspect_page_cache(const char *path, bool json, bool raw, uint64_t bu
         }
     }
 
-    struct page_cache_view v = {.path = path,
-                                .fp = &fp,
-                                .inv = &inv,
-                                .snap = &snap,
-                                .file = &file,
-                                .budget = budget,
-                                .source = source};
-    v.cachestat_rc = rfsys_cachestat(fp.fd, 0, 0, &v.cs);
     if (json) {
         if (!inspect_print_json(page_cache_json(&v)))
             goto out;
@@ -473,6 +632,7 @@ static int inspect_page_cache(const char *path, bool json, bool raw, uint64_t bu
     }
     status = fflush(stdout) == 0 ? 0 : RF_EXIT_FAILURE;
 out:
+    free(before.states);
     rf_residency_snapshot_free(&snap);
     rf_inventory_free(&inv);
     rfsys_file_pages_close(&fp);

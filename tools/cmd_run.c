@@ -286,7 +286,8 @@ int cmd_run(int argc, char **argv)
         cli_error("%s: cannot end the operation: %s", o.model, rf_strerror(rc));
         goto out;
     }
-    warn_above_target(s);
+    if (!o.human_report) /* the report's warnings say it (one warning, not two) */
+        warn_above_target(s);
 
     printf("%s\n", gen.text);
     fflush(stdout);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "ramforge/fs_profile.h"
 #include "run.h"
 
 /* s, or fallback when s is NULL: no "(null)" ever reaches the output. */
@@ -192,6 +193,8 @@ static void print_policy(FILE *f, const struct rf_report *r, bool verbose)
                 r->file_cache_source ? r->file_cache_source : "unknown source",
                 cli_format_bytes(r->file_cached_pages * r->file_cache_page_bytes, false, b1,
                                  sizeof(b1)));
+    else if (r->file_cache_source)
+        fprintf(f, "page cache, whole file: %s\n", r->file_cache_source);
     if (r->lifetime && verbose) {
         uint64_t counts[RF_LT_N];
         rf_lifetime_counts(r->lifetime, counts);
@@ -202,6 +205,22 @@ static void print_policy(FILE *f, const struct rf_report *r, bool verbose)
                         counts[s]);
         fputc('\n', f);
     }
+}
+
+/* The model file's filesystem and, where they differ from a local disk, what figures mean. */
+static void print_filesystem(FILE *f, const struct rf_report *r)
+{
+    const struct rf_fs_profile *p = rf_fs_profile_of(r->model_fs_magic);
+    fprintf(f, "filesystem: %s", p->name);
+    if (r->model_fs_magic)
+        fprintf(f, " (f_type 0x%" PRIx64 ")", r->model_fs_magic);
+    if (p->cachestat_why)
+        fprintf(f, "; cachestat: %s", p->cachestat_why);
+    if (p->page_figures_why)
+        fprintf(f, "; page figures: %s", p->page_figures_why);
+    if (p->release_why)
+        fprintf(f, "; release %s: %s", rf_fs_release_name(p->release), p->release_why);
+    fputc('\n', f);
 }
 
 void run_print_report(const struct rf_report *r, bool verbose)
@@ -218,6 +237,7 @@ void run_print_report(const struct rf_report *r, bool verbose)
     if (verbose)
         fprintf(f, ", instance %" PRIu64, r->instance_id);
     fputc('\n', f);
+    print_filesystem(f, r);
     if (r->inventory) {
         const struct rf_inventory_totals *t = &r->inventory->totals;
         uint64_t reads_file = 0;

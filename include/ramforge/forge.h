@@ -133,6 +133,8 @@ struct forge_model_info {
     bool access_probed;                /* the graph probe ran and classified tensors */
     enum rf_access_basis access_basis; /* how the tensors' access was classified */
     uint64_t probe_ns; /* wall time of the classification (probe or placement), ns */
+    uint64_t fs_magic; /* statfs f_type of the file's filesystem (rf_fs_profile_of);
+                          0: not known */
 };
 void forge_model_get_info(const struct forge_model *m, struct forge_model_info *out);
 

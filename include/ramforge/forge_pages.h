@@ -189,6 +189,9 @@ struct forge_gguf_table {
     struct rf_mapping_meta mapping; /* index 0, path, size, device, inode; validated false
                                        and no fragment: nothing is mapped */
     uint64_t data_offset_bytes;     /* GGUF data section offset */
+    uint64_t header_read_bytes;     /* ramforge read [0, this) of the file, without
+                                       readahead: the only pages its read could bring into
+                                       the page cache */
 };
 
 /*

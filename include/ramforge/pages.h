@@ -121,6 +121,16 @@ struct rfsys_vma {
  */
 int rfsys_maps_find(const char *sysroot, const char *pid, uint64_t addr, struct rfsys_vma *out);
 
+/*
+ * The statfs f_type of the filesystem holding fd (its low 32 bits, as in
+ * linux/magic.h) into *magic: the key of rf_fs_profile_of (fs_profile.h).
+ * Errors: -errno of fstatfs, -EINVAL (NULL magic); *magic is then 0.
+ */
+int rfsys_fs_magic(int fd, uint64_t *magic);
+
+/* rfsys_fs_magic of the filesystem holding PATH (statfs); -EINVAL for a NULL path. */
+int rfsys_fs_magic_path(const char *path, uint64_t *magic);
+
 /* How rfsys_file_pages_sample finds page states. */
 enum rfsys_page_method {
     RFSYS_PAGES_NONE = 0,      /* no trustworthy source: every page unknown */
@@ -144,8 +154,12 @@ struct rfsys_file_pages {
     const char *mincore_reason;    /* static: why mincore is or is not trustworthy */
     int cachestat_error;           /* 0: cachestat answers for this file; else its -errno */
     enum rfsys_page_method method; /* mincore if trustworthy, else cachestat if it
-                                      answers, else none */
+                                      answers and the filesystem's cachestat counts the
+                                      file's pages (cachestat_valid), else none */
     uint64_t cachestat_calls;      /* cachestat calls made by sampling (cost figure) */
+    uint64_t fs_magic;             /* statfs f_type of the file's filesystem (rfsys_fs_magic;
+                                      rf_fs_profile_of says what figures mean there); 0 when
+                                      fstatfs failed */
 };
 
 /*

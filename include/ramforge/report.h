@@ -112,6 +112,8 @@ struct rf_report {
     const char *model_path;
     const char *model_desc; /* llama_model_desc */
     uint64_t model_file_size_bytes;
+    uint64_t model_fs_magic;          /* statfs f_type of the model file's filesystem; 0: not known
+                                         (model.filesystem, fs_profile.h) */
     uint64_t model_native_size_bytes; /* llama_model_size */
     uint64_t model_n_params;
     uint64_t instance_id;              /* forge model instance; 0: not loaded (the native

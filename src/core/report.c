@@ -252,6 +252,7 @@ static json_t *model_json(const struct rf_report *r)
     json_object_set_new(o, "path", jstr(r->model_path));
     json_object_set_new(o, "desc", jstr(r->model_desc));
     json_object_set_new(o, "file_size_bytes", jbytes(true, r->model_file_size_bytes));
+    json_object_set_new(o, "filesystem", rf_fs_to_json(r->model_fs_magic));
     /* No instance: the model was not loaded (a refusal before the load); no native figures. */
     bool loaded = r->instance_id != 0;
     json_object_set_new(o, "native_size_bytes", jbytes(loaded, r->model_native_size_bytes));

@@ -28,6 +28,15 @@ int rf_report_to_json(const struct rf_report *r, json_t **out);
 int rf_inventory_to_json(const struct rf_inventory *inv, bool with_entries, json_t **out);
 
 /*
+ * The filesystem of statfs f_type magic (0: not known) and what page
+ * figures and releases mean there (fs_profile.h): type, magic ("0x..."
+ * or null), cachestat_valid, cachestat_note, page_figures_stable,
+ * page_figures_caveat, cold_read_possible, release, release_note.
+ * A new reference; NULL when out of memory.
+ */
+json_t *rf_fs_to_json(uint64_t magic);
+
+/*
  * Writes a file atomically: emit(fd, ctx) writes the content to a
  * temporary file in path's directory (path.tmp.XXXXXX) and returns 0 or
  * -errno; the file is then fsync'd, made mode 0644 and renamed over path,

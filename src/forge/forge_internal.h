@@ -120,6 +120,15 @@ int forge_gguf_open(const char *path, struct gguf_context **out, struct stat *st
                     char err[FORGE_ERR_MAX]);
 
 /*
+ * forge_gguf_open, also writing to *read_end_bytes (may be NULL) the
+ * furthest byte of the file ramforge's own reads reached (+1): the header
+ * is read without readahead, so the page cache gained at most the pages of
+ * [0, *read_end_bytes). Written on failure too (what was read so far).
+ */
+int forge_gguf_open_measured(const char *path, struct gguf_context **out, struct stat *st,
+                             uint64_t *read_end_bytes, char err[FORGE_ERR_MAX]);
+
+/*
  * Fills t[0 .. gguf_get_n_tensors(g)) from a header forge_gguf_open
  * accepted: index, name, type, absolute file offset (data offset + tensor
  * offset), payload bytes; mapping 0, access unknown.

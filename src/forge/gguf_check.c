@@ -2,7 +2,15 @@
  * GGUF validation before llama.cpp sees a file: a missing file, a file that
  * is not GGUF, a truncated header, or a tensor whose data lies past the end
  * of the file each get a one-line reason instead of llama.cpp's log.
+ *
+ * The header is read without readahead (POSIX_FADV_RANDOM on ramforge's
+ * own descriptor, read through a stdio cookie over pread): the kernel
+ * then reads only the pages holding the bytes gguf asks for, not the
+ * megabytes of tensor data after the header that sequential readahead
+ * would bring in. The furthest byte read is counted, so a caller that
+ * observes the page cache can say which pages its own read touched.
  */
+/* fopencookie needs _GNU_SOURCE, which the build defines */
 #include "forge_internal.h"
 
 #include <errno.h>
@@ -15,9 +23,81 @@
 
 #include "gguf.h"
 
+/* A read-only stdio stream over fd by pread, counting the furthest byte read. */
+struct header_reader {
+    int fd;
+    off_t pos;         /* stream position, bytes */
+    uint64_t read_end; /* furthest byte offset read + 1, bytes */
+};
+
+static ssize_t header_read(void *cookie, char *buf, size_t len)
+{
+    struct header_reader *r = cookie;
+    ssize_t got;
+
+    do
+        got = pread(r->fd, buf, len, r->pos);
+    while (got < 0 && errno == EINTR);
+    if (got > 0) {
+        r->pos += got;
+        if ((uint64_t)r->pos > r->read_end)
+            r->read_end = (uint64_t)r->pos;
+    }
+    return got;
+}
+
+static int header_seek(void *cookie, off64_t *off, int whence)
+{
+    struct header_reader *r = cookie;
+    struct stat st;
+    off64_t base = 0;
+
+    if (whence == SEEK_CUR)
+        base = r->pos;
+    else if (whence == SEEK_END) {
+        if (fstat(r->fd, &st) < 0)
+            return -1;
+        base = st.st_size;
+    } else if (whence != SEEK_SET) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (__builtin_add_overflow(base, *off, &base) || base < 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    r->pos = *off = base;
+    return 0;
+}
+
+/* gguf's header parse of fd; *read_end is raised to the furthest byte read + 1. */
+static struct gguf_context *header_parse(int fd, uint64_t *read_end)
+{
+    struct header_reader r = {.fd = fd, .pos = 0, .read_end = 0};
+    cookie_io_functions_t io = {.read = header_read, .seek = header_seek};
+    struct gguf_init_params gp = {.no_alloc = true, .ctx = NULL};
+    struct gguf_context *g = NULL;
+
+    FILE *f = fopencookie(&r, "r", io);
+    if (f) {
+        g = gguf_init_from_file_ptr(f, gp);
+        fclose(f);
+    }
+    if (r.read_end > *read_end)
+        *read_end = r.read_end;
+    return g;
+}
+
 int forge_gguf_open(const char *path, struct gguf_context **out, struct stat *st,
                     char err[FORGE_ERR_MAX])
 {
+    return forge_gguf_open_measured(path, out, st, NULL, err);
+}
+
+int forge_gguf_open_measured(const char *path, struct gguf_context **out, struct stat *st,
+                             uint64_t *read_end_bytes, char err[FORGE_ERR_MAX])
+{
+    uint64_t read_end = 0;
     unsigned char magic[4];
     ssize_t got;
     int fd, rc = 0;
@@ -29,6 +109,9 @@ int forge_gguf_open(const char *path, struct gguf_context **out, struct stat *st
         snprintf(err, FORGE_ERR_MAX, "cannot open %s: %s", path, strerror(-rc));
         return rc;
     }
+    /* before the first read: no readahead on this descriptor (advice only; without
+       it the parse is the same, with readahead) */
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
     if (fstat(fd, st) < 0) {
         rc = -errno;
         snprintf(err, FORGE_ERR_MAX, "cannot stat %s: %s", path, strerror(-rc));
@@ -47,13 +130,13 @@ int forge_gguf_open(const char *path, struct gguf_context **out, struct stat *st
         snprintf(err, FORGE_ERR_MAX, "cannot read %s: %s", path, strerror(-rc));
         goto out;
     }
+    read_end = (uint64_t)got;
     if (got < (ssize_t)sizeof(magic) || memcmp(magic, "GGUF", 4) != 0) {
         rc = -RF_EBADMODEL;
         snprintf(err, FORGE_ERR_MAX, "%s: not a GGUF file (bad magic)", path);
         goto out;
     }
-    struct gguf_init_params gp = {.no_alloc = true, .ctx = NULL};
-    struct gguf_context *g = gguf_init_from_file(path, gp);
+    struct gguf_context *g = header_parse(fd, &read_end);
     if (!g) {
         rc = -RF_EBADMODEL;
         snprintf(err, FORGE_ERR_MAX, "%s: truncated or corrupt GGUF header", path);
@@ -76,6 +159,8 @@ int forge_gguf_open(const char *path, struct gguf_context **out, struct stat *st
     }
     *out = g;
 out:
+    if (read_end_bytes)
+        *read_end_bytes = read_end;
     close(fd);
     return rc;
 }

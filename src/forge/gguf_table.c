@@ -27,7 +27,7 @@ int forge_gguf_read_table(const char *path, struct forge_gguf_table *out, char e
     int rc;
 
     memset(out, 0, sizeof(*out));
-    rc = forge_gguf_open(path, &g, &st, err);
+    rc = forge_gguf_open_measured(path, &g, &st, &out->header_read_bytes, err);
     if (rc < 0)
         return rc;
     int64_t n = gguf_get_n_tensors(g);

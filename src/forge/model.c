@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "ramforge/error.h"
+#include "ramforge/pages.h"
 #include "ramforge/sys.h"
 
 #include "ggml-backend.h"
@@ -323,6 +324,8 @@ static int model_open(const char *path, struct llama_model *borrowed,
     m->gate_ready = true;
     snprintf(m->info.path, sizeof(m->info.path), "%s", path);
     m->info.file_size_bytes = (uint64_t)st.st_size;
+    if (rfsys_fs_magic_path(path, &m->info.fs_magic) < 0)
+        m->info.fs_magic = 0;
     rc = load_tensor_table(m, g);
     if (rc < 0)
         goto fail;

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "ramforge/error.h"
+#include "ramforge/fs_profile.h"
 #include "ramforge/intervals.h"
 
 const char *forge_page_error_reason(int err)
@@ -318,6 +319,7 @@ static void file_cache(struct forge_model *m, int fd, struct forge_page_source *
 {
     const struct rf_mapping_meta *mm = &m->mapping;
     struct rfsys_cachestat head, tail, all;
+    const struct rf_fs_profile *fs = rf_fs_profile_of(m->info.fs_magic);
     uint64_t in_map;
     int rc;
 
@@ -332,7 +334,7 @@ static void file_cache(struct forge_model *m, int fd, struct forge_page_source *
         rc = mm->map_offset_bytes > 0 ? rfsys_cachestat(fd, 0, mm->map_offset_bytes, &head) : 0;
         if (rc == 0 && map_end < mm->file_size_bytes)
             rc = rfsys_cachestat(fd, map_end, 0, &tail);
-        if (rc == 0) {
+        if (rc == 0 && (outside == 0 || fs->cachestat_valid)) {
             out->file_cache_error = 0;
             out->file_cached_pages = in_map + head.nr_cache + tail.nr_cache;
             if (outside)
@@ -343,6 +345,14 @@ static void file_cache(struct forge_model *m, int fd, struct forge_page_source *
                 snprintf(out->file_cache_source, sizeof(out->file_cache_source), "mincore");
             return;
         }
+    }
+    if (!fs->cachestat_valid) {
+        /* cachestat answers for this descriptor, but not about the file's pages */
+        out->file_cache_error = -EOPNOTSUPP;
+        out->file_cached_pages = 0;
+        snprintf(out->file_cache_source, sizeof(out->file_cache_source), "unknown: %s",
+                 fs->cachestat_why);
+        return;
     }
     rc = rfsys_cachestat(fd, 0, 0, &all);
     out->file_cache_error = rc;

@@ -10,6 +10,8 @@
  */
 #include "session_internal.h"
 
+#include "ramforge/fs_profile.h"
+
 #include <assert.h>
 #include <errno.h>
 #include <stdio.h>
@@ -145,6 +147,14 @@ static bool entry_released(const struct rf_plan *plan, const struct rf_inventory
 static int apply_plan(struct rf_session *s, struct rf_report_application *app,
                       const struct rf_plan *plan, size_t before_i, const char *after_label);
 
+/* A plan on a filesystem whose pages are the file's storage (fs_profile.h) is not applied. */
+static const char FS_NO_FREE_REASON[] =
+    "the model file is on a filesystem whose pages are its storage (tmpfs, ramfs or "
+    "hugetlbfs): a release would drop the mapping's RSS but free no memory";
+static const char FS_NO_FREE_WARNING[] =
+    "release not attempted: the model file is on a filesystem whose pages are its storage "
+    "(tmpfs, ramfs or hugetlbfs): a release would drop the mapping's RSS but free no memory";
+
 /*
  * Plans at a boundary and, for a mutating policy observed quiescent,
  * applies the plan (apply_plan). Returns 1 when bytes were accepted, 0
@@ -192,6 +202,12 @@ static int plan_and_apply(struct rf_session *s, const char *boundary, bool dead_
     }
     if (!may) {
         app->refused_reason = why;
+        return 0;
+    }
+    if (plan->n_selected > 0 &&
+        rf_fs_profile_of(s->model.info.fs_magic)->release == RF_FS_RELEASE_NO_FREE) {
+        app->refused_reason = FS_NO_FREE_REASON;
+        ses_add_warning(s, FS_NO_FREE_WARNING);
         return 0;
     }
     return apply_plan(s, app, plan, before_i, after_label);

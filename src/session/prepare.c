@@ -18,6 +18,7 @@
 #include "ramforge/admission.h"
 #include "ramforge/error.h"
 #include "ramforge/forge_pages.h"
+#include "ramforge/fs_profile.h"
 #include "ramforge/pages.h"
 #include "ramforge/policy.h"
 
@@ -146,15 +147,19 @@ int rf_session_admit(struct rf_session *s, const struct rf_operation_request *re
     return 0;
 }
 
-/* Bytes of the file at path in the page cache (cachestat), or absent. */
+/*
+ * Bytes of the file at path in the page cache (cachestat), or absent; absent
+ * too where cachestat does not count the file's pages (overlayfs).
+ */
 static struct rf_admission_figure cached_bytes(const char *path)
 {
     struct rf_admission_figure f = {0};
     struct rfsys_cachestat cs;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     long page = sysconf(_SC_PAGESIZE);
-    uint64_t bytes;
-    if (fd >= 0 && page > 0 && rfsys_cachestat(fd, 0, 0, &cs) == 0 &&
+    uint64_t bytes, magic;
+    if (fd >= 0 && rfsys_fs_magic(fd, &magic) == 0 && rf_fs_profile_of(magic)->cachestat_valid &&
+        page > 0 && rfsys_cachestat(fd, 0, 0, &cs) == 0 &&
         !__builtin_mul_overflow(cs.nr_cache, (uint64_t)page, &bytes))
         f = rf_admission_figure_of(bytes, RF_PROV_EXACT_MEASURED, "cachestat(2) of the model file");
     if (fd >= 0)
@@ -304,6 +309,8 @@ int rf_session_preload_report_write(const char *model_path, struct rf_session_pa
     r.llama_cpp_version = forge_llama_version();
     r.model_path = model_path;
     r.model_file_size_bytes = stat(model_path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    if (rfsys_fs_magic_path(model_path, &r.model_fs_magic) < 0)
+        r.model_fs_magic = 0;
     r.policy = rf_policy_name(params.policy);
     r.policy_plans = rf_policy_plans(params.policy);
     r.policy_mutates = rf_policy_mutates(params.policy);

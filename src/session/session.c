@@ -67,8 +67,8 @@ void ses_add_warning(struct rf_session *s, const char *w)
 {
     struct session_op *op = &s->op;
     for (size_t i = 0; i < op->n_warnings; i++)
-        if (op->warnings[i] == w)
-            return;
+        if (op->warnings[i] == w || strcmp(op->warnings[i], w) == 0)
+            return; /* by text: the same warning from two call sites is one warning */
     if (ses_grow((void **)&op->warnings, &op->cap_warnings, op->n_warnings + 1,
                  sizeof(*op->warnings)) == 0)
         op->warnings[op->n_warnings++] = w;
@@ -98,6 +98,7 @@ static void op_identity(struct rf_session *s, struct rf_report *r)
     r->model_path = s->model.info.path;
     r->model_desc = s->model.info.desc;
     r->model_file_size_bytes = s->model.info.file_size_bytes;
+    r->model_fs_magic = s->model.info.fs_magic;
     r->model_native_size_bytes = s->model.info.size_bytes;
     r->model_n_params = s->model.info.n_params;
     r->instance_id = s->model.instance_id;

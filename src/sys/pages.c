@@ -10,6 +10,7 @@
  * pages and 4 KiB of state). Nothing here reads, prefetches or advises the observed pages.
  */
 #include "ramforge/pages.h"
+#include "ramforge/fs_profile.h"
 #include "ramforge/residency.h"
 #include "sys_internal.h"
 
@@ -359,9 +360,11 @@ int rfsys_file_pages_open(const char *path, struct rfsys_file_pages *out)
     out->mincore_trustworthy = rc == 1;
     /* one page at offset 0: does the kernel answer cachestat for this file? */
     out->cachestat_error = rfsys_cachestat(out->fd, 0, out->page_bytes, &cs);
+    if (rfsys_fs_magic(out->fd, &out->fs_magic) < 0)
+        out->fs_magic = 0;
     if (out->mincore_trustworthy)
         out->method = RFSYS_PAGES_MINCORE;
-    else if (out->cachestat_error == 0)
+    else if (out->cachestat_error == 0 && rf_fs_profile_of(out->fs_magic)->cachestat_valid)
         out->method = RFSYS_PAGES_CACHESTAT;
     else
         out->method = RFSYS_PAGES_NONE;

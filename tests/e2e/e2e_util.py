@@ -28,6 +28,37 @@ def check(cond, msg):
         raise Failure(msg)
 
 
+# No "(null)" (a NULL string given to printf) may ever reach output: every stdout and stderr
+# captured through subprocess.run or Popen.communicate by any driver importing this module is
+# checked, and so are texts a driver collects otherwise (check_no_null).
+NULL_TEXT = "(null)"
+
+
+def check_no_null(text, what):
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    if text and NULL_TEXT in text:
+        at = text.index(NULL_TEXT)
+        raise Failure(f"{NULL_TEXT} in {what}: ...{text[max(0, at - 300):at + 100]!r}")
+
+
+def _argv_text(args):
+    return " ".join(map(str, args)) if isinstance(args, (list, tuple)) else str(args)
+
+
+_plain_communicate = subprocess.Popen.communicate
+
+
+def _checked_communicate(self, *a, **kw):
+    out, err = _plain_communicate(self, *a, **kw)
+    check_no_null(out, f"the stdout of {_argv_text(self.args)}")
+    check_no_null(err, f"the stderr of {_argv_text(self.args)}")
+    return out, err
+
+
+subprocess.Popen.communicate = _checked_communicate  # subprocess.run goes through it too
+
+
 def run_ramforge(rf, argv, check_rc=0, prefix=(), timeout=300, **kw):
     """Runs `[prefix...] rf argv...`; a crash always fails, check_rc=None accepts any exit."""
     p = subprocess.run([*prefix, rf, *argv], capture_output=True, text=True, timeout=timeout,

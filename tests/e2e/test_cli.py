@@ -17,7 +17,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "schema"))
 import validate_report  # noqa: E402
 from e2e_util import (SKIP, Failure, check, check_ledger_metrics,  # noqa: E402
-                      expect_error_lines, memory_child_cgroup, run_main, run_ramforge)
+                      check_no_null, expect_error_lines, memory_child_cgroup, run_main,
+                      run_ramforge)
 
 LEDGER_CATEGORIES = [
     "FileBackedLogical", "FileBackedResident", "AnonymousWeights", "MappingPss",
@@ -67,7 +68,9 @@ class Ctx:
                      "--residency-report-json", path, *extra)
         self.last_report = path
         with open(path) as f:
-            return json.load(f), p
+            text = f.read()
+        check_no_null(text, f"the JSON report {path}")
+        return json.loads(text), p
 
 
 def ledger_map(doc):

@@ -16,7 +16,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "schema"))
 import validate_report  # noqa: E402
-from e2e_util import (Failure, Skip, check, check_ledger_metrics,  # noqa: E402
+from e2e_util import (Failure, Skip, check, check_ledger_metrics, check_no_null,  # noqa: E402
                       memory_child_cgroup, run_main)
 
 PROMPT = "Hello my name is"
@@ -53,6 +53,9 @@ class Server:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(timeout=30)
+        if exc[0] is None:
+            self.drain.join(timeout=30)
+            check_no_null("".join(self.stderr), "serve's stderr")
 
     def request(self, method, path, body=None, headers=None, timeout=120):
         """(status, parsed JSON or text, headers) over http.client."""
@@ -62,6 +65,7 @@ class Server:
         r = conn.getresponse()
         raw = r.read().decode("utf-8")
         conn.close()
+        check_no_null(raw, f"the response to {method} {path}")
         ctype = r.getheader("Content-Type", "")
         return r.status, json.loads(raw) if "json" in ctype else raw, r
 

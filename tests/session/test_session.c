@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <linux/magic.h>
 
 #include "ramforge/error.h"
 
@@ -658,6 +659,72 @@ static void test_page_snapshot_now(void **state)
     rf_session_free(s);
 }
 
+/* Warnings in the report: the count of those containing text. */
+static size_t count_warnings(json_t *doc, const char *text)
+{
+    json_t *w;
+    size_t i, n = 0;
+    json_array_foreach(json_object_get(doc, "warnings"), i, w) n +=
+        strstr(json_string_value(w), text) != NULL;
+    return n;
+}
+
+/*
+ * A model on tmpfs (the f_type of <linux/magic.h>): a release would drop
+ * RSS and free nothing, so neither the after-load release of dead pages nor
+ * the after-session rounds reach the kernel; each application says why,
+ * one warning says it once, and model.filesystem names tmpfs.
+ */
+static void test_tmpfs_release_not_attempted(void **state)
+{
+    (void)state;
+    static struct rf_session_model m;
+    struct fake f = {.resident_bytes = 5 * TENSOR_BYTES, .drop_den = 1, .refuse_range = -1};
+    struct rf_session *s = NULL;
+    m = fake_model();
+    m.info.fs_magic = TMPFS_MAGIC;
+    assert_int_equal(rf_session_create_native(&m, &fake_native, &f, memory_bound(TENSOR_BYTES), &s),
+                     0);
+    execute(s, &f, 0);
+    assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_END_OF_SESSION), 0);
+    assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_AFTER_SESSION), 0);
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    assert_int_equal(f.releases, 0);
+    assert_int_equal(f.resident_bytes, 5 * TENSOR_BYTES);
+    json_t *doc = report(s, RF_REPORT_OPERATION);
+    json_t *fs = path(doc, "model", "filesystem");
+    assert_non_null(fs);
+    assert_string_equal(json_string_value(json_object_get(fs, "type")), "tmpfs");
+    assert_int_equal(count_warnings(doc, "release not attempted"), 1);
+    /* nothing attempted anywhere: the absent form, one reason per boundary */
+    json_t *app = path(doc, "application", NULL);
+    assert_true(json_is_null(json_object_get(app, "accepted_bytes")));
+    const char *why = json_string_value(json_object_get(app, "reason"));
+    assert_non_null(why);
+    assert_non_null(strstr(why, "after_load: the model file is on a filesystem whose pages"));
+    assert_non_null(strstr(why, "after_session: the model file is on a filesystem whose pages"));
+    json_decref(doc);
+    rf_session_free(s);
+}
+
+/* The same warning text from two places (two pointers) is one warning. */
+static void test_warning_once_by_text(void **state)
+{
+    (void)state;
+    static char a[64], b[64];
+    struct fake f = {.drop_den = 1, .refuse_range = -1};
+    struct rf_session *s = start(&f, rf_session_default_params());
+    snprintf(a, sizeof(a), "the same warning, twice");
+    snprintf(b, sizeof(b), "the same warning, twice");
+    ses_add_warning(s, a);
+    ses_add_warning(s, b);
+    ses_add_warning(s, a);
+    json_t *doc = report(s, RF_REPORT_OPERATION);
+    assert_int_equal(count_warnings(doc, "the same warning, twice"), 1);
+    json_decref(doc);
+    rf_session_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -671,6 +738,8 @@ int main(void)
         cmocka_unit_test(test_history_cap),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_page_snapshot_now),
+        cmocka_unit_test(test_tmpfs_release_not_attempted),
+        cmocka_unit_test(test_warning_once_by_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
