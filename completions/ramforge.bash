@@ -12,7 +12,7 @@ _ramforge_opts_run="-m --model -p --prompt -n --n-predict -t --threads -c --ctx-
     --no-repack --mlock --hold -v --verbose -h --help"
 _ramforge_opts_inspect="-J --json -b --bytes --no-probe --no-repack --page-cache
     --residency-page-budget -v --verbose -h --help"
-_ramforge_opts_mkmodel="-o --output -P --preset -T --type -s --seed --vocab -q --quiet
+_ramforge_opts_mkmodel="-o --output --force -P --preset -T --type -s --seed --vocab -q --quiet
     -v --verbose -h --help"
 _ramforge_opts_bench="-m --model -o --output -p --prompt -n --n-predict -t --threads
     -r --repetitions --policies --policy-args --run-args --conditions --copy-dir

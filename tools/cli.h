@@ -21,11 +21,23 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /*
- * Reports the option getopt_long just refused ('?' unknown, ':' missing
- * argument; call with opterr = 0 and an optstring starting with ':') as
- * one "ramforge: ..." line plus the --help hint. Returns RF_EXIT_USAGE.
+ * Reports the option getopt_long just refused ('?' unknown or ambiguous,
+ * ':' missing argument; call with opterr = 0 and an optstring starting
+ * with ':') as one "ramforge: ..." line plus the --help hint: an ambiguous
+ * prefix with the options it matches, an unknown long option with the
+ * closest of longopts ("did you mean --memory-target?", cli_closest).
+ * Returns RF_EXIT_USAGE.
  */
-int cli_bad_option(const char *cmd, int c, char **argv);
+struct option;
+int cli_bad_option(const char *cmd, int c, char **argv, const struct option *longopts);
+
+/*
+ * The candidate closest to word by edit distance (insertions, deletions,
+ * substitutions and adjacent transpositions, ASCII case-insensitive), if
+ * it is within a third of word's length (at least 1, at most 3 edits);
+ * NULL when none is. The first of equally close candidates wins.
+ */
+const char *cli_closest(const char *word, const char *const *candidates, size_t n);
 
 /*
  * Parses a decimal integer in [min, max] from the whole of s. On failure
@@ -84,7 +96,6 @@ void cli_default_threads(long long *n_threads);
  * takes them) are skipped: -p -b is a prompt. Returns true when argv has
  * none; else prints the usage error (exit status 2).
  */
-struct option;
 bool cli_reject_llama_flags(const char *cmd, int argc, char **argv, const struct option *longopts,
                             const char *shortopts);
 

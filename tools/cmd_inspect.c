@@ -506,7 +506,7 @@ int cmd_inspect(int argc, char **argv)
             usage(stdout);
             return 0;
         default:
-            return cli_bad_option("inspect ", c, argv);
+            return cli_bad_option("inspect ", c, argv, opts);
         }
     }
     if (optind != argc - 1) {

@@ -59,8 +59,8 @@ static void usage(FILE *out)
             "                                resident bytes under target - reserve; admission\n"
             "                                compares the run's projected memory (RSS + KV\n"
             "                                cache) with it and warns. SIZE is bytes or 512MiB,\n"
-            "                                2G, 1.5GiB, 300MB (IEC K/M/G/T = 1024, SI\n"
-            "                                KB/MB/GB/TB = 1000)\n"
+            "                                2Gi, 1.5GiB, 300MB (IEC K, Ki, KiB, M, ... =\n"
+            "                                1024; SI KB, MB, GB, TB = 1000)\n"
             "      --safety-reserve SIZE     taken off the target: soft target = target -\n"
             "                                reserve (default 0)\n"
             "      --release-mode MODE       dontneed (MADV_DONTNEED: drops the mapping's RSS,\n"
@@ -322,7 +322,7 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
             usage(stdout);
             return 0;
         default:
-            return cli_bad_option("run ", c, argv);
+            return cli_bad_option("run ", c, argv, opts);
         }
     }
     if (!cli_check_model_operands("run ", argc, argv, o->model))
