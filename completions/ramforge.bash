@@ -4,13 +4,13 @@
 # use); it also works sourced on its own (it needs only compgen).
 # Kept in step with each command's --help by tests/doc/test_completion.sh.
 
-_ramforge_opts_run="-m --model -p --prompt -n --n-predict -t --threads -c --ctx-size
+_ramforge_opts_run="-m --model -p --prompt -f --file -n --n-predict -t --threads -c --ctx-size
     -s --seed --residency-policy --memory-target --safety-reserve --release-mode
     --access-probe --sample-smaps --admission --dead-file-pages --verify-session
     --residency-page-budget --staging-budget --observe-dispatch --dispatch-events
     --dispatch-sample-pages --residency-report --residency-report-json --metrics-file
     --no-repack --mlock --hold -v --verbose -h --help"
-_ramforge_opts_inspect="-J --json -b --bytes --no-probe --no-repack --page-cache
+_ramforge_opts_inspect="-m --model -J --json -b --bytes --no-probe --no-repack --page-cache
     --residency-page-budget -v --verbose -h --help"
 _ramforge_opts_mkmodel="-o --output --force -P --preset -T --type -s --seed --vocab -q --quiet
     -v --verbose -h --help"
@@ -58,7 +58,8 @@ _ramforge_value()
     -P | --preset) COMPREPLY=($(compgen -W "tiny small tinyllama" -- "$cur")) ;;
     --conditions) _ramforge_list "$cur" "warm isolated-nonresident" ;;
     --policies) _ramforge_list "$cur" "$_ramforge_policies" ;;
-    -m | --model | --vocab | --residency-report-json | --metrics-file) _ramforge_files "$cur" ;;
+    -m | --model | -f | --file | --vocab | --residency-report-json | --metrics-file)
+        _ramforge_files "$cur" ;;
     -o | --output)
         if [[ $cmd == bench ]]; then _ramforge_dirs "$cur"; else _ramforge_files "$cur"; fi ;;
     --copy-dir) _ramforge_dirs "$cur" ;;

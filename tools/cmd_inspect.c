@@ -32,6 +32,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "Usage: %s inspect [OPTIONS] MODEL\n"
+            "       %s inspect [OPTIONS] -m MODEL\n"
             "\n"
             "Load MODEL through llama.cpp (mmap) and print its tensor inventory: per tensor\n"
             "the native index, name, type, file offset, logical bytes, page range [first,end)\n"
@@ -51,6 +52,7 @@ static void usage(FILE *out)
             "Nothing is read, prefetched or evicted.\n"
             "\n"
             "Options:\n"
+            "  -m, --model PATH the model, as run's -m (or give it as the operand)\n"
             "  -J, --json       print the inventory as JSON\n"
             "  -b, --bytes      print sizes in bytes instead of KiB/MiB/GiB\n"
             "      --no-probe   do not run the access probe (access stays unknown)\n"
@@ -63,7 +65,7 @@ static void usage(FILE *out)
             "                   bounds the tensor pass and the whole-file pass separately\n"
             "  -v, --verbose    show llama.cpp's log\n"
             "  -h, --help       show this help\n",
-            RF_PROGRAM, (unsigned long long)RF_RESIDENCY_DEFAULT_BUDGET_PAGES);
+            RF_PROGRAM, RF_PROGRAM, (unsigned long long)RF_RESIDENCY_DEFAULT_BUDGET_PAGES);
 }
 
 static void print_table(const struct rf_inventory *inv, bool raw)
@@ -455,6 +457,7 @@ out:
 int cmd_inspect(int argc, char **argv)
 {
     static const struct option opts[] = {
+        {"model", required_argument, NULL, 'm'},
         {"json", no_argument, NULL, 'J'},
         {"bytes", no_argument, NULL, 'b'},
         {"no-probe", no_argument, NULL, 'P'},
@@ -469,6 +472,7 @@ int cmd_inspect(int argc, char **argv)
     long long budget = (long long)RF_RESIDENCY_DEFAULT_BUDGET_PAGES;
     struct forge_model_params mp = forge_model_default_params();
     bool json = false, raw = false, verbose = false;
+    const char *model = NULL;
     struct forge_model *m = NULL;
     struct rf_inventory inv;
     char err[FORGE_ERR_MAX];
@@ -476,8 +480,11 @@ int cmd_inspect(int argc, char **argv)
 
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":Jbvh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:Jbvh", opts, NULL)) != -1) {
         switch (c) {
+        case 'm':
+            model = optarg;
+            break;
         case 'J':
             json = true;
             break;
@@ -509,8 +516,10 @@ int cmd_inspect(int argc, char **argv)
             return cli_bad_option("inspect ", c, argv, opts);
         }
     }
-    if (optind != argc - 1) {
-        cli_usage_error("inspect ", optind >= argc ? "missing MODEL" : "more than one MODEL");
+    if (!model && optind < argc)
+        model = argv[optind++];
+    if (!model || optind < argc) {
+        cli_usage_error("inspect ", !model ? "missing MODEL" : "more than one MODEL");
         return RF_EXIT_USAGE;
     }
     if (budget_given && !page_cache) {
@@ -521,9 +530,9 @@ int cmd_inspect(int argc, char **argv)
         rf_log_set(cli_log_sink, NULL);
     forge_init(verbose); /* routes gguf's own messages through the log */
     if (page_cache)
-        return inspect_page_cache(argv[optind], json, raw, (uint64_t)budget);
+        return inspect_page_cache(model, json, raw, (uint64_t)budget);
     rf_inventory_init(&inv);
-    if (forge_model_load(argv[optind], &mp, &m, err) < 0) {
+    if (forge_model_load(model, &mp, &m, err) < 0) {
         cli_error("%s", err);
         goto out;
     }
@@ -532,7 +541,7 @@ int cmd_inspect(int argc, char **argv)
     const struct rf_mapping_meta *mm = forge_model_mappings(m, &nm);
     rc = rf_inventory_build(t, n, mm, nm, (uint64_t)sysconf(_SC_PAGESIZE), 1, &inv);
     if (rc < 0) {
-        cli_error("%s: cannot build the inventory: %s", argv[optind], rf_strerror(rc));
+        cli_error("%s: cannot build the inventory: %s", model, rf_strerror(rc));
         goto out;
     }
     if (json) {

@@ -54,7 +54,17 @@ static int write_reports(struct rf_session *s, const struct run_options *o)
 {
     if (o->human_report)
         run_print_report(rf_session_report(s, RF_REPORT_OPERATION));
-    if (o->json_path) {
+    if (run_json_to_stdout(o)) {
+        char *text = NULL;
+        int rc = rf_session_report_json(s, RF_REPORT_OPERATION, &text);
+        if (rc == 0)
+            rc = run_put_json(text);
+        free(text);
+        if (rc < 0) {
+            cli_error("cannot write the JSON report to standard output: %s", rf_strerror(rc));
+            return rc;
+        }
+    } else if (o->json_path) {
         int rc = rf_session_report_write(s, RF_REPORT_OPERATION, o->json_path);
         if (rc < 0) {
             cli_error("cannot write %s: %s", o->json_path, rf_strerror(rc));
@@ -105,7 +115,16 @@ static bool admit_before_load(const struct run_options *o, struct rf_session_par
                   rf_admission_outcome_name(adm->outcome), rf_admission_mode_name(adm->mode),
                   adm->reason);
         go = false;
-        int rc = o->json_path ? rf_session_preload_report_write(o->model, p, adm, o->json_path) : 0;
+        int rc = 0;
+        if (run_json_to_stdout(o)) {
+            char *text = NULL;
+            rc = rf_session_preload_report_json(o->model, p, adm, &text);
+            if (rc == 0)
+                rc = run_put_json(text);
+            free(text);
+        } else if (o->json_path) {
+            rc = rf_session_preload_report_write(o->model, p, adm, o->json_path);
+        }
         if (rc < 0)
             cli_error("cannot write %s: %s", o->json_path, rf_strerror(rc));
     } else if (adm->outcome != RF_ADMIT_ADMITTED) {
@@ -153,7 +172,7 @@ int cmd_run(int argc, char **argv)
         return rc;
     cli_default_threads(&o.n_threads);
     const bool observing = o.policy != RF_POLICY_OFF;
-    if (o.json_path && !run_report_path_usable(o.json_path, o.model))
+    if (o.json_path && !run_json_to_stdout(&o) && !run_report_path_usable(o.json_path, o.model))
         return RF_EXIT_FAILURE;
     if (o.metrics_path && !run_report_path_usable(o.metrics_path, o.model))
         return RF_EXIT_FAILURE;
@@ -271,7 +290,8 @@ int cmd_run(int argc, char **argv)
     }
     warn_above_target(s);
 
-    printf("%s\n", gen.text);
+    /* With the JSON report on stdout, stdout holds only it: the text goes to stderr. */
+    fprintf(run_json_to_stdout(&o) ? stderr : stdout, "%s\n", gen.text);
     fflush(stdout);
     if (write_reports(s, &o) < 0)
         goto out;

@@ -60,6 +60,12 @@ int run_parse_options(int argc, char **argv, struct run_options *o);
  */
 bool run_report_path_usable(const char *path, const char *model);
 
+/* Whether --residency-report-json is "-": the report alone on standard output. */
+bool run_json_to_stdout(const struct run_options *o);
+
+/* Writes JSON text and a newline on stdout and flushes it: 0 or -errno. */
+int run_put_json(const char *text);
+
 /* Prints the bounded human-readable report of r on stderr. */
 void run_print_report(const struct rf_report *r);
 
