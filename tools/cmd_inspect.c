@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "core/report_json.h"
+#include "inspect_table.h"
 #include "ramforge/error.h"
 #include "ramforge/forge.h"
 #include "ramforge/forge_pages.h"
@@ -33,6 +34,7 @@ static void usage(FILE *out)
     fprintf(out,
             "Usage: %s inspect [OPTIONS] MODEL\n"
             "       %s inspect [OPTIONS] -m MODEL\n"
+            "       %s inspect --page-cache [OPTIONS] MODEL...\n"
             "\n"
             "Load MODEL through llama.cpp (mmap) and print its tensor inventory: per tensor\n"
             "the native index, name, type, file offset, logical bytes, page range [first,end)\n"
@@ -51,6 +53,10 @@ static void usage(FILE *out)
             "not the same as pages mapped in a process (smaps Rss, 'run' reports that).\n"
             "Nothing is read, prefetched or evicted.\n"
             "\n"
+            "--json prints one document (kind ramforge.inspect.inventory or\n"
+            "ramforge.inspect.page_cache, schema_version 1; schema/inspect.schema.json);\n"
+            "with several files, one ramforge.inspect.page_cache_list holding them.\n"
+            "\n"
             "Options:\n"
             "  -m, --model PATH the model, as run's -m (or give it as the operand)\n"
             "  -J, --json       print the inventory as JSON\n"
@@ -63,9 +69,19 @@ static void usage(FILE *out)
             "                   with --page-cache: inspect at most N pages (default %llu);\n"
             "                   pages past the budget are unknown, never nonresident. It\n"
             "                   bounds the tensor pass and the whole-file pass separately\n"
-            "  -v, --verbose    show llama.cpp's log\n"
-            "  -h, --help       show this help\n",
-            RF_PROGRAM, RF_PROGRAM, (unsigned long long)RF_RESIDENCY_DEFAULT_BUDGET_PAGES);
+            "  -o, --output LIST\n"
+            "                   with --page-cache: the table's columns, comma-separated;\n"
+            "                   '+LIST' adds to the defaults (as fincore's -o):\n",
+            RF_PROGRAM, RF_PROGRAM, RF_PROGRAM,
+            (unsigned long long)RF_RESIDENCY_DEFAULT_BUDGET_PAGES);
+    inspect_table_usage(out);
+    fprintf(out, "  -n, --noheadings with --page-cache: the rows alone (no heading line, no\n"
+                 "                   summary lines), for scripts\n"
+                 "      --by-layer   with --page-cache: one row per layer (blk.N) and per other\n"
+                 "                   tensor group (token_embd, output, ...); sums over the\n"
+                 "                   group's tensors, so a page two tensors share counts twice\n"
+                 "  -v, --verbose    show llama.cpp's log\n"
+                 "  -h, --help       show this help\n");
 }
 
 static void print_table(const struct rf_inventory *inv, bool raw)
@@ -314,29 +330,16 @@ static const char *format_bp(bool has, uint32_t bp, char *buf, size_t len)
     return buf;
 }
 
-static void page_cache_table(const struct page_cache_view *v, bool raw)
+static void page_cache_table(const struct page_cache_view *v, const struct inspect_table *table)
 {
     const uint64_t pb = v->fp->page_bytes;
     const struct rf_residency_population *tp = &v->snap->coverage.general;
+    const bool raw = table->raw;
     char b1[32], b2[32];
 
-    printf("%5s  %-28s %-6s %17s %9s %11s %9s %14s %s\n", "index", "name", "type", "pages",
-           "resident", "nonresident", "unknown", "resident bytes", "sampled");
-    for (size_t i = 0; i < v->inv->n; i++) {
-        const struct rf_inventory_entry *e = &v->inv->entries[i];
-        const struct rf_residency_resource *r = &v->snap->resources[i];
-        char pages[40] = "-";
-        if (r->mapping_index >= 0)
-            snprintf(pages, sizeof(pages), "[%" PRIu64 ",%" PRIu64 ")", r->pages.first_page,
-                     r->pages.end_page);
-        printf("%5u  %-28s %-6s %17s %9" PRIu64 " %11" PRIu64 " %9" PRIu64 " %14s %s\n",
-               e->key.tensor_index, e->name, e->type_name, pages, r->resident_pages,
-               r->nonresident_pages, r->unknown_pages,
-               r->sampled == RF_SAMPLED_NONE
-                   ? "unknown"
-                   : cli_format_bytes(r->resident_pages * pb, raw, b1, sizeof(b1)),
-               rf_residency_sampled_name(r->sampled));
-    }
+    inspect_table_print(table, v->path, v->inv, v->snap, pb);
+    if (table->noheadings)
+        return;
     printf("\n%s\n", PAGE_CACHE_NOTE);
     printf("source: %s\n", v->source);
     printf("mincore: %s (%s)\n", v->fp->mincore_trustworthy ? "trustworthy" : "not trustworthy",
@@ -371,7 +374,8 @@ static void page_cache_table(const struct page_cache_view *v, bool raw)
  * mapped read-only without populating it, one snapshot over the tensors'
  * page ranges and one count over the whole file.
  */
-static int inspect_page_cache(const char *path, bool json, bool raw, uint64_t budget)
+static int inspect_page_cache(const char *path, const struct inspect_table *shape, bool json,
+                              json_t *list, uint64_t budget)
 {
     struct forge_gguf_table table;
     struct rfsys_file_pages fp;
@@ -435,15 +439,20 @@ static int inspect_page_cache(const char *path, bool json, bool raw, uint64_t bu
     v.cachestat_rc = rfsys_cachestat(fp.fd, 0, 0, &v.cs);
     if (json) {
         json_t *doc = page_cache_json(&v);
-        if (!doc) {
+        if (!doc || inspect_envelope(doc, INSPECT_KIND_PAGE_CACHE) < 0) {
+            json_decref(doc);
             cli_error("out of memory");
             goto out;
         }
-        json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
-        fputc('\n', stdout);
-        json_decref(doc);
+        if (list) {
+            json_array_append_new(list, doc);
+        } else {
+            json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+            fputc('\n', stdout);
+            json_decref(doc);
+        }
     } else {
-        page_cache_table(&v, raw);
+        page_cache_table(&v, shape);
     }
     status = fflush(stdout) == 0 ? 0 : RF_EXIT_FAILURE;
 out:
@@ -451,6 +460,51 @@ out:
     rf_inventory_free(&inv);
     rfsys_file_pages_close(&fp);
     forge_gguf_table_free(&table);
+    return status;
+}
+
+/*
+ * inspect --page-cache over -m MODEL and the operands, in that order: one
+ * table each (headed "==> PATH <==" when several), or one JSON document
+ * (a page_cache_list when several). Every file is tried; the status is
+ * that of the worst.
+ */
+static int inspect_page_cache_files(const char *model, int n, char **paths, const char *columns,
+                                    bool by_layer, bool noheadings, bool raw, bool json,
+                                    uint64_t budget)
+{
+    struct inspect_table table;
+    int total = (model ? 1 : 0) + n, status = 0;
+    json_t *list = NULL;
+
+    if (!inspect_table_parse(columns, by_layer, noheadings, raw, &table))
+        return RF_EXIT_USAGE;
+    if (json && total > 1 && !(list = json_array())) {
+        cli_error("out of memory");
+        return RF_EXIT_FAILURE;
+    }
+    for (int i = model ? -1 : 0; i < n; i++) {
+        const char *path = i < 0 ? model : paths[i];
+        if (total > 1 && !json && !noheadings)
+            printf("%s==> %s <==\n", i == (model ? -1 : 0) ? "" : "\n", path);
+        int rc = inspect_page_cache(path, &table, json, list, budget);
+        if (rc > status)
+            status = rc;
+    }
+    if (list) {
+        json_t *doc = json_object();
+        if (!doc || inspect_envelope(doc, INSPECT_KIND_PAGE_CACHE_LIST) < 0 ||
+            json_object_set_new(doc, "files", list) < 0) {
+            json_decref(doc);
+            cli_error("out of memory");
+            return RF_EXIT_FAILURE;
+        }
+        json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+        fputc('\n', stdout);
+        json_decref(doc);
+        if (fflush(stdout) != 0)
+            status = RF_EXIT_FAILURE;
+    }
     return status;
 }
 
@@ -466,13 +520,17 @@ int cmd_inspect(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {"page-cache", no_argument, NULL, 'C'},
         {"residency-page-budget", required_argument, NULL, 'B'},
+        {"output", required_argument, NULL, 'o'},
+        {"noheadings", no_argument, NULL, 'n'},
+        {"by-layer", no_argument, NULL, 'L'},
         {NULL, 0, NULL, 0},
     };
     bool page_cache = false, budget_given = false;
     long long budget = (long long)RF_RESIDENCY_DEFAULT_BUDGET_PAGES;
     struct forge_model_params mp = forge_model_default_params();
     bool json = false, raw = false, verbose = false;
-    const char *model = NULL;
+    const char *model = NULL, *columns = NULL;
+    bool noheadings = false, by_layer = false;
     struct forge_model *m = NULL;
     struct rf_inventory inv;
     char err[FORGE_ERR_MAX];
@@ -480,10 +538,19 @@ int cmd_inspect(int argc, char **argv)
 
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":m:Jbvh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:Jbo:nvh", opts, NULL)) != -1) {
         switch (c) {
         case 'm':
             model = optarg;
+            break;
+        case 'o':
+            columns = optarg;
+            break;
+        case 'n':
+            noheadings = true;
+            break;
+        case 'L':
+            by_layer = true;
             break;
         case 'J':
             json = true;
@@ -516,21 +583,34 @@ int cmd_inspect(int argc, char **argv)
             return cli_bad_option("inspect ", c, argv, opts);
         }
     }
-    if (!model && optind < argc)
-        model = argv[optind++];
-    if (!model || optind < argc) {
-        cli_usage_error("inspect ", !model ? "missing MODEL" : "more than one MODEL");
+    if ((columns || noheadings || by_layer) && !page_cache) {
+        cli_usage_error("inspect ", "-o, -n and --by-layer need --page-cache");
+        return RF_EXIT_USAGE;
+    }
+    if ((columns || noheadings || by_layer) && json) {
+        cli_usage_error("inspect ", "-o, -n and --by-layer shape the table: not with --json");
         return RF_EXIT_USAGE;
     }
     if (budget_given && !page_cache) {
         cli_usage_error("inspect ", "--residency-page-budget needs --page-cache");
         return RF_EXIT_USAGE;
     }
+    if (!model && optind >= argc) {
+        cli_usage_error("inspect ", "missing MODEL");
+        return RF_EXIT_USAGE;
+    }
+    if (!page_cache && argc - optind > (model ? 0 : 1)) {
+        cli_usage_error("inspect ", "more than one MODEL (several only with --page-cache)");
+        return RF_EXIT_USAGE;
+    }
     if (verbose)
         rf_log_set(cli_log_sink, NULL);
     forge_init(verbose); /* routes gguf's own messages through the log */
     if (page_cache)
-        return inspect_page_cache(model, json, raw, (uint64_t)budget);
+        return inspect_page_cache_files(model, argc - optind, argv + optind, columns, by_layer,
+                                        noheadings, raw, json, (uint64_t)budget);
+    if (!model)
+        model = argv[optind];
     rf_inventory_init(&inv);
     if (forge_model_load(model, &mp, &m, err) < 0) {
         cli_error("%s", err);
@@ -546,7 +626,8 @@ int cmd_inspect(int argc, char **argv)
     }
     if (json) {
         json_t *doc;
-        if (rf_inventory_to_json(&inv, true, &doc) < 0) {
+        if (rf_inventory_to_json(&inv, true, &doc) < 0 ||
+            inspect_envelope(doc, INSPECT_KIND_INVENTORY) < 0) {
             cli_error("out of memory");
             goto out;
         }
