@@ -187,6 +187,36 @@ const char *cli_format_bytes(uint64_t bytes, bool raw, char *buf, size_t len)
     return buf;
 }
 
+const char *cli_iec_text(const char *in, char *buf, size_t len)
+{
+    static const char unit[] = " bytes";
+    size_t o = 0;
+
+    if (len == 0)
+        return buf;
+    for (const char *p = in; *p && o + 1 < len;) {
+        const char *q = p;
+        while (*q >= '0' && *q <= '9')
+            q++;
+        bool word_start = p == in || !(isalnum((unsigned char)p[-1]) || p[-1] == '.');
+        if (q > p && q - p <= 19 && word_start && strncmp(q, unit, sizeof(unit) - 1) == 0) {
+            char num[21], fmt[32];
+            snprintf(num, sizeof(num), "%.*s", (int)(q - p), p);
+            cli_format_bytes(strtoull(num, NULL, 10), false, fmt, sizeof(fmt));
+            int w = snprintf(buf + o, len - o, "%s", fmt);
+            o = w < 0 || (size_t)w >= len - o ? len - 1 : o + (size_t)w;
+            p = q + sizeof(unit) - 1;
+        } else {
+            /* copy the digits (or one other character) as they are */
+            const char *end = q > p ? q : p + 1;
+            while (p < end && o + 1 < len)
+                buf[o++] = *p++;
+        }
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
 const char *cli_format_ns(uint64_t ns, char *buf, size_t len)
 {
     if (ns >= 1000000000ull)
@@ -257,10 +287,10 @@ bool cli_check_target(const char *cmd, enum rf_policy_profile policy, bool has_t
         return false;
     }
     if (has_target && reserve_bytes >= target_bytes) {
-        cli_usage_error(cmd,
-                        "--safety-reserve (%" PRIu64 " bytes) must be below --memory-target "
-                        "(%" PRIu64 " bytes)",
-                        reserve_bytes, target_bytes);
+        char b1[32], b2[32];
+        cli_usage_error(cmd, "--safety-reserve (%s) must be below --memory-target (%s)",
+                        cli_format_bytes(reserve_bytes, false, b1, sizeof(b1)),
+                        cli_format_bytes(target_bytes, false, b2, sizeof(b2)));
         return false;
     }
     return true;

@@ -69,6 +69,14 @@ bool cli_check_target(const char *cmd, enum rf_policy_profile policy, bool has_t
 /* Formats bytes as "1.50 MiB" (or the exact integer when raw). buf >= 32. */
 const char *cli_format_bytes(uint64_t bytes, bool raw, char *buf, size_t len);
 
+/*
+ * Copies in to buf (len bytes, always NUL-terminated, truncated if need be)
+ * with every "N bytes" written in IEC units as cli_format_bytes does
+ * ("24121344 bytes" -> "23.00 MiB"): the library's reasons keep exact
+ * bytes for the JSON report, the human output reads them this way.
+ */
+const char *cli_iec_text(const char *in, char *buf, size_t len);
+
 /* Formats nanoseconds as "12.3 ms". buf >= 32. */
 const char *cli_format_ns(uint64_t ns, char *buf, size_t len);
 

@@ -111,9 +111,10 @@ static bool admit_before_load(const struct run_options *o, struct rf_session_par
     } else if (decided == 1) {
         /* no enforced limit: nothing to decide before the load */
     } else if (adm->refused) {
+        char text[2048];
         cli_error("admission refused the run before loading (%s, --admission %s): %s",
                   rf_admission_outcome_name(adm->outcome), rf_admission_mode_name(adm->mode),
-                  adm->reason);
+                  cli_iec_text(adm->reason, text, sizeof(text)));
         go = false;
         int rc = 0;
         if (run_json_to_stdout(o)) {
@@ -128,8 +129,10 @@ static bool admit_before_load(const struct run_options *o, struct rf_session_par
         if (rc < 0)
             cli_error("cannot write %s: %s", o->json_path, rf_strerror(rc));
     } else if (adm->outcome != RF_ADMIT_ADMITTED) {
+        char text[2048];
         cli_error("warning: admission before loading %s: %s",
-                  rf_admission_outcome_name(adm->outcome), adm->reason);
+                  rf_admission_outcome_name(adm->outcome),
+                  cli_iec_text(adm->reason, text, sizeof(text)));
     }
     return go;
 }
@@ -140,10 +143,13 @@ static void warn_above_target(struct rf_session *s)
     const struct rf_report *r = rf_session_report(s, RF_REPORT_OPERATION);
     const struct rf_residency_sample *last = r->n_samples ? &r->samples[r->n_samples - 1] : NULL;
     if (r->policy_mutates && r->plan && r->plan->has_soft_target && last && last->has_mapping &&
-        last->mapping_rss_bytes > r->plan->soft_target_bytes)
-        cli_error("warning: the measured mapping RSS of %" PRIu64 " bytes is above the soft "
-                  "target of %" PRIu64 " bytes: %s",
-                  last->mapping_rss_bytes, r->plan->soft_target_bytes, r->plan->reason);
+        last->mapping_rss_bytes > r->plan->soft_target_bytes) {
+        char b1[32], b2[32], text[2048];
+        cli_error("warning: the measured mapping RSS of %s is above the soft target of %s: %s",
+                  cli_format_bytes(last->mapping_rss_bytes, false, b1, sizeof(b1)),
+                  cli_format_bytes(r->plan->soft_target_bytes, false, b2, sizeof(b2)),
+                  cli_iec_text(r->plan->reason, text, sizeof(text)));
+    }
 }
 
 int cmd_run(int argc, char **argv)
@@ -209,6 +215,7 @@ int cmd_run(int argc, char **argv)
         struct rf_operation_request req = {.n_ctx = (uint32_t)o.n_ctx,
                                            .n_predict = (uint32_t)o.n_predict};
         struct rf_admission_result adm;
+        char text[2048];
         forge_tokenize_count(rf_session_forge_model(s), o.prompt, &req.n_prompt);
         rc = rf_session_admit(s, &req, &adm);
         if (rc == 0 && adm.lock_note[0])
@@ -216,14 +223,14 @@ int cmd_run(int argc, char **argv)
         if (rc == 0 && adm.refused) {
             cli_error("admission refused the run (%s, --admission %s): %s",
                       rf_admission_outcome_name(adm.outcome), rf_admission_mode_name(adm.mode),
-                      adm.reason);
+                      cli_iec_text(adm.reason, text, sizeof(text)));
             rf_session_operation_end(s, NULL);
             write_reports(s, &o);
             goto out;
         }
         if (rc == 0 && adm.outcome != RF_ADMIT_ADMITTED)
             cli_error("warning: admission %s: %s", rf_admission_outcome_name(adm.outcome),
-                      adm.reason);
+                      cli_iec_text(adm.reason, text, sizeof(text)));
         if (o.has_staging && (rc = rf_session_stage(s, o.staging_budget)) < 0) {
             cli_error("%s: cannot plan staging: %s", o.model, rf_strerror(rc));
             goto out;

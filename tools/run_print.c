@@ -99,11 +99,11 @@ static void print_admission(FILE *f, const struct rf_report *r)
 {
     const struct rf_admission_result *a = r->admission;
     const struct rf_cgroup_verdict *v = r->cgroup_verdict;
-    char b1[32], b2[32], b3[32], b4[32];
+    char b1[32], b2[32], b3[32], b4[32], text[2048];
 
     fprintf(f, "admission (%s, mode %s%s): %s: %s\n", rf_admission_phase_name(a->phase),
             rf_admission_mode_name(a->mode), a->refused ? ", refused" : "",
-            rf_admission_outcome_name(a->outcome), a->reason);
+            rf_admission_outcome_name(a->outcome), cli_iec_text(a->reason, text, sizeof(text)));
     if (a->has_binding) {
         const struct rf_admission_level_check *c = &a->cgroups[a->binding];
         fprintf(f,
@@ -125,7 +125,7 @@ static void print_admission(FILE *f, const struct rf_report *r)
 
 static void print_policy(FILE *f, const struct rf_report *r)
 {
-    char b1[32], b2[32], b3[32], b4[32], b5[32];
+    char b1[32], b2[32], b3[32], b4[32], b5[32], text[2048];
     if (r->admission)
         print_admission(f, r);
     if (r->plan) {
@@ -140,7 +140,8 @@ static void print_policy(FILE *f, const struct rf_report *r)
                 cli_format_bytes(p->shared_bytes_protected, false, b3, sizeof(b3)),
                 opt_bytes(p->has_estimated_resident_after, p->estimated_resident_after_bytes, b4,
                           sizeof(b4)),
-                p->has_soft_target ? (p->target_met ? "met" : "not met") : "none", p->reason);
+                p->has_soft_target ? (p->target_met ? "met" : "not met") : "none",
+                cli_iec_text(p->reason, text, sizeof(text)));
     } else if (r->plan_reason) {
         fprintf(f, "plan: none (%s)\n", r->plan_reason);
     }
@@ -206,7 +207,7 @@ static void print_policy(FILE *f, const struct rf_report *r)
 
 void run_print_report(const struct rf_report *r)
 {
-    char b1[32], b2[32];
+    char b1[32], b2[32], text[2048];
     FILE *f = stderr;
 
     fprintf(f, "\n== ramforge residency report (schema %d), policy %s ==\n",
@@ -253,5 +254,5 @@ void run_print_report(const struct rf_report *r)
         fprintf(f, "verify session after release: tokens %s\n",
                 r->verify_tokens_equal ? "identical" : "DIFFERENT");
     for (size_t i = 0; i < r->n_warnings; i++)
-        fprintf(f, "warning: %s\n", r->warnings[i]);
+        fprintf(f, "warning: %s\n", cli_iec_text(r->warnings[i], text, sizeof(text)));
 }

@@ -10,6 +10,7 @@ Usage: test_scripting.py --ramforge PATH --schema SCHEMA_DIR CASE
   inspect_json       inspect --json documents (inventory, page cache, several
                      files) carry the envelope and validate against
                      schema/inspect.schema.json
+  iec_units          the human report and messages give sizes in IEC units
   page_cache_columns inspect --page-cache -o/-n/--by-layer and several files:
                      the table's figures are the JSON document's
 Exit 0 pass, 1 fail, 77 skip.
@@ -164,7 +165,21 @@ def case_page_cache_columns(c):
     expect_error_lines(c, ["inspect", m, m], 2, "several only with --page-cache")
 
 
+def case_iec_units(c):
+    """Human output gives sizes in IEC units: no byte figure of 5+ digits on stderr."""
+    import re
+    m = c.model()
+    p = c.run("run", "-m", m, "-n", "4", "--residency-policy", "memory-bound",
+              "--memory-target", "100MiB", "--residency-report")
+    raw = re.findall(r"\b\d{5,} bytes\b", p.stderr)
+    check(not raw, f"raw byte figures in the human report: {raw[:5]}")
+    check("fits the soft target of 100.00 MiB" in p.stderr, "admission in IEC units")
+    expect_error_lines(c, ["run", "-m", m, "--memory-target", "1Gi", "--safety-reserve", "2Gi"],
+                       2, "--safety-reserve (2.00 GiB) must be below --memory-target (1.00 GiB)")
+
+
 CASES = {
+    "iec_units": case_iec_units,
     "prompt_file": case_prompt_file,
     "report_stdout": case_report_stdout,
     "inspect_json": case_inspect_json,
