@@ -250,6 +250,11 @@ void run_print_report(const struct rf_report *r)
     char fp[32];
     rf_token_fingerprint(r->tokens, r->n_tokens, fp);
     fprintf(f, "output: %zu prompt tokens, %zu generated, %s\n", r->n_prompt, r->n_tokens, fp);
+    if (r->n_ctx)
+        fprintf(f,
+                "context: %u cells (-c, or prompt + -n without it, padded by llama.cpp to a "
+                "multiple of 256)\n",
+                r->n_ctx);
     if (r->verified)
         fprintf(f, "verify session after release: tokens %s\n",
                 r->verify_tokens_equal ? "identical" : "DIFFERENT");

@@ -91,6 +91,7 @@ def case_report_stdout(c):
     text = c.run("run", "-m", m, "-p", PROMPT, "-n", "8", "--residency-policy", "off").stdout
     check(text.strip() in p.stderr, f"the generated text {text!r} is on stderr")
     check(doc["output"]["n_generated_tokens"] == 8, "the report is this run's")
+    check(doc["output"]["n_ctx"] == 256, f"n_ctx {doc['output']['n_ctx']}: the padded context")
     check(os.listdir(cwd) == [], f"a file was created: {os.listdir(cwd)}")
 
 
@@ -174,6 +175,9 @@ def case_iec_units(c):
     raw = re.findall(r"\b\d{5,} bytes\b", p.stderr)
     check(not raw, f"raw byte figures in the human report: {raw[:5]}")
     check("fits the soft target of 100.00 MiB" in p.stderr, "admission in IEC units")
+    # 5 prompt tokens + 4: llama.cpp pads the context to 256 cells, and the report says so.
+    check("context: 256 cells (-c, or prompt + -n without it, padded by llama.cpp" in p.stderr,
+          "the padded context in the report")
     expect_error_lines(c, ["run", "-m", m, "--memory-target", "1Gi", "--safety-reserve", "2Gi"],
                        2, "--safety-reserve (2.00 GiB) must be below --memory-target (1.00 GiB)")
 
