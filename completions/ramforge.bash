@@ -4,7 +4,7 @@
 # use); it also works sourced on its own (it needs only compgen).
 # Kept in step with each command's --help by tests/doc/test_completion.sh.
 
-_ramforge_opts_run="-m --model -p --prompt -n --n-predict -t --threads -c --ctx-size
+_ramforge_opts_run="-m --model -p --prompt -f --file -n --n-predict -t --threads -c --ctx-size
     -s --seed --residency-policy --memory-target --safety-reserve --release-mode
     --access-probe --sample-smaps --admission --dead-file-pages --verify-session
     --residency-page-budget --staging-budget --observe-dispatch --dispatch-events
@@ -12,8 +12,8 @@ _ramforge_opts_run="-m --model -p --prompt -n --n-predict -t --threads -c --ctx-
     --residency-svg --no-repack --mlock --hold -v --verbose -h --help"
 _ramforge_opts_inspect="-m --model -J --json -b --bytes --no-probe --no-repack --page-cache
     --residency-page-budget --residency-svg -c --ctx-size --memory-limit --admission
-    -v --verbose -h --help"
-_ramforge_opts_mkmodel="-o --output -P --preset -T --type -s --seed --vocab -q --quiet
+    -o --output -n --noheadings --by-layer -v --verbose -h --help"
+_ramforge_opts_mkmodel="-o --output --force -P --preset -T --type -s --seed --vocab -q --quiet
     -v --verbose -h --help"
 _ramforge_opts_bench="-m --model -o --output -p --prompt -n --n-predict -t --threads
     -r --repetitions --policies --policy-args --run-args --conditions --copy-dir
@@ -22,6 +22,8 @@ _ramforge_opts_serve="-m --model --host --port -c --ctx-size -n --n-predict -t -
     --residency-policy --memory-target --safety-reserve --release-mode --idle-seconds
     --staging-budget --queue --history --api-key --timeout --residency-report-json
     -v --verbose -h --help"
+_ramforge_columns="INDEX NAME LAYER TYPE TENSORS RANGE PAGES SIZE RES NONRES UNKNOWN RES_BYTES
+    PERCENT SAMPLED FILE"
 _ramforge_policies="off observe conservative memory-bound reuse-aware active"
 
 # Completes a comma-separated LIST: the words after the last comma of $1.
@@ -50,6 +52,7 @@ _ramforge_dirs()
 _ramforge_value()
 {
     local cmd=$1 opt=$2 cur=$3
+    [[ $cmd == inspect && $opt == -n ]] && return 1 # inspect's -n is --noheadings
     case $opt in
     --residency-policy) COMPREPLY=($(compgen -W "$_ramforge_policies" -- "$cur")) ;;
     --release-mode) COMPREPLY=($(compgen -W "dontneed pageout" -- "$cur")) ;;
@@ -59,10 +62,14 @@ _ramforge_value()
     -P | --preset) COMPREPLY=($(compgen -W "tiny small tinyllama" -- "$cur")) ;;
     --conditions) _ramforge_list "$cur" "warm isolated-nonresident" ;;
     --policies) _ramforge_list "$cur" "$_ramforge_policies" ;;
-    -m | --model | --vocab | --residency-report-json | --metrics-file | --residency-svg)
+    -m | --model | -f | --file | --vocab | --residency-report-json | --metrics-file | --residency-svg)
         _ramforge_files "$cur" ;;
     -o | --output)
-        if [[ $cmd == bench ]]; then _ramforge_dirs "$cur"; else _ramforge_files "$cur"; fi ;;
+        case $cmd in
+        bench) _ramforge_dirs "$cur" ;;
+        inspect) _ramforge_list "$cur" "$_ramforge_columns" ;;
+        *) _ramforge_files "$cur" ;;
+        esac ;;
     --copy-dir) _ramforge_dirs "$cur" ;;
     -p | --prompt | -n | --n-predict | -t | --threads | -c | --ctx-size | -s | --seed | \
         --memory-target | --safety-reserve | --residency-page-budget | --staging-budget | \

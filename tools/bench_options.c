@@ -429,7 +429,7 @@ int bench_options_parse(int argc, char **argv, struct bench_options *o)
             usage(stdout);
             return 0;
         default:
-            return cli_bad_option("bench ", c, argv);
+            return cli_bad_option("bench ", c, argv, opts);
         }
     }
     if (!cli_check_model_operands("bench ", argc, argv, o->model))

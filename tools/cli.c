@@ -1,6 +1,7 @@
 /* Shared helpers of the ramforge CLI (see cli.h). */
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -31,17 +32,121 @@ void cli_usage_error(const char *cmd, const char *fmt, ...)
     fprintf(stderr, "\nTry '%s %s--help' for more information.\n", RF_PROGRAM, cmd ? cmd : "");
 }
 
-int cli_bad_option(const char *cmd, int c, char **argv)
+/*
+ * Optimal string alignment distance (Levenshtein plus adjacent
+ * transposition, so "rnu" is one edit from "run"), ASCII case-insensitive.
+ * Words longer than CLI_WORD_MAX count as far from everything.
+ */
+#define CLI_WORD_MAX 64
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    size_t d[CLI_WORD_MAX + 1][CLI_WORD_MAX + 1];
+
+    if (la > CLI_WORD_MAX || lb > CLI_WORD_MAX)
+        return SIZE_MAX;
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        for (size_t j = 1; j <= lb; j++) {
+            size_t cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+            size_t v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v)
+                v = d[i][j - 1] + 1;
+            if (d[i - 1][j - 1] + cost < v)
+                v = d[i - 1][j - 1] + cost;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    }
+    return d[la][lb];
+}
+
+const char *cli_closest(const char *word, const char *const *candidates, size_t n)
+{
+    size_t len = strlen(word), best = SIZE_MAX;
+    const char *found = NULL;
+
+    if (len == 0)
+        return NULL;
+    /* A third of the word, at least 1 and at most 3 edits: "rnu" -> run, not "xyz" -> run. */
+    size_t limit = len / 3 < 1 ? 1 : len / 3 > 3 ? 3 : len / 3;
+    for (size_t i = 0; i < n; i++) {
+        size_t dist = edit_distance(word, candidates[i]);
+        if (dist <= limit && dist < best) {
+            best = dist;
+            found = candidates[i];
+        }
+    }
+    return found;
+}
+
+/* The long option names of longopts, at most max of them; returns how many. */
+static size_t long_names(const struct option *longopts, const char **names, size_t max)
+{
+    size_t n = 0;
+    for (const struct option *o = longopts; o && o->name && n < max; o++)
+        names[n++] = o->name;
+    return n;
+}
+
+/*
+ * "--re" matching several long options (getopt_long refuses it as
+ * ambiguous): lists them and returns true.
+ */
+static bool report_ambiguous(const char *cmd, const char *name, size_t len,
+                             const struct option *longopts)
+{
+    char list[1024] = "";
+    size_t used = 0, matches = 0;
+
+    for (const struct option *o = longopts; o && o->name; o++) {
+        if (strncmp(o->name, name, len) != 0)
+            continue;
+        if (strlen(o->name) == len)
+            return false; /* an exact match is never ambiguous */
+        matches++;
+        int w = snprintf(list + used, sizeof(list) - used, "%s--%s", used ? ", " : "", o->name);
+        if (w > 0 && (size_t)w < sizeof(list) - used)
+            used += (size_t)w;
+    }
+    if (matches < 2)
+        return false;
+    cli_usage_error(cmd, "option '--%.*s' is ambiguous; possibilities: %s", (int)len, name, list);
+    return true;
+}
+
+int cli_bad_option(const char *cmd, int c, char **argv, const struct option *longopts)
 {
     const char *opt = argv[optind - 1];
     char shortopt[3] = {'-', (char)optopt, '\0'};
+    const char *names[128];
 
     if (optopt && strncmp(opt, "--", 2) != 0)
         opt = shortopt;
-    if (c == ':')
+    if (c == ':') {
         cli_usage_error(cmd, "option '%s' requires an argument", opt);
-    else
-        cli_usage_error(cmd, "unrecognized option '%s'", opt);
+        return RF_EXIT_USAGE;
+    }
+    if (strncmp(opt, "--", 2) == 0 && opt[2]) {
+        const char *name = opt + 2;
+        size_t len = strcspn(name, "=");
+        char word[CLI_WORD_MAX + 1];
+
+        if (report_ambiguous(cmd, name, len, longopts))
+            return RF_EXIT_USAGE;
+        snprintf(word, sizeof(word), "%.*s", (int)len, name);
+        const char *best = cli_closest(word, names, long_names(longopts, names, 128));
+        if (best) {
+            cli_usage_error(cmd, "unrecognized option '--%s'; did you mean --%s?", word, best);
+            return RF_EXIT_USAGE;
+        }
+    }
+    cli_usage_error(cmd, "unrecognized option '%s'", opt);
     return RF_EXIT_USAGE;
 }
 
@@ -82,6 +187,36 @@ const char *cli_format_bytes(uint64_t bytes, bool raw, char *buf, size_t len)
     return buf;
 }
 
+const char *cli_iec_text(const char *in, char *buf, size_t len)
+{
+    static const char unit[] = " bytes";
+    size_t o = 0;
+
+    if (len == 0)
+        return buf;
+    for (const char *p = in; *p && o + 1 < len;) {
+        const char *q = p;
+        while (*q >= '0' && *q <= '9')
+            q++;
+        bool word_start = p == in || !(isalnum((unsigned char)p[-1]) || p[-1] == '.');
+        if (q > p && q - p <= 19 && word_start && strncmp(q, unit, sizeof(unit) - 1) == 0) {
+            char num[21], fmt[32];
+            snprintf(num, sizeof(num), "%.*s", (int)(q - p), p);
+            cli_format_bytes(strtoull(num, NULL, 10), false, fmt, sizeof(fmt));
+            int w = snprintf(buf + o, len - o, "%s", fmt);
+            o = w < 0 || (size_t)w >= len - o ? len - 1 : o + (size_t)w;
+            p = q + sizeof(unit) - 1;
+        } else {
+            /* copy the digits (or one other character) as they are */
+            const char *end = q > p ? q : p + 1;
+            while (p < end && o + 1 < len)
+                buf[o++] = *p++;
+        }
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
 const char *cli_format_ns(uint64_t ns, char *buf, size_t len)
 {
     if (ns >= 1000000000ull)
@@ -114,7 +249,7 @@ bool cli_parse_size(const char *cmd, const char *opt, const char *arg, bool allo
     else if (rc < 0)
         cli_usage_error(cmd,
                         "invalid size for %s '%s': expected a positive size such as "
-                        "512MiB, 2G or 300000000",
+                        "512MiB, 2Gi, 2G or 300000000",
                         opt, arg);
     return rc == 0;
 }
@@ -152,10 +287,10 @@ bool cli_check_target(const char *cmd, enum rf_policy_profile policy, bool has_t
         return false;
     }
     if (has_target && reserve_bytes >= target_bytes) {
-        cli_usage_error(cmd,
-                        "--safety-reserve (%" PRIu64 " bytes) must be below --memory-target "
-                        "(%" PRIu64 " bytes)",
-                        reserve_bytes, target_bytes);
+        char b1[32], b2[32];
+        cli_usage_error(cmd, "--safety-reserve (%s) must be below --memory-target (%s)",
+                        cli_format_bytes(reserve_bytes, false, b1, sizeof(b1)),
+                        cli_format_bytes(target_bytes, false, b2, sizeof(b2)));
         return false;
     }
     return true;

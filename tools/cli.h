@@ -21,11 +21,23 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /*
- * Reports the option getopt_long just refused ('?' unknown, ':' missing
- * argument; call with opterr = 0 and an optstring starting with ':') as
- * one "ramforge: ..." line plus the --help hint. Returns RF_EXIT_USAGE.
+ * Reports the option getopt_long just refused ('?' unknown or ambiguous,
+ * ':' missing argument; call with opterr = 0 and an optstring starting
+ * with ':') as one "ramforge: ..." line plus the --help hint: an ambiguous
+ * prefix with the options it matches, an unknown long option with the
+ * closest of longopts ("did you mean --memory-target?", cli_closest).
+ * Returns RF_EXIT_USAGE.
  */
-int cli_bad_option(const char *cmd, int c, char **argv);
+struct option;
+int cli_bad_option(const char *cmd, int c, char **argv, const struct option *longopts);
+
+/*
+ * The candidate closest to word by edit distance (insertions, deletions,
+ * substitutions and adjacent transpositions, ASCII case-insensitive), if
+ * it is within a third of word's length (at least 1, at most 3 edits);
+ * NULL when none is. The first of equally close candidates wins.
+ */
+const char *cli_closest(const char *word, const char *const *candidates, size_t n);
 
 /*
  * Parses a decimal integer in [min, max] from the whole of s. On failure
@@ -57,6 +69,14 @@ bool cli_check_target(const char *cmd, enum rf_policy_profile policy, bool has_t
 /* Formats bytes as "1.50 MiB" (or the exact integer when raw). buf >= 32. */
 const char *cli_format_bytes(uint64_t bytes, bool raw, char *buf, size_t len);
 
+/*
+ * Copies in to buf (len bytes, always NUL-terminated, truncated if need be)
+ * with every "N bytes" written in IEC units as cli_format_bytes does
+ * ("24121344 bytes" -> "23.00 MiB"): the library's reasons keep exact
+ * bytes for the JSON report, the human output reads them this way.
+ */
+const char *cli_iec_text(const char *in, char *buf, size_t len);
+
 /* Formats nanoseconds as "12.3 ms". buf >= 32. */
 const char *cli_format_ns(uint64_t ns, char *buf, size_t len);
 
@@ -84,7 +104,6 @@ void cli_default_threads(long long *n_threads);
  * takes them) are skipped: -p -b is a prompt. Returns true when argv has
  * none; else prints the usage error (exit status 2).
  */
-struct option;
 bool cli_reject_llama_flags(const char *cmd, int argc, char **argv, const struct option *longopts,
                             const char *shortopts);
 

@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "core/report_json.h"
 #include "inspect_fit.h"
+#include "inspect_table.h"
 #include "ramforge/error.h"
 #include "ramforge/forge.h"
 #include "ramforge/forge_pages.h"
@@ -41,6 +42,8 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "Usage: %s inspect [OPTIONS] MODEL\n"
+            "       %s inspect [OPTIONS] -m MODEL\n"
+            "       %s inspect --page-cache [OPTIONS] MODEL...\n"
             "       %s inspect -c N [--memory-limit SIZE] [--admission MODE] [-J] MODEL\n"
             "\n"
             "Load MODEL through llama.cpp (mmap) and print its tensor inventory: per tensor\n"
@@ -69,8 +72,12 @@ static void usage(FILE *out)
             "this command runs in, or a hypothetical --memory-limit; nothing is loaded.\n"
             "Exit status 0: it would be admitted, 1: refused (or the check failed).\n"
             "\n"
+            "--json prints one document (kind ramforge.inspect.inventory or\n"
+            "ramforge.inspect.page_cache, schema_version 1; schema/inspect.schema.json);\n"
+            "with several files, one ramforge.inspect.page_cache_list holding them.\n"
+            "\n"
             "Options:\n"
-            "  -m, --model PATH as the MODEL operand\n"
+            "  -m, --model PATH the model, as run's -m (or give it as the operand)\n"
             "  -J, --json       print the inventory as JSON\n"
             "  -b, --bytes      print sizes in bytes instead of KiB/MiB/GiB\n"
             "      --no-probe   do not run the access probe (access stays unknown)\n"
@@ -93,9 +100,19 @@ static void usage(FILE *out)
             "      --admission MODE\n"
             "                   with -c: warn (default: refuse only a charge over a hard\n"
             "                   limit) or enforce (also unknown and thrashing), as run's\n"
-            "  -v, --verbose    show llama.cpp's log\n"
-            "  -h, --help       show this help\n",
-            RF_PROGRAM, RF_PROGRAM, (unsigned long long)RF_RESIDENCY_DEFAULT_BUDGET_PAGES);
+            "  -o, --output LIST\n"
+            "                   with --page-cache: the table's columns, comma-separated;\n"
+            "                   '+LIST' adds to the defaults (as fincore's -o):\n",
+            RF_PROGRAM, RF_PROGRAM, RF_PROGRAM, RF_PROGRAM,
+            (unsigned long long)RF_RESIDENCY_DEFAULT_BUDGET_PAGES);
+    inspect_table_usage(out);
+    fprintf(out, "  -n, --noheadings with --page-cache: the rows alone (no heading line, no\n"
+                 "                   summary lines), for scripts\n"
+                 "      --by-layer   with --page-cache: one row per layer (blk.N) and per other\n"
+                 "                   tensor group (token_embd, output, ...); sums over the\n"
+                 "                   group's tensors, so a page two tensors share counts twice\n"
+                 "  -v, --verbose    show llama.cpp's log\n"
+                 "  -h, --help       show this help\n");
 }
 
 static void print_table(const struct rf_inventory *inv, bool raw)
@@ -460,29 +477,16 @@ static const char *format_bp(bool has, uint32_t bp, char *buf, size_t len)
     return buf;
 }
 
-static void page_cache_table(const struct page_cache_view *v, bool raw)
+static void page_cache_table(const struct page_cache_view *v, const struct inspect_table *table)
 {
     const uint64_t pb = v->fp->page_bytes;
     const struct rf_residency_population *tp = &v->snap->coverage.general;
+    const bool raw = table->raw;
     char b1[32], b2[32];
 
-    printf("%5s  %-28s %-6s %17s %9s %11s %9s %14s %s\n", "index", "name", "type", "pages",
-           "resident", "nonresident", "unknown", "resident bytes", "sampled");
-    for (size_t i = 0; i < v->inv->n; i++) {
-        const struct rf_inventory_entry *e = &v->inv->entries[i];
-        const struct rf_residency_resource *r = &v->snap->resources[i];
-        char pages[40] = "-";
-        if (r->mapping_index >= 0)
-            snprintf(pages, sizeof(pages), "[%" PRIu64 ",%" PRIu64 ")", r->pages.first_page,
-                     r->pages.end_page);
-        printf("%5u  %-28s %-6s %17s %9" PRIu64 " %11" PRIu64 " %9" PRIu64 " %14s %s\n",
-               e->key.tensor_index, e->name, e->type_name, pages, r->resident_pages,
-               r->nonresident_pages, r->unknown_pages,
-               r->sampled == RF_SAMPLED_NONE
-                   ? "unknown"
-                   : cli_format_bytes(r->resident_pages * pb, raw, b1, sizeof(b1)),
-               rf_residency_sampled_name(r->sampled));
-    }
+    inspect_table_print(table, v->path, v->inv, v->snap, pb);
+    if (table->noheadings)
+        return;
     printf("\n%s\n", PAGE_CACHE_NOTE);
     printf("source: %s\n", v->source);
     printf("mincore: %s (%s)\n", v->fp->mincore_trustworthy ? "trustworthy" : "not trustworthy",
@@ -531,8 +535,8 @@ static void page_cache_table(const struct page_cache_view *v, bool raw)
  * mapped read-only without populating it, one snapshot over the tensors'
  * page ranges and one count over the whole file.
  */
-static int inspect_page_cache(const char *path, bool json, bool raw, uint64_t budget,
-                              const char *svg_path)
+static int inspect_page_cache(const char *path, const struct inspect_table *shape, bool json,
+                              json_t *list, uint64_t budget, const char *svg_path)
 {
     struct forge_gguf_table table;
     struct rfsys_file_pages fp;
@@ -625,10 +629,21 @@ static int inspect_page_cache(const char *path, bool json, bool raw, uint64_t bu
     }
 
     if (json) {
-        if (!inspect_print_json(page_cache_json(&v)))
+        json_t *doc = page_cache_json(&v);
+        if (!doc || inspect_envelope(doc, INSPECT_KIND_PAGE_CACHE) < 0) {
+            json_decref(doc);
+            cli_error("out of memory");
             goto out;
+        }
+        if (list) {
+            json_array_append_new(list, doc);
+        } else {
+            json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+            fputc('\n', stdout);
+            json_decref(doc);
+        }
     } else {
-        page_cache_table(&v, raw);
+        page_cache_table(&v, shape);
     }
     status = fflush(stdout) == 0 ? 0 : RF_EXIT_FAILURE;
 out:
@@ -640,9 +655,55 @@ out:
     return status;
 }
 
+/*
+ * inspect --page-cache over -m MODEL and the operands, in that order: one
+ * table each (headed "==> PATH <==" when several), or one JSON document
+ * (a page_cache_list when several). Every file is tried; the status is
+ * that of the worst.
+ */
+static int inspect_page_cache_files(const char *model, int n, char **paths, const char *columns,
+                                    bool by_layer, bool noheadings, bool raw, bool json,
+                                    uint64_t budget, const char *svg_path)
+{
+    struct inspect_table table;
+    int total = (model ? 1 : 0) + n, status = 0;
+    json_t *list = NULL;
+
+    if (!inspect_table_parse(columns, by_layer, noheadings, raw, &table))
+        return RF_EXIT_USAGE;
+    if (json && total > 1 && !(list = json_array())) {
+        cli_error("out of memory");
+        return RF_EXIT_FAILURE;
+    }
+    for (int i = model ? -1 : 0; i < n; i++) {
+        const char *path = i < 0 ? model : paths[i];
+        if (total > 1 && !json && !noheadings)
+            printf("%s==> %s <==\n", i == (model ? -1 : 0) ? "" : "\n", path);
+        int rc = inspect_page_cache(path, &table, json, list, budget, svg_path);
+        if (rc > status)
+            status = rc;
+    }
+    if (list) {
+        json_t *doc = json_object();
+        if (!doc || inspect_envelope(doc, INSPECT_KIND_PAGE_CACHE_LIST) < 0 ||
+            json_object_set_new(doc, "files", list) < 0) {
+            json_decref(doc);
+            cli_error("out of memory");
+            return RF_EXIT_FAILURE;
+        }
+        json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+        fputc('\n', stdout);
+        json_decref(doc);
+        if (fflush(stdout) != 0)
+            status = RF_EXIT_FAILURE;
+    }
+    return status;
+}
+
 int cmd_inspect(int argc, char **argv)
 {
     static const struct option opts[] = {
+        {"model", required_argument, NULL, 'm'},
         {"json", no_argument, NULL, 'J'},
         {"bytes", no_argument, NULL, 'b'},
         {"no-probe", no_argument, NULL, 'P'},
@@ -652,10 +713,12 @@ int cmd_inspect(int argc, char **argv)
         {"page-cache", no_argument, NULL, 'C'},
         {"residency-page-budget", required_argument, NULL, 'B'},
         {"residency-svg", required_argument, NULL, 'S'},
-        {"model", required_argument, NULL, 'm'},
         {"ctx-size", required_argument, NULL, 'c'},
-        {"memory-limit", required_argument, NULL, 'L'},
+        {"memory-limit", required_argument, NULL, 'M'},
         {"admission", required_argument, NULL, 'A'},
+        {"output", required_argument, NULL, 'o'},
+        {"noheadings", no_argument, NULL, 'n'},
+        {"by-layer", no_argument, NULL, 'L'},
         {NULL, 0, NULL, 0},
     };
     bool page_cache = false, budget_given = false;
@@ -665,6 +728,8 @@ int cmd_inspect(int argc, char **argv)
     long long budget = (long long)RF_RESIDENCY_DEFAULT_BUDGET_PAGES;
     struct forge_model_params mp = forge_model_default_params();
     bool json = false, raw = false, verbose = false;
+    const char *model = NULL, *columns = NULL;
+    bool noheadings = false, by_layer = false;
     struct forge_model *m = NULL;
     struct rf_inventory inv;
     char err[FORGE_ERR_MAX];
@@ -672,8 +737,20 @@ int cmd_inspect(int argc, char **argv)
 
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":Jbvhm:c:", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:Jbo:nvhc:", opts, NULL)) != -1) {
         switch (c) {
+        case 'm':
+            model = optarg;
+            break;
+        case 'o':
+            columns = optarg;
+            break;
+        case 'n':
+            noheadings = true;
+            break;
+        case 'L':
+            by_layer = true;
+            break;
         case 'J':
             json = true;
             break;
@@ -701,14 +778,11 @@ int cmd_inspect(int argc, char **argv)
         case 'S':
             svg_path = optarg;
             break;
-        case 'm':
-            fit.model = optarg;
-            break;
         case 'c':
             if (!cli_parse_int("context size (-c)", optarg, 1, 16777216, &fit.n_ctx))
                 return RF_EXIT_USAGE;
             break;
-        case 'L':
+        case 'M':
             if (!cli_parse_size("inspect ", "--memory-limit", optarg, false, &fit.limit_bytes))
                 return RF_EXIT_USAGE;
             fit.has_limit = true;
@@ -727,15 +801,17 @@ int cmd_inspect(int argc, char **argv)
             usage(stdout);
             return 0;
         default:
-            return cli_bad_option("inspect ", c, argv);
+            return cli_bad_option("inspect ", c, argv, opts);
         }
     }
-    if (fit.model ? optind != argc : optind != argc - 1) {
-        cli_usage_error("inspect ",
-                        optind >= argc && !fit.model ? "missing MODEL" : "more than one MODEL");
+    if ((columns || noheadings || by_layer) && !page_cache) {
+        cli_usage_error("inspect ", "-o, -n and --by-layer need --page-cache");
         return RF_EXIT_USAGE;
     }
-    const char *model = fit.model ? fit.model : argv[optind];
+    if ((columns || noheadings || by_layer) && json) {
+        cli_usage_error("inspect ", "-o, -n and --by-layer shape the table: not with --json");
+        return RF_EXIT_USAGE;
+    }
     if ((fit.has_limit || mode_given) && !fit.n_ctx) {
         cli_usage_error("inspect ", "--memory-limit and --admission need -c (the fit check)");
         return RF_EXIT_USAGE;
@@ -753,11 +829,26 @@ int cmd_inspect(int argc, char **argv)
         cli_usage_error("inspect ", "--residency-svg needs --page-cache");
         return RF_EXIT_USAGE;
     }
-    if (svg_path && !run_report_path_usable(svg_path, model))
+    if (!model && optind >= argc) {
+        cli_usage_error("inspect ", "missing MODEL");
+        return RF_EXIT_USAGE;
+    }
+    int n_models = (model ? 1 : 0) + (argc - optind);
+    if (!page_cache && n_models > 1) {
+        cli_usage_error("inspect ", "more than one MODEL (several only with --page-cache)");
+        return RF_EXIT_USAGE;
+    }
+    if (svg_path && n_models > 1) {
+        cli_usage_error("inspect ", "--residency-svg draws one MODEL, not %d", n_models);
+        return RF_EXIT_USAGE;
+    }
+    if (svg_path && !run_report_path_usable(svg_path, model ? model : argv[optind]))
         return RF_EXIT_FAILURE;
     if (verbose)
         rf_log_set(cli_log_sink, NULL);
     forge_init(verbose); /* routes gguf's own messages through the log */
+    if (!page_cache && !model)
+        model = argv[optind];
     if (fit.n_ctx) {
         fit.model = model;
         fit.json = json;
@@ -766,7 +857,8 @@ int cmd_inspect(int argc, char **argv)
         return inspect_fit(&fit);
     }
     if (page_cache)
-        return inspect_page_cache(model, json, raw, (uint64_t)budget, svg_path);
+        return inspect_page_cache_files(model, argc - optind, argv + optind, columns, by_layer,
+                                        noheadings, raw, json, (uint64_t)budget, svg_path);
     rf_inventory_init(&inv);
     if (forge_model_load(model, &mp, &m, err) < 0) {
         cli_error("%s", err);
@@ -782,7 +874,8 @@ int cmd_inspect(int argc, char **argv)
     }
     if (json) {
         json_t *doc;
-        if (rf_inventory_to_json(&inv, true, &doc) < 0) {
+        if (rf_inventory_to_json(&inv, true, &doc) < 0 ||
+            inspect_envelope(doc, INSPECT_KIND_INVENTORY) < 0) {
             cli_error("out of memory");
             goto out;
         }

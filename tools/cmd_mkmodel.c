@@ -2,6 +2,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -19,7 +20,9 @@ static void usage(FILE *out)
             "llama.cpp's ggml-vocab-llama-spm.gguf (32000 tokens).\n"
             "\n"
             "Options:\n"
-            "  -o, --output PATH    file to write (written to a temporary file, then renamed)\n"
+            "  -o, --output PATH    file to write (written to a temporary file, then renamed);\n"
+            "                       an existing PATH is refused unless --force\n"
+            "      --force          replace an existing PATH\n"
             "  -P, --preset NAME    tiny      2 layers, n_embd 64        (~5 MiB as q8_0)\n"
             "                       small     4 layers, n_embd 256       (~20 MiB as q8_0)\n"
             "                       tinyllama 22 layers, n_embd 2048, n_ff 5632, 32/4 heads\n"
@@ -29,11 +32,12 @@ static void usage(FILE *out)
             "                       norms stay f32\n"
             "  -s, --seed N         PRNG seed, 0..2^63-1 (default 42)\n"
             "      --vocab PATH     tokenizer GGUF (default: the pinned llama.cpp's)\n"
-            "  -q, --quiet          no progress line\n"
+            "  -q, --quiet          no progress line and no \"wrote PATH (SIZE)\" line\n"
             "  -v, --verbose        show llama.cpp's log\n"
             "  -h, --help           show this help\n"
             "\n"
-            "A progress line goes to stderr for small and tinyllama when stderr is a terminal.\n",
+            "A progress line goes to stderr for small and tinyllama when stderr is a terminal;\n"
+            "at the end, \"wrote PATH (SIZE)\" goes to stderr.\n",
             RF_PROGRAM);
 }
 
@@ -50,15 +54,11 @@ static void progress(uint64_t done, uint64_t total, void *user_data)
 int cmd_mkmodel(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"output", required_argument, NULL, 'o'},
-        {"preset", required_argument, NULL, 'P'},
-        {"type", required_argument, NULL, 'T'},
-        {"seed", required_argument, NULL, 's'},
-        {"vocab", required_argument, NULL, 'V'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"verbose", no_argument, NULL, 'v'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"output", required_argument, NULL, 'o'}, {"preset", required_argument, NULL, 'P'},
+        {"type", required_argument, NULL, 'T'},   {"seed", required_argument, NULL, 's'},
+        {"vocab", required_argument, NULL, 'V'},  {"quiet", no_argument, NULL, 'q'},
+        {"force", no_argument, NULL, 'F'},        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
     };
     struct forge_mkmodel_params p = {
         .preset = FORGE_PRESET_TINY,
@@ -66,7 +66,7 @@ int cmd_mkmodel(int argc, char **argv)
         .seed = 42,
         .vocab_path = RAMFORGE_DEFAULT_VOCAB,
     };
-    bool quiet = false, verbose = false;
+    bool quiet = false, verbose = false, force = false;
     char err[FORGE_ERR_MAX];
     long long v;
     int c;
@@ -105,6 +105,9 @@ int cmd_mkmodel(int argc, char **argv)
         case 'q':
             quiet = true;
             break;
+        case 'F':
+            force = true;
+            break;
         case 'v':
             verbose = true;
             break;
@@ -112,7 +115,7 @@ int cmd_mkmodel(int argc, char **argv)
             usage(stdout);
             return 0;
         default:
-            return cli_bad_option("mkmodel ", c, argv);
+            return cli_bad_option("mkmodel ", c, argv, opts);
         }
     }
     if (optind < argc) {
@@ -122,6 +125,11 @@ int cmd_mkmodel(int argc, char **argv)
     if (!p.out_path) {
         cli_usage_error("mkmodel ", "missing -o/--output PATH");
         return RF_EXIT_USAGE;
+    }
+    struct stat st;
+    if (!force && lstat(p.out_path, &st) == 0) {
+        cli_error("cannot write %s: file exists (--force replaces it)", p.out_path);
+        return RF_EXIT_FAILURE;
     }
     if (verbose)
         rf_log_set(cli_log_sink, NULL);
@@ -134,6 +142,11 @@ int cmd_mkmodel(int argc, char **argv)
     if (rc < 0) {
         cli_error("%s", err);
         return RF_EXIT_FAILURE;
+    }
+    if (!quiet && stat(p.out_path, &st) == 0) {
+        char size[32];
+        fprintf(stderr, "%s: wrote %s (%s)\n", RF_PROGRAM, p.out_path,
+                cli_format_bytes((uint64_t)st.st_size, false, size, sizeof(size)));
     }
     return 0;
 }

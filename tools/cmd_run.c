@@ -63,7 +63,17 @@ static int write_reports(struct rf_session *s, const struct run_options *o)
 {
     if (o->human_report)
         run_print_report(rf_session_report(s, RF_REPORT_OPERATION), o->verbose);
-    if (o->json_path) {
+    if (run_json_to_stdout(o)) {
+        char *text = NULL;
+        int rc = rf_session_report_json(s, RF_REPORT_OPERATION, &text);
+        if (rc == 0)
+            rc = run_put_json(text);
+        free(text);
+        if (rc < 0) {
+            cli_error("cannot write the JSON report to standard output: %s", rf_strerror(rc));
+            return rc;
+        }
+    } else if (o->json_path) {
         int rc = rf_session_report_write(s, RF_REPORT_OPERATION, o->json_path);
         if (rc < 0) {
             cli_error("cannot write %s: %s", o->json_path, rf_strerror(rc));
@@ -110,16 +120,28 @@ static bool admit_before_load(const struct run_options *o, struct rf_session_par
     } else if (decided == 1) {
         /* no enforced limit: nothing to decide before the load */
     } else if (adm->refused) {
+        char text[2048];
         cli_error("admission refused the run before loading (%s, --admission %s): %s",
                   rf_admission_outcome_name(adm->outcome), rf_admission_mode_name(adm->mode),
-                  adm->reason);
+                  cli_iec_text(adm->reason, text, sizeof(text)));
         go = false;
-        int rc = o->json_path ? rf_session_preload_report_write(o->model, p, adm, o->json_path) : 0;
+        int rc = 0;
+        if (run_json_to_stdout(o)) {
+            char *text = NULL;
+            rc = rf_session_preload_report_json(o->model, p, adm, &text);
+            if (rc == 0)
+                rc = run_put_json(text);
+            free(text);
+        } else if (o->json_path) {
+            rc = rf_session_preload_report_write(o->model, p, adm, o->json_path);
+        }
         if (rc < 0)
             cli_error("cannot write %s: %s", o->json_path, rf_strerror(rc));
     } else if (adm->outcome != RF_ADMIT_ADMITTED) {
+        char text[2048];
         cli_error("warning: admission before loading %s: %s",
-                  rf_admission_outcome_name(adm->outcome), adm->reason);
+                  rf_admission_outcome_name(adm->outcome),
+                  cli_iec_text(adm->reason, text, sizeof(text)));
     }
     return go;
 }
@@ -130,10 +152,13 @@ static void warn_above_target(struct rf_session *s)
     const struct rf_report *r = rf_session_report(s, RF_REPORT_OPERATION);
     const struct rf_residency_sample *last = r->n_samples ? &r->samples[r->n_samples - 1] : NULL;
     if (r->policy_mutates && r->plan && r->plan->has_soft_target && last && last->has_mapping &&
-        last->mapping_rss_bytes > r->plan->soft_target_bytes)
-        cli_error("warning: the measured mapping RSS of %" PRIu64 " bytes is above the soft "
-                  "target of %" PRIu64 " bytes: %s",
-                  last->mapping_rss_bytes, r->plan->soft_target_bytes, r->plan->reason);
+        last->mapping_rss_bytes > r->plan->soft_target_bytes) {
+        char b1[32], b2[32], text[2048];
+        cli_error("warning: the measured mapping RSS of %s is above the soft target of %s: %s",
+                  cli_format_bytes(last->mapping_rss_bytes, false, b1, sizeof(b1)),
+                  cli_format_bytes(r->plan->soft_target_bytes, false, b2, sizeof(b2)),
+                  cli_iec_text(r->plan->reason, text, sizeof(text)));
+    }
 }
 
 int cmd_run(int argc, char **argv)
@@ -164,7 +189,7 @@ int cmd_run(int argc, char **argv)
         return rc;
     cli_default_threads(&o.n_threads);
     const bool observing = o.policy != RF_POLICY_OFF;
-    if (o.json_path && !run_report_path_usable(o.json_path, o.model))
+    if (o.json_path && !run_json_to_stdout(&o) && !run_report_path_usable(o.json_path, o.model))
         return RF_EXIT_FAILURE;
     if (o.metrics_path && !run_report_path_usable(o.metrics_path, o.model))
         return RF_EXIT_FAILURE;
@@ -207,6 +232,7 @@ int cmd_run(int argc, char **argv)
         struct rf_operation_request req = {.n_ctx = (uint32_t)o.n_ctx,
                                            .n_predict = (uint32_t)o.n_predict};
         struct rf_admission_result adm;
+        char text[2048];
         forge_tokenize_count(rf_session_forge_model(s), o.prompt, &req.n_prompt);
         rc = rf_session_admit(s, &req, &adm);
         if (rc == 0 && adm.lock_note[0])
@@ -214,14 +240,14 @@ int cmd_run(int argc, char **argv)
         if (rc == 0 && adm.refused) {
             cli_error("admission refused the run (%s, --admission %s): %s",
                       rf_admission_outcome_name(adm.outcome), rf_admission_mode_name(adm.mode),
-                      adm.reason);
+                      cli_iec_text(adm.reason, text, sizeof(text)));
             rf_session_operation_end(s, NULL);
             write_reports(s, &o);
             goto out;
         }
         if (rc == 0 && adm.outcome != RF_ADMIT_ADMITTED)
             cli_error("warning: admission %s: %s", rf_admission_outcome_name(adm.outcome),
-                      adm.reason);
+                      cli_iec_text(adm.reason, text, sizeof(text)));
         if (o.has_staging && (rc = rf_session_stage(s, o.staging_budget)) < 0) {
             cli_error("%s: cannot plan staging: %s", o.model, rf_strerror(rc));
             goto out;
@@ -289,7 +315,8 @@ int cmd_run(int argc, char **argv)
     if (!o.human_report) /* the report's warnings say it (one warning, not two) */
         warn_above_target(s);
 
-    printf("%s\n", gen.text);
+    /* With the JSON report on stdout, stdout holds only it: the text goes to stderr. */
+    fprintf(run_json_to_stdout(&o) ? stderr : stdout, "%s\n", gen.text);
     fflush(stdout);
     if (write_reports(s, &o) < 0)
         goto out;

@@ -67,6 +67,11 @@ int main(int argc, char **argv)
         return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench"))
         return cmd_bench(argc - 1, argv + 1);
-    cli_usage_error(NULL, "unknown command '%s'", cmd);
+    static const char *const commands[] = {"run", "inspect", "mkmodel", "bench", "serve", "help"};
+    const char *best = cli_closest(cmd, commands, sizeof(commands) / sizeof(commands[0]));
+    if (best)
+        cli_usage_error(NULL, "unknown command '%s'; did you mean '%s'?", cmd, best);
+    else
+        cli_usage_error(NULL, "unknown command '%s'", cmd);
     return RF_EXIT_USAGE;
 }

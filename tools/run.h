@@ -63,6 +63,12 @@ int run_parse_options(int argc, char **argv, struct run_options *o);
  */
 bool run_report_path_usable(const char *path, const char *model);
 
+/* Whether --residency-report-json is "-": the report alone on standard output. */
+bool run_json_to_stdout(const struct run_options *o);
+
+/* Writes JSON text and a newline on stdout and flushes it: 0 or -errno. */
+int run_put_json(const char *text);
+
 /* --residency-svg: the snapshots taken during the run (run_svg.c). */
 #define RUN_SVG_SNAPSHOTS 2 /* after_load, end_of_session; the report's is the last panel */
 struct run_svg {

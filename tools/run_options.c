@@ -32,11 +32,14 @@ static void usage(FILE *out)
             "Options:\n"
             "  -m, --model PATH              GGUF model (required)\n"
             "  -p, --prompt TEXT             prompt (default \"" RF_DEFAULT_PROMPT "\")\n"
+            "  -f, --file FILE               read the prompt from FILE ('-': standard input),\n"
+            "                                one trailing newline dropped, as llama.cpp's -f\n"
             "  -n, --n-predict N             tokens to generate, 1..1000000 (default 32)\n"
             "  -t, --threads N               threads, 1..1024 (default: the physical cores,\n"
             "                                as llama.cpp's tools)\n"
             "  -c, --ctx-size N              context size in tokens, 1..16777216 (default:\n"
-            "                                prompt + N; llama.cpp pads it to 256 cells)\n"
+            "                                prompt + N); llama.cpp pads it to a multiple of\n"
+            "                                256 cells (the report's context line)\n"
             "  -s, --seed N                  recorded in the report; greedy decoding does not\n"
             "                                use it (default 0)\n"
             "      --residency-policy P      off           no inventory, ledger or plan\n"
@@ -59,8 +62,8 @@ static void usage(FILE *out)
             "                                resident bytes under target - reserve; admission\n"
             "                                compares the run's projected memory (RSS + KV\n"
             "                                cache) with it and warns. SIZE is bytes or 512MiB,\n"
-            "                                2G, 1.5GiB, 300MB (IEC K/M/G/T = 1024, SI\n"
-            "                                KB/MB/GB/TB = 1000)\n"
+            "                                2Gi, 1.5GiB, 300MB (IEC K, Ki, KiB, M, ... =\n"
+            "                                1024; SI KB, MB, GB, TB = 1000)\n"
             "      --safety-reserve SIZE     taken off the target: soft target = target -\n"
             "                                reserve (default 0)\n"
             "      --release-mode MODE       dontneed (MADV_DONTNEED: drops the mapping's RSS,\n"
@@ -110,7 +113,9 @@ static void usage(FILE *out)
             "      --residency-report        print the human-readable report on stderr\n"
             "      --residency-report-json PATH\n"
             "                                write the JSON operation report (schema_version 1)\n"
-            "                                to PATH (temporary file + rename: never partial)\n"
+            "                                to PATH (temporary file + rename: never partial);\n"
+            "                                '-': to standard output, which then holds only\n"
+            "                                the report (the generated text goes to stderr)\n"
             "      --metrics-file PATH       write the operation's ledger, last sample,\n"
             "                                admission, staging and releases as Prometheus\n"
             "                                text (serve's /metrics names, label model=-m's\n"
@@ -168,12 +173,68 @@ static bool parse_size_option(const char *opt, const char *arg, bool allow_zero,
     return cli_parse_size("run ", opt, arg, allow_zero, out);
 }
 
+/* Largest prompt file -f reads, bytes (16 MiB: far beyond any context). */
+#define PROMPT_FILE_MAX (16u << 20)
+
+/*
+ * The text of -f FILE ('-': standard input), one trailing newline dropped
+ * as llama.cpp's -f does; NULL after printing the error (unreadable, a NUL
+ * byte, larger than PROMPT_FILE_MAX). The text lives until the process
+ * exits (options hold borrowed strings, argv's or this one).
+ */
+static const char *read_prompt_file(const char *path)
+{
+    static char *text;
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    size_t len = 0;
+
+    if (!f) {
+        cli_error("cannot read %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    free(text);
+    text = malloc(PROMPT_FILE_MAX + 1);
+    if (!text) {
+        cli_error("out of memory");
+        goto fail;
+    }
+    len = fread(text, 1, PROMPT_FILE_MAX + 1, f);
+    if (ferror(f)) {
+        cli_error("cannot read %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (len > PROMPT_FILE_MAX) {
+        cli_error("cannot read %s: larger than 16 MiB", path);
+        goto fail;
+    }
+    if (memchr(text, '\0', len)) {
+        cli_error("cannot read %s: it holds a NUL byte (not a text prompt)", path);
+        goto fail;
+    }
+    if (len > 0 && text[len - 1] == '\n')
+        len--;
+    text[len] = '\0';
+    char *fit = realloc(text, len + 1);
+    if (fit)
+        text = fit;
+    if (f != stdin)
+        fclose(f);
+    return text;
+fail:
+    if (f != stdin)
+        fclose(f);
+    free(text);
+    text = NULL;
+    return NULL;
+}
+
 /* Returns -1 to continue, or the exit status. */
 int run_parse_options(int argc, char **argv, struct run_options *o)
 {
     static const struct option opts[] = {
         {"model", required_argument, NULL, 'm'},
         {"prompt", required_argument, NULL, 'p'},
+        {"file", required_argument, NULL, 'f'},
         {"n-predict", required_argument, NULL, 'n'},
         {"threads", required_argument, NULL, 't'},
         {"ctx-size", required_argument, NULL, 'c'},
@@ -203,19 +264,25 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    const char *prompt_file = NULL;
+    bool prompt_given = false;
     int c;
 
-    if (!cli_reject_llama_flags("run ", argc, argv, opts, ":m:p:n:t:c:s:vh"))
+    if (!cli_reject_llama_flags("run ", argc, argv, opts, ":m:p:f:n:t:c:s:vh"))
         return RF_EXIT_USAGE;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":m:p:n:t:c:s:vh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:p:f:n:t:c:s:vh", opts, NULL)) != -1) {
         switch (c) {
         case 'm':
             o->model = optarg;
             break;
         case 'p':
             o->prompt = optarg;
+            prompt_given = true;
+            break;
+        case 'f':
+            prompt_file = optarg;
             break;
         case 'n':
             if (!cli_parse_int("token count (-n)", optarg, 1, 1000000, &o->n_predict))
@@ -330,11 +397,17 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
             usage(stdout);
             return 0;
         default:
-            return cli_bad_option("run ", c, argv);
+            return cli_bad_option("run ", c, argv, opts);
         }
     }
     if (!cli_check_model_operands("run ", argc, argv, o->model))
         return RF_EXIT_USAGE;
+    if (prompt_file && prompt_given) {
+        cli_usage_error("run ", "-p/--prompt and -f/--file both give the prompt: use one");
+        return RF_EXIT_USAGE;
+    }
+    if (prompt_file && !(o->prompt = read_prompt_file(prompt_file)))
+        return RF_EXIT_FAILURE;
     if (!*o->prompt) {
         cli_usage_error("run ", "the prompt is empty");
         return RF_EXIT_USAGE;
@@ -372,6 +445,19 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         cli_error("warning: --residency-policy reuse-aware without --memory-target selects "
                   "nothing");
     return -1;
+}
+
+bool run_json_to_stdout(const struct run_options *o)
+{
+    return o->json_path && strcmp(o->json_path, "-") == 0;
+}
+
+int run_put_json(const char *text)
+{
+    errno = 0;
+    if (fputs(text, stdout) < 0 || fputc('\n', stdout) == EOF || fflush(stdout) != 0)
+        return errno ? -errno : -EIO;
+    return 0;
 }
 
 /*

@@ -100,11 +100,11 @@ static void print_admission(FILE *f, const struct rf_report *r)
 {
     const struct rf_admission_result *a = r->admission;
     const struct rf_cgroup_verdict *v = r->cgroup_verdict;
-    char b1[32], b2[32], b3[32], b4[32];
+    char b1[32], b2[32], b3[32], b4[32], text[2048];
 
     fprintf(f, "admission (%s, mode %s%s): %s: %s\n", rf_admission_phase_name(a->phase),
             rf_admission_mode_name(a->mode), a->refused ? ", refused" : "",
-            rf_admission_outcome_name(a->outcome), a->reason);
+            rf_admission_outcome_name(a->outcome), cli_iec_text(a->reason, text, sizeof(text)));
     if (a->has_binding) {
         const struct rf_admission_level_check *c = &a->cgroups[a->binding];
         fprintf(f,
@@ -126,7 +126,7 @@ static void print_admission(FILE *f, const struct rf_report *r)
 
 static void print_policy(FILE *f, const struct rf_report *r, bool verbose)
 {
-    char b1[32], b2[32], b3[32], b4[32], b5[32];
+    char b1[32], b2[32], b3[32], b4[32], b5[32], text[2048];
     if (r->admission)
         print_admission(f, r);
     if (r->plan) {
@@ -141,7 +141,8 @@ static void print_policy(FILE *f, const struct rf_report *r, bool verbose)
                 cli_format_bytes(p->shared_bytes_protected, false, b3, sizeof(b3)),
                 opt_bytes(p->has_estimated_resident_after, p->estimated_resident_after_bytes, b4,
                           sizeof(b4)),
-                p->has_soft_target ? (p->target_met ? "met" : "not met") : "none", p->reason);
+                p->has_soft_target ? (p->target_met ? "met" : "not met") : "none",
+                cli_iec_text(p->reason, text, sizeof(text)));
     } else if (r->plan_reason) {
         fprintf(f, "plan: none (%s)\n", r->plan_reason);
     }
@@ -225,7 +226,7 @@ static void print_filesystem(FILE *f, const struct rf_report *r)
 
 void run_print_report(const struct rf_report *r, bool verbose)
 {
-    char b1[32], b2[32];
+    char b1[32], b2[32], text[2048];
     FILE *f = stderr;
 
     run_print_summary(f, r);
@@ -273,6 +274,11 @@ void run_print_report(const struct rf_report *r, bool verbose)
     char fp[32];
     rf_token_fingerprint(r->tokens, r->n_tokens, fp);
     fprintf(f, "output: %zu prompt tokens, %zu generated, %s\n", r->n_prompt, r->n_tokens, fp);
+    if (r->n_ctx)
+        fprintf(f,
+                "context: %u cells (-c, or prompt + -n without it, padded by llama.cpp to a "
+                "multiple of 256)\n",
+                r->n_ctx);
     if (r->verified)
         fprintf(f, "verify session after release: tokens %s\n",
                 r->verify_tokens_equal ? "identical" : "DIFFERENT");
@@ -281,7 +287,7 @@ void run_print_report(const struct rf_report *r, bool verbose)
         if (!verbose && run_warning_is_general(r->warnings[i]))
             general++;
         else
-            fprintf(f, "warning: %s\n", r->warnings[i]);
+            fprintf(f, "warning: %s\n", cli_iec_text(r->warnings[i], text, sizeof(text)));
     }
     if (general)
         fprintf(f,

@@ -196,7 +196,7 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
             usage(stdout);
             return 0;
         default:
-            return cli_bad_option("serve ", c, argv);
+            return cli_bad_option("serve ", c, argv, opts);
         }
     }
     if (!cli_check_model_operands("serve ", argc, argv, o->model))

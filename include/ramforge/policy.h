@@ -61,8 +61,9 @@ bool rf_policy_requires_target(enum rf_policy_profile p); /* memory-bound, activ
  * suffix, matched case-insensitively:
  *
  *   B                            x 1
- *   K KiB  M MiB  G GiB  T TiB   x 1024^1..4   (IEC)
- *   P PiB  E EiB                 x 1024^5..6
+ *   K Ki KiB  M Mi MiB           x 1024^1..2   (IEC; Ki, Mi, ... as
+ *   G Gi GiB  T Ti TiB           x 1024^3..4    Kubernetes writes them)
+ *   P Pi PiB  E Ei EiB           x 1024^5..6
  *   KB MB GB TB PB EB            x 1000^1..6   (SI)
  *
  * With a K..E suffix the number may carry a decimal fraction ("1.5GiB");

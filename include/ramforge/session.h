@@ -234,6 +234,14 @@ int rf_session_preload_report_write(const char *model_path, struct rf_session_pa
                                     const struct rf_admission_result *adm, const char *report_path);
 
 /*
+ * The same report as JSON text (for a caller writing it to a stream);
+ * *out is NUL-terminated and the caller frees it with free(). Errors:
+ * -EINVAL, -ENOMEM.
+ */
+int rf_session_preload_report_json(const char *model_path, struct rf_session_params params,
+                                   const struct rf_admission_result *adm, char **out);
+
+/*
  * Stages before the operation: plans the union of the page ranges of the
  * weights the graph reads (file order, deduplicated), at most budget_bytes
  * (page-granular, a strict maximum), and prefetches them with

@@ -536,7 +536,7 @@ int rf_plan_build(const struct rf_inventory *inv, const struct rf_plan_params *p
         if (at < sizeof(plan.reason) && plan.has_soft_target && plan.has_estimated_resident_after)
             at += (size_t)snprintf(plan.reason + at, sizeof(plan.reason) - at,
                                    "; estimated resident after %" PRIu64
-                                   " bytes %s soft target %" PRIu64,
+                                   " bytes %s soft target %" PRIu64 " bytes",
                                    plan.estimated_resident_after_bytes,
                                    plan.target_met ? "<=" : ">", plan.soft_target_bytes);
         if (at < sizeof(plan.reason) && why_profile[0])

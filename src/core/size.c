@@ -1,9 +1,8 @@
 /*
  * Byte-size parsing for the CLI's --target and --reserve: "512MiB", "2G",
- * "1.5 GiB", "2GB". Integers only, no floating point: the integer part is
- * multiplied with overflow checks and the fraction is reduced digit by
- * digit, so "0.1KB" is exactly 100 bytes and every result is the exact
- * floor of the decimal value.
+ * "1.5 GiB", "2GB", "4Gi" (as Kubernetes writes it). Integers only, no floating point: the integer
+ * part is multiplied with overflow checks and the fraction is reduced digit by digit, so "0.1KB" is
+ * exactly 100 bytes and every result is the exact floor of the decimal value.
  */
 #include "ramforge/policy.h"
 
@@ -19,16 +18,22 @@ static const struct size_suffix suffixes[] = {
     {"B", 1},
     {"K", 1ULL << 10},
     {"KiB", 1ULL << 10},
+    {"Ki", 1ULL << 10},
     {"M", 1ULL << 20},
     {"MiB", 1ULL << 20},
+    {"Mi", 1ULL << 20},
     {"G", 1ULL << 30},
     {"GiB", 1ULL << 30},
+    {"Gi", 1ULL << 30},
     {"T", 1ULL << 40},
     {"TiB", 1ULL << 40},
+    {"Ti", 1ULL << 40},
     {"P", 1ULL << 50},
     {"PiB", 1ULL << 50},
+    {"Pi", 1ULL << 50},
     {"E", 1ULL << 60},
     {"EiB", 1ULL << 60},
+    {"Ei", 1ULL << 60},
     {"KB", 1000ULL},
     {"MB", 1000000ULL},
     {"GB", 1000000000ULL},

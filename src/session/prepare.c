@@ -290,15 +290,17 @@ int rf_session_fit_check(const char *path, bool use_extra_bufts, struct rf_sessi
     return rc;
 }
 
-int rf_session_preload_report_write(const char *model_path, struct rf_session_params params,
-                                    const struct rf_admission_result *adm, const char *report_path)
+/* The refused run's report written to report_path, or as text in *out. */
+static int preload_report(const char *model_path, struct rf_session_params params,
+                          const struct rf_admission_result *adm, const char *report_path,
+                          char **out)
 {
     struct rf_report r;
     struct rf_timing t;
     json_t *doc;
     struct stat st;
 
-    if (!model_path || !adm || !report_path)
+    if (!model_path || !adm || (!report_path && !out))
         return -EINVAL;
     memset(&r, 0, sizeof(r));
     rf_timing_init(&t);
@@ -335,9 +337,26 @@ int rf_session_preload_report_write(const char *model_path, struct rf_session_pa
     int rc = rf_report_to_json(&r, &doc);
     if (rc < 0)
         return rc;
-    rc = rf_json_write_file(doc, report_path);
+    if (report_path) {
+        rc = rf_json_write_file(doc, report_path);
+    } else {
+        *out = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
+        rc = *out ? 0 : -ENOMEM;
+    }
     json_decref(doc);
     return rc;
+}
+
+int rf_session_preload_report_write(const char *model_path, struct rf_session_params params,
+                                    const struct rf_admission_result *adm, const char *report_path)
+{
+    return report_path ? preload_report(model_path, params, adm, report_path, NULL) : -EINVAL;
+}
+
+int rf_session_preload_report_json(const char *model_path, struct rf_session_params params,
+                                   const struct rf_admission_result *adm, char **out)
+{
+    return out ? preload_report(model_path, params, adm, NULL, out) : -EINVAL;
 }
 
 /* ------------------------------------------------------------------ staging */

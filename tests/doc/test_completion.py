@@ -104,6 +104,12 @@ def case_completion(c):
     expect(b, ["ramforge", "inspect", "--json", "mo"], ["models"])
     expect(b, ["ramforge", "mkmodel", "-o", "o"], ["other.txt"])
     expect(b, ["ramforge", "bench", "-m", "models/a.gguf", "-o", ""], ["models"])
+    # inspect: -o takes a column list, -n no value (the model follows).
+    expect(b, ["ramforge", "inspect", "--page-cache", "-o", "NAME,RES_"], ["NAME,RES_BYTES"])
+    expect(b, ["ramforge", "inspect", "--page-cache", "-n", "models/"],
+           ["models/a.gguf", "models/b.gguf"])
+    expect(b, ["ramforge", "run", "-f", "o"], ["other.txt"])
+    n += 3
     # A value that is text or a number: no option offered in its place.
     expect(b, ["ramforge", "run", "-p", "--res"], [])
     n += 7

@@ -339,6 +339,32 @@ def case_badinput(c):
     expect_error(c, ["mkmodel", "-o", os.path.join(t, "x.gguf"), "--seed", "-1"], 2,
                  "invalid seed")
     check(not os.path.exists(os.path.join(t, "x.gguf")), "mkmodel left a file")
+    # Typos get the closest name; a prefix of several long options is ambiguous.
+    expect_error(c, ["rnu"], 2, "unknown command 'rnu'; did you mean 'run'?")
+    expect_error(c, ["inpsect", model], 2, "did you mean 'inspect'?")
+    expect_error(c, ["run", "-m", model, "--memroy-target", "1G"], 2,
+                 "unrecognized option '--memroy-target'; did you mean --memory-target?")
+    expect_error(c, ["serve", "-m", model, "--prot=8080"], 2, "did you mean --port?")
+    expect_error(c, ["bench", "-m", model, "--repetitons", "2"], 2, "did you mean --repetitions?")
+    expect_error(c, ["run", "-m", model, "--res", "x"], 2,
+                 "option '--res' is ambiguous; possibilities: --residency-policy, ")
+    p = c.run("run", "-m", model, "--zzzzzzzzzz", check_rc=2)
+    check("did you mean" not in p.stderr, f"a suggestion for a word near nothing: {p.stderr}")
+    # Kubernetes-style Ki/Mi/Gi sizes are sizes.
+    p = c.run("run", "-m", model, "--residency-policy", "observe", "--memory-target", "64Gi",
+              "--safety-reserve", "1Mi", "-n", "1", "--residency-page-budget", "0")
+    # mkmodel says what it wrote and does not replace a file without --force.
+    out = os.path.join(t, "force.gguf")
+    p = c.run("mkmodel", "-o", out)
+    size = os.path.getsize(out)
+    check(f"wrote {out} (" in p.stderr and "MiB)" in p.stderr, f"mkmodel said {p.stderr!r}")
+    with open(out, "wb") as f:
+        f.write(b"keep me")
+    expect_error(c, ["mkmodel", "-o", out], 1, "file exists (--force replaces it)")
+    with open(out, "rb") as f:
+        check(f.read() == b"keep me", "mkmodel replaced a file without --force")
+    p = c.run("mkmodel", "-o", out, "--force", "-q")
+    check(os.path.getsize(out) == size and p.stderr == "", f"--force -q: {p.stderr!r}")
 
 
 def case_mkmodel(c):
