@@ -78,6 +78,15 @@ static void usage(FILE *out)
             "                           (ramforge_bench_*, label model=-m's path) for\n"
             "                           node_exporter's textfile collector (temporary file +\n"
             "                           rename: never partial)\n"
+            "      --memory-limit SIZE  run each run process in a fresh child memory cgroup\n"
+            "                           (v1 memory.limit_in_bytes or v2 memory.max = SIZE,\n"
+            "                           e.g. 900MiB) made below bench's own memory cgroup,\n"
+            "                           joined between fork and exec and removed after the\n"
+            "                           run (also when it fails or bench is interrupted).\n"
+            "                           Needs root (or a delegated cgroup); otherwise each\n"
+            "                           run is labeled failed with the reason. Adds one warm\n"
+            "                           unlimited calibration run (policy observe) for t_c\n"
+            "                           and the per-token bound t_c + max(0, W - R) / B\n"
             "  -q, --quiet              no per-run progress lines\n"
             "  -h, --help               show this help\n"
             "\n"
@@ -122,6 +131,7 @@ enum {
     OPT_COPY_DIR,
     OPT_KEEP_COPY,
     OPT_METRICS_FILE,
+    OPT_MEMORY_LIMIT,
 };
 
 void bench_options_free(struct bench_options *o)
@@ -359,6 +369,7 @@ int bench_options_parse(int argc, char **argv, struct bench_options *o)
         {"copy-dir", required_argument, NULL, OPT_COPY_DIR},
         {"keep-copy", no_argument, NULL, OPT_KEEP_COPY},
         {"metrics-file", required_argument, NULL, OPT_METRICS_FILE},
+        {"memory-limit", required_argument, NULL, OPT_MEMORY_LIMIT},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -421,6 +432,10 @@ int bench_options_parse(int argc, char **argv, struct bench_options *o)
             break;
         case OPT_METRICS_FILE:
             o->metrics_path = optarg;
+            break;
+        case OPT_MEMORY_LIMIT:
+            if (!cli_parse_size("bench ", "--memory-limit", optarg, false, &o->memory_limit))
+                return RF_EXIT_USAGE;
             break;
         case 'q':
             o->quiet = true;
