@@ -16,7 +16,7 @@ _ramforge_opts_mkmodel="-o --output -P --preset -T --type -s --seed --vocab -q -
     -v --verbose -h --help"
 _ramforge_opts_bench="-m --model -o --output -p --prompt -n --n-predict -t --threads
     -r --repetitions --policies --policy-args --run-args --conditions --copy-dir
-    --keep-copy --metrics-file -q --quiet -h --help"
+    --keep-copy --metrics-file --memory-limit -q --quiet -h --help"
 _ramforge_opts_serve="-m --model --host --port -c --ctx-size -n --n-predict -t --threads
     --residency-policy --memory-target --safety-reserve --release-mode --idle-seconds
     --staging-budget --queue --history --api-key --timeout --residency-report-json
@@ -66,7 +66,7 @@ _ramforge_value()
         --memory-target | --safety-reserve | --residency-page-budget | --staging-budget | \
         --dispatch-events | --dispatch-sample-pages | -r | --repetitions | --policy-args | \
         --run-args | --host | --port | --idle-seconds | --queue | --history | --api-key | \
-        --timeout)
+        --timeout | --memory-limit)
         COMPREPLY=() ;; # a number, size or text: nothing to offer
     *) return 1 ;;
     esac
