@@ -394,9 +394,19 @@ def case_bench_metrics(c):
     print(f"{len(m)} series, equal to summary.json")
 
 
-def rf_bench_cgroups(parent):
-    """The rf-bench-* cgroups bench made below parent (the test's own memory cgroup)."""
-    return sorted(glob.glob(os.path.join(parent, "rf-bench-*")))
+def rf_bench_cgroups(parent, pid):
+    """The cgroups bench process pid made below parent (the test's own memory cgroup):
+    rf-bench-PID-RUN (other benches on the machine have their own pid)."""
+    return sorted(glob.glob(os.path.join(parent, f"rf-bench-{pid}-*")))
+
+
+def run_bench(c, argv, rc):
+    """`ramforge argv` to its end, exit status rc; returns (pid, stdout, stderr)."""
+    p = subprocess.Popen([c.rf, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    out, err = p.communicate(timeout=600)
+    check(p.returncode == rc, f"{argv}: exit {p.returncode}, expected {rc}: {err[-2000:]}")
+    return p.pid, out, err
 
 
 def ledger_value(doc, category):
@@ -412,16 +422,13 @@ def case_bench_memlimit(c):
     bound recomputed from the calibration report and the physical limit; no rf-bench-*
     cgroup is left."""
     parent = memory_cgroup_v1()
-    check(not rf_bench_cgroups(parent), f"rf-bench cgroups before the test: "
-          f"{rf_bench_cgroups(parent)}")
     model = c.model()
-    size = os.path.getsize(model)
 
     # A limit of 4 MiB: the run process cannot even load; the bench completes nothing.
     out = os.path.join(c.tmp, "tiny-limit")
-    p = c.run("bench", "-m", model, "-o", out, "-n", "4", "-r", "1", "--conditions",
-              "isolated-nonresident", "--policies", "off", "--memory-limit", "4MiB",
-              check_rc=1)
+    pid, _, err = run_bench(c, ["bench", "-m", model, "-o", out, "-n", "4", "-r", "1",
+                                "--conditions", "isolated-nonresident", "--policies", "off",
+                                "--memory-limit", "4MiB"], 1)
     rows = read_tsv(os.path.join(out, "results.tsv"))
     check(len(rows) == 1, f"{rows}")
     r = rows[0]
@@ -430,15 +437,16 @@ def case_bench_memlimit(c):
     check(r["run_cgroup_oom_kill"] != "" and int(r["run_cgroup_oom_kill"]) >= 1 and
           r["failure_reason"].startswith("oom-killed"), f"OOM kill not recorded: {r}")
     check(int(r["run_cgroup_peak_bytes"]) <= 4 << 20, f"peak above the limit: {r}")
-    check("oom-killed" in p.stderr, p.stderr)
-    check(not rf_bench_cgroups(parent), f"left behind: {rf_bench_cgroups(parent)}")
+    check("oom-killed" in err, err)
+    check(not rf_bench_cgroups(parent, pid), f"left behind: {rf_bench_cgroups(parent, pid)}")
 
     # A limit well above the model: runs complete inside it; the bound from its inputs.
     limit = 1 << 30
     out2 = os.path.join(c.tmp, "limit")
-    p2 = c.run("bench", "-m", model, "-o", out2, "-n", "8", "-r", "1", "--conditions",
-               "isolated-nonresident", "--policies", "off,observe", "--memory-limit", "1GiB")
-    check(not rf_bench_cgroups(parent), f"left behind: {rf_bench_cgroups(parent)}")
+    pid, stdout, _ = run_bench(c, ["bench", "-m", model, "-o", out2, "-n", "8", "-r", "1",
+                                   "--conditions", "isolated-nonresident", "--policies",
+                                   "off,observe", "--memory-limit", "1GiB"], 0)
+    check(not rf_bench_cgroups(parent, pid), f"left behind: {rf_bench_cgroups(parent, pid)}")
     rows2 = read_tsv(os.path.join(out2, "results.tsv"))
     for r in rows2:
         check(r["run_status"] == "0" and r["label"] == "controlled", f"{r}")
@@ -476,8 +484,7 @@ def case_bench_memlimit(c):
         check(abs(b["bound_ns_per_token"] - want) <= 1e-3 * want, f"bound {b} != {want}")
         tps = g["median"]["decode_tokens_per_s"]
         check(close(b["ratio_to_bound"], 1e9 / tps / b["bound_ns_per_token"]), f"ratio {b}")
-    check("x bound" in p2.stdout and "the bound per token" in p2.stdout, p2.stdout)
-    check(size > 0, "model")
+    check("x bound" in stdout and "the bound per token" in stdout, stdout)
 
 
 def wait_for(pred, timeout, what):
@@ -490,9 +497,21 @@ def wait_for(pred, timeout, what):
     raise Failure(f"timed out waiting for {what}")
 
 
-def start_bench(c, argv):
-    return subprocess.Popen([c.rf, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+def interrupt_bench(c, argv, sig, before):
+    """Starts `ramforge argv`, calls before(pid) (which waits for the moment and returns
+    what it saw), sends sig, and returns (pid, that); bench must die of sig."""
+    p = subprocess.Popen([c.rf, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        seen = before(p.pid)
+        p.send_signal(sig)
+        p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    check(p.returncode == -sig, f"bench exited {p.returncode}, not by signal {sig}")
+    return p.pid, seen
 
 
 def case_bench_memlimit_sigterm(c):
@@ -502,24 +521,20 @@ def case_bench_memlimit_sigterm(c):
     model = c.model()
     out = os.path.join(c.tmp, "term")
     copy = os.path.join(out, "isolated-" + os.path.basename(model))
-    p = start_bench(c, ["bench", "-m", model, "-o", out, "-n", "400", "-r", "1", "-q",
-                        "--conditions", "isolated-nonresident", "--policies", "off",
-                        "--memory-limit", "1GiB"])
-    try:
-        cg = wait_for(lambda: rf_bench_cgroups(parent), 300, "the run's cgroup")[0]
+
+    def in_flight(pid):
+        cg = wait_for(lambda: rf_bench_cgroups(parent, pid), 300, "the run's cgroup")[0]
         procs = wait_for(lambda: open(os.path.join(cg, "cgroup.procs")).read().split(), 60,
                          "a process in the run's cgroup")
         check(os.path.exists(copy), "no isolated copy while a run is going")
-        p.send_signal(signal.SIGTERM)
-        p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    check(p.returncode == -signal.SIGTERM, f"bench exited {p.returncode}, not by SIGTERM")
-    check(not rf_bench_cgroups(parent), f"left behind: {rf_bench_cgroups(parent)}")
-    for pid in procs:
-        check(not os.path.exists(f"/proc/{pid}"), f"run process {pid} still exists")
+        return procs
+
+    pid, procs = interrupt_bench(c, ["bench", "-m", model, "-o", out, "-n", "400", "-r", "1", "-q",
+                                "--conditions", "isolated-nonresident", "--policies", "off",
+                                "--memory-limit", "1GiB"], signal.SIGTERM, in_flight)
+    check(not rf_bench_cgroups(parent, pid), f"left behind: {rf_bench_cgroups(parent, pid)}")
+    for run_pid in procs:
+        check(not os.path.exists(f"/proc/{run_pid}"), f"run process {run_pid} still exists")
     check(not os.path.exists(copy), "the isolated copy was left behind")
 
 
@@ -529,17 +544,10 @@ def case_bench_sigint_copy(c):
     model = c.model()
     out = os.path.join(c.tmp, "int")
     copy = os.path.join(out, "isolated-" + os.path.basename(model))
-    p = start_bench(c, ["bench", "-m", model, "-o", out, "-n", "1000", "-r", "1", "-q",
-                        "--conditions", "isolated-nonresident", "--policies", "off"])
-    try:
-        wait_for(lambda: os.path.exists(copy), 120, "the isolated copy")
-        p.send_signal(signal.SIGINT)
-        p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    check(p.returncode == -signal.SIGINT, f"bench exited {p.returncode}, not by SIGINT")
+    interrupt_bench(c, ["bench", "-m", model, "-o", out, "-n", "1000", "-r", "1", "-q",
+                        "--conditions", "isolated-nonresident", "--policies", "off"],
+                    signal.SIGINT,
+                    lambda pid: wait_for(lambda: os.path.exists(copy), 120, "the isolated copy"))
     check(not os.path.exists(copy), "the isolated copy was left behind")
     left = subprocess.run(["pgrep", "-f", copy], capture_output=True, text=True).stdout.split()
     check(not left, f"run processes on the copy still exist: {left}")
