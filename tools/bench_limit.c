@@ -108,6 +108,8 @@ int bench_limit_calibrate(const struct bench_options *o, struct bench_calibratio
         return -1;
     }
     cal->ran = true;
+    cal->major_faults = proc.major_faults;
+    cal->read_bytes = proc.read_bytes;
     snprintf(path, sizeof(path), "%s.err", base);
     if (proc.status != 0) {
         bench_run_message(path, err, sizeof(err));
@@ -220,6 +222,8 @@ json_t *bench_limit_json(const struct bench_options *o, const struct bench_calib
     json_object_set_new(c, "policy", json_string(rf_policy_name(RF_POLICY_OBSERVE)));
     json_object_set_new(c, "condition", json_string(bench_condition_name(BENCH_COND_WARM)));
     json_object_set_new(c, "decode_tokens_per_s", cal->ok ? json_real(cal->tps) : json_null());
+    json_object_set_new(c, "major_faults", u_or_null(cal->ran, cal->major_faults));
+    json_object_set_new(c, "read_bytes", u_or_null(cal->ran, cal->read_bytes));
     json_object_set_new(c, "report", cal->ran ? json_string(cal->report) : json_null());
     json_object_set_new(c, "error", cal->error[0] ? json_string(cal->error) : json_null());
     json_object_set_new(m, "calibration", c);

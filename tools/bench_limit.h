@@ -58,6 +58,9 @@ struct bench_calibration {
     bool ran;   /* the run process was started */
     bool ok;    /* completed, decode tokens/s known */
     double tps; /* its decode tokens/s */
+    /* its wait4 ru_majflt and ru_inblock * 512: a calibration that read much of the
+       model from storage was not warm, and its t_c is too long */
+    uint64_t major_faults, read_bytes;
     char report[96];
     char error[BENCH_ERR_MAX]; /* why not ok; "" */
     struct bench_bound_inputs in;

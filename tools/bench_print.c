@@ -52,6 +52,17 @@ static void print_limit_table(json_t *summary)
            "W - R) / B\n",
            cli_format_bytes((uint64_t)json_integer_value(json_object_get(ml, "limit_bytes")), false,
                             b, sizeof(b)));
+    json_t *cal = json_object_get(ml, "calibration");
+    json_t *ctps = json_object_get(cal, "decode_tokens_per_s");
+    if (json_is_number(ctps) && json_number_value(ctps) > 0)
+        printf("t_c %.1f ms per token: a warm run without limit (policy observe, %lld major "
+               "faults, %s read from storage)\n",
+               1e3 / json_number_value(ctps),
+               (long long)json_integer_value(json_object_get(cal, "major_faults")),
+               cli_format_bytes((uint64_t)json_integer_value(json_object_get(cal, "read_bytes")),
+                                false, b, sizeof(b)));
+    else
+        printf("t_c unknown: %s\n", json_string_value(json_object_get(cal, "error")));
     printf("%-21s %-14s %12s %9s %12s %9s\n", "condition", "policy", "decode tok/s", "ratio",
            "bound tok/s", "x bound");
     json_array_foreach(json_object_get(summary, "groups"), i, g)
