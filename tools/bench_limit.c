@@ -22,11 +22,14 @@ int bench_limit_cgroup_create(const struct bench_options *o, size_t k,
     int rc;
 
     snprintf(name, sizeof(name), BENCH_CGROUP_PREFIX "%ld-%zu", (long)getpid(), k + 1);
+    sigset_t old;
+    bench_cleanup_block(&old); /* no signal between the mkdir and its registration */
     rc = rfsys_cgroup_child_create(NULL, "self", name, o->memory_limit, cg);
-    if (rc == 0) {
+    if (rc == 0)
         bench_cleanup_set_cgroup(cg);
+    bench_cleanup_restore(&old);
+    if (rc == 0)
         return 0;
-    }
     if (rc == -EOPNOTSUPP && cg->version == RFSYS_CGROUP_NONE)
         snprintf(reason, len, "--memory-limit: no memory cgroup controller found for bench");
     else if (rc == -EOPNOTSUPP)

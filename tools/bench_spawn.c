@@ -88,7 +88,7 @@ int bench_spawn_run(const struct bench_options *o, size_t variant, const char *m
         argv[k++] = var->args[i];
     argv[k] = NULL;
 
-    int fds[5] = {-1, -1, -1, -1, -1}; /* stdin, stdout, stderr, cgroup.procs, error pipe */
+    int fds[4] = {-1, -1, -1, -1}; /* stdin, stdout, stderr, cgroup.procs */
     int pipefd[2] = {-1, -1};
     fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
     fds[1] = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -113,10 +113,12 @@ int bench_spawn_run(const struct bench_options *o, size_t variant, const char *m
         bench_cleanup_child_reset(&old);
         if (fds[3] >= 0 && (err[1] = rfsys_cgroup_child_join(fds[3])) < 0)
             err[0] = 1;
-        if (!err[0] && (dup2(fds[0], STDIN_FILENO) < 0 || dup2(fds[1], STDOUT_FILENO) < 0 ||
-                        dup2(fds[2], STDERR_FILENO) < 0)) {
-            err[0] = 2;
-            err[1] = -errno;
+        for (int fd = 0; !err[0] && fd < 3; fd++) {
+            /* dup2 onto itself keeps FD_CLOEXEC (bench started with that fd closed) */
+            if ((fds[fd] == fd ? fcntl(fd, F_SETFD, 0) : dup2(fds[fd], fd)) < 0) {
+                err[0] = 2;
+                err[1] = -errno;
+            }
         }
         if (!err[0]) {
             execve(BENCH_SELF_EXE, argv, environ);
