@@ -235,7 +235,7 @@ json_t *bench_limit_json(const struct bench_options *o, const struct bench_calib
         json_string("each run in a fresh child memory cgroup of bench's own with this limit, "
                     "joined before exec, removed after the run. bound per token = t_c + max(0, "
                     "W - R) / B: t_c = 1 / the calibration run's decode tokens/s (warm, no "
-                    "limit); W, R from a run report of the group with a streaming object, else "
+                    "limit); W, R from a run report of the group with streaming.plan, else "
                     "from the calibration report (W = the inventory's file-backed logical "
                     "bytes, R = limit - AnonymousWeights - KvCache - GraphScratch - Runtime, "
                     "unknown Runtime as 0); B = physical_limit's bandwidth. ratio_to_bound = "

@@ -14,9 +14,9 @@
  *        isolated copy bench measures (summary.json physical_limit)
  *
  * W and R come from a run report through bench_bound_inputs_from_report
- * (bench_report.h), the one place that knows the report keys: a report's `streaming` object
- * (w_bytes, r_bytes) when it has one, else W = model.inventory.totals.
- * file_backed_logical_bytes and R from the ledger's AnonymousWeights,
+ * (bench_report.h), the one place that knows the report keys: a report's
+ * streaming.plan (working_set_bytes, resident_bytes) when it has one, else W =
+ * model.inventory.totals. file_backed_logical_bytes and R from the ledger's AnonymousWeights,
  * KvCache, GraphScratch and Runtime (unknown Runtime counts as 0, which
  * makes R larger and the bound lower: never an unreachable bound).
  */

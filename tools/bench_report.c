@@ -56,11 +56,14 @@ static bool get_uint(const json_t *obj, const char *key, uint64_t *v)
 
 /*
  * The report keys of the bound, in one place. The streaming policy's
- * report object (when present) gives W and R as it planned them.
+ * report object streaming.plan (when present) gives W and R as it planned
+ * them: working_set_bytes (the pages the graph reads per token, token_embd
+ * excluded unless tied) and resident_bytes (limit - margin - fixed).
  */
 #define KEY_STREAMING "streaming"
-#define KEY_STREAMING_W "w_bytes"
-#define KEY_STREAMING_R "r_bytes"
+#define KEY_STREAMING_PLAN "plan"
+#define KEY_STREAMING_W "working_set_bytes"
+#define KEY_STREAMING_R "resident_bytes"
 #define KEY_MODEL "model"
 #define KEY_INVENTORY "inventory"
 #define KEY_TOTALS "totals"
@@ -69,12 +72,13 @@ static bool get_uint(const json_t *obj, const char *key, uint64_t *v)
 void bench_bound_inputs_from_report(const json_t *doc, struct bench_bound_inputs *out)
 {
     memset(out, 0, sizeof(*out));
-    const json_t *st = json_object_get(doc, KEY_STREAMING);
-    if (json_is_object(st)) {
-        out->has_w = get_uint(st, KEY_STREAMING_W, &out->w_bytes);
-        out->has_r = get_uint(st, KEY_STREAMING_R, &out->r_bytes);
+    const json_t *plan = json_object_get(json_object_get(doc, KEY_STREAMING), KEY_STREAMING_PLAN);
+    if (json_is_object(plan)) {
+        out->has_w = get_uint(plan, KEY_STREAMING_W, &out->w_bytes);
+        out->has_r = get_uint(plan, KEY_STREAMING_R, &out->r_bytes);
         if (out->has_w && out->has_r) {
-            out->source = "the run report's streaming object (w_bytes, r_bytes)";
+            out->source = "the run report's streaming.plan (working_set_bytes as W, "
+                          "resident_bytes as R)";
             return;
         }
         out->has_w = out->has_r = false;

@@ -28,8 +28,8 @@ int bench_report_read(const char *path, struct bench_row *r, char *err, size_t e
 /*
  * The inputs of bench --memory-limit's per-token bound from the parsed
  * run report doc into *out (zeroed first), the one place that knows their
- * keys: a top-level "streaming" object with integer w_bytes and r_bytes
- * gives W and R; otherwise W = model.inventory.totals.
+ * keys: the streaming policy's streaming.plan with integer
+ * working_set_bytes and resident_bytes gives W and R; otherwise W = model.inventory.totals.
  * file_backed_logical_bytes and R's parts come from the ledger entries
  * AnonymousWeights, KvCache, GraphScratch and Runtime (has_parts needs the
  * first three; Runtime may be unknown). bench_report_read calls it into

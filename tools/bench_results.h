@@ -73,7 +73,7 @@ struct bench_value {
 struct bench_bound_inputs {
     bool has_w;
     uint64_t w_bytes;
-    bool has_r; /* the report gave R itself (its streaming object) */
+    bool has_r; /* the report gave R itself (streaming.plan) */
     uint64_t r_bytes;
     bool has_parts; /* the ledger's parts of the limit that cannot hold weights */
     uint64_t anonymous_bytes, kv_bytes, scratch_bytes, runtime_bytes;
