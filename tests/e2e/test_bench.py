@@ -14,6 +14,7 @@ import glob
 import hashlib
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -553,6 +554,37 @@ def case_bench_sigint_copy(c):
     check(not left, f"run processes on the copy still exist: {left}")
 
 
+def case_bench_memlimit_noroot(c):
+    """--memory-limit without the right to make a cgroup (uid 65534 via setpriv): every run
+    is labelled failed with the reason, nothing is left behind, exit 1."""
+    parent = memory_cgroup_v1()
+    if not shutil.which("setpriv"):
+        raise Skip("util-linux setpriv is not installed")
+    model = c.model()
+    os.chmod(c.tmp, 0o755)
+    os.chmod(model, 0o644)
+    out = os.path.join(c.tmp, "nobody")
+    os.mkdir(out, 0o777)
+    os.chmod(out, 0o777)
+    p = subprocess.Popen(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+                          c.rf, "bench", "-m", model, "-o", out, "-n", "4", "-r", "2", "-q",
+                          "--conditions", "warm", "--policies", "off,observe",
+                          "--memory-limit", "1GiB"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    _, err = p.communicate(timeout=600)
+    check(p.returncode == 1, f"exit {p.returncode}: {err}")
+    rows = read_tsv(os.path.join(out, "results.tsv"))
+    check(len(rows) == 4, f"{len(rows)} rows")
+    for r in rows:
+        check(r["label"] == "failed" and r["run_status"] == "" and
+              "needs root" in r["failure_reason"] and r["report"] == "", f"row {r}")
+    check(not rf_bench_cgroups(parent, p.pid), "a cgroup was made without the right to")
+    with open(os.path.join(out, "summary.json")) as f:
+        summary = json.load(f)
+    check(all(g["labels"]["failed"] == 2 and g["completed"] == 0 for g in summary["groups"]),
+          "summary counts")
+
+
 CASES = {
     "bench_small": case_bench_small,
     "bench_unwritable": case_bench_unwritable,
@@ -561,6 +593,7 @@ CASES = {
     "bench_memlimit": case_bench_memlimit,
     "bench_memlimit_sigterm": case_bench_memlimit_sigterm,
     "bench_sigint_copy": case_bench_sigint_copy,
+    "bench_memlimit_noroot": case_bench_memlimit_noroot,
 }
 
 
