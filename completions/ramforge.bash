@@ -17,7 +17,7 @@ _ramforge_opts_mkmodel="-o --output --force -P --preset -T --type -s --seed --vo
     -v --verbose -h --help"
 _ramforge_opts_bench="-m --model -o --output -p --prompt -n --n-predict -t --threads
     -r --repetitions --policies --policy-args --run-args --conditions --copy-dir
-    --keep-copy --metrics-file -q --quiet -h --help"
+    --keep-copy --metrics-file --memory-limit -q --quiet -h --help"
 _ramforge_opts_serve="-m --model --host --port -c --ctx-size -n --n-predict -t --threads
     --residency-policy --memory-target --safety-reserve --release-mode --idle-seconds
     --staging-budget --queue --history --api-key --timeout --residency-report-json

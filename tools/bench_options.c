@@ -70,14 +70,27 @@ static void usage(FILE *out)
             "                           -m, -p, -n, -t, --residency-policy and\n"
             "                           --residency-report-json itself; --hold is refused\n"
             "      --conditions LIST    warm, isolated-nonresident (default %s)\n"
-            "      --copy-dir DIR2      where the isolated copy goes (default DIR); it is\n"
-            "                           removed at the end unless --keep-copy\n"
+            "      --copy-dir DIR2      where the isolated copy goes (default DIR; free space\n"
+            "                           is checked first); it is removed at the end unless\n"
+            "                           --keep-copy, and when bench is interrupted\n"
             "      --keep-copy          keep the isolated copy\n"
             "      --metrics-file PATH  also write summary.json's medians, ratios and run\n"
             "                           counts per condition and policy as Prometheus text\n"
             "                           (ramforge_bench_*, label model=-m's path) for\n"
             "                           node_exporter's textfile collector (temporary file +\n"
             "                           rename: never partial)\n"
+            "      --memory-limit SIZE  run each run process in a fresh child memory cgroup\n"
+            "                           (v1 memory.limit_in_bytes or v2 memory.max = SIZE,\n"
+            "                           e.g. 900MiB) made below bench's own memory cgroup,\n"
+            "                           joined between fork and exec and removed after the\n"
+            "                           run (also when it fails or bench is interrupted).\n"
+            "                           Needs root (or a delegated cgroup); otherwise each\n"
+            "                           run is labeled failed with the reason. Adds one warm\n"
+            "                           unlimited calibration run (policy observe) for t_c\n"
+            "                           and the per-token bound t_c + max(0, W - R) / B.\n"
+            "                           Use it with isolated-nonresident: pages cached\n"
+            "                           before a run stay charged to bench's cgroup, so\n"
+            "                           under warm the limit does not bite on the weights\n"
             "  -q, --quiet              no per-run progress lines\n"
             "  -h, --help               show this help\n"
             "\n"
@@ -91,16 +104,23 @@ static void usage(FILE *out)
             "  rusage_maxrss_bytes (wait4 ru_maxrss of the process: also for policy off,\n"
             "  which keeps no ledger), mapping_rss_bytes (ledger FileBackedResident),\n"
             "  cgroup_current_bytes, cgroup_peak_bytes (ledger CgroupCurrent, CgroupPeak:\n"
-            "  the whole cgroup), token_fingerprint, the verification (prep_method and\n"
-            "  page counts) and the report's path. An unknown or absent figure is an\n"
-            "  empty cell, never 0.\n"
+            "  the whole cgroup), major_faults and read_bytes (wait4 ru_majflt, ru_inblock\n"
+            "  x 512 of the run process), with --memory-limit the run cgroup's\n"
+            "  run_cgroup_limit_bytes, _failcnt (v1), _events_high, _events_max,\n"
+            "  _events_oom (v2), _oom_kill, _peak_bytes, token_fingerprint, the\n"
+            "  verification (prep_method and page counts), the report's path and\n"
+            "  failure_reason (why a run failed: its error line, oom-killed, no cgroup).\n"
+            "  An unknown or absent figure is an empty cell, never 0.\n"
             "\n"
             "summary.json gives, per condition and policy, the counts of each label and\n"
             "the medians of every figure over the runs that completed with the\n"
             "condition's own label (warm: warm; isolated-nonresident: controlled): runs\n"
             "of other labels are counted, never mixed in; ratio_to_off is the median\n"
             "end-to-end time and TTFT over those of the 'off' entry in the same condition\n"
-            "of this bench run (null without one). physical_limit: the isolated copy,\n"
+            "of this bench run (null without one); decode_tokens_per_s: tokens/s over\n"
+            "off's. With --memory-limit: memory_limit (the limit, the calibration run)\n"
+            "and per group bound (t_c, W, R, B, bound_ns_per_token, ratio_to_bound:\n"
+            "median per-token time / bound). physical_limit: the isolated copy,\n"
             "dropped from the cache and verified, read cold three times with %u MiB reads\n"
             "and timed (the fastest counts):\n"
             "bytes, seconds, MB/s, and limit_seconds = model size / that bandwidth, the\n"
@@ -122,6 +142,7 @@ enum {
     OPT_COPY_DIR,
     OPT_KEEP_COPY,
     OPT_METRICS_FILE,
+    OPT_MEMORY_LIMIT,
 };
 
 void bench_options_free(struct bench_options *o)
@@ -359,6 +380,7 @@ int bench_options_parse(int argc, char **argv, struct bench_options *o)
         {"copy-dir", required_argument, NULL, OPT_COPY_DIR},
         {"keep-copy", no_argument, NULL, OPT_KEEP_COPY},
         {"metrics-file", required_argument, NULL, OPT_METRICS_FILE},
+        {"memory-limit", required_argument, NULL, OPT_MEMORY_LIMIT},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -421,6 +443,10 @@ int bench_options_parse(int argc, char **argv, struct bench_options *o)
             break;
         case OPT_METRICS_FILE:
             o->metrics_path = optarg;
+            break;
+        case OPT_MEMORY_LIMIT:
+            if (!cli_parse_size("bench ", "--memory-limit", optarg, false, &o->memory_limit))
+                return RF_EXIT_USAGE;
             break;
         case 'q':
             o->quiet = true;

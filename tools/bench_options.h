@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "bench_prepare.h"
 #include "ramforge/policy.h"
@@ -45,6 +46,7 @@ struct bench_options {
     const char *policy_args[BENCH_MAX_POLICY_ARGS]; /* raw NAME=ARGS, applied after parsing */
     size_t n_policy_args;
     const char *metrics_path; /* --metrics-file: the summary as Prometheus text; NULL: none */
+    uint64_t memory_limit;    /* --memory-limit bytes; 0: none (runs in bench's cgroup) */
     bool keep_copy;
     bool quiet;
 };

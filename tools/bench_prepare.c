@@ -13,8 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "bench_cleanup.h"
 #include "cli.h"
 #include "ramforge/fs_profile.h"
 #include "ramforge/intervals.h"
@@ -426,6 +428,33 @@ int bench_prepare_condition(enum bench_condition c, const char *path, struct ben
     return 0;
 }
 
+/*
+ * Whether DIR has room for a copy of MODEL: statvfs's f_bavail (space an
+ * unprivileged writer may use), plus the blocks of an earlier copy at DST
+ * that the copy replaces. Unknown sizes pass (the copy's own ENOSPC then
+ * tells). Returns 0 or -ENOSPC with err set.
+ */
+static int check_free_space(const char *model, const char *dir, const char *dst,
+                            char err[BENCH_ERR_MAX])
+{
+    struct stat sm, sd;
+    struct statvfs vfs;
+    char need[32], have[32];
+
+    if (stat(model, &sm) < 0 || statvfs(dir, &vfs) < 0)
+        return 0;
+    uint64_t avail = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
+    if (lstat(dst, &sd) == 0 && S_ISREG(sd.st_mode) && sd.st_nlink == 1)
+        avail += (uint64_t)sd.st_blocks * 512;
+    if (avail >= (uint64_t)sm.st_size)
+        return 0;
+    snprintf(err, BENCH_ERR_MAX,
+             "not enough free space in %s for the isolated copy: %s needed, %s available", dir,
+             cli_format_bytes((uint64_t)sm.st_size, false, need, sizeof(need)),
+             cli_format_bytes(avail, false, have, sizeof(have)));
+    return -ENOSPC;
+}
+
 int bench_copy_make(const char *model, const char *dir, bool progress, struct bench_copy *cp)
 {
     const char *base = strrchr(model, '/');
@@ -446,9 +475,15 @@ int bench_copy_make(const char *model, const char *dir, bool progress, struct be
                  strerror(-rc));
         return rc;
     }
-    rc = bench_copy_file(model, cp->path, progress, &cp->info, cp->error);
+    rc = check_free_space(model, dir, cp->path, cp->error);
     if (rc < 0)
         return rc;
+    bench_cleanup_set_copy(cp->path); /* a signal from here on removes the partial copy */
+    rc = bench_copy_file(model, cp->path, progress, &cp->info, cp->error);
+    if (rc < 0) {
+        bench_cleanup_set_copy(NULL);
+        return rc;
+    }
     cp->made = true;
 
     /* tmpfs and the like: the file lives in RAM, so no read of it can be cold */

@@ -22,7 +22,21 @@
 void bench_print_progress(const struct bench_options *o, const struct bench_row *r, size_t k,
                           size_t n_rows);
 
-/* The human summary of bench_summary_json's document on stdout, then the physical limit. */
+/*
+ * A cold start (median load + TTFT of isolated-nonresident runs) at most
+ * this many times the physical read limit is called disk-bound.
+ */
+#define BENCH_DISK_BOUND_RATIO 1.5
+
+/*
+ * The human summary of bench_summary_json's document on stdout; with
+ * --memory-limit a second table (decode tokens/s, ratio to off, the
+ * bound as tokens/s, the ratio to the bound); the physical limit; then
+ * the verdicts, one line each: per isolated-nonresident policy "POLICY:
+ * cold start (load + TTFT) is disk-bound|not disk-bound: X.XXx the
+ * physical read limit", and per group with a bound "POLICY (CONDITION,
+ * memory limit): X.XXx the bound per token".
+ */
 void bench_print_table(json_t *summary);
 
 #endif

@@ -44,6 +44,71 @@ static const struct {
     {RF_LEDGER_CGROUP_PEAK, BENCH_M_CG_PEAK},
 };
 
+/* obj.key as a non-negative integer. */
+static bool get_uint(const json_t *obj, const char *key, uint64_t *v)
+{
+    const json_t *j = json_object_get(obj, key);
+    if (!json_is_integer(j) || json_integer_value(j) < 0)
+        return false;
+    *v = (uint64_t)json_integer_value(j);
+    return true;
+}
+
+/*
+ * The report keys of the bound, in one place. The streaming policy's
+ * report object streaming.plan (when present) gives W and R as it planned
+ * them: working_set_bytes (the pages the graph reads per token, token_embd
+ * excluded unless tied) and resident_bytes (limit - margin - fixed).
+ */
+#define KEY_STREAMING "streaming"
+#define KEY_STREAMING_PLAN "plan"
+#define KEY_STREAMING_W "working_set_bytes"
+#define KEY_STREAMING_R "resident_bytes"
+#define KEY_MODEL "model"
+#define KEY_INVENTORY "inventory"
+#define KEY_TOTALS "totals"
+#define KEY_FILE_BACKED "file_backed_logical_bytes"
+
+void bench_bound_inputs_from_report(const json_t *doc, struct bench_bound_inputs *out)
+{
+    memset(out, 0, sizeof(*out));
+    const json_t *plan = json_object_get(json_object_get(doc, KEY_STREAMING), KEY_STREAMING_PLAN);
+    if (json_is_object(plan)) {
+        out->has_w = get_uint(plan, KEY_STREAMING_W, &out->w_bytes);
+        out->has_r = get_uint(plan, KEY_STREAMING_R, &out->r_bytes);
+        if (out->has_w && out->has_r) {
+            out->source = "the run report's streaming.plan (working_set_bytes as W, "
+                          "resident_bytes as R)";
+            return;
+        }
+        out->has_w = out->has_r = false;
+    }
+    const json_t *totals = json_object_get(
+        json_object_get(json_object_get(doc, KEY_MODEL), KEY_INVENTORY), KEY_TOTALS);
+    out->has_w = get_uint(totals, KEY_FILE_BACKED, &out->w_bytes);
+
+    static const enum rf_ledger_category parts[] = {RF_LEDGER_ANONYMOUS_WEIGHTS, RF_LEDGER_KV_CACHE,
+                                                    RF_LEDGER_GRAPH_SCRATCH, RF_LEDGER_RUNTIME};
+    uint64_t *dst[] = {&out->anonymous_bytes, &out->kv_bytes, &out->scratch_bytes,
+                       &out->runtime_bytes};
+    bool found[4] = {false, false, false, false};
+    const json_t *entries =
+        json_object_get(json_object_get(doc, RF_REPORT_KEY_LEDGER), RF_REPORT_KEY_LEDGER_ENTRIES);
+    size_t i;
+    const json_t *e;
+    json_array_foreach(entries, i, e)
+    {
+        const char *cat = json_string_value(json_object_get(e, RF_REPORT_KEY_ENTRY_CATEGORY));
+        for (size_t k = 0; cat && k < 4; k++)
+            if (!found[k] && strcmp(cat, rf_ledger_category_name(parts[k])) == 0)
+                found[k] = get_uint(e, RF_REPORT_KEY_ENTRY_VALUE, dst[k]);
+    }
+    out->runtime_known = found[3];
+    out->has_parts = found[0] && found[1] && found[2];
+    out->source = "model.inventory.totals.file_backed_logical_bytes (W) and the ledger's "
+                  "AnonymousWeights, KvCache, GraphScratch, Runtime (R = limit - those)";
+}
+
 int bench_report_read(const char *path, struct bench_row *r, char *err, size_t errlen)
 {
     json_error_t je;
@@ -82,6 +147,7 @@ int bench_report_read(const char *path, struct bench_row *r, char *err, size_t e
             if (strcmp(cat, rf_ledger_category_name(ledger_map[k].category)) == 0)
                 get_u64(e, RF_REPORT_KEY_ENTRY_VALUE, &r->v[ledger_map[k].m]);
     }
+    bench_bound_inputs_from_report(doc, &r->bound_in);
     json_decref(doc);
     return 0;
 }

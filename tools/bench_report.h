@@ -9,6 +9,7 @@
 #ifndef RAMFORGE_BENCH_REPORT_H
 #define RAMFORGE_BENCH_REPORT_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 #include "bench_results.h"
@@ -23,5 +24,17 @@
  * be read or parsed (err gets "cannot read the report PATH: reason").
  */
 int bench_report_read(const char *path, struct bench_row *r, char *err, size_t errlen);
+
+/*
+ * The inputs of bench --memory-limit's per-token bound from the parsed
+ * run report doc into *out (zeroed first), the one place that knows their
+ * keys: the streaming policy's streaming.plan with integer
+ * working_set_bytes and resident_bytes gives W and R; otherwise W = model.inventory.totals.
+ * file_backed_logical_bytes and R's parts come from the ledger entries
+ * AnonymousWeights, KvCache, GraphScratch and Runtime (has_parts needs the
+ * first three; Runtime may be unknown). bench_report_read calls it into
+ * r->bound_in.
+ */
+void bench_bound_inputs_from_report(const json_t *doc, struct bench_bound_inputs *out);
 
 #endif

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bench_limit.h"
 #include "bench_spawn.h"
 #include "ramforge/metrics.h"
 #include "ramforge/policy.h"
@@ -38,6 +39,15 @@ static const struct {
     [BENCH_M_MAPPING_RSS] = {"mapping_rss_bytes", false},
     [BENCH_M_CG_CURRENT] = {"cgroup_current_bytes", false},
     [BENCH_M_CG_PEAK] = {"cgroup_peak_bytes", false},
+    [BENCH_M_MAJFLT] = {"major_faults", false},
+    [BENCH_M_READ_BYTES] = {"read_bytes", false},
+    [BENCH_M_RUN_CG_LIMIT] = {"run_cgroup_limit_bytes", false},
+    [BENCH_M_RUN_CG_FAILCNT] = {"run_cgroup_failcnt", false},
+    [BENCH_M_RUN_CG_HIGH] = {"run_cgroup_events_high", false},
+    [BENCH_M_RUN_CG_MAX] = {"run_cgroup_events_max", false},
+    [BENCH_M_RUN_CG_OOM] = {"run_cgroup_events_oom", false},
+    [BENCH_M_RUN_CG_OOM_KILL] = {"run_cgroup_oom_kill", false},
+    [BENCH_M_RUN_CG_PEAK] = {"run_cgroup_peak_bytes", false},
 };
 
 const char *bench_metric_name(enum bench_metric m)
@@ -145,7 +155,10 @@ int bench_write_tsv(const char *path, const struct bench_options *o, const struc
                     r->prep.nonresident_pages, r->prep.unknown_pages);
         else
             fputs("\t\t\t", f);
-        fprintf(f, "\t%s\n", r->report);
+        fprintf(f, "\t%s\t", r->report);
+        for (const char *c = r->reason; *c; c++) /* one cell: no tab or newline */
+            fputc(*c == '\t' || *c == '\n' || *c == '\r' ? ' ' : *c, f);
+        fputc('\n', f);
     }
     if (fflush(f) != 0 || fsync(fd) < 0)
         rc = -errno;
@@ -199,7 +212,8 @@ static json_t *physical_limit_json(const struct bench_copy *cp)
 }
 
 json_t *bench_summary_json(const struct bench_options *o, uint64_t model_bytes,
-                           const struct bench_row *rows, size_t n_rows, const struct bench_copy *cp)
+                           const struct bench_row *rows, size_t n_rows, const struct bench_copy *cp,
+                           const struct bench_calibration *cal)
 {
     json_t *doc = json_object(), *a, *groups = json_array(), *fps = json_array();
     double *scratch = malloc((n_rows ? n_rows : 1) * sizeof(double));
@@ -268,7 +282,10 @@ json_t *bench_summary_json(const struct bench_options *o, uint64_t model_bytes,
             off = v;
     for (size_t ci = 0; ci < o->n_conditions; ci++) {
         enum bench_condition cond = o->conditions[ci];
-        double off_e2e = 0, off_ttft = 0;
+        double off_e2e = 0, off_ttft = 0, off_tps = 0;
+        bool has_off_tps =
+            off < o->n_variants &&
+            group_median(rows, n_rows, cond, off, BENCH_M_DECODE_TPS, scratch, &off_tps);
         bool has_off_e2e = off < o->n_variants &&
                            group_median(rows, n_rows, cond, off, BENCH_M_E2E, scratch, &off_e2e);
         bool has_off_ttft = off < o->n_variants &&
@@ -286,7 +303,7 @@ json_t *bench_summary_json(const struct bench_options *o, uint64_t model_bytes,
                 median_runs += r->run_status == 0 && r->label == bench_own_label(cond);
             }
             json_t *g = json_object(), *med = json_object(), *ratio = json_object();
-            double e2e = 0, ttft = 0;
+            double e2e = 0, ttft = 0, tps = 0;
             for (int m = 0; m < BENCH_M_N; m++) {
                 double x;
                 bool has = group_median(rows, n_rows, cond, v, (enum bench_metric)m, scratch, &x);
@@ -297,6 +314,8 @@ json_t *bench_summary_json(const struct bench_options *o, uint64_t model_bytes,
                     e2e = x;
                 if (m == BENCH_M_TTFT && has)
                     ttft = x;
+                if (m == BENCH_M_DECODE_TPS && has)
+                    tps = x;
             }
             bool has_e2e = json_is_number(json_object_get(med, metric_info[BENCH_M_E2E].name));
             bool has_ttft = json_is_number(json_object_get(med, metric_info[BENCH_M_TTFT].name));
@@ -307,6 +326,9 @@ json_t *bench_summary_json(const struct bench_options *o, uint64_t model_bytes,
                                 has_ttft && has_off_ttft && off_ttft > 0
                                     ? json_real(ttft / off_ttft)
                                     : json_null());
+            json_object_set_new(ratio, "decode_tokens_per_s",
+                                tps > 0 && has_off_tps && off_tps > 0 ? json_real(tps / off_tps)
+                                                                      : json_null());
             json_object_set_new(g, "condition", json_string(bench_condition_name(cond)));
             json_object_set_new(g, "policy", json_string(o->variants[v].name));
             json_object_set_new(g, "residency_policy",
@@ -322,6 +344,9 @@ json_t *bench_summary_json(const struct bench_options *o, uint64_t model_bytes,
             json_array_append_new(groups, g);
         }
     }
+    json_object_set_new(doc, "memory_limit",
+                        o->memory_limit ? bench_limit_json(o, cal, cp, rows, n_rows, groups)
+                                        : json_null());
     json_object_set_new(doc, "groups", groups);
 
     for (size_t i = 0; i < n_rows; i++) {
@@ -343,7 +368,8 @@ json_t *bench_summary_json(const struct bench_options *o, uint64_t model_bytes,
                     "the run reports' timing.*_ns (end_to_end excludes process start and "
                     "report writing; process_ns is bench's clock around the process). "
                     "ratio_to_off: the median over the median of the policy named 'off' in "
-                    "the same condition of this bench run; null when it is absent or a median "
+                    "the same condition (decode_tokens_per_s: tokens/s over off's tokens/s) of "
+                    "this bench run; null when it is absent or a median "
                     "is null. Labels describe the model file's page cache when the run process "
                     "started: not physical reclamation, PSS or mapping residency after load."));
     free(scratch);
@@ -417,7 +443,7 @@ char *bench_summary_metrics(const json_t *summary)
                  "Median over the 'off' entry's median in the same condition; absent when null.");
     json_array_foreach(groups, i, g)
     {
-        static const char *const measures[] = {"end_to_end", "ttft"};
+        static const char *const measures[] = {"end_to_end", "ttft", "decode_tokens_per_s"};
         for (size_t k = 0; k < sizeof(measures) / sizeof(measures[0]); k++) {
             const json_t *v = json_object_get(json_object_get(g, "ratio_to_off"), measures[k]);
             if (!json_is_number(v))

@@ -28,17 +28,26 @@
 
 /* Per-run figures: the medians' inputs and results.tsv's metric columns, in column order. */
 enum bench_metric {
-    BENCH_M_LOAD = 0,    /* timing.model_load_ns */
-    BENCH_M_STAGING,     /* timing.staging_ns */
-    BENCH_M_TTFT,        /* timing.ttft_ns */
-    BENCH_M_DECODE_TPS,  /* (n_generated_tokens - 1) / timing.decode_ns */
-    BENCH_M_E2E,         /* timing.end_to_end_ns */
-    BENCH_M_PROCESS,     /* bench's own clock: spawn to exit of the run process */
-    BENCH_M_PEAK_RSS,    /* ledger ProcessRssPeak */
-    BENCH_M_MAXRSS,      /* wait4 ru_maxrss of the run process */
-    BENCH_M_MAPPING_RSS, /* ledger FileBackedResident */
-    BENCH_M_CG_CURRENT,  /* ledger CgroupCurrent */
-    BENCH_M_CG_PEAK,     /* ledger CgroupPeak */
+    BENCH_M_LOAD = 0,        /* timing.model_load_ns */
+    BENCH_M_STAGING,         /* timing.staging_ns */
+    BENCH_M_TTFT,            /* timing.ttft_ns */
+    BENCH_M_DECODE_TPS,      /* (n_generated_tokens - 1) / timing.decode_ns */
+    BENCH_M_E2E,             /* timing.end_to_end_ns */
+    BENCH_M_PROCESS,         /* bench's own clock: spawn to exit of the run process */
+    BENCH_M_PEAK_RSS,        /* ledger ProcessRssPeak */
+    BENCH_M_MAXRSS,          /* wait4 ru_maxrss of the run process */
+    BENCH_M_MAPPING_RSS,     /* ledger FileBackedResident */
+    BENCH_M_CG_CURRENT,      /* ledger CgroupCurrent */
+    BENCH_M_CG_PEAK,         /* ledger CgroupPeak */
+    BENCH_M_MAJFLT,          /* wait4 ru_majflt of the run process */
+    BENCH_M_READ_BYTES,      /* wait4 ru_inblock * 512 of the run process */
+    BENCH_M_RUN_CG_LIMIT,    /* --memory-limit: the run cgroup's limit file, read back */
+    BENCH_M_RUN_CG_FAILCNT,  /* v1 memory.failcnt of the run cgroup */
+    BENCH_M_RUN_CG_HIGH,     /* v2 memory.events high of the run cgroup */
+    BENCH_M_RUN_CG_MAX,      /* v2 memory.events max */
+    BENCH_M_RUN_CG_OOM,      /* v2 memory.events oom */
+    BENCH_M_RUN_CG_OOM_KILL, /* v2 memory.events oom_kill, v1 memory.oom_control oom_kill */
+    BENCH_M_RUN_CG_PEAK,     /* v1 memory.max_usage_in_bytes, v2 memory.peak of the run cgroup */
     BENCH_M_N
 };
 
@@ -55,6 +64,23 @@ struct bench_value {
     double d;   /* real metrics, rounded to 3 decimals */
 };
 
+/*
+ * What the per-token bound t_c + max(0, W - R) / B takes from one run's
+ * report (bench_limit.h reads it): W, the file-backed weight bytes the
+ * graph reads per token, and R, the bytes of them that can stay resident
+ * under the limit, or the parts R is computed from.
+ */
+struct bench_bound_inputs {
+    bool has_w;
+    uint64_t w_bytes;
+    bool has_r; /* the report gave R itself (streaming.plan) */
+    uint64_t r_bytes;
+    bool has_parts; /* the ledger's parts of the limit that cannot hold weights */
+    uint64_t anonymous_bytes, kv_bytes, scratch_bytes, runtime_bytes;
+    bool runtime_known; /* false: Runtime unknown, counted as 0 */
+    const char *source; /* static: where W and R came from */
+};
+
 #define BENCH_FINGERPRINT_MAX 48 /* bytes of a row's token fingerprint, NUL included */
 
 /* One run: what it was asked, how its condition was verified, what it measured. */
@@ -68,7 +94,9 @@ struct bench_row {
     int run_status; /* -1 not started; exit status; 128 + signal */
     struct bench_value v[BENCH_M_N];
     char fingerprint[BENCH_FINGERPRINT_MAX]; /* output.token_fingerprint; "" if absent */
-    char report[96]; /* "runs/<condition>-<policy>-<rep>.json"; "" if none */
+    char report[96];  /* "runs/<condition>-<policy>-<rep>.json"; "" if none */
+    char reason[200]; /* why the run failed (label failed, or a nonzero run_status); "" */
+    struct bench_bound_inputs bound_in; /* from the report, --memory-limit only */
 };
 
 /* results.tsv's header line (without the newline). */
@@ -76,8 +104,11 @@ struct bench_row {
     "condition\tlabel\tpolicy\tresidency_policy\trepetition\trun_status\tload_ns\tstaging_ns\t"    \
     "ttft_ns\tdecode_tokens_per_s\tend_to_end_ns\tprocess_ns\tpeak_rss_bytes\t"                    \
     "rusage_maxrss_bytes\tmapping_rss_bytes\tcgroup_current_bytes\tcgroup_peak_bytes\t"            \
+    "major_faults\tread_bytes\trun_cgroup_limit_bytes\trun_cgroup_failcnt\t"                       \
+    "run_cgroup_events_high\trun_cgroup_events_max\trun_cgroup_events_oom\t"                       \
+    "run_cgroup_oom_kill\trun_cgroup_peak_bytes\t"                                                 \
     "token_fingerprint\tprep_method\tprep_resident_pages\tprep_nonresident_pages\t"                \
-    "prep_unknown_pages\treport"
+    "prep_unknown_pages\treport\tfailure_reason"
 
 /*
  * Writes results.tsv to PATH through a temporary file in the same
@@ -88,13 +119,16 @@ int bench_write_tsv(const char *path, const struct bench_options *o, const struc
                     size_t n_rows);
 
 /*
- * Builds summary.json from the rows, the model's size (bytes, its fstat)
- * and the isolated copy cp. Returns a new reference the caller
+ * Builds summary.json from the rows, the model's size (bytes, its fstat),
+ * the isolated copy cp and, with --memory-limit, the calibration run cal
+ * (bench_limit.h: "memory_limit" and each group's "bound"; null and absent
+ * without). Returns a new reference the caller
  * json_decref's, or NULL when out of memory.
  */
+struct bench_calibration;
 json_t *bench_summary_json(const struct bench_options *o, uint64_t model_bytes,
-                           const struct bench_row *rows, size_t n_rows,
-                           const struct bench_copy *cp);
+                           const struct bench_row *rows, size_t n_rows, const struct bench_copy *cp,
+                           const struct bench_calibration *cal);
 
 /*
  * summary.json's figures as Prometheus text (labels spelled by

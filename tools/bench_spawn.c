@@ -1,20 +1,21 @@
 /*
  * One `ramforge run` process per repetition (see bench_spawn.h): the
- * argument vector, posix_spawn with redirected standard streams, wait4 for
- * the exit status and ru_maxrss, and the run's error line read back.
+ * argument vector, fork, an optional cgroup join and exec with redirected standard streams, wait4
+ * for the exit status and rusage, and the run's error line read back.
  */
 #include "bench_spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <spawn.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench_cleanup.h"
 #include "cli.h"
 #include "ramforge/timing.h"
 
@@ -48,13 +49,13 @@ void bench_run_message(const char *err_path, char *out, size_t len)
 }
 
 int bench_spawn_run(const struct bench_options *o, size_t variant, const char *model_path,
-                    const char *base, struct bench_process *out)
+                    const char *base, const struct rfsys_cgroup_child *cg,
+                    struct bench_process *out)
 {
     const struct bench_variant *var = &o->variants[variant];
     char out_path[PATH_MAX], err_path[PATH_MAX], json_path[PATH_MAX], n_buf[24], t_buf[24];
     char *argv[16 + 2 * BENCH_MAX_ARGS];
     size_t k = 0;
-    posix_spawn_file_actions_t fa;
     struct rusage ru;
     pid_t pid;
     int rc, wst;
@@ -87,32 +88,87 @@ int bench_spawn_run(const struct bench_options *o, size_t variant, const char *m
         argv[k++] = var->args[i];
     argv[k] = NULL;
 
-    rc = posix_spawn_file_actions_init(&fa);
-    if (rc)
-        return -rc;
-    if ((rc = posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0)) ||
-        (rc = posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out_path,
-                                               O_WRONLY | O_CREAT | O_TRUNC, 0644)) ||
-        (rc = posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, err_path,
-                                               O_WRONLY | O_CREAT | O_TRUNC, 0644))) {
-        posix_spawn_file_actions_destroy(&fa);
-        return -rc;
+    int fds[4] = {-1, -1, -1, -1}; /* stdin, stdout, stderr, cgroup.procs */
+    int pipefd[2] = {-1, -1};
+    fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    fds[1] = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fds[2] = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    rc = fds[0] < 0 || fds[1] < 0 || fds[2] < 0 ? -errno : 0;
+    if (rc == 0 && cg) {
+        fds[3] = rfsys_cgroup_child_open_procs(cg);
+        rc = fds[3] < 0 ? fds[3] : 0;
     }
+    if (rc == 0 && pipe2(pipefd, O_CLOEXEC) < 0)
+        rc = -errno;
+    if (rc < 0)
+        goto out;
     fflush(NULL);
+    sigset_t old;
+    bench_cleanup_block(&old);
     uint64_t t0 = rf_now_ns();
-    rc = posix_spawn(&pid, BENCH_SELF_EXE, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc)
-        return -rc;
-    while (wait4(pid, &wst, 0, &ru) < 0) {
-        if (errno != EINTR)
-            return -errno;
+    pid = fork();
+    if (pid == 0) {
+        /* The child: async-signal-safe calls only until exec. */
+        int err[2] = {0, 0};
+        bench_cleanup_child_reset(&old);
+        if (fds[3] >= 0 && (err[1] = rfsys_cgroup_child_join(fds[3])) < 0)
+            err[0] = 1;
+        for (int fd = 0; !err[0] && fd < 3; fd++) {
+            /* dup2 onto itself keeps FD_CLOEXEC (bench started with that fd closed) */
+            if ((fds[fd] == fd ? fcntl(fd, F_SETFD, 0) : dup2(fds[fd], fd)) < 0) {
+                err[0] = 2;
+                err[1] = -errno;
+            }
+        }
+        if (!err[0]) {
+            execve(BENCH_SELF_EXE, argv, environ);
+            err[0] = 2;
+            err[1] = -errno;
+        }
+        if (write(pipefd[1], err, sizeof(err)) < 0)
+            _exit(127);
+        _exit(127);
     }
+    if (pid < 0) {
+        rc = -errno;
+        bench_cleanup_restore(&old);
+        goto out;
+    }
+    bench_cleanup_set_child(pid);
+    bench_cleanup_restore(&old);
+    close(pipefd[1]);
+    pipefd[1] = -1;
+    int child_err[2] = {0, 0};
+    ssize_t n;
+    while ((n = read(pipefd[0], child_err, sizeof(child_err))) < 0 && errno == EINTR)
+        ;
+    while (wait4(pid, &wst, 0, &ru) < 0) {
+        if (errno != EINTR) {
+            rc = -errno;
+            bench_cleanup_set_child(0);
+            goto out;
+        }
+    }
+    bench_cleanup_set_child(0);
     out->process_ns = rf_now_ns() - t0;
     out->has_maxrss = ru.ru_maxrss > 0;
     out->maxrss_bytes = out->has_maxrss ? (uint64_t)ru.ru_maxrss * 1024 : 0;
+    out->major_faults = (uint64_t)ru.ru_majflt;
+    out->read_bytes = (uint64_t)ru.ru_inblock * 512;
     out->status = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst);
-    return 0;
+    out->setup_error = n == (ssize_t)sizeof(child_err) ? child_err[1] : 0;
+    out->setup_step = !out->setup_error   ? NULL
+                      : child_err[0] == 1 ? "join the memory cgroup"
+                                          : "exec";
+out:
+    for (int i = 0; i < 4; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    if (pipefd[0] >= 0)
+        close(pipefd[0]);
+    if (pipefd[1] >= 0)
+        close(pipefd[1]);
+    return rc;
 }
 
 void bench_run_remove_outputs(const char *base)

@@ -23,6 +23,8 @@
  *   bench_options   command line and usage
  *   bench_prepare   cache conditions, the isolated copy, the physical limit
  *   bench_spawn     one `ramforge run` process
+ *   bench_limit     --memory-limit: run cgroups, calibration, the bound
+ *   bench_cleanup   signal handler: child, cgroup and copy removed
  *   bench_report    a run's report read back
  *   bench_results   rows, results.tsv, medians and ratios, summary.json
  *   bench_print     progress lines and the summary table
@@ -36,6 +38,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bench_cleanup.h"
+#include "bench_limit.h"
 #include "bench_options.h"
 #include "bench_prepare.h"
 #include "bench_print.h"
@@ -56,9 +60,12 @@ static void prepare_row(const struct bench_options *o, const struct bench_copy *
     char err[BENCH_ERR_MAX];
 
     r->label = BENCH_LABEL_FAILED;
-    if (r->cond == BENCH_COND_ISOLATED && !cp->made)
-        return; /* its error was printed once */
+    if (r->cond == BENCH_COND_ISOLATED && !cp->made) {
+        snprintf(r->reason, sizeof(r->reason), "%s", cp->error); /* printed once */
+        return;
+    }
     if (bench_prepare_condition(r->cond, path, &r->prep, &r->label, err) < 0) {
+        snprintf(r->reason, sizeof(r->reason), "%s", err);
         cli_error("%s (run labeled failed)", err);
         r->probed = false;
         r->label = BENCH_LABEL_FAILED;
@@ -94,17 +101,40 @@ static int bench_one(const struct bench_options *o, const struct bench_copy *cp,
         cli_error("cannot write %s/runs: %s", o->out_dir, strerror(ENAMETOOLONG));
         return RF_EXIT_FAILURE;
     }
+    struct rfsys_cgroup_child cg;
+    memset(&cg, 0, sizeof(cg));
+    if (o->memory_limit && bench_limit_cgroup_create(o, k, &cg, r->reason, sizeof(r->reason)) < 0) {
+        cli_error("%s (run labeled failed)", r->reason);
+        r->label = BENCH_LABEL_FAILED;
+        r->report[0] = '\0';
+        if (!o->quiet)
+            bench_print_progress(o, r, k, n_rows);
+        return -1;
+    }
     rc = bench_spawn_run(o, r->variant, r->cond == BENCH_COND_WARM ? o->model : cp->path, base,
-                         &proc);
+                         o->memory_limit ? &cg : NULL, &proc);
+    if (rc >= 0)
+        r->run_status = proc.status;
+    if (o->memory_limit)
+        bench_limit_cgroup_finish(&cg, r);
     if (rc < 0) {
         cli_error("cannot start %s run: %s", BENCH_SELF_EXE, strerror(-rc));
         r->report[0] = '\0';
         return RF_EXIT_FAILURE;
     }
-    r->run_status = proc.status;
     r->v[BENCH_M_PROCESS] = (struct bench_value){.has = true, .u = proc.process_ns};
     if (proc.has_maxrss)
         r->v[BENCH_M_MAXRSS] = (struct bench_value){.has = true, .u = proc.maxrss_bytes};
+    r->v[BENCH_M_MAJFLT] = (struct bench_value){.has = true, .u = proc.major_faults};
+    r->v[BENCH_M_READ_BYTES] = (struct bench_value){.has = true, .u = proc.read_bytes};
+    if (proc.setup_error) {
+        snprintf(r->reason, sizeof(r->reason), "the run process could not %s: %s", proc.setup_step,
+                 strerror(-proc.setup_error));
+        cli_error("run %zu (%s %s #%lld): %s", k + 1, cname, pname, r->rep, r->reason);
+        r->label = BENCH_LABEL_FAILED;
+        r->report[0] = '\0';
+        return -1;
+    }
     snprintf(path, sizeof(path), "%s.err", base);
     if (r->run_status == RF_EXIT_USAGE) {
         bench_run_message(path, msg, sizeof(msg));
@@ -115,8 +145,12 @@ static int bench_one(const struct bench_options *o, const struct bench_copy *cp,
     }
     if (r->run_status != 0) {
         bench_run_message(path, msg, sizeof(msg));
+        if (!r->reason[0])
+            snprintf(r->reason, sizeof(r->reason), "exit status %d: %s", r->run_status, msg);
         cli_error("run %zu (%s %s #%lld) exited with status %d: %s", k + 1, cname, pname, r->rep,
-                  r->run_status, msg);
+                  r->run_status, r->reason);
+        if (!o->quiet)
+            bench_print_progress(o, r, k, n_rows);
         r->report[0] = '\0';
         return -1;
     }
@@ -153,12 +187,14 @@ int cmd_bench(int argc, char **argv)
     struct bench_copy *cp = NULL;
     struct bench_row *rows = NULL;
     json_t *summary = NULL;
+    struct bench_calibration cal;
     char path[PATH_MAX];
     struct stat st;
     size_t n_rows = 0, k = 0, completed = 0;
     int rc, status = RF_EXIT_FAILURE;
 
     memset(&o, 0, sizeof(o));
+    memset(&cal, 0, sizeof(cal));
     rc = bench_options_parse(argc, argv, &o);
     if (rc >= 0) {
         status = rc;
@@ -177,6 +213,21 @@ int cmd_bench(int argc, char **argv)
         cli_error("cannot write the output directory %s: %s", o.out_dir, strerror(-rc));
         goto out;
     }
+    rc = bench_cleanup_install();
+    if (rc < 0) {
+        cli_error("cannot install the signal handlers: %s", strerror(-rc));
+        goto out;
+    }
+    if (o.memory_limit) {
+        rc = bench_limit_calibrate(&o, &cal);
+        if (rc >= 0) {
+            cli_error("%s", cal.error);
+            status = rc;
+            goto out;
+        }
+        if (cal.error[0])
+            cli_error("%s%s", cal.error, cal.ok ? "" : " (no bound: t_c unknown)");
+    }
     n_rows = o.n_conditions * (size_t)o.repetitions * o.n_variants;
     rows = calloc(n_rows, sizeof(*rows));
     cp = calloc(1, sizeof(*cp));
@@ -190,6 +241,8 @@ int cmd_bench(int argc, char **argv)
             if (bench_copy_make(o.model, o.copy_dir ? o.copy_dir : o.out_dir,
                                 !o.quiet && isatty(STDERR_FILENO), cp) < 0)
                 cli_error("%s (isolated-nonresident runs are labeled failed)", cp->error);
+            else if (o.keep_copy)
+                bench_cleanup_set_copy(NULL); /* complete: --keep-copy keeps it */
         }
         for (long long rep = 1; rep <= o.repetitions; rep++) {
             for (size_t v = 0; v < o.n_variants; v++, k++) {
@@ -212,7 +265,7 @@ int cmd_bench(int argc, char **argv)
         cli_error("cannot write %s: %s", path, strerror(-rc));
         goto out;
     }
-    summary = bench_summary_json(&o, (uint64_t)st.st_size, rows, n_rows, cp);
+    summary = bench_summary_json(&o, (uint64_t)st.st_size, rows, n_rows, cp, &cal);
     if (!summary) {
         cli_error("out of memory");
         goto out;
@@ -241,6 +294,7 @@ int cmd_bench(int argc, char **argv)
 out:
     if (cp && cp->made && !o.keep_copy)
         unlink(cp->path);
+    bench_cleanup_set_copy(NULL);
     json_decref(summary);
     free(cp);
     free(rows);

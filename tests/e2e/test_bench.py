@@ -10,25 +10,36 @@ results.tsv, the label counts from the rows, the source model's bytes
 77 skip.
 """
 import csv
+import glob
 import hashlib
 import json
 import os
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "schema"))
 import validate_report  # noqa: E402
-from e2e_util import Skip, check, expect_error_lines, run_main, run_ramforge  # noqa: E402
+from e2e_util import (Failure, Skip, check, expect_error_lines, memory_cgroup_v1,  # noqa: E402
+                      run_main, run_ramforge)
 
 COLUMNS = [
     "condition", "label", "policy", "residency_policy", "repetition", "run_status",
     "load_ns", "staging_ns", "ttft_ns", "decode_tokens_per_s", "end_to_end_ns", "process_ns",
     "peak_rss_bytes", "rusage_maxrss_bytes", "mapping_rss_bytes", "cgroup_current_bytes",
-    "cgroup_peak_bytes", "token_fingerprint", "prep_method", "prep_resident_pages",
-    "prep_nonresident_pages", "prep_unknown_pages", "report",
+    "cgroup_peak_bytes", "major_faults", "read_bytes", "run_cgroup_limit_bytes",
+    "run_cgroup_failcnt", "run_cgroup_events_high", "run_cgroup_events_max",
+    "run_cgroup_events_oom", "run_cgroup_oom_kill", "run_cgroup_peak_bytes",
+    "token_fingerprint", "prep_method", "prep_resident_pages",
+    "prep_nonresident_pages", "prep_unknown_pages", "report", "failure_reason",
 ]
-METRICS = COLUMNS[6:17]
+METRICS = COLUMNS[6:26]
+RUN_CGROUP = [m for m in METRICS if m.startswith("run_cgroup_")]
+# Counters that are legitimately 0 (no limit hit, no fault, all from the page cache).
+ZERO_OK = ["major_faults", "read_bytes"] + RUN_CGROUP
 LABELS = ["controlled", "warm", "partial", "unknown", "failed"]
 OWN_LABEL = {"warm": "warm", "isolated-nonresident": "controlled"}
 LEDGER_METRICS = ["peak_rss_bytes", "mapping_rss_bytes", "cgroup_current_bytes",
@@ -138,7 +149,8 @@ def check_summary_against_rows(summary, rows, policies, conditions):
         off = groups.get((cond, "off"))
         for pol in policies:
             g = groups[(cond, pol)]
-            for key, metric in (("end_to_end", "end_to_end_ns"), ("ttft", "ttft_ns")):
+            for key, metric in (("end_to_end", "end_to_end_ns"), ("ttft", "ttft_ns"),
+                                ("decode_tokens_per_s", "decode_tokens_per_s")):
                 got = g["ratio_to_off"][key]
                 if off is None or off["median"][metric] is None or g["median"][metric] is None:
                     check(got is None, f"{cond}/{pol} ratio {key} {got} without a baseline")
@@ -189,7 +201,9 @@ def case_bench_small(c):
                   "rusage_maxrss_bytes"):
             check(r[m] != "" and num(r[m]) > 0, f"{m} missing in {r}")
         for m in METRICS:
-            check(r[m] != "0", f"{m} is 0 (unknown must be empty): {r}")
+            check(r[m] != "0" or m in ZERO_OK, f"{m} is 0 (unknown must be empty): {r}")
+        check(all(r[m] == "" for m in RUN_CGROUP), f"run cgroup figures without a limit: {r}")
+        check(r["major_faults"] != "" and r["read_bytes"] != "", f"rusage figures: {r}")
         check(int(r["end_to_end_ns"]) < int(r["process_ns"]), "end-to-end within the process")
         check(r["token_fingerprint"].startswith("fnv1a64:"), "fingerprint")
         rep = os.path.join(out, r["report"])
@@ -381,11 +395,205 @@ def case_bench_metrics(c):
     print(f"{len(m)} series, equal to summary.json")
 
 
+def rf_bench_cgroups(parent, pid):
+    """The cgroups bench process pid made below parent (the test's own memory cgroup):
+    rf-bench-PID-RUN (other benches on the machine have their own pid)."""
+    return sorted(glob.glob(os.path.join(parent, f"rf-bench-{pid}-*")))
+
+
+def run_bench(c, argv, rc):
+    """`ramforge argv` to its end, exit status rc; returns (pid, stdout, stderr)."""
+    p = subprocess.Popen([c.rf, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    out, err = p.communicate(timeout=600)
+    check(p.returncode == rc, f"{argv}: exit {p.returncode}, expected {rc}: {err[-2000:]}")
+    return p.pid, out, err
+
+
+def ledger_value(doc, category):
+    for e in doc["ledger"]["entries"]:
+        if e["category"] == category:
+            return e["value_bytes"]
+    raise Failure(f"no ledger entry {category}")
+
+
+def case_bench_memlimit(c):
+    """--memory-limit: each run in a child cgroup of bench's own (v1 here), read back from
+    the cgroup; a limit too small to run gets the OOM kill recorded as its reason; the
+    bound recomputed from the calibration report and the physical limit; no rf-bench-*
+    cgroup is left."""
+    parent = memory_cgroup_v1()
+    model = c.model()
+
+    # A limit of 4 MiB: the run process cannot even load; the bench completes nothing.
+    out = os.path.join(c.tmp, "tiny-limit")
+    pid, _, err = run_bench(c, ["bench", "-m", model, "-o", out, "-n", "4", "-r", "1",
+                                "--conditions", "isolated-nonresident", "--policies", "off",
+                                "--memory-limit", "4MiB"], 1)
+    rows = read_tsv(os.path.join(out, "results.tsv"))
+    check(len(rows) == 1, f"{rows}")
+    r = rows[0]
+    check(r["run_status"] not in ("", "0") and r["report"] == "", f"the run did not fail: {r}")
+    check(r["run_cgroup_limit_bytes"] == str(4 << 20), f"limit read back: {r}")
+    check(r["run_cgroup_oom_kill"] != "" and int(r["run_cgroup_oom_kill"]) >= 1 and
+          r["failure_reason"].startswith("oom-killed"), f"OOM kill not recorded: {r}")
+    check(int(r["run_cgroup_peak_bytes"]) <= 4 << 20, f"peak above the limit: {r}")
+    check("oom-killed" in err, err)
+    check(not rf_bench_cgroups(parent, pid), f"left behind: {rf_bench_cgroups(parent, pid)}")
+
+    # A limit well above the model: runs complete inside it; the bound from its inputs.
+    limit = 1 << 30
+    out2 = os.path.join(c.tmp, "limit")
+    pid, stdout, _ = run_bench(c, ["bench", "-m", model, "-o", out2, "-n", "8", "-r", "1",
+                                   "--conditions", "isolated-nonresident", "--policies",
+                                   "off,observe", "--memory-limit", "1GiB"], 0)
+    check(not rf_bench_cgroups(parent, pid), f"left behind: {rf_bench_cgroups(parent, pid)}")
+    rows2 = read_tsv(os.path.join(out2, "results.tsv"))
+    for r in rows2:
+        check(r["run_status"] == "0" and r["label"] == "controlled", f"{r}")
+        check(r["run_cgroup_limit_bytes"] == str(limit) and r["run_cgroup_failcnt"] == "0" and
+              r["run_cgroup_oom_kill"] == "0", f"cgroup figures {r}")
+        # The run read the model from storage: its cgroup was charged for at least the
+        # pages it read (the page cache of the evicted copy), and the process read them.
+        peak = int(r["run_cgroup_peak_bytes"])
+        check(0 < peak <= limit, f"peak {peak}")
+        check(int(r["read_bytes"]) > 0, f"the run read nothing from storage: {r}")
+        if r["policy"] == "observe":
+            check(peak >= int(r["mapping_rss_bytes"]), f"peak below the mapping RSS: {r}")
+    with open(os.path.join(out2, "summary.json")) as f:
+        summary = json.load(f)
+    check_summary_against_rows(summary, rows2, ["off", "observe"], ["isolated-nonresident"])
+    ml = summary["memory_limit"]
+    cal = ml["calibration"]
+    check(ml["limit_bytes"] == limit and cal["completed"] and cal["policy"] == "observe", f"{ml}")
+    with open(os.path.join(out2, cal["report"])) as f:
+        doc = json.load(f)
+    gen, dec = doc["output"]["n_generated_tokens"], doc["timing"]["decode_ns"]
+    tc = dec / (gen - 1)
+    w = doc["model"]["inventory"]["totals"]["file_backed_logical_bytes"]
+    rt = ledger_value(doc, "Runtime")
+    used = sum(ledger_value(doc, k) for k in ("AnonymousWeights", "KvCache", "GraphScratch"))
+    used += rt or 0
+    rr = max(0, limit - used)
+    pl = summary["physical_limit"]
+    bw = pl["bytes"] / pl["read_seconds"]
+    want = tc + max(0, w - rr) / bw * 1e9
+    for g in summary["groups"]:
+        b = g["bound"]
+        check(b["w_bytes"] == w and b["r_bytes"] == rr, f"W, R {b} != {w}, {rr}")
+        check(abs(b["t_c_ns"] - tc) <= 1e-3 * tc, f"t_c {b['t_c_ns']} != {tc}")
+        check(abs(b["bound_ns_per_token"] - want) <= 1e-3 * want, f"bound {b} != {want}")
+        tps = g["median"]["decode_tokens_per_s"]
+        check(close(b["ratio_to_bound"], 1e9 / tps / b["bound_ns_per_token"]), f"ratio {b}")
+    check("x bound" in stdout and "the bound per token" in stdout, stdout)
+
+
+def wait_for(pred, timeout, what):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.02)
+    raise Failure(f"timed out waiting for {what}")
+
+
+def interrupt_bench(c, argv, sig, before):
+    """Starts `ramforge argv`, calls before(pid) (which waits for the moment and returns
+    what it saw), sends sig, and returns (pid, that); bench must die of sig."""
+    p = subprocess.Popen([c.rf, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        seen = before(p.pid)
+        p.send_signal(sig)
+        p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    check(p.returncode == -sig, f"bench exited {p.returncode}, not by signal {sig}")
+    return p.pid, seen
+
+
+def case_bench_memlimit_sigterm(c):
+    """SIGTERM to bench while a run is in its cgroup: the run process is killed and reaped,
+    the cgroup and the isolated copy are removed, bench dies of SIGTERM."""
+    parent = memory_cgroup_v1()
+    model = c.model()
+    out = os.path.join(c.tmp, "term")
+    copy = os.path.join(out, "isolated-" + os.path.basename(model))
+
+    def in_flight(pid):
+        cg = wait_for(lambda: rf_bench_cgroups(parent, pid), 300, "the run's cgroup")[0]
+        procs = wait_for(lambda: open(os.path.join(cg, "cgroup.procs")).read().split(), 60,
+                         "a process in the run's cgroup")
+        check(os.path.exists(copy), "no isolated copy while a run is going")
+        return procs
+
+    pid, procs = interrupt_bench(c, ["bench", "-m", model, "-o", out, "-n", "400", "-r", "1", "-q",
+                                "--conditions", "isolated-nonresident", "--policies", "off",
+                                "--memory-limit", "1GiB"], signal.SIGTERM, in_flight)
+    check(not rf_bench_cgroups(parent, pid), f"left behind: {rf_bench_cgroups(parent, pid)}")
+    for run_pid in procs:
+        check(not os.path.exists(f"/proc/{run_pid}"), f"run process {run_pid} still exists")
+    check(not os.path.exists(copy), "the isolated copy was left behind")
+
+
+def case_bench_sigint_copy(c):
+    """Ctrl-C (SIGINT) while bench makes or uses its isolated copy: the copy is removed and
+    bench dies of SIGINT (no root needed)."""
+    model = c.model()
+    out = os.path.join(c.tmp, "int")
+    copy = os.path.join(out, "isolated-" + os.path.basename(model))
+    interrupt_bench(c, ["bench", "-m", model, "-o", out, "-n", "1000", "-r", "1", "-q",
+                        "--conditions", "isolated-nonresident", "--policies", "off"],
+                    signal.SIGINT,
+                    lambda pid: wait_for(lambda: os.path.exists(copy), 120, "the isolated copy"))
+    check(not os.path.exists(copy), "the isolated copy was left behind")
+    left = subprocess.run(["pgrep", "-f", copy], capture_output=True, text=True).stdout.split()
+    check(not left, f"run processes on the copy still exist: {left}")
+
+
+def case_bench_memlimit_noroot(c):
+    """--memory-limit without the right to make a cgroup (uid 65534 via setpriv): every run
+    is labelled failed with the reason, nothing is left behind, exit 1."""
+    parent = memory_cgroup_v1()
+    if not shutil.which("setpriv"):
+        raise Skip("util-linux setpriv is not installed")
+    model = c.model()
+    os.chmod(c.tmp, 0o755)
+    os.chmod(model, 0o644)
+    out = os.path.join(c.tmp, "nobody")
+    os.mkdir(out, 0o777)
+    os.chmod(out, 0o777)
+    p = subprocess.Popen(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+                          c.rf, "bench", "-m", model, "-o", out, "-n", "4", "-r", "2", "-q",
+                          "--conditions", "warm", "--policies", "off,observe",
+                          "--memory-limit", "1GiB"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    _, err = p.communicate(timeout=600)
+    check(p.returncode == 1, f"exit {p.returncode}: {err}")
+    rows = read_tsv(os.path.join(out, "results.tsv"))
+    check(len(rows) == 4, f"{len(rows)} rows")
+    for r in rows:
+        check(r["label"] == "failed" and r["run_status"] == "" and
+              "needs root" in r["failure_reason"] and r["report"] == "", f"row {r}")
+    check(not rf_bench_cgroups(parent, p.pid), "a cgroup was made without the right to")
+    with open(os.path.join(out, "summary.json")) as f:
+        summary = json.load(f)
+    check(all(g["labels"]["failed"] == 2 and g["completed"] == 0 for g in summary["groups"]),
+          "summary counts")
+
+
 CASES = {
     "bench_small": case_bench_small,
     "bench_unwritable": case_bench_unwritable,
     "bench_badinput": case_bench_badinput,
     "bench_metrics": case_bench_metrics,
+    "bench_memlimit": case_bench_memlimit,
+    "bench_memlimit_sigterm": case_bench_memlimit_sigterm,
+    "bench_sigint_copy": case_bench_sigint_copy,
+    "bench_memlimit_noroot": case_bench_memlimit_noroot,
 }
 
 

@@ -231,6 +231,65 @@ static void test_unreadable(void **state)
     assert_string_equal(row.fingerprint, "");
 }
 
+/*
+ * The bound's inputs from hand-written report text (json_loads): a
+ * streaming.plan gives W and R; without it W is the inventory's file-backed
+ * bytes and R's parts are the four ledger entries; an unknown Runtime is
+ * not known; a missing KvCache leaves no parts; a plan without R falls
+ * back to the inventory.
+ */
+static void test_bound_inputs(void **state)
+{
+    struct bench_bound_inputs in;
+    json_error_t je;
+    (void)state;
+
+    json_t *doc = json_loads("{\"streaming\": {\"plan\": {\"working_set_bytes\": 1000, "
+                             "\"resident_bytes\": 600}}, \"model\": {\"inventory\": {\"totals\": "
+                             "{\"file_backed_logical_bytes\": 5}}}}",
+                             0, &je);
+    assert_non_null(doc);
+    bench_bound_inputs_from_report(doc, &in);
+    assert_true(in.has_w && in.has_r);
+    assert_int_equal(in.w_bytes, 1000);
+    assert_int_equal(in.r_bytes, 600);
+    assert_false(in.has_parts);
+    json_decref(doc);
+
+    const char *ledger =
+        "{\"model\": {\"inventory\": {\"totals\": {\"file_backed_logical_bytes\": 7000}}}, "
+        "\"streaming\": {\"plan\": {\"working_set_bytes\": 1000}}, "
+        "\"ledger\": {\"entries\": [{\"category\": \"AnonymousWeights\", \"value_bytes\": 11}, "
+        "{\"category\": \"KvCache\", \"value_bytes\": 13}, "
+        "{\"category\": \"GraphScratch\", \"value_bytes\": 17}, "
+        "{\"category\": \"Runtime\", \"value_bytes\": null}]}}";
+    doc = json_loads(ledger, 0, &je);
+    assert_non_null(doc);
+    bench_bound_inputs_from_report(doc, &in);
+    assert_true(in.has_w);
+    assert_int_equal(in.w_bytes, 7000);
+    assert_false(in.has_r);
+    assert_true(in.has_parts);
+    assert_int_equal(in.anonymous_bytes, 11);
+    assert_int_equal(in.kv_bytes, 13);
+    assert_int_equal(in.scratch_bytes, 17);
+    assert_false(in.runtime_known);
+    assert_int_equal(in.runtime_bytes, 0);
+    json_decref(doc);
+
+    doc = json_loads("{\"ledger\": {\"entries\": [{\"category\": \"AnonymousWeights\", "
+                     "\"value_bytes\": 11}, {\"category\": \"GraphScratch\", \"value_bytes\": 1}, "
+                     "{\"category\": \"Runtime\", \"value_bytes\": 19}]}}",
+                     0, &je);
+    assert_non_null(doc);
+    bench_bound_inputs_from_report(doc, &in);
+    assert_false(in.has_w);
+    assert_false(in.has_parts); /* no KvCache */
+    assert_true(in.runtime_known);
+    assert_int_equal(in.runtime_bytes, 19);
+    json_decref(doc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -239,6 +298,7 @@ int main(void)
         cmocka_unit_test(test_out_of_range_unknown),
         cmocka_unit_test(test_policy_off),
         cmocka_unit_test(test_unreadable),
+        cmocka_unit_test(test_bound_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

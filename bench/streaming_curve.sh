@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The curve of issue 12: decode speed of a model under a memory limit that
+# is a fraction of its file size, policy by policy, against the per-token
+# bound t_c + max(0, W - R) / B. For each fraction it runs
+#
+#   ramforge bench -m MODEL -o OUTDIR/limit-FRACTION --conditions isolated-nonresident
+#       --memory-limit FRACTION x file size --policies POLICIES -n N -t T -r R [BENCH_ARGS...]
+#
+# (each run in a fresh child memory cgroup, from the evicted isolated copy;
+# needs root), then prints one table from the summary.json files: fraction,
+# limit, policy, decode tok/s (median), ratio to off, bound tok/s, ratio of
+# the per-token time to the bound.
+#
+#   bench/streaming_curve.sh MODEL OUTDIR [BENCH_ARGS...]
+#
+# Environment: RAMFORGE (default build/ramforge), POLICIES (default
+# off,streaming; e.g. POLICIES=off,observe while the streaming policy is not
+# in the binary), FRACTIONS (default "0.4 0.5 0.6 0.75 0.9 1.1"), N (16),
+# T (2), R (3). BENCH_ARGS go to every bench, e.g. --policy-args
+# 'memory-bound=--memory-target 500MiB'. Exit 77 when not root.
+set -euo pipefail
+[ $# -ge 2 ] || { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+MODEL=$1
+OUT=$2
+shift 2
+RF=${RAMFORGE:-build/ramforge}
+POLICIES=${POLICIES:-off,streaming}
+FRACTIONS=${FRACTIONS:-0.4 0.5 0.6 0.75 0.9 1.1}
+[ "$(id -u)" -eq 0 ] || { echo "streaming_curve: needs root (memory cgroups)" >&2; exit 77; }
+[ -f "$MODEL" ] || { echo "streaming_curve: no model $MODEL" >&2; exit 2; }
+if [[ ,$POLICIES, == *,streaming,* ]] && ! "$RF" run --help | grep -qw streaming; then
+    echo "streaming_curve: $RF has no streaming policy; set POLICIES, e.g. POLICIES=off,observe" >&2
+    exit 2
+fi
+size=$(stat -c %s "$MODEL")
+mkdir -p "$OUT"
+for f in $FRACTIONS; do
+    limit=$(awk -v s="$size" -v f="$f" 'BEGIN { printf "%d", s * f }')
+    echo "== limit $f x $size = $limit bytes" >&2
+    "$RF" bench -m "$MODEL" -o "$OUT/limit-$f" -n "${N:-16}" -t "${T:-2}" -r "${R:-3}" -q \
+        --conditions isolated-nonresident --memory-limit "$limit" --policies "$POLICIES" \
+        --copy-dir "$OUT" "$@" >"$OUT/limit-$f.txt" || true
+done
+python3 - "$OUT" $FRACTIONS <<'PY'
+import json, os, sys
+out, fractions = sys.argv[1], sys.argv[2:]
+def f2(x):
+    return "-" if x is None else f"{x:.2f}"
+print(f"{'fraction':>8} {'limit MiB':>9} {'policy':<14} {'runs':>5} {'decode tok/s':>12} "
+      f"{'ratio':>6} {'bound tok/s':>11} {'x bound':>7}")
+for fr in fractions:
+    path = os.path.join(out, f"limit-{fr}", "summary.json")
+    if not os.path.exists(path):
+        print(f"{fr:>8} (no summary: see {out}/limit-{fr}.txt)")
+        continue
+    s = json.load(open(path))
+    lim = s["memory_limit"]["limit_bytes"] / 2**20
+    for g in s["groups"]:
+        b = g.get("bound") or {}
+        print(f"{fr:>8} {lim:>9.0f} {g['policy']:<14} {g['completed']:>2}/{g['runs']:<2} "
+              f"{f2(g['median']['decode_tokens_per_s']):>12} "
+              f"{f2(g['ratio_to_off'].get('decode_tokens_per_s')):>6} "
+              f"{f2(b.get('bound_tokens_per_s')):>11} {f2(b.get('ratio_to_bound')):>7}")
+PY
