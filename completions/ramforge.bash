@@ -9,7 +9,7 @@ _ramforge_opts_run="-m --model -p --prompt -n --n-predict -t --threads -c --ctx-
     --access-probe --sample-smaps --admission --dead-file-pages --verify-session
     --residency-page-budget --staging-budget --observe-dispatch --dispatch-events
     --dispatch-sample-pages --residency-report --residency-report-json --metrics-file
-    --no-repack --mlock --hold -v --verbose -h --help"
+    --profile --profile-history --no-repack --mlock --hold -v --verbose -h --help"
 _ramforge_opts_inspect="-J --json -b --bytes --no-probe --no-repack --page-cache
     --residency-page-budget -v --verbose -h --help"
 _ramforge_opts_mkmodel="-o --output -P --preset -T --type -s --seed --vocab -q --quiet
@@ -58,7 +58,8 @@ _ramforge_value()
     -P | --preset) COMPREPLY=($(compgen -W "tiny small tinyllama" -- "$cur")) ;;
     --conditions) _ramforge_list "$cur" "warm isolated-nonresident" ;;
     --policies) _ramforge_list "$cur" "$_ramforge_policies" ;;
-    -m | --model | --vocab | --residency-report-json | --metrics-file) _ramforge_files "$cur" ;;
+    -m | --model | --vocab | --residency-report-json | --metrics-file | --profile)
+        _ramforge_files "$cur" ;;
     -o | --output)
         if [[ $cmd == bench ]]; then _ramforge_dirs "$cur"; else _ramforge_files "$cur"; fi ;;
     --copy-dir) _ramforge_dirs "$cur" ;;
@@ -66,7 +67,7 @@ _ramforge_value()
         --memory-target | --safety-reserve | --residency-page-budget | --staging-budget | \
         --dispatch-events | --dispatch-sample-pages | -r | --repetitions | --policy-args | \
         --run-args | --host | --port | --idle-seconds | --queue | --history | --api-key | \
-        --timeout)
+        --timeout | --profile-history | --profile-save-every)
         COMPREPLY=() ;; # a number, size or text: nothing to offer
     *) return 1 ;;
     esac

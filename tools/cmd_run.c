@@ -127,6 +127,32 @@ static void warn_above_target(struct rf_session *s)
                   last->mapping_rss_bytes, r->plan->soft_target_bytes, r->plan->reason);
 }
 
+/* --profile: reads the persisted profile; a rejected one is one warning line. */
+static bool open_profile(struct rf_session *s, const struct run_options *o)
+{
+    char err[RF_SESSION_PROFILE_ERR_MAX];
+    int rc = rf_session_profile_open(s, o->profile_path, (size_t)o->profile_history, err);
+    if (rc < 0) {
+        cli_error("cannot use profile %s: %s", o->profile_path, rf_strerror(rc));
+        return false;
+    }
+    if (rc == 1 && err[0])
+        cli_error("warning: %s", err);
+    return true;
+}
+
+/* --profile: saves it; false (exit 1 after the reports) when the write failed. */
+static bool save_profile(struct rf_session *s)
+{
+    char err[RF_SESSION_PROFILE_ERR_MAX];
+    int rc = rf_session_profile_save(s, err);
+    if (rc == 1 && err[0])
+        cli_error("warning: profile %s", err);
+    if (rc < 0)
+        cli_error("%s", err);
+    return rc >= 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
     uint64_t t_entry = rf_now_ns();
@@ -144,7 +170,7 @@ int cmd_run(int argc, char **argv)
     struct forge_observer *observer = NULL;
     struct rf_session *s = NULL;
     struct rf_admission_result *pre = NULL; /* the decision before the load */
-    bool pre_decided = false;
+    bool pre_decided = false, profile_failed = false;
     char err[FORGE_ERR_MAX];
     int status = RF_EXIT_FAILURE, rc;
 
@@ -186,6 +212,8 @@ int cmd_run(int argc, char **argv)
         cli_error("cannot record the admission before the load: %s", rf_strerror(rc));
         goto out;
     }
+    if (o.profile_path && !open_profile(s, &o))
+        goto out;
     if (observing) {
         struct rf_operation_request req = {.n_ctx = (uint32_t)o.n_ctx,
                                            .n_predict = (uint32_t)o.n_predict};
@@ -270,6 +298,8 @@ int cmd_run(int argc, char **argv)
         goto out;
     }
     warn_above_target(s);
+    if (o.profile_path && !save_profile(s))
+        profile_failed = true;
 
     printf("%s\n", gen.text);
     fflush(stdout);
@@ -287,7 +317,7 @@ int cmd_run(int argc, char **argv)
         while (fread(buf, 1, sizeof(buf), stdin) > 0)
             ;
     }
-    status = 0;
+    status = profile_failed ? RF_EXIT_FAILURE : 0;
 out:
     forge_generate_result_free(&gen);
     forge_generate_result_free(&verify);

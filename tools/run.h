@@ -35,6 +35,8 @@ struct run_options {
     bool human_report;
     const char *json_path;
     const char *metrics_path; /* --metrics-file: Prometheus text (ramforge/metrics.h) */
+    const char *profile_path; /* --profile: persisted access profile (ramforge/profile.h) */
+    long long profile_history; /* --profile-history: entries; 0: the default */
     bool repack;
     bool mlock;
     enum rf_admission_mode admission; /* --admission enforce|warn|off */
