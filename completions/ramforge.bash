@@ -20,7 +20,7 @@ _ramforge_opts_bench="-m --model -o --output -p --prompt -n --n-predict -t --thr
 _ramforge_opts_serve="-m --model --host --port -c --ctx-size -n --n-predict -t --threads
     --residency-policy --memory-target --safety-reserve --release-mode --idle-seconds
     --staging-budget --queue --history --api-key --timeout --residency-report-json
-    -v --verbose -h --help"
+    --profile --profile-history --profile-save-every -v --verbose -h --help"
 _ramforge_policies="off observe conservative memory-bound reuse-aware active"
 
 # Completes a comma-separated LIST: the words after the last comma of $1.
