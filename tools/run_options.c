@@ -17,7 +17,6 @@
 #include "ramforge/defaults.h"
 #include "ramforge/intervals.h"
 #include "ramforge/policy.h"
-#include "ramforge/profile.h"
 #include "run.h"
 
 static void usage(FILE *out)
@@ -299,8 +298,7 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
             o->profile_path = optarg;
             break;
         case OPT_PROFILE_HISTORY:
-            if (!cli_parse_int("entries (--profile-history)", optarg, 1, RF_PROFILE_MAX_HISTORY,
-                               &o->profile_history))
+            if (!cli_parse_profile_history(optarg, &o->profile_history))
                 return RF_EXIT_USAGE;
             break;
         case OPT_NO_REPACK:

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "ramforge/profile.h"
 #include "serve.h"
 
 static void usage(FILE *out)
@@ -209,8 +208,7 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
             o->profile_path = optarg;
             break;
         case OPT_PROFILE_HISTORY:
-            if (!cli_parse_int("entries (--profile-history)", optarg, 1, RF_PROFILE_MAX_HISTORY,
-                               &o->profile_history))
+            if (!cli_parse_profile_history(optarg, &o->profile_history))
                 return RF_EXIT_USAGE;
             break;
         case OPT_PROFILE_SAVE_EVERY:
