@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "core/report_json.h"
 #include "ramforge/profile.h"
 #include "ramforge/residency.h"
 #include "test_util.h"
@@ -363,6 +364,40 @@ static void test_prediction_counts_per_page_model(void **state)
     assert_int_equal(rf_prediction_count(&neg, 1, NULL, 0, NULL, NULL, 0, &out), -EINVAL);
 }
 
+/* The report's prediction section: bytes are pages x page size, each with a provenance. */
+static void test_prediction_report(void **state)
+{
+    (void)state;
+    struct rf_report r;
+    memset(&r, 0, sizeof(r));
+    struct rf_prediction e = entry(2, ID_A); /* has_pages: 4096-byte pages */
+    r.prediction = &e;
+    r.prediction_evidence = "evidence";
+    json_t *o = rf_prediction_json(&r);
+    assert_non_null(o);
+    assert_true(json_is_false(json_object_get(o, "release_authorized")));
+    assert_true(json_is_null(json_object_get(o, "reason")));
+    json_t *hit = json_object_get(o, "hit_bytes"), *miss = json_object_get(o, "miss_bytes");
+    assert_int_equal(json_integer_value(json_object_get(hit, "value")), 1 * 4096);
+    assert_int_equal(json_integer_value(json_object_get(miss, "value")), 2 * 4096);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(o, "wasted_bytes"), "value")), 3 * 4096);
+    assert_non_null(strstr(json_string_value(json_object_get(miss, "provenance")), "mincore"));
+    json_decref(o);
+    e = entry(1, ID_A); /* no page counts: null values */
+    o = rf_prediction_json(&r);
+    assert_true(json_is_null(json_object_get(json_object_get(o, "hit_bytes"), "value")));
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(o, "selected_bytes"), "value")), 4096);
+    json_decref(o);
+    r.prediction = NULL;
+    r.prediction_reason = "none here";
+    o = rf_prediction_json(&r);
+    assert_string_equal(json_string_value(json_object_get(o, "reason")), "none here");
+    assert_true(json_is_false(json_object_get(o, "release_authorized")));
+    json_decref(o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -372,6 +407,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_and_history_bound),
         cmocka_unit_test(test_parse_refusals),
         cmocka_unit_test(test_prediction_counts_per_page_model),
+        cmocka_unit_test(test_prediction_report),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
