@@ -92,6 +92,19 @@ static void install_order(struct rf_session *s)
     s->n_profile_order = n;
 }
 
+void ses_profile_reorder(struct rf_session *s)
+{
+    struct rf_report *r = &s->op.rep;
+    install_order(s);
+    r->profile_order = s->profile_order; /* never the freed order of the old generation */
+    r->n_profile_order = s->profile_order ? s->n_profile_order : 0;
+    if (!s->profile_order && r->profile_source) {
+        r->profile_source = NULL;
+        r->profile_reason = "the inventory was rebuilt (a new generation): the access profile "
+                            "of the old one was dropped";
+    }
+}
+
 void ses_profile_op_open(struct rf_session *s)
 {
     struct session_persist *ps = &s->persist;

@@ -210,6 +210,9 @@ void ses_prediction_before(struct rf_session *s);
 void ses_profile_trace(struct rf_session *s);
 /* profile.c: records the prediction without a trace (operation end), if staging ran. */
 void ses_prediction_finish(struct rf_session *s);
+/* profile.c: after a new inventory generation: the persisted profile's order over it (the
+   report's order pointer follows; without a persisted profile it is cleared). */
+void ses_profile_reorder(struct rf_session *s);
 /* profile.c: frees the persisted state. */
 void ses_profile_free(struct rf_session *s);
 /* The hot-first staging order of the persisted profile (caller frees); NULL: none. */
