@@ -15,7 +15,8 @@ same everywhere). Per repetition and condition, interleaved (hot, file, none, ho
 One warm request, the idle release (pageout), the model file's page cache (fincore),
 then the wake-up request, streamed: client-side time to the first token (request sent to
 the first SSE event: includes the staging, which the server's TTFT excludes) and the
-server's prompt_ms. At shutdown the profile is saved; its last history entry is the
+server's prompt_ms. With --profile the staging skips tensors whose pages were all resident
+when the request's operation opened (mincore). At shutdown the profile is saved; its last history entry is the
 wake-up request's prediction: selected, hit, miss, wasted and unknown bytes (see
 docs/PREDICTION.md for what they mean and do not). Medians of -r repetitions.
 
@@ -62,7 +63,7 @@ def one(args, copy, tmp, name, profile_src, idx):
         doc = json.load(f)
     h = doc["history"][-1] if doc["history"] else {}
     pb = h.get("page_bytes") or 0
-    for k in ("hit", "miss", "wasted", "unknown", "used"):
+    for k in ("hit", "miss", "wasted", "unknown", "used", "resident_staged"):
         v = h.get(f"{k}_pages")
         m[k] = v * pb if v is not None else None
     m["selected"] = h.get("selected_bytes")
@@ -103,19 +104,23 @@ def main():
             for n in names:
                 m, _ = one(args, copy, tmp, n, persisted if n == "hot" else None, i + 1)
                 runs[n].append(m)
+                print(f"  run {i + 1} {n:4}: TTFT {m['ttft'] * 1e3:8.1f} ms, request "
+                      f"{m['request_s'] * 1e3:8.1f} ms", flush=True)
         size = os.path.getsize(copy)
         print(f"{os.path.basename(args.model)}: {size / 2**20:.1f} MiB, target "
               f"{args.target_pct}%, staging budget {args.staging_pct}% "
               f"({size * args.staging_pct // 100 / 2**20:.1f} MiB), -n {args.n}, "
               f"-t {args.threads}, medians of {args.repetitions}")
         print(f"{'staging':6} {'cache MiB':>9} {'TTFT ms':>8} {'req ms':>8} {'sel MiB':>8} "
-              f"{'hit MiB':>8} {'miss MiB':>8} {'waste MiB':>9} {'unk MiB':>8} {'used MiB':>8}")
+              f"{'hit MiB':>8} {'miss MiB':>8} {'waste MiB':>9} {'unk MiB':>8} {'used MiB':>8} "
+              f"{'res.st MiB':>10}")
         for n in names:
             r = runs[n]
             print(f"{n:6} {mib(med(r, 'cache_before')):>9} {med(r, 'ttft') * 1e3:8.1f} "
                   f"{med(r, 'request_s') * 1e3:8.1f} {mib(med(r, 'selected'))} "
                   f"{mib(med(r, 'hit'))} {mib(med(r, 'miss'))} {mib(med(r, 'wasted')):>9} "
-                  f"{mib(med(r, 'unknown'))} {mib(med(r, 'used'))}")
+                  f"{mib(med(r, 'unknown'))} {mib(med(r, 'used'))} "
+                  f"{mib(med(r, 'resident_staged')):>10}")
         base = med(runs["none"], "ttft")
         for n in ("hot", "file"):
             print(f"TTFT {n}/none: {med(runs[n], 'ttft') / base:.2f}")

@@ -55,18 +55,20 @@ struct rf_profile_tensor {
 struct rf_prediction {
     uint64_t operation; /* the profile's operation counter when it was recorded */
     char identity[RF_PROFILE_IDENTITY_MAX]; /* the model identity it was measured under */
-    uint64_t selected_bytes;     /* staging planner: page bytes selected (not accepted) */
-    bool has_accepted;           /* the native prefetch ran */
-    uint64_t accepted_bytes;     /* native prefetch: bytes the kernel accepted (madvise 0) */
-    bool has_mapping_delta;      /* both samples had the mapping RSS */
-    int64_t mapping_delta_bytes; /* smaps/status: mapping RSS after - before staging */
-    bool has_pages;              /* the per-page counts below were computed */
-    uint64_t hit_pages;          /* staged and used (dispatch trace) */
-    uint64_t miss_pages;         /* used, not staged, not resident before staging (mincore) */
-    uint64_t wasted_pages;       /* staged, not used */
-    uint64_t unknown_pages;      /* used, not staged, page-cache state before unknown */
-    uint64_t used_pages;         /* pages of the tensors the trace named */
-    uint64_t page_bytes;         /* page size of the counts */
+    uint64_t selected_bytes;        /* staging planner: page bytes selected (not accepted) */
+    bool has_accepted;              /* the native prefetch ran */
+    uint64_t accepted_bytes;        /* native prefetch: bytes the kernel accepted (madvise 0) */
+    bool has_mapping_delta;         /* both samples had the mapping RSS */
+    int64_t mapping_delta_bytes;    /* smaps/status: mapping RSS after - before staging */
+    bool has_pages;                 /* the per-page counts below were computed */
+    uint64_t hit_pages;             /* staged and used (dispatch trace) */
+    uint64_t miss_pages;            /* used, not staged, not resident before staging (mincore) */
+    uint64_t wasted_pages;          /* staged, not used */
+    uint64_t resident_staged_pages; /* staged, already resident before staging (mincore):
+                                       the prefetch could not help them */
+    uint64_t unknown_pages;         /* used, not staged, page-cache state before unknown */
+    uint64_t used_pages;            /* pages of the tensors the trace named */
+    uint64_t page_bytes;            /* page size of the counts */
 };
 
 struct rf_profile {
@@ -162,7 +164,8 @@ int rf_profile_to_text(const struct rf_profile *p, char **out);
  *              pages long; a page past the end, or of a mapping >=
  *              n_mappings, is unknown.
  * hit = |S ∩ U|, wasted = |S \ U|, miss = |{p in U \ S: R(p) nonresident}|,
- * unknown = |{p in U \ S: R(p) unknown}|, used = |U|. The other fields of
+ * unknown = |{p in U \ S: R(p) unknown}|, used = |U|,
+ * resident_staged = |{p in S: R(p) resident}|. The other fields of
  * *out are left alone; has_pages is set. Errors: -EINVAL, -ENOMEM.
  */
 int rf_prediction_count(const struct rf_file_range *staged, size_t n_staged,

@@ -318,9 +318,10 @@ static json_t *prediction_json(const struct rf_prediction *e)
         json_object_set_new(o, "wasted_pages", ju64(e->wasted_pages));
         json_object_set_new(o, "unknown_pages", ju64(e->unknown_pages));
         json_object_set_new(o, "used_pages", ju64(e->used_pages));
+        json_object_set_new(o, "resident_staged_pages", ju64(e->resident_staged_pages));
     } else {
-        const char *k[] = {"page_bytes",   "hit_pages",     "miss_pages",
-                           "wasted_pages", "unknown_pages", "used_pages"};
+        const char *k[] = {"page_bytes",    "hit_pages",  "miss_pages",           "wasted_pages",
+                           "unknown_pages", "used_pages", "resident_staged_pages"};
         for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++)
             json_object_set_new(o, k[i], json_null());
     }
@@ -441,8 +442,10 @@ static int parse_prediction(json_t *o, struct rf_prediction *e, char *why, size_
              get_u64(o, "miss_pages", INT64_MAX, &e->miss_pages) &&
              get_u64(o, "wasted_pages", INT64_MAX, &e->wasted_pages) &&
              get_u64(o, "unknown_pages", INT64_MAX, &e->unknown_pages) &&
-             get_u64(o, "used_pages", INT64_MAX, &e->used_pages) && e->hit_pages <= e->used_pages &&
-             e->miss_pages + e->unknown_pages <= e->used_pages;
+             get_u64(o, "used_pages", INT64_MAX, &e->used_pages) &&
+             get_u64(o, "resident_staged_pages", INT64_MAX, &e->resident_staged_pages) &&
+             e->resident_staged_pages <= e->hit_pages + e->wasted_pages &&
+             e->hit_pages <= e->used_pages && e->miss_pages + e->unknown_pages <= e->used_pages;
     }
     if (!ok) {
         say(why, why_size, "history entry %zu is malformed", i);
@@ -587,7 +590,7 @@ int rf_prediction_count(const struct rf_file_range *staged, size_t n_staged,
     for (size_t i = 0; i < n_used; i++)
         if (used[i].mapping_index > max_map)
             max_map = used[i].mapping_index;
-    uint64_t hit = 0, miss = 0, wasted = 0, unknown = 0, n_u = 0;
+    uint64_t hit = 0, miss = 0, wasted = 0, unknown = 0, n_u = 0, pre = 0;
     int rc = 0;
     for (int32_t m = 0; m <= max_map; m++) {
         struct rf_interval_set s, u;
@@ -601,6 +604,10 @@ int rf_prediction_count(const struct rf_file_range *staged, size_t n_staged,
                 rc = rf_interval_set_add(&u, used[i].pages);
         if (rc == 0) {
             uint64_t s_pages = rf_interval_set_pages(&s), h = 0;
+            for (size_t k = 0; k < s.n; k++)
+                for (uint64_t pg = s.v[k].first_page; pg < s.v[k].end_page; pg++)
+                    if (before_state(before, n_before_pages, n_mappings, m, pg) == RF_PAGE_RESIDENT)
+                        pre++;
             for (size_t k = 0; k < u.n; k++) {
                 struct rf_page_range r = u.v[k];
                 h += rf_interval_set_overlap_pages(&s, r);
@@ -628,6 +635,7 @@ int rf_prediction_count(const struct rf_file_range *staged, size_t n_staged,
     out->wasted_pages = wasted;
     out->unknown_pages = unknown;
     out->used_pages = n_u;
+    out->resident_staged_pages = pre;
     out->has_pages = true;
     return 0;
 }

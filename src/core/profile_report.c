@@ -79,6 +79,10 @@ json_t *rf_prediction_json(const struct rf_report *r)
     json_object_set_new(o, "miss_bytes", counter(pages, e->miss_pages * pb, mc));
     json_object_set_new(o, "wasted_bytes", counter(pages, e->wasted_pages * pb, trace));
     json_object_set_new(o, "unknown_bytes", counter(pages, e->unknown_pages * pb, mc));
+    json_object_set_new(o, "resident_staged_bytes",
+                        counter(pages, e->resident_staged_pages * pb,
+                                "staging plan x mincore before staging: staged pages that "
+                                "were already resident"));
     json_object_set_new(o, "used_bytes",
                         counter(pages, e->used_pages * pb,
                                 "dispatch trace: file pages of the tensors it "

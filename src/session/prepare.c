@@ -346,9 +346,12 @@ int rf_session_stage(struct rf_session *s, uint64_t budget_bytes)
 
     sp.budget_bytes = budget_bytes;
     uint32_t *hot = ses_profile_stage_order(s, &sp.n_order); /* --profile: hot first */
+    uint8_t *resident = ses_profile_stage_exclude(s);        /* --profile: skip what is resident */
     sp.order = hot;
+    sp.exclude = resident;
     rc = rf_staging_plan_build(&s->inv, &sp, &s->op.staging);
     free(hot);
+    free(resident);
     if (rc < 0)
         return rc;
     r->staging = &s->op.staging;

@@ -277,6 +277,26 @@ uint32_t *ses_profile_stage_order(struct rf_session *s, size_t *n)
     return hot;
 }
 
+uint8_t *ses_profile_stage_exclude(struct rf_session *s)
+{
+    struct session_persist *ps = &s->persist;
+    if (!ps->before || !s->inv.n)
+        return NULL;
+    uint8_t *ex = calloc(s->inv.n, 1);
+    for (size_t i = 0; ex && i < s->inv.n; i++) {
+        const struct rf_inventory_entry *e = &s->inv.entries[i];
+        int32_t m = e->mapping_index;
+        if (!e->file_backed || m < 0 || (size_t)m >= ps->n_maps || !ps->before[m] ||
+            e->pages.end_page > ps->n_before[m] || rf_page_range_pages(e->pages) == 0)
+            continue;
+        bool all = true;
+        for (uint64_t pg = e->pages.first_page; all && pg < e->pages.end_page; pg++)
+            all = ps->before[m][pg] == RF_PAGE_RESIDENT;
+        ex[i] = all;
+    }
+    return ex;
+}
+
 void ses_prediction_before(struct rf_session *s)
 {
     struct session_persist *ps = &s->persist;

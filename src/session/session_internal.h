@@ -215,6 +215,9 @@ void ses_prediction_finish(struct rf_session *s);
 void ses_profile_reorder(struct rf_session *s);
 /* profile.c: frees the persisted state. */
 void ses_profile_free(struct rf_session *s);
+/* profile.c: per inventory entry, every page resident when the operation opened (mincore):
+   staging skips it (caller frees); NULL: no snapshot (no --profile). */
+uint8_t *ses_profile_stage_exclude(struct rf_session *s);
 /* The hot-first staging order of the persisted profile (caller frees); NULL: none. */
 uint32_t *ses_profile_stage_order(struct rf_session *s, size_t *n);
 /* KV cache bytes of n_ctx cells from the hyperparameters (f16 K and V); false: unknown. */

@@ -164,6 +164,7 @@ static struct rf_prediction entry(uint64_t op, const char *id)
     e.wasted_pages = 3;
     e.unknown_pages = 0;
     e.used_pages = 3;
+    e.resident_staged_pages = 2;
     return e;
 }
 
@@ -297,7 +298,8 @@ static void test_parse_refusals(void **state)
                           "{\"operation\":1,\"identity\":\"" ID_A "\",\"selected_bytes\":0,"
                           "\"accepted_bytes\":null,\"mapping_delta_bytes\":null,"
                           "\"page_bytes\":4096,\"hit_pages\":5,\"miss_pages\":0,"
-                          "\"wasted_pages\":0,\"unknown_pages\":0,\"used_pages\":1}");
+                          "\"wasted_pages\":0,\"unknown_pages\":0,\"used_pages\":1,"
+                          "\"resident_staged_pages\":0}");
     assert_int_equal(parse_err(bad, "history entry 0"), -EBADMSG);
 }
 
@@ -328,12 +330,13 @@ static void test_prediction_counts_per_page_model(void **state)
             for (uint64_t pg = a; pg < b; pg++)
                 u_bit[used[i].mapping_index][pg] = true;
         }
-        uint64_t hit = 0, miss = 0, wasted = 0, unknown = 0, n_used = 0, n_staged = 0;
+        uint64_t hit = 0, miss = 0, wasted = 0, unknown = 0, n_used = 0, n_staged = 0, pre = 0;
         for (int m = 0; m < MAPS; m++) {
             for (uint64_t pg = 0; pg < PAGES; pg++) {
                 uint8_t st = pg < nb[m] ? before[m][pg] : RF_PAGE_UNKNOWN;
                 n_used += u_bit[m][pg];
                 n_staged += s_bit[m][pg];
+                pre += s_bit[m][pg] && st == RF_PAGE_RESIDENT;
                 if (s_bit[m][pg] && u_bit[m][pg])
                     hit++;
                 else if (s_bit[m][pg])
@@ -355,6 +358,7 @@ static void test_prediction_counts_per_page_model(void **state)
         assert_int_equal(out.wasted_pages, wasted);
         assert_int_equal(out.unknown_pages, unknown);
         assert_int_equal(out.used_pages, n_used);
+        assert_int_equal(out.resident_staged_pages, pre);
         /* consistency: every staged page is a hit or wasted; no used page is counted twice */
         assert_int_equal(out.hit_pages + out.wasted_pages, n_staged);
         assert_true(out.hit_pages + out.miss_pages + out.unknown_pages <= out.used_pages);
