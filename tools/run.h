@@ -34,8 +34,8 @@ struct run_options {
     long long dispatch_sample_pages; /* pre-dispatch sampling per weight source; 0: off */
     bool human_report;
     const char *json_path;
-    const char *metrics_path; /* --metrics-file: Prometheus text (ramforge/metrics.h) */
-    const char *profile_path; /* --profile: persisted access profile (ramforge/profile.h) */
+    const char *metrics_path;  /* --metrics-file: Prometheus text (ramforge/metrics.h) */
+    const char *profile_path;  /* --profile: persisted access profile (ramforge/profile.h) */
     long long profile_history; /* --profile-history: entries; 0: the default */
     bool repack;
     bool mlock;
