@@ -9,7 +9,7 @@ _ramforge_opts_run="-m --model -p --prompt -f --file -n --n-predict -t --threads
     --access-probe --sample-smaps --admission --dead-file-pages --verify-session
     --residency-page-budget --staging-budget --observe-dispatch --dispatch-events
     --dispatch-sample-pages --residency-report --residency-report-json --metrics-file
-    --residency-svg --no-repack --mlock --hold -v --verbose -h --help"
+    --residency-svg --profile --profile-history --no-repack --mlock --hold -v --verbose -h --help"
 _ramforge_opts_inspect="-m --model -J --json -b --bytes --no-probe --no-repack --page-cache
     --residency-page-budget --residency-svg -c --ctx-size --memory-limit --admission
     -o --output -n --noheadings --by-layer -v --verbose -h --help"
@@ -21,7 +21,7 @@ _ramforge_opts_bench="-m --model -o --output -p --prompt -n --n-predict -t --thr
 _ramforge_opts_serve="-m --model --host --port -c --ctx-size -n --n-predict -t --threads
     --residency-policy --memory-target --safety-reserve --release-mode --idle-seconds
     --staging-budget --queue --history --api-key --timeout --residency-report-json
-    -v --verbose -h --help"
+    --profile --profile-history --profile-save-every -v --verbose -h --help"
 _ramforge_columns="INDEX NAME LAYER TYPE TENSORS RANGE PAGES SIZE RES NONRES UNKNOWN RES_BYTES
     PERCENT SAMPLED FILE"
 _ramforge_policies="off observe conservative memory-bound reuse-aware active"
@@ -62,7 +62,7 @@ _ramforge_value()
     -P | --preset) COMPREPLY=($(compgen -W "tiny small tinyllama" -- "$cur")) ;;
     --conditions) _ramforge_list "$cur" "warm isolated-nonresident" ;;
     --policies) _ramforge_list "$cur" "$_ramforge_policies" ;;
-    -m | --model | -f | --file | --vocab | --residency-report-json | --metrics-file | --residency-svg)
+    -m | --model | -f | --file | --vocab | --residency-report-json | --metrics-file | --residency-svg | --profile)
         _ramforge_files "$cur" ;;
     -o | --output)
         case $cmd in
@@ -75,7 +75,7 @@ _ramforge_value()
         --memory-target | --safety-reserve | --residency-page-budget | --staging-budget | \
         --dispatch-events | --dispatch-sample-pages | -r | --repetitions | --policy-args | \
         --run-args | --host | --port | --idle-seconds | --queue | --history | --api-key | \
-        --timeout | --memory-limit)
+        --timeout | --memory-limit | --profile-history | --profile-save-every)
         COMPREPLY=() ;; # a number, size or text: nothing to offer
     *) return 1 ;;
     esac

@@ -3,7 +3,7 @@
 # Needs root (or sudo) only when something is missing.
 set -euo pipefail
 
-PACKAGES=(cmake make gcc g++ pkg-config git python3 python3-jsonschema libjansson-dev libcmocka-dev
+PACKAGES=(cmake make gcc g++ pkg-config git python3 python3-jsonschema libjansson-dev nettle-dev libcmocka-dev
           util-linux vmtouch libmicrohttpd-dev python3-prometheus-client curl
           man-db mandoc bash-completion librsvg2-bin jq)
 

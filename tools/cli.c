@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ramforge/policy.h"
+#include "ramforge/profile.h"
 #include "ramforge/sys.h"
 
 void cli_error(const char *fmt, ...)
@@ -367,4 +368,9 @@ bool cli_check_model_operands(const char *cmd, int argc, char **argv, const char
         return false;
     }
     return true;
+}
+
+bool cli_parse_profile_history(const char *s, long long *out)
+{
+    return cli_parse_int("entries (--profile-history)", s, 1, RF_PROFILE_MAX_HISTORY, out);
 }

@@ -45,6 +45,9 @@ const char *cli_closest(const char *word, const char *const *candidates, size_t 
  */
 bool cli_parse_int(const char *what, const char *s, long long min, long long max, long long *out);
 
+/* --profile-history N of run and serve: 1..RF_PROFILE_MAX_HISTORY entries. */
+bool cli_parse_profile_history(const char *s, long long *out);
+
 /*
  * Parses a size option (bytes or 512MiB, 2G, ...; rf_parse_size) of at
  * most INT64_MAX; "0" only with allow_zero. On failure prints the usage

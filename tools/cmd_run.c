@@ -161,6 +161,32 @@ static void warn_above_target(struct rf_session *s)
     }
 }
 
+/* --profile: reads the persisted profile; a rejected one is one warning line. */
+static bool open_profile(struct rf_session *s, const struct run_options *o)
+{
+    char err[RF_SESSION_PROFILE_ERR_MAX];
+    int rc = rf_session_profile_open(s, o->profile_path, (size_t)o->profile_history, err);
+    if (rc < 0) {
+        cli_error("cannot use profile %s: %s", o->profile_path, rf_strerror(rc));
+        return false;
+    }
+    if (rc == 1 && err[0])
+        cli_error("warning: %s", err);
+    return true;
+}
+
+/* --profile: saves it; false (exit 1 after the reports) when the write failed. */
+static bool save_profile(struct rf_session *s)
+{
+    char err[RF_SESSION_PROFILE_ERR_MAX];
+    int rc = rf_session_profile_save(s, err);
+    if (rc == 1 && err[0])
+        cli_error("warning: profile %s", err);
+    if (rc < 0)
+        cli_error("%s", err);
+    return rc >= 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
     uint64_t t_entry = rf_now_ns();
@@ -180,7 +206,7 @@ int cmd_run(int argc, char **argv)
     struct rf_admission_result *pre = NULL; /* the decision before the load */
     struct run_svg svg;
     struct run_hook hook = {0};
-    bool pre_decided = false;
+    bool pre_decided = false, profile_failed = false;
     char err[FORGE_ERR_MAX];
     int status = RF_EXIT_FAILURE, rc;
 
@@ -228,6 +254,8 @@ int cmd_run(int argc, char **argv)
     hook = (struct run_hook){.s = s, .svg = o.svg_path ? &svg : NULL};
     if (o.svg_path)
         run_svg_take_after_load(&svg, s);
+    if (o.profile_path && !open_profile(s, &o))
+        goto out;
     if (observing) {
         struct rf_operation_request req = {.n_ctx = (uint32_t)o.n_ctx,
                                            .n_predict = (uint32_t)o.n_predict};
@@ -314,6 +342,8 @@ int cmd_run(int argc, char **argv)
     }
     if (!o.human_report) /* the report's warnings say it (one warning, not two) */
         warn_above_target(s);
+    if (o.profile_path && !save_profile(s))
+        profile_failed = true;
 
     /* With the JSON report on stdout, stdout holds only it: the text goes to stderr. */
     fprintf(run_json_to_stdout(&o) ? stderr : stdout, "%s\n", gen.text);
@@ -334,7 +364,7 @@ int cmd_run(int argc, char **argv)
         while (fread(buf, 1, sizeof(buf), stdin) > 0)
             ;
     }
-    status = 0;
+    status = profile_failed ? RF_EXIT_FAILURE : 0;
 out:
     forge_generate_result_free(&gen);
     forge_generate_result_free(&verify);

@@ -26,6 +26,7 @@
 #include "cli.h"
 #include "ramforge/defaults.h"
 #include "ramforge/error.h"
+#include "ramforge/forge_observer.h"
 #include "ramforge/report.h"
 #include "ramforge/residency.h"
 #include "ramforge/session.h"
@@ -274,9 +275,12 @@ static void run_job(struct serve *sv, struct serve_job *j)
         .seed = j->seed,
         .on_token = on_token,
         .token_user_data = &sink,
+        .observer = serve_profile_observer(sv),
     };
     int rc = forge_generate(sv->model, &gp, &gen, err);
     pthread_mutex_lock(&sv->session_mu);
+    if (rc == 0)
+        serve_profile_trace(sv);
     if (observing && !release_waits_for_idle(sv->o)) {
         int brc = rf_session_boundary(sv->session, RF_BOUNDARY_AFTER_SESSION);
         if (brc < 0)
@@ -287,6 +291,7 @@ static void run_job(struct serve *sv, struct serve_job *j)
     if (orc < 0)
         cli_error("cannot end the operation: %s", rf_strerror(orc));
     count_operation(sv);
+    serve_profile_after_request(sv);
     pthread_mutex_unlock(&sv->session_mu);
 
     if (rc < 0) {
@@ -472,6 +477,8 @@ int cmd_serve(int argc, char **argv)
         goto out;
     }
     sv.model = rf_session_forge_model(sv.session);
+    if (!serve_profile_open(&sv))
+        goto out;
     forge_model_get_info(sv.model, &sv.info);
     sv.n_ctx_limit = o.n_ctx ? (uint32_t)o.n_ctx
                              : (uint32_t)(sv.info.n_ctx_train > 0 ? sv.info.n_ctx_train : 4096);
@@ -493,7 +500,7 @@ int cmd_serve(int argc, char **argv)
         goto out;
     worker(&sv);
     serve_http_stop(&sv);
-    status = 0;
+    status = serve_profile_close(&sv) ? 0 : RF_EXIT_FAILURE;
     if (o.json_path) {
         rc = rf_session_report_write(sv.session, RF_REPORT_SESSION, o.json_path);
         if (rc < 0) {
@@ -508,6 +515,7 @@ out:
     }
     if (sig_started)
         pthread_join(sig_tid, NULL);
+    forge_observer_free(sv.observer);
     rf_session_free(sv.session);
     pthread_cond_destroy(&sv.cv);
     pthread_mutex_destroy(&sv.mu);

@@ -38,6 +38,8 @@ struct run_options {
     const char *json_path;
     const char *metrics_path; /* --metrics-file: Prometheus text (ramforge/metrics.h) */
     const char *svg_path; /* --residency-svg: the residency picture (ramforge/residency_svg.h) */
+    const char *profile_path;  /* --profile: persisted access profile (ramforge/profile.h) */
+    long long profile_history; /* --profile-history: entries; 0: the default */
     bool repack;
     bool mlock;
     enum rf_admission_mode admission; /* --admission enforce|warn|off */

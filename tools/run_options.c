@@ -110,6 +110,15 @@ static void usage(FILE *out)
             "      --dispatch-sample-pages N with --observe-dispatch, sample with mincore up to\n"
             "                                N pages (1..4096) of each weight source before\n"
             "                                dispatch (point-in-time; default 0: off)\n"
+            "      --profile PATH            persisted access profile: read at start (another\n"
+            "                                model's, another version's or a corrupt file is\n"
+            "                                ignored with the reason and never overwritten);\n"
+            "                                orders reuse-aware's release (cold first) and\n"
+            "                                staging (hot first); updated by a complete\n"
+            "                                --observe-dispatch trace and the operation's\n"
+            "                                prediction, and saved atomically at the end\n"
+            "      --profile-history N       prediction history entries the profile keeps\n"
+            "                                (1..4096, default 32)\n"
             "      --residency-report        print the human-readable report on stderr\n"
             "      --residency-report-json PATH\n"
             "                                write the JSON operation report (schema_version 1)\n"
@@ -166,6 +175,8 @@ enum {
     OPT_SAMPLE_SMAPS,
     OPT_METRICS_FILE,
     OPT_RESIDENCY_SVG,
+    OPT_PROFILE,
+    OPT_PROFILE_HISTORY,
 };
 
 static bool parse_size_option(const char *opt, const char *arg, bool allow_zero, uint64_t *out)
@@ -248,6 +259,8 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         {"residency-report-json", required_argument, NULL, OPT_REPORT_JSON},
         {"metrics-file", required_argument, NULL, OPT_METRICS_FILE},
         {"residency-svg", required_argument, NULL, OPT_RESIDENCY_SVG},
+        {"profile", required_argument, NULL, OPT_PROFILE},
+        {"profile-history", required_argument, NULL, OPT_PROFILE_HISTORY},
         {"no-repack", no_argument, NULL, OPT_NO_REPACK},
         {"mlock", no_argument, NULL, OPT_MLOCK},
         {"hold", no_argument, NULL, OPT_HOLD},
@@ -356,6 +369,13 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         case OPT_RESIDENCY_SVG:
             o->svg_path = optarg;
             break;
+        case OPT_PROFILE:
+            o->profile_path = optarg;
+            break;
+        case OPT_PROFILE_HISTORY:
+            if (!cli_parse_profile_history(optarg, &o->profile_history))
+                return RF_EXIT_USAGE;
+            break;
         case OPT_NO_REPACK:
             o->repack = false;
             break;
@@ -434,6 +454,11 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
     if (o->policy == RF_POLICY_OFF && (o->access_probe || o->sample_smaps))
         cli_error("warning: --access-probe and --sample-smaps have no effect with "
                   "--residency-policy off");
+    if (o->profile_path && o->policy == RF_POLICY_OFF) {
+        cli_usage_error("run ", "--profile needs a residency policy (not off): the profile is "
+                                "matched to the model's inventory");
+        return RF_EXIT_USAGE;
+    }
     if (o->has_staging && o->policy == RF_POLICY_OFF)
         cli_error("warning: --staging-budget has no effect with --residency-policy off (staging "
                   "plans over the inventory)");

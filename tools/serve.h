@@ -41,12 +41,16 @@ struct serve_options {
     bool has_release_mode;
     long long idle_seconds; /* 0: no idle boundary */
     bool has_staging;
-    uint64_t staging_budget; /* bytes */
-    long long queue;         /* requests waiting behind the one running */
-    long long history;       /* operations kept in /residency's session report */
-    const char *api_key;     /* NULL: no key */
-    const char *json_path;   /* the session report written at exit */
-    long long timeout_s;     /* connection inactivity timeout, seconds */
+    uint64_t staging_budget;      /* bytes */
+    long long queue;              /* requests waiting behind the one running */
+    long long history;            /* operations kept in /residency's session report */
+    const char *api_key;          /* NULL: no key */
+    const char *json_path;        /* the session report written at exit */
+    const char *profile_path;     /* --profile: persisted access profile; NULL: none */
+    long long profile_history;    /* --profile-history: entries; 0: the default */
+    long long profile_save_every; /* --profile-save-every K: save after every K requests;
+                                     0: at shutdown only */
+    long long timeout_s;          /* connection inactivity timeout, seconds */
     bool verbose;
 };
 
@@ -134,7 +138,21 @@ struct serve {
     uint64_t admission_refused;
     uint64_t idle_boundaries;
     uint64_t staging_requested_bytes, staging_accepted_bytes; /* summed over operations */
+    /* --profile (serve_profile.c): the dispatch observer of every request and saves */
+    struct forge_observer *observer; /* NULL: no --profile */
+    uint64_t profile_requests;       /* requests since the last save */
 };
+
+/* --profile: reads the profile and creates the observer (false: cannot start). */
+bool serve_profile_open(struct serve *sv);
+/* The observer a request's generation records into (reset), or NULL. */
+struct forge_observer *serve_profile_observer(struct serve *sv);
+/* After a request's generation, under session_mu: the trace updates the profile. */
+void serve_profile_trace(struct serve *sv);
+/* After a request's operation ended, under session_mu: saves every K requests. */
+void serve_profile_after_request(struct serve *sv);
+/* At shutdown: the last save (false: it failed) and the observer freed. */
+bool serve_profile_close(struct serve *sv);
 
 /* Queues j (takes a reference) or returns false when the queue is full or stopping. */
 bool serve_enqueue(struct serve *sv, struct serve_job *j, char *why, size_t why_len);

@@ -54,6 +54,15 @@ static void usage(FILE *out)
             "      --history N               operations whose samples, plans and releases the\n"
             "                                session report (/residency) keeps, 1..1000000\n"
             "                                (default 64); older ones are counted as dropped\n"
+            "      --profile PATH            persisted access profile (as run's): read at\n"
+            "                                start, orders the idle release (cold first) and\n"
+            "                                the wake-up staging (hot first); every request\n"
+            "                                runs the dispatch observer, whose trace updates\n"
+            "                                it; saved atomically at shutdown\n"
+            "      --profile-history N       prediction history entries kept (1..4096,\n"
+            "                                default 32)\n"
+            "      --profile-save-every K    also save the profile after every K requests\n"
+            "                                (default 0: at shutdown only)\n"
             "      --api-key KEY             require 'Authorization: Bearer KEY' (or\n"
             "                                X-Api-Key) on every endpoint but /health and\n"
             "                                /models, as llama-server\n"
@@ -85,6 +94,9 @@ enum {
     OPT_API_KEY,
     OPT_TIMEOUT,
     OPT_REPORT_JSON,
+    OPT_PROFILE,
+    OPT_PROFILE_HISTORY,
+    OPT_PROFILE_SAVE_EVERY,
 };
 
 int serve_parse_options(int argc, char **argv, struct serve_options *o)
@@ -107,6 +119,9 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
         {"api-key", required_argument, NULL, OPT_API_KEY},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"residency-report-json", required_argument, NULL, OPT_REPORT_JSON},
+        {"profile", required_argument, NULL, OPT_PROFILE},
+        {"profile-history", required_argument, NULL, OPT_PROFILE_HISTORY},
+        {"profile-save-every", required_argument, NULL, OPT_PROFILE_SAVE_EVERY},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -189,6 +204,18 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
         case OPT_REPORT_JSON:
             o->json_path = optarg;
             break;
+        case OPT_PROFILE:
+            o->profile_path = optarg;
+            break;
+        case OPT_PROFILE_HISTORY:
+            if (!cli_parse_profile_history(optarg, &o->profile_history))
+                return RF_EXIT_USAGE;
+            break;
+        case OPT_PROFILE_SAVE_EVERY:
+            if (!cli_parse_int("requests (--profile-save-every)", optarg, 0, 1000000000,
+                               &o->profile_save_every))
+                return RF_EXIT_USAGE;
+            break;
         case 'v':
             o->verbose = true;
             break;
@@ -206,6 +233,10 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
     if (o->policy == RF_POLICY_OFF && (o->idle_seconds || o->has_staging || o->has_target))
         cli_error("warning: --idle-seconds, --staging-budget and --memory-target have no "
                   "effect with --residency-policy off");
+    if (o->profile_path && o->policy == RF_POLICY_OFF) {
+        cli_usage_error("serve ", "--profile needs a residency policy (not off)");
+        return RF_EXIT_USAGE;
+    }
     if (o->has_release_mode && !rf_policy_mutates(o->policy))
         cli_error("warning: --release-mode has no effect with --residency-policy %s (it does "
                   "not release)",

@@ -34,6 +34,7 @@
 #include "ramforge/intervals.h"
 #include "ramforge/inventory.h"
 #include "ramforge/pages.h"
+#include "ramforge/profile.h"
 #include "ramforge/residency.h"
 #include "ramforge/sys.h"
 
@@ -201,6 +202,18 @@ struct forge_gguf_table {
  * err says why.
  */
 int forge_gguf_read_table(const char *path, struct forge_gguf_table *out, char err[FORGE_ERR_MAX]);
+
+/*
+ * The model identity of the GGUF file at path (profile.h,
+ * rf_profile_identity): the SHA-256 of its header bytes (everything before
+ * the data section: magic, version, metadata, tensor names, types, shapes
+ * and offsets) and its size, so a copy of the file has the same identity
+ * and any change of the model another. *file_size_bytes receives the
+ * size. No tensor data is read. Errors: those of forge_gguf_check, -EFBIG
+ * (a header above 256 MiB), -EIO, -ENOMEM, -errno of open; err says why.
+ */
+int forge_gguf_identity(const char *path, char out[RF_PROFILE_IDENTITY_MAX],
+                        uint64_t *file_size_bytes, char err[FORGE_ERR_MAX]);
 
 /* Frees the table; leaves it empty. NULL is a no-op. */
 void forge_gguf_table_free(struct forge_gguf_table *t);

@@ -21,6 +21,7 @@
 #include "ramforge/ledger.h"
 #include "ramforge/lifetime.h"
 #include "ramforge/policy.h"
+#include "ramforge/profile.h"
 #include "ramforge/residency.h"
 #include "ramforge/staging.h"
 #include "ramforge/timing.h"
@@ -180,6 +181,18 @@ struct rf_report {
     size_t n_profile_order;
     const char *profile_source; /* NULL: no profile (profile_reason) */
     const char *profile_reason;
+    /* --profile PATH: the persisted profile (profile.h); NULL path: none */
+    const char *profile_path;
+    const char *profile_identity;    /* this model's identity; NULL: not known */
+    bool profile_loaded;             /* the file matched this model and ordered the operation */
+    const char *profile_file_reason; /* why it did not, or NULL */
+    uint64_t profile_operations;     /* complete traces merged into the profile */
+    bool profile_saved;              /* written at the end of the operation */
+    const char *profile_save_reason; /* why not, or NULL */
+    const struct rf_prediction *prediction; /* this operation's; NULL: prediction_reason */
+    const char *prediction_reason;
+    const char *prediction_evidence;     /* what the page counts came from */
+    size_t history_entries, history_max; /* the profile's prediction history */
 
     /* --verify-session: a second session after release */
     bool verified;

@@ -288,6 +288,37 @@ int rf_session_boundary(struct rf_session *s, enum rf_boundary b);
  */
 int rf_session_dispatch_trace(struct rf_session *s, const struct forge_observer *obs);
 
+#define RF_SESSION_PROFILE_ERR_MAX 400 /* one line about a persisted profile, with the NUL */
+
+/*
+ * Attaches the persisted access profile at path (profile.h; `--profile`)
+ * and reads it once (timers profile_load and history_load of the open
+ * operation): the file is capped at RF_PROFILE_MAX_FILE_BYTES before it
+ * is parsed and must carry this model's identity (forge_gguf_identity)
+ * and format version. A matching profile orders reuse-aware's release
+ * (cold first) at every later boundary and rf_session_stage (hot first);
+ * its prediction history is kept to history_max entries (0: the
+ * default). Returns 0 when it was loaded; 1 when it is not used: absent
+ * (it is written by rf_session_profile_save), or rejected (unreadable,
+ * oversized, malformed, another format version or another model: err
+ * holds one line saying why, and the file will never be replaced).
+ * Errors: -EINVAL (NULL arguments, policy off), -ENOMEM.
+ */
+int rf_session_profile_open(struct rf_session *s, const char *path, size_t history_max,
+                            char err[RF_SESSION_PROFILE_ERR_MAX]);
+
+/*
+ * Writes the profile (updated by the complete dispatch traces since it
+ * was opened, with this operation's prediction in its history) back to
+ * its path atomically: a temporary file in the same directory, fsync,
+ * rename (rf_file_write_atomic), so a crash or a failure leaves the old
+ * file or the new one, never a mix. Returns 0 when written; 1 when there
+ * was nothing to save or the file must not be replaced (err says why);
+ * a negative errno of the failing call (the old file is intact; err
+ * says so). The operation report records the outcome.
+ */
+int rf_session_profile_save(struct rf_session *s, char err[RF_SESSION_PROFILE_ERR_MAX]);
+
 /* What the application's operation produced; pointers are copied. */
 struct rf_operation_output {
     const int32_t *prompt_tokens; /* n_prompt ids; may be NULL */

@@ -897,7 +897,11 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
     json_object_set_new(doc, "application", application_json(r));
     json_object_set_new(doc, "native", native_json(r));
     json_object_set_new(doc, "lifetime", lifetime_json(r));
-    json_object_set_new(doc, "profile", profile_json(r, profile_keys));
+    json_t *prof = profile_json(r, profile_keys);
+    if (prof)
+        json_object_set_new(prof, "persisted", rf_profile_persisted_json(r));
+    json_object_set_new(doc, "profile", prof);
+    json_object_set_new(doc, "prediction", rf_prediction_json(r));
 
     json_t *res = json_object(), *samples = json_array();
     for (size_t i = 0; res && samples && i < r->n_samples; i++)

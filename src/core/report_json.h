@@ -68,4 +68,19 @@ int rf_json_write_file(json_t *doc, const char *path);
 int rf_residency_snapshot_to_json(const struct rf_residency_snapshot *s, bool with_resources,
                                   json_t **out);
 
+/*
+ * profile.persisted of the operation report: path, identity, used, reason,
+ * operations, saved, save_reason, history_entries, history_max,
+ * format_version; JSON null without --profile. NULL on allocation failure.
+ */
+json_t *rf_profile_persisted_json(const struct rf_report *r);
+
+/*
+ * The report's prediction section: release_authorized (always false),
+ * note, reason (null when recorded), and with a record evidence,
+ * page_bytes and the counters as {value, provenance}. NULL on allocation
+ * failure.
+ */
+json_t *rf_prediction_json(const struct rf_report *r);
+
 #endif

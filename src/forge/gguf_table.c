@@ -130,3 +130,45 @@ int forge_gguf_estimate(const char *path, bool use_extra_bufts, struct forge_ggu
     gguf_free(g);
     return 0;
 }
+
+#define IDENTITY_MAX_HEADER_BYTES                                                                  \
+    (256ull << 20) /* a header (metadata + tensor table) above                                     \
+                      this is refused, not hashed */
+
+int forge_gguf_identity(const char *path, char out[RF_PROFILE_IDENTITY_MAX],
+                        uint64_t *file_size_bytes, char err[FORGE_ERR_MAX])
+{
+    struct gguf_context *g = NULL;
+    struct stat st;
+    int rc;
+
+    if (!path || !out || !file_size_bytes)
+        return -EINVAL;
+    rc = forge_gguf_open(path, &g, &st, err);
+    if (rc < 0)
+        return rc;
+    uint64_t header = gguf_get_data_offset(g);
+    gguf_free(g);
+    if (header > IDENTITY_MAX_HEADER_BYTES || header > (uint64_t)st.st_size) {
+        snprintf(err, FORGE_ERR_MAX, "%s: a header of %llu bytes is not hashed", path,
+                 (unsigned long long)header);
+        return -EFBIG;
+    }
+    char *buf = malloc(header ? header : 1);
+    FILE *f = fopen(path, "rb");
+    rc = 0;
+    if (!buf || !f) {
+        rc = !buf ? -ENOMEM : -errno;
+        snprintf(err, FORGE_ERR_MAX, "%s: %s", path, strerror(-rc));
+    } else if (fread(buf, 1, header, f) != header) {
+        rc = -EIO;
+        snprintf(err, FORGE_ERR_MAX, "%s: the header changed while it was read", path);
+    } else {
+        rc = rf_profile_identity(buf, header, (uint64_t)st.st_size, out);
+        *file_size_bytes = (uint64_t)st.st_size;
+    }
+    if (f)
+        fclose(f);
+    free(buf);
+    return rc;
+}

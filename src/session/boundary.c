@@ -481,6 +481,7 @@ int rf_session_refresh(struct rf_session *s)
     free(s->profile_order); /* a profile of the old generation */
     s->profile_order = NULL;
     s->n_profile_order = 0;
+    ses_profile_reorder(s); /* a persisted profile's names map onto the new generation */
     s->op.rep.invalidated_resources = s->invalidated;
     return lt_after_load(s);
 }

@@ -78,6 +78,14 @@ static int fn_cgroup_tree(void *ud, struct rfsys_cgroup_tree *out)
     return rfsys_read_cgroup_tree(NULL, "self", out);
 }
 
+static int fn_identity(void *ud, char out[RF_PROFILE_IDENTITY_MAX], uint64_t *file_size_bytes)
+{
+    struct forge_model_info info;
+    char err[FORGE_ERR_MAX];
+    forge_model_get_info(ud, &info);
+    return forge_gguf_identity(info.path, out, file_size_bytes, err);
+}
+
 static void fn_lease_begin(void *ud)
 {
     forge_model_lease_begin(ud);
@@ -99,6 +107,7 @@ const struct rf_session_native rf_session_forge_native = {
     .page_sampler = forge_page_pass_sampler,
     .page_pass_end = fn_page_pass_end,
     .cgroup_tree = fn_cgroup_tree,
+    .identity = fn_identity,
     .lease_begin = fn_lease_begin,
     .lease_end = fn_lease_end,
 };

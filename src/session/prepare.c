@@ -422,7 +422,13 @@ int rf_session_stage(struct rf_session *s, uint64_t budget_bytes)
     int rc;
 
     sp.budget_bytes = budget_bytes;
+    uint32_t *hot = ses_profile_stage_order(s, &sp.n_order); /* --profile: hot first */
+    uint8_t *resident = ses_profile_stage_exclude(s);        /* --profile: skip what is resident */
+    sp.order = hot;
+    sp.exclude = resident;
     rc = rf_staging_plan_build(&s->inv, &sp, &s->op.staging);
+    free(hot);
+    free(resident);
     if (rc < 0)
         return rc;
     r->staging = &s->op.staging;
@@ -432,6 +438,7 @@ int rf_session_stage(struct rf_session *s, uint64_t budget_bytes)
         return 0;
     }
     staged_cache(s, &r->staging_cached_before, &r->staging_sampled_pages);
+    ses_prediction_before(s); /* --profile: every file page's state before the prefetch */
     if (!s->n_samples && ses_take_sample(s, "before_staging", RF_MEASURE_MAPPING_RSS) < 0)
         return -ENOMEM;
     size_t before_i = s->n_samples - 1;

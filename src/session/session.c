@@ -194,6 +194,7 @@ void ses_op_open(struct rf_session *s)
         op->has_tree_before = s->p.policy != RF_POLICY_OFF && s->native->cgroup_tree &&
                               s->native->cgroup_tree(s->ud, &op->tree_before) == 0;
     }
+    ses_profile_op_open(s);
 }
 
 /*
@@ -275,6 +276,7 @@ void rf_session_free(struct rf_session *s)
     session_free_arrays(s);
     free(s->exclude);
     free(s->profile_order);
+    ses_profile_free(s);
     rf_lifetime_free(&s->lt);
     rf_inventory_free(&s->inv);
     if (s->owns_model)
@@ -487,6 +489,7 @@ int rf_session_dispatch_trace(struct rf_session *s, const struct forge_observer 
                             "profile; raise --dispatch-events";
         ses_add_warning(s, "the dispatch observer dropped events: the trace is incomplete and "
                            "gives no access profile (raise --dispatch-events)");
+        ses_profile_trace(s);
         return 0;
     }
     size_t n = s->op.dispatch.n_tensors;
@@ -510,6 +513,11 @@ int rf_session_dispatch_trace(struct rf_session *s, const struct forge_observer 
         if (by_rank[rank] != UINT32_MAX)
             order[n_order++] = by_rank[rank];
     free(by_rank);
+    ses_profile_trace(s);
+    if (s->persist.loaded) { /* the persisted profile orders this operation */
+        free(order);
+        return 0;
+    }
     free(s->profile_order);
     s->profile_order = order;
     s->n_profile_order = n_order;
@@ -759,6 +767,7 @@ int rf_session_operation_end(struct rf_session *s, const struct rf_operation_out
         end_warnings(s);
         kernel_verdict(s);
     }
+    ses_prediction_finish(s);
     rf_timing_set(&op->timing, RF_TIMER_END_TO_END, rf_now_ns() - op->start_ns);
     op->ended = true;
     s->n_ended++;

@@ -15,6 +15,7 @@
 #include "ramforge/ledger.h"
 #include "ramforge/lifetime.h"
 #include "ramforge/measure.h"
+#include "ramforge/profile.h"
 #include "ramforge/report.h"
 #include "ramforge/residency.h"
 #include "ramforge/session.h"
@@ -50,6 +51,8 @@ struct rf_session_native {
     void (*page_pass_end)(void *pass);
     /* The process's memory cgroup and its ancestors (rfsys_read_cgroup_tree's contract). */
     int (*cgroup_tree)(void *ud, struct rfsys_cgroup_tree *out);
+    /* The model's identity (forge_gguf_identity's contract); NULL: not known. */
+    int (*identity)(void *ud, char out[RF_PROFILE_IDENTITY_MAX], uint64_t *file_size_bytes);
     /* The execution lease around a decode. */
     void (*lease_begin)(void *ud);
     void (*lease_end)(void *ud);
@@ -153,6 +156,29 @@ struct rf_session {
     uint32_t *profile_order; /* from a complete dispatch trace; NULL: none */
     size_t n_profile_order;
 
+    /* --profile: the persisted profile and the operation's prediction (profile.c) */
+    struct session_persist {
+        char *path;                             /* NULL: no persisted profile */
+        struct rf_profile prof;                 /* loaded and/or updated; identity "" : none */
+        bool loaded;                            /* the file matched this model */
+        bool writable;                          /* a save may replace the file */
+        char reason[320];                       /* why not loaded / not writable */
+        char *source;                           /* profile_source text; owned */
+        bool has_identity;                      /* identity below is this model's */
+        char identity[RF_PROFILE_IDENTITY_MAX]; /* this model's identity */
+        uint64_t file_size_bytes;
+        uint64_t load_ns, history_ns; /* timers, reported by the first operation */
+        bool timers_pending;
+        uint8_t **before;   /* per mapping: page states before staging; owned */
+        uint64_t *n_before; /* pages of each */
+        size_t n_maps;
+        struct rf_prediction pred; /* the operation's, when has_pred */
+        bool has_pred;
+        const char *pred_reason;
+        bool saved;
+        char save_reason[320];
+    } persist;
+
     struct session_op op;
     uint64_t n_ended;
     struct rf_report view; /* rf_session_report's assembly */
@@ -176,6 +202,24 @@ const struct rf_residency_sample *ses_last_sample(const struct rf_session *s);
 struct rf_recon_value ses_delta(bool has_a, uint64_t after, bool has_b, uint64_t before);
 /* The after_load boundary (boundary.c): inventory, lifetimes, sample, dead-page release. */
 int ses_after_load(struct rf_session *s);
+/* profile.c: the persisted profile's part of a new operation's report (and its orders). */
+void ses_profile_op_open(struct rf_session *s);
+/* profile.c: page states of every model file page now (op open, and again before staging). */
+void ses_prediction_before(struct rf_session *s);
+/* profile.c: a complete trace updates the persisted profile and records the prediction. */
+void ses_profile_trace(struct rf_session *s);
+/* profile.c: records the prediction without a trace (operation end), if staging ran. */
+void ses_prediction_finish(struct rf_session *s);
+/* profile.c: after a new inventory generation: the persisted profile's order over it (the
+   report's order pointer follows; without a persisted profile it is cleared). */
+void ses_profile_reorder(struct rf_session *s);
+/* profile.c: frees the persisted state. */
+void ses_profile_free(struct rf_session *s);
+/* profile.c: per inventory entry, every page resident when the operation opened (mincore):
+   staging skips it (caller frees); NULL: no snapshot (no --profile). */
+uint8_t *ses_profile_stage_exclude(struct rf_session *s);
+/* The hot-first staging order of the persisted profile (caller frees); NULL: none. */
+uint32_t *ses_profile_stage_order(struct rf_session *s, size_t *n);
 /* KV cache bytes of n_ctx cells from the hyperparameters (f16 K and V); false: unknown. */
 bool ses_estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uint64_t *out);
 

@@ -58,6 +58,7 @@ static const char *const top_keys[] = {
     "native",
     "lifetime",
     "profile",
+    "prediction",
     "residency",
     "timing",
     "output",
@@ -298,6 +299,10 @@ static void test_top_level_keys(void **state)
                         "ramforge.residency.operation_report");
     assert_string_equal(json_string_value(at(doc, "policy", "profile")), "observe");
     assert_json_int(at(doc, "model", "file_size_bytes"), 40960);
+    /* No prediction recorded: release_authorized is false all the same, with the reason. */
+    assert_true(json_is_false(at(doc, "prediction", "release_authorized")));
+    assert_reason(json_object_get(doc, "prediction"));
+    assert_json_null(at(doc, "profile", "persisted")); /* no --profile */
     assert_json_int(at(doc, "model", "inventory_generation"), 7);
     assert_null(at(doc, "model", "reason"));
     assert_string_equal(json_string_value(at(doc, "model", "access_basis")), "graph_probe");
