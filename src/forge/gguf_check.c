@@ -12,8 +12,20 @@
 #include <unistd.h>
 
 #include "ramforge/error.h"
+#include "ramforge/gguf_header.h"
 
 #include "gguf.h"
+
+/* rf_gguf_read_fn over a descriptor (ctx points at the int). */
+static long fd_read(void *ctx, uint64_t offset_bytes, void *buf, size_t len)
+{
+    ssize_t got;
+
+    do
+        got = pread(*(const int *)ctx, buf, len, (off_t)offset_bytes);
+    while (got < 0 && errno == EINTR);
+    return got < 0 ? -errno : (long)got;
+}
 
 int forge_gguf_open(const char *path, struct gguf_context **out, struct stat *st,
                     char err[FORGE_ERR_MAX])
@@ -50,6 +62,13 @@ int forge_gguf_open(const char *path, struct gguf_context **out, struct stat *st
     if (got < (ssize_t)sizeof(magic) || memcmp(magic, "GGUF", 4) != 0) {
         rc = -RF_EBADMODEL;
         snprintf(err, FORGE_ERR_MAX, "%s: not a GGUF file (bad magic)", path);
+        goto out;
+    }
+    /* ramforge's own check first: gguf trusts sizes that can wrap. */
+    char why[FORGE_ERR_MAX];
+    rc = rf_gguf_header_check(fd_read, &fd, (uint64_t)st->st_size, NULL, why, sizeof(why));
+    if (rc < 0) {
+        snprintf(err, FORGE_ERR_MAX, "%s: %s", path, why);
         goto out;
     }
     struct gguf_init_params gp = {.no_alloc = true, .ctx = NULL};
