@@ -208,6 +208,18 @@ static int get_string(struct cursor *c, char *buf, size_t cap, uint64_t *len, co
     return skip(c, *len - keep, what);
 }
 
+/*
+ * Replaces the control bytes of s (below 0x20, 0x7f) with '?': names from
+ * the file go into one-line messages, and a '\n' or an escape sequence
+ * must not reach the terminal as such.
+ */
+static void printable(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            *s = '?';
+}
+
 /* Bytes of one value of a fixed-size GGUF type; 0 for string, array and unknown types. */
 static uint64_t value_bytes(uint32_t type)
 {
@@ -233,13 +245,16 @@ static uint64_t value_bytes(uint32_t type)
 }
 
 /* Skips the value of key (type already read); general.alignment is kept in *alignment. */
-static int read_value(struct cursor *c, const char *key, uint32_t type, uint64_t *alignment)
+static int read_value(struct cursor *c, const char *name, uint32_t type, uint64_t *alignment)
 {
-    char scratch[8];
+    char scratch[8], key[RF_GGUF_MAX_NAME];
     uint64_t len;
     int rc;
 
-    if (strcmp(key, "general.alignment") == 0) {
+    snprintf(key, sizeof(key), "%s", name);
+    printable(key);
+
+    if (strcmp(name, "general.alignment") == 0) {
         uint32_t a;
         if (type != GT_UINT32)
             return fail(c, -RF_EBADMODEL, "key 'general.alignment' is not a u32");
@@ -255,7 +270,7 @@ static int read_value(struct cursor *c, const char *key, uint32_t type, uint64_t
         return get_string(c, scratch, sizeof(scratch), &len, "string value");
     if (type != GT_ARRAY) {
         if (!value_bytes(type))
-            return fail(c, -RF_EBADMODEL, "key '%.64s' has unknown value type %u", key, type);
+            return fail(c, -RF_EBADMODEL, "key '%s' has unknown value type %u", key, type);
         return skip(c, value_bytes(type), "value");
     }
 
@@ -270,7 +285,7 @@ static int read_value(struct cursor *c, const char *key, uint32_t type, uint64_t
         /* Each string is at least its 8-byte length: n is bounded by the file. */
         if (n > (c->file_bytes - c->pos) / 8)
             return fail(c, -RF_EBADMODEL,
-                        "key '%.64s': array of %llu strings past the end of the file", key,
+                        "key '%s': array of %llu strings past the end of the file", key,
                         (unsigned long long)n);
         for (uint64_t i = 0; i < n; i++) {
             rc = get_string(c, scratch, sizeof(scratch), &len, "array string");
@@ -280,10 +295,10 @@ static int read_value(struct cursor *c, const char *key, uint32_t type, uint64_t
         return 0;
     }
     if (!value_bytes(elem_type))
-        return fail(c, -RF_EBADMODEL, "key '%.64s' is an array of unsupported type %u", key,
+        return fail(c, -RF_EBADMODEL, "key '%s' is an array of unsupported type %u", key,
                     elem_type);
     if (__builtin_mul_overflow(n, value_bytes(elem_type), &bytes))
-        return fail(c, -RF_EBADMODEL, "key '%.64s': array of %llu elements overflows", key,
+        return fail(c, -RF_EBADMODEL, "key '%s': array of %llu elements overflows", key,
                     (unsigned long long)n);
     return skip(c, bytes, "array");
 }
@@ -303,6 +318,7 @@ static int read_tensor(struct cursor *c, uint64_t i, uint64_t alignment,
     rc = get_string(c, name, RF_GGUF_MAX_NAME, &name_len, "tensor name");
     if (rc < 0)
         return rc;
+    printable(name); /* only messages use it */
     if (name_len == 0)
         return fail(c, -RF_EBADMODEL, "tensor %llu has an empty name", (unsigned long long)i);
     if (name_len >= RF_GGUF_MAX_NAME)

@@ -52,6 +52,9 @@ HOSTILE = {
     "alignment_not_pow2": ([("a.weight", [8], F32, 0)],
                            ((U32_ALIGN, GGUF_U32, struct.pack("<I", 24)),),
                            ["general.alignment 24 is not a power of two"]),
+    # a name with a newline and an escape sequence: shown with '?' in their place
+    "control_name": ([("evil\n\x1b[2Jname", [4, 0], F32, 0)], (),
+                     ["'evil??[2Jname'", "dimension 1 of 0 elements"]),
     # an array of 2^61 u64 values: its byte size wraps.
     "array_overflow": ([("x.weight", [8], F32, 0)],
                        (("tokenizer.scores", 9, struct.pack("<IQ", 10, 2**61)),),
