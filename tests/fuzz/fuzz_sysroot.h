@@ -69,7 +69,8 @@ static inline bool fuzz_mkdirs(const char *rel)
 /*
  * Writes data[0 .. len) to SYSROOT/rel (rel has no leading '/'), replacing
  * it; false when rel cannot be a file there (a component is a file, rel a
- * directory). Other failures (a full tmpfs) abort: the harness is broken.
+ * directory, a name too long). Other failures (a full tmpfs) abort: the
+ * harness is broken.
  */
 static inline bool fuzz_write(const char *rel, const void *data, size_t len)
 {
@@ -78,7 +79,8 @@ static inline bool fuzz_write(const char *rel, const void *data, size_t len)
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0 && errno == ENOENT && fuzz_mkdirs(rel))
         fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 && (errno == ENOENT || errno == ENOTDIR || errno == EISDIR || errno == EEXIST))
+    if (fd < 0 && (errno == ENOENT || errno == ENOTDIR || errno == EISDIR || errno == EEXIST ||
+                   errno == ENAMETOOLONG))
         return false;
     if (fd < 0) {
         perror("fuzz: open");
