@@ -10,7 +10,7 @@ LLAMA_PREFIX ?=
 # Where `make install` puts the library, headers, ramforge.pc, the CMake package and the CLI.
 PREFIX ?= /usr/local
 
-.PHONY: all deps llama build install demo check tsan clean
+.PHONY: all deps llama build install demo check tsan fuzz clean
 
 all: build
 
@@ -52,5 +52,17 @@ tsan: | deps
 	@cmake --build build-tsan -j$(JOBS) --target test_forge_gate
 	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build-tsan/tests/forge/test_forge_gate
 
+# The libFuzzer harnesses of tests/fuzz (clang, ASan + UBSan, build-fuzz/), each run for
+# FUZZ_SECONDS with its seed corpus (scripts/fuzz.sh); FUZZ_HARNESSES picks some (default all).
+FUZZ_SECONDS ?= 60
+FUZZ_HARNESSES ?=
+fuzz: | deps
+	@prefix="$(LLAMA_PREFIX)"; \
+	if [ -z "$$prefix" ]; then prefix=$$(scripts/build-llama.sh | tail -n 1) || exit 1; fi; \
+	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DRAMFORGE_LLAMA_PREFIX="$$prefix" \
+	    -DRAMFORGE_FUZZ=ON >/dev/null
+	@cmake --build build-fuzz -j$(JOBS) --target fuzz_harnesses
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh build-fuzz $(FUZZ_HARNESSES)
+
 clean:
-	rm -rf $(BUILD) build-tsan
+	rm -rf $(BUILD) build-tsan build-fuzz

@@ -27,13 +27,13 @@
 #include "ramforge/session.h"
 #include "ramforge/timing.h"
 #include "serve.h"
+#include "serve_request.h"
 
 #ifndef RAMFORGE_VERSION
 #define RAMFORGE_VERSION "0.0.0"
 #endif
 
-#define SERVE_POLL_MS 20              /* a waiting connection checks its socket this often, ms */
-#define SERVE_SEED_RANDOM 0xFFFFFFFFu /* LLAMA_DEFAULT_SEED: dist draws a random seed */
+#define SERVE_POLL_MS 20 /* a waiting connection checks its socket this often, ms */
 
 /* llama-server's error types (tools/server/utils.hpp). */
 static const char *error_type(int status)
@@ -196,141 +196,21 @@ static bool authorized(struct serve *sv, struct MHD_Connection *c)
     return x && !strcmp(x, key);
 }
 
-/* --- request parsing ----------------------------------------------------------------------- */
+/* --- request parsing (serve_request.c) ---------------------------------------------------- */
 
-/* An integer field: absent keeps *out; a non-integer is an error (false, msg). */
-static bool field_int(json_t *body, const char *key, long long *out, char *msg, size_t len)
+static int model_tokenize(void *ctx, const char *text, bool add_special, bool parse_special,
+                          int32_t **tokens, size_t *n)
 {
-    json_t *v = json_object_get(body, key);
-    if (!v || json_is_null(v))
-        return true;
-    if (!json_is_integer(v)) {
-        snprintf(msg, len, "'%s' must be an integer", key);
-        return false;
-    }
-    *out = json_integer_value(v);
-    return true;
+    return forge_tokenize(ctx, text, add_special, parse_special, tokens, n);
 }
 
-static bool field_number(json_t *body, const char *key, double *out, char *msg, size_t len)
+static struct serve_request_env request_env(struct serve *sv)
 {
-    json_t *v = json_object_get(body, key);
-    if (!v || json_is_null(v))
-        return true;
-    if (!json_is_number(v)) {
-        snprintf(msg, len, "'%s' must be a number", key);
-        return false;
-    }
-    *out = json_number_value(v);
-    return true;
-}
-
-static bool field_bool(json_t *body, const char *key, bool *out, char *msg, size_t len)
-{
-    json_t *v = json_object_get(body, key);
-    if (!v || json_is_null(v))
-        return true;
-    if (!json_is_boolean(v)) {
-        snprintf(msg, len, "'%s' must be a boolean", key);
-        return false;
-    }
-    *out = json_is_true(v);
-    return true;
-}
-
-/* An array of token ids in [0, n_vocab) into a new array (caller frees). */
-static bool token_array(json_t *a, int32_t n_vocab, int32_t **out, size_t *n, char *msg, size_t len)
-{
-    size_t count = json_array_size(a);
-    int32_t *t = calloc(count + 1, sizeof(*t));
-    if (!t) {
-        snprintf(msg, len, "out of memory");
-        return false;
-    }
-    for (size_t i = 0; i < count; i++) {
-        json_t *v = json_array_get(a, i);
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= n_vocab) {
-            snprintf(msg, len, "token %zu is not an integer id in [0, %d)", i, n_vocab);
-            free(t);
-            return false;
-        }
-        t[i] = (int32_t)json_integer_value(v);
-    }
-    *out = t;
-    *n = count;
-    return true;
-}
-
-/*
- * Fills job's request from a /completion or /v1/completions body. Returns
- * 0, or the HTTP status of the error with msg.
- */
-static int parse_completion(struct serve *sv, json_t *body, enum serve_api api, struct serve_job *j,
-                            char *msg, size_t len)
-{
-    json_t *prompt = json_object_get(body, "prompt");
-    if (json_is_string(prompt)) {
-        if (json_string_length(prompt) == 0) {
-            snprintf(msg, len, "'prompt' is empty");
-            return 400;
-        }
-        int rc = forge_tokenize(sv->model, json_string_value(prompt), true, true, &j->prompt_tokens,
-                                &j->n_prompt);
-        if (rc < 0) {
-            snprintf(msg, len, "cannot tokenize the prompt: %s", rf_strerror(rc));
-            return rc == -ENOMEM ? 500 : 400;
-        }
-    } else if (json_is_array(prompt) && json_array_size(prompt) > 0) {
-        if (!token_array(prompt, sv->info.n_vocab, &j->prompt_tokens, &j->n_prompt, msg, len))
-            return 400;
-    } else {
-        snprintf(msg, len, "'prompt' must be a non-empty string or array of token ids");
-        return 400;
-    }
-    long long n_predict = sv->o->n_predict, seed = -1, top_k = 40;
-    double temp = 0.8, top_p = 0.95, min_p = 0.05;
-    bool stream = false;
-    if (api == SERVE_API_OAI && !field_int(body, "max_tokens", &n_predict, msg, len))
-        return 400;
-    if (!field_int(body, "n_predict", &n_predict, msg, len) ||
-        !field_int(body, "seed", &seed, msg, len) || !field_int(body, "top_k", &top_k, msg, len) ||
-        !field_number(body, "temperature", &temp, msg, len) ||
-        !field_number(body, "top_p", &top_p, msg, len) ||
-        !field_number(body, "min_p", &min_p, msg, len) ||
-        !field_bool(body, "stream", &stream, msg, len))
-        return 400;
-    if (j->n_prompt >= sv->n_ctx_limit) {
-        snprintf(msg, len, "the prompt of %zu tokens does not fit the context of %u tokens (-c)",
-                 j->n_prompt, sv->n_ctx_limit);
-        return 400;
-    }
-    uint32_t room = sv->n_ctx_limit - (uint32_t)j->n_prompt;
-    if (n_predict == -1)
-        n_predict = room;
-    if (n_predict < 1 || n_predict > room) {
-        snprintf(msg, len,
-                 "'n_predict' must be -1 or in 1..%u (the context of %u tokens minus the "
-                 "prompt's %zu)",
-                 room, sv->n_ctx_limit, j->n_prompt);
-        return 400;
-    }
-    if (seed < -1 || seed > UINT32_MAX || temp > 100.0 || top_p < 0.0 || min_p < 0.0 ||
-        top_k > INT32_MAX || top_k < INT32_MIN) {
-        snprintf(msg, len,
-                 "a sampling parameter is out of range (seed -1..2^32-1, "
-                 "temperature <= 100, top_p and min_p >= 0)");
-        return 400;
-    }
-    j->api = api;
-    j->stream = stream;
-    j->n_predict = (int32_t)n_predict;
-    j->temperature = (float)temp;
-    j->top_k = (int32_t)top_k;
-    j->top_p = (float)top_p;
-    j->min_p = (float)min_p;
-    j->seed = seed < 0 ? SERVE_SEED_RANDOM : (uint32_t)seed;
-    j->t_queued_ns = rf_now_ns();
-    return 0;
+    return (struct serve_request_env){.n_vocab = sv->info.n_vocab,
+                                      .n_ctx_limit = sv->n_ctx_limit,
+                                      .n_predict = sv->o->n_predict,
+                                      .tokenize = model_tokenize,
+                                      .ctx = sv->model};
 }
 
 /* --- responses ------------------------------------------------------------------------------ */
@@ -503,7 +383,8 @@ static enum MHD_Result handle_completion(struct serve *sv, struct MHD_Connection
     pthread_mutex_lock(&sv->mu);
     sv->connections_with_job++;
     pthread_mutex_unlock(&sv->mu);
-    int st = parse_completion(sv, body, api, j, msg, sizeof(msg));
+    struct serve_request_env env = request_env(sv);
+    int st = serve_parse_completion(&env, body, api, j, msg, sizeof(msg));
     if (st)
         return reply_error(c, (unsigned)st, "%s", msg);
     if (!serve_enqueue(sv, j, msg, sizeof(msg)))
@@ -547,19 +428,16 @@ static enum MHD_Result handle_completion(struct serve *sv, struct MHD_Connection
 
 static enum MHD_Result handle_tokenize(struct serve *sv, struct MHD_Connection *c, json_t *body)
 {
-    json_t *content = json_object_get(body, "content");
-    bool add_special = false, parse_special = true, with_pieces = false;
+    const char *content;
+    bool add_special, parse_special, with_pieces;
     char msg[256];
-    if (!json_is_string(content))
-        return reply_error(c, 400, "'content' must be a string");
-    if (!field_bool(body, "add_special", &add_special, msg, sizeof(msg)) ||
-        !field_bool(body, "parse_special", &parse_special, msg, sizeof(msg)) ||
-        !field_bool(body, "with_pieces", &with_pieces, msg, sizeof(msg)))
-        return reply_error(c, 400, "%s", msg);
+    int st = serve_parse_tokenize(body, &content, &add_special, &parse_special, &with_pieces, msg,
+                                  sizeof(msg));
+    if (st)
+        return reply_error(c, (unsigned)st, "%s", msg);
     int32_t *t = NULL;
     size_t n = 0;
-    int rc =
-        forge_tokenize(sv->model, json_string_value(content), add_special, parse_special, &t, &n);
+    int rc = forge_tokenize(sv->model, content, add_special, parse_special, &t, &n);
     if (rc < 0)
         return reply_error(c, rc == -ENOMEM ? 500 : 400, "cannot tokenize: %s", rf_strerror(rc));
     json_t *a = json_array();
@@ -578,14 +456,13 @@ static enum MHD_Result handle_tokenize(struct serve *sv, struct MHD_Connection *
 
 static enum MHD_Result handle_detokenize(struct serve *sv, struct MHD_Connection *c, json_t *body)
 {
-    json_t *tokens = json_object_get(body, "tokens");
+    struct serve_request_env env = request_env(sv);
     char msg[256];
     int32_t *t = NULL;
     size_t n = 0;
-    if (!json_is_array(tokens))
-        return reply_error(c, 400, "'tokens' must be an array of token ids");
-    if (!token_array(tokens, sv->info.n_vocab, &t, &n, msg, sizeof(msg)))
-        return reply_error(c, 400, "%s", msg);
+    int st = serve_parse_detokenize(&env, body, &t, &n, msg, sizeof(msg));
+    if (st)
+        return reply_error(c, (unsigned)st, "%s", msg);
     char *text = NULL;
     int rc = forge_detokenize(sv->model, t, n, &text);
     free(t);
@@ -714,15 +591,10 @@ static enum MHD_Result route_request(struct serve *sv, struct MHD_Connection *c,
     default:
         break;
     }
-    json_error_t jerr;
-    json_t *body = json_loadb(rq->body ? rq->body : "", rq->len, 0, &jerr);
+    char msg[256];
+    json_t *body = serve_body_parse(rq->body, rq->len, msg, sizeof(msg));
     if (!body)
-        return reply_error(c, 400, "malformed JSON body: %s (line %d, column %d)", jerr.text,
-                           jerr.line, jerr.column);
-    if (!json_is_object(body)) {
-        json_decref(body);
-        return reply_error(c, 400, "the body must be a JSON object");
-    }
+        return reply_error(c, 400, "%s", msg);
     enum MHD_Result ret;
     if (r->id == R_TOKENIZE)
         ret = handle_tokenize(sv, c, body);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "ramforge/error.h"
+#include "ramforge/gguf_header.h"
 
 #include "gguf.h"
 
@@ -88,6 +89,22 @@ static struct gguf_context *header_parse(int fd, uint64_t *read_end)
     return g;
 }
 
+/* rf_gguf_read_fn over a header_reader: pread, counting the furthest byte read. */
+static long check_read(void *ctx, uint64_t offset_bytes, void *buf, size_t len)
+{
+    struct header_reader *r = ctx;
+    ssize_t got;
+
+    do
+        got = pread(r->fd, buf, len, (off_t)offset_bytes);
+    while (got < 0 && errno == EINTR);
+    if (got < 0)
+        return -errno;
+    if (offset_bytes + (uint64_t)got > r->read_end)
+        r->read_end = offset_bytes + (uint64_t)got;
+    return (long)got;
+}
+
 int forge_gguf_open(const char *path, struct gguf_context **out, struct stat *st,
                     char err[FORGE_ERR_MAX])
 {
@@ -134,6 +151,15 @@ int forge_gguf_open_measured(const char *path, struct gguf_context **out, struct
     if (got < (ssize_t)sizeof(magic) || memcmp(magic, "GGUF", 4) != 0) {
         rc = -RF_EBADMODEL;
         snprintf(err, FORGE_ERR_MAX, "%s: not a GGUF file (bad magic)", path);
+        goto out;
+    }
+    /* ramforge's own check first: gguf trusts sizes that can wrap. */
+    char why[FORGE_ERR_MAX];
+    struct header_reader check = {.fd = fd, .pos = 0, .read_end = read_end};
+    rc = rf_gguf_header_check(check_read, &check, (uint64_t)st->st_size, NULL, why, sizeof(why));
+    read_end = check.read_end;
+    if (rc < 0) {
+        snprintf(err, FORGE_ERR_MAX, "%s: %s", path, why);
         goto out;
     }
     struct gguf_context *g = header_parse(fd, &read_end);
