@@ -54,6 +54,14 @@ static void usage(FILE *out)
             "                                              --observe-dispatch trace; without\n"
             "                                              one the plan says profile_used=false\n"
             "                                active        alias of memory-bound\n"
+            "                                streaming     for a model over the memory limit:\n"
+            "                                              pin (mlock) the output tensors and\n"
+            "                                              the first layers that fit, stream\n"
+            "                                              the rest; never releases; a refused\n"
+            "                                              mlock falls back with a warning\n"
+            "      --stream-window SIZE      with streaming, the page cache left for the\n"
+            "                                streamed layers (default: two layers, at least\n"
+            "                                32 MiB)\n"
             "      --memory-target SIZE      memory target (required by memory-bound and\n"
             "                                active). The plan brings the model mapping's\n"
             "                                resident bytes under target - reserve; admission\n"
@@ -157,6 +165,7 @@ enum {
     OPT_ACCESS_PROBE,
     OPT_SAMPLE_SMAPS,
     OPT_METRICS_FILE,
+    OPT_STREAM_WINDOW,
 };
 
 static bool parse_size_option(const char *opt, const char *arg, bool allow_zero, uint64_t *out)
@@ -194,6 +203,7 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         {"admission", required_argument, NULL, OPT_ADMISSION},
         {"access-probe", no_argument, NULL, OPT_ACCESS_PROBE},
         {"sample-smaps", no_argument, NULL, OPT_SAMPLE_SMAPS},
+        {"stream-window", required_argument, NULL, OPT_STREAM_WINDOW},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -295,6 +305,10 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
                 return RF_EXIT_USAGE;
             o->has_staging = true;
             break;
+        case OPT_STREAM_WINDOW:
+            if (!parse_size_option("--stream-window", optarg, false, &o->stream_window))
+                return RF_EXIT_USAGE;
+            break;
         case OPT_OBSERVE_DISPATCH:
             o->observe_dispatch = true;
             break;
@@ -348,6 +362,8 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
     if (o->policy == RF_POLICY_OFF && (o->access_probe || o->sample_smaps))
         cli_error("warning: --access-probe and --sample-smaps have no effect with "
                   "--residency-policy off");
+    if (o->stream_window && o->policy != RF_POLICY_STREAMING)
+        cli_error("warning: --stream-window has no effect without --residency-policy streaming");
     if (o->has_staging && o->policy == RF_POLICY_OFF)
         cli_error("warning: --staging-budget has no effect with --residency-policy off (staging "
                   "plans over the inventory)");

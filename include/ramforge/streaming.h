@@ -122,6 +122,44 @@ uint64_t rf_stream_default_margin(uint64_t limit_bytes);
 int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_params *p,
                          struct rf_stream_plan *out);
 
+/*
+ * What the streaming policy did in one operation, for the report's
+ * `streaming` object (present for every policy: the storage traffic is
+ * measured whatever the policy; the plan only under streaming). Pointers
+ * are borrowed.
+ */
+struct rf_stream_report {
+    bool active;                       /* the policy is streaming */
+    const struct rf_stream_plan *plan; /* NULL: not planned (plan_reason) */
+    const struct rf_inventory *inv;    /* names of the pinned entries */
+    const char *plan_reason;           /* static; why no plan, or why it was not applied */
+    const char *limit_source;          /* where limit_bytes came from */
+    bool pin_attempted;                /* mlock was called */
+    bool pinned;                       /* every pinned range was locked */
+    uint64_t pin_accepted_bytes;       /* bytes mlock returned 0 for */
+    uint64_t pin_ns;                   /* wall time of the pin (it reads the pages) */
+    int pin_error;                     /* negative errno of a refused mlock; 0 none */
+    const char *pin_error_reason;      /* static sentence; NULL none */
+    bool fallback;                     /* pins refused: plain behaviour, a warning */
+    bool has_locked;
+    uint64_t locked_bytes;   /* smaps Locked of the model mapping after the pin,
+                                exact_measured */
+    const char *unpinned_at; /* the boundary where munlock ran; NULL: still pinned
+                                or never pinned */
+    bool has_read_bytes;
+    uint64_t read_bytes; /* /proc/self/io read_bytes over the operation */
+    bool has_major_faults;
+    uint64_t major_faults; /* /proc/self/stat majflt over the operation */
+    bool has_bandwidth;
+    uint64_t bandwidth_bytes_per_s; /* B: given by the caller (bench measures it) */
+    bool has_warm_token_ns;
+    uint64_t warm_token_ns; /* t_c: given by the caller */
+    bool has_bound;
+    uint64_t bound_token_ns; /* t_c (0 when unknown) + streamed / B, ns */
+    bool has_achieved;
+    uint64_t achieved_token_ns; /* decode time / decoded tokens, ns */
+};
+
 #ifdef __cplusplus
 }
 #endif

@@ -56,4 +56,11 @@ int rf_json_write_file(json_t *doc, const char *path);
 int rf_residency_snapshot_to_json(const struct rf_residency_snapshot *s, bool with_resources,
                                   json_t **out);
 
+/*
+ * The report's `streaming` object (storage traffic, and the streaming
+ * policy's plan, pins and bound); json null for NULL. A new reference;
+ * NULL on -ENOMEM.
+ */
+json_t *rf_stream_report_json(const struct rf_stream_report *sr);
+
 #endif
