@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "ramforge/admission.h"
 #include "ramforge/forge.h"
@@ -63,5 +64,7 @@ bool run_report_path_usable(const char *path, const char *model);
 
 /* Prints the bounded human-readable report of r on stderr. */
 void run_print_report(const struct rf_report *r);
+/* The report's storage-traffic line and, under streaming, the plan and the pins (f: stderr). */
+void run_print_streaming(FILE *f, const struct rf_report *r);
 
 #endif

@@ -233,6 +233,7 @@ void run_print_report(const struct rf_report *r)
     }
     print_ledger(f, r);
     print_policy(f, r);
+    run_print_streaming(f, r);
     const struct rf_timing *t = r->timing;
     fprintf(f, "timing:");
     static const enum rf_timer shown[] = {

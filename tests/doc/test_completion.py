@@ -22,7 +22,8 @@ from test_man import COMMANDS, SOURCE, Ctx, check, help_options, run_main  # noq
 
 COMPLETION = os.path.join(SOURCE, "completions", "ramforge.bash")
 
-POLICIES = ["off", "observe", "conservative", "memory-bound", "reuse-aware", "active"]
+POLICIES = ["off", "observe", "conservative", "memory-bound", "reuse-aware", "active",
+            "streaming"]
 # (command, option, values): the enum values each --help documents.
 ENUMS = [
     ("run", "--residency-policy", POLICIES),
