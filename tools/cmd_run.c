@@ -48,6 +48,7 @@ static struct rf_session_params session_params(const struct run_options *o, uint
     p.mlock_requested = o->mlock;
     p.entry_ns = t_entry;
     p.stream_window_bytes = o->stream_window;
+    p.stream_sequential = o->stream_sequential;
     return p;
 }
 

@@ -62,6 +62,8 @@ static void usage(FILE *out)
             "      --stream-window SIZE      with streaming, the page cache left for the\n"
             "                                streamed layers (default: two layers, at least\n"
             "                                32 MiB)\n"
+            "      --stream-sequential       with streaming, also madvise(MADV_SEQUENTIAL) the\n"
+            "                                streamed layers while pinned (use-once pages)\n"
             "      --memory-target SIZE      memory target (required by memory-bound and\n"
             "                                active). The plan brings the model mapping's\n"
             "                                resident bytes under target - reserve; admission\n"
@@ -166,6 +168,7 @@ enum {
     OPT_SAMPLE_SMAPS,
     OPT_METRICS_FILE,
     OPT_STREAM_WINDOW,
+    OPT_STREAM_SEQUENTIAL,
 };
 
 static bool parse_size_option(const char *opt, const char *arg, bool allow_zero, uint64_t *out)
@@ -204,6 +207,7 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         {"access-probe", no_argument, NULL, OPT_ACCESS_PROBE},
         {"sample-smaps", no_argument, NULL, OPT_SAMPLE_SMAPS},
         {"stream-window", required_argument, NULL, OPT_STREAM_WINDOW},
+        {"stream-sequential", no_argument, NULL, OPT_STREAM_SEQUENTIAL},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -304,6 +308,9 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
             if (!parse_size_option("--staging-budget", optarg, false, &o->staging_budget))
                 return RF_EXIT_USAGE;
             o->has_staging = true;
+            break;
+        case OPT_STREAM_SEQUENTIAL:
+            o->stream_sequential = true;
             break;
         case OPT_STREAM_WINDOW:
             if (!parse_size_option("--stream-window", optarg, false, &o->stream_window))

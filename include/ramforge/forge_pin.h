@@ -13,6 +13,7 @@
 #ifndef RAMFORGE_FORGE_PIN_H
 #define RAMFORGE_FORGE_PIN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -55,6 +56,16 @@ int forge_model_pin(struct forge_model *m, const struct rf_file_range *ranges, s
 /* munlock over the same validated ranges; as forge_model_pin otherwise. */
 int forge_model_unpin(struct forge_model *m, const struct rf_file_range *ranges, size_t n,
                       struct forge_pin_result *out);
+
+/*
+ * madvise(MADV_SEQUENTIAL) (sequential true) or madvise(MADV_NORMAL) over
+ * the same validated ranges: the streamed layers' pages, so that the
+ * kernel reads them ahead aggressively and does not promote them to the
+ * active list when referenced through the mapping (use-once). A hint on the
+ * VMA, not a release: no page is dropped. As forge_model_pin otherwise.
+ */
+int forge_model_advise_stream(struct forge_model *m, const struct rf_file_range *ranges, size_t n,
+                              bool sequential, struct forge_pin_result *out);
 
 /* A static sentence for a pin error (rlimit, capability, busy gate...). */
 const char *forge_pin_error_reason(int err);

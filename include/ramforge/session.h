@@ -85,10 +85,12 @@ struct rf_session_params {
                                     (operation.dropped). 0 (default): all, for a program
                                     that runs a bounded number; a server sets a cap */
     /* The streaming policy (ramforge/streaming.h); 0: the planner's defaults. */
-    uint64_t stream_window_bytes; /* page cache left for the streamed layers */
-    uint64_t stream_margin_bytes; /* safety margin under the limit */
+    uint64_t stream_window_bytes;           /* page cache left for the streamed layers */
+    uint64_t stream_margin_bytes;           /* safety margin under the limit */
     uint64_t storage_bandwidth_bytes_per_s; /* B of the per-token bound; 0: unknown */
     uint64_t warm_token_ns;                 /* t_c of the bound; 0: unknown (counted 0) */
+    bool stream_sequential; /* also madvise(MADV_SEQUENTIAL) the streamed layers while
+                               pinned (MADV_NORMAL when the pins are undone) */
 };
 
 struct rf_session_params rf_session_default_params(void);

@@ -87,6 +87,9 @@ struct rf_stream_plan {
     size_t n_pinned;
     struct rf_file_range *ranges; /* merged page ranges to lock, file order per mapping */
     size_t n_ranges;
+    struct rf_file_range *stream_ranges; /* W's pages outside the pinned set: what streams,
+                                            file order per mapping, disjoint */
+    size_t n_stream_ranges;
     char reason[RF_STREAM_REASON_MAX]; /* one sentence: what was pinned or why not */
 };
 
@@ -141,6 +144,7 @@ struct rf_stream_report {
     int pin_error;                     /* negative errno of a refused mlock; 0 none */
     const char *pin_error_reason;      /* static sentence; NULL none */
     bool fallback;                     /* pins refused: plain behaviour, a warning */
+    bool sequential;                   /* the streamed ranges were MADV_SEQUENTIAL */
     bool has_locked;
     uint64_t locked_bytes;   /* smaps Locked of the model mapping after the pin,
                                 exact_measured */

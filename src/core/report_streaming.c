@@ -83,6 +83,7 @@ static json_t *pin_json(const struct rf_stream_report *sr)
                         sr->pin_error ? json_string(rf_strerror(sr->pin_error)) : json_null());
     json_object_set_new(o, "error_reason", js(sr->pin_error_reason));
     json_object_set_new(o, "fallback", json_boolean(sr->fallback));
+    json_object_set_new(o, "sequential", json_boolean(sr->sequential));
     json_object_set_new(o, "locked_bytes", jb(sr->has_locked, sr->locked_bytes));
     json_object_set_new(o, "locked_source",
                         json_string("/proc/self/smaps Locked of the model mapping after the pin"));

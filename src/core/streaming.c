@@ -33,6 +33,7 @@ void rf_stream_plan_free(struct rf_stream_plan *plan)
         return;
     free(plan->pinned);
     free(plan->ranges);
+    free(plan->stream_ranges);
     rf_stream_plan_init(plan);
 }
 
@@ -222,6 +223,38 @@ static int collect(const struct rf_inventory *inv, const int32_t *group, const s
     return 0;
 }
 
+/* out->stream_ranges: ws minus pinned, per mapping (both sorted, disjoint). */
+static int streamed_ranges(const struct sets *ws, const struct sets *pinned,
+                           struct rf_stream_plan *out)
+{
+    size_t cap = 0;
+
+    for (size_t m = 0; m < ws->n; m++)
+        cap += ws->v[m].n + pinned->v[m].n;
+    out->stream_ranges = calloc(cap ? cap : 1, sizeof(*out->stream_ranges));
+    if (!out->stream_ranges)
+        return -ENOMEM;
+    for (size_t m = 0; m < ws->n; m++) {
+        const struct rf_interval_set *p = &pinned->v[m];
+        for (size_t i = 0; i < ws->v[m].n; i++) {
+            uint64_t cur = ws->v[m].v[i].first_page, end = ws->v[m].v[i].end_page;
+            for (size_t j = rf_interval_set_first_end_above(p, cur);
+                 cur < end && j < p->n && p->v[j].first_page < end; j++) {
+                if (p->v[j].first_page > cur)
+                    out->stream_ranges[out->n_stream_ranges++] = (struct rf_file_range){
+                        .mapping_index = (int32_t)m,
+                        .pages = {.first_page = cur, .end_page = p->v[j].first_page}};
+                if (p->v[j].end_page > cur)
+                    cur = p->v[j].end_page;
+            }
+            if (cur < end)
+                out->stream_ranges[out->n_stream_ranges++] = (struct rf_file_range){
+                    .mapping_index = (int32_t)m, .pages = {.first_page = cur, .end_page = end}};
+        }
+    }
+    return 0;
+}
+
 /* Fixed part, window, margin, R and the pin budget from p and the layer sizes. */
 static int budget(const struct rf_stream_params *p, struct rf_stream_plan *out)
 {
@@ -363,6 +396,8 @@ int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_
     out->streamed_bytes = sub0(out->working_set_bytes, out->pinned_bytes);
     out->nothing_streams = out->streamed_bytes == 0;
     rc = collect(inv, group, &pinned, out);
+    if (rc == 0)
+        rc = streamed_ranges(&ws, &pinned, out);
     if (rc == 0)
         describe(out);
 out:

@@ -13,14 +13,15 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "ramforge/timing.h"
 
 static int pin_ranges(struct forge_model *m, const struct rf_file_range *ranges, size_t n, int lock,
-                      struct forge_pin_result *out)
+                      int advice, struct forge_pin_result *out)
 {
     const uint64_t t0 = rf_now_ns();
-    struct forge_advise_params p = {.advice = 0, .lock = lock, .chunk_bytes = 0};
+    struct forge_advise_params p = {.advice = advice, .lock = lock, .chunk_bytes = 0};
     struct forge_advise_tally t;
 
     if (!out)
@@ -41,13 +42,19 @@ static int pin_ranges(struct forge_model *m, const struct rf_file_range *ranges,
 int forge_model_pin(struct forge_model *m, const struct rf_file_range *ranges, size_t n,
                     struct forge_pin_result *out)
 {
-    return pin_ranges(m, ranges, n, 1, out);
+    return pin_ranges(m, ranges, n, 1, 0, out);
 }
 
 int forge_model_unpin(struct forge_model *m, const struct rf_file_range *ranges, size_t n,
                       struct forge_pin_result *out)
 {
-    return pin_ranges(m, ranges, n, -1, out);
+    return pin_ranges(m, ranges, n, -1, 0, out);
+}
+
+int forge_model_advise_stream(struct forge_model *m, const struct rf_file_range *ranges, size_t n,
+                              bool sequential, struct forge_pin_result *out)
+{
+    return pin_ranges(m, ranges, n, 0, sequential ? MADV_SEQUENTIAL : MADV_NORMAL, out);
 }
 
 const char *forge_pin_error_reason(int err)

@@ -100,6 +100,12 @@ static int fn_unlock(void *ud, const struct rf_file_range *ranges, size_t n,
     return forge_model_unpin(ud, ranges, n, out);
 }
 
+static int fn_advise_stream(void *ud, const struct rf_file_range *ranges, size_t n, bool sequential,
+                            struct forge_pin_result *out)
+{
+    return forge_model_advise_stream(ud, ranges, n, sequential, out);
+}
+
 static int fn_io(void *ud, struct rfsys_io *out)
 {
     (void)ud;
@@ -121,5 +127,6 @@ const struct rf_session_native rf_session_forge_native = {
     .lease_end = fn_lease_end,
     .lock = fn_lock,
     .unlock = fn_unlock,
+    .advise_stream = fn_advise_stream,
     .io = fn_io,
 };

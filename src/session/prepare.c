@@ -231,8 +231,7 @@ int rf_session_preload_admit(const char *path, bool use_extra_bufts,
     in.unknown_components[in.n_unknown++] = "Runtime";
     rc = rf_admission_decide(&in, out);
     free(tree);
-    if (rc == 0 && params.policy == RF_POLICY_STREAMING && out->cause == RF_ADMIT_CAUSE_THRASH &&
-        out->refused) {
+    if (rc == 0 && params.policy == RF_POLICY_STREAMING && out->cause == RF_ADMIT_CAUSE_THRASH) {
         /* the after-load admission decides with the streaming plan and measured figures */
         size_t len = strlen(out->reason);
         out->refused = false;

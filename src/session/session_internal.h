@@ -61,6 +61,9 @@ struct rf_session_native {
                 struct forge_pin_result *out);
     int (*unlock)(void *ud, const struct rf_file_range *ranges, size_t n,
                   struct forge_pin_result *out);
+    /* forge_model_advise_stream's contract (MADV_SEQUENTIAL / MADV_NORMAL); NULL: none. */
+    int (*advise_stream)(void *ud, const struct rf_file_range *ranges, size_t n, bool sequential,
+                         struct forge_pin_result *out);
     /* The process's storage traffic (rfsys_read_io's contract); NULL: unknown. */
     int (*io)(void *ud, struct rfsys_io *out);
 };
@@ -103,9 +106,10 @@ extern const struct rf_session_native rf_session_forge_native;
 /* The streaming policy's state in one operation (stream.c). */
 struct ses_stream {
     struct rf_stream_plan plan;
-    bool planned;          /* plan holds a plan */
-    bool apply;            /* admission asked for the pins (the working set does not fit) */
-    bool held;             /* pins are held now: munlock is owed */
+    bool planned;              /* plan holds a plan */
+    bool apply;                /* admission asked for the pins (the working set does not fit) */
+    bool held;                 /* pins are held now: munlock is owed */
+    bool advised;              /* the streamed ranges are MADV_SEQUENTIAL: MADV_NORMAL is owed */
     struct rfsys_io io_before; /* storage traffic when the operation opened */
     bool has_io_before;
     struct rf_stream_report rep;

@@ -159,6 +159,12 @@ int rf_session_stream_pin(struct rf_session *s)
     }
     st->rep.pinned = true;
     st->rep.has_locked = measure_locked(s, &st->rep.locked_bytes);
+    if (s->p.stream_sequential && s->native->advise_stream && st->plan.n_stream_ranges) {
+        struct forge_pin_result ar;
+        st->advised = s->native->advise_stream(s->ud, st->plan.stream_ranges,
+                                               st->plan.n_stream_ranges, true, &ar) == 0;
+        st->rep.sequential = st->advised && ar.first_error == 0;
+    }
     return 1;
 }
 
@@ -170,6 +176,10 @@ void ses_stream_unpin(struct rf_session *s, const char *at)
     struct forge_pin_result res;
     if (s->native->unlock)
         s->native->unlock(s->ud, st->plan.ranges, st->plan.n_ranges, &res);
+    if (st->advised && s->native->advise_stream)
+        s->native->advise_stream(s->ud, st->plan.stream_ranges, st->plan.n_stream_ranges, false,
+                                 &res);
+    st->advised = false;
     st->held = false;
     st->rep.unpinned_at = at;
 }

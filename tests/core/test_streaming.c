@@ -137,6 +137,10 @@ static void test_head_then_layers(void **state)
     assert_int_equal(plan.n_ranges, 2);
     assert_int_equal(plan.ranges[0].pages.first_page, 40 * MIB / PAGE);
     assert_int_equal(plan.ranges[0].pages.end_page, 60 * MIB / PAGE);
+    /* what streams: blk.2-3, [60, 80) MiB */
+    assert_int_equal(plan.n_stream_ranges, 1);
+    assert_int_equal(plan.stream_ranges[0].pages.first_page, 60 * MIB / PAGE);
+    assert_int_equal(plan.stream_ranges[0].pages.end_page, 80 * MIB / PAGE);
     rf_stream_plan_free(&plan);
 
     /* a budget of a whole model: nothing streams */
@@ -333,6 +337,29 @@ static void test_random(void **state)
             }
         }
         assert_memory_equal(naive, got, sizeof(naive));
+        /* naive W minus the pinned pages: the streamed ranges, disjoint and in order */
+        bool has_output = false, w[2][600] = {{false}}, streamed[2][600] = {{false}};
+        for (size_t k = 0; k < inv.n; k++)
+            has_output |= strcmp(inv.entries[k].name, "output.weight") == 0;
+        for (size_t k = 0; k < inv.n; k++) {
+            const struct rf_inventory_entry *e = &inv.entries[k];
+            if (!e->file_backed || e->access != RF_ACCESS_FILE_BACKED ||
+                (has_output && strcmp(e->name, "token_embd.weight") == 0))
+                continue;
+            for (uint64_t pg = e->pages.first_page; pg < e->pages.end_page; pg++)
+                w[e->mapping_index][pg] = !naive[e->mapping_index][pg];
+        }
+        for (size_t k = 0; k < plan.n_stream_ranges; k++) {
+            const struct rf_file_range *r = &plan.stream_ranges[k];
+            assert_true(r->pages.end_page > r->pages.first_page);
+            if (k > 0 && plan.stream_ranges[k - 1].mapping_index == r->mapping_index)
+                assert_true(plan.stream_ranges[k - 1].pages.end_page <= r->pages.first_page);
+            for (uint64_t pg = r->pages.first_page; pg < r->pages.end_page; pg++) {
+                assert_false(streamed[r->mapping_index][pg]);
+                streamed[r->mapping_index][pg] = true;
+            }
+        }
+        assert_memory_equal(w, streamed, sizeof(w));
         assert_int_equal(pages * RPAGE, plan.pinned_bytes);
         assert_true(plan.streamed_bytes + plan.pinned_bytes == plan.working_set_bytes);
         if (plan.n_pinned)
