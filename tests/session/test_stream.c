@@ -39,6 +39,7 @@ struct fake {
     uint64_t limit_bytes;    /* the cgroup's hard limit; 0: no cgroup */
     int lock_error;          /* nonzero: mlock fails on the last range with this */
     uint64_t lock_calls, unlock_calls;
+    uint32_t sequential[N_PAGES]; /* pages under MADV_SEQUENTIAL */
     uint32_t in_flight;
     uint64_t generation;
     /* what the layer saw, in order: "lock", "unlock", "sample:<label>" with the pins then */
@@ -224,6 +225,22 @@ static int f_unlock(void *ud, const struct rf_file_range *r, size_t n, struct fo
     return 0;
 }
 
+/* MADV_SEQUENTIAL / MADV_NORMAL: only on pages that are not pinned */
+static int f_advise_stream(void *ud, const struct rf_file_range *r, size_t n, bool sequential,
+                           struct forge_pin_result *out)
+{
+    struct fake *f = ud;
+    memset(out, 0, sizeof(*out));
+    for (size_t i = 0; i < n; i++)
+        for (uint64_t p = r[i].pages.first_page; p < r[i].pages.end_page; p++) {
+            if (sequential)
+                assert_int_equal(f->locks[p], 0);
+            f->sequential[p] = sequential;
+        }
+    event(f, sequential ? "sequential" : "normal", NULL);
+    return 0;
+}
+
 static int f_io(void *ud, struct rfsys_io *out)
 {
     struct fake *f = ud;
@@ -248,6 +265,7 @@ static const struct rf_session_native fake_native = {
     .lease_end = f_lease_end,
     .lock = f_lock,
     .unlock = f_unlock,
+    .advise_stream = f_advise_stream,
     .io = f_io,
 };
 
@@ -305,6 +323,8 @@ static struct rf_session_model fake_model(void)
  * and output_norm (17) + blk.0-2 (48) = 65; blk.3 (its file part, 16) no
  * longer fits.
  */
+static bool sequential_param;
+
 static struct rf_session *start_margin(struct fake *f, uint64_t limit_pages, uint64_t margin_pages)
 {
     static struct rf_session_model m;
@@ -317,6 +337,7 @@ static struct rf_session *start_margin(struct fake *f, uint64_t limit_pages, uin
     p.admission_mode = RF_ADMISSION_ENFORCE;
     p.stream_window_bytes = 16 * PAGE;
     p.stream_margin_bytes = margin_pages * PAGE;
+    p.stream_sequential = sequential_param;
     m = fake_model();
     assert_int_equal(rf_session_create_native(&m, &fake_native, f, p, &s), 0);
     return s;
@@ -529,6 +550,33 @@ static void test_too_small_for_streaming(void **state)
     rf_session_free(s);
 }
 
+/* --stream-sequential: the streamed pages (blk.3's file part) only, undone with the pins */
+static void test_sequential_streamed_ranges(void **state)
+{
+    struct fake f;
+    struct rf_admission_result adm;
+    (void)state;
+    sequential_param = true;
+    struct rf_session *s = start(&f, 100);
+    sequential_param = false;
+    admit(s, &adm);
+    assert_int_equal(rf_session_stream_pin(s), 1);
+    uint64_t n = 0;
+    for (size_t p = 0; p < N_PAGES; p++)
+        n += f.sequential[p];
+    assert_int_equal(n, 16); /* blk.3.a and blk.3.b; not blk.3.c (anonymous), not token_embd */
+    for (uint64_t p = anon_first - 16; p < anon_first; p++)
+        assert_true(f.sequential[p]);
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    for (size_t p = 0; p < N_PAGES; p++)
+        assert_false(f.sequential[p]);
+    json_t *doc = streaming_of(s);
+    assert_true(json_is_true(
+        json_object_get(json_object_get(json_object_get(doc, "streaming"), "pin"), "sequential")));
+    json_decref(doc);
+    rf_session_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -538,6 +586,7 @@ int main(void)
         cmocka_unit_test(test_refused_mlock_falls_back),
         cmocka_unit_test(test_fits_or_no_limit_pins_nothing),
         cmocka_unit_test(test_too_small_for_streaming),
+        cmocka_unit_test(test_sequential_streamed_ranges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
