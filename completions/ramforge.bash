@@ -7,7 +7,7 @@
 _ramforge_opts_run="-m --model -p --prompt -n --n-predict -t --threads -c --ctx-size
     -s --seed --residency-policy --memory-target --safety-reserve --release-mode
     --access-probe --sample-smaps --admission --dead-file-pages --verify-session
-    --residency-page-budget --staging-budget --stream-window --stream-sequential
+    --residency-page-budget --staging-budget --stream-window --no-stream-sequential
     --observe-dispatch --dispatch-events --dispatch-sample-pages --residency-report --residency-report-json --metrics-file
     --no-repack --mlock --hold -v --verbose -h --help"
 _ramforge_opts_inspect="-J --json -b --bytes --no-probe --no-repack --page-cache

@@ -140,6 +140,7 @@ int cmd_run(int argc, char **argv)
         .release_dead_file_pages = true,
         .page_budget = (long long)RF_RESIDENCY_DEFAULT_BUDGET_PAGES,
         .dispatch_events = 32768,
+        .stream_sequential = true,
     };
     struct forge_model_params mp = forge_model_default_params();
     struct forge_generate_result gen = {0}, verify = {0};

@@ -62,8 +62,9 @@ static void usage(FILE *out)
             "      --stream-window SIZE      with streaming, the page cache left for the\n"
             "                                streamed layers (default: two layers, at least\n"
             "                                32 MiB)\n"
-            "      --stream-sequential       with streaming, also madvise(MADV_SEQUENTIAL) the\n"
-            "                                streamed layers while pinned (use-once pages)\n"
+            "      --no-stream-sequential    with streaming, do not madvise(MADV_SEQUENTIAL) the\n"
+            "                                streamed layers while pinned (default: do, they\n"
+            "                                are read once per token)\n"
             "      --memory-target SIZE      memory target (required by memory-bound and\n"
             "                                active). The plan brings the model mapping's\n"
             "                                resident bytes under target - reserve; admission\n"
@@ -207,7 +208,7 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         {"access-probe", no_argument, NULL, OPT_ACCESS_PROBE},
         {"sample-smaps", no_argument, NULL, OPT_SAMPLE_SMAPS},
         {"stream-window", required_argument, NULL, OPT_STREAM_WINDOW},
-        {"stream-sequential", no_argument, NULL, OPT_STREAM_SEQUENTIAL},
+        {"no-stream-sequential", no_argument, NULL, OPT_STREAM_SEQUENTIAL},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -310,7 +311,7 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
             o->has_staging = true;
             break;
         case OPT_STREAM_SEQUENTIAL:
-            o->stream_sequential = true;
+            o->stream_sequential = false;
             break;
         case OPT_STREAM_WINDOW:
             if (!parse_size_option("--stream-window", optarg, false, &o->stream_window))

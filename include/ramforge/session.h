@@ -90,7 +90,8 @@ struct rf_session_params {
     uint64_t storage_bandwidth_bytes_per_s; /* B of the per-token bound; 0: unknown */
     uint64_t warm_token_ns;                 /* t_c of the bound; 0: unknown (counted 0) */
     bool stream_sequential; /* also madvise(MADV_SEQUENTIAL) the streamed layers while
-                               pinned (MADV_NORMAL when the pins are undone) */
+                               pinned (MADV_NORMAL when the pins are undone); default
+                               true (docs/STREAMING.md) */
 };
 
 struct rf_session_params rf_session_default_params(void);

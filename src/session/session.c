@@ -59,6 +59,7 @@ struct rf_session_params rf_session_default_params(void)
         .release_dead_file_pages = true,
         .page_budget_pages = RF_RESIDENCY_DEFAULT_BUDGET_PAGES,
         .probe_access = false,
+        .stream_sequential = true, /* docs/STREAMING.md: fewer bytes reread per token */
     };
     return p;
 }
