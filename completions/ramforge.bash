@@ -7,7 +7,8 @@
 _ramforge_opts_run="-m --model -p --prompt -f --file -n --n-predict -t --threads -c --ctx-size
     -s --seed --residency-policy --memory-target --safety-reserve --release-mode
     --access-probe --sample-smaps --admission --dead-file-pages --verify-session
-    --residency-page-budget --staging-budget --observe-dispatch --dispatch-events
+    --residency-page-budget --staging-budget --stream-window --no-stream-sequential
+    --observe-dispatch --dispatch-events
     --dispatch-sample-pages --residency-report --residency-report-json --metrics-file
     --residency-svg --profile --profile-history --no-repack --mlock --hold -v --verbose -h --help"
 _ramforge_opts_inspect="-m --model -J --json -b --bytes --no-probe --no-repack --page-cache
@@ -24,7 +25,7 @@ _ramforge_opts_serve="-m --model --host --port -c --ctx-size -n --n-predict -t -
     --profile --profile-history --profile-save-every -v --verbose -h --help"
 _ramforge_columns="INDEX NAME LAYER TYPE TENSORS RANGE PAGES SIZE RES NONRES UNKNOWN RES_BYTES
     PERCENT SAMPLED FILE"
-_ramforge_policies="off observe conservative memory-bound reuse-aware active"
+_ramforge_policies="off observe conservative memory-bound reuse-aware active streaming"
 
 # Completes a comma-separated LIST: the words after the last comma of $1.
 _ramforge_list()
@@ -73,6 +74,7 @@ _ramforge_value()
     --copy-dir) _ramforge_dirs "$cur" ;;
     -p | --prompt | -n | --n-predict | -t | --threads | -c | --ctx-size | -s | --seed | \
         --memory-target | --safety-reserve | --residency-page-budget | --staging-budget | \
+        --stream-window | \
         --dispatch-events | --dispatch-sample-pages | -r | --repetitions | --policy-args | \
         --run-args | --host | --port | --idle-seconds | --queue | --history | --api-key | \
         --timeout | --memory-limit | --profile-history | --profile-save-every)

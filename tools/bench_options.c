@@ -57,7 +57,8 @@ static void usage(FILE *out)
             "      --policies LIST      comma-separated entries POLICY or NAME=POLICY\n"
             "                           (default %s). POLICY is a --residency-policy:\n"
             "                           off, observe, conservative, memory-bound,\n"
-            "                           reuse-aware, active. NAME (letters, digits, . _ + -;\n"
+            "                           reuse-aware, active, streaming. NAME (letters,\n"
+            "                           digits, . _ + -;\n"
             "                           default: POLICY) tells entries of one policy apart,\n"
             "                           e.g. off,observe,staged=observe; the entry named\n"
             "                           'off' is the baseline of the ratios\n"
@@ -263,7 +264,7 @@ static bool parse_policies(const char *list, struct bench_options *o)
         if (rf_policy_parse(policy, &var->policy) < 0) {
             cli_usage_error("bench ",
                             "unknown policy '%s' in --policies (expected off, observe, "
-                            "conservative, memory-bound, reuse-aware or active)",
+                            "conservative, memory-bound, reuse-aware, active or streaming)",
                             policy);
             return false;
         }

@@ -261,7 +261,7 @@ bool cli_parse_policy(const char *cmd, const char *arg, enum rf_policy_profile *
         return true;
     cli_usage_error(cmd,
                     "unknown residency policy '%s' (expected off, observe, conservative, "
-                    "memory-bound, reuse-aware or active)",
+                    "memory-bound, reuse-aware, active or streaming)",
                     arg);
     return false;
 }

@@ -56,6 +56,8 @@ static struct rf_session_params session_params(const struct run_options *o, uint
     p.sample_smaps = o->sample_smaps;
     p.mlock_requested = o->mlock;
     p.entry_ns = t_entry;
+    p.stream_window_bytes = o->stream_window;
+    p.stream_sequential = o->stream_sequential;
     return p;
 }
 
@@ -198,6 +200,7 @@ int cmd_run(int argc, char **argv)
         .release_dead_file_pages = true,
         .page_budget = (long long)RF_RESIDENCY_DEFAULT_BUDGET_PAGES,
         .dispatch_events = 32768,
+        .stream_sequential = true,
     };
     struct forge_model_params mp = forge_model_default_params();
     struct forge_generate_result gen = {0}, verify = {0};
@@ -279,6 +282,14 @@ int cmd_run(int argc, char **argv)
         if (o.has_staging && (rc = rf_session_stage(s, o.staging_budget)) < 0) {
             cli_error("%s: cannot plan staging: %s", o.model, rf_strerror(rc));
             goto out;
+        }
+        if (rf_session_stream_pin(s) == 0) {
+            const struct rf_stream_report *sr =
+                rf_session_report(s, RF_REPORT_OPERATION)->streaming;
+            if (sr && sr->fallback)
+                cli_error("warning: streaming: %s (%s): the pins were undone and every weight "
+                          "streams (plain behaviour)",
+                          sr->pin_error_reason, rf_strerror(sr->pin_error));
         }
     }
 

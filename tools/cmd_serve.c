@@ -229,6 +229,10 @@ static bool admit_and_stage(struct serve *sv, struct serve_job *j)
         if (rc < 0)
             cli_error("cannot plan staging: %s", rf_strerror(rc));
     }
+    /* streaming: pin what admission planned; undone at the operation's end */
+    pthread_mutex_lock(&sv->session_mu);
+    rf_session_stream_pin(sv->session);
+    pthread_mutex_unlock(&sv->session_mu);
     pthread_mutex_lock(&sv->mu);
     sv->residency = SERVE_RESIDENT;
     pthread_mutex_unlock(&sv->mu);

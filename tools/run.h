@@ -30,6 +30,8 @@ struct run_options {
     long long page_budget;              /* --residency-page-budget, pages */
     bool has_staging;
     uint64_t staging_budget; /* --staging-budget, bytes */
+    uint64_t stream_window;  /* --stream-window, bytes; 0: the planner's default */
+    bool stream_sequential;  /* false: --no-stream-sequential */
     bool observe_dispatch;
     bool has_dispatch_events, has_dispatch_sample_pages; /* given on the command line */
     long long dispatch_events;                           /* observer capacity, events */
@@ -101,5 +103,7 @@ void run_print_summary(FILE *f, const struct rf_report *r);
 
 /* Whether a report warning holds for every run of its kind (documented; shown with -v). */
 bool run_warning_is_general(const char *w);
+/* The report's storage-traffic line and, under streaming, the plan and the pins (f: stderr). */
+void run_print_streaming(FILE *f, const struct rf_report *r);
 
 #endif

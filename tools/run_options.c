@@ -57,6 +57,17 @@ static void usage(FILE *out)
             "                                              --observe-dispatch trace; without\n"
             "                                              one the plan says profile_used=false\n"
             "                                active        alias of memory-bound\n"
+            "                                streaming     for a model over the memory limit:\n"
+            "                                              pin (mlock) the output tensors and\n"
+            "                                              the first layers that fit, stream\n"
+            "                                              the rest; never releases; a refused\n"
+            "                                              mlock falls back with a warning\n"
+            "      --stream-window SIZE      with streaming, the page cache left for the\n"
+            "                                streamed layers (default: two layers, at least\n"
+            "                                32 MiB)\n"
+            "      --no-stream-sequential    with streaming, do not madvise(MADV_SEQUENTIAL) the\n"
+            "                                streamed layers while pinned (default: do, they\n"
+            "                                are read once per token)\n"
             "      --memory-target SIZE      memory target (required by memory-bound and\n"
             "                                active). The plan brings the model mapping's\n"
             "                                resident bytes under target - reserve; admission\n"
@@ -177,6 +188,8 @@ enum {
     OPT_RESIDENCY_SVG,
     OPT_PROFILE,
     OPT_PROFILE_HISTORY,
+    OPT_STREAM_WINDOW,
+    OPT_STREAM_SEQUENTIAL,
 };
 
 static bool parse_size_option(const char *opt, const char *arg, bool allow_zero, uint64_t *out)
@@ -273,6 +286,8 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         {"admission", required_argument, NULL, OPT_ADMISSION},
         {"access-probe", no_argument, NULL, OPT_ACCESS_PROBE},
         {"sample-smaps", no_argument, NULL, OPT_SAMPLE_SMAPS},
+        {"stream-window", required_argument, NULL, OPT_STREAM_WINDOW},
+        {"no-stream-sequential", no_argument, NULL, OPT_STREAM_SEQUENTIAL},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -390,6 +405,13 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
                 return RF_EXIT_USAGE;
             o->has_staging = true;
             break;
+        case OPT_STREAM_SEQUENTIAL:
+            o->stream_sequential = false;
+            break;
+        case OPT_STREAM_WINDOW:
+            if (!parse_size_option("--stream-window", optarg, false, &o->stream_window))
+                return RF_EXIT_USAGE;
+            break;
         case OPT_OBSERVE_DISPATCH:
             o->observe_dispatch = true;
             break;
@@ -459,6 +481,8 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
                                 "matched to the model's inventory");
         return RF_EXIT_USAGE;
     }
+    if (o->stream_window && o->policy != RF_POLICY_STREAMING)
+        cli_error("warning: --stream-window has no effect without --residency-policy streaming");
     if (o->has_staging && o->policy == RF_POLICY_OFF)
         cli_error("warning: --staging-budget has no effect with --residency-policy off (staging "
                   "plans over the inventory)");

@@ -258,6 +258,7 @@ void run_print_report(const struct rf_report *r, bool verbose)
     }
     print_ledger(f, r);
     print_policy(f, r, verbose);
+    run_print_streaming(f, r);
     const struct rf_timing *t = r->timing;
     fprintf(f, "timing:");
     static const enum rf_timer shown[] = {

@@ -39,11 +39,13 @@ enum rf_policy_profile {
     RF_POLICY_MEMORY_BOUND, /* large candidates until the soft target is met */
     RF_POLICY_REUSE_AWARE,  /* memory-bound, cold-first by an access profile */
     RF_POLICY_ACTIVE,       /* compatibility alias for memory-bound */
+    RF_POLICY_STREAMING,    /* observe, and for a model over the limit pin a resident set
+                               (mlock) while the rest streams (streaming.h); never releases */
 };
 
 /*
  * Parses a profile name: "off", "observe", "conservative", "memory-bound",
- * "reuse-aware" or "active" (exact, lowercase). Errors: -EINVAL (unknown
+ * "reuse-aware", "active" or "streaming" (exact, lowercase). Errors: -EINVAL (unknown
  * name, NULL argument); *out is unchanged on error.
  */
 int rf_policy_parse(const char *name, enum rf_policy_profile *out);

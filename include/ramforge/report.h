@@ -22,6 +22,7 @@
 #include "ramforge/lifetime.h"
 #include "ramforge/policy.h"
 #include "ramforge/profile.h"
+#include "ramforge/streaming.h"
 #include "ramforge/residency.h"
 #include "ramforge/staging.h"
 #include "ramforge/timing.h"
@@ -226,6 +227,9 @@ struct rf_report {
     uint32_t n_ctx;
     int32_t n_threads; /* requested threads; 0: llama.cpp's default */
     uint32_t seed;     /* --seed: recorded; greedy decoding does not use it */
+
+    /* storage traffic and the streaming policy's pins (streaming.h); NULL: null */
+    const struct rf_stream_report *streaming;
 
     const char *const *warnings; /* n_warnings lines */
     size_t n_warnings;

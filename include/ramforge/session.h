@@ -84,6 +84,14 @@ struct rf_session_params {
                                     dropped when the next opens and counted in the report
                                     (operation.dropped). 0 (default): all, for a program
                                     that runs a bounded number; a server sets a cap */
+    /* The streaming policy (ramforge/streaming.h); 0: the planner's defaults. */
+    uint64_t stream_window_bytes;           /* page cache left for the streamed layers */
+    uint64_t stream_margin_bytes;           /* safety margin under the limit */
+    uint64_t storage_bandwidth_bytes_per_s; /* B of the per-token bound; 0: unknown */
+    uint64_t warm_token_ns;                 /* t_c of the bound; 0: unknown (counted 0) */
+    bool stream_sequential; /* also madvise(MADV_SEQUENTIAL) the streamed layers while
+                               pinned (MADV_NORMAL when the pins are undone); default
+                               true (docs/STREAMING.md) */
 };
 
 struct rf_session_params rf_session_default_params(void);
@@ -253,6 +261,23 @@ int rf_session_preload_report_json(const char *model_path, struct rf_session_par
  * error.
  */
 int rf_session_stage(struct rf_session *s, uint64_t budget_bytes);
+
+/*
+ * The streaming policy's pins, after rf_session_admit (and rf_session_stage)
+ * and before the operation's decode: when admission found that the weights
+ * the graph reads from the file do not fit the binding limit and the
+ * streaming plan fits (the anonymous memory, KV cache, a minimum window and
+ * the margin), mlocks the plan's page ranges of the model mapping (validated
+ * file-backed ranges only) and measures the locked bytes (smaps Locked).
+ * A refused mlock (RLIMIT_MEMLOCK, no CAP_IPC_LOCK) undoes what was locked
+ * and falls back to plain behaviour: the reason goes into the report's
+ * streaming.pin and a warning; the call still returns 0. The pins are undone
+ * (munlock) at the next after-session, after-verify or idle boundary (before
+ * any release), at rf_session_operation_end and at rf_session_free. Returns
+ * 1 when pages were pinned, 0 when nothing was (another policy, no plan, the
+ * working set fits, a refusal), -EINVAL (NULL s).
+ */
+int rf_session_stream_pin(struct rf_session *s);
 
 enum rf_boundary {
     RF_BOUNDARY_END_OF_SESSION = 0, /* the context is still alive (KV cache allocated):

@@ -300,6 +300,22 @@ struct rfsys_cgroup_tree {
  */
 int rfsys_read_cgroup_tree(const char *sysroot, const char *pid, struct rfsys_cgroup_tree *out);
 
+/* The process's storage traffic (cumulative since it started). */
+struct rfsys_io {
+    bool has_read_bytes;
+    uint64_t read_bytes; /* /proc/PID/io read_bytes: fetched from storage, bytes */
+    bool has_major_faults;
+    uint64_t major_faults; /* /proc/PID/stat majflt (field 12): faults that read a page */
+};
+
+/*
+ * Reads SYSROOT/proc/PID/io and SYSROOT/proc/PID/stat into *out (zeroed
+ * first); a figure whose file is missing or malformed stays absent. Returns
+ * 0 when at least one was read, else the io file's error (those of
+ * rfsys_slurp, -EBADMSG, -EOVERFLOW); -EINVAL for a NULL out.
+ */
+int rfsys_read_io(const char *sysroot, const char *pid, struct rfsys_io *out);
+
 /*
  * Physical cores of the online CPUs: the distinct (physical_package_id,
  * core_id) pairs of SYSROOT/sys/devices/system/cpu/cpuN/topology for each

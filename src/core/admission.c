@@ -373,7 +373,8 @@ static void thrash_sentence(const struct rf_admission_input *in, struct rf_admis
            "will thrash: %" PRIu64 " bytes of weights are read from the file each token and only "
            "%" PRIu64 " fit under the %s of %" PRIu64 " bytes of cgroup %s (beside %" PRIu64
            " bytes of anonymous memory and %" PRIu64
-           " bytes of other unreclaimable charges); " RF_WAYS_OUT,
+           " bytes of other unreclaimable charges); " RF_WAYS_OUT
+           ", or --residency-policy streaming (pins what fits, streams the rest)",
            in->file_working_set.bytes, fit, kind, limit, c->level.dir, out->anonymous_bytes,
            sat_sub(limit, room));
 }

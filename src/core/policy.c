@@ -40,6 +40,7 @@ static const char *const profile_names[] = {
     [RF_POLICY_MEMORY_BOUND] = "memory-bound",
     [RF_POLICY_REUSE_AWARE] = "reuse-aware",
     [RF_POLICY_ACTIVE] = "active",
+    [RF_POLICY_STREAMING] = "streaming",
 };
 
 #define N_PROFILES (sizeof(profile_names) / sizeof(profile_names[0]))

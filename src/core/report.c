@@ -902,6 +902,7 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
         json_object_set_new(prof, "persisted", rf_profile_persisted_json(r));
     json_object_set_new(doc, "profile", prof);
     json_object_set_new(doc, "prediction", rf_prediction_json(r));
+    json_object_set_new(doc, "streaming", rf_stream_report_json(r->streaming));
 
     json_t *res = json_object(), *samples = json_array();
     for (size_t i = 0; res && samples && i < r->n_samples; i++)

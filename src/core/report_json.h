@@ -83,4 +83,11 @@ json_t *rf_profile_persisted_json(const struct rf_report *r);
  */
 json_t *rf_prediction_json(const struct rf_report *r);
 
+/*
+ * The report's `streaming` object (storage traffic, and the streaming
+ * policy's plan, pins and bound); json null for NULL. A new reference;
+ * NULL on -ENOMEM.
+ */
+json_t *rf_stream_report_json(const struct rf_stream_report *sr);
+
 #endif

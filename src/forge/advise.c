@@ -1,6 +1,7 @@
 /*
  * The one advise loop under release (release.c: MADV_DONTNEED or
- * MADV_PAGEOUT) and prefetch (prefetch.c: MADV_WILLNEED): argument checks,
+ * MADV_PAGEOUT), prefetch (prefetch.c: MADV_WILLNEED) and the streaming
+ * policy's pins (pin.c: mlock, munlock): argument checks,
  * the exclusive side of the execution gate, one fresh read of
  * /proc/self/maps, per-range validation, checked byte sums, the shared-page
  * protection of release, and madvise in bounded chunks.
@@ -197,8 +198,13 @@ static int advise_piece(uint64_t va, uint64_t len, const struct forge_advise_par
     for (uint64_t off = 0; off < len; off += chunk) {
         uint64_t step = len - off < chunk ? len - off : chunk;
 
+        void *addr = (void *)(uintptr_t)(va + off);
+        int r = p->lock > 0   ? mlock(addr, (size_t)step)
+                : p->lock < 0 ? munlock(addr, (size_t)step)
+                              : madvise(addr, (size_t)step, p->advice);
+
         t->n_calls++;
-        if (madvise((void *)(uintptr_t)(va + off), (size_t)step, p->advice) != 0) {
+        if (r != 0) {
             int err = -errno;
 
             t->n_failed_calls++;

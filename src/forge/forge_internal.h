@@ -70,7 +70,8 @@ extern "C"
 
 /* What forge_advise_ranges does with each validated range. */
 struct forge_advise_params {
-    int advice;           /* MADV_DONTNEED, MADV_PAGEOUT or MADV_WILLNEED */
+    int advice;           /* MADV_DONTNEED, MADV_PAGEOUT or MADV_WILLNEED (lock 0) */
+    int lock;             /* 0: madvise(advice); 1: mlock; -1: munlock (forge_pin.h) */
     uint64_t chunk_bytes; /* most bytes per madvise call, a page multiple; 0: one call per
                              piece of a range */
     bool protect_shared;  /* leave out shared pages of tensors outside the request (release) */

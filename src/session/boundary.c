@@ -422,6 +422,7 @@ int rf_session_boundary(struct rf_session *s, enum rf_boundary b)
     case RF_BOUNDARY_AFTER_SESSION:
     case RF_BOUNDARY_AFTER_VERIFY:
     case RF_BOUNDARY_IDLE: {
+        ses_stream_unpin(s, labels[b][0]); /* pins never meet a release */
         /*
          * The resources walk one execution when executions completed since
          * the last walk, and only at a quiescent boundary (otherwise the

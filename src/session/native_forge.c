@@ -96,6 +96,30 @@ static void fn_lease_end(void *ud)
     forge_model_lease_end(ud);
 }
 
+static int fn_lock(void *ud, const struct rf_file_range *ranges, size_t n,
+                   struct forge_pin_result *out)
+{
+    return forge_model_pin(ud, ranges, n, out);
+}
+
+static int fn_unlock(void *ud, const struct rf_file_range *ranges, size_t n,
+                     struct forge_pin_result *out)
+{
+    return forge_model_unpin(ud, ranges, n, out);
+}
+
+static int fn_advise_stream(void *ud, const struct rf_file_range *ranges, size_t n, bool sequential,
+                            struct forge_pin_result *out)
+{
+    return forge_model_advise_stream(ud, ranges, n, sequential, out);
+}
+
+static int fn_io(void *ud, struct rfsys_io *out)
+{
+    (void)ud;
+    return rfsys_read_io(NULL, "self", out);
+}
+
 const struct rf_session_native rf_session_forge_native = {
     .lifetime = fn_lifetime,
     .sample = fn_sample,
@@ -110,4 +134,8 @@ const struct rf_session_native rf_session_forge_native = {
     .identity = fn_identity,
     .lease_begin = fn_lease_begin,
     .lease_end = fn_lease_end,
+    .lock = fn_lock,
+    .unlock = fn_unlock,
+    .advise_stream = fn_advise_stream,
+    .io = fn_io,
 };

@@ -122,6 +122,8 @@ int rf_session_admit(struct rf_session *s, const struct rf_operation_request *re
     }
     in.unknown_components[in.n_unknown++] = "Runtime";
     int rc = rf_admission_decide(&in, &s->op.admission);
+    if (rc == 0)
+        rc = ses_stream_admit(s, &in);
     free(tree);
     if (rc < 0) {
         s->op.rep.admission_reason = "admission could not decide (invalid input)";
@@ -217,6 +219,14 @@ static int preload_decide(const char *path, bool use_extra_bufts, struct rf_sess
     in.cgroups_truncated = tree->truncated;
     in.unknown_components[in.n_unknown++] = "Runtime";
     rc = rf_admission_decide(&in, out);
+    if (rc == 0 && params.policy == RF_POLICY_STREAMING && out->cause == RF_ADMIT_CAUSE_THRASH) {
+        /* the after-load admission decides with the streaming plan and measured figures */
+        size_t len = strlen(out->reason);
+        out->refused = false;
+        out->outcome = RF_ADMIT_WARNING;
+        snprintf(out->reason + len, sizeof(out->reason) - len,
+                 " Under --residency-policy streaming the admission after the load decides.");
+    }
     if (rc < 0)
         snprintf(err, FORGE_ERR_MAX, "%s: admission could not decide: %s", path, rf_strerror(rc));
     return rc;

@@ -59,6 +59,7 @@ struct rf_session_params rf_session_default_params(void)
         .release_dead_file_pages = true,
         .page_budget_pages = RF_RESIDENCY_DEFAULT_BUDGET_PAGES,
         .probe_access = false,
+        .stream_sequential = true, /* docs/STREAMING.md: fewer bytes reread per token */
     };
     return p;
 }
@@ -87,6 +88,7 @@ static void op_free(struct session_op *op)
     free(op->verify_tokens);
     free(op->text);
     free(op->warnings);
+    ses_stream_op_free(&op->stream);
 }
 
 /* The report fields every operation starts from: identity and policy. */
@@ -185,6 +187,7 @@ void ses_op_open(struct rf_session *s)
     op_identity(s, &op->rep);
     op->rep.invalidated_resources = s->invalidated;
     op->rep.timing = &op->timing;
+    ses_stream_op_open(s);
     /* The baseline of the kernel's verdict (failcnt, oom_kill, memory.events). */
     if (s->baseline) { /* read by the caller before the load */
         op->tree_before = *s->baseline;
@@ -272,6 +275,7 @@ void rf_session_free(struct rf_session *s)
 {
     if (!s)
         return;
+    ses_stream_unpin(s, "session_free");
     op_free(&s->op);
     session_free_arrays(s);
     free(s->exclude);
@@ -736,6 +740,7 @@ int rf_session_operation_end(struct rf_session *s, const struct rf_operation_out
     int rc = out ? record_output(s, out) : 0;
     if (rc < 0)
         return rc;
+    ses_stream_op_end(s, out);
     if (s->p.policy != RF_POLICY_OFF) {
         struct rf_residency_sample *last = s->n_samples ? &s->samples[s->n_samples - 1] : NULL;
         /* The ledger's sample: Rss and Pss from one smaps read. */

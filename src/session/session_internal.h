@@ -10,6 +10,7 @@
 #include "ramforge/dispatch.h"
 #include "ramforge/forge.h"
 #include "ramforge/forge_pages.h"
+#include "ramforge/forge_pin.h"
 #include "ramforge/forge_prefetch.h"
 #include "ramforge/inventory.h"
 #include "ramforge/ledger.h"
@@ -20,6 +21,7 @@
 #include "ramforge/residency.h"
 #include "ramforge/session.h"
 #include "ramforge/staging.h"
+#include "ramforge/streaming.h"
 #include "ramforge/sys.h"
 #include "ramforge/timing.h"
 
@@ -56,6 +58,17 @@ struct rf_session_native {
     /* The execution lease around a decode. */
     void (*lease_begin)(void *ud);
     void (*lease_end)(void *ud);
+    /* The streaming policy's pins: forge_model_pin / forge_model_unpin's contracts
+       (mlock / munlock of validated file ranges); NULL: the layer cannot pin. */
+    int (*lock)(void *ud, const struct rf_file_range *ranges, size_t n,
+                struct forge_pin_result *out);
+    int (*unlock)(void *ud, const struct rf_file_range *ranges, size_t n,
+                  struct forge_pin_result *out);
+    /* forge_model_advise_stream's contract (MADV_SEQUENTIAL / MADV_NORMAL); NULL: none. */
+    int (*advise_stream)(void *ud, const struct rf_file_range *ranges, size_t n, bool sequential,
+                         struct forge_pin_result *out);
+    /* The process's storage traffic (rfsys_read_io's contract); NULL: unknown. */
+    int (*io)(void *ud, struct rfsys_io *out);
 };
 
 /* The model a session is bound to, as plain tables (borrowed for the session's life). */
@@ -93,6 +106,18 @@ extern const struct rf_session_native rf_session_forge_native;
 
 /* ---- the session's state, shared by session.c, boundary.c and prepare.c ---- */
 
+/* The streaming policy's state in one operation (stream.c). */
+struct ses_stream {
+    struct rf_stream_plan plan;
+    bool planned;              /* plan holds a plan */
+    bool apply;                /* admission asked for the pins (the working set does not fit) */
+    bool held;                 /* pins are held now: munlock is owed */
+    bool advised;              /* the streamed ranges are MADV_SEQUENTIAL: MADV_NORMAL is owed */
+    struct rfsys_io io_before; /* storage traffic when the operation opened */
+    bool has_io_before;
+    struct rf_stream_report rep;
+};
+
 /* Per-operation state; reset when the next operation opens. */
 struct session_op {
     uint64_t index;       /* 1, 2, ... */
@@ -120,6 +145,7 @@ struct session_op {
     bool has_memory_breakdown;
     uint64_t kv_cache_bytes, compute_bytes;
     uint64_t kv_n_ctx; /* the context size of the KV estimate */
+    struct ses_stream stream;
 };
 
 struct rf_session {
@@ -222,5 +248,22 @@ uint8_t *ses_profile_stage_exclude(struct rf_session *s);
 uint32_t *ses_profile_stage_order(struct rf_session *s, size_t *n);
 /* KV cache bytes of n_ctx cells from the hyperparameters (f16 K and V); false: unknown. */
 bool ses_estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uint64_t *out);
+
+/* ---- the streaming policy (stream.c) ---- */
+
+/* Reads the operation's storage-traffic baseline; links the report's streaming object. */
+void ses_stream_op_open(struct rf_session *s);
+/* Frees the operation's streaming plan (pins must be undone already). */
+void ses_stream_op_free(struct ses_stream *st);
+/*
+ * After admission decided from in: under streaming, plans the pinned set
+ * and rewrites a thrash verdict (admitted under streaming when the fixed
+ * part and a minimum window fit). Errors: -ENOMEM, -EOVERFLOW.
+ */
+int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in);
+/* munlock of the held pins, recorded as done at `at`; no-op when none are held. */
+void ses_stream_unpin(struct rf_session *s, const char *at);
+/* At the operation's end: unpins, storage-traffic deltas, the achieved time and the bound. */
+void ses_stream_op_end(struct rf_session *s, const struct rf_operation_output *out);
 
 #endif

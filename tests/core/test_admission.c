@@ -767,6 +767,7 @@ static void test_soft_limit_high(void **state)
     assert_true(r.thrash);
     assert_false(r.refused);
     assert_non_null(strstr(r.reason, "will thrash"));
+    assert_non_null(strstr(r.reason, "--residency-policy streaming")); /* the way out */
     assert_non_null(strstr(r.reason, "soft limit (memory.high)"));
 }
 

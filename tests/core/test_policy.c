@@ -72,13 +72,13 @@ static bool plan_releases(const struct rf_plan *plan, int32_t m, uint64_t page)
 
 static void test_profile_names(void **state)
 {
-    static const char *const names[] = {"off",          "observe",     "conservative",
-                                        "memory-bound", "reuse-aware", "active"};
+    static const char *const names[] = {"off",         "observe", "conservative", "memory-bound",
+                                        "reuse-aware", "active",  "streaming"};
     enum rf_policy_profile p = RF_POLICY_ACTIVE;
     size_t i;
 
     (void)state;
-    for (i = 0; i < 6; i++) {
+    for (i = 0; i < 7; i++) {
         assert_int_equal(rf_policy_parse(names[i], &p), 0);
         assert_int_equal(p, (enum rf_policy_profile)i);
         assert_string_equal(rf_policy_name(p), names[i]);
@@ -90,7 +90,10 @@ static void test_profile_names(void **state)
     assert_int_equal(rf_policy_parse(NULL, &p), -EINVAL);
     assert_int_equal(rf_policy_parse("off", NULL), -EINVAL);
     assert_int_equal(p, RF_POLICY_OBSERVE); /* unchanged on error */
-    assert_null(rf_policy_name((enum rf_policy_profile)6));
+    assert_null(rf_policy_name((enum rf_policy_profile)7));
+    assert_true(rf_policy_plans(RF_POLICY_STREAMING));
+    assert_false(rf_policy_mutates(RF_POLICY_STREAMING)); /* pins are not a release */
+    assert_false(rf_policy_requires_target(RF_POLICY_STREAMING));
 
     assert_false(rf_policy_plans(RF_POLICY_OFF));
     assert_true(rf_policy_plans(RF_POLICY_OBSERVE));

@@ -63,6 +63,7 @@ static const char *const top_keys[] = {
     "timing",
     "output",
     "warnings",
+    "streaming",
 };
 #define N_TOP_KEYS (sizeof(top_keys) / sizeof(top_keys[0]))
 
@@ -999,6 +1000,65 @@ static void test_lifetime_section(void **state)
     free_mutating(&m);
 }
 
+/*
+ * The streaming object: storage traffic with provenance for every policy;
+ * under streaming the plan (pinned tensor names from the inventory), the
+ * pin and the bound with its ratio.
+ */
+static void test_streaming_section(void **state)
+{
+    struct fixture f;
+    struct rf_stream_plan plan;
+    struct rf_stream_report sr;
+    size_t pinned[1] = {1};
+    json_t *doc, *st;
+
+    (void)state;
+    build_observe(&f);
+    memset(&sr, 0, sizeof(sr));
+    sr.has_read_bytes = true;
+    sr.read_bytes = 5000;
+    sr.plan_reason = "the residency policy is not streaming";
+    f.r.streaming = &sr;
+    doc = report_of(&f.r);
+    st = at(doc, "streaming", NULL);
+    assert_json_int(at(at(st, "io", NULL), "read_bytes", NULL), 5000);
+    assert_string_equal(json_string_value(at(at(st, "io", NULL), "read_bytes_provenance", NULL)),
+                        "exact_measured");
+    assert_json_null(at(at(st, "io", NULL), "major_faults", NULL));
+    assert_json_null(at(at(st, "io", NULL), "major_faults_provenance", NULL));
+    assert_json_null(at(st, "plan", NULL));
+    assert_json_null(at(st, "pin", NULL));
+    json_decref(doc);
+
+    rf_stream_plan_init(&plan);
+    plan.working_set_bytes = 12288;
+    plan.pinned_bytes = 8192;
+    plan.streamed_bytes = 4096;
+    plan.pinned = pinned;
+    plan.n_pinned = 1;
+    sr.active = true;
+    sr.plan = &plan;
+    sr.inv = &f.inv;
+    sr.pin_attempted = sr.pinned = true;
+    sr.has_locked = true;
+    sr.locked_bytes = 8192;
+    sr.has_bound = sr.has_achieved = true;
+    sr.bound_token_ns = 100;
+    sr.achieved_token_ns = 150;
+    doc = report_of(&f.r);
+    st = at(doc, "streaming", NULL);
+    assert_json_int(at(at(st, "plan", NULL), "streamed_bytes_per_token", NULL), 4096);
+    json_t *names = at(at(st, "plan", NULL), "pinned_tensors", NULL);
+    assert_int_equal(json_array_size(names), 1);
+    assert_string_equal(json_string_value(json_array_get(names, 0)), "blk.0.attn_q.weight");
+    assert_json_int(at(at(st, "pin", NULL), "locked_bytes", NULL), 8192);
+    assert_json_null(at(at(st, "pin", NULL), "error", NULL));
+    assert_true(json_real_value(at(at(st, "bound", NULL), "ratio_to_bound", NULL)) == 1.5);
+    json_decref(doc);
+    rf_inventory_free(&f.inv);
+}
+
 static void test_verify_session(void **state)
 {
     struct fixture f;
@@ -1140,6 +1200,7 @@ int main(void)
         cmocka_unit_test(test_native_section),
         cmocka_unit_test(test_lifetime_section),
         cmocka_unit_test(test_verify_session),
+        cmocka_unit_test(test_streaming_section),
         cmocka_unit_test(test_write_file),
         cmocka_unit_test(test_write_file_failures),
     };

@@ -22,7 +22,8 @@ from test_man import COMMANDS, SOURCE, Ctx, check, help_options, run_main  # noq
 
 COMPLETION = os.path.join(SOURCE, "completions", "ramforge.bash")
 
-POLICIES = ["off", "observe", "conservative", "memory-bound", "reuse-aware", "active"]
+POLICIES = ["off", "observe", "conservative", "memory-bound", "reuse-aware", "active",
+            "streaming"]
 # (command, option, values): the enum values each --help documents.
 ENUMS = [
     ("run", "--residency-policy", POLICIES),
@@ -81,7 +82,7 @@ def case_completion(c):
         n += 1
     expect(b, ["ramforge", "run", "--residency-rep"],
            ["--residency-report", "--residency-report-json"])
-    expect(b, ["ramforge", "run", "-v", "--no-"], ["--no-repack"])
+    expect(b, ["ramforge", "run", "-v", "--no-"], ["--no-repack", "--no-stream-sequential"])
     n += 2
     helps = {cmd: subprocess.run([c.ramforge, cmd, "--help"], capture_output=True,
                                  text=True).stdout for cmd in COMMANDS}

@@ -1,0 +1,171 @@
+/*
+ * The streaming residency policy's planner: for a model whose file-backed
+ * weights do not fit the binding memory limit, which file pages to pin
+ * (mlock) so that they stay resident while the rest streams through a
+ * window of the page cache by the kernel's own faults and readahead.
+ *
+ * The decode loop reads the layers in the same order every token, so under
+ * a limit the kernel's LRU reclaims first exactly the page needed next and
+ * every token rereads nearly the whole file. Locked pages are unevictable:
+ * with a pinned resident set, reclaim can only take the streamed layers,
+ * which must be read each token anyway (docs/STREAMING.md has the
+ * measurements behind the choices below).
+ *
+ * What is pinned, in this order, each group whole or not at all:
+ *   1. the tensors outside the repeating layers that the graph reads in full
+ *      every token (`output.weight`, `output_norm.weight`, ...);
+ *      `token_embd.weight` is read only by the rows of the tokens (a few KiB
+ *      per token), so it is never pinned, unless the model has no `output`
+ *      tensor (tied embeddings: the output projection then reads it whole);
+ *   2. the repeating layers `blk.N.*` in increasing N, while they fit.
+ * Only entries the graph reads from the file mapping (access FILE_BACKED)
+ * with a validated range (file_backed, eligibility ELIGIBLE) are ever
+ * pinned: an anonymous or repacked copy is never a pin, nor a range
+ * outside a validated mapping.
+ *
+ * The budget (all bytes, checked arithmetic):
+ *   fixed    = anonymous + kv_cache + scratch + runtime
+ *   resident = limit - margin - fixed           (R: what can stay resident)
+ *   pin      = resident - window                (the most that is pinned)
+ * with pinned counted as the union of the pinned page ranges. The plan
+ * never pins more than `pin`, so pinned + fixed + window + margin <= limit.
+ *
+ * Plain C over plain structs, no OS calls.
+ */
+#ifndef RAMFORGE_STREAMING_H
+#define RAMFORGE_STREAMING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ramforge/intervals.h"
+#include "ramforge/inventory.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RF_STREAM_MIN_WINDOW_BYTES (32ull << 20) /* floor of the default window, bytes */
+#define RF_STREAM_WINDOW_LAYERS 2                /* default window: this many largest layers */
+#define RF_STREAM_MIN_MARGIN_BYTES (16ull << 20) /* floor of the default margin, bytes */
+#define RF_STREAM_MARGIN_DIVISOR 64              /* default margin: limit / 64 above the floor */
+#define RF_STREAM_REASON_MAX 256                 /* reason text, including the NUL */
+
+/* The planner's inputs. Zero-initialise, then fill. */
+struct rf_stream_params {
+    uint64_t limit_bytes;     /* the binding limit's room for this process, bytes (> 0) */
+    uint64_t anonymous_bytes; /* anonymous memory now (RssAnon: repacked weights, runtime) */
+    uint64_t kv_bytes;        /* KV cache the run adds, bytes */
+    uint64_t scratch_bytes;   /* graph scratch the run adds, bytes (0: included elsewhere) */
+    uint64_t runtime_bytes;   /* other runtime growth, bytes */
+    uint64_t window_bytes;    /* page cache left for the streamed layers; 0: default
+                                 (rf_stream_default_window) */
+    uint64_t margin_bytes;    /* safety margin under the limit; 0: default
+                                 (rf_stream_default_margin) */
+};
+
+/* The plan. Arrays are owned; free with rf_stream_plan_free. */
+struct rf_stream_plan {
+    bool fits;            /* fixed + window + margin <= limit: the run can stream (admission) */
+    bool nothing_streams; /* the whole working set is pinned: the model fits */
+    uint64_t page_bytes;
+    uint64_t limit_bytes, margin_bytes, window_bytes, min_window_bytes; /* as used, bytes */
+    uint64_t fixed_bytes;         /* anonymous + kv + scratch + runtime, bytes */
+    uint64_t working_set_bytes;   /* W: union of the pages the graph reads from the file per
+                                     token (token_embd excluded unless tied), bytes */
+    uint64_t resident_bytes;      /* R: limit - margin - fixed (0 when negative), bytes */
+    uint64_t pin_budget_bytes;    /* R - window (0 when negative), bytes */
+    uint64_t pinned_bytes;        /* union of the pinned page ranges, bytes (<= pin budget) */
+    uint64_t streamed_bytes;      /* W - pinned (the pinned pages W holds): read again each
+                                     token, an estimate, bytes */
+    uint64_t largest_layer_bytes; /* the largest repeating layer's pages, bytes */
+    int32_t n_layers;             /* repeating layers seen (highest N + 1), 0: none */
+    int32_t layers_pinned;        /* blk.0 .. blk.(layers_pinned - 1) are pinned */
+    bool head_pinned;             /* group 1 (output, norms) is pinned */
+    size_t *pinned;               /* inventory entry positions, inventory order */
+    size_t n_pinned;
+    struct rf_file_range *ranges; /* merged page ranges to lock, file order per mapping */
+    size_t n_ranges;
+    struct rf_file_range *stream_ranges; /* W's pages outside the pinned set: what streams,
+                                            file order per mapping, disjoint */
+    size_t n_stream_ranges;
+    char reason[RF_STREAM_REASON_MAX]; /* one sentence: what was pinned or why not */
+};
+
+void rf_stream_plan_init(struct rf_stream_plan *plan);
+
+/* Frees the arrays; leaves an empty plan. NULL is a no-op. */
+void rf_stream_plan_free(struct rf_stream_plan *plan);
+
+/*
+ * The repeating-layer index of a tensor name "blk.<N>.<...>" (N decimal,
+ * no sign, at most 9 digits), or -1 for any other name.
+ */
+int32_t rf_stream_layer_of(const char *name);
+
+/* The default window: RF_STREAM_WINDOW_LAYERS largest layers, at least the floor. */
+uint64_t rf_stream_default_window(uint64_t largest_layer_bytes);
+
+/* The default margin: max(floor, limit / RF_STREAM_MARGIN_DIVISOR). */
+uint64_t rf_stream_default_margin(uint64_t limit_bytes);
+
+/*
+ * Plans the pinned set over inv with p (file-top comment). The minimum
+ * window (what admission needs besides the fixed part) is one largest
+ * layer, at least RF_STREAM_MIN_WINDOW_BYTES / 2. out->fits is false when
+ * fixed + min window + margin exceeds the limit: nothing is pinned then.
+ * A plan that pins nothing (the budget is below the head group) is not an
+ * error: the reason says so.
+ *
+ * *out is initialised first (old content freed). Errors: -EINVAL (NULL
+ * argument, limit 0), -EOVERFLOW (a byte sum), -ENOMEM; on error *out is
+ * empty.
+ */
+int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_params *p,
+                         struct rf_stream_plan *out);
+
+/*
+ * What the streaming policy did in one operation, for the report's
+ * `streaming` object (present for every policy: the storage traffic is
+ * measured whatever the policy; the plan only under streaming). Pointers
+ * are borrowed.
+ */
+struct rf_stream_report {
+    bool active;                       /* the policy is streaming */
+    const struct rf_stream_plan *plan; /* NULL: not planned (plan_reason) */
+    const struct rf_inventory *inv;    /* names of the pinned entries */
+    const char *plan_reason;           /* static; why no plan, or why it was not applied */
+    const char *limit_source;          /* where limit_bytes came from */
+    bool pin_attempted;                /* mlock was called */
+    bool pinned;                       /* every pinned range was locked */
+    uint64_t pin_accepted_bytes;       /* bytes mlock returned 0 for */
+    uint64_t pin_ns;                   /* wall time of the pin (it reads the pages) */
+    int pin_error;                     /* negative errno of a refused mlock; 0 none */
+    const char *pin_error_reason;      /* static sentence; NULL none */
+    bool fallback;                     /* pins refused: plain behaviour, a warning */
+    bool sequential;                   /* the streamed ranges were MADV_SEQUENTIAL */
+    bool has_locked;
+    uint64_t locked_bytes;   /* smaps Locked of the model mapping after the pin,
+                                exact_measured */
+    const char *unpinned_at; /* the boundary where munlock ran; NULL: still pinned
+                                or never pinned */
+    bool has_read_bytes;
+    uint64_t read_bytes; /* /proc/self/io read_bytes over the operation */
+    bool has_major_faults;
+    uint64_t major_faults; /* /proc/self/stat majflt over the operation */
+    bool has_bandwidth;
+    uint64_t bandwidth_bytes_per_s; /* B: given by the caller (bench measures it) */
+    bool has_warm_token_ns;
+    uint64_t warm_token_ns; /* t_c: given by the caller */
+    bool has_bound;
+    uint64_t bound_token_ns; /* t_c (0 when unknown) + streamed / B, ns */
+    bool has_achieved;
+    uint64_t achieved_token_ns; /* decode time / decoded tokens, ns */
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,38 @@
+#!/bin/bash
+# Runs `ramforge run` once in a fresh child memory cgroup (v1 or v2) with a
+# hard limit, from an evicted copy of the model (page cache is charged to the
+# cgroup that first touches it), and removes the cgroup on every exit.
+# Until `ramforge bench --memory-limit` lands this is how docs/STREAMING.md
+# measured. Root needed.
+#
+#   scripts/measure-streaming.sh RAMFORGE MODEL LIMIT_BYTES REPORT.json [run options...]
+#
+# Prints one line: policy limit decode_s tokens fingerprint read_bytes majflt.
+set -euo pipefail
+rf=$1 model=$2 limit=$3 report=$4
+shift 4
+if [ -d /sys/fs/cgroup/memory ]; then
+    cg=/sys/fs/cgroup/memory/rf-stream-$$
+    mkdir "$cg"
+    trap 'rmdir "$cg" 2>/dev/null || { sleep 1; rmdir "$cg"; }' EXIT
+    echo "$limit" > "$cg/memory.limit_in_bytes"
+else
+    cg=/sys/fs/cgroup/rf-stream-$$
+    mkdir "$cg"
+    trap 'rmdir "$cg" 2>/dev/null || { sleep 1; rmdir "$cg"; }' EXIT
+    echo "$limit" > "$cg/memory.max"
+fi
+sync
+vmtouch -e -q "$model"
+( echo "$BASHPID" > "$cg/cgroup.procs"; exec "$rf" run -m "$model" --residency-report-json "$report" "$@" ) >/dev/null 2>"$report.err" || {
+    echo "run failed: $(tail -n 3 "$report.err")" >&2
+    exit 1
+}
+python3 - "$report" "$limit" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+io = (d.get("streaming") or {}).get("io") or {}
+print(d["policy"]["profile"], sys.argv[2], "%.2f" % (d["timing"]["decode_ns"] / 1e9),
+      d["output"]["n_generated_tokens"], d["output"]["token_fingerprint"],
+      io.get("read_bytes"), io.get("major_faults"))
+PY

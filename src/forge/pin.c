@@ -1,0 +1,80 @@
+/*
+ * Pinning (forge_pin.h): mlock and munlock over validated ranges of the
+ * model's file mapping, through advise.c's loop (validation against one
+ * fresh read of /proc/self/maps under the gate, checked sums).
+ *
+ * Expected workload: one pin before an operation's session with the ranges
+ * of a streaming plan (a few merged ranges, up to the model's size) and
+ * one unpin before the next release boundary; one call per range.
+ */
+#include "forge_internal.h"
+
+#include "ramforge/forge_pin.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "ramforge/timing.h"
+
+static int pin_ranges(struct forge_model *m, const struct rf_file_range *ranges, size_t n, int lock,
+                      int advice, struct forge_pin_result *out)
+{
+    const uint64_t t0 = rf_now_ns();
+    struct forge_advise_params p = {.advice = advice, .lock = lock, .chunk_bytes = 0};
+    struct forge_advise_tally t;
+
+    if (!out)
+        return -EINVAL;
+    int rc = forge_advise_ranges(m, ranges, n, &p, &t, NULL);
+    memset(out, 0, sizeof(*out));
+    out->requested_bytes = t.requested_bytes;
+    out->accepted_bytes = t.accepted_bytes;
+    out->n_ranges = t.n_ranges;
+    out->n_refused = t.n_refused;
+    out->n_calls = t.n_calls;
+    out->n_failed_calls = t.n_failed_calls;
+    out->first_error = t.first_error;
+    out->elapsed_ns = rf_now_ns() - t0;
+    return rc;
+}
+
+int forge_model_pin(struct forge_model *m, const struct rf_file_range *ranges, size_t n,
+                    struct forge_pin_result *out)
+{
+    return pin_ranges(m, ranges, n, 1, 0, out);
+}
+
+int forge_model_unpin(struct forge_model *m, const struct rf_file_range *ranges, size_t n,
+                      struct forge_pin_result *out)
+{
+    return pin_ranges(m, ranges, n, -1, 0, out);
+}
+
+int forge_model_advise_stream(struct forge_model *m, const struct rf_file_range *ranges, size_t n,
+                              bool sequential, struct forge_pin_result *out)
+{
+    return pin_ranges(m, ranges, n, 0, sequential ? MADV_SEQUENTIAL : MADV_NORMAL, out);
+}
+
+const char *forge_pin_error_reason(int err)
+{
+    switch (err) {
+    case 0:
+        return NULL;
+    case -ENOMEM:
+    case -EAGAIN:
+        return "mlock refused: the locked bytes exceed RLIMIT_MEMLOCK (without CAP_IPC_LOCK) "
+               "or the pages could not be locked";
+    case -EPERM:
+        return "mlock refused: no CAP_IPC_LOCK and RLIMIT_MEMLOCK is 0";
+    case -EFAULT:
+        return "a range is not a validated file-backed range of the model mapping";
+    case -EBUSY:
+        return "the execution gate was busy (a context in flight or a release running)";
+    case -ENOSYS:
+        return "the native layer cannot pin";
+    default:
+        return "mlock failed";
+    }
+}

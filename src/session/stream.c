@@ -1,0 +1,224 @@
+/*
+ * The streaming residency policy in the session: the plan made at
+ * admission (ramforge/streaming.h), the pins (mlock through the native
+ * table) before the operation's decode, their undoing before any release
+ * boundary, at the operation's end and at rf_session_free, and the
+ * report's `streaming` object (storage traffic for every policy; plan,
+ * pins and bound under streaming).
+ *
+ * Pinning is not a release: the spec's release boundaries and the gate are
+ * unchanged. The pins are held only between rf_session_stream_pin and the
+ * next after-session boundary or the operation's end, so a boundary's
+ * release never meets a locked page (MADV_DONTNEED refuses VM_LOCKED).
+ */
+#include "session_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+static struct ses_stream *stream_of(struct rf_session *s)
+{
+    return &s->op.stream;
+}
+
+void ses_stream_op_free(struct ses_stream *st)
+{
+    rf_stream_plan_free(&st->plan);
+    st->planned = false;
+}
+
+void ses_stream_op_open(struct rf_session *s)
+{
+    struct ses_stream *st = stream_of(s);
+    rf_stream_plan_init(&st->plan);
+    st->rep.active = s->p.policy == RF_POLICY_STREAMING;
+    st->rep.inv = &s->inv;
+    st->rep.plan_reason = st->rep.active ? "admission has not run: nothing was planned"
+                                         : "the residency policy is not streaming";
+    st->has_io_before = s->native->io && s->native->io(s->ud, &st->io_before) == 0;
+    if (s->p.storage_bandwidth_bytes_per_s) {
+        st->rep.has_bandwidth = true;
+        st->rep.bandwidth_bytes_per_s = s->p.storage_bandwidth_bytes_per_s;
+    }
+    if (s->p.warm_token_ns) {
+        st->rep.has_warm_token_ns = true;
+        st->rep.warm_token_ns = s->p.warm_token_ns;
+    }
+    s->op.rep.streaming = &st->rep;
+}
+
+/* The room of the level where the working set fits least (or the binding one), bytes. */
+static bool limit_of(const struct rf_admission_result *a, uint64_t *room, const char **source)
+{
+    if (a->thrash && a->has_thrash_level) {
+        const struct rf_admission_level_check *c = &a->cgroups[a->thrash_level];
+        *room = c->working_set_checked ? c->run_room_bytes : c->high_run_room_bytes;
+        *source = "admission: the run room (limit minus the other unreclaimable charges) of the "
+                  "cgroup where the working set fits least";
+        return true;
+    }
+    if (a->has_binding && a->cgroups[a->binding].checked) {
+        *room = a->cgroups[a->binding].run_room_bytes;
+        *source = "admission: the run room of the binding cgroup";
+        return true;
+    }
+    return false;
+}
+
+int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
+{
+    struct ses_stream *st = stream_of(s);
+    struct rf_admission_result *a = &s->op.admission;
+    struct rf_stream_params p = {0};
+    const char *source = NULL;
+
+    if (s->p.policy != RF_POLICY_STREAMING)
+        return 0;
+    ses_stream_op_free(st);
+    st->apply = false;
+    st->rep.plan = NULL;
+    if (!limit_of(a, &p.limit_bytes, &source) || p.limit_bytes == 0) {
+        st->rep.plan_reason = "no enforced memory limit: nothing streams, nothing is pinned";
+        return 0;
+    }
+    p.anonymous_bytes = in->anonymous.has ? in->anonymous.bytes : 0;
+    p.kv_bytes = in->kv_cache.has ? in->kv_cache.bytes : 0;
+    p.scratch_bytes = in->graph_scratch.has ? in->graph_scratch.bytes : 0;
+    p.window_bytes = s->p.stream_window_bytes;
+    p.margin_bytes = s->p.stream_margin_bytes;
+    int rc = rf_stream_plan_build(&s->inv, &p, &st->plan);
+    if (rc < 0) {
+        st->rep.plan_reason = "the streaming plan could not be built (overflow or no memory)";
+        return rc;
+    }
+    st->planned = true;
+    st->rep.plan = &st->plan;
+    st->rep.limit_source = source;
+    if (!a->thrash) {
+        st->rep.plan_reason = "the working set fits the limit: the plan is not applied";
+        return 0;
+    }
+    if (a->cause != RF_ADMIT_CAUSE_THRASH)
+        return 0; /* refused or warned for another cause: the verdict stands */
+    size_t len = strlen(a->reason);
+    if (st->plan.fits) {
+        st->apply = true;
+        st->rep.plan_reason = NULL;
+        a->outcome = RF_ADMIT_WARNING;
+        a->refused = false;
+        snprintf(a->reason + len, sizeof(a->reason) - len,
+                 " Admitted under --residency-policy streaming: %s (an estimate; the file is "
+                 "read again each token).",
+                 st->plan.reason);
+    } else {
+        st->rep.plan_reason = "the fixed part and a minimum window do not fit: not applied";
+        snprintf(a->reason + len, sizeof(a->reason) - len, " Streaming cannot help: %s.",
+                 st->plan.reason);
+    }
+    return 0;
+}
+
+/* smaps Locked of the model mapping now; false: unknown. */
+static bool measure_locked(struct rf_session *s, uint64_t *out)
+{
+    struct rf_residency_sample smp;
+    memset(&smp, 0, sizeof(smp));
+    s->native->sample_mapping(s->ud, RF_MEASURE_MAPPING_SMAPS, &smp);
+    *out = smp.mapping_locked_bytes;
+    return smp.has_mapping;
+}
+
+int rf_session_stream_pin(struct rf_session *s)
+{
+    if (!s)
+        return -EINVAL;
+    ses_op_open(s);
+    struct ses_stream *st = stream_of(s);
+    if (s->p.policy != RF_POLICY_STREAMING || !st->apply || st->held || st->plan.n_ranges == 0)
+        return 0;
+    struct forge_pin_result res;
+    memset(&res, 0, sizeof(res));
+    int rc = s->native->lock ? s->native->lock(s->ud, st->plan.ranges, st->plan.n_ranges, &res)
+                             : -ENOSYS;
+    st->rep.pin_attempted = rc == 0;
+    st->rep.pin_accepted_bytes = res.accepted_bytes;
+    st->rep.pin_ns = res.elapsed_ns;
+    int err = rc < 0 ? rc : res.first_error;
+    if (rc == 0)
+        st->held = true; /* something may be locked: munlock is owed either way */
+    if (err) {
+        st->rep.pin_error = err;
+        st->rep.pin_error_reason = forge_pin_error_reason(err);
+        st->rep.fallback = true;
+        ses_stream_unpin(s, "pin_refused");
+        ses_add_warning(s, "streaming: mlock was refused, the pins were undone and the run "
+                           "streams every weight through the page cache (see streaming.pin)");
+        return 0;
+    }
+    st->rep.pinned = true;
+    st->rep.has_locked = measure_locked(s, &st->rep.locked_bytes);
+    if (s->p.stream_sequential && s->native->advise_stream && st->plan.n_stream_ranges) {
+        struct forge_pin_result ar;
+        st->advised = s->native->advise_stream(s->ud, st->plan.stream_ranges,
+                                               st->plan.n_stream_ranges, true, &ar) == 0;
+        st->rep.sequential = st->advised && ar.first_error == 0;
+    }
+    return 1;
+}
+
+void ses_stream_unpin(struct rf_session *s, const char *at)
+{
+    struct ses_stream *st = stream_of(s);
+    if (!st->held)
+        return;
+    struct forge_pin_result res;
+    if (s->native->unlock)
+        s->native->unlock(s->ud, st->plan.ranges, st->plan.n_ranges, &res);
+    if (st->advised && s->native->advise_stream)
+        s->native->advise_stream(s->ud, st->plan.stream_ranges, st->plan.n_stream_ranges, false,
+                                 &res);
+    st->advised = false;
+    st->held = false;
+    st->rep.unpinned_at = at;
+}
+
+/* a - b when both are known and a >= b. */
+static bool delta(bool has_a, uint64_t a, bool has_b, uint64_t b, uint64_t *out)
+{
+    if (!has_a || !has_b || a < b)
+        return false;
+    *out = a - b;
+    return true;
+}
+
+void ses_stream_op_end(struct rf_session *s, const struct rf_operation_output *out)
+{
+    struct ses_stream *st = stream_of(s);
+    struct rf_stream_report *r = &st->rep;
+    struct rfsys_io now;
+
+    ses_stream_unpin(s, "operation_end");
+    if (st->has_io_before && s->native->io && s->native->io(s->ud, &now) == 0) {
+        r->has_read_bytes = delta(now.has_read_bytes, now.read_bytes, st->io_before.has_read_bytes,
+                                  st->io_before.read_bytes, &r->read_bytes);
+        r->has_major_faults =
+            delta(now.has_major_faults, now.major_faults, st->io_before.has_major_faults,
+                  st->io_before.major_faults, &r->major_faults);
+    }
+    /* the first token comes from the prompt: decode_ns covers n_tokens - 1 decodes */
+    if (out && out->decode_ns && out->n_tokens > 1) {
+        r->has_achieved = true;
+        r->achieved_token_ns = out->decode_ns / (out->n_tokens - 1);
+    }
+    if (r->active && st->planned && r->has_bandwidth) {
+        /* t_c + streamed / B, ns; streamed * 1e9 checked */
+        uint64_t ns;
+        if (!__builtin_mul_overflow(st->plan.streamed_bytes, (uint64_t)1000000000, &ns) &&
+            !__builtin_add_overflow(ns / r->bandwidth_bytes_per_s, r->warm_token_ns, &ns)) {
+            r->has_bound = true;
+            r->bound_token_ns = ns;
+        }
+    }
+}

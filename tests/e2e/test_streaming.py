@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""End-to-end cases of --residency-policy streaming on tinyllama-shaped models.
+
+The planner's floors (a 16 MiB margin, a window of at least one layer) make
+a small model pointless here: the cases use the tinyllama preset (about 1.1
+GiB in Q8_0, 0.6 GiB in Q4_0), generated once under build/models.
+
+  streaming_limit   tokens under streaming are those of `off`, without a limit
+                    (nothing pinned) and in a child memory cgroup whose limit
+                    the weights exceed (the output tensors and the first layers
+                    pinned: smaps Locked equals the pinned bytes, undone at the
+                    after_session boundary); the report matches the schema
+  streaming_repack  Q4_0 with repacking, limited just under its decode working
+                    set: no weight read from an anonymous repacked copy is
+                    pinned, tokens unchanged
+  streaming_mlock_refused
+                    as uid 65534 (no CAP_IPC_LOCK) with RLIMIT_MEMLOCK 64 KiB:
+                    the refusal is reported with its reason, the run falls back
+                    and its tokens are those of `off`
+
+Exit 0 pass, 1 fail, 77 skip (no root or no v1 memory cgroup).
+"""
+import json
+import os
+import resource
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "schema"))
+import validate_report  # noqa: E402
+from e2e_util import Skip, check, memory_child_cgroup, run_main, run_ramforge  # noqa: E402
+
+PROMPT = "Hello my name is"
+N_PREDICT = "4"
+
+
+class Ctx:
+    def __init__(self, args, tmp):
+        self.rf = args.ramforge
+        self.schema = args.schema
+        # build/models beside the ramforge binary: generated once per build tree
+        self.models_dir = os.path.join(os.path.dirname(os.path.abspath(args.ramforge)), "models")
+        self.tmp = tmp
+
+    def run(self, *argv, check_rc=0, **kw):
+        return run_ramforge(self.rf, argv, check_rc, timeout=900, **kw)
+
+    def model(self, wtype):
+        os.makedirs(self.models_dir, exist_ok=True)
+        path = os.path.join(self.models_dir, f"tinyllama-{wtype}-stream.gguf")
+        if not os.path.exists(path):
+            part = path + f".part-{os.getpid()}"
+            self.run("mkmodel", "--preset", "tinyllama", "--type", wtype, "-q", "-o", part)
+            os.rename(part, path)
+        return path
+
+    def report(self, name, model, *argv, **kw):
+        path = os.path.join(self.tmp, name + ".json")
+        p = self.run("run", "-m", model, "-p", PROMPT, "-n", N_PREDICT, "-t", "2",
+                     "--residency-report-json", path, *argv, **kw)
+        errors = validate_report.validate(self.schema, path)
+        check(not errors, f"{name}: the report does not match the schema: {errors[:3]}")
+        with open(path) as f:
+            return json.load(f), p
+
+
+def tokens(rep):
+    return rep["output"]["token_ids"]
+
+
+def case_streaming_limit(c):
+    model = c.model("q8_0")
+    off, _ = c.report("off", model, "--residency-policy", "off")
+    free, _ = c.report("free", model, "--residency-policy", "streaming")
+    check(tokens(free) == tokens(off), "streaming without a limit changed the tokens")
+    check(free["streaming"]["active"] and free["streaming"]["plan"] is None,
+          f"no limit, yet a plan: {free['streaming']['plan_reason']}")
+    check(free["streaming"]["io"]["major_faults"] is not None, "major faults not measured")
+    size = os.path.getsize(model)
+    with memory_child_cgroup("ramforge-e2e-stream", size * 3 // 4) as enter:
+        lim, p = c.report("limit", model, "--residency-policy", "streaming",
+                          "--admission", "enforce", preexec_fn=enter)
+    st = lim["streaming"]
+    check(tokens(lim) == tokens(off), "streaming under a limit changed the tokens")
+    check(st["plan"] is not None, f"no plan under a limit: {st['plan_reason']}")
+    plan, pin = st["plan"], st["pin"]
+    check(plan["fits"] and plan["pinned_bytes"] > 0, f"nothing pinned: {plan['reason']}")
+    check(plan["pinned_bytes"] + plan["fixed_bytes"] + plan["window_bytes"] +
+          plan["margin_bytes"] <= plan["limit_bytes"], f"over the limit: {plan}")
+    check("output.weight" in plan["pinned_tensors"] and
+          "token_embd.weight" not in plan["pinned_tensors"],
+          f"pinned {plan['pinned_tensors'][:5]}")
+    check(pin["pinned"] and pin["locked_bytes"] == plan["pinned_bytes"],
+          f"smaps Locked {pin['locked_bytes']} vs pinned {plan['pinned_bytes']}")
+    check(pin["unpinned_at"] == "after_session", f"unpinned at {pin['unpinned_at']}")
+    check(lim["admission"]["outcome"] == "admitted_with_warning" and
+          not lim["admission"]["refused"], f"admission {lim['admission']['outcome']}")
+    check("Admitted under --residency-policy streaming" in lim["admission"]["reason"],
+          lim["admission"]["reason"][-300:])
+
+
+def case_streaming_repack(c):
+    model = c.model("q4_0")
+    off, _ = c.report("off", model, "--residency-policy", "off")
+    # Nearly every weight lives in an anonymous repacked copy (output.weight too); the
+    # graph reads from the file only token_embd (by rows) and the norms. A limit just
+    # under the decode working set (file-backed weights + anonymous memory, from a run
+    # without a limit) makes admission see a thrash; with a 1 MiB window the norms'
+    # pages fit the pin budget beside the 16 MiB margin and minimum window.
+    free, _ = c.report("free", model, "--residency-policy", "streaming")
+    check(tokens(free) == tokens(off), "streaming without a limit changed the tokens")
+    limit = free["admission"]["working_set_bytes"] - (2 << 20)
+    with memory_child_cgroup("ramforge-e2e-stream", limit) as enter:
+        rep, _ = c.report("limit", model, "--residency-policy", "streaming",
+                          "--stream-window", "1MiB", preexec_fn=enter)
+    check(tokens(rep) == tokens(off), "streaming changed the tokens of a repacked model")
+    inv = json.loads(c.run("inspect", "-J", model).stdout)
+    access = {t["name"]: t["access"] for t in inv["tensors"]}
+    anon = {n for n, a in access.items() if a == "anonymous"}
+    if not anon:
+        raise Skip("llama.cpp repacked no weight on this CPU (no anonymous copy to avoid)")
+    plan = rep["streaming"]["plan"]
+    if plan is None or not plan["pinned_tensors"]:
+        raise Skip(f"nothing was pinned: {rep['streaming']['plan_reason']} "
+                   f"{plan and plan['reason']}")
+    pinned = set(plan["pinned_tensors"])
+    check(not pinned & anon, f"anonymous copies pinned: {sorted(pinned & anon)[:5]}")
+    check(all(access[n] == "file_backed" for n in pinned), "a pin outside the file-backed weights")
+    check("token_embd.weight" not in pinned, "token_embd (read by rows) pinned")
+    check(rep["streaming"]["pin"]["locked_bytes"] == plan["pinned_bytes"],
+          f"smaps Locked {rep['streaming']['pin']['locked_bytes']} vs {plan['pinned_bytes']}")
+
+
+def case_streaming_mlock_refused(c):
+    if os.geteuid() != 0:
+        raise Skip("not root: cannot switch to uid 65534")
+    model = c.model("q8_0")
+    off, _ = c.report("off", model, "--residency-policy", "off")
+    os.chmod(c.tmp, 0o777)
+    size = os.path.getsize(model)
+    with memory_child_cgroup("ramforge-e2e-stream", size * 3 // 4) as enter:
+        def as_nobody():
+            enter()  # as root: cgroup.procs
+            resource.setrlimit(resource.RLIMIT_MEMLOCK, (64 << 10, 64 << 10))
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)  # drops every capability, CAP_IPC_LOCK included
+
+        rep, p = c.report("refused", model, "--residency-policy", "streaming",
+                          preexec_fn=as_nobody)
+    pin = rep["streaming"]["pin"]
+    check(pin["attempted"] and not pin["pinned"] and pin["fallback"], f"pin {pin}")
+    check(pin["error"] and "RLIMIT_MEMLOCK" in (pin["error_reason"] or ""), f"pin {pin}")
+    check("streaming:" in p.stderr and "plain behaviour" in p.stderr,
+          f"no warning on stderr: {p.stderr[-500:]}")
+    check(tokens(rep) == tokens(off), "the fallback changed the tokens")
+
+
+CASES = {
+    "streaming_limit": case_streaming_limit,
+    "streaming_repack": case_streaming_repack,
+    "streaming_mlock_refused": case_streaming_mlock_refused,
+}
+
+
+if __name__ == "__main__":
+    run_main(CASES, Ctx, "ramforge-e2e-stream-", schema_required=True)

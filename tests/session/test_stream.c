@@ -1,0 +1,592 @@
+/*
+ * The streaming policy in the session on a fake native layer (no
+ * llama.cpp, no /proc, no mlock): a cgroup whose limit the model's file
+ * working set exceeds, a fake lock table that counts the pins of every
+ * page, and checks that the pins are taken only on the file pages the
+ * graph reads (never an anonymous repacked weight's), are undone before
+ * the release boundary's first sample and at the operation's end or the
+ * session's free, and that a refused mlock is undone and reported.
+ *
+ * The fake model, 1 MiB pages (the planner's floors are MiB-sized):
+ *   token_embd 16 pages | blk.0-3: a, b of 8 pages each | blk.3.c 8 pages
+ *   (read from an anonymous copy) | output_norm 1 page | output 16 pages
+ * W = 4 * 16 + 1 + 16 = 81 pages (token_embd and blk.3.c excluded).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "ramforge/error.h"
+
+#include "../../src/session/session_internal.h"
+#include "../core/test_util.h"
+
+#define PAGE (1ull << 20)
+#define N_PAGES 160u
+#define MAX_EVENTS 64
+
+struct fake {
+    uint32_t locks[N_PAGES]; /* pins held per file page */
+    uint64_t anon_bytes;     /* RssAnon the samples report */
+    uint64_t limit_bytes;    /* the cgroup's hard limit; 0: no cgroup */
+    int lock_error;          /* nonzero: mlock fails on the last range with this */
+    uint64_t lock_calls, unlock_calls;
+    uint32_t sequential[N_PAGES]; /* pages under MADV_SEQUENTIAL */
+    uint32_t in_flight;
+    uint64_t generation;
+    /* what the layer saw, in order: "lock", "unlock", "sample:<label>" with the pins then */
+    char events[MAX_EVENTS][48];
+    uint64_t pins_at[MAX_EVENTS];
+    size_t n_events;
+};
+
+static uint64_t pins(const struct fake *f)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < N_PAGES; i++)
+        n += f->locks[i];
+    return n;
+}
+
+static void event(struct fake *f, const char *what, const char *label)
+{
+    if (f->n_events == MAX_EVENTS)
+        return;
+    snprintf(f->events[f->n_events], sizeof(f->events[0]), "%s%s", what, label ? label : "");
+    f->pins_at[f->n_events++] = pins(f);
+}
+
+static void f_lifetime(void *ud, struct rf_native_lifetime *out)
+{
+    struct fake *f = ud;
+    *out = (struct rf_native_lifetime){
+        .has_contract = true,
+        .contract_version = RF_CONTRACT_VERSION,
+        .instance_id = 7,
+        .quiescent = f->in_flight == 0,
+        .in_flight_contexts = f->in_flight,
+        .execution_generation = f->generation,
+    };
+}
+
+static void f_sample(void *ud, const char *label, enum rf_measure_mapping what,
+                     struct rf_residency_sample *out, struct rfsys_cgroup_memory *cg)
+{
+    struct fake *f = ud;
+    (void)what;
+    event(f, "sample:", label);
+    out->has_mapping = out->has_mapping_pss = true;
+    out->mapping_rss_bytes = out->mapping_pss_bytes = 20 * PAGE;
+    out->mapping_source = "smaps";
+    out->has_process_rss = true;
+    out->process_rss_bytes = 20 * PAGE + f->anon_bytes;
+    out->has_anon = true;
+    out->anon_bytes = f->anon_bytes;
+    memset(cg, 0, sizeof(*cg));
+    cg->version = RFSYS_CGROUP_NONE;
+}
+
+/* smaps: Locked is the pinned pages. */
+static void f_sample_mapping(void *ud, enum rf_measure_mapping what,
+                             struct rf_residency_sample *out)
+{
+    struct fake *f = ud;
+    (void)what;
+    out->has_mapping = out->has_mapping_pss = true;
+    out->mapping_rss_bytes = out->mapping_pss_bytes = 20 * PAGE;
+    uint64_t n = 0;
+    for (size_t i = 0; i < N_PAGES; i++)
+        n += f->locks[i] ? 1 : 0;
+    out->mapping_locked_bytes = n * PAGE;
+    out->mapping_source = "smaps";
+}
+
+static int f_release(void *ud, const struct rf_file_range *r, size_t n,
+                     enum forge_release_mode mode, struct forge_release_result *out, int *errs)
+{
+    (void)ud;
+    (void)r;
+    (void)mode;
+    memset(out, 0, sizeof(*out));
+    memset(errs, 0, n * sizeof(*errs));
+    return 0;
+}
+
+static int f_page_source(void *ud, struct forge_page_source *out)
+{
+    (void)ud;
+    memset(out, 0, sizeof(*out));
+    snprintf(out->source, sizeof(out->source), "mincore");
+    snprintf(out->file_cache_source, sizeof(out->file_cache_source), "unknown: fake layer");
+    out->file_cache_error = -ENOSYS;
+    out->page_bytes = PAGE;
+    return 0;
+}
+
+static int f_sampler(void *ud, int32_t mapping, uint64_t first, uint64_t n, uint8_t *states)
+{
+    (void)ud;
+    (void)mapping;
+    (void)first;
+    memset(states, RF_PAGE_RESIDENT, n);
+    return 0;
+}
+
+static void *f_page_pass_begin(void *ud)
+{
+    return ud;
+}
+
+static void f_page_pass_end(void *pass)
+{
+    (void)pass;
+}
+
+static void f_lease_begin(void *ud)
+{
+    ((struct fake *)ud)->in_flight++;
+}
+
+static void f_lease_end(void *ud)
+{
+    struct fake *f = ud;
+    f->in_flight--;
+    f->generation++;
+}
+
+/* One v1 level: usage = the process (no other charge), the limit as scripted. */
+static int f_cgroup_tree(void *ud, struct rfsys_cgroup_tree *out)
+{
+    struct fake *f = ud;
+    memset(out, 0, sizeof(*out));
+    if (!f->limit_bytes)
+        return -ENOENT;
+    out->version = RFSYS_CGROUP_V1;
+    out->n = 1;
+    struct rf_cgroup_level *l = &out->levels[0];
+    snprintf(l->dir, sizeof(l->dir), "/sys/fs/cgroup/memory/fake");
+    l->limit = (struct rf_cgroup_figure){.has = true, .bytes = f->limit_bytes};
+    l->usage = (struct rf_cgroup_figure){.has = true, .bytes = 20 * PAGE + f->anon_bytes};
+    l->inactive_file = (struct rf_cgroup_figure){.has = true, .bytes = 0};
+    l->high = (struct rf_cgroup_figure){.has = false, .error = -ENOENT};
+    return 0;
+}
+
+static struct rf_tensor_meta tensors[16];
+static size_t n_tensors;
+static struct rf_mapping_meta mapping;
+static uint64_t anon_first, anon_end; /* blk.3.c's pages */
+
+static int f_lock(void *ud, const struct rf_file_range *r, size_t n, struct forge_pin_result *out)
+{
+    struct fake *f = ud;
+    memset(out, 0, sizeof(*out));
+    f->lock_calls++;
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(r[i].mapping_index, 0);
+        assert_true(r[i].pages.end_page <= N_PAGES);
+        /* never the anonymous copy's file pages */
+        assert_true(r[i].pages.end_page <= anon_first || r[i].pages.first_page >= anon_end);
+        uint64_t bytes = rf_page_range_pages(r[i].pages) * PAGE;
+        out->requested_bytes += bytes;
+        out->n_calls++;
+        if (f->lock_error && i == n - 1) {
+            out->n_failed_calls++;
+            out->first_error = f->lock_error;
+            continue;
+        }
+        for (uint64_t p = r[i].pages.first_page; p < r[i].pages.end_page; p++)
+            f->locks[p]++;
+        out->accepted_bytes += bytes;
+    }
+    out->n_ranges = n;
+    event(f, "lock", NULL);
+    return 0;
+}
+
+/* munlock: a page not locked stays at 0 (munlock of an unlocked page is harmless). */
+static int f_unlock(void *ud, const struct rf_file_range *r, size_t n, struct forge_pin_result *out)
+{
+    struct fake *f = ud;
+    memset(out, 0, sizeof(*out));
+    f->unlock_calls++;
+    for (size_t i = 0; i < n; i++)
+        for (uint64_t p = r[i].pages.first_page; p < r[i].pages.end_page; p++)
+            f->locks[p] = 0;
+    event(f, "unlock", NULL);
+    return 0;
+}
+
+/* MADV_SEQUENTIAL / MADV_NORMAL: only on pages that are not pinned */
+static int f_advise_stream(void *ud, const struct rf_file_range *r, size_t n, bool sequential,
+                           struct forge_pin_result *out)
+{
+    struct fake *f = ud;
+    memset(out, 0, sizeof(*out));
+    for (size_t i = 0; i < n; i++)
+        for (uint64_t p = r[i].pages.first_page; p < r[i].pages.end_page; p++) {
+            if (sequential)
+                assert_int_equal(f->locks[p], 0);
+            f->sequential[p] = sequential;
+        }
+    event(f, sequential ? "sequential" : "normal", NULL);
+    return 0;
+}
+
+static int f_io(void *ud, struct rfsys_io *out)
+{
+    struct fake *f = ud;
+    /* every call reads 3 more pages from storage, with one more major fault */
+    out->has_read_bytes = out->has_major_faults = true;
+    out->read_bytes = 3 * PAGE * (f->lock_calls + f->n_events);
+    out->major_faults = f->lock_calls + f->n_events;
+    return 0;
+}
+
+static const struct rf_session_native fake_native = {
+    .lifetime = f_lifetime,
+    .sample = f_sample,
+    .sample_mapping = f_sample_mapping,
+    .release = f_release,
+    .page_source = f_page_source,
+    .page_pass_begin = f_page_pass_begin,
+    .page_sampler = f_sampler,
+    .page_pass_end = f_page_pass_end,
+    .cgroup_tree = f_cgroup_tree,
+    .lease_begin = f_lease_begin,
+    .lease_end = f_lease_end,
+    .lock = f_lock,
+    .unlock = f_unlock,
+    .advise_stream = f_advise_stream,
+    .io = f_io,
+};
+
+static void add(const char *name, uint64_t first_page, uint64_t pages, enum rf_weight_access a)
+{
+    tensors[n_tensors] = fixture_tensor((uint32_t)n_tensors, 0, first_page * PAGE, pages * PAGE, a);
+    snprintf(tensors[n_tensors].name, sizeof(tensors[0].name), "%s", name);
+    n_tensors++;
+}
+
+static struct rf_session_model fake_model(void)
+{
+    struct rf_session_model m = {0};
+    uint64_t p = 1;
+    char name[32];
+    n_tensors = 0;
+    add("token_embd.weight", p, 16, RF_ACCESS_FILE_BACKED);
+    p += 16;
+    for (int l = 0; l < 4; l++)
+        for (int k = 0; k < 2; k++) {
+            snprintf(name, sizeof(name), "blk.%d.%c.weight", l, 'a' + k);
+            add(name, p, 8, RF_ACCESS_FILE_BACKED);
+            p += 8;
+        }
+    anon_first = p;
+    add("blk.3.c.weight", p, 8, RF_ACCESS_ANONYMOUS);
+    p += 8;
+    anon_end = p;
+    add("output_norm.weight", p, 1, RF_ACCESS_FILE_BACKED);
+    p += 1;
+    add("output.weight", p, 16, RF_ACCESS_FILE_BACKED);
+    p += 16;
+    mapping = fixture_mapping(0, p * PAGE);
+    m.tensors = tensors;
+    m.n_tensors = n_tensors;
+    m.mappings = &mapping;
+    m.n_mappings = 1;
+    snprintf(m.info.path, sizeof(m.info.path), "%s", mapping.path);
+    m.info.file_size_bytes = mapping.file_size_bytes;
+    m.info.n_layer = 4;
+    m.info.n_embd = 64;
+    m.info.n_head = 4;
+    m.info.n_head_kv = 4;
+    m.info.access_probed = true;
+    m.info.access_basis = RF_ACCESS_BASIS_GRAPH_PROBE;
+    m.instance_id = 7;
+    m.page_bytes = PAGE;
+    return m;
+}
+
+/*
+ * Streaming, enforce, window 16 pages, margin 4: with a limit of 100 pages
+ * and 10 pages of anonymous memory (KV a few KiB: counted in whole bytes),
+ * R = 100 - 4 - 10 - KV, so the pin budget is just under 70 pages: output
+ * and output_norm (17) + blk.0-2 (48) = 65; blk.3 (its file part, 16) no
+ * longer fits.
+ */
+static bool sequential_param;
+
+static struct rf_session *start_margin(struct fake *f, uint64_t limit_pages, uint64_t margin_pages)
+{
+    static struct rf_session_model m;
+    struct rf_session_params p = rf_session_default_params();
+    struct rf_session *s = NULL;
+    memset(f, 0, sizeof(*f));
+    f->anon_bytes = 10 * PAGE;
+    f->limit_bytes = limit_pages * PAGE;
+    p.policy = RF_POLICY_STREAMING;
+    p.admission_mode = RF_ADMISSION_ENFORCE;
+    p.stream_window_bytes = 16 * PAGE;
+    p.stream_margin_bytes = margin_pages * PAGE;
+    p.stream_sequential = sequential_param;
+    m = fake_model();
+    assert_int_equal(rf_session_create_native(&m, &fake_native, f, p, &s), 0);
+    return s;
+}
+
+static struct rf_session *start(struct fake *f, uint64_t limit_pages)
+{
+    return start_margin(f, limit_pages, 4);
+}
+
+static void admit(struct rf_session *s, struct rf_admission_result *adm)
+{
+    struct rf_operation_request req = {.n_ctx = 256, .n_predict = 4, .n_prompt = 3};
+    assert_int_equal(rf_session_admit(s, &req, adm), 0);
+}
+
+static json_t *streaming_of(struct rf_session *s)
+{
+    char *text = NULL;
+    assert_int_equal(rf_session_report_json(s, RF_REPORT_OPERATION, &text), 0);
+    json_t *doc = json_loads(text, 0, NULL);
+    free(text);
+    assert_non_null(doc);
+    return doc;
+}
+
+static const char *jstr_at(json_t *doc, const char *a, const char *b)
+{
+    return json_string_value(
+        json_object_get(json_object_get(json_object_get(doc, "streaming"), a), b));
+}
+
+static void test_admitted_and_pinned(void **state)
+{
+    struct fake f;
+    struct rf_admission_result adm;
+    (void)state;
+    struct rf_session *s = start(&f, 100);
+    admit(s, &adm);
+    /* W = 81 pages + 10 anonymous > 100: thrash, but streaming admits it even in enforce */
+    assert_true(adm.thrash);
+    assert_false(adm.refused);
+    assert_int_equal(adm.outcome, RF_ADMIT_WARNING);
+    assert_non_null(strstr(adm.reason, "Admitted under --residency-policy streaming"));
+    assert_int_equal(rf_session_stream_pin(s), 1);
+    assert_int_equal(f.lock_calls, 1);
+    /* output_norm + output (17 pages, contiguous) and blk.0-2 (48 pages) */
+    assert_int_equal(pins(&f), 65);
+    for (uint64_t p = 1; p < 17; p++)
+        assert_int_equal(f.locks[p], 0); /* token_embd: read by rows */
+    /* a second call pins nothing more */
+    assert_int_equal(rf_session_stream_pin(s), 0);
+    assert_int_equal(pins(&f), 65);
+
+    json_t *doc = streaming_of(s);
+    json_t *st = json_object_get(doc, "streaming");
+    json_t *plan = json_object_get(st, "plan");
+    assert_int_equal(json_integer_value(json_object_get(plan, "working_set_bytes")), 81 * PAGE);
+    assert_int_equal(json_integer_value(json_object_get(plan, "pinned_bytes")), 65 * PAGE);
+    assert_int_equal(json_integer_value(json_object_get(plan, "streamed_bytes_per_token")),
+                     16 * PAGE);
+    assert_int_equal(json_integer_value(json_object_get(plan, "layers_pinned")), 3);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(st, "pin"), "locked_bytes")), 65 * PAGE);
+    json_decref(doc);
+    rf_session_free(s);
+    assert_int_equal(pins(&f), 0); /* undone at free */
+}
+
+static void test_unpinned_before_release_boundary(void **state)
+{
+    struct fake f;
+    struct rf_admission_result adm;
+    (void)state;
+    struct rf_session *s = start(&f, 100);
+    admit(s, &adm);
+    assert_int_equal(rf_session_stream_pin(s), 1);
+    rf_session_lease_begin(s);
+    rf_session_lease_end(s);
+    /* end_of_session is not a release boundary: the pins stay */
+    assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_END_OF_SESSION), 0);
+    assert_int_equal(pins(&f), 65);
+    assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_AFTER_SESSION), 0);
+    assert_int_equal(pins(&f), 0);
+    /* every sample of the release boundary came after the munlock */
+    bool saw_unlock = false, saw_after = false;
+    for (size_t i = 0; i < f.n_events; i++) {
+        if (strcmp(f.events[i], "unlock") == 0)
+            saw_unlock = true;
+        if (strcmp(f.events[i], "sample:after_session") == 0 ||
+            strcmp(f.events[i], "sample:after_release") == 0) {
+            saw_after = true;
+            assert_true(saw_unlock);
+            assert_int_equal(f.pins_at[i], 0);
+        }
+        if (strcmp(f.events[i], "sample:end_of_session") == 0)
+            assert_int_equal(f.pins_at[i], 65);
+    }
+    assert_true(saw_after);
+    json_t *doc = streaming_of(s);
+    assert_string_equal(jstr_at(doc, "pin", "unpinned_at"), "after_session");
+    json_decref(doc);
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    assert_int_equal(f.unlock_calls, 1); /* nothing owed twice */
+    rf_session_free(s);
+}
+
+static void test_unpinned_at_operation_end(void **state)
+{
+    struct fake f;
+    struct rf_admission_result adm;
+    (void)state;
+    struct rf_session *s = start(&f, 100);
+    admit(s, &adm);
+    assert_int_equal(rf_session_stream_pin(s), 1);
+    int32_t toks[3] = {1, 2, 3};
+    struct rf_operation_output out = {.tokens = toks, .n_tokens = 3, .decode_ns = 2000};
+    assert_int_equal(rf_session_operation_end(s, &out), 0);
+    assert_int_equal(pins(&f), 0);
+    json_t *doc = streaming_of(s);
+    json_t *st = json_object_get(doc, "streaming");
+    assert_string_equal(jstr_at(doc, "pin", "unpinned_at"), "operation_end");
+    /* decode_ns covers n_tokens - 1 decodes */
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(st, "bound"), "achieved_token_ns")),
+        1000);
+    /* storage traffic: deltas of the fake's counters over the operation */
+    json_t *io = json_object_get(st, "io");
+    assert_true(json_integer_value(json_object_get(io, "read_bytes")) > 0);
+    assert_int_equal(json_integer_value(json_object_get(io, "read_bytes")) % (3 * PAGE), 0);
+    json_decref(doc);
+    rf_session_free(s);
+    assert_int_equal(f.unlock_calls, 1);
+}
+
+static void test_refused_mlock_falls_back(void **state)
+{
+    struct fake f;
+    struct rf_admission_result adm;
+    (void)state;
+    struct rf_session *s = start(&f, 100);
+    f.lock_error = -ENOMEM; /* RLIMIT_MEMLOCK: the last range is refused */
+    admit(s, &adm);
+    assert_int_equal(rf_session_stream_pin(s), 0);
+    assert_int_equal(pins(&f), 0); /* what was locked is undone */
+    assert_int_equal(f.unlock_calls, 1);
+    json_t *doc = streaming_of(s);
+    json_t *pin = json_object_get(json_object_get(doc, "streaming"), "pin");
+    assert_true(json_is_true(json_object_get(pin, "fallback")));
+    assert_false(json_is_true(json_object_get(pin, "pinned")));
+    assert_string_equal(json_string_value(json_object_get(pin, "error")), rf_strerror(-ENOMEM));
+    assert_non_null(
+        strstr(json_string_value(json_object_get(pin, "error_reason")), "RLIMIT_MEMLOCK"));
+    bool warned = false;
+    json_t *w;
+    size_t i;
+    json_array_foreach(json_object_get(doc, "warnings"), i, w)
+    {
+        if (strstr(json_string_value(w), "mlock was refused"))
+            warned = true;
+    }
+    assert_true(warned);
+    json_decref(doc);
+    rf_session_free(s);
+    assert_int_equal(f.unlock_calls, 1);
+}
+
+static void test_fits_or_no_limit_pins_nothing(void **state)
+{
+    struct fake f;
+    struct rf_admission_result adm;
+    (void)state;
+    /* the working set fits 200 pages: planned, not applied */
+    struct rf_session *s = start(&f, 200);
+    admit(s, &adm);
+    assert_false(adm.thrash);
+    assert_int_equal(rf_session_stream_pin(s), 0);
+    assert_int_equal(f.lock_calls, 0);
+    json_t *doc = streaming_of(s);
+    assert_non_null(
+        strstr(json_string_value(json_object_get(json_object_get(doc, "streaming"), "plan_reason")),
+               "fits"));
+    json_decref(doc);
+    rf_session_free(s);
+    /* no cgroup limit: no plan */
+    s = start(&f, 0);
+    admit(s, &adm);
+    assert_int_equal(rf_session_stream_pin(s), 0);
+    assert_int_equal(f.lock_calls, 0);
+    doc = streaming_of(s);
+    assert_true(json_is_null(json_object_get(json_object_get(doc, "streaming"), "plan")));
+    json_decref(doc);
+    rf_session_free(s);
+}
+
+static void test_too_small_for_streaming(void **state)
+{
+    struct fake f;
+    struct rf_admission_result adm;
+    (void)state;
+    /* 40 pages, margin 20: 10 anonymous (+ KV) + min window 16 + margin 20 > 40, while the
+       charge (30 pages + KV) fits: a thrash that streaming cannot help, refused in enforce */
+    struct rf_session *s = start_margin(&f, 40, 20);
+    admit(s, &adm);
+    assert_true(adm.thrash);
+    assert_true(adm.refused);
+    assert_non_null(strstr(adm.reason, "Streaming cannot help"));
+    assert_int_equal(rf_session_stream_pin(s), 0);
+    assert_int_equal(f.lock_calls, 0);
+    rf_session_free(s);
+}
+
+/* --stream-sequential: the streamed pages (blk.3's file part) only, undone with the pins */
+static void test_sequential_streamed_ranges(void **state)
+{
+    struct fake f;
+    struct rf_admission_result adm;
+    (void)state;
+    sequential_param = true;
+    struct rf_session *s = start(&f, 100);
+    sequential_param = false;
+    admit(s, &adm);
+    assert_int_equal(rf_session_stream_pin(s), 1);
+    uint64_t n = 0;
+    for (size_t p = 0; p < N_PAGES; p++)
+        n += f.sequential[p];
+    assert_int_equal(n, 16); /* blk.3.a and blk.3.b; not blk.3.c (anonymous), not token_embd */
+    for (uint64_t p = anon_first - 16; p < anon_first; p++)
+        assert_true(f.sequential[p]);
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    for (size_t p = 0; p < N_PAGES; p++)
+        assert_false(f.sequential[p]);
+    json_t *doc = streaming_of(s);
+    assert_true(json_is_true(
+        json_object_get(json_object_get(json_object_get(doc, "streaming"), "pin"), "sequential")));
+    json_decref(doc);
+    rf_session_free(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_admitted_and_pinned),
+        cmocka_unit_test(test_unpinned_before_release_boundary),
+        cmocka_unit_test(test_unpinned_at_operation_end),
+        cmocka_unit_test(test_refused_mlock_falls_back),
+        cmocka_unit_test(test_fits_or_no_limit_pins_nothing),
+        cmocka_unit_test(test_too_small_for_streaming),
+        cmocka_unit_test(test_sequential_streamed_ranges),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,52 @@
+/* ramforge run: the human-readable report's streaming lines (stderr). */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "cli.h"
+#include "ramforge/error.h"
+#include "run.h"
+
+void run_print_streaming(FILE *f, const struct rf_report *r)
+{
+    const struct rf_stream_report *sr = r->streaming;
+    char b1[32], b2[32], b3[32], b4[32];
+
+    if (!sr)
+        return;
+    fprintf(f, "storage: %s read from storage (/proc/self/io read_bytes), ",
+            sr->has_read_bytes ? cli_format_bytes(sr->read_bytes, false, b1, sizeof(b1))
+                               : "unknown");
+    if (sr->has_major_faults)
+        fprintf(f, "%" PRIu64 " major faults (/proc/self/stat majflt)\n", sr->major_faults);
+    else
+        fprintf(f, "major faults unknown\n");
+    if (!sr->active)
+        return;
+    if (!sr->plan) {
+        fprintf(f, "streaming: no plan (%s)\n", sr->plan_reason ? sr->plan_reason : "none");
+        return;
+    }
+    const struct rf_stream_plan *p = sr->plan;
+    fprintf(f,
+            "streaming: W %s read from the file per token, R %s may stay resident, window %s, "
+            "pinned %s (%" PRId32 " of %" PRId32 " layers%s), ~%s streamed per token\n",
+            cli_format_bytes(p->working_set_bytes, false, b1, sizeof(b1)),
+            cli_format_bytes(p->resident_bytes, false, b2, sizeof(b2)),
+            cli_format_bytes(p->window_bytes, false, b3, sizeof(b3)),
+            cli_format_bytes(p->pinned_bytes, false, b4, sizeof(b4)), p->layers_pinned, p->n_layers,
+            p->head_pinned ? ", output tensors" : "",
+            cli_format_bytes(p->streamed_bytes, false, b1, sizeof(b1)));
+    if (sr->plan_reason)
+        fprintf(f, "streaming: %s\n", sr->plan_reason);
+    if (sr->pin_attempted)
+        fprintf(f, "streaming: pins %s, locked %s (smaps Locked), %s%s\n",
+                sr->pinned ? "held" : "refused",
+                sr->has_locked ? cli_format_bytes(sr->locked_bytes, false, b2, sizeof(b2))
+                               : "unknown",
+                sr->pin_error ? rf_strerror(sr->pin_error) : "undone at ",
+                sr->pin_error ? "" : (sr->unpinned_at ? sr->unpinned_at : "(still held)"));
+    if (sr->has_bound && sr->has_achieved)
+        fprintf(f, "streaming: %s per token against a bound of %s\n",
+                cli_format_ns(sr->achieved_token_ns, b1, sizeof(b1)),
+                cli_format_ns(sr->bound_token_ns, b2, sizeof(b2)));
+}
