@@ -588,6 +588,33 @@ static void test_history_cap(void **state)
     rf_session_free(s);
 }
 
+/*
+ * The cap with residency policy off (serve's default): no sample, plan or
+ * release is ever kept, so the history's arrays are never allocated, and
+ * dropping operations moves nothing (memmove is never given their NULL).
+ * UBSan (make asan) checks the NULL; the counts are checked here.
+ */
+static void test_history_cap_policy_off(void **state)
+{
+    (void)state;
+    struct fake f = {.drop_den = 1, .refuse_range = -1};
+    struct rf_session_params p = rf_session_default_params();
+    p.policy = RF_POLICY_OFF;
+    p.history_operations = 1;
+    struct rf_session *s = start(&f, p);
+    for (int op = 1; op <= 3; op++) {
+        execute(s, &f, 0);
+        assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    }
+    assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_END_OF_SESSION), 0);
+    json_t *doc = report(s, RF_REPORT_SESSION);
+    assert_int_equal(json_integer_value(path(doc, "operation", "dropped")), 3);
+    assert_int_equal(json_array_size(path(path(doc, "residency", NULL), "samples", NULL)), 0);
+    assert_int_equal(f.samples, 0);
+    json_decref(doc);
+    rf_session_free(s);
+}
+
 /* Bad arguments: no session, a missing target, reserve >= target, NULL free. */
 static void test_bad_arguments(void **state)
 {
@@ -623,6 +650,7 @@ int main(void)
         cmocka_unit_test(test_boundary_not_quiescent),
         cmocka_unit_test(test_refresh_invalidates),
         cmocka_unit_test(test_history_cap),
+        cmocka_unit_test(test_history_cap_policy_off),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
