@@ -109,6 +109,10 @@ class Server:
         return samples
 
     def rss(self):
+        if self.proc.poll() is not None:
+            self.drain.join(timeout=5)
+            raise Failure(f"serve exited {self.proc.returncode}: "
+                          f"{''.join(self.stderr)[-3000:]}")
         with open(f"/proc/{self.proc.pid}/status") as f:
             for line in f:
                 if line.startswith("VmRSS:"):
