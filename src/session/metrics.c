@@ -175,18 +175,7 @@ int rf_metrics_text(const struct rf_report *op, const struct rf_report *session,
 
 static int emit_text(int fd, void *text)
 {
-    const char *p = text;
-    size_t left = strlen(p);
-    while (left > 0) {
-        ssize_t n = write(fd, p, left);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return n < 0 ? -errno : -EIO;
-        p += n;
-        left -= (size_t)n;
-    }
-    return 0;
+    return rf_write_all(fd, text, strlen(text));
 }
 
 int rf_metrics_write_file(const char *text, const char *path)
