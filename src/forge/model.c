@@ -323,6 +323,7 @@ static int model_open(const char *path, struct llama_model *borrowed,
     m->gate_ready = true;
     snprintf(m->info.path, sizeof(m->info.path), "%s", path);
     m->info.file_size_bytes = (uint64_t)st.st_size;
+    m->file_st = st;
     rc = load_tensor_table(m, g);
     if (rc < 0)
         goto fail;
