@@ -88,6 +88,11 @@ static void fn_lease_end(void *ud)
     forge_model_lease_end(ud);
 }
 
+static int fn_file_changed(void *ud, char *why, size_t why_size)
+{
+    return forge_model_file_changed(ud, why, why_size);
+}
+
 const struct rf_session_native rf_session_forge_native = {
     .lifetime = fn_lifetime,
     .sample = fn_sample,
@@ -101,4 +106,5 @@ const struct rf_session_native rf_session_forge_native = {
     .cgroup_tree = fn_cgroup_tree,
     .lease_begin = fn_lease_begin,
     .lease_end = fn_lease_end,
+    .file_changed = fn_file_changed,
 };

@@ -762,6 +762,7 @@ int rf_session_operation_end(struct rf_session *s, const struct rf_operation_out
                 rf_ledger_set_unknown(&op->ledger, RF_LEDGER_STAGING_ACCEPTED, "ramforge staging",
                                       op->rep.staging_refused_reason);
         }
+        ses_file_changed(s);   /* the report says so, whatever the policy */
         take_page_snapshot(s); /* budget 0: every page unknown, never nonresident */
         rf_ledger_reconcile(&op->ledger, true, s->inv.totals.mapped_virtual_bytes, &op->recon);
         op->rep.ledger = &op->ledger;

@@ -53,6 +53,9 @@ struct rf_session_native {
     /* The execution lease around a decode. */
     void (*lease_begin)(void *ud);
     void (*lease_end)(void *ud);
+    /* Whether the model file changed since the load (forge_model_file_changed's contract:
+       0, or 1 with why filled); NULL: the file is taken as unchanged. */
+    int (*file_changed)(void *ud, char *why, size_t why_size);
 };
 
 /* The model a session is bound to, as plain tables (borrowed for the session's life). */
@@ -153,6 +156,10 @@ struct rf_session {
     uint32_t *profile_order; /* from a complete dispatch trace; NULL: none */
     size_t n_profile_order;
 
+    /* The warning while the model file differs from the one loaded ("": it does not);
+       also the refused_reason of the releases it stopped. */
+    char file_changed[320];
+
     struct session_op op;
     uint64_t n_ended;
     struct rf_report view; /* rf_session_report's assembly */
@@ -174,6 +181,12 @@ long ses_take_sample(struct rf_session *s, const char *label, enum rf_measure_ma
 const struct rf_residency_sample *ses_last_sample(const struct rf_session *s);
 /* after - before when both are known and fit int64, else absent. */
 struct rf_recon_value ses_delta(bool has_a, uint64_t after, bool has_b, uint64_t before);
+/*
+ * Whether the model file changed since the load (boundary.c): asks the
+ * native layer and, when it did, sets s->file_changed and adds it to the
+ * operation's warnings.
+ */
+bool ses_file_changed(struct rf_session *s);
 /* The after_load boundary (boundary.c): inventory, lifetimes, sample, dead-page release. */
 int ses_after_load(struct rf_session *s);
 /* KV cache bytes of n_ctx cells from the hyperparameters (f16 K and V); false: unknown. */
