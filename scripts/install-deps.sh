@@ -5,7 +5,8 @@ set -euo pipefail
 
 PACKAGES=(cmake make gcc g++ pkg-config git python3 python3-jsonschema libjansson-dev libcmocka-dev
           util-linux vmtouch libmicrohttpd-dev python3-prometheus-client curl
-          man-db mandoc bash-completion)
+          man-db mandoc bash-completion
+          clang-format)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
