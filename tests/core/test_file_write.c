@@ -58,26 +58,6 @@ static void make_tmpdir(struct dir_fixture *f)
     snprintf(f->path, sizeof(f->path), "%s/r.json", f->dir);
 }
 
-/* The names in dir but . and .., sorted; returns how many (at most max kept). */
-static int list_dir(const char *dir, char names[][256], int max)
-{
-    struct dirent *de;
-    DIR *d = opendir(dir);
-    int n = 0;
-
-    assert_non_null(d);
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        if (n < max)
-            snprintf(names[n], 256, "%s", de->d_name);
-        n++;
-    }
-    closedir(d);
-    qsort(names, (size_t)(n < max ? n : max), 256, (int (*)(const void *, const void *))strcmp);
-    return n;
-}
-
 /* The document of write number seq: its fill is seq's letter FILL_BYTES times (fill_bytes). */
 static json_t *doc_of(uint64_t seq, size_t fill_bytes)
 {
@@ -139,7 +119,7 @@ static int teardown_dir(void **state)
     if (f->mounted && umount2(f->dir, MNT_DETACH) < 0)
         fprintf(stderr, "cannot unmount %s: %s\n", f->dir, strerror(errno));
     chmod(f->dir, 0755);
-    n = list_dir(f->dir, names, 16);
+    n = test_list_dir(f->dir, names, 16);
     for (int i = 0; i < n && i < 16; i++) {
         snprintf(p, sizeof(p), "%s/%s", f->dir, names[i]);
         unlink(p);
@@ -223,7 +203,7 @@ static void test_paths_and_failed_emit(void **state)
 
     assert_int_equal(rf_file_write_atomic(f->path, emit_half_then_fail, "0123456789"), -EIO);
     assert_int_equal(read_whole(f->path, 100), 1);
-    assert_int_equal(list_dir(f->dir, names, 4), 1);
+    assert_int_equal(test_list_dir(f->dir, names, 4), 1);
 
     snprintf(tmp, sizeof(tmp), "%s/.r.json.tmp.%ld", f->dir, (long)getpid());
     stale = fopen(tmp, "w");
@@ -234,7 +214,7 @@ static void test_paths_and_failed_emit(void **state)
     doc = doc_of(2, 100);
     assert_int_equal(rf_json_write_file(doc, f->path), 0);
     assert_int_equal(read_whole(f->path, 100), 2);
-    assert_int_equal(list_dir(f->dir, names, 4), 1);
+    assert_int_equal(test_list_dir(f->dir, names, 4), 1);
     assert_string_equal(names[0], "r.json");
 
     /* A link in the temporary's place: refused, neither the link's target nor r.json written. */
@@ -265,7 +245,7 @@ static void test_full_filesystem(void **state)
     assert_int_equal(rf_json_write_file(big, f->path), -ENOSPC);
     json_decref(big);
     assert_int_equal(read_whole(f->path, 1000), 1);
-    assert_int_equal(list_dir(f->dir, names, 4), 1);
+    assert_int_equal(test_list_dir(f->dir, names, 4), 1);
     assert_string_equal(names[0], "r.json");
     write_seq(f->path, 3, 1000);
     assert_int_equal(read_whole(f->path, 1000), 3);
@@ -296,7 +276,7 @@ static void test_read_only_directory(void **state)
     assert_int_equal(rf_json_write_file(doc, f->path), expect);
     json_decref(doc);
     assert_int_equal(read_whole(f->path, 100), 1);
-    assert_int_equal(list_dir(f->dir, names, 4), 1);
+    assert_int_equal(test_list_dir(f->dir, names, 4), 1);
 }
 
 static uint64_t now_us(void)
@@ -364,7 +344,7 @@ static void test_kill_during_writes(void **state)
         advanced += now > seq;
         seq = now;
         snprintf(own, sizeof(own), ".r.json.tmp.%ld", (long)pid);
-        n = list_dir(f->dir, names, 4);
+        n = test_list_dir(f->dir, names, 4);
         assert_true(n == 1 || n == 2);
         assert_string_equal(names[n - 1], "r.json"); /* '.' sorts first */
         if (n == 2) {
