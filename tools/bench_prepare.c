@@ -19,6 +19,7 @@
 #include "bench_cleanup.h"
 #include "cli.h"
 #include "ramforge/fs_profile.h"
+#include "core/report_json.h"
 #include "ramforge/intervals.h"
 #include "ramforge/pages.h"
 #include "ramforge/timing.h"
@@ -128,23 +129,6 @@ static ssize_t read_retry(int fd, void *buf, size_t len)
         n = read(fd, buf, len);
     } while (n < 0 && errno == EINTR);
     return n;
-}
-
-/* Writes all of buf; returns 0 or -errno (a zero-byte write is -EIO). */
-static int write_all(int fd, const uint8_t *buf, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, buf, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            return -EIO;
-        buf += n;
-        len -= (size_t)n;
-    }
-    return 0;
 }
 
 int bench_read_file(const char *path, uint64_t *bytes, uint64_t *ns, char err[BENCH_ERR_MAX])
@@ -348,7 +332,7 @@ int bench_copy_file(const char *src, const char *dst, bool progress, struct benc
         }
         if (n == 0)
             break;
-        rc = write_all(out, buf, (size_t)n);
+        rc = rf_write_all(out, buf, (size_t)n);
         if (rc < 0)
             goto out;
         done += (uint64_t)n;

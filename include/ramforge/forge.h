@@ -139,6 +139,21 @@ struct forge_model_info {
 void forge_model_get_info(const struct forge_model *m, struct forge_model_info *out);
 
 /*
+ * Whether the file at the model's path is still the file loaded: stat(2)
+ * of info.path now against the fstat taken when its header was checked
+ * before the load (st_dev, st_ino, st_size, st_mtim). A file replaced by a
+ * rename has another inode (the mapping still holds the old one); one
+ * truncated or rewritten in place has another size or mtime, and its
+ * mapping may now reach past the end of the file (a read there raises
+ * SIGBUS; madvise, mincore and PAGEMAP_SCAN read no page and stay safe).
+ * Returns 0 when all four match; 1 when the file changed, or is gone or
+ * cannot be stat'ed (nothing can be vouched for), with why (why_size
+ * bytes, may be NULL) set to one line naming what differs, at load ->
+ * now; -EINVAL for NULL m. Reads no byte of the file or its mapping.
+ */
+int forge_model_file_changed(const struct forge_model *m, char *why, size_t why_size);
+
+/*
  * Lifetime (native contract version RF_CONTRACT_VERSION of binding.h, 1:
  * the version the policy binds to). A model-scoped execution gate:
  * a context holds a shared lease from graph submission (llama_decode) until

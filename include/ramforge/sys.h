@@ -110,7 +110,10 @@ void rfsys_maps_free(struct rfsys_maps *maps);
  * old content is freed). A malformed line (e.g. truncated) gives -EBADMSG
  * and an empty list. Errors: those of rfsys_slurp, -EBADMSG, -ENOMEM,
  * -EINVAL; on any error *out is an empty list. Mappings are in file order
- * (the kernel writes them in address order).
+ * (the kernel writes them in address order). A live file (sysroot NULL or
+ * "") whose mappings overlap was torn by a change of the address space
+ * between the kernel's buffers: it is read again, up to 4 times, then
+ * -EAGAIN.
  */
 int rfsys_read_maps(const char *sysroot, const char *pid, struct rfsys_maps *out);
 

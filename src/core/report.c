@@ -1013,54 +1013,9 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
     return 0;
 }
 
-int rf_file_write_atomic(const char *path, int (*emit)(int fd, void *ctx), void *ctx)
-{
-    char *tmp = NULL;
-    int fd, rc = 0;
-
-    if (asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0)
-        return -ENOMEM;
-    fd = mkstemp(tmp);
-    if (fd < 0) {
-        rc = -errno;
-        free(tmp);
-        return rc;
-    }
-    rc = emit(fd, ctx);
-    if (rc < 0) {
-        close(fd);
-        goto fail;
-    }
-    if (fsync(fd) < 0 || close(fd) < 0) {
-        rc = -errno;
-        goto fail;
-    }
-    if (chmod(tmp, 0644) < 0 || rename(tmp, path) < 0) {
-        rc = -errno;
-        goto fail;
-    }
-    free(tmp);
-    return 0;
-fail:
-    unlink(tmp);
-    free(tmp);
-    return rc;
-}
-
 static int emit_text(int fd, void *text)
 {
-    const char *p = text;
-    size_t left = strlen(p);
-    while (left > 0) {
-        ssize_t n = write(fd, p, left);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return n < 0 ? -errno : -EIO;
-        p += n;
-        left -= (size_t)n;
-    }
-    return 0;
+    return rf_write_all(fd, text, strlen(text));
 }
 
 int rf_file_write_text(const char *path, const char *text)
@@ -1070,12 +1025,19 @@ int rf_file_write_text(const char *path, const char *text)
     return rf_file_write_atomic(path, emit_text, (void *)text);
 }
 
+/* The document as text, then written whole: a short write's reason (ENOSPC) is kept. */
 static int emit_json(int fd, void *doc)
 {
-    errno = 0; /* json_dumpfd may fail without a system error */
-    if (json_dumpfd(doc, fd, JSON_INDENT(2) | JSON_SORT_KEYS) < 0 || write(fd, "\n", 1) != 1)
-        return errno ? -errno : -EIO;
-    return 0;
+    char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
+    int rc;
+
+    if (!text)
+        return -ENOMEM;
+    rc = rf_write_all(fd, text, strlen(text));
+    if (rc == 0)
+        rc = rf_write_all(fd, "\n", 1);
+    free(text);
+    return rc;
 }
 
 int rf_json_write_file(json_t *doc, const char *path)

@@ -8,6 +8,7 @@
 #define RAMFORGE_CORE_REPORT_JSON_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include <jansson.h>
 
@@ -37,16 +38,29 @@ int rf_inventory_to_json(const struct rf_inventory *inv, bool with_entries, json
 json_t *rf_fs_to_json(uint64_t magic);
 
 /*
- * Writes a file atomically: emit(fd, ctx) writes the content to a
- * temporary file in path's directory (path.tmp.XXXXXX) and returns 0 or
- * -errno; the file is then fsync'd, made mode 0644 and renamed over path,
- * so a failure leaves no partial file. Errors: -errno of the failing call
- * or emit's (the temporary file is removed).
+ * Writes a file atomically (src/core/file_write.c): emit(fd, ctx) writes
+ * the content to a temporary file in path's directory, DIR/.NAME.tmp.TID
+ * (TID: the calling thread's id, the process id in a single-threaded
+ * program), and returns 0 or -errno; the file is then made mode 0644,
+ * fsync'd and renamed over path, and the directory fsync'd. Any failure
+ * before the rename removes the temporary file and leaves path as it was;
+ * a process killed meanwhile leaves at most its temporary file. Errors:
+ * -EINVAL (NULL or empty path, NULL emit), -EISDIR (path ends in '/'),
+ * -ENOMEM, emit's, or -errno of the failing call (open: -EACCES, -EROFS,
+ * -ENOENT; write and fsync: -ENOSPC, -EDQUOT, -EIO; rename); a failed
+ * fsync of the directory is returned with the new file already in place.
  */
 int rf_file_write_atomic(const char *path, int (*emit)(int fd, void *ctx), void *ctx);
 
 /* rf_file_write_atomic of the NUL-terminated text. Errors: -EINVAL (NULL), as above. */
 int rf_file_write_text(const char *path, const char *text);
+
+/*
+ * Writes len bytes of buf to fd, retrying short writes and EINTR, so a
+ * full filesystem answers -ENOSPC rather than a short count. Errors:
+ * -errno of write, -EIO for a write that made no progress.
+ */
+int rf_write_all(int fd, const void *buf, size_t len);
 
 /*
  * Writes doc to path through a temporary file in the same directory and a

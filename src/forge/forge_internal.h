@@ -26,6 +26,7 @@ struct forge_model {
     struct name_index *by_name;     /* n_tensors, sorted by name */
     struct rf_mapping_meta mapping; /* the model file's mapping */
     uintptr_t map_start, map_end;   /* its virtual address range; 0,0 if not found */
+    struct stat file_st;            /* fstat of the file at load (forge_model_file_changed) */
     struct forge_gate gate;         /* execution gate, contract version 1 */
     bool gate_ready;                /* gate initialised (for forge_model_free) */
 };

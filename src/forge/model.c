@@ -326,6 +326,7 @@ static int model_open(const char *path, struct llama_model *borrowed,
     m->info.file_size_bytes = (uint64_t)st.st_size;
     if (rfsys_fs_magic_path(path, &m->info.fs_magic) < 0)
         m->info.fs_magic = 0;
+    m->file_st = st;
     rc = load_tensor_table(m, g);
     if (rc < 0)
         goto fail;

@@ -116,6 +116,17 @@ static bool observe_native(struct rf_session *s, const char *boundary, const cha
 
 /* ------------------------------------------------------------------ release */
 
+bool ses_file_changed(struct rf_session *s)
+{
+    char why[256];
+    if (!s->native->file_changed || s->native->file_changed(s->ud, why, sizeof(why)) != 1)
+        return false;
+    snprintf(s->file_changed, sizeof(s->file_changed),
+             "the model file changed since the load (%s): nothing is released", why);
+    ses_add_warning(s, s->file_changed);
+    return true;
+}
+
 /* Appends an empty application with its own plan; NULL on -ENOMEM. */
 static struct rf_report_application *new_application(struct rf_session *s, const char *boundary)
 {
@@ -239,7 +250,7 @@ static int apply_plan(struct rf_session *s, struct rf_report_application *app,
                       const struct rf_plan *plan, size_t before_i, const char *after_label)
 {
     const struct rf_residency_sample *before;
-    int rc;
+    int rc = 0;
 
     if (plan->generation != s->inv.generation) {
         app->refused_reason = "the plan is of another inventory generation";
@@ -248,6 +259,11 @@ static int apply_plan(struct rf_session *s, struct rf_report_application *app,
     }
     if (plan->n_selected == 0) {
         app->refused_reason = "the plan selected nothing";
+        return 0;
+    }
+    if (ses_file_changed(s)) {
+        /* Replaced (another inode) or truncated: not the file the plan was made from. */
+        app->refused_reason = s->file_changed;
         return 0;
     }
 

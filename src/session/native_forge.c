@@ -120,6 +120,11 @@ static int fn_io(void *ud, struct rfsys_io *out)
     return rfsys_read_io(NULL, "self", out);
 }
 
+static int fn_file_changed(void *ud, char *why, size_t why_size)
+{
+    return forge_model_file_changed(ud, why, why_size);
+}
+
 const struct rf_session_native rf_session_forge_native = {
     .lifetime = fn_lifetime,
     .sample = fn_sample,
@@ -138,4 +143,5 @@ const struct rf_session_native rf_session_forge_native = {
     .unlock = fn_unlock,
     .advise_stream = fn_advise_stream,
     .io = fn_io,
+    .file_changed = fn_file_changed,
 };

@@ -127,7 +127,17 @@ static void op_identity(struct rf_session *s, struct rf_report *r)
     r->lifetime = &s->lt;
 }
 
-/* Opens the next operation when the current one has ended. */
+/*
+ * Moves the n - from elements of size bytes at base[from..n) to base[0..):
+ * nothing when none is left (base may then be NULL, which memmove may not
+ * be given even for 0 bytes).
+ */
+static void shift_down(void *base, size_t from, size_t n, size_t size)
+{
+    if (n > from)
+        memmove(base, (char *)base + from * size, (n - from) * size);
+}
+
 /*
  * The history cap (params.history_operations): drops the samples,
  * applications and plans of the operations before the last cap ones,
@@ -144,9 +154,9 @@ static void drop_history(struct rf_session *s)
         rf_plan_free(s->plans[i]);
         free(s->plans[i]);
     }
-    memmove(s->samples, s->samples + ns, (s->n_samples - ns) * sizeof(*s->samples));
-    memmove(s->apps, s->apps + na, (s->n_apps - na) * sizeof(*s->apps));
-    memmove(s->plans, s->plans + na, (s->n_plans - na) * sizeof(*s->plans));
+    shift_down(s->samples, ns, s->n_samples, sizeof(*s->samples));
+    shift_down(s->apps, na, s->n_apps, sizeof(*s->apps));
+    shift_down(s->plans, na, s->n_plans, sizeof(*s->plans));
     s->n_samples -= ns;
     s->n_apps -= na;
     s->n_plans -= na;
@@ -159,6 +169,7 @@ static void drop_history(struct rf_session *s)
     s->operations_dropped += drop_ops;
 }
 
+/* Opens the next operation when the current one has ended. */
 void ses_op_open(struct rf_session *s)
 {
     struct session_op *op = &s->op;
@@ -765,6 +776,7 @@ int rf_session_operation_end(struct rf_session *s, const struct rf_operation_out
                 rf_ledger_set_unknown(&op->ledger, RF_LEDGER_STAGING_ACCEPTED, "ramforge staging",
                                       op->rep.staging_refused_reason);
         }
+        ses_file_changed(s);   /* the report says so, whatever the policy */
         take_page_snapshot(s); /* budget 0: every page unknown, never nonresident */
         rf_ledger_reconcile(&op->ledger, true, s->inv.totals.mapped_virtual_bytes, &op->recon);
         op->rep.ledger = &op->ledger;

@@ -69,6 +69,9 @@ struct rf_session_native {
                          struct forge_pin_result *out);
     /* The process's storage traffic (rfsys_read_io's contract); NULL: unknown. */
     int (*io)(void *ud, struct rfsys_io *out);
+    /* Whether the model file changed since the load (forge_model_file_changed's contract:
+       0, or 1 with why filled); NULL: the file is taken as unchanged. */
+    int (*file_changed)(void *ud, char *why, size_t why_size);
 };
 
 /* The model a session is bound to, as plain tables (borrowed for the session's life). */
@@ -204,6 +207,9 @@ struct rf_session {
         bool saved;
         char save_reason[320];
     } persist;
+    /* The warning while the model file differs from the one loaded ("": it does not);
+       also the refused_reason of the releases it stopped. */
+    char file_changed[320];
 
     struct session_op op;
     uint64_t n_ended;
@@ -226,6 +232,12 @@ long ses_take_sample(struct rf_session *s, const char *label, enum rf_measure_ma
 const struct rf_residency_sample *ses_last_sample(const struct rf_session *s);
 /* after - before when both are known and fit int64, else absent. */
 struct rf_recon_value ses_delta(bool has_a, uint64_t after, bool has_b, uint64_t before);
+/*
+ * Whether the model file changed since the load (boundary.c): asks the
+ * native layer and, when it did, sets s->file_changed and adds it to the
+ * operation's warnings.
+ */
+bool ses_file_changed(struct rf_session *s);
 /* The after_load boundary (boundary.c): inventory, lifetimes, sample, dead-page release. */
 int ses_after_load(struct rf_session *s);
 /* profile.c: the persisted profile's part of a new operation's report (and its orders). */

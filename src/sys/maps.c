@@ -271,14 +271,52 @@ out:
     return ret;
 }
 
+/* Reads of a live maps file before giving up on a torn one (see read_consistent). */
+#define MAPS_READ_ATTEMPTS 4
+
+/* Whether some mapping of maps starts before the previous one ends. */
+static bool overlaps(const struct rfsys_maps *maps)
+{
+    for (size_t i = 1; i < maps->n; i++) {
+        if (maps->v[i].start_addr < maps->v[i - 1].end_addr)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * read_maps_file, for a live file (no sysroot) read again while what was
+ * read overlaps: the kernel writes maps one buffer per read() and drops the
+ * process's mmap lock between reads, so a mapping created, grown or merged
+ * meanwhile (by this very read's buffer growing, another thread's
+ * allocation) can be listed twice. A fixture tree (a sysroot) is parsed as
+ * it is. Errors: read_maps_file's, and -EAGAIN when every attempt was torn.
+ */
+static int read_consistent(const char *sysroot, const char *pid, const char *name, bool with_smaps,
+                           struct rfsys_maps *out)
+{
+    int ret = read_maps_file(sysroot, pid, name, with_smaps, out);
+
+    if (sysroot && *sysroot)
+        return ret;
+    for (int i = 1; ret == 0 && overlaps(out); i++) {
+        if (i == MAPS_READ_ATTEMPTS) {
+            rfsys_maps_free(out);
+            return -EAGAIN;
+        }
+        ret = read_maps_file(sysroot, pid, name, with_smaps, out);
+    }
+    return ret;
+}
+
 int rfsys_read_maps(const char *sysroot, const char *pid, struct rfsys_maps *out)
 {
-    return read_maps_file(sysroot, pid, "maps", false, out);
+    return read_consistent(sysroot, pid, "maps", false, out);
 }
 
 int rfsys_read_smaps(const char *sysroot, const char *pid, struct rfsys_maps *out)
 {
-    return read_maps_file(sysroot, pid, "smaps", true, out);
+    return read_consistent(sysroot, pid, "smaps", true, out);
 }
 
 int rfsys_maps_sum_file(const struct rfsys_maps *maps, uint32_t dev_major, uint32_t dev_minor,

@@ -1093,25 +1093,6 @@ static void test_verify_session(void **state)
     rf_inventory_free(&f.inv);
 }
 
-/* Counts the entries of dir other than "." and ".."; copies the first max names. */
-static size_t list_dir(const char *dir, char names[][256], size_t max)
-{
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    size_t n = 0;
-
-    assert_non_null(d);
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        if (n < max)
-            snprintf(names[n], 256, "%s", de->d_name);
-        n++;
-    }
-    closedir(d);
-    return n;
-}
-
 static void make_tmpdir(char dir[PATH_MAX])
 {
     const char *base = getenv("TMPDIR");
@@ -1141,12 +1122,12 @@ static void test_write_file(void **state)
     assert_int_equal(stat(path, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0644);
     /* Only the report: the temporary file was renamed, not left beside it. */
-    assert_int_equal(list_dir(dir, names, 4), 1);
+    assert_int_equal(test_list_dir(dir, names, 4), 1);
     assert_string_equal(names[0], "r.json");
 
     /* Rewriting replaces the file in place. */
     assert_int_equal(rf_json_write_file(doc, path), 0);
-    assert_int_equal(list_dir(dir, names, 4), 1);
+    assert_int_equal(test_list_dir(dir, names, 4), 1);
     assert_int_equal(unlink(path), 0);
     json_decref(doc);
     rf_inventory_free(&f.inv);
@@ -1167,7 +1148,7 @@ static void test_write_file_failures(void **state)
     snprintf(path, sizeof(path), "%s/missing/r.json", dir);
     rc = rf_json_write_file(doc, path);
     assert_int_equal(rc, -ENOENT);
-    assert_int_equal(list_dir(dir, names, 4), 0);
+    assert_int_equal(test_list_dir(dir, names, 4), 0);
 
     /* The target is an existing directory: rename fails after the temporary
      * file was written; it must be removed and the directory left alone. */
@@ -1176,9 +1157,9 @@ static void test_write_file_failures(void **state)
     rc = rf_json_write_file(doc, path);
     assert_true(rc < 0);
     assert_true(rc == -EISDIR || rc == -ENOTEMPTY || rc == -EEXIST);
-    assert_int_equal(list_dir(dir, names, 4), 1);
+    assert_int_equal(test_list_dir(dir, names, 4), 1);
     assert_string_equal(names[0], "target");
-    assert_int_equal(list_dir(path, names, 4), 0);
+    assert_int_equal(test_list_dir(path, names, 4), 0);
 
     assert_int_equal(rmdir(path), 0);
     assert_int_equal(rmdir(dir), 0);

@@ -1,14 +1,16 @@
 /*
  * Helpers shared by the core unit tests: a seeded splitmix64 stream for
  * random cases (deterministic across platforms), builders of plain
- * tensor and mapping metadata for hand-made inventories, and lifetime
- * walks.
+ * tensor and mapping metadata for hand-made inventories, lifetime walks,
+ * and a sorted directory listing.
  */
 #ifndef RAMFORGE_TEST_UTIL_H
 #define RAMFORGE_TEST_UTIL_H
 
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ramforge/inventory.h"
@@ -87,6 +89,35 @@ static inline int fixture_walk(struct rf_lifetime *lt, size_t i, const enum rf_l
             return ret;
     }
     return 0;
+}
+
+static inline int test_cmp_name(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+/*
+ * The entries of dir but "." and "..": how many (-1: dir cannot be
+ * opened), the first max names copied to names, sorted.
+ */
+static inline int test_list_dir(const char *dir, char names[][256], int max)
+{
+    struct dirent *de;
+    DIR *d = opendir(dir);
+    int n = 0;
+
+    if (!d)
+        return -1;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (n < max)
+            snprintf(names[n], 256, "%s", de->d_name);
+        n++;
+    }
+    closedir(d);
+    qsort(names, (size_t)(n < max ? n : max), 256, test_cmp_name);
+    return n;
 }
 
 #endif

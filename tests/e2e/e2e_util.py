@@ -72,6 +72,14 @@ def run_ramforge(rf, argv, check_rc=0, prefix=(), timeout=300, **kw):
     return p
 
 
+def asan_build(rf):
+    """Whether the binary rf is built with AddressSanitizer (make asan): ldd lists libasan.
+    Its allocator keeps freed memory in a quarantine, so RSS flatness means nothing there,
+    and everything runs several times slower."""
+    p = subprocess.run(["ldd", rf], capture_output=True, text=True)
+    return "libasan" in p.stdout
+
+
 def expect_error_lines(c, argv, rc, needle, n_lines=1):
     """Exit rc with n_lines "ramforge: " lines on stderr, the first containing needle."""
     p = c.run(*argv, check_rc=None)

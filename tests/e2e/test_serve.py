@@ -16,7 +16,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "schema"))
 import validate_report  # noqa: E402
-from e2e_util import (Failure, Skip, check, check_ledger_metrics, check_no_null,  # noqa: E402
+from e2e_util import (Failure, Skip, asan_build, check, check_ledger_metrics,  # noqa: E402
+                      check_no_null,
                       memory_child_cgroup, run_main)
 
 PROMPT = "Hello my name is"
@@ -113,6 +114,10 @@ class Server:
         return samples
 
     def rss(self):
+        if self.proc.poll() is not None:
+            self.drain.join(timeout=5)
+            raise Failure(f"serve exited {self.proc.returncode}: "
+                          f"{''.join(self.stderr)[-3000:]}")
         with open(f"/proc/{self.proc.pid}/status") as f:
             for line in f:
                 if line.startswith("VmRSS:"):
@@ -323,6 +328,73 @@ def idle_case(c, mode):
     return 0
 
 
+def model_changed(c, change, after=None):
+    """The model file changes between a request and the idle release boundary (the server's
+    own pause, 3 s here): change(path, stat at load) changes it at once and returns the
+    difference the report must name. Nothing is advised, the operation report warns, and the
+    server keeps running (no SIGBUS in ramforge's sampling and release paths on a truncated
+    mapping). Returns the idle operation's report and the tokens of the request."""
+    copy = os.path.join(c.tmp, "changing.gguf")
+    with open(c.model("small"), "rb") as fi, open(copy, "wb") as fo:
+        fo.write(fi.read())
+    target = 4 << 20
+    loaded = os.stat(copy)
+    with Server(c, copy, "--residency-policy", "memory-bound", "--memory-target", str(target),
+                "--idle-seconds", "3") as sv:
+        tokens = sv.complete(n=8)["tokens"]
+        difference = change(copy, loaded)
+        check(sv.ok("GET", "/props")["residency"]["idle_boundaries"] == 0,
+              "the idle boundary ran before the change (a machine this slow needs a longer "
+              "--idle-seconds here)")
+        t0 = time.monotonic()
+        while sv.ok("GET", "/props")["residency"]["idle_boundaries"] < 1:
+            check(time.monotonic() - t0 < 30, "no idle boundary within 30 s")
+            time.sleep(0.2)
+        check(sv.proc.poll() is None, f"serve died: {''.join(sv.stderr)[-2000:]}")
+        op = sv.ok("GET", "/residency")["operation"]
+        app = op["application"]
+        check(not any(b["attempted"] for b in app.get("boundaries") or []), f"advised: {app}")
+        check(any("the model file changed since the load (" in w and difference in w
+                  for w in op["warnings"]), f"warnings {op['warnings']}, expected {difference!r}")
+        if after:
+            after(sv, tokens, op)
+    return 0
+
+
+def case_model_replaced(c):
+    new = os.path.join(c.tmp, "other.gguf")
+    p = subprocess.run([c.rf, "mkmodel", "--preset", "small", "--type", "q8_0", "--seed", "43",
+                        "-o", new], capture_output=True, text=True)
+    check(p.returncode == 0, f"mkmodel: {p.stderr}")
+
+    def replace(path, loaded):
+        # Another model (other weights) renamed over the path: the mapping keeps the old inode.
+        os.replace(new, path)
+        return f"inode {loaded.st_ino} -> {os.stat(path).st_ino}"
+
+    def refused_and_still_serving(sv, tokens, op):
+        # The pages stay resident, so the boundary plans, and the release is refused.
+        app = op["application"]
+        check("boundaries" not in app and
+              app["reason"].startswith("idle: the model file changed since the load (inode "),
+              f"application {app}")
+        check(op["plan"]["selected_count"] > 0, f"the boundary planned nothing: {op['plan']}")
+        rss = op["residency"]["samples"][-1]["mapping_rss_bytes"]
+        check(rss > 4 << 20, f"mapping RSS {rss} at or under the target: something was released")
+        # The old file is still mapped: requests still decode it, with the same tokens.
+        check(sv.complete(n=8)["tokens"] == tokens, "tokens after the rename")
+    return model_changed(c, replace, refused_and_still_serving)
+
+
+def case_model_truncated(c):
+    def truncate(path, loaded):
+        os.truncate(path, PAGE)
+        return f"size {loaded.st_size} -> {PAGE} bytes"
+    # Truncation itself drops the pages past the end from the mapping, so the plan may select
+    # nothing; no request follows: llama.cpp's own reads of the weights would fault.
+    return model_changed(c, truncate)
+
+
 def case_idle_release(c):
     return idle_case(c, "dontneed")
 
@@ -339,6 +411,9 @@ def concurrent(c, policy, rss_bound):
     then stays flat to the KiB)."""
     model = c.model()
     n_clients, per_client = 8, 50
+    if asan_build(c.rf):
+        # Memory errors need the concurrency, not the volume; ASan's quarantine grows RSS.
+        per_client, rss_bound = 10, None
     with Server(c, model, "--queue", "16", "--residency-policy", policy) as sv:
         expect = sv.complete(n=4)["tokens"]
         failures = []
@@ -602,6 +677,8 @@ CASES = {
     "metrics": case_metrics,
     "idle_release": case_idle_release,
     "idle_pageout": case_idle_pageout,
+    "model_replaced": case_model_replaced,
+    "model_truncated": case_model_truncated,
     "concurrent": case_concurrent,
     "concurrent_observe": case_concurrent_observe,
     "queue_full": case_queue_full,

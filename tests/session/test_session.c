@@ -37,6 +37,7 @@ struct fake {
     uint64_t refault_bytes;      /* mapping RSS an execution brings back */
     int release_rc;              /* nonzero: forge_model_release's return (e.g. -EBUSY) */
     int refuse_range;            /* index of a range refused with -EINVAL; -1: none */
+    const char *file_changed;    /* non-NULL: the model file changed, this is why */
     uint32_t in_flight;
     uint64_t generation; /* completed executions */
     uint64_t releases;   /* release calls that reached the "kernel" */
@@ -169,6 +170,15 @@ static void f_lease_end(void *ud)
     f->refault_bytes = 0;
 }
 
+static int f_file_changed(void *ud, char *why, size_t size)
+{
+    struct fake *f = ud;
+    if (!f->file_changed)
+        return 0;
+    snprintf(why, size, "%s", f->file_changed);
+    return 1;
+}
+
 static const struct rf_session_native fake_native = {
     .lifetime = f_lifetime,
     .sample = f_sample,
@@ -181,6 +191,7 @@ static const struct rf_session_native fake_native = {
     .page_pass_end = f_page_pass_end,
     .lease_begin = f_lease_begin,
     .lease_end = f_lease_end,
+    .file_changed = f_file_changed,
 };
 
 static struct rf_tensor_meta tensors[N_TENSORS];
@@ -589,6 +600,96 @@ static void test_history_cap(void **state)
     rf_session_free(s);
 }
 
+/*
+ * The cap with residency policy off (serve's default): no sample, plan or
+ * release is ever kept, so the history's arrays are never allocated, and
+ * dropping operations moves nothing (memmove is never given their NULL).
+ * UBSan (make asan) checks the NULL; the counts are checked here.
+ */
+static void test_history_cap_policy_off(void **state)
+{
+    (void)state;
+    struct fake f = {.drop_den = 1, .refuse_range = -1};
+    struct rf_session_params p = rf_session_default_params();
+    p.policy = RF_POLICY_OFF;
+    p.history_operations = 1;
+    struct rf_session *s = start(&f, p);
+    for (int op = 1; op <= 3; op++) {
+        execute(s, &f, 0);
+        assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    }
+    /* No boundary with policy off: a fourth (empty) operation opens and ends. */
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    json_t *doc = report(s, RF_REPORT_SESSION);
+    assert_int_equal(json_integer_value(path(doc, "operation", "dropped")), 3);
+    assert_int_equal(json_array_size(path(path(doc, "residency", NULL), "samples", NULL)), 0);
+    assert_int_equal(f.samples, 0);
+    json_decref(doc);
+    rf_session_free(s);
+}
+
+/*
+ * The model file changes between the load and a release boundary
+ * (replaced by a rename, or truncated): the boundary plans, but nothing
+ * reaches the "kernel"; the application is not attempted and gives the
+ * native layer's reason; the plan's tensors stay ReleaseEligible; the
+ * warning says so. Once the file is the loaded one again, the next
+ * boundary releases as before.
+ */
+static void test_model_file_changed(void **state)
+{
+    (void)state;
+    const char *why = "inode 11 -> 12";
+    struct fake f = {
+        .resident_bytes = 5 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1, .refuse_range = -1};
+    struct rf_session *s = start(&f, keep_dead(2 * TENSOR_BYTES));
+    execute(s, &f, 0);
+    f.file_changed = why;
+    assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_AFTER_SESSION), 0);
+    assert_int_equal(f.releases, 0);
+    assert_int_equal(f.resident_bytes, 5 * TENSOR_BYTES);
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    json_t *doc = report(s, RF_REPORT_OPERATION);
+    const char *reason = json_string_value(path(doc, "application", "reason"));
+    assert_non_null(reason);
+    assert_non_null(strstr(reason, "after_session: the model file changed since the load"));
+    assert_non_null(strstr(reason, why));
+    assert_int_equal(json_integer_value(path(doc, "plan", "selected_count")), 3);
+    assert_int_equal(state_count(doc, "ReleaseSelected") + state_count(doc, "ReleaseFailed") +
+                         state_count(doc, "Reconciled"),
+                     0);
+    assert_true(has_warning(doc, "the model file changed since the load (inode 11 -> 12)"));
+    json_decref(doc);
+
+    f.file_changed = NULL;
+    execute(s, &f, 0);
+    assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_AFTER_SESSION), 0);
+    assert_int_equal(f.releases, 1);
+    assert_true(f.resident_bytes < 5 * TENSOR_BYTES);
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    doc = report(s, RF_REPORT_OPERATION);
+    assert_false(has_warning(doc, "the model file changed"));
+    json_decref(doc);
+    rf_session_free(s);
+}
+
+/* Observe (no release): the report still says the file changed. */
+static void test_model_file_changed_observe(void **state)
+{
+    (void)state;
+    struct fake f = {.resident_bytes = 5 * TENSOR_BYTES, .drop_den = 1, .refuse_range = -1};
+    struct rf_session_params p = rf_session_default_params();
+    struct rf_session *s = start(&f, p);
+    execute(s, &f, 0);
+    f.file_changed = "size 135168 -> 4096 bytes";
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    json_t *doc = report(s, RF_REPORT_OPERATION);
+    assert_true(has_warning(doc, "the model file changed since the load (size 135168 -> 4096 "
+                                 "bytes): nothing is released"));
+    json_decref(doc);
+    rf_session_free(s);
+}
+
 /* Bad arguments: no session, a missing target, reserve >= target, NULL free. */
 static void test_bad_arguments(void **state)
 {
@@ -736,6 +837,9 @@ int main(void)
         cmocka_unit_test(test_boundary_not_quiescent),
         cmocka_unit_test(test_refresh_invalidates),
         cmocka_unit_test(test_history_cap),
+        cmocka_unit_test(test_history_cap_policy_off),
+        cmocka_unit_test(test_model_file_changed),
+        cmocka_unit_test(test_model_file_changed_observe),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_page_snapshot_now),
         cmocka_unit_test(test_tmpfs_release_not_attempted),
