@@ -18,8 +18,8 @@
 
 #include "bench_cleanup.h"
 #include "cli.h"
-#include "ramforge/fs_profile.h"
 #include "core/report_json.h"
+#include "ramforge/fs_profile.h"
 #include "ramforge/intervals.h"
 #include "ramforge/pages.h"
 #include "ramforge/timing.h"

@@ -22,9 +22,9 @@
 #include "ramforge/lifetime.h"
 #include "ramforge/policy.h"
 #include "ramforge/profile.h"
-#include "ramforge/streaming.h"
 #include "ramforge/residency.h"
 #include "ramforge/staging.h"
+#include "ramforge/streaming.h"
 #include "ramforge/timing.h"
 
 #ifdef __cplusplus
