@@ -17,7 +17,9 @@
 #include "cli.h"
 #include "ramforge/defaults.h"
 #include "ramforge/error.h"
+#include "ramforge/forge_ahead.h"
 #include "ramforge/forge_observer.h"
+#include "ramforge/streaming.h"
 #include "ramforge/metrics.h"
 #include "ramforge/residency.h"
 #include "ramforge/session.h"
@@ -201,10 +203,12 @@ int cmd_run(int argc, char **argv)
         .page_budget = (long long)RF_RESIDENCY_DEFAULT_BUDGET_PAGES,
         .dispatch_events = 32768,
         .stream_sequential = true,
+        .stream_prefetch = 1,
     };
     struct forge_model_params mp = forge_model_default_params();
     struct forge_generate_result gen = {0}, verify = {0};
     struct forge_observer *observer = NULL;
+    struct forge_ahead *ahead = NULL;
     struct rf_session *s = NULL;
     struct rf_admission_result *pre = NULL; /* the decision before the load */
     struct run_svg svg;
@@ -316,9 +320,27 @@ int cmd_run(int argc, char **argv)
         }
         gp.observer = observer;
     }
+    if (o.policy == RF_POLICY_STREAMING && o.stream_prefetch > 0 &&
+        (rc = forge_ahead_create(rf_session_forge_model(s), (uint32_t)o.stream_prefetch, &ahead)) <
+            0)
+        cli_error("warning: streaming: no layer-ahead prefetch: %s", rf_strerror(rc));
+    gp.ahead = ahead;
     if (forge_generate(rf_session_forge_model(s), &gp, &gen, err) < 0) {
         cli_error("%s: %s", o.model, err);
         goto out;
+    }
+    if (ahead) {
+        struct forge_ahead_stats as;
+        forge_ahead_stats(ahead, &as);
+        struct rf_stream_prefetch sp = {
+            .on = true,
+            .distance = (uint32_t)o.stream_prefetch,
+            .layers_posted = as.layers_posted,
+            .layers_prefetched = as.layers_prefetched,
+            .requested_bytes = as.requested_bytes,
+            .failed_calls = as.failed_calls,
+        };
+        rf_session_stream_prefetch(s, &sp);
     }
     if (observer && (rc = rf_session_dispatch_trace(s, observer)) < 0) {
         cli_error("cannot attribute the dispatch trace: %s", rf_strerror(rc));
@@ -328,6 +350,7 @@ int cmd_run(int argc, char **argv)
         rc = rf_session_boundary(s, RF_BOUNDARY_AFTER_SESSION);
         if (rc == 0 && o.verify) {
             gp.observer = NULL; /* the verify session runs without the observer */
+            gp.ahead = NULL;
             gp.on_session_end = NULL;
             if (forge_generate(rf_session_forge_model(s), &gp, &verify, err) < 0) {
                 cli_error("%s: verify session: %s", o.model, err);
@@ -380,6 +403,7 @@ out:
     forge_generate_result_free(&gen);
     forge_generate_result_free(&verify);
     forge_observer_free(observer);
+    forge_ahead_free(ahead);
     run_svg_free(&svg);
     rf_session_free(s);
     free(pre);

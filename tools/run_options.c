@@ -68,6 +68,12 @@ static void usage(FILE *out)
             "      --no-stream-sequential    with streaming, do not madvise(MADV_SEQUENTIAL) the\n"
             "                                streamed layers while pinned (default: do, they\n"
             "                                are read once per token)\n"
+            "      --stream-prefetch-layers N\n"
+            "                                with streaming, a helper thread reads layer\n"
+            "                                L + N - 1 into the page cache (fadvise WILLNEED)\n"
+            "                                when the decode reaches layer L, 0..4 (default 1:\n"
+            "                                the next layer while the current one computes)\n"
+            "      --no-stream-prefetch      same as --stream-prefetch-layers 0\n"
             "      --memory-target SIZE      memory target (required by memory-bound and\n"
             "                                active). The plan brings the model mapping's\n"
             "                                resident bytes under target - reserve; admission\n"
@@ -190,6 +196,8 @@ enum {
     OPT_PROFILE_HISTORY,
     OPT_STREAM_WINDOW,
     OPT_STREAM_SEQUENTIAL,
+    OPT_STREAM_PREFETCH,
+    OPT_NO_STREAM_PREFETCH,
 };
 
 static bool parse_size_option(const char *opt, const char *arg, bool allow_zero, uint64_t *out)
@@ -288,6 +296,8 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         {"sample-smaps", no_argument, NULL, OPT_SAMPLE_SMAPS},
         {"stream-window", required_argument, NULL, OPT_STREAM_WINDOW},
         {"no-stream-sequential", no_argument, NULL, OPT_STREAM_SEQUENTIAL},
+        {"stream-prefetch-layers", required_argument, NULL, OPT_STREAM_PREFETCH},
+        {"no-stream-prefetch", no_argument, NULL, OPT_NO_STREAM_PREFETCH},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -407,6 +417,14 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
             break;
         case OPT_STREAM_SEQUENTIAL:
             o->stream_sequential = false;
+            break;
+        case OPT_STREAM_PREFETCH:
+            if (!cli_parse_int("layer count (--stream-prefetch-layers)", optarg, 0, 4,
+                               &o->stream_prefetch))
+                return RF_EXIT_USAGE;
+            break;
+        case OPT_NO_STREAM_PREFETCH:
+            o->stream_prefetch = 0;
             break;
         case OPT_STREAM_WINDOW:
             if (!parse_size_option("--stream-window", optarg, false, &o->stream_window))

@@ -263,6 +263,7 @@ int forge_model_release(struct forge_model *m, const struct rf_file_range *range
                         int *range_errors);
 
 struct forge_observer;
+struct forge_ahead;
 
 /*
  * Called after each generated token with its id and text piece (len bytes,
@@ -283,6 +284,8 @@ struct forge_generate_params {
     int32_t n_threads;               /* <= 0: llama.cpp's default */
     struct forge_observer *observer; /* dispatch observer (forge_observer.h), borrowed;
                                         NULL: no callback installed */
+    struct forge_ahead *ahead;       /* layer-ahead prefetch (forge_ahead.h), borrowed; composes
+                                        with observer; NULL: none */
     /*
      * Called once with the session's context still alive, after the last
      * token (KV cache and compute buffers allocated); may be NULL.

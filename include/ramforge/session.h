@@ -46,6 +46,7 @@ extern "C" {
 struct llama_model;
 struct forge_observer;
 struct rf_session;
+struct rf_stream_prefetch; /* ramforge/streaming.h */
 
 /* What the session does at load and at each boundary. */
 struct rf_session_params {
@@ -278,6 +279,13 @@ int rf_session_stage(struct rf_session *s, uint64_t budget_bytes);
  * working set fits, a refusal), -EINVAL (NULL s).
  */
 int rf_session_stream_pin(struct rf_session *s);
+
+/*
+ * Records what the caller's layer-ahead prefetch thread (forge_ahead.h) did
+ * during the operation's session, for the report's streaming.prefetch
+ * (copied). Call before rf_session_operation_end. -EINVAL: NULL argument.
+ */
+int rf_session_stream_prefetch(struct rf_session *s, const struct rf_stream_prefetch *p);
 
 enum rf_boundary {
     RF_BOUNDARY_END_OF_SESSION = 0, /* the context is still alive (KV cache allocated):

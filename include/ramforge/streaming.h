@@ -125,6 +125,16 @@ uint64_t rf_stream_default_margin(uint64_t limit_bytes);
 int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_params *p,
                          struct rf_stream_plan *out);
 
+/* What the layer-ahead prefetch thread did in one operation (forge_ahead.h). */
+struct rf_stream_prefetch {
+    bool on;                    /* a prefetch thread ran during the operation's session */
+    uint32_t distance;          /* layers ahead: at layer L, layer L + distance - 1 */
+    uint64_t layers_posted;     /* layer changes the cb_eval callback posted */
+    uint64_t layers_prefetched; /* layers the thread issued POSIX_FADV_WILLNEED for */
+    uint64_t requested_bytes;   /* their file extents, summed (pages already cached included) */
+    uint64_t failed_calls;      /* fadvise calls that failed */
+};
+
 /*
  * What the streaming policy did in one operation, for the report's
  * `streaming` object (present for every policy: the storage traffic is
@@ -161,7 +171,8 @@ struct rf_stream_report {
     bool has_bound;
     uint64_t bound_token_ns; /* t_c (0 when unknown) + streamed / B, ns */
     bool has_achieved;
-    uint64_t achieved_token_ns; /* decode time / decoded tokens, ns */
+    uint64_t achieved_token_ns;         /* decode time / decoded tokens, ns */
+    struct rf_stream_prefetch prefetch; /* the layer-ahead prefetch; on false: none */
 };
 
 #ifdef __cplusplus

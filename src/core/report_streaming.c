@@ -113,6 +113,23 @@ static json_t *bound_json(const struct rf_stream_report *sr)
     return o;
 }
 
+static json_t *prefetch_json(const struct rf_stream_prefetch *p)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "distance_layers", json_integer(p->distance));
+    json_object_set_new(o, "layers_posted", json_integer((json_int_t)p->layers_posted));
+    json_object_set_new(o, "layers_prefetched", json_integer((json_int_t)p->layers_prefetched));
+    json_object_set_new(o, "requested_bytes", jb(true, p->requested_bytes));
+    json_object_set_new(o, "failed_calls", json_integer((json_int_t)p->failed_calls));
+    json_object_set_new(o, "mechanism",
+                        json_string("a helper thread, posted the layer each decode reaches by "
+                                    "cb_eval, posix_fadvise(POSIX_FADV_WILLNEED) over the "
+                                    "layer's file extent on its own read-only descriptor"));
+    return o;
+}
+
 json_t *rf_stream_report_json(const struct rf_stream_report *sr)
 {
     if (!sr)
@@ -126,5 +143,7 @@ json_t *rf_stream_report_json(const struct rf_stream_report *sr)
     json_object_set_new(o, "plan_reason", js(sr->plan_reason));
     json_object_set_new(o, "pin", sr->active ? pin_json(sr) : json_null());
     json_object_set_new(o, "bound", sr->active ? bound_json(sr) : json_null());
+    json_object_set_new(o, "prefetch",
+                        sr->prefetch.on ? prefetch_json(&sr->prefetch) : json_null());
     return o;
 }

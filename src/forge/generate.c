@@ -9,6 +9,7 @@
  */
 #include "forge_internal.h"
 
+#include "ramforge/forge_ahead.h"
 #include "ramforge/forge_observer.h"
 #include "ramforge/timing.h"
 
@@ -205,6 +206,8 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     };
     if (p->observer)
         forge_observer_context_params(p->observer, &cp); /* else: no cb_eval at all */
+    if (p->ahead)
+        forge_ahead_context_params(p->ahead, &cp); /* wraps the observer's, if any */
     if (cp.n_ctx < need) {
         snprintf(err, FORGE_ERR_MAX,
                  "context size %u is too small for %d prompt + %d generated tokens", cp.n_ctx,

@@ -184,6 +184,15 @@ void ses_stream_unpin(struct rf_session *s, const char *at)
     st->rep.unpinned_at = at;
 }
 
+int rf_session_stream_prefetch(struct rf_session *s, const struct rf_stream_prefetch *p)
+{
+    if (!s || !p)
+        return -EINVAL;
+    ses_op_open(s);
+    stream_of(s)->rep.prefetch = *p;
+    return 0;
+}
+
 /* a - b when both are known and a >= b. */
 static bool delta(bool has_a, uint64_t a, bool has_b, uint64_t b, uint64_t *out)
 {
