@@ -19,10 +19,10 @@
 #include "ramforge/error.h"
 #include "ramforge/forge_ahead.h"
 #include "ramforge/forge_observer.h"
-#include "ramforge/streaming.h"
 #include "ramforge/metrics.h"
 #include "ramforge/residency.h"
 #include "ramforge/session.h"
+#include "ramforge/streaming.h"
 #include "ramforge/sys.h"
 #include "ramforge/timing.h"
 #include "run.h"
@@ -203,7 +203,7 @@ int cmd_run(int argc, char **argv)
         .page_budget = (long long)RF_RESIDENCY_DEFAULT_BUDGET_PAGES,
         .dispatch_events = 32768,
         .stream_sequential = true,
-        .stream_prefetch = 1,
+        .stream_prefetch = 2,
     };
     struct forge_model_params mp = forge_model_default_params();
     struct forge_generate_result gen = {0}, verify = {0};

@@ -75,6 +75,19 @@ def case_streaming_limit(c):
     check(free["streaming"]["active"] and free["streaming"]["plan"] is None,
           f"no limit, yet a plan: {free['streaming']['plan_reason']}")
     check(free["streaming"]["io"]["major_faults"] is not None, "major faults not measured")
+    pf = free["streaming"]["prefetch"]
+    check(pf is not None and pf["distance_layers"] == 2 and pf["layers_posted"] > 0 and
+          pf["failed_calls"] == 0, f"the layer-ahead prefetch did not run: {pf}")
+    nopf, _ = c.report("nopf", model, "--residency-policy", "streaming", "--no-stream-prefetch")
+    check(tokens(nopf) == tokens(off), "streaming without prefetch changed the tokens")
+    check(nopf["streaming"]["prefetch"] is None, "--no-stream-prefetch, yet a prefetch report")
+    obs, _ = c.report("obs", model, "--residency-policy", "streaming", "--observe-dispatch",
+                      "--stream-prefetch-layers", "1")
+    check(tokens(obs) == tokens(off), "prefetch with the dispatch observer changed the tokens")
+    check(obs["streaming"]["prefetch"]["layers_posted"] > 0,
+          "the prefetch callback saw no layer under the observer")
+    check((obs["residency"]["dispatch"]["events"] or 0) > 0,
+          "the dispatch observer recorded nothing under the prefetch callback")
     size = os.path.getsize(model)
     with memory_child_cgroup("ramforge-e2e-stream", size * 3 // 4) as enter:
         lim, p = c.report("limit", model, "--residency-policy", "streaming",
@@ -92,6 +105,8 @@ def case_streaming_limit(c):
     check(pin["pinned"] and pin["locked_bytes"] == plan["pinned_bytes"],
           f"smaps Locked {pin['locked_bytes']} vs pinned {plan['pinned_bytes']}")
     check(pin["unpinned_at"] == "after_session", f"unpinned at {pin['unpinned_at']}")
+    check(st["prefetch"] is not None and st["prefetch"]["layers_prefetched"] > 0 and
+          st["prefetch"]["requested_bytes"] > 0, f"no layer read ahead: {st['prefetch']}")
     check(lim["admission"]["outcome"] == "admitted_with_warning" and
           not lim["admission"]["refused"], f"admission {lim['admission']['outcome']}")
     check("Admitted under --residency-policy streaming" in lim["admission"]["reason"],
