@@ -48,6 +48,7 @@
 #include "bench_spawn.h"
 #include "cli.h"
 #include "core/report_json.h"
+#include "ramforge/forge.h"
 #include "ramforge/metrics.h"
 #include "ramforge/report.h"
 #include "run.h"
@@ -164,9 +165,15 @@ static int bench_one(const struct bench_options *o, const struct bench_copy *cp,
     return -1;
 }
 
-/* Checks MODEL is a regular file this process can open; *st gets its fstat. */
+/*
+ * Checks MODEL is a regular file this process can open and a GGUF file
+ * llama.cpp can map (forge_gguf_check, the header check `run` makes before
+ * its load: header only, no tensor data read), so a bad model stops the
+ * bench with one line before any copy or run; *st gets its fstat.
+ */
 static bool model_usable(const char *model, struct stat *st)
 {
+    char err[FORGE_ERR_MAX];
     int fd = open(model, O_RDONLY | O_CLOEXEC);
     int rc = fd < 0 || fstat(fd, st) < 0 ? -errno : 0;
 
@@ -176,9 +183,15 @@ static bool model_usable(const char *model, struct stat *st)
         cli_error("cannot open %s: not a regular file", model);
         return false;
     }
-    if (rc < 0)
+    if (rc < 0) {
         cli_error("cannot open %s: %s", model, strerror(-rc));
-    return rc == 0;
+        return false;
+    }
+    if (forge_gguf_check(model, err) < 0) {
+        cli_error("%s", err);
+        return false;
+    }
+    return true;
 }
 
 int cmd_bench(int argc, char **argv)

@@ -29,6 +29,11 @@ static void say(char *why, size_t why_size, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, why_size, fmt, ap);
     va_end(ap);
+    /* One line: the file's own text (a tensor name, jansson's quote of the bad token) may
+       carry control characters; each becomes '?'. */
+    for (char *c = why; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
 }
 
 void rf_profile_init(struct rf_profile *p)

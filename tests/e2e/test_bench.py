@@ -585,10 +585,31 @@ def case_bench_memlimit_noroot(c):
           "summary counts")
 
 
+def case_bench_badmodel(c):
+    """A file that is not a usable GGUF model stops bench with the header check's one line,
+    exit 1, before the output directory, the isolated copy or any run exists."""
+    with open(c.model(), "rb") as f:
+        data = f.read()
+    bad = {"not-gguf.gguf": (b"this is not a model\n", "not a GGUF file (bad magic)"),
+           "trunc-header.gguf": (data[:1000], "truncated or corrupt GGUF header"),
+           "trunc-data.gguf": (data[:len(data) - 100], "past the end of the file")}
+    for i, (name, (content, needle)) in enumerate(bad.items()):
+        path = os.path.join(c.tmp, name)
+        with open(path, "wb") as f:
+            f.write(content)
+        out, copies = os.path.join(c.tmp, f"out{i}"), os.path.join(c.tmp, f"copies{i}")
+        p = expect_error(c, ["bench", "-m", path, "-o", out, "-r", "1", "-n", "2", "--copy-dir",
+                             copies, "--conditions", "warm,isolated-nonresident"], 1, f"{path}: ")
+        check(needle in p.stderr, f"{name}: {p.stderr!r} lacks {needle!r}")
+        check(not os.path.exists(out), f"{name}: the output directory was made")
+        check(not os.path.exists(copies), f"{name}: the copy directory was made")
+
+
 CASES = {
     "bench_small": case_bench_small,
     "bench_unwritable": case_bench_unwritable,
     "bench_badinput": case_bench_badinput,
+    "bench_badmodel": case_bench_badmodel,
     "bench_metrics": case_bench_metrics,
     "bench_memlimit": case_bench_memlimit,
     "bench_memlimit_sigterm": case_bench_memlimit_sigterm,

@@ -7,8 +7,12 @@ inputs added by hand keep other names and are left alone). Run from anywhere:
 Sources: the fixture files of tests/data/sys (status, maps, smaps, whole cgroup trees in the
 "@@ path" form of fuzz_sysroot.h), GGUF headers from tests/e2e/gguf_writer.py (well-formed
 ones and the hostile cases of tests/e2e/test_gguf_hostile.py), sizes and serve request bodies
-from the CLI's and the server's tests. Every seed is below 64 KiB."""
+from the CLI's and the server's tests, access profiles derived from the real ones of
+corpus/profile/real-*.json (written by `ramforge run --observe-dispatch --profile`, one and two
+operations). Every seed is below 64 KiB."""
+import copy
 import glob
+import json
 import os
 import re
 import struct
@@ -105,6 +109,40 @@ BODIES = ['{"prompt":"Hello my name is","n_predict":8}',
           '[]', '{', '', 'null', '{"prompt":"\\u00e9\\ud83d\\ude00"}']
 
 
+def profile_seeds():
+    """Variants of a real two-operation profile: each breaks one rule rf_profile_parse checks,
+    or stays valid on an edge (history over the harness's bound of 3, compact text)."""
+    base = json.load(open(os.path.join(HERE, "corpus", "profile", "real-2ops.json")))
+
+    def variant(fn):
+        d = copy.deepcopy(base)
+        fn(d)
+        return json.dumps(d, indent=1)
+
+    other = "sha256:" + "0" * 64
+    t0 = base["tensors"][0]
+    h0 = base["history"][0]
+    yield "compact", json.dumps(base, separators=(",", ":"))
+    yield "version_2", variant(lambda d: d.update(format_version=2))
+    yield "kind_other", variant(lambda d: d.update(kind="ramforge.other"))
+    yield "identity_short", variant(lambda d: d.update(identity=base["identity"][:-1]))
+    yield "identity_upper", variant(lambda d: d.update(identity=base["identity"].upper()))
+    yield "size_negative", variant(lambda d: d.update(file_size_bytes=-1))
+    yield "size_huge", variant(lambda d: d.update(operations=2 ** 64))
+    yield "tensor_twice", variant(lambda d: d["tensors"].append(dict(t0)))
+    yield "tensor_name_long", variant(lambda d: d["tensors"].append(dict(t0, name="x" * 300)))
+    yield "tensor_name_empty", variant(lambda d: d["tensors"].append(dict(t0, name="")))
+    yield "tensor_rank_never", variant(lambda d: d["tensors"][0].update(first_rank=None))
+    yield "tensor_fields_missing", variant(lambda d: d["tensors"].append({"name": "a"}))
+    yield "history_other_identity", variant(
+        lambda d: d["history"].append(dict(h0, identity=other)))
+    yield "history_over_bound", variant(
+        lambda d: d["history"].extend(dict(h0, operation=i) for i in range(3, 12)))
+    yield "history_not_object", variant(lambda d: d["history"].append(7))
+    yield "no_tensors", variant(lambda d: d.update(tensors=[]))
+    yield "truncated", json.dumps(base)[:len(json.dumps(base)) // 2]
+
+
 def main():
     clear_seeds()
     for rel, data in proc_files("status"):
@@ -113,7 +151,7 @@ def main():
         for rel, data in proc_files(name):
             write("maps", rel, data)
     for fixture in sorted(os.listdir(SYS)):
-        if not fixture.startswith("cg-"):
+        if not fixture.startswith("cg-") or not os.path.isdir(os.path.join(SYS, fixture, "proc")):
             continue
         pids = sorted(os.listdir(os.path.join(SYS, fixture, "proc")))
         for pid in pids:
@@ -124,6 +162,8 @@ def main():
         write("size", f"{i:02d}", s)
     for i, b in enumerate(BODIES):
         write("serve_request", f"{i:02d}", b)
+    for name, data in profile_seeds():
+        write("profile", name, data)
 
 
 if __name__ == "__main__":
