@@ -50,6 +50,7 @@
 #include "core/report_json.h"
 #include "ramforge/forge.h"
 #include "ramforge/metrics.h"
+#include "ramforge/pages.h"
 #include "ramforge/report.h"
 #include "run.h"
 
@@ -171,6 +172,41 @@ static int bench_one(const struct bench_options *o, const struct bench_copy *cp,
  * its load: header only, no tensor data read), so a bad model stops the
  * bench with one line before any copy or run; *st gets its fstat.
  */
+/*
+ * forge_gguf_check of model (the check run makes), leaving model's page
+ * cache as it was: bench promises to only ever read MODEL without caching
+ * it, so the pages the header read brought in (nonresident before,
+ * resident after, by mincore or cachestat) are dropped again with
+ * POSIX_FADV_DONTNEED. Pages that cannot be observed are left alone.
+ * Returns forge_gguf_check's result.
+ */
+static int gguf_check_leaving_cache(const char *model, char err[FORGE_ERR_MAX])
+{
+    struct rfsys_file_pages fp;
+    uint8_t *before = NULL, *after = NULL;
+    bool observed = rfsys_file_pages_open(model, &fp) == 0 && fp.file_pages > 0 &&
+                    (before = malloc(fp.file_pages)) && (after = malloc(fp.file_pages)) &&
+                    rfsys_file_pages_sample(&fp, 0, fp.file_pages, before) == 0;
+    int rc = forge_gguf_check(model, err);
+
+    if (observed && rfsys_file_pages_sample(&fp, 0, fp.file_pages, after) == 0) {
+        for (uint64_t p = 0; p < fp.file_pages;) {
+            uint64_t end = p;
+            while (end < fp.file_pages && before[end] == RFSYS_PAGE_NONRESIDENT &&
+                   after[end] == RFSYS_PAGE_RESIDENT)
+                end++;
+            if (end > p)
+                (void)posix_fadvise(fp.fd, (off_t)(p * fp.page_bytes),
+                                    (off_t)((end - p) * fp.page_bytes), POSIX_FADV_DONTNEED);
+            p = end > p ? end : p + 1;
+        }
+    }
+    free(before);
+    free(after);
+    rfsys_file_pages_close(&fp);
+    return rc;
+}
+
 static bool model_usable(const char *model, struct stat *st)
 {
     char err[FORGE_ERR_MAX];
@@ -187,7 +223,7 @@ static bool model_usable(const char *model, struct stat *st)
         cli_error("cannot open %s: %s", model, strerror(-rc));
         return false;
     }
-    if (forge_gguf_check(model, err) < 0) {
+    if (gguf_check_leaving_cache(model, err) < 0) {
         cli_error("%s", err);
         return false;
     }
