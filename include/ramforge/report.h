@@ -33,6 +33,11 @@ extern "C" {
 
 #define RF_REPORT_SCHEMA_VERSION 1
 #define RF_REPORT_KIND "ramforge.residency.operation_report"
+/* Samples residency.samples lists at most: the newest ones (one operation takes up to 13 with
+   three release rounds at two boundaries;
+   a session report of many operations keeps its last ones); the older taken samples left out
+   are counted in residency.samples_dropped. */
+#define RF_REPORT_MAX_SAMPLES 32
 
 /*
  * Keys of the report a reader needs to find its figures (`ramforge bench`

@@ -904,11 +904,17 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
     json_object_set_new(doc, "prediction", rf_prediction_json(r));
     json_object_set_new(doc, "streaming", rf_stream_report_json(r->streaming));
 
+    /* The newest RF_REPORT_MAX_SAMPLES taken samples, in order; the older ones counted. */
     json_t *res = json_object(), *samples = json_array();
-    for (size_t i = 0; res && samples && i < r->n_samples; i++)
-        if (r->samples[i].taken)
+    size_t n_taken = 0, skip;
+    for (size_t i = 0; i < r->n_samples; i++)
+        n_taken += r->samples[i].taken;
+    skip = n_taken > RF_REPORT_MAX_SAMPLES ? n_taken - RF_REPORT_MAX_SAMPLES : 0;
+    for (size_t i = 0, seen = 0; res && samples && i < r->n_samples; i++)
+        if (r->samples[i].taken && seen++ >= skip)
             json_array_append_new(samples, sample_json(&r->samples[i]));
     json_object_set_new(res, "samples", samples);
+    json_object_set_new(res, "samples_dropped", json_integer((json_int_t)skip));
     json_t *snap = NULL;
     if (r->page_snapshot && rf_residency_snapshot_to_json(r->page_snapshot, true, &snap) < 0) {
         json_decref(doc);

@@ -600,6 +600,38 @@ def case_sigterm(c):
     return 0
 
 
+def case_session_report_bounded(c):
+    """After more operations than one report lists samples of (32, the schema's bound), the
+    session report (GET /residency and the file written at exit) lists the newest 32 samples,
+    counts the older ones in samples_dropped, and still matches the schema."""
+    model = c.model()
+    report = os.path.join(c.tmp, "session.json")
+    n = 40
+    with Server(c, model, "--residency-policy", "observe", "--residency-report-json",
+                report) as sv:
+        for _ in range(n):
+            sv.complete(n=2)
+        live = sv.ok("GET", "/residency")
+        rc = sv.terminate()
+    check(rc == 0, f"exit status {rc} after SIGTERM")
+    live_path = os.path.join(c.tmp, "live-session.json")
+    with open(live_path, "w") as f:
+        json.dump(live["session"], f)
+    for path in (live_path, report):
+        with open(path) as f:
+            doc = json.load(f)
+        ops, res = doc["operation"], doc["residency"]
+        check(ops["scope"] == "session" and ops["operations"] >= n + 1,
+              f"{path}: a session report of the load and {n} requests: {ops}")
+        # every request takes at least one sample, so more than 32 were taken
+        check(len(res["samples"]) == 32 and res["samples_dropped"] >= ops["operations"] - 32,
+              f"{path}: {len(res['samples'])} samples listed, {res['samples_dropped']} dropped")
+        if c.schema:
+            errors = validate_report.validate(c.schema, path)
+            check(not errors, f"{path} does not match the schema: {errors[:3]}")
+    return 0
+
+
 def case_admission_refused(c):
     """A request whose KV cache cannot fit a child cgroup's hard limit answers 503 with the
     admission's reason, never an OOM kill; the server keeps serving."""
@@ -686,6 +718,7 @@ CASES = {
     "bad_bodies": case_bad_bodies,
     "api_key": case_api_key,
     "sigterm": case_sigterm,
+    "session_report_bounded": case_session_report_bounded,
     "admission_refused": case_admission_refused,
     "slow_client": case_slow_client,
     "cli_badinput": case_cli_badinput,
