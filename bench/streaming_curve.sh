@@ -28,7 +28,8 @@ POLICIES=${POLICIES:-off,streaming}
 FRACTIONS=${FRACTIONS:-0.4 0.5 0.6 0.75 0.9 1.1}
 [ "$(id -u)" -eq 0 ] || { echo "streaming_curve: needs root (memory cgroups)" >&2; exit 77; }
 [ -f "$MODEL" ] || { echo "streaming_curve: no model $MODEL" >&2; exit 2; }
-if [[ ,$POLICIES, == *,streaming,* ]] && ! "$RF" run --help | grep -qw streaming; then
+# (the help is read whole first: grep -q would close the pipe early, and pipefail fail it)
+if [[ ,$POLICIES, == *,streaming,* ]] && ! grep -qw streaming <<<"$("$RF" run --help)"; then
     echo "streaming_curve: $RF has no streaming policy; set POLICIES, e.g. POLICIES=off,observe" >&2
     exit 2
 fi
