@@ -29,9 +29,9 @@ struct run_options {
     bool has_reserve, has_release_mode; /* given on the command line */
     long long page_budget;              /* --residency-page-budget, pages */
     bool has_staging;
-    uint64_t staging_budget; /* --staging-budget, bytes */
-    uint64_t stream_window;  /* --stream-window, bytes; 0: the planner's default */
-    bool stream_sequential;  /* false: --no-stream-sequential */
+    uint64_t staging_budget;   /* --staging-budget, bytes */
+    uint64_t stream_window;    /* --stream-window, bytes; 0: the planner's default */
+    bool stream_sequential;    /* false: --no-stream-sequential */
     long long stream_prefetch; /* --stream-prefetch-layers, layers ahead; 0: off */
     bool observe_dispatch;
     bool has_dispatch_events, has_dispatch_sample_pages; /* given on the command line */
