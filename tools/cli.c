@@ -23,6 +23,40 @@ void cli_error(const char *fmt, ...)
     fputc('\n', stderr);
 }
 
+static int stdout_errno; /* reason of the first failed flush of stdout, 0 if none */
+
+int cli_flush_stdout(void)
+{
+    if (fflush(stdout) == 0)
+        return 0;
+    int err = errno ? errno : EIO;
+    if (!stdout_errno)
+        stdout_errno = err;
+    return -err;
+}
+
+int cli_finish_stdout(int status)
+{
+    bool failed = ferror(stdout) != 0;
+    /* A write failed inside printf leaves its reason in errno, unless a
+     * later call replaced it: the best guess left when no flush saw it. */
+    if (failed && !stdout_errno)
+        stdout_errno = errno;
+    errno = 0;
+    if (fclose(stdout) != 0) {
+        failed = true;
+        if (!stdout_errno && errno)
+            stdout_errno = errno;
+    }
+    if (!failed)
+        return status;
+    if (stdout_errno)
+        cli_error("cannot write standard output: %s", strerror(stdout_errno));
+    else
+        cli_error("cannot write standard output: write error");
+    return RF_EXIT_FAILURE;
+}
+
 void cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;

@@ -17,6 +17,22 @@
 /* "ramforge: <message>" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/*
+ * Flushes and closes standard output at the end of a command and returns
+ * the exit status: status unchanged when everything written reached it,
+ * otherwise one "ramforge: cannot write standard output: <reason>" line
+ * on stderr and RF_EXIT_FAILURE (a full disk, a closed descriptor, a
+ * broken pipe would otherwise lose the text silently with exit 0).
+ */
+int cli_finish_stdout(int status);
+
+/*
+ * fflush(stdout) that remembers the reason of a failure for
+ * cli_finish_stdout (the stream discards the text, so the reason would be
+ * lost by the end). Returns 0 or the negative errno.
+ */
+int cli_flush_stdout(void);
+
 /* "ramforge: <message>" and "Try 'ramforge CMD --help'." on stderr. */
 void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

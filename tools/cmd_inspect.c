@@ -645,7 +645,7 @@ static int inspect_page_cache(const char *path, const struct inspect_table *shap
     } else {
         page_cache_table(&v, shape);
     }
-    status = fflush(stdout) == 0 ? 0 : RF_EXIT_FAILURE;
+    status = cli_flush_stdout() == 0 ? 0 : RF_EXIT_FAILURE;
 out:
     free(before.states);
     rf_residency_snapshot_free(&snap);
@@ -694,7 +694,7 @@ static int inspect_page_cache_files(const char *model, int n, char **paths, cons
         json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
         fputc('\n', stdout);
         json_decref(doc);
-        if (fflush(stdout) != 0)
+        if (cli_flush_stdout() != 0)
             status = RF_EXIT_FAILURE;
     }
     return status;
@@ -885,7 +885,7 @@ int cmd_inspect(int argc, char **argv)
     } else {
         print_table(&inv, raw);
     }
-    status = fflush(stdout) == 0 ? 0 : RF_EXIT_FAILURE;
+    status = cli_flush_stdout() == 0 ? 0 : RF_EXIT_FAILURE;
 out:
     rf_inventory_free(&inv);
     forge_model_free(m);

@@ -160,7 +160,7 @@ int inspect_fit(const struct fit_options *f)
     } else {
         print_fit(f, a, cells);
     }
-    if (fflush(stdout) != 0)
+    if (cli_flush_stdout() != 0)
         goto out;
     status = a->refused ? RF_EXIT_FAILURE : 0;
 out:

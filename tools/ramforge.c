@@ -51,22 +51,22 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
         usage(stdout);
-        return 0;
+        return cli_finish_stdout(0);
     }
     if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) {
         printf("ramforge %s (llama.cpp %s)\n", RAMFORGE_VERSION, forge_llama_version());
-        return 0;
+        return cli_finish_stdout(0);
     }
     if (!strcmp(cmd, "run"))
-        return cmd_run(argc - 1, argv + 1);
+        return cli_finish_stdout(cmd_run(argc - 1, argv + 1));
     if (!strcmp(cmd, "inspect"))
-        return cmd_inspect(argc - 1, argv + 1);
+        return cli_finish_stdout(cmd_inspect(argc - 1, argv + 1));
     if (!strcmp(cmd, "mkmodel"))
-        return cmd_mkmodel(argc - 1, argv + 1);
+        return cli_finish_stdout(cmd_mkmodel(argc - 1, argv + 1));
     if (!strcmp(cmd, "serve"))
-        return cmd_serve(argc - 1, argv + 1);
+        return cli_finish_stdout(cmd_serve(argc - 1, argv + 1));
     if (!strcmp(cmd, "bench"))
-        return cmd_bench(argc - 1, argv + 1);
+        return cli_finish_stdout(cmd_bench(argc - 1, argv + 1));
     static const char *const commands[] = {"run", "inspect", "mkmodel", "bench", "serve", "help"};
     const char *best = cli_closest(cmd, commands, sizeof(commands) / sizeof(commands[0]));
     if (best)
