@@ -185,6 +185,13 @@ int cli_bad_option(const char *cmd, int c, char **argv, const struct option *lon
     return RF_EXIT_USAGE;
 }
 
+static const char *cli_command; /* "run " etc., for the --help hint of cli_parse_int */
+
+void cli_set_command(const char *cmd)
+{
+    cli_command = cmd;
+}
+
 bool cli_parse_int(const char *what, const char *s, long long min, long long max, long long *out)
 {
     char *end;
@@ -193,11 +200,12 @@ bool cli_parse_int(const char *what, const char *s, long long min, long long max
     errno = 0;
     v = strtoll(s, &end, 10);
     if (*s == '\0' || *end != '\0' || !(*s == '-' || *s == '+' || (*s >= '0' && *s <= '9'))) {
-        cli_error("invalid %s '%s': not a whole number", what, s);
+        cli_usage_error(cli_command, "invalid %s '%s': not a whole number", what, s);
         return false;
     }
     if (errno == ERANGE || v < min || v > max) {
-        cli_error("invalid %s '%s': must be between %lld and %lld", what, s, min, max);
+        cli_usage_error(cli_command, "invalid %s '%s': must be between %lld and %lld", what, s, min,
+                        max);
         return false;
     }
     *out = v;

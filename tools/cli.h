@@ -56,8 +56,16 @@ int cli_bad_option(const char *cmd, int c, char **argv, const struct option *lon
 const char *cli_closest(const char *word, const char *const *candidates, size_t n);
 
 /*
+ * The command whose --help the usage errors of cli_parse_int point to:
+ * "run " (with the space), NULL for the top level. Borrowed; main sets it
+ * before dispatching.
+ */
+void cli_set_command(const char *cmd);
+
+/*
  * Parses a decimal integer in [min, max] from the whole of s. On failure
- * prints "ramforge: invalid <what> 's': <reason>" and returns false.
+ * prints "ramforge: invalid <what> 's': <reason>" with the --help hint of
+ * the command set by cli_set_command (a usage error) and returns false.
  */
 bool cli_parse_int(const char *what, const char *s, long long min, long long max, long long *out);
 

@@ -321,6 +321,12 @@ def case_badinput(c):
     expect_error(c, ["run", "-m", model, "-n", "abc"], 2, "invalid token count (-n) 'abc'")
     expect_error(c, ["run", "-m", model, "-n", "0"], 2, "must be between")
     expect_error(c, ["run", "-m", model, "-n", "99999999999999999999999"], 2, "must be between")
+    # A number out of range is a usage error like any other: the --help hint of its command.
+    for cmd, argv in [("run", ["-m", model, "-n", "0"]), ("inspect", ["-c", "0", model]),
+                      ("serve", ["-m", model, "--port", "x"]), ("bench", ["-r", "0", model])]:
+        p = expect_error_lines(c, [cmd, *argv], 2, "invalid")
+        check(f"Try 'ramforge {cmd} --help' for more information." in p.stderr.splitlines(),
+              f"{cmd} {argv}: no --help hint in {p.stderr!r}")
     expect_error(c, ["run", "-m", model, "-t", "-3"], 2, "invalid thread count")
     expect_error(c, ["run", "-m", model, "--residency-policy", "bogus"], 2,
                  "unknown residency policy 'bogus'")
