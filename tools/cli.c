@@ -15,11 +15,21 @@
 
 void cli_error(const char *fmt, ...)
 {
+    /* Library reasons reach the user here: their "N bytes" in IEC units (cli_iec_text never
+     * lengthens a text); a message longer than the buffer is printed as it is. */
+    char msg[4096], text[sizeof(msg)];
     va_list ap;
     fprintf(stderr, "%s: ", RF_PROGRAM);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    int n = vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    if (n >= 0 && (size_t)n < sizeof(msg)) {
+        fputs(cli_iec_text(msg, text, sizeof(text)), stderr);
+    } else {
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+    }
     fputc('\n', stderr);
 }
 
@@ -273,6 +283,11 @@ void cli_log_sink(enum rf_log_level level, const char *msg, void *user_data)
 {
     (void)level;
     (void)user_data;
+    /* "N bytes" in IEC units as everywhere else in human output; a message too long for the
+     * buffer (each rewrite can grow a number by a few characters) is printed as it is. */
+    char text[4096];
+    if (strlen(msg) < sizeof(text) / 2)
+        msg = cli_iec_text(msg, text, sizeof(text));
     fprintf(stderr, "%s\n", msg);
 }
 

@@ -99,7 +99,8 @@ static void usage(FILE *out)
             "                   cgroups this command runs in\n"
             "      --admission MODE\n"
             "                   with -c: warn (default: refuse only a charge over a hard\n"
-            "                   limit) or enforce (also unknown and thrashing), as run's\n"
+            "                   limit), enforce (also unknown and thrashing), as run's,\n"
+            "                   or off (the verdict is shown, exit 0 whatever it is)\n"
             "  -o, --output LIST\n"
             "                   with --page-cache: the table's columns, comma-separated;\n"
             "                   '+LIST' adds to the defaults (as fincore's -o):\n",

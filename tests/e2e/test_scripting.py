@@ -180,6 +180,20 @@ def case_iec_units(c):
           "the padded context in the report")
     expect_error_lines(c, ["run", "-m", m, "--memory-target", "1Gi", "--safety-reserve", "2Gi"],
                        2, "--safety-reserve (2.00 GiB) must be below --memory-target (1.00 GiB)")
+    # inspect's fit verdict (stdout) and a library's reason in an error line (stderr).
+    p = c.run("inspect", "-c", "512", "--memory-limit", "1MiB", m, check_rc=1)
+    verdict = [ln for ln in p.stdout.splitlines() if ln.startswith("verdict:")]
+    check(len(verdict) == 1 and "hard limit of 1.00 MiB" in verdict[0] and
+          not re.findall(r"\b\d{5,}\b", verdict[0]), f"fit verdict: {verdict}")
+    check(re.search(r"\(usage [0-9.]+ [KMG]iB - reclaimable [0-9.]+ (B|[KMG]iB) \+ growth ",
+                    verdict[0]), f"usage - reclaimable + growth in IEC units: {verdict[0]}")
+    with open(m, "rb") as f:
+        data = f.read()
+    trunc = os.path.join(c.tmp, "iec-trunc.gguf")
+    with open(trunc, "wb") as f:
+        f.write(data[:len(data) - 100])
+    p = expect_error_lines(c, ["inspect", trunc], 1, "past the end of the file")
+    check(re.findall(r"\b\d{5,} bytes\b", p.stderr) == [], f"raw bytes: {p.stderr!r}")
 
 
 CASES = {
