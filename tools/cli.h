@@ -104,6 +104,12 @@ const char *cli_format_bytes(uint64_t bytes, bool raw, char *buf, size_t len);
  */
 const char *cli_iec_text(const char *in, char *buf, size_t len);
 
+/*
+ * A signed byte difference as cli_format_bytes writes sizes, with its sign
+ * always shown: "+1.33 GiB", "-320.00 KiB", "+0 B". Returns buf.
+ */
+const char *cli_format_signed_bytes(int64_t bytes, char *buf, size_t len);
+
 /* Formats nanoseconds as "12.3 ms". buf >= 32. */
 const char *cli_format_ns(uint64_t ns, char *buf, size_t len);
 

@@ -161,8 +161,8 @@ static void print_release(FILE *f, const struct rf_report *r)
                     ? ": dontneed unmaps, it does not evict"
                     : "");
     else
-        fprintf(f, "  cgroup charge: %s%s over the releases\n", cg < 0 ? "-" : "+",
-                iec((uint64_t)(cg < 0 ? -cg : cg), b1, sizeof(b1)));
+        fprintf(f, "  cgroup charge: %s over the releases\n",
+                cli_format_signed_bytes(cg, b1, sizeof(b1)));
 }
 
 /* The soft target: what the plan aimed at it (the mapping) and what the process is. */

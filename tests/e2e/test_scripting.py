@@ -175,6 +175,11 @@ def case_iec_units(c):
     raw = re.findall(r"\b\d{5,} bytes\b", p.stderr)
     check(not raw, f"raw byte figures in the human report: {raw[:5]}")
     check("fits the soft target of 100.00 MiB" in p.stderr, "admission in IEC units")
+    # Signed differences in the one IEC form: never "+0.00 MiB" or "-0.25 MiB" for KiB.
+    small = re.findall(r"[+-]0\.\d\d [KMGT]iB", p.stderr)
+    check(not small, f"differences below 1 in their unit: {small[:5]}")
+    check(re.search(r"cgroup current - process RSS: +(unknown|[+-]\d+(\.\d\d [KMGT]iB| B))\n",
+                    p.stderr), "cgroup current - process RSS signed, in IEC units")
     # 5 prompt tokens + 4: llama.cpp pads the context to 256 cells, and the report says so.
     check("context: 256 cells (-c, or prompt + -n without it, padded by llama.cpp" in p.stderr,
           "the padded context in the report")
