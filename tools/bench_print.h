@@ -23,8 +23,9 @@ void bench_print_progress(const struct bench_options *o, const struct bench_row 
                           size_t n_rows);
 
 /*
- * A cold start (median load + TTFT of isolated-nonresident runs) at most
- * this many times the physical read limit is called disk-bound.
+ * A cold load (the median load of isolated-nonresident runs, TTFT not
+ * included) at most this many times the physical read limit is called
+ * disk-bound.
  */
 #define BENCH_DISK_BOUND_RATIO 1.5
 
@@ -33,8 +34,8 @@ void bench_print_progress(const struct bench_options *o, const struct bench_row 
  * --memory-limit a second table (decode tokens/s, ratio to off, the
  * bound as tokens/s, the ratio to the bound); the physical limit; then
  * the verdicts, one line each: per isolated-nonresident policy "POLICY:
- * cold start (load + TTFT) is disk-bound|not disk-bound: X.XXx the
- * physical read limit", and per group with a bound "POLICY (CONDITION,
+ * cold load is disk-bound|not disk-bound: X.XXx the physical read limit
+ * (load T, then TTFT T)", and per group with a bound "POLICY (CONDITION,
  * memory limit): X.XXx the bound per token".
  */
 void bench_print_table(json_t *summary);

@@ -15,12 +15,56 @@
 
 void cli_error(const char *fmt, ...)
 {
+    /* Library reasons reach the user here: their "N bytes" in IEC units (cli_iec_text never
+     * lengthens a text); a message longer than the buffer is printed as it is. */
+    char msg[4096], text[sizeof(msg)];
     va_list ap;
     fprintf(stderr, "%s: ", RF_PROGRAM);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    int n = vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    if (n >= 0 && (size_t)n < sizeof(msg)) {
+        fputs(cli_iec_text(msg, text, sizeof(text)), stderr);
+    } else {
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+    }
     fputc('\n', stderr);
+}
+
+static int stdout_errno; /* reason of the first failed flush of stdout, 0 if none */
+
+int cli_flush_stdout(void)
+{
+    if (fflush(stdout) == 0)
+        return 0;
+    int err = errno ? errno : EIO;
+    if (!stdout_errno)
+        stdout_errno = err;
+    return -err;
+}
+
+int cli_finish_stdout(int status)
+{
+    bool failed = ferror(stdout) != 0;
+    /* A write failed inside printf leaves its reason in errno, unless a
+     * later call replaced it: the best guess left when no flush saw it. */
+    if (failed && !stdout_errno)
+        stdout_errno = errno;
+    errno = 0;
+    if (fclose(stdout) != 0) {
+        failed = true;
+        if (!stdout_errno && errno)
+            stdout_errno = errno;
+    }
+    if (!failed)
+        return status;
+    if (stdout_errno)
+        cli_error("cannot write standard output: %s", strerror(stdout_errno));
+    else
+        cli_error("cannot write standard output: write error");
+    return RF_EXIT_FAILURE;
 }
 
 void cli_usage_error(const char *cmd, const char *fmt, ...)
@@ -151,6 +195,13 @@ int cli_bad_option(const char *cmd, int c, char **argv, const struct option *lon
     return RF_EXIT_USAGE;
 }
 
+static const char *cli_command; /* "run " etc., for the --help hint of cli_parse_int */
+
+void cli_set_command(const char *cmd)
+{
+    cli_command = cmd;
+}
+
 bool cli_parse_int(const char *what, const char *s, long long min, long long max, long long *out)
 {
     char *end;
@@ -159,11 +210,12 @@ bool cli_parse_int(const char *what, const char *s, long long min, long long max
     errno = 0;
     v = strtoll(s, &end, 10);
     if (*s == '\0' || *end != '\0' || !(*s == '-' || *s == '+' || (*s >= '0' && *s <= '9'))) {
-        cli_error("invalid %s '%s': not a whole number", what, s);
+        cli_usage_error(cli_command, "invalid %s '%s': not a whole number", what, s);
         return false;
     }
     if (errno == ERANGE || v < min || v > max) {
-        cli_error("invalid %s '%s': must be between %lld and %lld", what, s, min, max);
+        cli_usage_error(cli_command, "invalid %s '%s': must be between %lld and %lld", what, s, min,
+                        max);
         return false;
     }
     *out = v;
@@ -185,6 +237,14 @@ const char *cli_format_bytes(uint64_t bytes, bool raw, char *buf, size_t len)
         u++;
     }
     snprintf(buf, len, "%.2f %s", v, units[u]);
+    return buf;
+}
+
+const char *cli_format_signed_bytes(int64_t bytes, char *buf, size_t len)
+{
+    char mag[32];
+    uint64_t m = bytes < 0 ? (uint64_t)0 - (uint64_t)bytes : (uint64_t)bytes;
+    snprintf(buf, len, "%c%s", bytes < 0 ? '-' : '+', cli_format_bytes(m, false, mag, sizeof(mag)));
     return buf;
 }
 
@@ -231,6 +291,11 @@ void cli_log_sink(enum rf_log_level level, const char *msg, void *user_data)
 {
     (void)level;
     (void)user_data;
+    /* "N bytes" in IEC units as everywhere else in human output; a message too long for the
+     * buffer (each rewrite can grow a number by a few characters) is printed as it is. */
+    char text[4096];
+    if (strlen(msg) < sizeof(text) / 2)
+        msg = cli_iec_text(msg, text, sizeof(text));
     fprintf(stderr, "%s\n", msg);
 }
 

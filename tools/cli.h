@@ -17,6 +17,22 @@
 /* "ramforge: <message>" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/*
+ * Flushes and closes standard output at the end of a command and returns
+ * the exit status: status unchanged when everything written reached it,
+ * otherwise one "ramforge: cannot write standard output: <reason>" line
+ * on stderr and RF_EXIT_FAILURE (a full disk, a closed descriptor, a
+ * broken pipe would otherwise lose the text silently with exit 0).
+ */
+int cli_finish_stdout(int status);
+
+/*
+ * fflush(stdout) that remembers the reason of a failure for
+ * cli_finish_stdout (the stream discards the text, so the reason would be
+ * lost by the end). Returns 0 or the negative errno.
+ */
+int cli_flush_stdout(void);
+
 /* "ramforge: <message>" and "Try 'ramforge CMD --help'." on stderr. */
 void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -40,8 +56,16 @@ int cli_bad_option(const char *cmd, int c, char **argv, const struct option *lon
 const char *cli_closest(const char *word, const char *const *candidates, size_t n);
 
 /*
+ * The command whose --help the usage errors of cli_parse_int point to:
+ * "run " (with the space), NULL for the top level. Borrowed; main sets it
+ * before dispatching.
+ */
+void cli_set_command(const char *cmd);
+
+/*
  * Parses a decimal integer in [min, max] from the whole of s. On failure
- * prints "ramforge: invalid <what> 's': <reason>" and returns false.
+ * prints "ramforge: invalid <what> 's': <reason>" with the --help hint of
+ * the command set by cli_set_command (a usage error) and returns false.
  */
 bool cli_parse_int(const char *what, const char *s, long long min, long long max, long long *out);
 
@@ -79,6 +103,12 @@ const char *cli_format_bytes(uint64_t bytes, bool raw, char *buf, size_t len);
  * bytes for the JSON report, the human output reads them this way.
  */
 const char *cli_iec_text(const char *in, char *buf, size_t len);
+
+/*
+ * A signed byte difference as cli_format_bytes writes sizes, with its sign
+ * always shown: "+1.33 GiB", "-320.00 KiB", "+0 B". Returns buf.
+ */
+const char *cli_format_signed_bytes(int64_t bytes, char *buf, size_t len);
 
 /* Formats nanoseconds as "12.3 ms". buf >= 32. */
 const char *cli_format_ns(uint64_t ns, char *buf, size_t len);

@@ -74,7 +74,8 @@ static void usage(FILE *out)
             "\n"
             "--json prints one document (kind ramforge.inspect.inventory or\n"
             "ramforge.inspect.page_cache, schema_version 1; schema/inspect.schema.json);\n"
-            "with several files, one ramforge.inspect.page_cache_list holding them.\n"
+            "with several files, one ramforge.inspect.page_cache_list holding them;\n"
+            "with -c, kind ramforge.fit_check (schema/fit_check.schema.json).\n"
             "\n"
             "Options:\n"
             "  -m, --model PATH the model, as run's -m (or give it as the operand)\n"
@@ -99,7 +100,8 @@ static void usage(FILE *out)
             "                   cgroups this command runs in\n"
             "      --admission MODE\n"
             "                   with -c: warn (default: refuse only a charge over a hard\n"
-            "                   limit) or enforce (also unknown and thrashing), as run's\n"
+            "                   limit), enforce (also unknown and thrashing), as run's,\n"
+            "                   or off (the verdict is shown, exit 0 whatever it is)\n"
             "  -o, --output LIST\n"
             "                   with --page-cache: the table's columns, comma-separated;\n"
             "                   '+LIST' adds to the defaults (as fincore's -o):\n",
@@ -645,7 +647,7 @@ static int inspect_page_cache(const char *path, const struct inspect_table *shap
     } else {
         page_cache_table(&v, shape);
     }
-    status = fflush(stdout) == 0 ? 0 : RF_EXIT_FAILURE;
+    status = cli_flush_stdout() == 0 ? 0 : RF_EXIT_FAILURE;
 out:
     free(before.states);
     rf_residency_snapshot_free(&snap);
@@ -694,7 +696,7 @@ static int inspect_page_cache_files(const char *model, int n, char **paths, cons
         json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
         fputc('\n', stdout);
         json_decref(doc);
-        if (fflush(stdout) != 0)
+        if (cli_flush_stdout() != 0)
             status = RF_EXIT_FAILURE;
     }
     return status;
@@ -885,7 +887,7 @@ int cmd_inspect(int argc, char **argv)
     } else {
         print_table(&inv, raw);
     }
-    status = fflush(stdout) == 0 ? 0 : RF_EXIT_FAILURE;
+    status = cli_flush_stdout() == 0 ? 0 : RF_EXIT_FAILURE;
 out:
     rf_inventory_free(&inv);
     forge_model_free(m);

@@ -70,13 +70,14 @@ static int write_reports(struct rf_session *s, const struct run_options *o)
     if (run_json_to_stdout(o)) {
         char *text = NULL;
         int rc = rf_session_report_json(s, RF_REPORT_OPERATION, &text);
-        if (rc == 0)
-            rc = run_put_json(text);
-        free(text);
         if (rc < 0) {
             cli_error("cannot write the JSON report to standard output: %s", rf_strerror(rc));
             return rc;
         }
+        rc = run_put_json(text); /* a failure is reported by cli_finish_stdout */
+        free(text);
+        if (rc < 0)
+            return rc;
     } else if (o->json_path) {
         int rc = rf_session_report_write(s, RF_REPORT_OPERATION, o->json_path);
         if (rc < 0) {
@@ -381,7 +382,7 @@ int cmd_run(int argc, char **argv)
 
     /* With the JSON report on stdout, stdout holds only it: the text goes to stderr. */
     fprintf(run_json_to_stdout(&o) ? stderr : stdout, "%s\n", gen.text);
-    fflush(stdout);
+    cli_flush_stdout(); /* a failure is reported at exit by cli_finish_stdout */
     if (write_reports(s, &o) < 0)
         goto out;
     if (o.svg_path && run_svg_write(&svg, s, o.svg_path) < 0)

@@ -77,8 +77,10 @@ static void print_fit(const struct fit_options *f, const struct rf_admission_res
                "give --memory-limit SIZE to check a container's limit\n",
                a->n_cgroups ? "" : ": no memory controller");
     }
+    char reason[sizeof(a->reason) * 2];
     printf("verdict: %s%s: %s\n", rf_admission_outcome_name(a->outcome),
-           a->refused ? " (run would refuse it, exit 1)" : "", a->reason);
+           a->refused ? " (run would refuse it, exit 1)" : "",
+           cli_iec_text(a->reason, reason, sizeof(reason)));
     if (a->n_unknown) {
         printf("not counted (unknown before the load):");
         for (size_t i = 0; i < a->n_unknown; i++)
@@ -160,7 +162,7 @@ int inspect_fit(const struct fit_options *f)
     } else {
         print_fit(f, a, cells);
     }
-    if (fflush(stdout) != 0)
+    if (cli_flush_stdout() != 0)
         goto out;
     status = a->refused ? RF_EXIT_FAILURE : 0;
 out:

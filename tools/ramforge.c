@@ -51,22 +51,26 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
         usage(stdout);
-        return 0;
+        return cli_finish_stdout(0);
     }
     if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) {
         printf("ramforge %s (llama.cpp %s)\n", RAMFORGE_VERSION, forge_llama_version());
-        return 0;
+        return cli_finish_stdout(0);
     }
-    if (!strcmp(cmd, "run"))
-        return cmd_run(argc - 1, argv + 1);
-    if (!strcmp(cmd, "inspect"))
-        return cmd_inspect(argc - 1, argv + 1);
-    if (!strcmp(cmd, "mkmodel"))
-        return cmd_mkmodel(argc - 1, argv + 1);
-    if (!strcmp(cmd, "serve"))
-        return cmd_serve(argc - 1, argv + 1);
-    if (!strcmp(cmd, "bench"))
-        return cmd_bench(argc - 1, argv + 1);
+    static const struct {
+        const char *name, *hint; /* hint: the "run " of "Try 'ramforge run --help'" */
+        int (*fn)(int, char **);
+    } table[] = {{"run", "run ", cmd_run},
+                 {"inspect", "inspect ", cmd_inspect},
+                 {"mkmodel", "mkmodel ", cmd_mkmodel},
+                 {"serve", "serve ", cmd_serve},
+                 {"bench", "bench ", cmd_bench}};
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+        if (!strcmp(cmd, table[i].name)) {
+            cli_set_command(table[i].hint);
+            return cli_finish_stdout(table[i].fn(argc - 1, argv + 1));
+        }
+    }
     static const char *const commands[] = {"run", "inspect", "mkmodel", "bench", "serve", "help"};
     const char *best = cli_closest(cmd, commands, sizeof(commands) / sizeof(commands[0]));
     if (best)

@@ -522,7 +522,7 @@ bool run_json_to_stdout(const struct run_options *o)
 int run_put_json(const char *text)
 {
     errno = 0;
-    if (fputs(text, stdout) < 0 || fputc('\n', stdout) == EOF || fflush(stdout) != 0)
+    if (fputs(text, stdout) < 0 || fputc('\n', stdout) == EOF || cli_flush_stdout() != 0)
         return errno ? -errno : -EIO;
     return 0;
 }

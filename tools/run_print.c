@@ -18,12 +18,11 @@ static const char *opt_bytes(bool has, uint64_t v, char *buf, size_t len)
     return has ? cli_format_bytes(v, false, buf, len) : "unknown";
 }
 
-static const char *signed_mib(struct rf_recon_value v, char *buf, size_t len)
+static const char *signed_iec(struct rf_recon_value v, char *buf, size_t len)
 {
     if (!v.has_value)
         return "unknown";
-    snprintf(buf, len, "%+.2f MiB", (double)v.value / 1048576.0);
-    return buf;
+    return cli_format_signed_bytes(v.value, buf, len);
 }
 
 static void print_ledger(FILE *f, const struct rf_report *r)
@@ -44,9 +43,9 @@ static void print_ledger(FILE *f, const struct rf_report *r)
     const struct rf_reconciliation *rc = r->reconciliation;
     fprintf(f, "reconciliation (signed differences, not overhead):\n");
     fprintf(f, "  process RSS - mapping resident: %s\n",
-            signed_mib(rc->rss_minus_mapping_resident_bytes, b1, sizeof(b1)));
+            signed_iec(rc->rss_minus_mapping_resident_bytes, b1, sizeof(b1)));
     fprintf(f, "  cgroup current - process RSS:   %s\n",
-            signed_mib(rc->cgroup_current_minus_rss_bytes, b2, sizeof(b2)));
+            signed_iec(rc->cgroup_current_minus_rss_bytes, b2, sizeof(b2)));
 }
 
 static void print_population(FILE *f, const char *name, const struct rf_residency_population *p)
@@ -78,7 +77,7 @@ static void print_staging(FILE *f, const struct rf_report *r)
         fprintf(f, "; staged tensors' pages in page cache %" PRId64 " -> %" PRId64 " of %" PRId64,
                 r->staging_cached_before.value, r->staging_cached_after.value,
                 r->staging_sampled_pages.value);
-    fprintf(f, "; mapping RSS %s\n", signed_mib(r->staging_mapping_delta, b1, sizeof(b1)));
+    fprintf(f, "; mapping RSS %s\n", signed_iec(r->staging_mapping_delta, b1, sizeof(b1)));
     fprintf(f, "  %s\n", p->reason);
 }
 
@@ -160,9 +159,9 @@ static void print_policy(FILE *f, const struct rf_report *r, bool verbose)
                 cli_format_bytes(a->requested_bytes, false, b1, sizeof(b1)),
                 cli_format_bytes(a->accepted_bytes, false, b2, sizeof(b2)), a->n_failed,
                 a->first_error ? ": " : "", a->first_error ? strerror(-a->first_error) : "",
-                signed_mib(a->mapping_delta, b3, sizeof(b3)),
-                signed_mib(a->rss_delta, b4, sizeof(b4)),
-                signed_mib(a->cgroup_delta, b5, sizeof(b5)));
+                signed_iec(a->mapping_delta, b3, sizeof(b3)),
+                signed_iec(a->rss_delta, b4, sizeof(b4)),
+                signed_iec(a->cgroup_delta, b5, sizeof(b5)));
     }
     if (r->has_native && verbose)
         fprintf(f,

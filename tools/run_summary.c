@@ -161,8 +161,8 @@ static void print_release(FILE *f, const struct rf_report *r)
                     ? ": dontneed unmaps, it does not evict"
                     : "");
     else
-        fprintf(f, "  cgroup charge: %s%s over the releases\n", cg < 0 ? "-" : "+",
-                iec((uint64_t)(cg < 0 ? -cg : cg), b1, sizeof(b1)));
+        fprintf(f, "  cgroup charge: %s over the releases\n",
+                cli_format_signed_bytes(cg, b1, sizeof(b1)));
 }
 
 /* The soft target: what the plan aimed at it (the mapping) and what the process is. */
@@ -182,11 +182,28 @@ static void print_target(FILE *f, const struct rf_report *r)
                 last->mapping_rss_bytes <= soft ? "(met)" : "(NOT met)");
     else
         fputs("mapping resident unknown", f);
-    if (rss)
-        fprintf(f, "; process RSS %s %s", iec(rss->value_bytes, b3, sizeof(b3)),
-                rss->value_bytes <= soft ? "is under it too"
-                                         : "is above it (repacked copies, runtime: not "
-                                           "releasable)");
+    if (rss && rss->value_bytes <= soft) {
+        fprintf(f, "; process RSS %s is under it too", iec(rss->value_bytes, b3, sizeof(b3)));
+    } else if (rss) {
+        /* Name only the anonymous parts the ledger has a non-zero figure for (or cannot
+         * rule out: runtime unknown). */
+        static const struct {
+            enum rf_ledger_category c;
+            const char *what;
+        } parts[] = {{RF_LEDGER_ANONYMOUS_WEIGHTS, "repacked copies"},
+                     {RF_LEDGER_KV_CACHE, "KV cache"},
+                     {RF_LEDGER_GRAPH_SCRATCH, "graph scratch"},
+                     {RF_LEDGER_RUNTIME, "runtime"}};
+        fprintf(f, "; process RSS %s is above it (", iec(rss->value_bytes, b3, sizeof(b3)));
+        int n = 0;
+        for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+            const struct rf_ledger_entry *e = entry(r, parts[i].c);
+            bool present = e ? e->value_bytes > 0 : parts[i].c == RF_LEDGER_RUNTIME;
+            if (present)
+                fprintf(f, "%s%s", n++ ? ", " : "", parts[i].what);
+        }
+        fprintf(f, "%s: not releasable)", n ? "" : "anonymous memory");
+    }
     fputc('\n', f);
 }
 

@@ -626,8 +626,8 @@ static void decide_known(const struct rf_admission_input *in, struct rf_admissio
         classify_excess(in, out);
         decide(out, RF_ADMIT_REJECTED, RF_ADMIT_CAUSE_HARD_LIMIT,
                "the projected charge of %" PRIu64 " bytes exceeds the hard limit of %" PRIu64
-               " bytes of cgroup %s by %" PRIu64 " bytes (usage %" PRIu64 " - reclaimable %" PRIu64
-               " + growth %" PRIu64 ")",
+               " bytes of cgroup %s by %" PRIu64 " bytes (usage %" PRIu64
+               " bytes - reclaimable %" PRIu64 " bytes + growth %" PRIu64 " bytes)",
                c->projected_bytes, c->level.limit.bytes, c->level.dir, out->hard_excess_bytes,
                c->level.usage.bytes, c->reclaimable_bytes, out->growth_bytes);
         note_excess(in, out, out->hard_excess_bytes);

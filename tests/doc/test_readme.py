@@ -132,6 +132,8 @@ def main():
         os.makedirs(os.path.join(tmp, "textfile"))
         os.symlink(RF, os.path.join(tmp, "build", "ramforge"))
         os.symlink(RF, os.path.join(tmp, "bin", "ramforge"))
+        for d in ("schema", "tests"):  # the README's validator recipe, from the repo root
+            os.symlink(os.path.abspath(os.path.join(args.source, d)), os.path.join(tmp, d))
         made = {}
         for name, (preset, wtype) in MODELS.items():
             if (preset, wtype) not in made:

@@ -233,6 +233,17 @@ def case_bench_small(c):
     cp = summary["isolated_copy"]
     check(cp["made"] and cp["bytes"] == size and cp["error"] is None, f"copy {cp}")
     check("physical limit" in p.stdout and "isolated-nonresident" in p.stdout, "table on stdout")
+    # The printed bandwidth in MiB/s and, per isolated policy, the verdict on the load alone
+    # (the README's rule: median cold load against the physical limit), both from summary.json.
+    mib_s = f"= {size / pl['read_seconds'] / 2**20:.1f} MiB/s"
+    check(mib_s in p.stdout, f"{mib_s!r} not in {p.stdout!r}")
+    for g in summary["groups"]:
+        if g["condition"] != "isolated-nonresident" or g["median"]["load_ns"] is None:
+            continue
+        x = g["median"]["load_ns"] / 1e9 / pl["limit_seconds"]
+        line = [ln for ln in p.stdout.splitlines() if ln.startswith(f"{g['policy']}: cold load")]
+        check(len(line) == 1 and f"{x:.2f}x the physical read limit" in line[0] and
+              ("not disk-bound" in line[0]) == (x > 1.5), f"verdict {line} for {x:.2f}x")
 
     # 3. Named entries of one policy, with their own run arguments; no 'off' -> ratios
     # null; a run that fails (a context too small) is kept with its status, not a median.

@@ -321,6 +321,12 @@ def case_badinput(c):
     expect_error(c, ["run", "-m", model, "-n", "abc"], 2, "invalid token count (-n) 'abc'")
     expect_error(c, ["run", "-m", model, "-n", "0"], 2, "must be between")
     expect_error(c, ["run", "-m", model, "-n", "99999999999999999999999"], 2, "must be between")
+    # A number out of range is a usage error like any other: the --help hint of its command.
+    for cmd, argv in [("run", ["-m", model, "-n", "0"]), ("inspect", ["-c", "0", model]),
+                      ("serve", ["-m", model, "--port", "x"]), ("bench", ["-r", "0", model])]:
+        p = expect_error_lines(c, [cmd, *argv], 2, "invalid")
+        check(f"Try 'ramforge {cmd} --help' for more information." in p.stderr.splitlines(),
+              f"{cmd} {argv}: no --help hint in {p.stderr!r}")
     expect_error(c, ["run", "-m", model, "-t", "-3"], 2, "invalid thread count")
     expect_error(c, ["run", "-m", model, "--residency-policy", "bogus"], 2,
                  "unknown residency policy 'bogus'")
@@ -714,6 +720,30 @@ def case_metrics_file(c):
     print(f"{len(m)} series; ledger {len(ledger)} known, {len(unknown)} unknown")
 
 
+def case_stdout_error(c):
+    """Text that cannot reach standard output (a full device, a closed descriptor) fails
+    the command with one line naming the reason, never exit 0 or a silent exit 1."""
+    model = c.model()
+    commands = [["inspect", "--json", model], ["inspect", model], ["inspect", "-c", "512", model],
+                ["inspect", "--page-cache", model], ["run", "-m", model, "-n", "2"],
+                ["run", "--help"], ["--version"]]
+    cases = [("/dev/full", "No space left on device"), ("closed", "Bad file descriptor")]
+    for argv in commands:
+        for where, reason in cases:
+            if where == "closed":
+                p = subprocess.run([c.rf, *argv], stderr=subprocess.PIPE, text=True,
+                                   preexec_fn=lambda: os.close(1), timeout=300)
+            else:
+                with open(where, "w") as out:
+                    p = subprocess.run([c.rf, *argv], stdout=out, stderr=subprocess.PIPE,
+                                       text=True, timeout=300)
+            lines = [ln for ln in p.stderr.splitlines() if ln.startswith("ramforge: ")]
+            check(p.returncode == 1, f"{argv} > {where}: exit {p.returncode}, expected 1")
+            check(lines == [f"ramforge: cannot write standard output: {reason}"],
+                  f"{argv} > {where}: stderr {p.stderr!r}")
+    print(f"{len(commands)} commands x {len(cases)} broken outputs: exit 1, one line each")
+
+
 CASES = {
     "observe_cost": case_observe_cost,
     "report": case_report, "smaps": case_smaps, "parity": case_parity,
@@ -722,6 +752,7 @@ CASES = {
     "repack_release": case_repack_release, "policy_badinput": case_policy_badinput,
     "run_snapshot": case_run_snapshot, "dispatch": case_dispatch, "staging": case_staging,
     "admission_rejected": case_admission_rejected, "metrics_file": case_metrics_file,
+    "stdout_error": case_stdout_error,
 }
 
 

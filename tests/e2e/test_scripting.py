@@ -175,11 +175,30 @@ def case_iec_units(c):
     raw = re.findall(r"\b\d{5,} bytes\b", p.stderr)
     check(not raw, f"raw byte figures in the human report: {raw[:5]}")
     check("fits the soft target of 100.00 MiB" in p.stderr, "admission in IEC units")
+    # Signed differences in the one IEC form: never "+0.00 MiB" or "-0.25 MiB" for KiB.
+    small = re.findall(r"[+-]0\.\d\d [KMGT]iB", p.stderr)
+    check(not small, f"differences below 1 in their unit: {small[:5]}")
+    check(re.search(r"cgroup current - process RSS: +(unknown|[+-]\d+(\.\d\d [KMGT]iB| B))\n",
+                    p.stderr), "cgroup current - process RSS signed, in IEC units")
     # 5 prompt tokens + 4: llama.cpp pads the context to 256 cells, and the report says so.
     check("context: 256 cells (-c, or prompt + -n without it, padded by llama.cpp" in p.stderr,
           "the padded context in the report")
     expect_error_lines(c, ["run", "-m", m, "--memory-target", "1Gi", "--safety-reserve", "2Gi"],
                        2, "--safety-reserve (2.00 GiB) must be below --memory-target (1.00 GiB)")
+    # inspect's fit verdict (stdout) and a library's reason in an error line (stderr).
+    p = c.run("inspect", "-c", "512", "--memory-limit", "1MiB", m, check_rc=1)
+    verdict = [ln for ln in p.stdout.splitlines() if ln.startswith("verdict:")]
+    check(len(verdict) == 1 and "hard limit of 1.00 MiB" in verdict[0] and
+          not re.findall(r"\b\d{5,}\b", verdict[0]), f"fit verdict: {verdict}")
+    check(re.search(r"\(usage [0-9.]+ [KMG]iB - reclaimable [0-9.]+ (B|[KMG]iB) \+ growth ",
+                    verdict[0]), f"usage - reclaimable + growth in IEC units: {verdict[0]}")
+    with open(m, "rb") as f:
+        data = f.read()
+    trunc = os.path.join(c.tmp, "iec-trunc.gguf")
+    with open(trunc, "wb") as f:
+        f.write(data[:len(data) - 100])
+    p = expect_error_lines(c, ["inspect", trunc], 1, "past the end of the file")
+    check(re.findall(r"\b\d{5,} bytes\b", p.stderr) == [], f"raw bytes: {p.stderr!r}")
 
 
 CASES = {

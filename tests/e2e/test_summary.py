@@ -82,6 +82,17 @@ def case_run_summary(c):
     for g in GENERAL:
         check(g in err_v, f"{g!r} not printed with --verbose")
     check("native: contract" in err_v and "lifetime:" in err_v, "internal terms with -v")
+    # Q8_0 is not repacked: the reason RSS is above a small target names only what the
+    # ledger has (no "repacked copies" with AnonymousWeights 0 B).
+    err8, doc8 = report_run(c, c.model("small", "q8_0"), "--residency-policy", "memory-bound",
+                            "--memory-target", "1MiB")
+    led8 = {e["category"]: e["value_bytes"] for e in doc8["ledger"]["entries"]}
+    above = [ln for ln in err8.splitlines() if "soft target 1.00 MiB:" in ln]
+    check(len(above) == 1 and "is above it (" in above[0], f"soft target line {above}")
+    check(("repacked copies" in above[0]) == bool(led8["AnonymousWeights"]) and
+          ("KV cache" in above[0]) == bool(led8["KvCache"]),
+          f"{above[0]!r} with AnonymousWeights {led8['AnonymousWeights']}, "
+          f"KvCache {led8['KvCache']}")
     print(summary)
 
 

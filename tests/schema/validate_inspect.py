@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Validates `ramforge inspect --json` output against schema/inspect.schema.json.
+"""Validates `ramforge inspect --json` output against schema/inspect.schema.json
+(`inspect -c N --json`, kind ramforge.fit_check: schema/fit_check.schema.json).
 
 Usage: validate_inspect.py SCHEMA_DIR DOC.json
 Exit status 0 with "ok: ..." when valid, 1 with the first problem otherwise.
@@ -23,7 +24,8 @@ import sys
 
 import jsonschema
 
-from validate_report import _describe, _no_constant, _no_duplicates, _strict_validator
+from validate_report import (_admission_errors, _describe, _no_constant, _no_duplicates,
+                             _strict_validator)
 
 
 def _load(path):
@@ -62,6 +64,8 @@ def _page_cache_errors(doc, where):
 
 def _semantic_errors(doc):
     kind = doc.get("kind")
+    if kind == "ramforge.fit_check":
+        return _admission_errors(doc)
     if kind == "ramforge.inspect.page_cache":
         return _page_cache_errors(doc, "$")
     if kind == "ramforge.inspect.page_cache_list":
@@ -85,7 +89,10 @@ def _semantic_errors(doc):
 def validate(schema_dir, doc):
     """Error strings for doc (parsed JSON) against SCHEMA_DIR's inspect schema; [] when valid."""
     try:
-        schema = _load(os.path.join(schema_dir, "inspect.schema.json"))
+        # inspect -c --json (kind ramforge.fit_check) has its own schema.
+        name = "fit_check.schema.json" if isinstance(doc, dict) and \
+            doc.get("kind") == "ramforge.fit_check" else "inspect.schema.json"
+        schema = _load(os.path.join(schema_dir, name))
         report = _load(os.path.join(schema_dir, "operation_report.schema.json"))
         jsonschema.Draft202012Validator.check_schema(schema)
     except (OSError, ValueError, jsonschema.SchemaError) as e:
@@ -94,6 +101,7 @@ def validate(schema_dir, doc):
     # $ref's own "#/$defs/..." refs against the wrong document): the report's
     # $defs are merged in, and refs to them by $id made local.
     prefix = report["$id"] + "#/$defs/"
+    schema.setdefault("$defs", {})
     clash = set(schema["$defs"]) & set(report["$defs"])
     if clash:
         return [f"schema: $defs both schemas define: {sorted(clash)}"]
