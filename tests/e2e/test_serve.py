@@ -404,11 +404,12 @@ def case_idle_pageout(c):
 
 
 def concurrent(c, policy, rss_bound):
-    """Two rounds of 8 clients x 50 requests (a connection each), all correct; process RSS
-    after the second round against after the first (within rss_bound, a fraction; None:
-    printed only). The first round warms up: each connection is a thread, and glibc gives
-    concurrent threads their own malloc arenas (RSS climbs over the first ~200 requests,
-    then stays flat to the KiB)."""
+    """Three rounds of 8 clients x 50 requests (a connection each), all correct; process RSS
+    after each round after the first: it must not grow by more than rss_bound (a fraction;
+    None: printed only) in both of the last two rounds, as memory kept per request would.
+    The first round warms up: each connection is a thread, and glibc gives concurrent
+    threads their own malloc arenas (RSS climbs over the first ~200 requests, then stays
+    flat to the KiB, but an arena can still take one late step of ~0.5 MiB)."""
     model = c.model()
     n_clients, per_client = 8, 50
     if asan_build(c.rf):
@@ -433,7 +434,7 @@ def concurrent(c, policy, rss_bound):
                         failures.append(doc)
 
         marks = []
-        for _ in range(2):
+        for _ in range(3):
             threads = [threading.Thread(target=client) for _ in range(n_clients)]
             for t in threads:
                 t.start()
@@ -442,13 +443,14 @@ def concurrent(c, policy, rss_bound):
             marks.append(sv.rss())
         check(not failures, f"{len(failures)} requests failed: {failures[:3]}")
         m = sv.metrics()
-        check(m[("ramforge_requests_total", ())] == 2 * n_clients * per_client + 1,
+        check(m[("ramforge_requests_total", ())] == 3 * n_clients * per_client + 1,
               "all counted")
-        first, last = marks
-        print(f"policy {policy}: process RSS after {n_clients * per_client} requests {first}, "
-              f"after {2 * n_clients * per_client}: {last} ({(last - first) / first:+.2%})")
-        check(rss_bound is None or abs(last - first) <= rss_bound * first,
-              f"process RSS grew {first} -> {last} (more than {rss_bound}) over the requests")
+        per_round = n_clients * per_client
+        growth = [(b - a) / a for a, b in zip(marks, marks[1:])]
+        print(f"policy {policy}: process RSS after {per_round}, {2 * per_round} and "
+              f"{3 * per_round} requests: {marks} ({', '.join(f'{g:+.2%}' for g in growth)})")
+        check(rss_bound is None or min(abs(g) for g in growth) <= rss_bound,
+              f"process RSS grew {marks} (more than {rss_bound} in each round) over the requests")
     return 0
 
 
