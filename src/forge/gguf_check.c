@@ -31,19 +31,33 @@ struct header_reader {
     uint64_t read_end; /* furthest byte offset read + 1, bytes */
 };
 
-static ssize_t header_read(void *cookie, char *buf, size_t len)
+/* rf_gguf_read_fn over a header_reader: pread, counting the furthest byte read. */
+static long check_read(void *ctx, uint64_t offset_bytes, void *buf, size_t len)
 {
-    struct header_reader *r = cookie;
+    struct header_reader *r = ctx;
     ssize_t got;
 
     do
-        got = pread(r->fd, buf, len, r->pos);
+        got = pread(r->fd, buf, len, (off_t)offset_bytes);
     while (got < 0 && errno == EINTR);
-    if (got > 0) {
-        r->pos += got;
-        if ((uint64_t)r->pos > r->read_end)
-            r->read_end = (uint64_t)r->pos;
+    if (got < 0)
+        return -errno;
+    if (offset_bytes + (uint64_t)got > r->read_end)
+        r->read_end = offset_bytes + (uint64_t)got;
+    return (long)got;
+}
+
+/* The stdio stream's read: check_read at the stream position. */
+static ssize_t header_read(void *cookie, char *buf, size_t len)
+{
+    struct header_reader *r = cookie;
+    long got = check_read(r, (uint64_t)r->pos, buf, len);
+
+    if (got < 0) {
+        errno = (int)-got;
+        return -1;
     }
+    r->pos += got;
     return got;
 }
 
@@ -87,22 +101,6 @@ static struct gguf_context *header_parse(int fd, uint64_t *read_end)
     if (r.read_end > *read_end)
         *read_end = r.read_end;
     return g;
-}
-
-/* rf_gguf_read_fn over a header_reader: pread, counting the furthest byte read. */
-static long check_read(void *ctx, uint64_t offset_bytes, void *buf, size_t len)
-{
-    struct header_reader *r = ctx;
-    ssize_t got;
-
-    do
-        got = pread(r->fd, buf, len, (off_t)offset_bytes);
-    while (got < 0 && errno == EINTR);
-    if (got < 0)
-        return -errno;
-    if (offset_bytes + (uint64_t)got > r->read_end)
-        r->read_end = offset_bytes + (uint64_t)got;
-    return (long)got;
 }
 
 int forge_gguf_open(const char *path, struct gguf_context **out, struct stat *st,
