@@ -60,6 +60,7 @@ static struct rf_session_params session_params(const struct run_options *o, uint
     p.entry_ns = t_entry;
     p.stream_window_bytes = o->stream_window;
     p.stream_sequential = o->stream_sequential;
+    p.stream_hugepage = o->stream_hugepage;
     return p;
 }
 
@@ -204,7 +205,7 @@ int cmd_run(int argc, char **argv)
         .page_budget = (long long)RF_RESIDENCY_DEFAULT_BUDGET_PAGES,
         .dispatch_events = 32768,
         .stream_sequential = true,
-        .stream_prefetch = 2,
+        .stream_hugepage = true,
     };
     struct forge_model_params mp = forge_model_default_params();
     struct forge_generate_result gen = {0}, verify = {0};

@@ -32,6 +32,7 @@ struct run_options {
     uint64_t staging_budget;   /* --staging-budget, bytes */
     uint64_t stream_window;    /* --stream-window, bytes; 0: the planner's default */
     bool stream_sequential;    /* false: --no-stream-sequential */
+    bool stream_hugepage;      /* false: --no-stream-hugepage */
     long long stream_prefetch; /* --stream-prefetch-layers, layers ahead; 0: off */
     bool observe_dispatch;
     bool has_dispatch_events, has_dispatch_sample_pages; /* given on the command line */

@@ -57,15 +57,28 @@ int forge_model_pin(struct forge_model *m, const struct rf_file_range *ranges, s
 int forge_model_unpin(struct forge_model *m, const struct rf_file_range *ranges, size_t n,
                       struct forge_pin_result *out);
 
+/* The hints forge_model_advise_stream gives the streamed ranges, and their undoing. */
+enum forge_stream_advice {
+    FORGE_STREAM_SEQUENTIAL, /* madvise(MADV_SEQUENTIAL): read ahead aggressively, and do
+                                not promote pages referenced through the mapping (use-once) */
+    FORGE_STREAM_NORMAL,     /* madvise(MADV_NORMAL): undoes SEQUENTIAL */
+    FORGE_STREAM_HUGEPAGE,   /* madvise(MADV_HUGEPAGE): a fault reads PMD-sized folios (2 MiB
+                                on x86-64) and maps them whole, so reclaim unmaps one folio,
+                                with one TLB flush, where it unmapped 512 pages */
+    FORGE_STREAM_NOHUGEPAGE, /* madvise(MADV_NOHUGEPAGE): undoes HUGEPAGE (Linux has no advice
+                                back to "neither"; under THP "madvise" or "never" this faults
+                                as an unadvised mapping does) */
+};
+
 /*
- * madvise(MADV_SEQUENTIAL) (sequential true) or madvise(MADV_NORMAL) over
- * the same validated ranges: the streamed layers' pages, so that the
- * kernel reads them ahead aggressively and does not promote them to the
- * active list when referenced through the mapping (use-once). A hint on the
- * VMA, not a release: no page is dropped. As forge_model_pin otherwise.
+ * madvise(advice) over the same validated ranges: the streamed layers'
+ * pages (docs/STREAMING.md has the measurements behind each hint). A hint
+ * on the VMA, not a release: no page is dropped. -EINVAL for an advice
+ * outside the enum; as forge_model_pin otherwise (a refused madvise, e.g.
+ * MADV_HUGEPAGE on a kernel without THP, is out->first_error).
  */
 int forge_model_advise_stream(struct forge_model *m, const struct rf_file_range *ranges, size_t n,
-                              bool sequential, struct forge_pin_result *out);
+                              enum forge_stream_advice advice, struct forge_pin_result *out);
 
 /* A static sentence for a pin error (rlimit, capability, busy gate...). */
 const char *forge_pin_error_reason(int err);

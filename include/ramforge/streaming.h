@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 #define RF_STREAM_MIN_WINDOW_BYTES (32ull << 20) /* floor of the default window, bytes */
-#define RF_STREAM_WINDOW_LAYERS 2                /* default window: this many largest layers */
+#define RF_STREAM_WINDOW_LAYERS 1                /* default window: this many largest layers */
 #define RF_STREAM_MIN_MARGIN_BYTES (16ull << 20) /* floor of the default margin, bytes */
 #define RF_STREAM_MARGIN_DIVISOR 64              /* default margin: limit / 64 above the floor */
 #define RF_STREAM_REASON_MAX 256                 /* reason text, including the NUL */
@@ -155,6 +155,11 @@ struct rf_stream_report {
     const char *pin_error_reason;      /* static sentence; NULL none */
     bool fallback;                     /* pins refused: plain behaviour, a warning */
     bool sequential;                   /* the streamed ranges were MADV_SEQUENTIAL */
+    bool hugepage;                     /* the streamed ranges were MADV_HUGEPAGE */
+    bool has_thp_enabled;
+    char thp_enabled[16]; /* the THP mode in force ("always", "madvise", "never"), read from
+                             /sys/kernel/mm/transparent_hugepage/enabled when hugepage was
+                             asked */
     bool has_locked;
     uint64_t locked_bytes;   /* smaps Locked of the model mapping after the pin,
                                 exact_measured */
@@ -169,7 +174,7 @@ struct rf_stream_report {
     bool has_warm_token_ns;
     uint64_t warm_token_ns; /* t_c: given by the caller */
     bool has_bound;
-    uint64_t bound_token_ns; /* t_c (0 when unknown) + streamed / B, ns */
+    uint64_t bound_token_ns; /* t_c (0 when unknown) + max(0, W - R) / B, ns */
     bool has_achieved;
     uint64_t achieved_token_ns;         /* decode time / decoded tokens, ns */
     struct rf_stream_prefetch prefetch; /* the layer-ahead prefetch; on false: none */

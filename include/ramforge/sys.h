@@ -328,6 +328,16 @@ int rfsys_read_io(const char *sysroot, const char *pid, struct rfsys_io *out);
  */
 int rfsys_physical_cores(const char *sysroot, uint32_t *out);
 
+/*
+ * The transparent-huge-page mode in force: the bracketed word of
+ * SYSROOT/sys/kernel/mm/transparent_hugepage/enabled ("always", "madvise"
+ * or "never"), NUL-terminated into out (out_size bytes). Errors: -EINVAL
+ * (NULL out or out_size 0), those of rfsys_slurp (-ENOENT: a kernel
+ * without THP), -EBADMSG (no bracketed lowercase word that fits out);
+ * out is unchanged on error.
+ */
+int rfsys_read_thp_enabled(const char *sysroot, char *out, size_t out_size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -84,6 +84,13 @@ static json_t *pin_json(const struct rf_stream_report *sr)
     json_object_set_new(o, "error_reason", js(sr->pin_error_reason));
     json_object_set_new(o, "fallback", json_boolean(sr->fallback));
     json_object_set_new(o, "sequential", json_boolean(sr->sequential));
+    json_object_set_new(o, "hugepage", json_boolean(sr->hugepage));
+    json_object_set_new(o, "thp_enabled",
+                        sr->has_thp_enabled ? json_string(sr->thp_enabled) : json_null());
+    json_object_set_new(
+        o, "thp_enabled_source",
+        json_string("/sys/kernel/mm/transparent_hugepage/enabled, the bracketed mode; null: "
+                    "hugepage not asked, or the file is missing (a kernel without THP)"));
     json_object_set_new(o, "locked_bytes", jb(sr->has_locked, sr->locked_bytes));
     json_object_set_new(o, "locked_source",
                         json_string("/proc/self/smaps Locked of the model mapping after the pin"));
@@ -108,8 +115,10 @@ static json_t *bound_json(const struct rf_stream_report *sr)
     json_object_set_new(
         o, "formula",
         json_string("bound = t_c + max(0, W - R) / B: t_c the warm per-token compute time "
-                    "(0 when not given), W - R streamed_bytes_per_token, B the storage bandwidth "
-                    "(not measured by run: given by the caller, as bench measures it)"));
+                    "(0 when not given), W and R the plan's working_set_bytes and "
+                    "resident_bytes (R = limit - margin - fixed: what any policy could keep "
+                    "resident), B the storage bandwidth (not measured by run: given by the "
+                    "caller, as bench measures it)"));
     return o;
 }
 

@@ -52,9 +52,17 @@ int forge_model_unpin(struct forge_model *m, const struct rf_file_range *ranges,
 }
 
 int forge_model_advise_stream(struct forge_model *m, const struct rf_file_range *ranges, size_t n,
-                              bool sequential, struct forge_pin_result *out)
+                              enum forge_stream_advice advice, struct forge_pin_result *out)
 {
-    return pin_ranges(m, ranges, n, 0, sequential ? MADV_SEQUENTIAL : MADV_NORMAL, out);
+    static const int madv[] = {
+        [FORGE_STREAM_SEQUENTIAL] = MADV_SEQUENTIAL,
+        [FORGE_STREAM_NORMAL] = MADV_NORMAL,
+        [FORGE_STREAM_HUGEPAGE] = MADV_HUGEPAGE,
+        [FORGE_STREAM_NOHUGEPAGE] = MADV_NOHUGEPAGE,
+    };
+    if ((unsigned)advice >= sizeof(madv) / sizeof(madv[0]))
+        return -EINVAL;
+    return pin_ranges(m, ranges, n, 0, madv[advice], out);
 }
 
 const char *forge_pin_error_reason(int err)

@@ -108,10 +108,16 @@ static int fn_unlock(void *ud, const struct rf_file_range *ranges, size_t n,
     return forge_model_unpin(ud, ranges, n, out);
 }
 
-static int fn_advise_stream(void *ud, const struct rf_file_range *ranges, size_t n, bool sequential,
-                            struct forge_pin_result *out)
+static int fn_advise_stream(void *ud, const struct rf_file_range *ranges, size_t n,
+                            enum forge_stream_advice advice, struct forge_pin_result *out)
 {
-    return forge_model_advise_stream(ud, ranges, n, sequential, out);
+    return forge_model_advise_stream(ud, ranges, n, advice, out);
+}
+
+static int fn_thp_enabled(void *ud, char *out, size_t out_size)
+{
+    (void)ud;
+    return rfsys_read_thp_enabled(NULL, out, out_size);
 }
 
 static int fn_io(void *ud, struct rfsys_io *out)
@@ -142,6 +148,7 @@ const struct rf_session_native rf_session_forge_native = {
     .lock = fn_lock,
     .unlock = fn_unlock,
     .advise_stream = fn_advise_stream,
+    .thp_enabled = fn_thp_enabled,
     .io = fn_io,
     .file_changed = fn_file_changed,
 };

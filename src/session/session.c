@@ -60,6 +60,7 @@ struct rf_session_params rf_session_default_params(void)
         .page_budget_pages = RF_RESIDENCY_DEFAULT_BUDGET_PAGES,
         .probe_access = false,
         .stream_sequential = true, /* docs/STREAMING.md: fewer bytes reread per token */
+        .stream_hugepage = true,   /* docs/STREAMING.md: reclaim unmaps whole folios */
     };
     return p;
 }

@@ -64,9 +64,11 @@ struct rf_session_native {
                 struct forge_pin_result *out);
     int (*unlock)(void *ud, const struct rf_file_range *ranges, size_t n,
                   struct forge_pin_result *out);
-    /* forge_model_advise_stream's contract (MADV_SEQUENTIAL / MADV_NORMAL); NULL: none. */
-    int (*advise_stream)(void *ud, const struct rf_file_range *ranges, size_t n, bool sequential,
-                         struct forge_pin_result *out);
+    /* forge_model_advise_stream's contract (its enum forge_stream_advice); NULL: none. */
+    int (*advise_stream)(void *ud, const struct rf_file_range *ranges, size_t n,
+                         enum forge_stream_advice advice, struct forge_pin_result *out);
+    /* The transparent-huge-page mode (rfsys_read_thp_enabled's contract); NULL: unknown. */
+    int (*thp_enabled)(void *ud, char *out, size_t out_size);
     /* The process's storage traffic (rfsys_read_io's contract); NULL: unknown. */
     int (*io)(void *ud, struct rfsys_io *out);
     /* Whether the model file changed since the load (forge_model_file_changed's contract:
@@ -115,7 +117,8 @@ struct ses_stream {
     bool planned;              /* plan holds a plan */
     bool apply;                /* admission asked for the pins (the working set does not fit) */
     bool held;                 /* pins are held now: munlock is owed */
-    bool advised;              /* the streamed ranges are MADV_SEQUENTIAL: MADV_NORMAL is owed */
+    bool seq_advised;          /* the streamed ranges are MADV_SEQUENTIAL: MADV_NORMAL is owed */
+    bool huge_advised;         /* ... MADV_HUGEPAGE: MADV_NOHUGEPAGE is owed */
     struct rfsys_io io_before; /* storage traffic when the operation opened */
     bool has_io_before;
     struct rf_stream_report rep;

@@ -130,6 +130,22 @@ static bool measure_locked(struct rf_session *s, uint64_t *out)
     return smp.has_mapping;
 }
 
+/*
+ * madvise(advice) over the streamed ranges; *owed is set when the call was
+ * made (its undoing is owed, whatever each range answered). True when every
+ * range accepted it.
+ */
+static bool advise(struct rf_session *s, enum forge_stream_advice advice, bool *owed)
+{
+    struct ses_stream *st = stream_of(s);
+    struct forge_pin_result ar;
+    if (!s->native->advise_stream || st->plan.n_stream_ranges == 0)
+        return false;
+    *owed = s->native->advise_stream(s->ud, st->plan.stream_ranges, st->plan.n_stream_ranges,
+                                     advice, &ar) == 0;
+    return *owed && ar.first_error == 0;
+}
+
 int rf_session_stream_pin(struct rf_session *s)
 {
     if (!s)
@@ -159,11 +175,13 @@ int rf_session_stream_pin(struct rf_session *s)
     }
     st->rep.pinned = true;
     st->rep.has_locked = measure_locked(s, &st->rep.locked_bytes);
-    if (s->p.stream_sequential && s->native->advise_stream && st->plan.n_stream_ranges) {
-        struct forge_pin_result ar;
-        st->advised = s->native->advise_stream(s->ud, st->plan.stream_ranges,
-                                               st->plan.n_stream_ranges, true, &ar) == 0;
-        st->rep.sequential = st->advised && ar.first_error == 0;
+    if (s->p.stream_sequential)
+        st->rep.sequential = advise(s, FORGE_STREAM_SEQUENTIAL, &st->seq_advised);
+    if (s->p.stream_hugepage) {
+        st->rep.hugepage = advise(s, FORGE_STREAM_HUGEPAGE, &st->huge_advised);
+        st->rep.has_thp_enabled =
+            s->native->thp_enabled &&
+            s->native->thp_enabled(s->ud, st->rep.thp_enabled, sizeof(st->rep.thp_enabled)) == 0;
     }
     return 1;
 }
@@ -176,10 +194,14 @@ void ses_stream_unpin(struct rf_session *s, const char *at)
     struct forge_pin_result res;
     if (s->native->unlock)
         s->native->unlock(s->ud, st->plan.ranges, st->plan.n_ranges, &res);
-    if (st->advised && s->native->advise_stream)
-        s->native->advise_stream(s->ud, st->plan.stream_ranges, st->plan.n_stream_ranges, false,
-                                 &res);
-    st->advised = false;
+    if (st->seq_advised)
+        s->native->advise_stream(s->ud, st->plan.stream_ranges, st->plan.n_stream_ranges,
+                                 FORGE_STREAM_NORMAL, &res);
+    if (st->huge_advised)
+        s->native->advise_stream(s->ud, st->plan.stream_ranges, st->plan.n_stream_ranges,
+                                 FORGE_STREAM_NOHUGEPAGE, &res);
+    st->seq_advised = false;
+    st->huge_advised = false;
     st->held = false;
     st->rep.unpinned_at = at;
 }
@@ -222,9 +244,11 @@ void ses_stream_op_end(struct rf_session *s, const struct rf_operation_output *o
         r->achieved_token_ns = out->decode_ns / (out->n_tokens - 1);
     }
     if (r->active && st->planned && r->has_bandwidth) {
-        /* t_c + streamed / B, ns; streamed * 1e9 checked */
-        uint64_t ns;
-        if (!__builtin_mul_overflow(st->plan.streamed_bytes, (uint64_t)1000000000, &ns) &&
+        /* t_c + max(0, W - R) / B, ns; (W - R) * 1e9 checked */
+        uint64_t ns, excess = st->plan.working_set_bytes > st->plan.resident_bytes
+                                  ? st->plan.working_set_bytes - st->plan.resident_bytes
+                                  : 0;
+        if (!__builtin_mul_overflow(excess, (uint64_t)1000000000, &ns) &&
             !__builtin_add_overflow(ns / r->bandwidth_bytes_per_s, r->warm_token_ns, &ns)) {
             r->has_bound = true;
             r->bound_token_ns = ns;

@@ -83,7 +83,8 @@ def case_completion(c):
     expect(b, ["ramforge", "run", "--residency-rep"],
            ["--residency-report", "--residency-report-json"])
     expect(b, ["ramforge", "run", "-v", "--no-"],
-           ["--no-repack", "--no-stream-prefetch", "--no-stream-sequential"])
+           ["--no-repack", "--no-stream-hugepage", "--no-stream-prefetch",
+            "--no-stream-sequential"])
     n += 2
     helps = {cmd: subprocess.run([c.ramforge, cmd, "--help"], capture_output=True,
                                  text=True).stdout for cmd in COMMANDS}

@@ -40,6 +40,8 @@ struct fake {
     int lock_error;          /* nonzero: mlock fails on the last range with this */
     uint64_t lock_calls, unlock_calls;
     uint32_t sequential[N_PAGES]; /* pages under MADV_SEQUENTIAL */
+    uint32_t hugepage[N_PAGES];   /* pages under MADV_HUGEPAGE */
+    int hugepage_error;           /* nonzero: MADV_HUGEPAGE answers this for every range */
     uint32_t in_flight;
     uint64_t generation;
     /* what the layer saw, in order: "lock", "unlock", "sample:<label>" with the pins then */
@@ -225,19 +227,38 @@ static int f_unlock(void *ud, const struct rf_file_range *r, size_t n, struct fo
     return 0;
 }
 
-/* MADV_SEQUENTIAL / MADV_NORMAL: only on pages that are not pinned */
-static int f_advise_stream(void *ud, const struct rf_file_range *r, size_t n, bool sequential,
-                           struct forge_pin_result *out)
+/* The stream hints: only on pages that are not pinned */
+static int f_advise_stream(void *ud, const struct rf_file_range *r, size_t n,
+                           enum forge_stream_advice advice, struct forge_pin_result *out)
 {
+    static const char *const name[] = {"sequential", "normal", "hugepage", "nohugepage"};
     struct fake *f = ud;
+    bool on = advice == FORGE_STREAM_SEQUENTIAL || advice == FORGE_STREAM_HUGEPAGE;
+    bool huge = advice == FORGE_STREAM_HUGEPAGE || advice == FORGE_STREAM_NOHUGEPAGE;
     memset(out, 0, sizeof(*out));
+    if (advice == FORGE_STREAM_HUGEPAGE && f->hugepage_error) {
+        out->first_error = f->hugepage_error;
+        out->n_failed_calls = n;
+        event(f, "hugepage-refused", NULL);
+        return 0;
+    }
     for (size_t i = 0; i < n; i++)
         for (uint64_t p = r[i].pages.first_page; p < r[i].pages.end_page; p++) {
-            if (sequential)
+            if (on)
                 assert_int_equal(f->locks[p], 0);
-            f->sequential[p] = sequential;
+            if (huge)
+                f->hugepage[p] = on;
+            else
+                f->sequential[p] = on;
         }
-    event(f, sequential ? "sequential" : "normal", NULL);
+    event(f, name[advice], NULL);
+    return 0;
+}
+
+static int f_thp_enabled(void *ud, char *out, size_t out_size)
+{
+    (void)ud;
+    snprintf(out, out_size, "madvise");
     return 0;
 }
 
@@ -266,6 +287,7 @@ static const struct rf_session_native fake_native = {
     .lock = f_lock,
     .unlock = f_unlock,
     .advise_stream = f_advise_stream,
+    .thp_enabled = f_thp_enabled,
     .io = f_io,
 };
 
@@ -323,7 +345,8 @@ static struct rf_session_model fake_model(void)
  * and output_norm (17) + blk.0-2 (48) = 65; blk.3 (its file part, 16) no
  * longer fits.
  */
-static bool sequential_param;
+static bool sequential_param, hugepage_param;      /* the stream hints start_margin asks for */
+static uint64_t bandwidth_param, warm_token_param; /* B and t_c of the bound; 0: not given */
 
 static struct rf_session *start_margin(struct fake *f, uint64_t limit_pages, uint64_t margin_pages)
 {
@@ -338,6 +361,9 @@ static struct rf_session *start_margin(struct fake *f, uint64_t limit_pages, uin
     p.stream_window_bytes = 16 * PAGE;
     p.stream_margin_bytes = margin_pages * PAGE;
     p.stream_sequential = sequential_param;
+    p.stream_hugepage = hugepage_param;
+    p.storage_bandwidth_bytes_per_s = bandwidth_param;
+    p.warm_token_ns = warm_token_param;
     m = fake_model();
     assert_int_equal(rf_session_create_native(&m, &fake_native, f, p, &s), 0);
     return s;
@@ -577,6 +603,92 @@ static void test_sequential_streamed_ranges(void **state)
     rf_session_free(s);
 }
 
+/* MADV_HUGEPAGE: the streamed pages only, undone (MADV_NOHUGEPAGE) with the pins */
+static void test_hugepage_streamed_ranges(void **state)
+{
+    struct fake f;
+    struct rf_admission_result adm;
+    (void)state;
+    hugepage_param = true;
+    struct rf_session *s = start(&f, 100);
+    hugepage_param = false;
+    admit(s, &adm);
+    assert_int_equal(rf_session_stream_pin(s), 1);
+    uint64_t n = 0;
+    for (size_t p = 0; p < N_PAGES; p++) {
+        n += f.hugepage[p];
+        assert_false(f.sequential[p]); /* not asked */
+    }
+    assert_int_equal(n, 16); /* blk.3.a and blk.3.b, as for MADV_SEQUENTIAL */
+    for (uint64_t p = anon_first - 16; p < anon_first; p++)
+        assert_true(f.hugepage[p]);
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    for (size_t p = 0; p < N_PAGES; p++)
+        assert_false(f.hugepage[p]);
+    json_t *doc = streaming_of(s);
+    json_t *pin = json_object_get(json_object_get(doc, "streaming"), "pin");
+    assert_true(json_is_true(json_object_get(pin, "hugepage")));
+    assert_false(json_is_true(json_object_get(pin, "sequential")));
+    assert_string_equal(json_string_value(json_object_get(pin, "thp_enabled")), "madvise");
+    json_decref(doc);
+    rf_session_free(s);
+}
+
+/* A refused MADV_HUGEPAGE: reported false, the pins stand, the run goes on */
+static void test_hugepage_refused(void **state)
+{
+    struct fake f;
+    struct rf_admission_result adm;
+    (void)state;
+    hugepage_param = true;
+    struct rf_session *s = start(&f, 100);
+    hugepage_param = false;
+    f.hugepage_error = -EINVAL;
+    admit(s, &adm);
+    assert_int_equal(rf_session_stream_pin(s), 1);
+    assert_int_equal(pins(&f), 65);
+    json_t *doc = streaming_of(s);
+    json_t *pin = json_object_get(json_object_get(doc, "streaming"), "pin");
+    assert_false(json_is_true(json_object_get(pin, "hugepage")));
+    assert_true(json_is_true(json_object_get(pin, "pinned")));
+    json_decref(doc);
+    rf_session_free(s);
+    assert_int_equal(pins(&f), 0);
+}
+
+/* The bound: t_c + (W - R) / B with R the plan's resident bytes, not W - pinned */
+static void test_bound_uses_resident_bytes(void **state)
+{
+    struct fake f;
+    struct rf_admission_result adm;
+    (void)state;
+    bandwidth_param = 8 * PAGE;           /* 8 MiB/s: a page is 125 ms */
+    warm_token_param = 3000000;           /* 3 ms */
+    struct rf_session *s = start(&f, 90); /* W (81 pages) exceeds R here */
+    bandwidth_param = warm_token_param = 0;
+    admit(s, &adm);
+    assert_int_equal(rf_session_stream_pin(s), 1);
+    struct rf_operation_output out = {.n_tokens = 5, .decode_ns = 4000000000ull};
+    assert_int_equal(rf_session_operation_end(s, &out), 0);
+    json_t *doc = streaming_of(s);
+    json_t *st = json_object_get(doc, "streaming");
+    json_t *plan = json_object_get(st, "plan"), *bound = json_object_get(st, "bound");
+    uint64_t w = (uint64_t)json_integer_value(json_object_get(plan, "working_set_bytes"));
+    uint64_t r = (uint64_t)json_integer_value(json_object_get(plan, "resident_bytes"));
+    assert_int_equal(w, 81 * PAGE);
+    /* R = 90 - margin 4 - anonymous 10 - the KV cache (a few KiB): just under 76 pages */
+    assert_true(r < 76 * PAGE && r > 75 * PAGE);
+    /* pinned: output + output_norm (17) and blk.0-1 (32); blk.2 passes R - window (16) */
+    assert_int_equal(json_integer_value(json_object_get(plan, "pinned_bytes")), 49 * PAGE);
+    uint64_t expect = 3000000 + (w - r) * 1000000000ull / (8 * PAGE);
+    assert_int_equal(json_integer_value(json_object_get(bound, "bound_token_ns")), expect);
+    /* W - pinned (32 pages) would be 4 s; W - R is under 0.75 s (6 pages at 125 ms) */
+    assert_true(expect > 3000000 + 625000000ull && expect < 3000000 + 750000000ull);
+    assert_int_equal(json_integer_value(json_object_get(bound, "achieved_token_ns")), 1000000000);
+    json_decref(doc);
+    rf_session_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -587,6 +699,9 @@ int main(void)
         cmocka_unit_test(test_fits_or_no_limit_pins_nothing),
         cmocka_unit_test(test_too_small_for_streaming),
         cmocka_unit_test(test_sequential_streamed_ranges),
+        cmocka_unit_test(test_hugepage_streamed_ranges),
+        cmocka_unit_test(test_hugepage_refused),
+        cmocka_unit_test(test_bound_uses_resident_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
