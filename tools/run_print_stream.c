@@ -45,6 +45,11 @@ void run_print_streaming(FILE *f, const struct rf_report *r)
                                : "unknown",
                 sr->pin_error ? rf_strerror(sr->pin_error) : "undone at ",
                 sr->pin_error ? "" : (sr->unpinned_at ? sr->unpinned_at : "(still held)"));
+    if (sr->pinned)
+        fprintf(f, "streaming: streamed layers advised %s, %s (THP mode %s)\n",
+                sr->sequential ? "MADV_SEQUENTIAL" : "not sequential",
+                sr->hugepage ? "MADV_HUGEPAGE" : "not hugepage",
+                sr->has_thp_enabled ? sr->thp_enabled : "unknown");
     if (sr->has_bound && sr->has_achieved)
         fprintf(f, "streaming: %s per token against a bound of %s\n",
                 cli_format_ns(sr->achieved_token_ns, b1, sizeof(b1)),

@@ -371,7 +371,7 @@ static void thrash_sentence(const struct rf_admission_input *in, struct rf_admis
     out->working_set_fit_bytes = fit;
     decide(out, o, RF_ADMIT_CAUSE_THRASH,
            "will thrash: %" PRIu64 " bytes of weights are read from the file each token and only "
-           "%" PRIu64 " fit under the %s of %" PRIu64 " bytes of cgroup %s (beside %" PRIu64
+           "%" PRIu64 " bytes fit under the %s of %" PRIu64 " bytes of cgroup %s (beside %" PRIu64
            " bytes of anonymous memory and %" PRIu64
            " bytes of other unreclaimable charges); " RF_WAYS_OUT
            ", or --residency-policy streaming (pins what fits, streams the rest)",

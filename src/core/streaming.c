@@ -332,7 +332,7 @@ static void describe(struct rf_stream_plan *out)
     else
         snprintf(out->reason, sizeof(out->reason),
                  "pinned %s%s%" PRId32 " of %" PRId32 " layers (%" PRIu64
-                 " bytes of a budget of %" PRIu64 "); %" PRIu64 " bytes stream each token",
+                 " bytes of a budget of %" PRIu64 " bytes); %" PRIu64 " bytes stream each token",
                  out->head_pinned ? "the output tensors" : "", out->head_pinned ? " and " : "",
                  out->layers_pinned, out->n_layers, out->pinned_bytes, out->pin_budget_bytes,
                  out->streamed_bytes);

@@ -476,7 +476,7 @@ static void test_thrash(void **state)
     assert_int_equal(r.working_set_fit_bytes, 744 * MIB);
     assert_false(r.excess_likely_anonymous); /* 56 MiB of anonymous memory fits */
     assert_non_null(strstr(r.reason, "will thrash: 1170210816 bytes of weights are read from the "
-                                     "file each token and only 780140544 fit under the hard "
+                                     "file each token and only 780140544 bytes fit under the hard "
                                      "limit of 838860800 bytes of cgroup /sys/fs/cgroup/memory/t"));
     assert_non_null(strstr(r.reason, "a smaller model"));
     assert_non_null(strstr(r.reason, "a larger limit"));
