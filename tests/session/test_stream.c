@@ -576,62 +576,56 @@ static void test_too_small_for_streaming(void **state)
     rf_session_free(s);
 }
 
-/* --stream-sequential: the streamed pages (blk.3's file part) only, undone with the pins */
-static void test_sequential_streamed_ranges(void **state)
+/*
+ * One stream hint (huge: MADV_HUGEPAGE, else MADV_SEQUENTIAL), asked alone:
+ * on the streamed pages (blk.3's file part) only while pinned, undone with
+ * the pins, the other hint never given, the report's key true.
+ */
+static void check_hint_on_streamed_ranges(bool huge)
 {
     struct fake f;
     struct rf_admission_result adm;
-    (void)state;
-    sequential_param = true;
+    sequential_param = !huge;
+    hugepage_param = huge;
     struct rf_session *s = start(&f, 100);
-    sequential_param = false;
-    admit(s, &adm);
-    assert_int_equal(rf_session_stream_pin(s), 1);
-    uint64_t n = 0;
-    for (size_t p = 0; p < N_PAGES; p++)
-        n += f.sequential[p];
-    assert_int_equal(n, 16); /* blk.3.a and blk.3.b; not blk.3.c (anonymous), not token_embd */
-    for (uint64_t p = anon_first - 16; p < anon_first; p++)
-        assert_true(f.sequential[p]);
-    assert_int_equal(rf_session_operation_end(s, NULL), 0);
-    for (size_t p = 0; p < N_PAGES; p++)
-        assert_false(f.sequential[p]);
-    json_t *doc = streaming_of(s);
-    assert_true(json_is_true(
-        json_object_get(json_object_get(json_object_get(doc, "streaming"), "pin"), "sequential")));
-    json_decref(doc);
-    rf_session_free(s);
-}
-
-/* MADV_HUGEPAGE: the streamed pages only, undone (MADV_NOHUGEPAGE) with the pins */
-static void test_hugepage_streamed_ranges(void **state)
-{
-    struct fake f;
-    struct rf_admission_result adm;
-    (void)state;
-    hugepage_param = true;
-    struct rf_session *s = start(&f, 100);
-    hugepage_param = false;
+    sequential_param = hugepage_param = false;
+    const uint32_t *on = huge ? f.hugepage : f.sequential;
+    const uint32_t *other = huge ? f.sequential : f.hugepage;
     admit(s, &adm);
     assert_int_equal(rf_session_stream_pin(s), 1);
     uint64_t n = 0;
     for (size_t p = 0; p < N_PAGES; p++) {
-        n += f.hugepage[p];
-        assert_false(f.sequential[p]); /* not asked */
+        n += on[p];
+        assert_false(other[p]);
     }
-    assert_int_equal(n, 16); /* blk.3.a and blk.3.b, as for MADV_SEQUENTIAL */
+    assert_int_equal(n, 16); /* blk.3.a and blk.3.b; not blk.3.c (anonymous), not token_embd */
     for (uint64_t p = anon_first - 16; p < anon_first; p++)
-        assert_true(f.hugepage[p]);
+        assert_true(on[p]);
     assert_int_equal(rf_session_operation_end(s, NULL), 0);
     for (size_t p = 0; p < N_PAGES; p++)
-        assert_false(f.hugepage[p]);
+        assert_false(on[p]);
     json_t *doc = streaming_of(s);
     json_t *pin = json_object_get(json_object_get(doc, "streaming"), "pin");
-    assert_true(json_is_true(json_object_get(pin, "hugepage")));
-    assert_false(json_is_true(json_object_get(pin, "sequential")));
-    assert_string_equal(json_string_value(json_object_get(pin, "thp_enabled")), "madvise");
+    assert_true(json_is_true(json_object_get(pin, huge ? "hugepage" : "sequential")));
+    assert_false(json_is_true(json_object_get(pin, huge ? "sequential" : "hugepage")));
+    if (huge)
+        assert_string_equal(json_string_value(json_object_get(pin, "thp_enabled")), "madvise");
+    else
+        assert_true(json_is_null(json_object_get(pin, "thp_enabled"))); /* not asked */
     json_decref(doc);
     rf_session_free(s);
+}
+
+static void test_sequential_streamed_ranges(void **state)
+{
+    (void)state;
+    check_hint_on_streamed_ranges(false);
+}
+
+static void test_hugepage_streamed_ranges(void **state)
+{
+    (void)state;
+    check_hint_on_streamed_ranges(true);
 }
 
 /* A refused MADV_HUGEPAGE: reported false, the pins stand, the run goes on */
