@@ -234,8 +234,9 @@ struct forge_release_result {
  * every madvise call. Returns -EBUSY at once, changing nothing, when any
  * context is in flight (idle contexts are allowed here; ramforge's policy
  * demands a quiescent model before it calls this). Each non-empty range is
- * validated against a fresh /proc/self/maps: wholly inside one r--s VMA of
- * the model file at the right file offset, else it is refused with -EFAULT
+ * validated against a fresh /proc/self/maps: wholly inside r--s VMAs of
+ * the model file without a gap (one, or the pieces mlock and madvise split
+ * it into) at the right file offsets, else it is refused with -EFAULT
  * and not touched; a range whose bytes (pages * page size, or the running
  * sum of requested bytes) pass 2^64 is refused with -EOVERFLOW.
  *

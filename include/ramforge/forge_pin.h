@@ -6,8 +6,8 @@
  *
  * Pinning is not a release: it only keeps file pages in memory and never
  * changes what the graph reads. The ranges are validated as release and
- * prefetch validate theirs (advise.c: wholly inside one r--s VMA of the
- * model file at the file offset they claim); a range that is not validated
+ * prefetch validate theirs (advise.c: wholly inside gapless r--s VMAs of
+ * the model file at the file offsets they claim); a range that is not validated
  * (an anonymous repacked copy, outside the mapping) is never touched.
  */
 #ifndef RAMFORGE_FORGE_PIN_H

@@ -8,8 +8,9 @@
  * that changed nothing is a valid observation.
  *
  * Ranges are validated exactly as release validates them (release.c): in a
- * fresh read of /proc/self/maps each range must lie wholly inside one r--s
- * VMA of the model file (same device+inode) at the file offset it claims;
+ * fresh read of /proc/self/maps each range must lie wholly inside r--s
+ * VMAs of the model file (same device+inode) that follow one another
+ * without a gap, at the file offsets it claims;
  * any other range is refused and never touched.
  *
  * Chunks. One MADV_WILLNEED call reads ahead at most max(the device's

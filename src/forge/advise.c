@@ -6,10 +6,13 @@
  * /proc/self/maps, per-range validation, checked byte sums, the shared-page
  * protection of release, and madvise in bounded chunks.
  *
- * Validation. A range is advised only when it lies wholly inside one r--s
- * VMA of the model file (same dev+inode) at the file offset it claims. A
- * range that is not validated is never touched: madvise on the anonymous
- * CPU_REPACK copy of a weight corrupts inference.
+ * Validation. A range is advised only when it lies wholly inside r--s
+ * VMAs of the model file (same dev+inode) that follow one another without
+ * a gap, at the file offsets it claims: one VMA, or the pieces that mlock
+ * and madvise split it into (the streaming policy's pins and hints do; a
+ * VM_NOHUGEPAGE flag outlives its pins). A range that is not validated is
+ * never touched: madvise on the anonymous CPU_REPACK copy of a weight
+ * corrupts inference.
  *
  * Protection. A page holding bytes of two or more of the model's
  * file-backed tensors is left alone when one of those tensors has a page
@@ -45,31 +48,36 @@ struct checked_range {
     bool advise;  /* validated and non-empty: pass 2 advises it */
 };
 
-/* The VMA of maps that holds [va, va + len) of the model file at file_off, or NULL. */
-static const struct rfsys_mapping *find_vma(const struct forge_model *m,
-                                            const struct rfsys_maps *maps, uint64_t va,
-                                            uint64_t len, uint64_t file_off)
+/*
+ * Whether [va, va + len) (len > 0, va + len checked by the caller) is
+ * covered by r--s VMAs of the model file in maps (address order) that
+ * follow one another without a gap, each at the file offset continuing
+ * file_off.
+ */
+static bool covered_by_file(const struct forge_model *m, const struct rfsys_maps *maps, uint64_t va,
+                            uint64_t len, uint64_t file_off)
 {
     const struct rf_mapping_meta *mm = &m->mapping;
+    uint64_t cur = va, end = va + len;
 
-    for (size_t i = 0; i < maps->n; i++) {
+    for (size_t i = 0; i < maps->n && cur < end; i++) {
         const struct rfsys_mapping *v = &maps->v[i];
 
-        if (va < v->start_addr || va + len > v->end_addr)
+        if (v->end_addr <= cur)
             continue;
-        if (strcmp(v->perms, "r--s") != 0 || v->inode != mm->inode ||
+        if (v->start_addr > cur || strcmp(v->perms, "r--s") != 0 || v->inode != mm->inode ||
             v->dev_major != mm->dev_major || v->dev_minor != mm->dev_minor ||
-            v->offset_bytes + (va - v->start_addr) != file_off)
-            return NULL;
-        return v;
+            v->offset_bytes + (cur - v->start_addr) != file_off + (cur - va))
+            return false; /* a gap, another mapping, or other offsets */
+        cur = v->end_addr;
     }
-    return NULL;
+    return cur >= end;
 }
 
 /*
  * Validates the non-empty range r into *c: inside the validated mapping
- * fragment and, in maps, wholly inside one r--s VMA of the model file at
- * the file offset it claims. c->len is the range's length whenever it fits
+ * fragment and, in maps, wholly inside gapless r--s VMAs of the model file
+ * at the file offsets it claims (covered_by_file). c->len is the range's length whenever it fits
  * in 64 bits (-EOVERFLOW: it does not, len 0).
  */
 static void validate(const struct forge_model *m, const struct rfsys_maps *maps,
@@ -92,7 +100,7 @@ static void validate(const struct forge_model *m, const struct rfsys_maps *maps,
         return;
     }
     va = (uint64_t)m->map_start + (file_off - mm->map_offset_bytes);
-    if (!find_vma(m, maps, va, len, file_off)) {
+    if (!covered_by_file(m, maps, va, len, file_off)) {
         c->err = -EFAULT;
         return;
     }

@@ -28,6 +28,7 @@
 
 #include "forge_test_util.h"
 #include "ramforge/forge.h"
+#include "ramforge/forge_pin.h"
 #include "ramforge/forge_prefetch.h"
 #include "ramforge/inventory.h"
 #include "ramforge/pages.h"
@@ -375,6 +376,56 @@ static void test_plan_never_trimmed(void **state)
     rf_inventory_free(&inv);
 }
 
+/* ---- a mapping split into several VMAs ------------------------------------ */
+
+/* VMAs of /proc/self/maps that map the model file. */
+static size_t file_vmas(void)
+{
+    size_t nm, n = 0;
+    const struct rf_mapping_meta *mm = forge_model_mappings(model, &nm);
+    struct rfsys_maps maps;
+    rfsys_maps_init(&maps);
+    assert_int_equal(rfsys_read_maps(NULL, "self", &maps), 0);
+    for (size_t i = 0; i < maps.n; i++)
+        n += maps.v[i].inode == mm[0].inode && maps.v[i].dev_major == mm[0].dev_major &&
+             maps.v[i].dev_minor == mm[0].dev_minor;
+    rfsys_maps_free(&maps);
+    return n;
+}
+
+/*
+ * A hint on a few middle pages splits the model's VMA in three (the
+ * streaming policy's pins and hints do, and MADV_NOHUGEPAGE outlives them);
+ * a range across the pieces is still the model file at its offsets, so it
+ * is accepted, not refused as outside the mapping.
+ */
+static void test_range_across_split_vmas(void **state)
+{
+    (void)state;
+    size_t nm;
+    const struct rf_mapping_meta *mm = forge_model_mappings(model, &nm);
+    uint64_t first = (mm[0].map_offset_bytes + page - 1) / page;
+    uint64_t end = (mm[0].map_offset_bytes + mm[0].map_length_bytes) / page;
+    assert_true(end - first >= 8);
+    struct rf_file_range mid = {.mapping_index = 0,
+                                .pages = {.first_page = first + 2, .end_page = first + 4}};
+    struct rf_file_range all = {.mapping_index = 0,
+                                .pages = {.first_page = first, .end_page = end}};
+    struct forge_pin_result r;
+    size_t before = file_vmas();
+
+    assert_int_equal(forge_model_advise_stream(model, &mid, 1, FORGE_STREAM_NOHUGEPAGE, &r), 0);
+    assert_int_equal(r.first_error, 0);
+    if (file_vmas() < before + 2)
+        skip(); /* the kernel did not split the VMA (no THP flags): nothing to cross */
+    assert_int_equal(forge_model_advise_stream(model, &all, 1, FORGE_STREAM_SEQUENTIAL, &r), 0);
+    assert_int_equal(r.n_refused, 0);
+    assert_int_equal(r.first_error, 0);
+    assert_int_equal(r.accepted_bytes, (end - first) * page);
+    assert_int_equal(forge_model_advise_stream(model, &all, 1, FORGE_STREAM_NORMAL, &r), 0);
+    assert_int_equal(r.accepted_bytes, (end - first) * page);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -382,6 +433,7 @@ int main(void)
         cmocka_unit_test(test_overflow),
         cmocka_unit_test(test_release_protects_shared_pages),
         cmocka_unit_test(test_plan_never_trimmed),
+        cmocka_unit_test(test_range_across_split_vmas), /* last: it leaves the VMA split */
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
