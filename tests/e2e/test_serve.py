@@ -474,13 +474,26 @@ def case_queue_full(c):
             results.append(sv.request("POST", "/completion",
                                       {"prompt": PROMPT, "n_predict": 400, "temperature": 0}))
 
+        def wait_gauge(name, value):
+            # the server's own gauges, not fixed sleeps: a loaded host delays any thread
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 60:
+                if sv.metrics().get((name, ())) == value:
+                    return True
+                time.sleep(0.01)
+            return False
+
         threads = [threading.Thread(target=long_request) for _ in range(4)]
-        for t in threads:
+        threads[0].start()
+        busy = wait_gauge("llamacpp:requests_processing", 1)
+        threads[1].start()
+        busy = busy and wait_gauge("llamacpp:requests_deferred", 1)
+        for t in threads[2:]:
             t.start()
-            time.sleep(0.05)
         for t in threads:
             t.join()
         codes = sorted(r[0] for r in results)
+        check(busy, f"the queue never held one request behind a running one: {codes}")
         check(codes.count(200) >= 2 and 503 in codes, f"statuses {codes}")
         refused = [r[1] for r in results if r[0] == 503][0]
         check(refused["error"]["type"] == "unavailable_error" and
