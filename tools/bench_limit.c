@@ -145,9 +145,9 @@ static json_t *u_or_null(bool has, uint64_t v)
     return has && v <= (uint64_t)INT64_MAX ? json_integer((json_int_t)v) : json_null();
 }
 
-/* The bound object of one group; rows of (cond, v). */
+/* The bound object of one group g of condition cond (rows: all the runs). */
 static json_t *group_bound(const struct bench_options *o, const struct bench_calibration *cal,
-                           double bw, enum bench_condition cond, size_t v, const json_t *g,
+                           double bw, enum bench_condition cond, const json_t *g,
                            const struct bench_row *rows, size_t n_rows)
 {
     const struct bench_bound_inputs *in = cal->ok ? &cal->in : NULL;
@@ -155,8 +155,8 @@ static json_t *group_bound(const struct bench_options *o, const struct bench_cal
 
     for (size_t i = 0; i < n_rows; i++) {
         const struct bench_row *r = &rows[i];
-        if (r->cond == cond && r->variant == v && r->run_status == 0 && r->bound_in.has_r &&
-            r->bound_in.has_w) {
+        /* one bound per condition: the first plan of any group, else the calibration */
+        if (r->cond == cond && r->run_status == 0 && r->bound_in.has_r && r->bound_in.has_w) {
             in = &r->bound_in;
             break;
         }
@@ -235,17 +235,19 @@ json_t *bench_limit_json(const struct bench_options *o, const struct bench_calib
         json_string("each run in a fresh child memory cgroup of bench's own with this limit, "
                     "joined before exec, removed after the run. bound per token = t_c + max(0, "
                     "W - R) / B: t_c = 1 / the calibration run's decode tokens/s (warm, no "
-                    "limit); W, R from a run report of the group with streaming.plan, else "
-                    "from the calibration report (W = the inventory's file-backed logical "
-                    "bytes, R = limit - AnonymousWeights - KvCache - GraphScratch - Runtime, "
-                    "unknown Runtime as 0); B = physical_limit's bandwidth. ratio_to_bound = "
+                    "limit); one bound per condition, the same for every policy: W, R from the "
+                    "first run report of the condition with streaming.plan (W = "
+                    "working_set_bytes, R = limit_bytes - fixed_bytes), else from the "
+                    "calibration report (W = the inventory's file-backed logical bytes, R = "
+                    "limit - AnonymousWeights - KvCache - GraphScratch - Runtime, unknown "
+                    "Runtime as 0); B = physical_limit's bandwidth. ratio_to_bound = "
                     "median decode per-token time / bound (1 = at the bound)"));
     for (size_t ci = 0; ci < o->n_conditions; ci++)
         for (size_t v = 0; v < o->n_variants; v++, k++) {
             json_t *g = json_array_get(groups, k);
             if (g)
                 json_object_set_new(g, "bound",
-                                    group_bound(o, cal, bw, o->conditions[ci], v, g, rows, n_rows));
+                                    group_bound(o, cal, bw, o->conditions[ci], g, rows, n_rows));
         }
     return m;
 }

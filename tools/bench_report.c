@@ -58,12 +58,15 @@ static bool get_uint(const json_t *obj, const char *key, uint64_t *v)
  * The report keys of the bound, in one place. The streaming policy's
  * report object streaming.plan (when present) gives W and R as it planned
  * them: working_set_bytes (the pages the graph reads per token, token_embd
- * excluded unless tied) and resident_bytes (limit - margin - fixed).
+ * excluded unless tied) and R = limit_bytes - fixed_bytes (what any policy
+ * could keep resident: the plan's own margin is a choice of the policy, not
+ * part of the bound).
  */
 #define KEY_STREAMING "streaming"
 #define KEY_STREAMING_PLAN "plan"
 #define KEY_STREAMING_W "working_set_bytes"
-#define KEY_STREAMING_R "resident_bytes"
+#define KEY_STREAMING_LIMIT "limit_bytes"
+#define KEY_STREAMING_FIXED "fixed_bytes"
 #define KEY_MODEL "model"
 #define KEY_INVENTORY "inventory"
 #define KEY_TOTALS "totals"
@@ -74,11 +77,14 @@ void bench_bound_inputs_from_report(const json_t *doc, struct bench_bound_inputs
     memset(out, 0, sizeof(*out));
     const json_t *plan = json_object_get(json_object_get(doc, KEY_STREAMING), KEY_STREAMING_PLAN);
     if (json_is_object(plan)) {
+        uint64_t limit, fixed;
         out->has_w = get_uint(plan, KEY_STREAMING_W, &out->w_bytes);
-        out->has_r = get_uint(plan, KEY_STREAMING_R, &out->r_bytes);
+        out->has_r = get_uint(plan, KEY_STREAMING_LIMIT, &limit) &&
+                     get_uint(plan, KEY_STREAMING_FIXED, &fixed);
         if (out->has_w && out->has_r) {
-            out->source = "the run report's streaming.plan (working_set_bytes as W, "
-                          "resident_bytes as R)";
+            out->r_bytes = limit > fixed ? limit - fixed : 0;
+            out->source = "a streaming run report's streaming.plan (working_set_bytes as W, "
+                          "limit_bytes - fixed_bytes as R)";
             return;
         }
         out->has_w = out->has_r = false;

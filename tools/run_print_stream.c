@@ -9,7 +9,7 @@
 void run_print_streaming(FILE *f, const struct rf_report *r)
 {
     const struct rf_stream_report *sr = r->streaming;
-    char b1[32], b2[32], b3[32], b4[32];
+    char b1[32], b2[32], b3[32], b4[32], b5[32];
 
     if (!sr)
         return;
@@ -35,7 +35,7 @@ void run_print_streaming(FILE *f, const struct rf_report *r)
             cli_format_bytes(p->window_bytes, false, b3, sizeof(b3)),
             cli_format_bytes(p->pinned_bytes, false, b4, sizeof(b4)), p->layers_pinned, p->n_layers,
             p->head_pinned ? ", output tensors" : "",
-            cli_format_bytes(p->streamed_bytes, false, b1, sizeof(b1)));
+            cli_format_bytes(p->streamed_bytes, false, b5, sizeof(b5)));
     if (sr->plan_reason)
         fprintf(f, "streaming: %s\n", sr->plan_reason);
     if (sr->pin_attempted)
@@ -46,10 +46,11 @@ void run_print_streaming(FILE *f, const struct rf_report *r)
                 sr->pin_error ? rf_strerror(sr->pin_error) : "undone at ",
                 sr->pin_error ? "" : (sr->unpinned_at ? sr->unpinned_at : "(still held)"));
     if (sr->pinned)
-        fprintf(f, "streaming: streamed layers advised %s, %s (THP mode %s)\n",
+        fprintf(f, "streaming: streamed layers advised %s, %s%s%s%s\n",
                 sr->sequential ? "MADV_SEQUENTIAL" : "not sequential",
                 sr->hugepage ? "MADV_HUGEPAGE" : "not hugepage",
-                sr->has_thp_enabled ? sr->thp_enabled : "unknown");
+                sr->has_thp_enabled ? " (THP mode " : "",
+                sr->has_thp_enabled ? sr->thp_enabled : "", sr->has_thp_enabled ? ")" : "");
     if (sr->has_bound && sr->has_achieved)
         fprintf(f, "streaming: %s per token against a bound of %s\n",
                 cli_format_ns(sr->achieved_token_ns, b1, sizeof(b1)),

@@ -174,7 +174,7 @@ struct rf_stream_report {
     bool has_warm_token_ns;
     uint64_t warm_token_ns; /* t_c: given by the caller */
     bool has_bound;
-    uint64_t bound_token_ns; /* t_c (0 when unknown) + max(0, W - R) / B, ns */
+    uint64_t bound_token_ns; /* t_c (0 when unknown) + max(0, W - (limit - fixed)) / B, ns */
     bool has_achieved;
     uint64_t achieved_token_ns;         /* decode time / decoded tokens, ns */
     struct rf_stream_prefetch prefetch; /* the layer-ahead prefetch; on false: none */

@@ -115,9 +115,9 @@ static json_t *bound_json(const struct rf_stream_report *sr)
     json_object_set_new(
         o, "formula",
         json_string("bound = t_c + max(0, W - R) / B: t_c the warm per-token compute time "
-                    "(0 when not given), W and R the plan's working_set_bytes and "
-                    "resident_bytes (R = limit - margin - fixed: what any policy could keep "
-                    "resident), B the storage bandwidth (not measured by run: given by the "
+                    "(0 when not given), W the plan's working_set_bytes, R its limit_bytes - "
+                    "fixed_bytes (what any policy could keep resident; the plan's margin and "
+                    "window are its own choice), B the storage bandwidth (not measured by run: given by the "
                     "caller, as bench measures it)"));
     return o;
 }

@@ -244,10 +244,11 @@ void ses_stream_op_end(struct rf_session *s, const struct rf_operation_output *o
         r->achieved_token_ns = out->decode_ns / (out->n_tokens - 1);
     }
     if (r->active && st->planned && r->has_bandwidth) {
-        /* t_c + max(0, W - R) / B, ns; (W - R) * 1e9 checked */
-        uint64_t ns, excess = st->plan.working_set_bytes > st->plan.resident_bytes
-                                  ? st->plan.working_set_bytes - st->plan.resident_bytes
-                                  : 0;
+        /* t_c + max(0, W - R) / B, ns, R = limit - fixed; (W - R) * 1e9 checked */
+        const struct rf_stream_plan *pl = &st->plan;
+        uint64_t ns,
+            r_bytes = pl->limit_bytes > pl->fixed_bytes ? pl->limit_bytes - pl->fixed_bytes : 0;
+        uint64_t excess = pl->working_set_bytes > r_bytes ? pl->working_set_bytes - r_bytes : 0;
         if (!__builtin_mul_overflow(excess, (uint64_t)1000000000, &ns) &&
             !__builtin_add_overflow(ns / r->bandwidth_bytes_per_s, r->warm_token_ns, &ns)) {
             r->has_bound = true;

@@ -21,6 +21,7 @@ GiB in Q8_0, 0.6 GiB in Q4_0), generated once under build/models.
 Exit 0 pass, 1 fail, 77 skip (no root or no v1 memory cgroup).
 """
 import json
+import re
 import os
 import resource
 import sys
@@ -64,6 +65,13 @@ class Ctx:
             return json.load(f), p
 
 
+def iec(text):
+    """Bytes of "312.48 MiB" (IEC units as ramforge prints them)."""
+    value, unit = text.split()
+    units = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+    return float(value) * units[unit]
+
+
 def tokens(rep):
     return rep["output"]["token_ids"]
 
@@ -97,8 +105,17 @@ def case_streaming_limit(c):
     size = os.path.getsize(model)
     with memory_child_cgroup("ramforge-e2e-stream", size * 3 // 4) as enter:
         lim, p = c.report("limit", model, "--residency-policy", "streaming",
-                          "--admission", "enforce", preexec_fn=enter)
+                          "--admission", "enforce", "--residency-report", preexec_fn=enter)
     st = lim["streaming"]
+    # the human line's W and streamed-per-token figures are the report's
+    m = re.search(r"streaming: W (\S+ \S+) read .* ~(\S+ \S+) streamed per token", p.stderr)
+    check(m is not None, f"no streaming line in stderr: {p.stderr[-400:]}")
+    check(abs(iec(m.group(1)) - st["plan"]["working_set_bytes"]) <=
+          st["plan"]["working_set_bytes"] / 200 and
+          abs(iec(m.group(2)) - st["plan"]["streamed_bytes_per_token"]) <=
+          st["plan"]["streamed_bytes_per_token"] / 200,
+          f"stderr {m.group(0)!r} against W {st['plan']['working_set_bytes']}, streamed "
+          f"{st['plan']['streamed_bytes_per_token']}")
     check(tokens(lim) == tokens(off), "streaming under a limit changed the tokens")
     check(st["plan"] is not None, f"no plan under a limit: {st['plan_reason']}")
     plan, pin = st["plan"], st["pin"]

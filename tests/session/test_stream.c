@@ -650,8 +650,8 @@ static void test_hugepage_refused(void **state)
     assert_int_equal(pins(&f), 0);
 }
 
-/* The bound: t_c + (W - R) / B with R the plan's resident bytes, not W - pinned */
-static void test_bound_uses_resident_bytes(void **state)
+/* The bound: t_c + (W - R) / B with R = limit - fixed (no margin, no window), not W - pinned */
+static void test_bound_uses_limit_minus_fixed(void **state)
 {
     struct fake f;
     struct rf_admission_result adm;
@@ -668,16 +668,18 @@ static void test_bound_uses_resident_bytes(void **state)
     json_t *st = json_object_get(doc, "streaming");
     json_t *plan = json_object_get(st, "plan"), *bound = json_object_get(st, "bound");
     uint64_t w = (uint64_t)json_integer_value(json_object_get(plan, "working_set_bytes"));
-    uint64_t r = (uint64_t)json_integer_value(json_object_get(plan, "resident_bytes"));
+    uint64_t r = (uint64_t)json_integer_value(json_object_get(plan, "limit_bytes")) -
+                 (uint64_t)json_integer_value(json_object_get(plan, "fixed_bytes"));
     assert_int_equal(w, 81 * PAGE);
-    /* R = 90 - margin 4 - anonymous 10 - the KV cache (a few KiB): just under 76 pages */
-    assert_true(r < 76 * PAGE && r > 75 * PAGE);
+    /* R = 90 - anonymous 10 - the KV cache (a few KiB): just under 80 pages */
+    assert_true(r < 80 * PAGE && r > 79 * PAGE);
     /* pinned: output + output_norm (17) and blk.0-1 (32); blk.2 passes R - window (16) */
     assert_int_equal(json_integer_value(json_object_get(plan, "pinned_bytes")), 49 * PAGE);
     uint64_t expect = 3000000 + (w - r) * 1000000000ull / (8 * PAGE);
     assert_int_equal(json_integer_value(json_object_get(bound, "bound_token_ns")), expect);
-    /* W - pinned (32 pages) would be 4 s; W - R is under 0.75 s (6 pages at 125 ms) */
-    assert_true(expect > 3000000 + 625000000ull && expect < 3000000 + 750000000ull);
+    /* W - pinned (32 pages) would be 4 s, W - resident_bytes (a margin more) 0.6-0.75 s;
+       W - R is 1-2 pages at 125 ms */
+    assert_true(expect > 3000000 + 125000000ull && expect < 3000000 + 250000000ull);
     assert_int_equal(json_integer_value(json_object_get(bound, "achieved_token_ns")), 1000000000);
     json_decref(doc);
     rf_session_free(s);
@@ -695,7 +697,7 @@ int main(void)
         cmocka_unit_test(test_sequential_streamed_ranges),
         cmocka_unit_test(test_hugepage_streamed_ranges),
         cmocka_unit_test(test_hugepage_refused),
-        cmocka_unit_test(test_bound_uses_resident_bytes),
+        cmocka_unit_test(test_bound_uses_limit_minus_fixed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

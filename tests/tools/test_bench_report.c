@@ -244,8 +244,10 @@ static void test_bound_inputs(void **state)
     json_error_t je;
     (void)state;
 
+    /* R = limit - fixed (700 - 100), not resident_bytes (limit - margin - fixed) */
     json_t *doc = json_loads("{\"streaming\": {\"plan\": {\"working_set_bytes\": 1000, "
-                             "\"resident_bytes\": 600}}, \"model\": {\"inventory\": {\"totals\": "
+                             "\"resident_bytes\": 584, \"limit_bytes\": 700, \"fixed_bytes\": "
+                             "100}}, \"model\": {\"inventory\": {\"totals\": "
                              "{\"file_backed_logical_bytes\": 5}}}}",
                              0, &je);
     assert_non_null(doc);
