@@ -14,8 +14,7 @@
 #   bench/streaming_curve.sh MODEL OUTDIR [BENCH_ARGS...]
 #
 # Environment: RAMFORGE (default build/ramforge), POLICIES (default
-# off,streaming; e.g. POLICIES=off,observe while the streaming policy is not
-# in the binary), FRACTIONS (default "0.4 0.5 0.6 0.75 0.9 1.1"), N (16),
+# off,streaming), FRACTIONS (default "0.4 0.5 0.6 0.75 0.9 1.1"), N (16),
 # T (2), R (3). BENCH_ARGS go to every bench, e.g. --policy-args
 # 'memory-bound=--memory-target 500MiB'. Exit 77 when not root.
 set -euo pipefail

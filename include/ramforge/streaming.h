@@ -11,13 +11,16 @@
  * which must be read each token anyway (docs/STREAMING.md has the
  * measurements behind the choices below).
  *
- * What is pinned, in this order, each group whole or not at all:
+ * What is pinned, in this order:
  *   1. the tensors outside the repeating layers that the graph reads in full
- *      every token (`output.weight`, `output_norm.weight`, ...);
+ *      every token (`output.weight`, `output_norm.weight`, ...), all or none;
  *      `token_embd.weight` is read only by the rows of the tokens (a few KiB
  *      per token), so it is never pinned, unless the model has no `output`
  *      tensor (tied embeddings: the output projection then reads it whole);
- *   2. the repeating layers `blk.N.*` in increasing N, while they fit.
+ *   2. the repeating layers `blk.N.*` whole, in increasing N, while they fit;
+ *   3. of the first layer that did not fit, each tensor (file order) that
+ *      still fits the budget left: every pinned byte is a byte not read
+ *      again each token.
  * Only entries the graph reads from the file mapping (access FILE_BACKED)
  * with a validated range (file_backed, eligibility ELIGIBLE) are ever
  * pinned: an anonymous or repacked copy is never a pin, nor a range
@@ -71,19 +74,21 @@ struct rf_stream_plan {
     bool nothing_streams; /* the whole working set is pinned: the model fits */
     uint64_t page_bytes;
     uint64_t limit_bytes, margin_bytes, window_bytes, min_window_bytes; /* as used, bytes */
-    uint64_t fixed_bytes;         /* anonymous + kv + scratch + runtime, bytes */
-    uint64_t working_set_bytes;   /* W: union of the pages the graph reads from the file per
-                                     token (token_embd excluded unless tied), bytes */
-    uint64_t resident_bytes;      /* R: limit - margin - fixed (0 when negative), bytes */
-    uint64_t pin_budget_bytes;    /* R - window (0 when negative), bytes */
-    uint64_t pinned_bytes;        /* union of the pinned page ranges, bytes (<= pin budget) */
-    uint64_t streamed_bytes;      /* W - pinned (the pinned pages W holds): read again each
-                                     token, an estimate, bytes */
-    uint64_t largest_layer_bytes; /* the largest repeating layer's pages, bytes */
-    int32_t n_layers;             /* repeating layers seen (highest N + 1), 0: none */
-    int32_t layers_pinned;        /* blk.0 .. blk.(layers_pinned - 1) are pinned */
-    bool head_pinned;             /* group 1 (output, norms) is pinned */
-    size_t *pinned;               /* inventory entry positions, inventory order */
+    uint64_t fixed_bytes;           /* anonymous + kv + scratch + runtime, bytes */
+    uint64_t working_set_bytes;     /* W: union of the pages the graph reads from the file per
+                                       token (token_embd excluded unless tied), bytes */
+    uint64_t resident_bytes;        /* R: limit - margin - fixed (0 when negative), bytes */
+    uint64_t pin_budget_bytes;      /* R - window (0 when negative), bytes */
+    uint64_t pinned_bytes;          /* union of the pinned page ranges, bytes (<= pin budget) */
+    uint64_t streamed_bytes;        /* W - pinned (the pinned pages W holds): read again each
+                                       token, an estimate, bytes */
+    uint64_t largest_layer_bytes;   /* the largest repeating layer's pages, bytes */
+    int32_t n_layers;               /* repeating layers seen (highest N + 1), 0: none */
+    int32_t layers_pinned;          /* blk.0 .. blk.(layers_pinned - 1) are pinned */
+    uint32_t partial_layer_tensors; /* tensors of blk.layers_pinned pinned alone, in file
+                                       order, each while it fits the budget left */
+    bool head_pinned;               /* group 1 (output, norms) is pinned */
+    size_t *pinned;                 /* inventory entry positions, inventory order */
     size_t n_pinned;
     struct rf_file_range *ranges; /* merged page ranges to lock, file order per mapping */
     size_t n_ranges;

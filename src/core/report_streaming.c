@@ -64,6 +64,7 @@ static json_t *plan_json(const struct rf_stream_report *sr)
     json_object_set_new(o, "fits", json_boolean(p->fits));
     json_object_set_new(o, "n_layers", json_integer(p->n_layers));
     json_object_set_new(o, "layers_pinned", json_integer(p->layers_pinned));
+    json_object_set_new(o, "partial_layer_tensors", json_integer(p->partial_layer_tensors));
     json_object_set_new(o, "head_pinned", json_boolean(p->head_pinned));
     json_object_set_new(o, "pinned_tensors", names);
     json_object_set_new(o, "reason", json_string(p->reason));
@@ -117,7 +118,8 @@ static json_t *bound_json(const struct rf_stream_report *sr)
         json_string("bound = t_c + max(0, W - R) / B: t_c the warm per-token compute time "
                     "(0 when not given), W the plan's working_set_bytes, R its limit_bytes - "
                     "fixed_bytes (what any policy could keep resident; the plan's margin and "
-                    "window are its own choice), B the storage bandwidth (not measured by run: given by the "
+                    "window are its own choice), B the storage bandwidth (not measured by run: "
+                    "given by the "
                     "caller, as bench measures it)"));
     return o;
 }

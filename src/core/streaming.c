@@ -196,15 +196,46 @@ static int try_group(const struct rf_inventory *inv, const int32_t *group, int32
     return 1;
 }
 
-/* Fills out->pinned and out->ranges from the groups pinned. */
-static int collect(const struct rf_inventory *inv, const int32_t *group, const struct sets *pinned,
-                   struct rf_stream_plan *out)
+/*
+ * The first layer that did not fit whole (out->layers_pinned): its entries
+ * one by one in inventory (file) order, each pinned when its pages not yet
+ * pinned stay within budget_pages; an entry that does not fit is skipped
+ * and smaller ones after it are still tried. Marks them in partial[].
+ */
+static int try_partial_layer(const struct rf_inventory *inv, const int32_t *group,
+                             struct sets *pinned, uint64_t *pinned_pages, uint64_t budget_pages,
+                             bool *partial, struct rf_stream_plan *out)
+{
+    for (size_t i = 0; i < inv->n; i++) {
+        if (group[i] != out->layers_pinned)
+            continue;
+        const struct rf_inventory_entry *e = &inv->entries[i];
+        uint64_t add = rf_page_range_pages(e->pages) -
+                       rf_interval_set_overlap_pages(&pinned->v[e->mapping_index], e->pages);
+        uint64_t total;
+        if (__builtin_add_overflow(*pinned_pages, add, &total))
+            return -EOVERFLOW;
+        if (add == 0 || total > budget_pages)
+            continue;
+        int rc = rf_interval_set_add(&pinned->v[e->mapping_index], e->pages);
+        if (rc < 0)
+            return rc;
+        *pinned_pages = total;
+        partial[i] = true;
+        out->partial_layer_tensors++;
+    }
+    return 0;
+}
+
+/* Fills out->pinned and out->ranges from the groups pinned and the partial entries. */
+static int collect(const struct rf_inventory *inv, const int32_t *group, const bool *partial,
+                   const struct sets *pinned, struct rf_stream_plan *out)
 {
     size_t n = 0, nr = 0;
 
     for (size_t i = 0; i < inv->n; i++)
         if ((group[i] == GROUP_HEAD && out->head_pinned) ||
-            (group[i] >= 0 && group[i] < out->layers_pinned))
+            (group[i] >= 0 && group[i] < out->layers_pinned) || partial[i])
             n++;
     for (size_t m = 0; m < pinned->n; m++)
         nr += pinned->v[m].n;
@@ -214,7 +245,7 @@ static int collect(const struct rf_inventory *inv, const int32_t *group, const s
         return -ENOMEM;
     for (size_t i = 0; i < inv->n; i++)
         if ((group[i] == GROUP_HEAD && out->head_pinned) ||
-            (group[i] >= 0 && group[i] < out->layers_pinned))
+            (group[i] >= 0 && group[i] < out->layers_pinned) || partial[i])
             out->pinned[out->n_pinned++] = i;
     for (size_t m = 0; m < pinned->n; m++)
         for (size_t j = 0; j < pinned->v[m].n; j++)
@@ -331,11 +362,12 @@ static void describe(struct rf_stream_plan *out)
                  out->pin_budget_bytes);
     else
         snprintf(out->reason, sizeof(out->reason),
-                 "pinned %s%s%" PRId32 " of %" PRId32 " layers (%" PRIu64
-                 " bytes of a budget of %" PRIu64 " bytes); %" PRIu64 " bytes stream each token",
+                 "pinned %s%s%" PRId32 " of %" PRId32 " layers and %" PRIu32
+                 " tensor(s) of the next (%" PRIu64 " bytes of a budget of %" PRIu64
+                 " bytes); %" PRIu64 " bytes stream each token",
                  out->head_pinned ? "the output tensors" : "", out->head_pinned ? " and " : "",
-                 out->layers_pinned, out->n_layers, out->pinned_bytes, out->pin_budget_bytes,
-                 out->streamed_bytes);
+                 out->layers_pinned, out->n_layers, out->partial_layer_tensors, out->pinned_bytes,
+                 out->pin_budget_bytes, out->streamed_bytes);
 }
 
 int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_params *p,
@@ -343,6 +375,7 @@ int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_
 {
     struct sets ws = {0}, pinned = {0}, tmp = {0};
     int32_t *group = NULL;
+    bool *partial = NULL;
     bool has_output = false;
     uint64_t pinned_pages = 0, budget_pages;
     int rc;
@@ -354,8 +387,12 @@ int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_
         return -EINVAL;
     out->page_bytes = inv->page_bytes;
     group = calloc(inv->n ? inv->n : 1, sizeof(*group));
-    if (!group)
+    partial = calloc(inv->n ? inv->n : 1, sizeof(*partial));
+    if (!group || !partial) {
+        free(group);
+        free(partial);
         return -ENOMEM;
+    }
     for (size_t i = 0; i < inv->n; i++)
         if (strcmp(inv->entries[i].name, "output.weight") == 0)
             has_output = true;
@@ -392,10 +429,14 @@ int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_
             break;
         out->layers_pinned = l + 1;
     }
+    if (out->fits && out->layers_pinned < out->n_layers &&
+        (rc = try_partial_layer(inv, group, &pinned, &pinned_pages, budget_pages, partial, out)) <
+            0)
+        goto out;
     out->pinned_bytes = pinned_pages * inv->page_bytes; /* <= pin budget: fits */
     out->streamed_bytes = sub0(out->working_set_bytes, out->pinned_bytes);
     out->nothing_streams = out->streamed_bytes == 0;
-    rc = collect(inv, group, &pinned, out);
+    rc = collect(inv, group, partial, &pinned, out);
     if (rc == 0)
         rc = streamed_ranges(&ws, &pinned, out);
     if (rc == 0)
@@ -405,6 +446,7 @@ out:
     sets_free(&pinned);
     sets_free(&ws);
     free(group);
+    free(partial);
     if (rc < 0)
         rf_stream_plan_free(out);
     return rc;

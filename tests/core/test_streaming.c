@@ -1,12 +1,11 @@
 /*
  * Tests for the streaming policy's resident-set planner: a hand-built
  * tinyllama-shaped inventory whose plans were worked out on paper (the
- * head group, whole layers in order, token_embd never pinned unless tied,
- * anonymous and unmapped weights never pinned), the budget arithmetic and
- * its overflow, and seeded random inventories checked against a naive
- * per-page model: the pinned ranges are exactly the union of the pinned
- * entries' pages, and pinned + fixed + window + margin never exceeds the
- * limit.
+ * head group, whole layers in order, then single tensors of the next layer, token_embd never pinned
+ * unless tied, anonymous and unmapped weights never pinned), the budget arithmetic and its
+ * overflow, and seeded random inventories checked against a naive per-page model: the pinned ranges
+ * are exactly the union of the pinned entries' pages, and pinned + fixed + window + margin never
+ * exceeds the limit.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -105,6 +104,33 @@ static bool is_pinned(const struct rf_stream_plan *plan, const struct rf_invento
         if (strcmp(inv->entries[plan->pinned[i]].name, name) == 0)
             return true;
     return false;
+}
+
+/* Budget 46 MiB: head and 2 layers (40 MiB + 4 KiB), then blk.2.attn (5 MiB) alone fits */
+static void test_partial_layer(void **state)
+{
+    struct rf_inventory inv;
+    struct rf_stream_plan plan;
+    (void)state;
+    build_model(&inv, false, RF_ACCESS_FILE_BACKED);
+    rf_stream_plan_init(&plan);
+    struct rf_stream_params p = params(101 * MIB, 30 * MIB, 20 * MIB, 5 * MIB);
+    assert_int_equal(rf_stream_plan_build(&inv, &p, &plan), 0);
+    assert_int_equal(plan.pin_budget_bytes, 46 * MIB);
+    assert_int_equal(plan.layers_pinned, 2);
+    assert_int_equal(plan.partial_layer_tensors, 1);
+    assert_true(is_pinned(&plan, &inv, "blk.2.attn.weight"));
+    assert_false(is_pinned(&plan, &inv, "blk.2.ffn.weight"));
+    assert_false(is_pinned(&plan, &inv, "blk.3.attn.weight"));
+    assert_int_equal(plan.pinned_bytes, 45 * MIB + PAGE);
+    assert_int_equal(plan.streamed_bytes, 15 * MIB);
+    assert_int_equal(plan.n_pinned, 7);
+    assert_non_null(strstr(plan.reason, "2 of 4 layers and 1 tensor(s) of the next"));
+    /* the streamed ranges are blk.2.ffn and blk.3: one run of 15 MiB */
+    assert_int_equal(plan.n_stream_ranges, 1);
+    assert_int_equal(rf_page_range_pages(plan.stream_ranges[0].pages), 15 * MIB / PAGE);
+    rf_stream_plan_free(&plan);
+    rf_inventory_free(&inv);
 }
 
 static void test_head_then_layers(void **state)
@@ -379,6 +405,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layer_of),
         cmocka_unit_test(test_head_then_layers),
+        cmocka_unit_test(test_partial_layer),
         cmocka_unit_test(test_tied_embeddings_pinned),
         cmocka_unit_test(test_anonymous_never_pinned),
         cmocka_unit_test(test_does_not_fit),
