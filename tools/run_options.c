@@ -159,7 +159,8 @@ static void usage(FILE *out)
             "                                by the kernel and reported as ReleaseFailed)\n"
             "      --hold                    after the report, keep the model loaded until\n"
             "                                standard input closes (compare with\n"
-            "                                /proc/PID/smaps, fincore, vmtouch)\n"
+            "                                /proc/PID/smaps, fincore, vmtouch); streaming's\n"
+            "                                pins are already undone by then\n"
             "  -v, --verbose                 show llama.cpp's log\n"
             "  -h, --help                    show this help\n"
             "\n"
@@ -507,8 +508,15 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
                                 "matched to the model's inventory");
         return RF_EXIT_USAGE;
     }
-    if (o->stream_window && o->policy != RF_POLICY_STREAMING)
-        cli_error("warning: --stream-window has no effect without --residency-policy streaming");
+    if (o->policy != RF_POLICY_STREAMING) {
+        const char *ignored = o->stream_window         ? "--stream-window"
+                              : o->stream_prefetch > 0 ? "--stream-prefetch-layers"
+                              : !o->stream_hugepage    ? "--no-stream-hugepage"
+                              : !o->stream_sequential  ? "--no-stream-sequential"
+                                                       : NULL;
+        if (ignored)
+            cli_error("warning: %s has no effect without --residency-policy streaming", ignored);
+    }
     if (o->has_staging && o->policy == RF_POLICY_OFF)
         cli_error("warning: --staging-budget has no effect with --residency-policy off (staging "
                   "plans over the inventory)");

@@ -151,6 +151,8 @@ struct rf_admission_input {
     struct rf_admission_figure mapping_rss; /* smaps Rss of the model mappings (after load) */
     struct rf_admission_figure locked;      /* smaps Locked of the model mappings, bytes */
     bool mlock_requested;                   /* the load was asked to mlock the model */
+    bool streaming;                         /* the run's policy is streaming: a thrash verdict
+                                               does not name it as a way out */
 
     /* What the run will add; all of it is anonymous except mapped_weights. */
     struct rf_admission_figure kv_cache;         /* required */

@@ -373,10 +373,11 @@ static void thrash_sentence(const struct rf_admission_input *in, struct rf_admis
            "will thrash: %" PRIu64 " bytes of weights are read from the file each token and only "
            "%" PRIu64 " bytes fit under the %s of %" PRIu64 " bytes of cgroup %s (beside %" PRIu64
            " bytes of anonymous memory and %" PRIu64
-           " bytes of other unreclaimable charges); " RF_WAYS_OUT
-           ", or --residency-policy streaming (pins what fits, streams the rest)",
+           " bytes of other unreclaimable charges); " RF_WAYS_OUT "%s",
            in->file_working_set.bytes, fit, kind, limit, c->level.dir, out->anonymous_bytes,
-           sat_sub(limit, room));
+           sat_sub(limit, room),
+           in->streaming ? ""
+                         : ", or --residency-policy streaming (pins what fits, streams the rest)");
 }
 
 /* Fills lock_note when a requested lock did not take (fully). */

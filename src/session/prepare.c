@@ -71,6 +71,7 @@ int rf_session_admit(struct rf_session *s, const struct rf_operation_request *re
                              "/proc/self/smaps Locked of the model mappings");
     }
     in.mlock_requested = s->p.mlock_requested;
+    in.streaming = s->p.policy == RF_POLICY_STREAMING;
     if (rf_admission_ctx_cells(request->n_ctx, request->n_prompt, request->n_predict,
                                RF_KV_CELL_PAD, &cells) == 0 &&
         ses_estimate_kv(&s->model.info, cells, &kv))
@@ -211,6 +212,7 @@ static int preload_decide(const char *path, bool use_extra_bufts, struct rf_sess
         in.kv_cache = rf_admission_figure_of(kv, RF_PROV_ESTIMATED,
                                              "GGUF hyperparameters x padded context cells (f16)");
     in.mlock_requested = params.mlock_requested;
+    in.streaming = params.policy == RF_POLICY_STREAMING;
     in.has_target = params.has_target;
     in.target_bytes = params.target_bytes;
     in.reserve_bytes = params.reserve_bytes;

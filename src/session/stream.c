@@ -95,6 +95,11 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
     }
     st->planned = true;
     st->rep.plan = &st->plan;
+    if (p.window_bytes && p.window_bytes < st->plan.min_window_bytes)
+        ses_add_warning(s,
+                        "streaming: the window is smaller than one layer (plan.min_window_bytes):"
+                        " streamed pages may be reclaimed before they are used (a 16 MiB "
+                        "window thrashed in docs/STREAMING.md)");
     st->rep.limit_source = source;
     if (!a->thrash) {
         st->rep.plan_reason = "the working set fits the limit: the plan is not applied";

@@ -480,6 +480,14 @@ static void test_thrash(void **state)
                                      "limit of 838860800 bytes of cgroup /sys/fs/cgroup/memory/t"));
     assert_non_null(strstr(r.reason, "a smaller model"));
     assert_non_null(strstr(r.reason, "a larger limit"));
+    assert_non_null(strstr(r.reason, "or --residency-policy streaming"));
+    /* a run already under streaming is not told to use it */
+    in.streaming = true;
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_true(r.thrash);
+    assert_non_null(strstr(r.reason, "a larger limit"));
+    assert_null(strstr(r.reason, "--residency-policy streaming"));
+    in.streaming = false;
 
     in.mode = RF_ADMISSION_ENFORCE;
     assert_int_equal(rf_admission_decide(&in, &r), 0);

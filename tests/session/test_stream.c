@@ -346,6 +346,7 @@ static struct rf_session_model fake_model(void)
  * longer fits.
  */
 static bool sequential_param, hugepage_param;      /* the stream hints start_margin asks for */
+static uint64_t window_param = 16 * PAGE;          /* the window start_margin asks for */
 static uint64_t bandwidth_param, warm_token_param; /* B and t_c of the bound; 0: not given */
 
 static struct rf_session *start_margin(struct fake *f, uint64_t limit_pages, uint64_t margin_pages)
@@ -358,7 +359,7 @@ static struct rf_session *start_margin(struct fake *f, uint64_t limit_pages, uin
     f->limit_bytes = limit_pages * PAGE;
     p.policy = RF_POLICY_STREAMING;
     p.admission_mode = RF_ADMISSION_ENFORCE;
-    p.stream_window_bytes = 16 * PAGE;
+    p.stream_window_bytes = window_param;
     p.stream_margin_bytes = margin_pages * PAGE;
     p.stream_sequential = sequential_param;
     p.stream_hugepage = hugepage_param;
@@ -687,6 +688,39 @@ static void test_bound_uses_limit_minus_fixed(void **state)
     rf_session_free(s);
 }
 
+/* Whether the operation report has a warning containing what. */
+static bool warned(struct rf_session *s, const char *what)
+{
+    json_t *doc = streaming_of(s), *w;
+    size_t i;
+    bool found = false;
+    json_array_foreach(json_object_get(doc, "warnings"), i, w)
+    {
+        if (strstr(json_string_value(w), what))
+            found = true;
+    }
+    json_decref(doc);
+    return found;
+}
+
+/* A window below one layer (16 pages here) is planned as asked, with a warning */
+static void test_window_below_one_layer_warns(void **state)
+{
+    struct fake f;
+    struct rf_admission_result adm;
+    (void)state;
+    window_param = 4 * PAGE;
+    struct rf_session *s = start(&f, 100);
+    window_param = 16 * PAGE;
+    admit(s, &adm);
+    assert_true(warned(s, "the window is smaller than one layer"));
+    rf_session_free(s);
+    s = start(&f, 100); /* the usual 16-page window: no warning */
+    admit(s, &adm);
+    assert_false(warned(s, "the window is smaller than one layer"));
+    rf_session_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -698,6 +732,7 @@ int main(void)
         cmocka_unit_test(test_too_small_for_streaming),
         cmocka_unit_test(test_sequential_streamed_ranges),
         cmocka_unit_test(test_hugepage_streamed_ranges),
+        cmocka_unit_test(test_window_below_one_layer_warns),
         cmocka_unit_test(test_hugepage_refused),
         cmocka_unit_test(test_bound_uses_limit_minus_fixed),
     };
