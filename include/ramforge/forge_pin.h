@@ -63,8 +63,9 @@ enum forge_stream_advice {
                                 not promote pages referenced through the mapping (use-once) */
     FORGE_STREAM_NORMAL,     /* madvise(MADV_NORMAL): undoes SEQUENTIAL */
     FORGE_STREAM_HUGEPAGE,   /* madvise(MADV_HUGEPAGE): a fault reads PMD-sized folios (2 MiB
-                                on x86-64) and maps them whole, so reclaim unmaps one folio,
-                                with one TLB flush, where it unmapped 512 pages */
+                                on x86-64) and maps them whole, so reclaim unmaps one folio
+                                where it unmapped 512 pages (a 512th of the TLB
+                                shootdowns) */
     FORGE_STREAM_NOHUGEPAGE, /* madvise(MADV_NOHUGEPAGE): undoes HUGEPAGE (Linux has no advice
                                 back to "neither"; under THP "madvise" or "never" this faults
                                 as an unadvised mapping does) */
