@@ -38,6 +38,12 @@ extern "C" {
    a session report of many operations keeps its last ones); the older taken samples left out
    are counted in residency.samples_dropped. */
 #define RF_REPORT_MAX_SAMPLES 32
+/* Boundaries application.boundaries lists at most: the newest ones (one operation makes up to 7:
+   after_load, then RF_SESSION_RELEASE_ROUNDS rounds at after_session and at after_verify; a
+   session report of many operations, or a program calling rf_session_apply_plan often, makes
+   more); the older ones left out are counted in application.boundaries_dropped, and the
+   application totals still cover them. */
+#define RF_REPORT_MAX_APPLICATIONS 32
 
 /*
  * Keys of the report a reader needs to find its figures (`ramforge bench`

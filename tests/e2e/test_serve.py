@@ -634,6 +634,42 @@ def case_session_report_bounded(c):
     return 0
 
 
+def case_session_report_releases_bounded(c):
+    """A releasing policy without --idle-seconds ends every request with the after_session
+    boundary, each a release application: after more requests than one report lists
+    boundaries of (32, the schema's bound), the session report lists the newest 32, counts
+    the older ones in application.boundaries_dropped, its totals cover them too (at least
+    the listed sums), and it matches the schema."""
+    model = c.model()
+    report = os.path.join(c.tmp, "session.json")
+    n = 40
+    with Server(c, model, "--residency-policy", "memory-bound", "--memory-target", "4KiB",
+                "--residency-report-json", report) as sv:
+        for _ in range(n):
+            sv.complete(n=2)
+        rc = sv.terminate()
+    check(rc == 0, f"exit status {rc} after SIGTERM")
+    with open(report) as f:
+        doc = json.load(f)
+    app = doc["application"]
+    ops = doc["operation"]
+    check(ops["scope"] == "session" and ops["operations"] >= n + 1,
+          f"a session report of the load and {n} requests: {ops}")
+    # the load's after_load boundary and one after_session boundary per request, at least
+    bounds = app.get("boundaries")
+    check(isinstance(bounds, list) and len(bounds) == 32 and
+          app["boundaries_dropped"] >= n + 1 - 32,
+          f"{len(bounds or [])} boundaries listed, {app.get('boundaries_dropped')} dropped")
+    tried = [b for b in bounds if b["attempted"]]
+    check(tried, "a request's release was attempted (the tiny target is never met)")
+    listed = sum(b["accepted_bytes"] for b in tried)
+    check(app["accepted_bytes"] >= listed, f"total {app['accepted_bytes']} < listed {listed}")
+    if c.schema:
+        errors = validate_report.validate(c.schema, report)
+        check(not errors, f"the session report does not match the schema: {errors[:3]}")
+    return 0
+
+
 def case_admission_refused(c):
     """A request whose KV cache cannot fit a child cgroup's hard limit answers 503 with the
     admission's reason, never an OOM kill; the server keeps serving."""
@@ -721,6 +757,7 @@ CASES = {
     "api_key": case_api_key,
     "sigterm": case_sigterm,
     "session_report_bounded": case_session_report_bounded,
+    "session_report_releases_bounded": case_session_report_releases_bounded,
     "admission_refused": case_admission_refused,
     "slow_client": case_slow_client,
     "cli_badinput": case_cli_badinput,
