@@ -71,6 +71,8 @@ const char *serve_residency_name(enum serve_residency r)
         return "resident";
     case SERVE_IDLE_RELEASED:
         return "idle_released";
+    case SERVE_IDLE_RELEASE_REFUSED:
+        return "idle_release_refused";
     case SERVE_STAGING:
         return "staging";
     }
@@ -320,21 +322,64 @@ static void run_job(struct serve *sv, struct serve_job *j)
     forge_generate_result_free(&gen);
 }
 
+/*
+ * The residency state after the idle boundary (rc its return), from the
+ * idle operation's applications (serve.h has the states): why receives the
+ * reason when nothing was released ("" when bytes were).
+ */
+static enum serve_residency idle_outcome(const struct rf_report *r, bool mutates, int rc, char *why,
+                                         size_t len)
+{
+    const struct rf_report_application *wanted = NULL, *nothing = NULL;
+    why[0] = '\0';
+    for (size_t i = 0; i < r->n_applications; i++) {
+        const struct rf_report_application *a = &r->applications[i];
+        if (a->attempted && a->accepted_bytes > 0)
+            return SERVE_IDLE_RELEASED;
+        if (!wanted && (a->attempted || (a->plan && a->plan->n_selected > 0)))
+            wanted = a;
+        if (!nothing)
+            nothing = a;
+    }
+    if (!mutates) {
+        snprintf(why, len, "the policy does not mutate");
+    } else if (rc < 0) {
+        snprintf(why, len, "the idle boundary failed: %s", rf_strerror(rc));
+        return SERVE_IDLE_RELEASE_REFUSED;
+    } else if (wanted && wanted->attempted) {
+        snprintf(why, len, "the kernel accepted none of the release: %s",
+                 wanted->first_error ? strerror(-wanted->first_error) : "0 bytes accepted");
+        return SERVE_IDLE_RELEASE_REFUSED;
+    } else if (wanted) {
+        snprintf(why, len, "%s", wanted->refused_reason ? wanted->refused_reason : "not attempted");
+        return SERVE_IDLE_RELEASE_REFUSED;
+    } else {
+        /* Nothing selected: under the target already, or the binding refused selection. */
+        snprintf(why, len, "nothing to release: %s",
+                 nothing && nothing->plan ? nothing->plan->reason : "no plan was built");
+    }
+    return SERVE_RESIDENT;
+}
+
 /* The idle boundary: the policy's release with the model quiescent, then its report. */
 static void run_idle(struct serve *sv)
 {
+    char why[sizeof(sv->idle_reason)];
     pthread_mutex_lock(&sv->session_mu);
     int rc = rf_session_boundary(sv->session, RF_BOUNDARY_IDLE);
     if (rc < 0)
         cli_error("the idle boundary failed: %s", rf_strerror(rc));
+    enum serve_residency state =
+        idle_outcome(rf_session_report(sv->session, RF_REPORT_OPERATION),
+                     rf_policy_mutates(sv->o->policy), rc, why, sizeof(why));
     int orc = rf_session_operation_end(sv->session, NULL);
     if (orc < 0)
         cli_error("cannot end the idle operation: %s", rf_strerror(orc));
     pthread_mutex_unlock(&sv->session_mu);
     pthread_mutex_lock(&sv->mu);
     sv->idle_boundaries++;
-    if (rc == 0 && rf_policy_mutates(sv->o->policy))
-        sv->residency = SERVE_IDLE_RELEASED;
+    sv->residency = state;
+    snprintf(sv->idle_reason, sizeof(sv->idle_reason), "%s", why);
     pthread_mutex_unlock(&sv->mu);
     if (sv->o->verbose)
         cli_error("idle boundary ran after %lld s without a request", sv->o->idle_seconds);

@@ -123,10 +123,49 @@ static void print_limit(FILE *f, const struct rf_report *r)
     }
 }
 
-/* Before -> after of a releasing policy; whether the cgroup charge moved. */
+/* The last sample with a mapping figure labelled label (NULL: none). */
+static const struct rf_residency_sample *last_labelled(const struct rf_report *r, const char *label)
+{
+    for (size_t i = r->n_samples; label && i-- > 0;)
+        if (r->samples[i].has_mapping && r->samples[i].label &&
+            strcmp(r->samples[i].label, label) == 0)
+            return &r->samples[i];
+    return NULL;
+}
+
+/*
+ * After the release line: the mapping at the end when a later boundary
+ * measured another figure without releasing (a verify session faulted pages
+ * back and the mapping stayed under the target), with that boundary's reason.
+ */
+static void print_after_release(FILE *f, const struct rf_report *r,
+                                const struct rf_residency_sample *end,
+                                const struct rf_residency_sample *last)
+{
+    const char *why = NULL;
+    char b1[32];
+
+    if (!end || !last || last <= end || last->mapping_rss_bytes == end->mapping_rss_bytes)
+        return;
+    for (size_t i = 0; i < r->n_applications; i++) {
+        const struct rf_report_application *a = &r->applications[i];
+        if (!a->attempted && a->boundary && last->label && strcmp(a->boundary, last->label) == 0)
+            why = a->refused_reason;
+    }
+    fprintf(f, "  then: mapping resident %s at %s (%s%s)\n",
+            iec(last->mapping_rss_bytes, b1, sizeof(b1)), or_default(last->label, "?"),
+            why ? "not released there: " : "measured after the last release", why ? why : "");
+}
+
+/*
+ * Before -> after of a releasing policy: from the first mapping sample to
+ * the sample taken after the last release that accepted bytes (whatever
+ * boundary it was at), then the mapping at the end if a later boundary
+ * measured it again; whether the cgroup charge moved.
+ */
 static void print_release(FILE *f, const struct rf_report *r)
 {
-    const struct rf_residency_sample *first, *last;
+    const struct rf_residency_sample *first, *last, *end = NULL;
     char b1[32], b2[32], b3[32], b4[32];
     int64_t cg = 0;
     bool cg_known = false, released = false;
@@ -136,6 +175,7 @@ static void print_release(FILE *f, const struct rf_report *r)
         if (!a->attempted || !a->accepted_bytes)
             continue;
         released = true;
+        end = last_labelled(r, a->after_label);
         if (a->cgroup_delta.has_value) {
             cg += a->cgroup_delta.value;
             cg_known = true;
@@ -146,13 +186,15 @@ static void print_release(FILE *f, const struct rf_report *r)
         fprintf(f, "  release: nothing was released\n");
         return;
     }
-    if (first && last)
+    if (first && end) {
         fprintf(f, "  release: mapping resident %s -> %s (%s -> %s), process RSS %s -> %s\n",
                 iec(first->mapping_rss_bytes, b1, sizeof(b1)),
-                iec(last->mapping_rss_bytes, b2, sizeof(b2)), or_default(first->label, "?"),
-                or_default(last->label, "?"),
+                iec(end->mapping_rss_bytes, b2, sizeof(b2)), or_default(first->label, "?"),
+                or_default(end->label, "?"),
                 first->has_process_rss ? iec(first->process_rss_bytes, b3, sizeof(b3)) : "unknown",
-                last->has_process_rss ? iec(last->process_rss_bytes, b4, sizeof(b4)) : "unknown");
+                end->has_process_rss ? iec(end->process_rss_bytes, b4, sizeof(b4)) : "unknown");
+        print_after_release(f, r, end, last);
+    }
     if (!cg_known)
         fprintf(f, "  cgroup charge: unknown (no cgroup figure around the releases)\n");
     else if (cg == 0)

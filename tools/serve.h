@@ -62,10 +62,21 @@ enum serve_api {
     SERVE_API_OAI,            /* OpenAI's /v1/completions */
 };
 
+/*
+ * What the server says of its weights (/props residency.state, /metrics
+ * ramforge_residency_state). After an idle boundary: idle_released only when
+ * its release accepted bytes; idle_release_refused when it meant to release
+ * (the plan selected pages, or the boundary failed) and nothing was accepted
+ * (the gate busy, a tmpfs/ramfs model, the model file changed, every range
+ * refused); resident when it had nothing to release (a policy that does not
+ * mutate, a mapping already under the target). The next request: resident.
+ */
 enum serve_residency {
-    SERVE_RESIDENT = 0,  /* the weights as the last request left them */
-    SERVE_IDLE_RELEASED, /* the idle boundary ran */
-    SERVE_STAGING,       /* staging released pages for the next request */
+    SERVE_RESIDENT = 0,         /* the weights as the last request left them */
+    SERVE_IDLE_RELEASED,        /* the idle boundary's release accepted bytes */
+    SERVE_IDLE_RELEASE_REFUSED, /* the idle boundary released nothing it meant to
+                                   (idle_reason says why) */
+    SERVE_STAGING,              /* staging released pages for the next request */
 };
 
 /*
@@ -137,6 +148,8 @@ struct serve {
     uint64_t admission[4]; /* per rf_admission_outcome */
     uint64_t admission_refused;
     uint64_t idle_boundaries;
+    char idle_reason[256]; /* why the last idle boundary released nothing; "": it released,
+                              or none ran */
     uint64_t staging_requested_bytes, staging_accepted_bytes; /* summed over operations */
     /* --profile (serve_profile.c): the dispatch observer of every request and saves */
     struct forge_observer *observer; /* NULL: no --profile */
@@ -157,7 +170,7 @@ bool serve_profile_close(struct serve *sv);
 /* Queues j (takes a reference) or returns false when the queue is full or stopping. */
 bool serve_enqueue(struct serve *sv, struct serve_job *j, char *why, size_t why_len);
 
-/* "resident", "idle_released", "staging". */
+/* "resident", "idle_released", "idle_release_refused", "staging". */
 const char *serve_residency_name(enum serve_residency r);
 
 /* Starts libmicrohttpd on host:port; prints the address. Returns 0 or -errno. */

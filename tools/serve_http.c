@@ -489,14 +489,15 @@ static enum MHD_Result handle_props(struct serve *sv, struct MHD_Connection *c)
     snprintf(build, sizeof(build), "ramforge %s (llama.cpp %s)", RAMFORGE_VERSION,
              forge_llama_version());
     pthread_mutex_lock(&sv->mu);
-    json_t *res =
-        json_pack("{s:s,s:s,s:b,s:I,s:I,s:I,s:b,s:I,s:b,s:I}", "state",
-                  serve_residency_name(sv->residency), "policy", rf_policy_name(sv->o->policy),
-                  "has_memory_target", sv->o->has_target, "memory_target_bytes",
-                  (json_int_t)sv->o->target_bytes, "idle_seconds", (json_int_t)sv->o->idle_seconds,
-                  "idle_boundaries", (json_int_t)sv->idle_boundaries, "has_staging_budget",
-                  sv->o->has_staging, "staging_budget_bytes", (json_int_t)sv->o->staging_budget,
-                  "processing", sv->processing, "queued", (json_int_t)sv->queued);
+    json_t *res = json_pack(
+        "{s:s,s:s?,s:s,s:b,s:I,s:I,s:I,s:b,s:I,s:b,s:I}", "state",
+        serve_residency_name(sv->residency), "idle_release_reason",
+        sv->idle_reason[0] ? sv->idle_reason : NULL, "policy", rf_policy_name(sv->o->policy),
+        "has_memory_target", sv->o->has_target, "memory_target_bytes",
+        (json_int_t)sv->o->target_bytes, "idle_seconds", (json_int_t)sv->o->idle_seconds,
+        "idle_boundaries", (json_int_t)sv->idle_boundaries, "has_staging_budget",
+        sv->o->has_staging, "staging_budget_bytes", (json_int_t)sv->o->staging_budget, "processing",
+        sv->processing, "queued", (json_int_t)sv->queued);
     pthread_mutex_unlock(&sv->mu);
     json_t *o = json_pack("{s:{s:I,s:{s:I}},s:i,s:s,s:s,s:s,s:o}", "default_generation_settings",
                           "n_ctx", (json_int_t)sv->n_ctx_limit, "params", "n_predict",

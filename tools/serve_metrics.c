@@ -67,7 +67,8 @@ static void server_metrics(FILE *f, struct serve *sv)
                "Bytes madvise(MADV_WILLNEED) accepted, summed over operations.",
                sv->staging_accepted_bytes);
     family(f, "ramforge_residency_state", "gauge",
-           "1 for the residency state the server is in (resident, idle_released, staging).");
+           "1 for the residency state the server is in (resident, idle_released, "
+           "idle_release_refused, staging).");
     for (int r = SERVE_RESIDENT; r <= SERVE_STAGING; r++)
         fprintf(f, "ramforge_residency_state{state=\"%s\"} %d\n",
                 serve_residency_name((enum serve_residency)r), (int)sv->residency == r);

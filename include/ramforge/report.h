@@ -38,6 +38,12 @@ extern "C" {
    a session report of many operations keeps its last ones); the older taken samples left out
    are counted in residency.samples_dropped. */
 #define RF_REPORT_MAX_SAMPLES 32
+/* Boundaries application.boundaries lists at most: the newest ones (one operation makes up to 7:
+   after_load, then RF_SESSION_RELEASE_ROUNDS rounds at after_session and at after_verify; a
+   session report of many operations, or a program calling rf_session_apply_plan often, makes
+   more); the older ones left out are counted in application.boundaries_dropped, and the
+   application totals still cover them. */
+#define RF_REPORT_MAX_APPLICATIONS 32
 
 /*
  * Keys of the report a reader needs to find its figures (`ramforge bench`
@@ -103,6 +109,8 @@ struct rf_report_application {
     struct rf_recon_value rss_delta;     /* status VmRSS */
     struct rf_recon_value cgroup_delta;  /* cgroup current */
     const struct rf_plan *plan;          /* the plan built at this boundary/round; NULL: none */
+    const char *after_label; /* label of the sample taken after this release ("after_release",
+                                "after_verify_release", ...); NULL: none was taken */
 };
 
 /* Everything one operation (or a whole session) knows; pointers are borrowed. */

@@ -574,6 +574,30 @@ static struct rf_recon_value attempted_or_null(const struct rf_report_applicatio
     return v;
 }
 
+/* One application.boundaries entry: an attempted boundary's figures, or only its reason. */
+static void list_boundary(json_t *b, const struct rf_report_application *a)
+{
+    json_object_set_new(b, "boundary", jstr(a->boundary));
+    json_object_set_new(b, "attempted", json_boolean(a->attempted));
+    /* A boundary not attempted has no figures, only its reason (never null). */
+    json_object_set_new(b, "refused_reason",
+                        a->attempted
+                            ? json_null()
+                            : json_string(a->refused_reason ? a->refused_reason : "not attempted"));
+    json_object_set_new(b, "requested_bytes", jbytes(a->attempted, a->requested_bytes));
+    json_object_set_new(b, "accepted_bytes", jbytes(a->attempted, a->accepted_bytes));
+    json_object_set_new(b, "failed_ranges", jbytes(a->attempted, a->n_failed));
+    json_object_set_new(b, "protected_bytes", jbytes(a->attempted, a->protected_bytes));
+    json_object_set_new(b, "error",
+                        a->attempted && a->first_error ? json_string(strerror(-a->first_error))
+                                                       : json_null());
+    json_object_set_new(b, "observed_mapping_delta_bytes",
+                        jrecon(attempted_or_null(a, a->mapping_delta)));
+    json_object_set_new(b, "observed_rss_delta_bytes", jrecon(attempted_or_null(a, a->rss_delta)));
+    json_object_set_new(b, "observed_cgroup_delta_bytes",
+                        jrecon(attempted_or_null(a, a->cgroup_delta)));
+}
+
 static json_t *application_json(const struct rf_report *r)
 {
     static const char *keys[] = {"requested_bytes", "accepted_bytes",
@@ -608,32 +632,17 @@ static json_t *application_json(const struct rf_report *r)
         json_decref(list);
         return NULL;
     }
+    /* The newest RF_REPORT_MAX_APPLICATIONS are listed; the totals cover every one. */
+    size_t skip = r->n_applications > RF_REPORT_MAX_APPLICATIONS
+                      ? r->n_applications - RF_REPORT_MAX_APPLICATIONS
+                      : 0;
     for (size_t i = 0; i < r->n_applications; i++) {
         const struct rf_report_application *a = &r->applications[i];
-        json_t *b = json_object();
-        if (!b)
-            continue;
-        json_object_set_new(b, "boundary", jstr(a->boundary));
-        json_object_set_new(b, "attempted", json_boolean(a->attempted));
-        /* A boundary not attempted has no figures, only its reason (never null). */
-        json_object_set_new(
-            b, "refused_reason",
-            a->attempted ? json_null()
-                         : json_string(a->refused_reason ? a->refused_reason : "not attempted"));
-        json_object_set_new(b, "requested_bytes", jbytes(a->attempted, a->requested_bytes));
-        json_object_set_new(b, "accepted_bytes", jbytes(a->attempted, a->accepted_bytes));
-        json_object_set_new(b, "failed_ranges", jbytes(a->attempted, a->n_failed));
-        json_object_set_new(b, "protected_bytes", jbytes(a->attempted, a->protected_bytes));
-        json_object_set_new(b, "error",
-                            a->attempted && a->first_error ? json_string(strerror(-a->first_error))
-                                                           : json_null());
-        json_object_set_new(b, "observed_mapping_delta_bytes",
-                            jrecon(attempted_or_null(a, a->mapping_delta)));
-        json_object_set_new(b, "observed_rss_delta_bytes",
-                            jrecon(attempted_or_null(a, a->rss_delta)));
-        json_object_set_new(b, "observed_cgroup_delta_bytes",
-                            jrecon(attempted_or_null(a, a->cgroup_delta)));
-        json_array_append_new(list, b);
+        json_t *b = i < skip ? NULL : json_object();
+        if (b) {
+            list_boundary(b, a);
+            json_array_append_new(list, b);
+        }
         if (!a->attempted)
             continue;
         /* checked sums: an overflow or a missing delta leaves the total null */
@@ -651,6 +660,7 @@ static json_t *application_json(const struct rf_report *r)
     json_object_set_new(o, "observed_cgroup_delta_bytes", jrecon(cd));
     json_object_set_new(o, "release_mode", jstr(r->release_mode));
     json_object_set_new(o, "boundaries", list);
+    json_object_set_new(o, "boundaries_dropped", json_integer((json_int_t)skip));
     json_object_set_new(o, "note",
                         json_string("requested and accepted bytes are page bytes submitted to "
                                     "and accepted by madvise, not reclamation; deltas are "

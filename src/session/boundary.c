@@ -336,6 +336,7 @@ static int apply_plan(struct rf_session *s, struct rf_report_application *app,
         rc = (int)after_i;
         goto out;
     }
+    app->after_label = after_label;
     before = &s->samples[before_i];
     const struct rf_residency_sample *after = &s->samples[after_i];
     app->mapping_delta = ses_delta(after->has_mapping, after->mapping_rss_bytes,

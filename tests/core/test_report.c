@@ -902,6 +902,63 @@ static void test_application_sums(void **state)
     free_mutating(&m);
 }
 
+/*
+ * A session report of many boundaries (40, above the 32 listed): the
+ * newest 32 are listed in order and the 8 older counted; the totals still
+ * cover the dropped ones. The only boundaries attempted are the 8 oldest
+ * (1 page each, dropped) and the newest (2 pages, listed): the present form
+ * even though 31 of the 32 listed were not attempted.
+ */
+static void test_application_bounded(void **state)
+{
+    enum { N = 40, LISTED = 32 };
+    static struct rf_report_application apps[N];
+    static char labels[N][16];
+    struct mutating m;
+
+    (void)state;
+    build_mutating(&m);
+    for (int i = 0; i < N; i++) {
+        snprintf(labels[i], sizeof(labels[i]), "b%02d", i);
+        bool tried = i < N - LISTED || i == N - 1;
+        uint64_t pages = i == N - 1 ? 2 : 1;
+        apps[i] = (struct rf_report_application){
+            .boundary = labels[i],
+            .attempted = tried,
+            .refused_reason = tried ? NULL : "the plan selected nothing",
+            .requested_bytes = tried ? pages * PAGE : 0,
+            .accepted_bytes = tried ? pages * PAGE : 0,
+            .mapping_delta = {tried, tried ? -(int64_t)(pages * PAGE) : 0},
+            .rss_delta = {tried, 0},
+            .cgroup_delta = {tried, 0},
+        };
+    }
+    m.f.r.applications = apps;
+    m.f.r.n_applications = N;
+    json_t *doc = report_of(&m.f.r);
+    json_t *app = at(doc, "application", NULL), *list = json_object_get(app, "boundaries");
+    assert_int_equal(json_array_size(list), LISTED);
+    assert_json_int(json_object_get(app, "boundaries_dropped"), N - LISTED);
+    for (int k = 0; k < LISTED; k++)
+        assert_string_equal(json_string_value(json_object_get(json_array_get(list, k), "boundary")),
+                            labels[N - LISTED + k]);
+    assert_true(json_is_true(json_object_get(json_array_get(list, LISTED - 1), "attempted")));
+    assert_json_int(json_object_get(app, "requested_bytes"), 10 * PAGE);
+    assert_json_int(json_object_get(app, "accepted_bytes"), 10 * PAGE);
+    assert_json_int(json_object_get(app, "observed_mapping_delta_bytes"), -10 * PAGE);
+    json_decref(doc);
+
+    /* At the bound nothing is dropped. */
+    m.f.r.applications = apps + (N - LISTED);
+    m.f.r.n_applications = LISTED;
+    doc = report_of(&m.f.r);
+    assert_int_equal(json_array_size(at(doc, "application", "boundaries")), LISTED);
+    assert_json_int(at(doc, "application", "boundaries_dropped"), 0);
+    assert_json_int(at(doc, "application", "requested_bytes"), 2 * PAGE);
+    json_decref(doc);
+    free_mutating(&m);
+}
+
 static void test_native_section(void **state)
 {
     struct mutating m;
@@ -1178,6 +1235,7 @@ int main(void)
         cmocka_unit_test(test_policy_and_admission),
         cmocka_unit_test(test_plan_section),
         cmocka_unit_test(test_application_sums),
+        cmocka_unit_test(test_application_bounded),
         cmocka_unit_test(test_native_section),
         cmocka_unit_test(test_lifetime_section),
         cmocka_unit_test(test_verify_session),

@@ -328,6 +328,64 @@ def idle_case(c, mode):
     return 0
 
 
+def wait_idle_boundary(sv, n=1, limit=30):
+    """/props residency once the server has run n idle boundaries."""
+    t0 = time.monotonic()
+    while True:
+        props = sv.ok("GET", "/props")["residency"]
+        if props["idle_boundaries"] >= n:
+            return props
+        check(time.monotonic() - t0 < limit, f"no idle boundary within {limit} s: {props}")
+        time.sleep(0.2)
+
+
+def residency_states(sv):
+    """ramforge_residency_state from /metrics: state -> value."""
+    return {dict(labels)["state"]: v for (name, labels), v in sv.metrics().items()
+            if name == "ramforge_residency_state"}
+
+
+def case_idle_not_released(c):
+    """An idle boundary that releases nothing never says idle_released. A model on tmpfs
+    (/dev/shm, where a release frees nothing: docs/FILESYSTEMS.md) under memory-bound with a
+    target below the model: the plan selects pages, the release is not attempted, and the
+    state is idle_release_refused with the reason, in /props and /metrics; the next request
+    does not stage (nothing was released) and the server is resident again. Under observe
+    the idle boundary releases nothing by policy: the state stays resident."""
+    from test_fs import shm_dir  # noqa: E402  (a folder in /dev/shm, removed after)
+    target = 4 << 20
+    with shm_dir() as d:
+        model = os.path.join(d, "model.gguf")
+        with open(c.model("small"), "rb") as fi, open(model, "wb") as fo:
+            fo.write(fi.read())
+        with Server(c, model, "--residency-policy", "memory-bound", "--memory-target",
+                    str(target), "--idle-seconds", "1", "--staging-budget", "64MiB") as sv:
+            sv.complete(n=4)
+            props = wait_idle_boundary(sv)
+            check(props["state"] == "idle_release_refused" and
+                  "free no memory" in (props["idle_release_reason"] or ""),
+                  f"/props after an idle boundary on tmpfs: {props}")
+            op = sv.ok("GET", "/residency")["operation"]
+            check(op["plan"]["selected_count"] > 0, f"the idle plan selected nothing: {op}")
+            check("boundaries" not in op["application"], f"advised: {op['application']}")
+            states = residency_states(sv)
+            check(states == {"resident": 0, "idle_released": 0, "idle_release_refused": 1,
+                             "staging": 0}, f"/metrics ramforge_residency_state {states}")
+            sv.complete(n=4)
+            check(sv.metrics()[("ramforge_staging_requested_bytes_total", ())] == 0,
+                  "a request after a refused idle release staged")
+            check(sv.ok("GET", "/props")["residency"]["state"] == "resident", "resident again")
+    with Server(c, c.model("small"), "--residency-policy", "observe", "--idle-seconds",
+                "1") as sv:
+        sv.complete(n=4)
+        props = wait_idle_boundary(sv)
+        check(props["state"] == "resident" and
+              props["idle_release_reason"] == "the policy does not mutate",
+              f"/props after an observe idle boundary: {props}")
+        check(residency_states(sv)["resident"] == 1, "resident in /metrics")
+    return 0
+
+
 def model_changed(c, change, after=None):
     """The model file changes between a request and the idle release boundary (the server's
     own pause, 3 s here): change(path, stat at load) changes it at once and returns the
@@ -346,11 +404,9 @@ def model_changed(c, change, after=None):
         check(sv.ok("GET", "/props")["residency"]["idle_boundaries"] == 0,
               "the idle boundary ran before the change (a machine this slow needs a longer "
               "--idle-seconds here)")
-        t0 = time.monotonic()
-        while sv.ok("GET", "/props")["residency"]["idle_boundaries"] < 1:
-            check(time.monotonic() - t0 < 30, "no idle boundary within 30 s")
-            time.sleep(0.2)
+        props = wait_idle_boundary(sv)
         check(sv.proc.poll() is None, f"serve died: {''.join(sv.stderr)[-2000:]}")
+        check(props["state"] != "idle_released", f"nothing released, yet {props}")
         op = sv.ok("GET", "/residency")["operation"]
         app = op["application"]
         check(not any(b["attempted"] for b in app.get("boundaries") or []), f"advised: {app}")
@@ -379,6 +435,10 @@ def case_model_replaced(c):
               app["reason"].startswith("idle: the model file changed since the load (inode "),
               f"application {app}")
         check(op["plan"]["selected_count"] > 0, f"the boundary planned nothing: {op['plan']}")
+        props = sv.ok("GET", "/props")["residency"]
+        check(props["state"] == "idle_release_refused" and
+              "the model file changed since the load" in props["idle_release_reason"],
+              f"/props after the refused idle release: {props}")
         rss = op["residency"]["samples"][-1]["mapping_rss_bytes"]
         check(rss > 4 << 20, f"mapping RSS {rss} at or under the target: something was released")
         # The old file is still mapped: requests still decode it, with the same tokens.
@@ -647,6 +707,42 @@ def case_session_report_bounded(c):
     return 0
 
 
+def case_session_report_releases_bounded(c):
+    """A releasing policy without --idle-seconds ends every request with the after_session
+    boundary, each a release application: after more requests than one report lists
+    boundaries of (32, the schema's bound), the session report lists the newest 32, counts
+    the older ones in application.boundaries_dropped, its totals cover them too (at least
+    the listed sums), and it matches the schema."""
+    model = c.model()
+    report = os.path.join(c.tmp, "session.json")
+    n = 40
+    with Server(c, model, "--residency-policy", "memory-bound", "--memory-target", "4KiB",
+                "--residency-report-json", report) as sv:
+        for _ in range(n):
+            sv.complete(n=2)
+        rc = sv.terminate()
+    check(rc == 0, f"exit status {rc} after SIGTERM")
+    with open(report) as f:
+        doc = json.load(f)
+    app = doc["application"]
+    ops = doc["operation"]
+    check(ops["scope"] == "session" and ops["operations"] >= n + 1,
+          f"a session report of the load and {n} requests: {ops}")
+    # the load's after_load boundary and one after_session boundary per request, at least
+    bounds = app.get("boundaries")
+    check(isinstance(bounds, list) and len(bounds) == 32 and
+          app["boundaries_dropped"] >= n + 1 - 32,
+          f"{len(bounds or [])} boundaries listed, {app.get('boundaries_dropped')} dropped")
+    tried = [b for b in bounds if b["attempted"]]
+    check(tried, "a request's release was attempted (the tiny target is never met)")
+    listed = sum(b["accepted_bytes"] for b in tried)
+    check(app["accepted_bytes"] >= listed, f"total {app['accepted_bytes']} < listed {listed}")
+    if c.schema:
+        errors = validate_report.validate(c.schema, report)
+        check(not errors, f"the session report does not match the schema: {errors[:3]}")
+    return 0
+
+
 def case_admission_refused(c):
     """A request whose KV cache cannot fit a child cgroup's hard limit answers 503 with the
     admission's reason, never an OOM kill; the server keeps serving."""
@@ -724,6 +820,7 @@ CASES = {
     "metrics": case_metrics,
     "idle_release": case_idle_release,
     "idle_pageout": case_idle_pageout,
+    "idle_not_released": case_idle_not_released,
     "model_replaced": case_model_replaced,
     "model_truncated": case_model_truncated,
     "concurrent": case_concurrent,
@@ -734,6 +831,7 @@ CASES = {
     "api_key": case_api_key,
     "sigterm": case_sigterm,
     "session_report_bounded": case_session_report_bounded,
+    "session_report_releases_bounded": case_session_report_releases_bounded,
     "admission_refused": case_admission_refused,
     "slow_client": case_slow_client,
     "cli_badinput": case_cli_badinput,

@@ -33,6 +33,26 @@ def report_run(c, model, *extra):
         return p.stderr, json.load(f)
 
 
+def release_lines(doc):
+    """The summary's release line (and its "then:" line) the JSON report of the same run
+    implies: from the first sample with a mapping figure to the sample taken after the last
+    release; samples after a release are the ones labelled "...release" (after_load_release,
+    after_release, after_verify_release, idle_release), a boundary's own first sample never
+    is. Another figure measured later (a boundary that released nothing) is the "then:"
+    line."""
+    samples = [s for s in doc["residency"]["samples"] if s.get("mapping_rss_bytes") is not None]
+    first = samples[0]
+    ends = [i for i, s in enumerate(samples) if s["label"].endswith("release")]
+    check(ends, f"no sample after a release: {[s['label'] for s in samples]}")
+    end, last = samples[ends[-1]], samples[-1]
+    want = [f"release: mapping resident {iec(first['mapping_rss_bytes'])} -> "
+            f"{iec(end['mapping_rss_bytes'])} ({first['label']} -> {end['label']})"]
+    if ends[-1] != len(samples) - 1 and last["mapping_rss_bytes"] != end["mapping_rss_bytes"]:
+        want.append(f"then: mapping resident {iec(last['mapping_rss_bytes'])} at "
+                    f"{last['label']} (")
+    return want, end, last
+
+
 def case_run_summary(c):
     """A memory-bound run that meets its target: the summary first, its figures the JSON
     report's, the release's before -> after, the tokens identical; nothing says it exceeds
@@ -46,15 +66,12 @@ def case_run_summary(c):
     check(len(head) == 1 and len(details) == 1 and head[0] < details[0], "summary, then details")
     summary = "\n".join(lines[head[0]:details[0]])
     led = {e["category"]: e["value_bytes"] for e in doc["ledger"]["entries"]}
-    samples = [s for s in doc["residency"]["samples"] if s.get("mapping_rss_bytes") is not None]
-    first, last = samples[0], samples[-1]
-    want = [
+    released, _, last = release_lines(doc)
+    want = released + [
         "policy memory-bound, target 64.00 MiB, release pageout",
         f"process RSS {iec(led['ProcessRss'])} at the end (peak {iec(led['ProcessRssPeak'])})",
         f"{iec(led['FileBackedResident'])} resident, of {iec(led['FileBackedLogical'])} of "
         "weights mapped",
-        f"release: mapping resident {iec(first['mapping_rss_bytes'])} -> "
-        f"{iec(last['mapping_rss_bytes'])} ({first['label']} -> {last['label']})",
         f"soft target 64.00 MiB: mapping resident {iec(last['mapping_rss_bytes'])} (met)",
         "tokens after release: identical (--verify-session)",
         f"admission: {doc['admission']['outcome']}",
@@ -96,7 +113,34 @@ def case_run_summary(c):
     print(summary)
 
 
-CASES = {"run_summary": case_run_summary}
+def case_release_line(c):
+    """--verify-session under memory-bound with a target below both models: the release line
+    ends at the sample after the last release for Q8_0 (the verify session's pages are
+    released again: after_verify_release) and for Q4_0 (repacked: the verify session reads
+    few pages from the mapping, it stays under the target and after_verify releases
+    nothing: the line ends at after_release, and a "then:" line gives the mapping at
+    after_verify and why it was not released), never at a boundary's first sample."""
+    seen = {}
+    for wtype in ("q8_0", "q4_0"):
+        err, doc = report_run(c, c.model("small", wtype), "--residency-policy", "memory-bound",
+                              "--memory-target", "4MiB", "--verify-session")
+        want, end, last = release_lines(doc)
+        lines = [ln.strip() for ln in err.splitlines()]
+        for w in want:
+            check(any(ln.startswith(w) for ln in lines), f"{wtype}: no line {w!r}:\n{err}")
+        check(not any(ln.startswith("then: ") for ln in lines) or len(want) == 2,
+              f"{wtype}: a then: line with the last release the last mapping sample")
+        check(end["label"].endswith("release"), f"{wtype}: the line ends at {end['label']}")
+        seen[wtype] = (end["label"], last["label"])
+    # What each model does at the verify boundary (the cases the line must agree on).
+    check(seen["q8_0"] == ("after_verify_release", "after_verify_release"),
+          f"q8_0 released again after the verify session: {seen}")
+    check(seen["q4_0"] == ("after_release", "after_verify"),
+          f"q4_0 stayed under the target after the verify session: {seen}")
+    print(seen)
+
+
+CASES = {"run_summary": case_run_summary, "release_line": case_release_line}
 
 if __name__ == "__main__":
     run_main(CASES, Ctx, "ramforge-summary-")
