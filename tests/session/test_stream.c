@@ -586,14 +586,8 @@ static void test_bound_uses_limit_minus_fixed(void **state)
 /* Whether the operation report has a warning containing what. */
 static bool warned(struct rf_session *s, const char *what)
 {
-    json_t *doc = fake_report(s, RF_REPORT_OPERATION), *w;
-    size_t i;
-    bool found = false;
-    json_array_foreach(json_object_get(doc, "warnings"), i, w)
-    {
-        if (strstr(json_string_value(w), what))
-            found = true;
-    }
+    json_t *doc = fake_report(s, RF_REPORT_OPERATION);
+    bool found = fake_report_warnings(doc, what) > 0;
     json_decref(doc);
     return found;
 }
