@@ -7,6 +7,7 @@ raising Skip or returning SKIP.
 import argparse
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -168,6 +169,9 @@ def main(cases, make_ctx, tmp_prefix, tmp_dir=None, schema_required=False):
     ap.add_argument("--schema", required=schema_required, default="")
     ap.add_argument("case", choices=sorted(cases))
     args = ap.parse_args()
+    # SIGTERM unwinds like an exception: the temporary folder, child cgroups and children
+    # started through subprocess.run are removed as on a failure.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     with tempfile.TemporaryDirectory(prefix=tmp_prefix, dir=tmp_dir) as tmp:
         try:
             rc = cases[args.case](make_ctx(args, tmp))

@@ -3,7 +3,10 @@
 
 The planner's floors (a 16 MiB margin, a window of at least one layer) make
 a small model pointless here: the cases use the tinyllama preset (about 1.1
-GiB in Q8_0, 0.6 GiB in Q4_0), generated once under build/models.
+GiB in Q8_0, 0.6 GiB in Q4_0), generated for each case in its temporary
+folder under the working directory (ctest's: build/tests/e2e, a disk, not
+tmpfs): a private, evictable model no other case shares, removed with the
+folder however the case ends (pass, fail, skip, an exception or SIGTERM).
 
   streaming_limit   tokens under streaming are those of `off`, without a limit
                     (nothing pinned) and in a child memory cgroup whose limit
@@ -39,20 +42,16 @@ class Ctx:
     def __init__(self, args, tmp):
         self.rf = args.ramforge
         self.schema = args.schema
-        # build/models beside the ramforge binary: generated once per build tree
-        self.models_dir = os.path.join(os.path.dirname(os.path.abspath(args.ramforge)), "models")
-        self.tmp = tmp
+        self.tmp = tmp  # the case's folder, removed at its end: the models too
 
     def run(self, *argv, check_rc=0, **kw):
         return run_ramforge(self.rf, argv, check_rc, timeout=900, **kw)
 
     def model(self, wtype):
-        os.makedirs(self.models_dir, exist_ok=True)
-        path = os.path.join(self.models_dir, f"tinyllama-{wtype}-stream.gguf")
+        """The case's tinyllama model of wtype, generated on first use (about 20 s for Q8_0)."""
+        path = os.path.join(self.tmp, f"tinyllama-{wtype}.gguf")
         if not os.path.exists(path):
-            part = path + f".part-{os.getpid()}"
-            self.run("mkmodel", "--preset", "tinyllama", "--type", wtype, "-q", "-o", part)
-            os.rename(part, path)
+            self.run("mkmodel", "--preset", "tinyllama", "--type", wtype, "-q", "-o", path)
         return path
 
     def report(self, name, model, *argv, **kw):
@@ -208,4 +207,4 @@ CASES = {
 
 
 if __name__ == "__main__":
-    run_main(CASES, Ctx, "ramforge-e2e-stream-", schema_required=True)
+    run_main(CASES, Ctx, "ramforge-e2e-stream-", tmp_dir=os.getcwd(), schema_required=True)

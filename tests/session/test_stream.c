@@ -26,29 +26,29 @@
 
 #include "ramforge/error.h"
 
-#include "../../src/session/session_internal.h"
 #include "../core/test_util.h"
+#include "fake_native.h"
 
 #define PAGE (1ull << 20)
 #define N_PAGES 160u
 #define MAX_EVENTS 64
 
+/* nat first: the shared operations read it through the same user data. */
 struct fake {
+    struct fake_native nat;  /* anon_bytes: RssAnon the samples report */
     uint32_t locks[N_PAGES]; /* pins held per file page */
-    uint64_t anon_bytes;     /* RssAnon the samples report */
     uint64_t limit_bytes;    /* the cgroup's hard limit; 0: no cgroup */
     int lock_error;          /* nonzero: mlock fails on the last range with this */
     uint64_t lock_calls, unlock_calls;
     uint32_t sequential[N_PAGES]; /* pages under MADV_SEQUENTIAL */
     uint32_t hugepage[N_PAGES];   /* pages under MADV_HUGEPAGE */
     int hugepage_error;           /* nonzero: MADV_HUGEPAGE answers this for every range */
-    uint32_t in_flight;
-    uint64_t generation;
     /* what the layer saw, in order: "lock", "unlock", "sample:<label>" with the pins then */
     char events[MAX_EVENTS][48];
     uint64_t pins_at[MAX_EVENTS];
     size_t n_events;
 };
+_Static_assert(offsetof(struct fake, nat) == 0, "the shared operations' user data");
 
 static uint64_t pins(const struct fake *f)
 {
@@ -66,49 +66,18 @@ static void event(struct fake *f, const char *what, const char *label)
     f->pins_at[f->n_events++] = pins(f);
 }
 
-static void f_lifetime(void *ud, struct rf_native_lifetime *out)
+static void sampled(struct fake_native *n, const char *label)
 {
-    struct fake *f = ud;
-    *out = (struct rf_native_lifetime){
-        .has_contract = true,
-        .contract_version = RF_CONTRACT_VERSION,
-        .instance_id = 7,
-        .quiescent = f->in_flight == 0,
-        .in_flight_contexts = f->in_flight,
-        .execution_generation = f->generation,
-    };
+    event((struct fake *)n, "sample:", label);
 }
 
-static void f_sample(void *ud, const char *label, enum rf_measure_mapping what,
-                     struct rf_residency_sample *out, struct rfsys_cgroup_memory *cg)
+/* smaps Locked: the pages with a pin. */
+static void count_locked(struct fake *f)
 {
-    struct fake *f = ud;
-    (void)what;
-    event(f, "sample:", label);
-    out->has_mapping = out->has_mapping_pss = true;
-    out->mapping_rss_bytes = out->mapping_pss_bytes = 20 * PAGE;
-    out->mapping_source = "smaps";
-    out->has_process_rss = true;
-    out->process_rss_bytes = 20 * PAGE + f->anon_bytes;
-    out->has_anon = true;
-    out->anon_bytes = f->anon_bytes;
-    memset(cg, 0, sizeof(*cg));
-    cg->version = RFSYS_CGROUP_NONE;
-}
-
-/* smaps: Locked is the pinned pages. */
-static void f_sample_mapping(void *ud, enum rf_measure_mapping what,
-                             struct rf_residency_sample *out)
-{
-    struct fake *f = ud;
-    (void)what;
-    out->has_mapping = out->has_mapping_pss = true;
-    out->mapping_rss_bytes = out->mapping_pss_bytes = 20 * PAGE;
     uint64_t n = 0;
     for (size_t i = 0; i < N_PAGES; i++)
         n += f->locks[i] ? 1 : 0;
-    out->mapping_locked_bytes = n * PAGE;
-    out->mapping_source = "smaps";
+    f->nat.locked_bytes = n * PAGE;
 }
 
 static int f_release(void *ud, const struct rf_file_range *r, size_t n,
@@ -120,48 +89,6 @@ static int f_release(void *ud, const struct rf_file_range *r, size_t n,
     memset(out, 0, sizeof(*out));
     memset(errs, 0, n * sizeof(*errs));
     return 0;
-}
-
-static int f_page_source(void *ud, struct forge_page_source *out)
-{
-    (void)ud;
-    memset(out, 0, sizeof(*out));
-    snprintf(out->source, sizeof(out->source), "mincore");
-    snprintf(out->file_cache_source, sizeof(out->file_cache_source), "unknown: fake layer");
-    out->file_cache_error = -ENOSYS;
-    out->page_bytes = PAGE;
-    return 0;
-}
-
-static int f_sampler(void *ud, int32_t mapping, uint64_t first, uint64_t n, uint8_t *states)
-{
-    (void)ud;
-    (void)mapping;
-    (void)first;
-    memset(states, RF_PAGE_RESIDENT, n);
-    return 0;
-}
-
-static void *f_page_pass_begin(void *ud)
-{
-    return ud;
-}
-
-static void f_page_pass_end(void *pass)
-{
-    (void)pass;
-}
-
-static void f_lease_begin(void *ud)
-{
-    ((struct fake *)ud)->in_flight++;
-}
-
-static void f_lease_end(void *ud)
-{
-    struct fake *f = ud;
-    f->in_flight--;
-    f->generation++;
 }
 
 /* One v1 level: usage = the process (no other charge), the limit as scripted. */
@@ -176,7 +103,8 @@ static int f_cgroup_tree(void *ud, struct rfsys_cgroup_tree *out)
     struct rf_cgroup_level *l = &out->levels[0];
     snprintf(l->dir, sizeof(l->dir), "/sys/fs/cgroup/memory/fake");
     l->limit = (struct rf_cgroup_figure){.has = true, .bytes = f->limit_bytes};
-    l->usage = (struct rf_cgroup_figure){.has = true, .bytes = 20 * PAGE + f->anon_bytes};
+    l->usage =
+        (struct rf_cgroup_figure){.has = true, .bytes = f->nat.resident_bytes + f->nat.anon_bytes};
     l->inactive_file = (struct rf_cgroup_figure){.has = true, .bytes = 0};
     l->high = (struct rf_cgroup_figure){.has = false, .error = -ENOENT};
     return 0;
@@ -210,6 +138,7 @@ static int f_lock(void *ud, const struct rf_file_range *r, size_t n, struct forg
         out->accepted_bytes += bytes;
     }
     out->n_ranges = n;
+    count_locked(f);
     event(f, "lock", NULL);
     return 0;
 }
@@ -223,6 +152,7 @@ static int f_unlock(void *ud, const struct rf_file_range *r, size_t n, struct fo
     for (size_t i = 0; i < n; i++)
         for (uint64_t p = r[i].pages.first_page; p < r[i].pages.end_page; p++)
             f->locks[p] = 0;
+    count_locked(f);
     event(f, "unlock", NULL);
     return 0;
 }
@@ -272,18 +202,10 @@ static int f_io(void *ud, struct rfsys_io *out)
     return 0;
 }
 
-static const struct rf_session_native fake_native = {
-    .lifetime = f_lifetime,
-    .sample = f_sample,
-    .sample_mapping = f_sample_mapping,
+static const struct rf_session_native fake_ops = {
+    FAKE_NATIVE_OPS,
     .release = f_release,
-    .page_source = f_page_source,
-    .page_pass_begin = f_page_pass_begin,
-    .page_sampler = f_sampler,
-    .page_pass_end = f_page_pass_end,
     .cgroup_tree = f_cgroup_tree,
-    .lease_begin = f_lease_begin,
-    .lease_end = f_lease_end,
     .lock = f_lock,
     .unlock = f_unlock,
     .advise_stream = f_advise_stream,
@@ -300,7 +222,6 @@ static void add(const char *name, uint64_t first_page, uint64_t pages, enum rf_w
 
 static struct rf_session_model fake_model(void)
 {
-    struct rf_session_model m = {0};
     uint64_t p = 1;
     char name[32];
     n_tensors = 0;
@@ -321,20 +242,8 @@ static struct rf_session_model fake_model(void)
     add("output.weight", p, 16, RF_ACCESS_FILE_BACKED);
     p += 16;
     mapping = fixture_mapping(0, p * PAGE);
-    m.tensors = tensors;
-    m.n_tensors = n_tensors;
-    m.mappings = &mapping;
-    m.n_mappings = 1;
-    snprintf(m.info.path, sizeof(m.info.path), "%s", mapping.path);
-    m.info.file_size_bytes = mapping.file_size_bytes;
-    m.info.n_layer = 4;
-    m.info.n_embd = 64;
-    m.info.n_head = 4;
-    m.info.n_head_kv = 4;
-    m.info.access_probed = true;
+    struct rf_session_model m = fake_native_model(tensors, n_tensors, &mapping, 4, PAGE);
     m.info.access_basis = RF_ACCESS_BASIS_GRAPH_PROBE;
-    m.instance_id = 7;
-    m.page_bytes = PAGE;
     return m;
 }
 
@@ -355,7 +264,11 @@ static struct rf_session *start_margin(struct fake *f, uint64_t limit_pages, uin
     struct rf_session_params p = rf_session_default_params();
     struct rf_session *s = NULL;
     memset(f, 0, sizeof(*f));
-    f->anon_bytes = 10 * PAGE;
+    f->nat.page_bytes = PAGE;
+    f->nat.resident_bytes = 20 * PAGE;
+    f->nat.anon_bytes = 10 * PAGE;
+    f->nat.has_anon = true;
+    f->nat.on_sample = sampled;
     f->limit_bytes = limit_pages * PAGE;
     p.policy = RF_POLICY_STREAMING;
     p.admission_mode = RF_ADMISSION_ENFORCE;
@@ -366,7 +279,7 @@ static struct rf_session *start_margin(struct fake *f, uint64_t limit_pages, uin
     p.storage_bandwidth_bytes_per_s = bandwidth_param;
     p.warm_token_ns = warm_token_param;
     m = fake_model();
-    assert_int_equal(rf_session_create_native(&m, &fake_native, f, p, &s), 0);
+    assert_int_equal(rf_session_create_native(&m, &fake_ops, f, p, &s), 0);
     return s;
 }
 
@@ -379,16 +292,6 @@ static void admit(struct rf_session *s, struct rf_admission_result *adm)
 {
     struct rf_operation_request req = {.n_ctx = 256, .n_predict = 4, .n_prompt = 3};
     assert_int_equal(rf_session_admit(s, &req, adm), 0);
-}
-
-static json_t *streaming_of(struct rf_session *s)
-{
-    char *text = NULL;
-    assert_int_equal(rf_session_report_json(s, RF_REPORT_OPERATION, &text), 0);
-    json_t *doc = json_loads(text, 0, NULL);
-    free(text);
-    assert_non_null(doc);
-    return doc;
 }
 
 static const char *jstr_at(json_t *doc, const char *a, const char *b)
@@ -419,7 +322,7 @@ static void test_admitted_and_pinned(void **state)
     assert_int_equal(rf_session_stream_pin(s), 0);
     assert_int_equal(pins(&f), 65);
 
-    json_t *doc = streaming_of(s);
+    json_t *doc = fake_report(s, RF_REPORT_OPERATION);
     json_t *st = json_object_get(doc, "streaming");
     json_t *plan = json_object_get(st, "plan");
     assert_int_equal(json_integer_value(json_object_get(plan, "working_set_bytes")), 81 * PAGE);
@@ -464,7 +367,7 @@ static void test_unpinned_before_release_boundary(void **state)
             assert_int_equal(f.pins_at[i], 65);
     }
     assert_true(saw_after);
-    json_t *doc = streaming_of(s);
+    json_t *doc = fake_report(s, RF_REPORT_OPERATION);
     assert_string_equal(jstr_at(doc, "pin", "unpinned_at"), "after_session");
     json_decref(doc);
     assert_int_equal(rf_session_operation_end(s, NULL), 0);
@@ -484,7 +387,7 @@ static void test_unpinned_at_operation_end(void **state)
     struct rf_operation_output out = {.tokens = toks, .n_tokens = 3, .decode_ns = 2000};
     assert_int_equal(rf_session_operation_end(s, &out), 0);
     assert_int_equal(pins(&f), 0);
-    json_t *doc = streaming_of(s);
+    json_t *doc = fake_report(s, RF_REPORT_OPERATION);
     json_t *st = json_object_get(doc, "streaming");
     assert_string_equal(jstr_at(doc, "pin", "unpinned_at"), "operation_end");
     /* decode_ns covers n_tokens - 1 decodes */
@@ -511,22 +414,14 @@ static void test_refused_mlock_falls_back(void **state)
     assert_int_equal(rf_session_stream_pin(s), 0);
     assert_int_equal(pins(&f), 0); /* what was locked is undone */
     assert_int_equal(f.unlock_calls, 1);
-    json_t *doc = streaming_of(s);
+    json_t *doc = fake_report(s, RF_REPORT_OPERATION);
     json_t *pin = json_object_get(json_object_get(doc, "streaming"), "pin");
     assert_true(json_is_true(json_object_get(pin, "fallback")));
     assert_false(json_is_true(json_object_get(pin, "pinned")));
     assert_string_equal(json_string_value(json_object_get(pin, "error")), rf_strerror(-ENOMEM));
     assert_non_null(
         strstr(json_string_value(json_object_get(pin, "error_reason")), "RLIMIT_MEMLOCK"));
-    bool warned = false;
-    json_t *w;
-    size_t i;
-    json_array_foreach(json_object_get(doc, "warnings"), i, w)
-    {
-        if (strstr(json_string_value(w), "mlock was refused"))
-            warned = true;
-    }
-    assert_true(warned);
+    assert_true(fake_report_warnings(doc, "mlock was refused") > 0);
     json_decref(doc);
     rf_session_free(s);
     assert_int_equal(f.unlock_calls, 1);
@@ -543,7 +438,7 @@ static void test_fits_or_no_limit_pins_nothing(void **state)
     assert_false(adm.thrash);
     assert_int_equal(rf_session_stream_pin(s), 0);
     assert_int_equal(f.lock_calls, 0);
-    json_t *doc = streaming_of(s);
+    json_t *doc = fake_report(s, RF_REPORT_OPERATION);
     assert_non_null(
         strstr(json_string_value(json_object_get(json_object_get(doc, "streaming"), "plan_reason")),
                "fits"));
@@ -554,7 +449,7 @@ static void test_fits_or_no_limit_pins_nothing(void **state)
     admit(s, &adm);
     assert_int_equal(rf_session_stream_pin(s), 0);
     assert_int_equal(f.lock_calls, 0);
-    doc = streaming_of(s);
+    doc = fake_report(s, RF_REPORT_OPERATION);
     assert_true(json_is_null(json_object_get(json_object_get(doc, "streaming"), "plan")));
     json_decref(doc);
     rf_session_free(s);
@@ -605,7 +500,7 @@ static void check_hint_on_streamed_ranges(bool huge)
     assert_int_equal(rf_session_operation_end(s, NULL), 0);
     for (size_t p = 0; p < N_PAGES; p++)
         assert_false(on[p]);
-    json_t *doc = streaming_of(s);
+    json_t *doc = fake_report(s, RF_REPORT_OPERATION);
     json_t *pin = json_object_get(json_object_get(doc, "streaming"), "pin");
     assert_true(json_is_true(json_object_get(pin, huge ? "hugepage" : "sequential")));
     assert_false(json_is_true(json_object_get(pin, huge ? "sequential" : "hugepage")));
@@ -642,7 +537,7 @@ static void test_hugepage_refused(void **state)
     admit(s, &adm);
     assert_int_equal(rf_session_stream_pin(s), 1);
     assert_int_equal(pins(&f), 65);
-    json_t *doc = streaming_of(s);
+    json_t *doc = fake_report(s, RF_REPORT_OPERATION);
     json_t *pin = json_object_get(json_object_get(doc, "streaming"), "pin");
     assert_false(json_is_true(json_object_get(pin, "hugepage")));
     assert_true(json_is_true(json_object_get(pin, "pinned")));
@@ -665,7 +560,7 @@ static void test_bound_uses_limit_minus_fixed(void **state)
     assert_int_equal(rf_session_stream_pin(s), 1);
     struct rf_operation_output out = {.n_tokens = 5, .decode_ns = 4000000000ull};
     assert_int_equal(rf_session_operation_end(s, &out), 0);
-    json_t *doc = streaming_of(s);
+    json_t *doc = fake_report(s, RF_REPORT_OPERATION);
     json_t *st = json_object_get(doc, "streaming");
     json_t *plan = json_object_get(st, "plan"), *bound = json_object_get(st, "bound");
     uint64_t w = (uint64_t)json_integer_value(json_object_get(plan, "working_set_bytes"));
@@ -691,14 +586,8 @@ static void test_bound_uses_limit_minus_fixed(void **state)
 /* Whether the operation report has a warning containing what. */
 static bool warned(struct rf_session *s, const char *what)
 {
-    json_t *doc = streaming_of(s), *w;
-    size_t i;
-    bool found = false;
-    json_array_foreach(json_object_get(doc, "warnings"), i, w)
-    {
-        if (strstr(json_string_value(w), what))
-            found = true;
-    }
+    json_t *doc = fake_report(s, RF_REPORT_OPERATION);
+    bool found = fake_report_warnings(doc, what) > 0;
     json_decref(doc);
     return found;
 }
