@@ -362,7 +362,7 @@ static void describe(struct rf_stream_plan *out)
                  out->pin_budget_bytes);
     else
         snprintf(out->reason, sizeof(out->reason),
-                 "pinned %s%s%" PRId32 " of %" PRId32 " layers and %" PRIu32
+                 "the plan pins %s%s%" PRId32 " of %" PRId32 " layers and %" PRIu32
                  " tensor(s) of the next (%" PRIu64 " bytes of a budget of %" PRIu64
                  " bytes); %" PRIu64 " bytes stream each token",
                  out->head_pinned ? "the output tensors" : "", out->head_pinned ? " and " : "",
