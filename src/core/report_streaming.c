@@ -119,8 +119,7 @@ static json_t *bound_json(const struct rf_stream_report *sr)
                     "(0 when not given), W the plan's working_set_bytes, R its limit_bytes - "
                     "fixed_bytes (what any policy could keep resident; the plan's margin and "
                     "window are its own choice), B the storage bandwidth (not measured by run: "
-                    "given by the "
-                    "caller, as bench measures it)"));
+                    "given by the caller, as bench measures it)"));
     return o;
 }
 

@@ -172,6 +172,28 @@ static uint64_t sub0(uint64_t a, uint64_t b)
 }
 
 /*
+ * Adds the pages of cand to pinned when the union stays within
+ * budget_pages. 1: added (also when cand has no page pinned does not hold:
+ * it costs nothing), 0: not.
+ */
+static int pin_if_fits(struct sets *pinned, const struct sets *cand, uint64_t *pinned_pages,
+                       uint64_t budget_pages)
+{
+    uint64_t add = sets_new_pages(pinned, cand), total;
+    if (add == 0)
+        return 1;
+    if (__builtin_add_overflow(*pinned_pages, add, &total))
+        return -EOVERFLOW;
+    if (total > budget_pages)
+        return 0;
+    int rc = sets_add_all(pinned, cand);
+    if (rc < 0)
+        return rc;
+    *pinned_pages = total;
+    return 1;
+}
+
+/*
  * Tries group g: pins it when the union stays within budget_pages. 1: pinned
  * (also a group with no page of its own to pin: repacked, or empty), 0: not.
  */
@@ -180,20 +202,7 @@ static int try_group(const struct rf_inventory *inv, const int32_t *group, int32
                      uint64_t budget_pages)
 {
     int rc = group_union(inv, group, g, tmp);
-    if (rc < 0)
-        return rc;
-    uint64_t add = sets_new_pages(pinned, tmp), total;
-    if (add == 0)
-        return 1; /* nothing of its own to pin: it costs nothing */
-    if (__builtin_add_overflow(*pinned_pages, add, &total))
-        return -EOVERFLOW;
-    if (total > budget_pages)
-        return 0;
-    rc = sets_add_all(pinned, tmp);
-    if (rc < 0)
-        return rc;
-    *pinned_pages = total;
-    return 1;
+    return rc < 0 ? rc : pin_if_fits(pinned, tmp, pinned_pages, budget_pages);
 }
 
 /*
@@ -203,26 +212,26 @@ static int try_group(const struct rf_inventory *inv, const int32_t *group, int32
  * and smaller ones after it are still tried. Marks them in partial[].
  */
 static int try_partial_layer(const struct rf_inventory *inv, const int32_t *group,
-                             struct sets *pinned, uint64_t *pinned_pages, uint64_t budget_pages,
-                             bool *partial, struct rf_stream_plan *out)
+                             struct sets *pinned, struct sets *tmp, uint64_t *pinned_pages,
+                             uint64_t budget_pages, bool *partial, struct rf_stream_plan *out)
 {
     for (size_t i = 0; i < inv->n; i++) {
         if (group[i] != out->layers_pinned)
             continue;
         const struct rf_inventory_entry *e = &inv->entries[i];
-        uint64_t add = rf_page_range_pages(e->pages) -
-                       rf_interval_set_overlap_pages(&pinned->v[e->mapping_index], e->pages);
-        uint64_t total;
-        if (__builtin_add_overflow(*pinned_pages, add, &total))
-            return -EOVERFLOW;
-        if (add == 0 || total > budget_pages)
-            continue;
-        int rc = rf_interval_set_add(&pinned->v[e->mapping_index], e->pages);
+        sets_clear(tmp);
+        int rc = rf_interval_set_add(&tmp->v[e->mapping_index], e->pages);
         if (rc < 0)
             return rc;
-        *pinned_pages = total;
-        partial[i] = true;
-        out->partial_layer_tensors++;
+        if (sets_new_pages(pinned, tmp) == 0)
+            continue; /* its pages are pinned already: not a tensor pinned alone */
+        rc = pin_if_fits(pinned, tmp, pinned_pages, budget_pages);
+        if (rc < 0)
+            return rc;
+        if (rc == 1) {
+            partial[i] = true;
+            out->partial_layer_tensors++;
+        }
     }
     return 0;
 }
@@ -430,8 +439,8 @@ int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_
         out->layers_pinned = l + 1;
     }
     if (out->fits && out->layers_pinned < out->n_layers &&
-        (rc = try_partial_layer(inv, group, &pinned, &pinned_pages, budget_pages, partial, out)) <
-            0)
+        (rc = try_partial_layer(inv, group, &pinned, &tmp, &pinned_pages, budget_pages, partial,
+                                out)) < 0)
         goto out;
     out->pinned_bytes = pinned_pages * inv->page_bytes; /* <= pin budget: fits */
     out->streamed_bytes = sub0(out->working_set_bytes, out->pinned_bytes);
