@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Builds llama-server from the same pinned llama.cpp source as scripts/build-llama.sh
-# (node-llama-cpp's gitRelease.bundle, v0.4.0), for bench/serve_idle.py's comparison.
+# (node-llama-cpp's gitRelease.bundle, scripts/llama-pin.sh), for bench/serve_idle.py's
+# comparison; RAMFORGE_LLAMA_TAG picks the llama.cpp tag as there.
 # Cached like llama.cpp under $RAMFORGE_CACHE (default /var/cache/ramforge); prints the
 # binary's path. About 5 minutes on 2 cores the first time.
 set -euo pipefail
 
-NPM_PKG="node-llama-cpp@3.21.1"
-LLAMA_TAG="v0.4.0"
+# shellcheck source=scripts/llama-pin.sh
+. "$(dirname "$0")/llama-pin.sh"
 FLAGS=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF
        -DLLAMA_BUILD_COMMON=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON
        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_OPENSSL=OFF)

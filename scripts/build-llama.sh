@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# Builds the pinned llama.cpp (v0.4.0, shipped inside the npm package
-# node-llama-cpp@3.21.1 as llama/gitRelease.bundle) as CPU-only shared
-# libraries and installs it into a cache prefix outside the checkout.
+# Builds the pinned llama.cpp (scripts/llama-pin.sh: v0.5.0, shipped inside
+# the npm package node-llama-cpp@3.22.1 as llama/gitRelease.bundle) as
+# CPU-only shared libraries and installs it into a cache prefix outside the
+# checkout.
 #
-# The prefix is keyed by the package version and the CMake flags, so a
-# changed flag builds a new prefix and an unchanged one is reused by CI and
-# later sessions. Prints the prefix on stdout as its last line.
+# The prefix is keyed by the tag, the package version and the CMake flags, so
+# a changed flag builds a new prefix, the pins live side by side, and an
+# unchanged one is reused by CI and later sessions. Prints the prefix on
+# stdout as its last line.
 #
-#   RAMFORGE_CACHE   cache root (default /var/cache/ramforge)
+#   RAMFORGE_CACHE      cache root (default /var/cache/ramforge)
+#   RAMFORGE_LLAMA_TAG  v0.5.0 (the pin, default) or v0.4.0 (the previous pin)
 set -euo pipefail
 
-NPM_PKG="node-llama-cpp@3.21.1"
-LLAMA_TAG="v0.4.0"
+# shellcheck source=scripts/llama-pin.sh
+. "$(dirname "$0")/llama-pin.sh"
 FLAGS=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON
        -DLLAMA_BUILD_COMMON=OFF -DLLAMA_BUILD_APP=OFF -DGGML_NATIVE=OFF
        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF
