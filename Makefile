@@ -11,7 +11,7 @@ LLAMA_PREFIX ?=
 # Where `make install` puts the library, headers, ramforge.pc, the CMake package and the CLI.
 PREFIX ?= /usr/local
 
-.PHONY: all deps llama build install demo check tsan asan fuzz clean
+.PHONY: all deps llama build install demo check check-llama tsan asan fuzz clean
 
 all: build
 
@@ -45,6 +45,22 @@ check: build
 	@cd $(BUILD) && ctest --output-on-failure
 	@$(MAKE) --no-print-directory tsan
 	@$(MAKE) --no-print-directory asan
+
+# The unit and e2e suites (ctest) against a second llama.cpp, in build-llama-check/: by
+# default the previous pin (LLAMA_CHECK_TAG, built and cached by scripts/build-llama.sh),
+# or a user's own install prefix (LLAMA_CHECK_PREFIX=/opt/llama.cpp). Not part of `make check`.
+LLAMA_CHECK_TAG ?= v0.4.0
+LLAMA_CHECK_PREFIX ?=
+check-llama: | deps
+	@prefix="$(LLAMA_CHECK_PREFIX)"; \
+	if [ -z "$$prefix" ]; then \
+	    prefix=$$(RAMFORGE_LLAMA_TAG=$(LLAMA_CHECK_TAG) scripts/build-llama.sh | tail -n 1) || exit 1; \
+	fi; \
+	echo "check-llama: llama.cpp at $$prefix"; \
+	cmake -S . -B build-llama-check -DRAMFORGE_LLAMA_PREFIX="$$prefix" >/dev/null
+	@cmake --build build-llama-check -j$(JOBS)
+	@build-llama-check/ramforge --version
+	@cd build-llama-check && ctest --output-on-failure
 
 # The execution-gate stress test under ThreadSanitizer (build-tsan/).
 tsan: | deps
@@ -81,4 +97,4 @@ asan: | deps
 	cd build-asan && $(ASAN_ENV) ctest --output-on-failure
 
 clean:
-	rm -rf $(BUILD) build-tsan build-asan build-fuzz
+	rm -rf $(BUILD) build-tsan build-asan build-fuzz build-llama-check

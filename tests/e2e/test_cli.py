@@ -16,6 +16,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "schema"))
 import validate_report  # noqa: E402
+import gguf_writer  # noqa: E402
 from e2e_util import (SKIP, Failure, asan_build, check, check_ledger_metrics,  # noqa: E402
                       check_no_null, expect_error_lines, memory_child_cgroup, run_main,
                       run_ramforge)
@@ -446,22 +447,37 @@ def case_memory_bound(c):
 
 
 def case_conservative(c):
-    model = c.model("small")
+    # A model whose page sharing is known by construction (gguf_writer.relayout): the
+    # tensors of whole pages first, from a page-aligned data section, so none of them shares
+    # a page; the others after them, packed. Which tensors share a page is computed here from
+    # the written offsets, not from the writer's accidents of layout nor from inspect.
+    src = c.model("small")
+    lay = gguf_writer.read_layout(src)
+    page = os.sysconf("SC_PAGE_SIZE")
+    whole = {t["name"] for t in lay["tensors"] if t["nbytes"] % page == 0}
+    model = os.path.join(c.tmp, "small-known-sharing.gguf")
+    extents = gguf_writer.relayout(src, model, lambda name: name in whole, page)
+    shared = gguf_writer.shared_page_tensors(extents, page)
+    check(shared and whole and not (shared & whole),
+          f"layout: {len(whole)} tensors of whole pages, {len(shared)} sharing a page")
     inv = json.loads(c.run("inspect", "--json", model).stdout)
-    shared = {t["name"] for t in inv["tensors"] if t["shared_page_bytes"] > 0}
-    check(shared, "the small model has tensors sharing pages")
+    check({t["name"] for t in inv["tensors"] if t["shared_page_bytes"] > 0} == shared,
+          "inspect's shared tensors differ from the written layout's")
     doc, _ = c.report(model, "--residency-policy", "conservative", "--memory-target", "4MiB",
                       "--verify-session", n=8)
     sel = doc["plan"]["selected"]
     check(sel, "conservative selected nothing")
     check(not (set(sel) & shared), f"conservative selected shared tensors {set(sel) & shared}")
+    check(set(sel) <= whole, f"conservative selected {set(sel) - whole}, not of whole pages")
     check(doc["output"]["verify_session"]["tokens_identical"] is True, "verify tokens differ")
+    base, _ = c.report(src, "--residency-policy", "off", n=8)
+    check(doc["output"]["token_ids"] == base["output"]["token_ids"],
+          "the re-laid-out model generates other tokens than its source")
     # The released pages are those of the selected tensors only: the rest stays resident.
     b = app_boundary(doc, "after_session")
     check(b["attempted"] and b["accepted_bytes"] > 0, "nothing released")
-    sel_bytes = sum(t["logical_bytes"] for t in inv["tensors"] if t["name"] in sel)
-    check(b["requested_bytes"] <= sel_bytes + len(sel) * os.sysconf("SC_PAGE_SIZE"),
-          "released more than the selected tensors' pages")
+    sel_bytes = sum(extents[name][1] for name in sel)
+    check(b["requested_bytes"] <= sel_bytes, "released more than the selected tensors' pages")
 
 
 def case_repack_release(c):
