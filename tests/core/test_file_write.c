@@ -36,6 +36,7 @@
 
 #include <jansson.h>
 
+#include "../test_skip.h"
 #include "core/report_json.h"
 #include "test_util.h"
 
@@ -368,5 +369,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_read_only_directory, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_kill_during_writes, setup_dir, teardown_dir),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rf_run_group_tests(tests, NULL, NULL);
 }

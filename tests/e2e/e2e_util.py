@@ -29,6 +29,17 @@ def check(cond, msg):
         raise Failure(msg)
 
 
+def wait_for(pred, timeout, what):
+    """pred()'s first true value, polled every 20 ms; fails after timeout seconds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.02)
+    raise Failure(f"timed out waiting for {what}")
+
+
 # No "(null)" (a NULL string given to printf) may ever reach output: every stdout and stderr
 # captured through subprocess.run or Popen.communicate by any driver importing this module is
 # checked, and so are texts a driver collects otherwise (check_no_null).

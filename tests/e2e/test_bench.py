@@ -19,12 +19,11 @@ import signal
 import statistics
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "schema"))
 import validate_report  # noqa: E402
 from e2e_util import (Failure, Skip, check, expect_error_lines, memory_cgroup_v1,  # noqa: E402
-                      run_main, run_ramforge)
+                      run_main, run_ramforge, wait_for)
 
 COLUMNS = [
     "condition", "label", "policy", "residency_policy", "repetition", "run_status",
@@ -497,16 +496,6 @@ def case_bench_memlimit(c):
         tps = g["median"]["decode_tokens_per_s"]
         check(close(b["ratio_to_bound"], 1e9 / tps / b["bound_ns_per_token"]), f"ratio {b}")
     check("x bound" in stdout and "the bound per token" in stdout, stdout)
-
-
-def wait_for(pred, timeout, what):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.02)
-    raise Failure(f"timed out waiting for {what}")
 
 
 def interrupt_bench(c, argv, sig, before):

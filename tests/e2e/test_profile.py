@@ -19,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "schema"))
-from e2e_util import SKIP, Skip, check, run_main, run_ramforge  # noqa: E402
+from e2e_util import SKIP, Skip, check, run_main, run_ramforge, wait_for  # noqa: E402
 import validate_report  # noqa: E402
 
 PROMPT = "Hello my name is"
@@ -258,6 +258,18 @@ def case_kill9(c):
     print(f"kill -9 outcomes: {sorted(seen)}")
 
 
+def idle_boundaries(port):
+    """serve's count of idle boundaries run, from its /props."""
+    import http.client
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("GET", "/props")
+    r = conn.getresponse()
+    check(r.status == 200, f"/props: {r.status}")
+    props = json.loads(r.read())["residency"]
+    conn.close()
+    return props["idle_boundaries"]
+
+
 def case_serve_wakeup(c):
     """serve --profile: the persisted profile is used, the idle release (pageout) and the
     wake-up staging run, every request's trace updates it and its prediction joins the
@@ -287,7 +299,8 @@ def case_serve_wakeup(c):
             check(conn.getresponse().status == 200, "request failed")
             conn.close()
             if i == 0:
-                time.sleep(3)  # the idle boundary: cold-first release, pageout
+                # the idle boundary: cold-first release, pageout
+                wait_for(lambda: idle_boundaries(port) >= 1, 30, "an idle boundary of serve")
             doc = c.check_profile_file(prof)  # saved after every request
             check(doc["operations"] == ops0 + i + 1, f"request {i}: {doc['operations']}")
     finally:

@@ -304,8 +304,7 @@ def idle_case(c, mode):
         before = sv.ok("GET", "/residency")["operation"]["residency"]["samples"][-1]
         check(before["mapping_rss_bytes"] > target,
               f"a request leaves its pages resident until the idle boundary: {before}")
-        time.sleep(2.5)
-        props = sv.ok("GET", "/props")["residency"]
+        props = wait_idle_boundary(sv)
         check(props["state"] == "idle_released" and props["idle_boundaries"] >= 1,
               f"/props after idle: {props}")
         res = sv.ok("GET", "/residency")["operation"]

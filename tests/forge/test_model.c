@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 
+#include "../test_skip.h"
 #include "forge_test_util.h"
 #include "llama.h"
 #include "ramforge/forge.h"
@@ -196,5 +197,5 @@ int main(void)
         cmocka_unit_test(test_neither),
         cmocka_unit_test(test_wrap_checks_the_path),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return rf_run_group_tests(tests, setup, teardown);
 }

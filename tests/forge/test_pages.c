@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../test_skip.h"
 #include "forge_test_util.h"
 #include "ramforge/forge.h"
 #include "ramforge/forge_pages.h"
@@ -432,5 +433,5 @@ int main(void)
         cmocka_unit_test(test_after_pageout_views_agree),
         cmocka_unit_test(test_mapping_disappeared), /* last: damages the mapping */
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return rf_run_group_tests(tests, setup, teardown);
 }

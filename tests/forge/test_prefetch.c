@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../test_skip.h"
 #include "forge_test_util.h"
 #include "ramforge/forge.h"
 #include "ramforge/forge_prefetch.h"
@@ -434,8 +435,13 @@ static void test_prefetch_busy_while_in_flight(void **state)
  * cold O_DIRECT copy of a model, mapped read-only (no llama.cpp), then
  * MADV_WILLNEED over the whole file in chunks of each size, the file
  * evicted before each; prints the calls, their time, and the page-cache
- * residency over time. Asserts nothing about the kernel. By default it runs
- * on the small test model (a quick look); on a big model:
+ * residency over time. Asserts what the measurement rests on: the default
+ * chunk is one of the sizes measured, each size's calls cover the whole
+ * file (one call per chunk), the file is cold before each size (at most a
+ * tenth of its pages resident after the eviction) and its residency rose
+ * after the calls; how far and how fast is the kernel's business (printed,
+ * never asserted). By default it runs on the small test model (a quick
+ * look); on a big model:
  *
  *   build/ramforge mkmodel --preset tinyllama --type q8_0 --seed 42 -o /tmp/tl.gguf
  *   cd build/tests/forge && RAMFORGE_PREFETCH_MEASURE=/tmp/tl.gguf ./test_forge_prefetch
@@ -450,7 +456,11 @@ static void test_measure_chunks(void **state)
     const uint64_t page = rfsys_page_bytes();
     char path[PATH_MAX];
     struct stat st;
+    bool measures_default = false;
 
+    for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++)
+        measures_default |= chunks[c] == FORGE_PREFETCH_DEFAULT_CHUNK_BYTES;
+    assert_true(measures_default);
     snprintf(path, sizeof(path), "%s.measure", copy_path);
     if (!src)
         src = src_path;
@@ -481,6 +491,8 @@ static void test_measure_chunks(void **state)
                 madvise(map + off, len - off < chunks[c] ? len - off : chunks[c], MADV_WILLNEED),
                 0);
         uint64_t t_calls = now_ns() - t0;
+        assert_int_equal(calls, (len + chunks[c] - 1) / chunks[c]);
+        assert_true(cold * 10 <= n_pages);
         for (after_calls = UINT64_MAX;; usleep(10000)) {
             assert_int_equal(rfsys_mincore(map, len, vec, n_pages), 0);
             res = 0;
@@ -499,6 +511,7 @@ static void test_measure_chunks(void **state)
                       chunks[c] >> 10, calls, t_calls / 1e6, 100.0 * cold / n_pages,
                       100.0 * after_calls / n_pages, t99 ? (int64_t)(t99 / 1000000) : -1,
                       100.0 * res / n_pages);
+        assert_true(res > cold); /* it rose; how far is the kernel's business */
         munmap(map, len);
     }
     free(vec);
@@ -516,5 +529,5 @@ int main(void)
         cmocka_unit_test(test_prefetch_busy_while_in_flight),
         cmocka_unit_test(test_measure_chunks),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return rf_run_group_tests(tests, setup, teardown);
 }

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../test_skip.h"
 #include "forge_test_util.h"
 #include "ramforge/forge.h"
 #include "ramforge/forge_pin.h"
@@ -435,5 +436,5 @@ int main(void)
         cmocka_unit_test(test_plan_never_trimmed),
         cmocka_unit_test(test_range_across_split_vmas), /* last: it leaves the VMA split */
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return rf_run_group_tests(tests, setup, teardown);
 }

@@ -22,6 +22,7 @@
 
 #include <jansson.h>
 
+#include "../test_skip.h"
 #include "core/report_json.h"
 #include "ramforge/inventory.h"
 #include "ramforge/ledger.h"
@@ -560,5 +561,5 @@ int main(void)
         cmocka_unit_test(test_fill_ledger_pagemap_sample),
         cmocka_unit_test(test_sample_live_pagemap),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rf_run_group_tests(tests, NULL, NULL);
 }

@@ -310,10 +310,16 @@ static void test_busy_gate(void **state)
     assert_int_equal(f.nat.resident_bytes, 5 * TENSOR_BYTES);
     assert_int_equal(rf_session_operation_end(s, NULL), 0);
     json_t *doc = fake_report(s, RF_REPORT_OPERATION);
-    json_t *b = json_array_get(path(path(doc, "application", NULL), "boundaries", NULL), 0);
-    if (!b) /* the absent form: no release attempted, the reason names the gate */
-        assert_non_null(strstr(json_string_value(path(doc, "application", "reason")),
-                               "the execution gate was busy"));
+    /* The operation's one boundary attempted no release, so the application section is in
+     * its absent form (no boundaries listed, nothing requested or accepted) and its reason
+     * names the boundary and the gate. */
+    assert_null(path(path(doc, "application", NULL), "boundaries", NULL));
+    assert_true(json_is_null(path(doc, "application", "requested_bytes")));
+    assert_true(json_is_null(path(doc, "application", "accepted_bytes")));
+    assert_non_null(strstr(json_string_value(path(doc, "application", "reason")),
+                           "the execution gate was busy"));
+    assert_string_equal(json_string_value(path(doc, "application", "reason")),
+                        "after_session: the execution gate was busy");
     assert_int_equal(state_count(doc, "ReleaseFailed"), 3); /* the 3 tensors the plan selected */
     json_t *failed = path(path(doc, "lifetime", NULL), "release_failed", NULL);
     assert_string_equal(json_string_value(json_object_get(json_array_get(failed, 0), "error")),

@@ -21,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "../test_skip.h"
 #include "ramforge/cgroup_child.h"
 
 #define ROOT(name) RF_TEST_DATA "/sys/" name
@@ -285,5 +286,5 @@ int main(void)
         cmocka_unit_test(test_read_v2),     cmocka_unit_test(test_read_v1),
         cmocka_unit_test(test_join_text),   cmocka_unit_test_teardown(test_live_v1, live_teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rf_run_group_tests(tests, NULL, NULL);
 }

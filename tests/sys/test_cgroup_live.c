@@ -28,6 +28,7 @@
 
 #include <cmocka.h>
 
+#include "../test_skip.h"
 #include "ramforge/sys.h"
 
 #define LIMIT_BYTES (64u << 20)  /* the child cgroup's limit */
@@ -233,7 +234,7 @@ int main(void)
     int ret;
 
     atexit(remove_child);
-    ret = cmocka_run_group_tests(tests, setup, teardown);
+    ret = rf_run_group_tests(tests, setup, teardown);
     remove_child();
     return ret;
 }

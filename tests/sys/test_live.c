@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "../test_skip.h"
 #include "ramforge/sys.h"
 
 #include "../test_live_file.h"
@@ -304,5 +305,5 @@ int main(void)
         cmocka_unit_test(test_live_pagemap_resident), cmocka_unit_test(test_live_pagemap_errors),
     };
 
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rf_run_group_tests(tests, NULL, NULL);
 }

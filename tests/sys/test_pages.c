@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../test_skip.h"
 #include "ramforge/pages.h"
 
 #define FIXTURE RF_TEST_DATA "/sys/pages"
@@ -439,5 +440,5 @@ int main(void)
         cmocka_unit_test(test_maps_find_fixture),
         cmocka_unit_test(test_maps_find_live),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return rf_run_group_tests(tests, setup, teardown);
 }

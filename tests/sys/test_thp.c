@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "../test_skip.h"
 #include "ramforge/sys.h"
 
 #define ROOT(name) RF_TEST_DATA "/sys/" name
@@ -58,5 +59,5 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_live),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return rf_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""The layout checks can fail: each run on the fixture tree tests/data/layout,
+which breaks each rule once or twice (an upward include, through a header of
+the internal include dir src/include/ and through a header of types only; a
+session file including a header of tools; ggml outside forge; another
+layer's private header; a file over the limit) and keeps it elsewhere, must
+print exactly those violations and exit 1 (exit 0 under a limit it keeps).
+Usage: test_checks.py CHECKS_DIR FIXTURE_DIR
+"""
+
+import subprocess
+import sys
+
+# What the fixture breaks, one line each, as the checks print them.
+LAYERS_EXPECTED = [
+    'src/core/upward.c:2: core includes "ramforge/fix_sys.h" of sys, a layer above it: '
+    "core includes only core",
+    # a header of types only, over a sys header: sys's
+    'src/core/upward.c:3: core includes "ramforge/fix_types.h" of sys, a layer above it: '
+    "core includes only core",
+    "src/session/step.c:2: session includes llama.cpp's <ggml.h>: only src/forge/ includes "
+    "llama.cpp, ggml and gguf headers",
+    # a header declaring a function defined in tools/: tools's
+    'src/session/step.c:4: session includes "ramforge/fix_tool.h" of tools, a layer above it: '
+    "session includes only core, sys, forge, session",
+    'src/sys/probe.c:2: sys includes "core/core_private.h", a private header of core '
+    "(src/core/core_private.h): only core includes it",
+]
+LINES_EXPECTED = [
+    "tools/long_tool.c:13: 13 lines, over the limit of 12 (split it along its seams)",
+]
+
+
+def run(args):
+    p = subprocess.run([sys.executable] + args, stdout=subprocess.PIPE, text=True)
+    return p.returncode, p.stdout.splitlines()
+
+
+def expect(what, got, rc, lines):
+    grc, glines = got
+    if grc != rc or glines != lines:
+        print("FAIL: %s: exit %d, printed:\n  %s\nexpected exit %d and:\n  %s"
+              % (what, grc, "\n  ".join(glines), rc, "\n  ".join(lines)))
+        return 1
+    print("ok: %s: exit %d, %d violations as expected" % (what, grc, len(glines)))
+    return 0
+
+
+def main():
+    checks, fixture = sys.argv[1], sys.argv[2]
+    failures = 0
+    failures += expect("check_layers on the fixture",
+                       run([checks + "/check_layers.py", fixture]), 1, LAYERS_EXPECTED)
+    failures += expect("check_lines --max 12 on the fixture",
+                       run([checks + "/check_lines.py", fixture, "--max", "12"]), 1,
+                       LINES_EXPECTED)
+    failures += expect("check_lines --max 13 on the fixture",
+                       run([checks + "/check_lines.py", fixture, "--max", "13"]), 0, [])
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
