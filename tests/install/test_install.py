@@ -10,9 +10,13 @@ into a temporary folder under the build directory, removed afterwards:
   layout        what the install holds: libramforge.so with its SONAME and an
                 rpath that finds llama.cpp, libramforge.a, every public header
                 (self-contained in C and C++, none including jansson.h), ramforge.pc
-                (relocatable), the CMake package, the CLI, the man page and the
-                bash completion (rendered, and sourced in bash); the .so exports
-                exactly the functions the headers declare
+                (relocatable, naming the llama.cpp build), the CMake package, the
+                CLI, the man page and the bash completion (rendered, and sourced
+                in bash)
+  exports       the public line: at most MAX_HEADERS headers, none naming an
+                internal symbol (forge_, rfsys_, FORGE_); `nm -D --defined-only`
+                of the .so lists only functions an installed header declares, at
+                most MAX_EXPORTS, and no C++ internal of llama.cpp is imported
   pkgconfig     embed.c compiled with `pkg-config --cflags --libs ramforge`
   find_package  examples/CMakeLists.txt (find_package(ramforge)), shared and static
 
@@ -41,6 +45,10 @@ N_PREDICT = 16
 PUBLIC_PREFIX = r"(?:rf|rfsys|forge)_\w+"
 # The calls the embedding example may make (README, "Embedding ramforge").
 EMBED_MAX_CALLS = 8
+# The installed interface (issue 19): session.h, error.h and one types header.
+MAX_HEADERS = 3
+MAX_EXPORTS = 40
+INTERNAL_NAME = re.compile(r"\b(?:forge_\w+|rfsys_\w+|FORGE_\w+)")
 
 
 def run(argv, env=None, cwd=None, check_rc=True, timeout=300):
@@ -135,17 +143,15 @@ def archive_globals(a):
             if len(parts) == 3 and parts[1] in "TDBR"}
 
 
-def header_facts(headers):
-    """(every public-prefixed identifier in the headers, the non-inline functions declared)."""
-    names, declared = set(), set()
+def declared_functions(headers):
+    """The non-inline functions the headers declare."""
+    declared = set()
     proto = re.compile(r"^(?!static|typedef|#)[A-Za-z_][\w \t\*]*?\b(" + PUBLIC_PREFIX + r")\s*\(",
                        re.M)
     for h in headers:
         with open(h) as f:
-            text = f.read()
-        names |= set(re.findall(r"\b" + PUBLIC_PREFIX, text))
-        declared |= set(proto.findall(text))
-    return names, declared
+            declared |= set(proto.findall(f.read()))
+    return declared
 
 
 def ramforge_imports(binary, exported):
@@ -239,25 +245,61 @@ def case_layout(c):
                  "-I", os.path.join(c.prefix, "include"), "-x", lang, "-include", name,
                  "/dev/null"])
 
-    names, declared = header_facts(headers)
-    exported = exported_symbols(c.so)
-    check(declared and declared <= exported,
-          f"declared in the headers but not exported: {sorted(declared - exported)}")
-    check(exported <= names, f"exported but in no public header: {sorted(exported - names)}")
-    private = archive_globals(archive) - names
-    check(not private & exported, f"private helpers exported: {sorted(private & exported)}")
-
     libdir = run(["pkg-config", "--variable=libdir", "ramforge"],
                  env=c.pkg_config_env()).stdout.strip()
     check(os.path.realpath(libdir) == os.path.realpath(c.libdir),
           f"ramforge.pc's libdir {libdir} is not the install prefix's {c.libdir}")
+    # The llama.cpp build: ramforge.pc's variables, the CLI's --version line.
+    llama = {v: run(["pkg-config", f"--variable={v}", "ramforge"],
+                    env=c.pkg_config_env()).stdout.strip()
+             for v in ("llama_cpp", "llama_soname", "llama_build_id")}
+    if c.a.llama_prefix:
+        with open(os.path.join(c.a.llama_prefix, "share", "ramforge", "llama.cpp.version")) as f:
+            recorded = f.readline().strip()
+        check(llama["llama_cpp"] == recorded,
+              f"ramforge.pc llama_cpp={llama['llama_cpp']!r}, the prefix records {recorded!r}")
+        dyn = run(["readelf", "-d", "-n", os.path.join(c.a.llama_prefix, "lib", "libllama.so")]).stdout
+        check(f"Library soname: [{llama['llama_soname']}]" in dyn and
+              f"Build ID: {llama['llama_build_id']}" in dyn,
+              f"ramforge.pc {llama} does not match the prefix's libllama")
     for f in ("ramforgeConfig.cmake", "ramforgeConfigVersion.cmake", "ramforgeTargets.cmake"):
         check(os.path.exists(os.path.join(c.libdir, "cmake", "ramforge", f)), f"{f} not installed")
     p = run([os.path.join(c.prefix, "bin", "ramforge"), "--version"], env=clean_env())
-    check(p.stdout.startswith("ramforge "), f"installed CLI: {p.stdout!r}")
+    want = f"(llama.cpp {llama['llama_cpp']}, {llama['llama_soname']})"
+    check(p.stdout.startswith("ramforge ") and want in p.stdout,
+          f"installed CLI --version {p.stdout!r} does not name {want}")
     check_man_and_completion(c)
-    print(f"{soname}: {len(exported)} functions exported, {len(private)} private helpers hidden, "
-          f"{len(headers)} headers")
+    print(f"{soname}: {len(headers)} headers; llama.cpp {llama['llama_cpp']}, "
+          f"{llama['llama_soname']}, build ID {llama['llama_build_id']}")
+
+
+def case_exports(c):
+    """The public line: few installed headers, only their functions exported."""
+    headers = sorted(glob.glob(os.path.join(c.prefix, "include", "ramforge", "*.h")))
+    check(0 < len(headers) <= MAX_HEADERS,
+          f"{len(headers)} headers installed (at most {MAX_HEADERS}): {headers}")
+    for h in headers:
+        with open(h) as f:
+            found = sorted(set(INTERNAL_NAME.findall(f.read())))
+        check(not found, f"{h} names internal symbols: {found}")
+    declared = declared_functions(headers)
+    exported = exported_symbols(c.so)
+    check(declared and declared <= exported,
+          f"declared in the headers but not exported: {sorted(declared - exported)}")
+    check(exported <= declared,
+          f"exported but declared in no installed header: {sorted(exported - declared)}")
+    check(len(exported) <= MAX_EXPORTS, f"{len(exported)} functions exported (at most "
+          f"{MAX_EXPORTS}): {sorted(exported)}")
+    private = archive_globals(os.path.join(c.libdir, "libramforge.a")) - declared
+    check(private, "libramforge.a holds no internal function (the check would be empty)")
+    check(not private & exported, f"private helpers exported: {sorted(private & exported)}")
+    # llama.cpp's C++ internals are looked up at first use, never imported.
+    out = run(["nm", "-D", "--undefined-only", c.so]).stdout
+    mangled = [s for s in (line.split()[-1] for line in out.splitlines() if line.split())
+               if s.startswith("_Z") and "llama" in s]
+    check(not mangled, f"libramforge.so imports llama.cpp's C++ internals: {mangled}")
+    print(f"{len(headers)} headers, {len(exported)} functions exported (all declared), "
+          f"{len(private)} internal functions hidden: {', '.join(sorted(exported))}")
 
 
 def case_pkgconfig(c):
@@ -328,7 +370,8 @@ def case_find_package(c):
           f"{b[0]['observed_mapping_delta_bytes']} B)")
 
 
-CASES = {"layout": case_layout, "pkgconfig": case_pkgconfig, "find_package": case_find_package}
+CASES = {"layout": case_layout, "exports": case_exports, "pkgconfig": case_pkgconfig,
+         "find_package": case_find_package}
 
 
 def main():

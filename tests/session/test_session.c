@@ -267,7 +267,7 @@ static void test_operations_have_their_own_reports(void **state)
     before.cause = RF_ADMIT_CAUSE_THRASH;
     snprintf(before.reason, sizeof(before.reason), "header estimate: will thrash");
     assert_int_equal(rf_session_set_preload_admission(s, &before), 0);
-    assert_int_equal(rf_session_admit(s, &req, &adm), 0);
+    assert_int_equal(rf_session_admit_result(s, &req, &adm), 0);
     execute(s, &f, TENSOR_BYTES);
     assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_IDLE), 0);
     assert_int_equal(rf_session_operation_end(s, NULL), 0);
