@@ -87,9 +87,9 @@ RF_API const struct rf_version_info *rf_version(void);
 struct rf_session_params {
     enum rf_policy_profile policy; /* default RF_POLICY_OBSERVE */
     bool has_target;
-    uint64_t target_bytes;  /* memory target, bytes (required by memory-bound, active);
-                               at most INT64_MAX (reports carry JSON integers) */
-    uint64_t reserve_bytes; /* safety reserve taken off the target, bytes; < target */
+    uint64_t target_bytes;             /* memory target, bytes (required by memory-bound, active);
+                                          at most INT64_MAX (reports carry JSON integers) */
+    uint64_t reserve_bytes;            /* safety reserve taken off the target, bytes; < target */
     enum rf_release_mode release_mode; /* default RF_RELEASE_DONTNEED */
     /*
      * Release, at the after_load boundary and whatever the target, the file

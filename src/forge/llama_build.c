@@ -126,11 +126,13 @@ int forge_llama_check(const struct forge_llama_build *built, const struct forge_
 
     if (rc == 0 && strcmp(built->build_id, "unknown") != 0 && strcmp(id, built->build_id) == 0)
         return 0;
+    /* The path last: a reason copied into a shorter buffer loses it first. */
     snprintf(why, FORGE_LLAMA_WHY_MAX,
-             "the running libllama (%s, llama.cpp %s, build ID %s) is not the llama.cpp ramforge "
-             "was built against (%s, %s, build ID %s): llama.cpp's internal tables are not used",
-             path[0] ? path : "not found", version ? version : "of unknown version",
-             rc == 0 ? id : "unknown", built->version, built->soname, built->build_id);
+             "llama.cpp's internal tables are not used: ramforge was built against llama.cpp %s "
+             "(%s, build ID %s), this process runs llama.cpp %s (build ID %s, %s)",
+             built->version, built->soname, built->build_id,
+             version ? version : "of unknown version", rc == 0 ? id : "unknown",
+             path[0] ? path : "libllama not found");
     return -ENOEXEC;
 }
 

@@ -4,7 +4,7 @@
 // weights by these tensors' data pointers without decoding (model.c). The
 // mangled symbol is looked up at first use, only when the running libllama
 // is the build ramforge was compiled against (llama_build.h): another build
-// gets -ENOEXEC (the weights are then not classified by placement).
+// gets -ENOEXEC (forge then classifies the weights with the graph probe).
 #include "forge_internal.h"
 
 #include <cerrno>
@@ -16,8 +16,8 @@ extern "C" int forge_model_tensor_map(const struct llama_model *model,
                                       void (*fn)(void *ud, const struct ggml_tensor *t), void *ud)
 {
     const char *why = nullptr;
-    auto get = reinterpret_cast<decltype(&llama_internal_get_tensor_map)>(forge_llama_internal(
-        "_Z29llama_internal_get_tensor_mapB5cxx11PK11llama_model", &why));
+    auto get = reinterpret_cast<decltype(&llama_internal_get_tensor_map)>(
+        forge_llama_internal("_Z29llama_internal_get_tensor_mapB5cxx11PK11llama_model", &why));
     if (!get)
         return -ENOEXEC;
     try {

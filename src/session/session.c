@@ -298,4 +298,3 @@ void rf_session_lease_end(struct rf_session *s)
     if (held > 0)
         s->native->lease_end(s->ud);
 }
-

@@ -19,6 +19,10 @@ into a temporary folder under the build directory, removed afterwards:
                 most MAX_EXPORTS, and no C++ internal of llama.cpp is imported
   pkgconfig     embed.c compiled with `pkg-config --cflags --libs ramforge`
   find_package  examples/CMakeLists.txt (find_package(ramforge)), shared and static
+  other_llama   embed run with another build of libllama preloaded (a copy of the
+                prefix's with its GNU build ID changed): the same tokens, no crash,
+                and the report's warnings and KvCache note carry one line naming
+                both builds; llama.cpp's C++ internals are not called
 
 The embed binaries run on a generated model: their tokens must equal the same
 program run with --no-ramforge and `ramforge run` (forge's own decode loop), and
@@ -370,8 +374,65 @@ def case_find_package(c):
           f"{b[0]['observed_mapping_delta_bytes']} B)")
 
 
+def other_libllama(c):
+    """A copy of the prefix's libllama with another GNU build ID (one byte flipped)."""
+    if not c.a.llama_prefix:
+        raise Skip("llama.cpp was not given by prefix: no libllama to copy")
+    so = os.path.realpath(os.path.join(c.a.llama_prefix, "lib", "libllama.so"))
+    note = run(["readelf", "-n", so]).stdout
+    m = re.search(r"Build ID: ([0-9a-f]+)", note)
+    check(m, f"{so} has no GNU build ID: {note[:300]}")
+    with open(so, "rb") as f:
+        data = f.read()
+    bid = bytes.fromhex(m.group(1))
+    check(data.count(bid) == 1, f"the build ID of {so} is not in the file once")
+    other = bid[:-1] + bytes([bid[-1] ^ 0xFF])
+    path = os.path.join(c.tmp, "other", "libllama.so.0")
+    os.makedirs(os.path.dirname(path))
+    with open(path, "wb") as f:
+        f.write(data.replace(bid, other))
+    # Its RUNPATH is $ORIGIN: ggml beside it, the prefix's own.
+    for dep in glob.glob(os.path.join(c.a.llama_prefix, "lib", "libggml*.so.*")):
+        os.symlink(dep, os.path.join(os.path.dirname(path), os.path.basename(dep)))
+    return path, m.group(1), other.hex()
+
+
+def case_other_llama(c):
+    ldd = run(["ldd", c.so], env=clean_env()).stdout
+    if "libasan" in ldd or "libtsan" in ldd:
+        raise Skip("a sanitizer build: its runtime must come first, before a preloaded libllama")
+    lib, built_id, other_id = other_libllama(c)
+    env = c.pkg_config_env()
+    flags = run(["pkg-config", "--cflags", "--libs", "ramforge"], env=env).stdout.split()
+    libdirs = [run(["pkg-config", "--variable=libdir", pkg], env=env).stdout.strip()
+               for pkg in ("ramforge", "llama")]
+    binary = os.path.join(c.tmp, "embed-other")
+    run([c.a.cc, "-std=c11", "-Wall", "-Wextra", "-Werror",
+         os.path.join(c.a.source_dir, "examples", "embed.c"), *flags,
+         "-Wl,-rpath," + ":".join(libdirs), "-o", binary], env=env)
+    plain, _ = c.embed(binary, "--no-ramforge")
+    report = os.path.join(c.tmp, "embed-other.json")
+    argv = [binary, c.model(), PROMPT, N_PREDICT, report]
+    p = run(argv, env=clean_env(LD_PRELOAD=lib))
+    ids = [int(t) for t in p.stdout.split()]
+    check(ids == plain, f"another libllama: tokens {ids} != {plain} without ramforge")
+    with open(report) as f:
+        doc = json.load(f)
+    line = [w for w in doc["warnings"] if "libllama" in w]
+    check(len(line) == 1 and lib in line[0] and other_id in line[0] and built_id in line[0],
+          f"no one warning naming both builds ({other_id}, {built_id}): {doc['warnings']}")
+    kv = [e for e in doc["ledger"]["entries"] if e["category"] == "KvCache"]
+    # The ledger's note may be shorter than the line: the path, last, goes first.
+    check(kv and line[0].startswith(kv[0]["note"]) and other_id in kv[0]["note"] and
+          built_id in kv[0]["note"], f"KvCache does not say why: {kv}")
+    check(doc["model"]["access_basis"] == "graph_probe",
+          f"placement (llama.cpp's tensor map) was used: {doc['model']['access_basis']}")
+    print(f"another libllama (build ID {other_id}): {len(ids)} tokens as without ramforge; "
+          f"report: {line[0]}")
+
+
 CASES = {"layout": case_layout, "exports": case_exports, "pkgconfig": case_pkgconfig,
-         "find_package": case_find_package}
+         "find_package": case_find_package, "other_llama": case_other_llama}
 
 
 def main():
