@@ -306,15 +306,21 @@ def case_exports(c):
           f"{len(private)} internal functions hidden: {', '.join(sorted(exported))}")
 
 
-def case_pkgconfig(c):
+def build_embed_pc(c, name):
+    """examples/embed.c compiled with `pkg-config --cflags --libs ramforge`, -Werror."""
     env = c.pkg_config_env()
     flags = run(["pkg-config", "--cflags", "--libs", "ramforge"], env=env).stdout.split()
     libdirs = [run(["pkg-config", "--variable=libdir", pkg], env=env).stdout.strip()
                for pkg in ("ramforge", "llama")]
-    binary = os.path.join(c.tmp, "embed-pc")
+    binary = os.path.join(c.tmp, name)
     run([c.a.cc, "-std=c11", "-Wall", "-Wextra", "-Werror",
          os.path.join(c.a.source_dir, "examples", "embed.c"), *flags,
          "-Wl,-rpath," + ":".join(libdirs), "-o", binary], env=env)
+    return binary
+
+
+def case_pkgconfig(c):
+    binary = build_embed_pc(c, "embed-pc")
     check_needed(binary, c.soname(), True)
     calls = ramforge_imports(binary, exported_symbols(c.so))
     check("rf_session_wrap" in calls and len(calls) <= EMBED_MAX_CALLS,
@@ -402,14 +408,7 @@ def case_other_llama(c):
     if "libasan" in ldd or "libtsan" in ldd:
         raise Skip("a sanitizer build: its runtime must come first, before a preloaded libllama")
     lib, built_id, other_id = other_libllama(c)
-    env = c.pkg_config_env()
-    flags = run(["pkg-config", "--cflags", "--libs", "ramforge"], env=env).stdout.split()
-    libdirs = [run(["pkg-config", "--variable=libdir", pkg], env=env).stdout.strip()
-               for pkg in ("ramforge", "llama")]
-    binary = os.path.join(c.tmp, "embed-other")
-    run([c.a.cc, "-std=c11", "-Wall", "-Wextra", "-Werror",
-         os.path.join(c.a.source_dir, "examples", "embed.c"), *flags,
-         "-Wl,-rpath," + ":".join(libdirs), "-o", binary], env=env)
+    binary = build_embed_pc(c, "embed-other")
     plain, _ = c.embed(binary, "--no-ramforge")
     report = os.path.join(c.tmp, "embed-other.json")
     argv = [binary, c.model(), PROMPT, N_PREDICT, report]
