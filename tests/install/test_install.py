@@ -18,7 +18,8 @@ into a temporary folder under the build directory, removed afterwards:
                 of the .so lists only functions an installed header declares, at
                 most MAX_EXPORTS, and no C++ internal of llama.cpp is imported
   pkgconfig     embed.c compiled with `pkg-config --cflags --libs ramforge`
-  find_package  examples/CMakeLists.txt (find_package(ramforge)), shared and static
+  find_package  examples/CMakeLists.txt (find_package(ramforge)), shared and static,
+                -Wall -Wextra -Werror
   other_llama   embed run with another build of libllama preloaded (a copy of the
                 prefix's with its GNU build ID changed): the same tokens, no crash,
                 and the report's warnings and KvCache note carry one line naming
@@ -349,7 +350,8 @@ def case_find_package(c):
         bdir = os.path.join(c.tmp, f"build-{kind}")
         run([c.a.cmake, "-S", os.path.join(c.a.source_dir, "examples"), "-B", bdir,
              f"-DCMAKE_PREFIX_PATH={c.prefix}", f"-DCMAKE_C_COMPILER={c.a.cc}",
-             f"-DEMBED_STATIC={static}"], env=clean_env())
+             "-DCMAKE_C_FLAGS=-Wall -Wextra -Werror", f"-DEMBED_STATIC={static}"],
+            env=clean_env())
         run([c.a.cmake, "--build", bdir], env=clean_env())
         built[kind] = os.path.join(bdir, "embed")
         check_needed(built[kind], soname, kind == "shared")
