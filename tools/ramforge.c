@@ -53,6 +53,9 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) {
         const struct rf_version_info *v = rf_version();
         printf("ramforge %s (llama.cpp %s, %s)\n", v->ramforge, v->llama_cpp, v->llama_soname);
+        const char *mismatch = forge_llama_mismatch(); /* the process runs another libllama */
+        if (mismatch)
+            cli_error("warning: %s", mismatch);
         return cli_finish_stdout(0);
     }
     static const struct {

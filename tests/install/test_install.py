@@ -23,7 +23,8 @@ into a temporary folder under the build directory, removed afterwards:
   other_llama   embed run with another build of libllama preloaded (a copy of the
                 prefix's with its GNU build ID changed): the same tokens, no crash,
                 and the report's warnings and KvCache note carry one line naming
-                both builds; llama.cpp's C++ internals are not called
+                both builds; llama.cpp's C++ internals are not called; the CLI's
+                --version prints that line on stderr
 
 The embed binaries run on a generated model: their tokens must equal the same
 program run with --no-ramforge and `ramforge run` (forge's own decode loop), and
@@ -428,6 +429,14 @@ def case_other_llama(c):
           built_id in kv[0]["note"], f"KvCache does not say why: {kv}")
     check(doc["model"]["access_basis"] == "graph_probe",
           f"placement (llama.cpp's tensor map) was used: {doc['model']['access_basis']}")
+    # The CLI's --version: the build it was compiled against, and the line on stderr.
+    cli = os.path.join(c.prefix, "bin", "ramforge")
+    p = run([cli, "--version"], env=clean_env())
+    check(p.stderr == "", f"--version with the recorded libllama warns: {p.stderr!r}")
+    p = run([cli, "--version"], env=clean_env(LD_PRELOAD=lib))
+    warn = p.stderr.splitlines()
+    check(len(warn) == 1 and other_id in warn[0] and built_id in warn[0],
+          f"--version with another libllama: stderr {p.stderr!r}")
     print(f"another libllama (build ID {other_id}): {len(ids)} tokens as without ramforge; "
           f"report: {line[0]}")
 
