@@ -81,6 +81,7 @@ struct rf_version_info {
                                    internal sizes (the report says why) */
 };
 
+/* A pointer to the library's static rf_version_info; never NULL. */
 RF_API const struct rf_version_info *rf_version(void);
 
 /* What the session does at load and at each boundary. */
@@ -107,8 +108,8 @@ struct rf_session_params {
     bool sample_smaps;          /* every sample reads smaps (Rss and Pss, walks every page);
                                    default false: PAGEMAP_SCAN counts resident pages and
                                    only the ledger's sample reads smaps */
-    uint64_t entry_ns;          /* rf_now_ns() at the program's entry (end-to-end timer
-                                   start); 0: session creation */
+    uint64_t entry_ns;          /* CLOCK_MONOTONIC at the program's entry, nanoseconds
+                                   (end-to-end timer start); 0: session creation */
     int32_t n_threads;          /* threads of the access probe; <= 0: llama.cpp's */
     enum rf_admission_mode admission_mode; /* RF_ADMISSION_WARN (default): refuse only a
                                               charge over a hard limit; ENFORCE: also
