@@ -262,7 +262,8 @@ RF_API int rf_session_boundary(struct rf_session *s, enum rf_boundary b);
  * Bytes madvise accepted in the current operation's releases, over every
  * boundary: what the kernel took, not proof of reclamation (the report's
  * application.boundaries[].observed_mapping_delta_bytes has the measured
- * change). 0 when nothing was released or s is NULL.
+ * change). 0 when nothing was released or s is NULL; UINT64_MAX when the sum
+ * does not fit 64 bits (the report's accepted_bytes is then null).
  */
 RF_API uint64_t rf_session_released_bytes(const struct rf_session *s);
 
