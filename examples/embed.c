@@ -116,7 +116,7 @@ int main(int argc, char **argv)
     }
 
     if (use_ramforge) {
-        char err[FORGE_ERR_MAX];
+        char err[RF_ERR_MAX];
         struct rf_session_params sp = rf_session_default_params(); /* ramforge 1 */
         if (target_bytes) {
             sp.policy = RF_POLICY_MEMORY_BOUND;

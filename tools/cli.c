@@ -331,12 +331,12 @@ bool cli_parse_policy(const char *cmd, const char *arg, enum rf_policy_profile *
     return false;
 }
 
-bool cli_parse_release_mode(const char *cmd, const char *arg, enum forge_release_mode *out)
+bool cli_parse_release_mode(const char *cmd, const char *arg, enum rf_release_mode *out)
 {
     if (!strcmp(arg, "dontneed")) {
-        *out = FORGE_RELEASE_DONTNEED;
+        *out = RF_RELEASE_DONTNEED;
     } else if (!strcmp(arg, "pageout")) {
-        *out = FORGE_RELEASE_PAGEOUT;
+        *out = RF_RELEASE_PAGEOUT;
     } else {
         cli_usage_error(cmd, "unknown release mode '%s' (expected dontneed or pageout)", arg);
         return false;

@@ -84,7 +84,7 @@ bool cli_parse_size(const char *cmd, const char *opt, const char *arg, bool allo
 bool cli_parse_policy(const char *cmd, const char *arg, enum rf_policy_profile *out);
 
 /* --release-mode dontneed|pageout: false after printing the usage error for cmd. */
-bool cli_parse_release_mode(const char *cmd, const char *arg, enum forge_release_mode *out);
+bool cli_parse_release_mode(const char *cmd, const char *arg, enum rf_release_mode *out);
 
 /*
  * The policy's target rules: a policy that requires --memory-target has

@@ -21,7 +21,7 @@
 #include "ramforge/forge_observer.h"
 #include "ramforge/metrics.h"
 #include "ramforge/residency.h"
-#include "ramforge/session.h"
+#include "ramforge/session_ext.h"
 #include "ramforge/streaming.h"
 #include "ramforge/sys.h"
 #include "ramforge/timing.h"
@@ -271,7 +271,7 @@ int cmd_run(int argc, char **argv)
         struct rf_admission_result adm;
         char text[2048];
         forge_tokenize_count(rf_session_forge_model(s), o.prompt, &req.n_prompt);
-        rc = rf_session_admit(s, &req, &adm);
+        rc = rf_session_admit_result(s, &req, &adm);
         if (rc == 0 && adm.lock_note[0])
             cli_error("warning: %s", adm.lock_note);
         if (rc == 0 && adm.refused) {

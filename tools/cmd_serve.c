@@ -29,7 +29,7 @@
 #include "ramforge/forge_observer.h"
 #include "ramforge/report.h"
 #include "ramforge/residency.h"
-#include "ramforge/session.h"
+#include "ramforge/session_ext.h"
 #include "ramforge/staging.h"
 #include "ramforge/timing.h"
 #include "serve.h"
@@ -198,7 +198,7 @@ static bool admit_and_stage(struct serve *sv, struct serve_job *j)
                                        .n_predict = (uint32_t)j->n_predict};
     struct rf_admission_result adm;
     pthread_mutex_lock(&sv->session_mu);
-    int rc = rf_session_admit(sv->session, &req, &adm);
+    int rc = rf_session_admit_result(sv->session, &req, &adm);
     pthread_mutex_unlock(&sv->session_mu);
     if (rc == 0) {
         pthread_mutex_lock(&sv->mu);

@@ -15,7 +15,7 @@
 #include "cli.h"
 #include "core/report_json.h"
 #include "inspect_fit.h"
-#include "ramforge/session.h"
+#include "ramforge/session_ext.h"
 #include "ramforge/timing.h"
 
 #define FIT_KIND "ramforge.fit_check"

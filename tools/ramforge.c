@@ -10,10 +10,7 @@
 
 #include "cli.h"
 #include "ramforge/forge.h"
-
-#ifndef RAMFORGE_VERSION
-#define RAMFORGE_VERSION "0.0.0"
-#endif
+#include "ramforge/session.h"
 
 static void usage(FILE *out)
 {
@@ -54,7 +51,11 @@ int main(int argc, char **argv)
         return cli_finish_stdout(0);
     }
     if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) {
-        printf("ramforge %s (llama.cpp %s)\n", RAMFORGE_VERSION, forge_llama_version());
+        const struct rf_version_info *v = rf_version();
+        printf("ramforge %s (llama.cpp %s, %s)\n", v->ramforge, v->llama_cpp, v->llama_soname);
+        const char *mismatch = forge_llama_mismatch(); /* the process runs another libllama */
+        if (mismatch)
+            cli_error("warning: %s", mismatch);
         return cli_finish_stdout(0);
     }
     static const struct {

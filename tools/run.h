@@ -25,7 +25,7 @@ struct run_options {
     bool has_target;
     uint64_t target_bytes;
     uint64_t reserve_bytes;
-    enum forge_release_mode release_mode;
+    enum rf_release_mode release_mode;
     bool has_reserve, has_release_mode; /* given on the command line */
     long long page_budget;              /* --residency-page-budget, pages */
     bool has_staging;

@@ -8,7 +8,7 @@
 #include "cli.h"
 #include "ramforge/error.h"
 #include "ramforge/residency_svg.h"
-#include "ramforge/session.h"
+#include "ramforge/session_ext.h"
 #include "run.h"
 
 void run_svg_init(struct run_svg *v)

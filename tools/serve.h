@@ -37,7 +37,7 @@ struct serve_options {
     bool has_target;
     uint64_t target_bytes;
     uint64_t reserve_bytes;
-    enum forge_release_mode release_mode;
+    enum rf_release_mode release_mode;
     bool has_release_mode;
     long long idle_seconds; /* 0: no idle boundary */
     bool has_staging;

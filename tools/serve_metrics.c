@@ -14,7 +14,7 @@
 #include <stdlib.h>
 
 #include "ramforge/metrics.h"
-#include "ramforge/session.h"
+#include "ramforge/session_ext.h"
 #include "serve.h"
 
 static void family(FILE *f, const char *name, const char *type, const char *help)

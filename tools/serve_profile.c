@@ -10,7 +10,7 @@
 #include "cli.h"
 #include "ramforge/error.h"
 #include "ramforge/forge_observer.h"
-#include "ramforge/session.h"
+#include "ramforge/session_ext.h"
 #include "serve.h"
 
 #define SERVE_OBSERVER_EVENTS 65536 /* about 52 MiB: a request's nodes, prompt and decode */

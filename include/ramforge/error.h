@@ -9,6 +9,8 @@
 #ifndef RAMFORGE_ERROR_H
 #define RAMFORGE_ERROR_H
 
+#include "ramforge/types.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -17,12 +19,16 @@ extern "C" {
 #define RF_EBADMODEL 5001 /* the file is not a usable GGUF model */
 #define RF_ESTALE 5002    /* an inventory generation or plan is out of date */
 
+/* Size of the buffers a call fills with a one-line message (char err[RF_ERR_MAX]), NUL
+   included; longer messages are truncated. */
+#define RF_ERR_MAX 512
+
 /*
  * Returns a static, human-readable description of a negative error code
  * returned by any ramforge function ("No such file or directory",
  * "Value too large for defined data type", ...). Never NULL.
  */
-const char *rf_strerror(int err);
+RF_API const char *rf_strerror(int err);
 
 enum rf_log_level {
     RF_LOG_DEBUG = 0,
@@ -39,10 +45,11 @@ typedef void (*rf_log_fn)(enum rf_log_level level, const char *msg, void *user_d
  * default). Not thread-safe against concurrent rf_log calls: set it once at
  * start-up.
  */
-void rf_log_set(rf_log_fn fn, void *user_data);
+RF_API void rf_log_set(rf_log_fn fn, void *user_data);
 
 /* Formats a message and hands it to the log sink; a no-op without one. */
-void rf_log(enum rf_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+RF_API void rf_log(enum rf_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 #ifdef __cplusplus
 }

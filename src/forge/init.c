@@ -1,4 +1,4 @@
-/* llama.cpp initialisation, log routing and the version string. */
+/* llama.cpp initialisation and log routing (the version string: llama_build.c). */
 #include "forge_internal.h"
 
 #include <pthread.h>
@@ -9,17 +9,8 @@
 #include "ggml-backend.h"
 #include "llama.h"
 
-#ifndef RAMFORGE_LLAMA_VERSION
-#define RAMFORGE_LLAMA_VERSION "unknown"
-#endif
-
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static bool log_verbose;
-
-const char *forge_llama_version(void)
-{
-    return RAMFORGE_LLAMA_VERSION;
-}
 
 /* llama.cpp's lines end in '\n' and may come in pieces (CONT): pass them on trimmed. */
 static void llama_log_cb(enum ggml_log_level level, const char *text, void *user_data)

@@ -299,7 +299,9 @@ static int apply_plan(struct rf_session *s, struct rf_report_application *app,
         goto out;
     }
     struct forge_release_result res;
-    rc = s->native->release(s->ud, plan->release, plan->n_release, s->p.release_mode, &res, errs);
+    enum forge_release_mode mode =
+        s->p.release_mode == RF_RELEASE_PAGEOUT ? FORGE_RELEASE_PAGEOUT : FORGE_RELEASE_DONTNEED;
+    rc = s->native->release(s->ud, plan->release, plan->n_release, mode, &res, errs);
     if (rc < 0) {
         /* The gate refused (a lease in flight): nothing was advised. */
         app->refused_reason = rc == -EBUSY ? "the execution gate was busy" : rf_strerror(rc);

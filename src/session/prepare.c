@@ -45,8 +45,8 @@ static struct rf_admission_figure measured(bool has, uint64_t bytes, const char 
     return f;
 }
 
-int rf_session_admit(struct rf_session *s, const struct rf_operation_request *request,
-                     struct rf_admission_result *out)
+int rf_session_admit_result(struct rf_session *s, const struct rf_operation_request *request,
+                            struct rf_admission_result *out)
 {
     if (!s || !request || s->p.policy == RF_POLICY_OFF)
         return -EINVAL;
@@ -147,6 +147,28 @@ int rf_session_admit(struct rf_session *s, const struct rf_operation_request *re
         ses_add_warning(s, "a requested mlock did not take (see admission.lock_note)");
     if (out)
         *out = *a;
+    return 0;
+}
+
+int rf_session_admit(struct rf_session *s, const struct rf_operation_request *request)
+{
+    return rf_session_admit_result(s, request, NULL);
+}
+
+int rf_session_admission(const struct rf_session *s, enum rf_admission_outcome *outcome,
+                         bool *refused, const char **reason)
+{
+    if (!s)
+        return -EINVAL;
+    const struct rf_admission_result *a = s->op.rep.admission;
+    if (!a)
+        return -ENODATA;
+    if (outcome)
+        *outcome = a->outcome;
+    if (refused)
+        *refused = a->refused;
+    if (reason)
+        *reason = a->reason;
     return 0;
 }
 
@@ -332,9 +354,9 @@ static int preload_report(const char *model_path, struct rf_session_params param
     r.target_bytes = params.target_bytes;
     r.reserve_bytes = params.reserve_bytes;
     r.release_dead_file_pages = params.release_dead_file_pages;
-    r.release_mode = !r.policy_mutates                              ? NULL
-                     : params.release_mode == FORGE_RELEASE_PAGEOUT ? "pageout"
-                                                                    : "dontneed";
+    r.release_mode = !r.policy_mutates                           ? NULL
+                     : params.release_mode == RF_RELEASE_PAGEOUT ? "pageout"
+                                                                 : "dontneed";
     r.admission = adm;
     r.not_built_reason = "admission refused the run before the model was loaded";
     r.plan_reason = r.not_built_reason;

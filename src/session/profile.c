@@ -13,6 +13,9 @@
  * native prefetch's acceptance, the mapping RSS change, and per page from
  * a mincore pass over every file page before staging and the tensors the
  * dispatch trace named.
+ *
+ * Also here: the dispatch trace of an operation (rf_session_dispatch_trace),
+ * attributed to the inventory; a complete one is the access profile.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +28,7 @@
 
 #include "core/report_json.h"
 #include "ramforge/error.h"
+#include "ramforge/forge_observer.h"
 #include "session_internal.h"
 
 static void free_before(struct session_persist *ps)
@@ -465,4 +469,71 @@ int rf_session_profile_save(struct rf_session *s, char err[RF_SESSION_PROFILE_ER
         snprintf(err, RF_SESSION_PROFILE_ERR_MAX, "%s", ps->save_reason);
     fill_report(s);
     return rc;
+}
+
+/* ------------------------------------------------------------------ dispatch */
+
+int rf_session_dispatch_trace(struct rf_session *s, const struct forge_observer *obs)
+{
+    struct forge_observer_stats st;
+    size_t n_events;
+
+    if (!s || !obs)
+        return -EINVAL;
+    ses_op_open(s);
+    struct rf_report *r = &s->op.rep;
+    if (s->p.policy == RF_POLICY_OFF) {
+        r->dispatch_reason = "residency policy off: no inventory to attribute events to";
+        return 0;
+    }
+    const struct rf_dispatch_event *ev = forge_observer_events(obs, &n_events);
+    forge_observer_stats(obs, &st);
+    rf_dispatch_summary_free(&s->op.dispatch);
+    if (rf_dispatch_summarize(&s->inv, s->model.instance_id, ev, n_events, st.dropped_events,
+                              &s->op.dispatch) < 0) {
+        r->dispatch_reason = "the dispatch events could not be attributed";
+        return 0;
+    }
+    r->dispatch = &s->op.dispatch;
+    if (!s->op.dispatch.complete) {
+        r->profile_reason = "the dispatch trace is incomplete (events were dropped): no "
+                            "profile; raise --dispatch-events";
+        ses_add_warning(s, "the dispatch observer dropped events: the trace is incomplete and "
+                           "gives no access profile (raise --dispatch-events)");
+        ses_profile_trace(s);
+        return 0;
+    }
+    size_t n = s->op.dispatch.n_tensors;
+    uint32_t *by_rank = malloc((n ? n : 1) * sizeof(uint32_t)); /* rank -> tensor index */
+    uint32_t *order = calloc(n ? n : 1, sizeof(uint32_t));
+    size_t n_order = 0;
+    if (!order || !by_rank) {
+        free(by_rank);
+        free(order);
+        return -ENOMEM;
+    }
+    memset(by_rank, 0xff, (n ? n : 1) * sizeof(uint32_t));
+    for (size_t i = 0; i < n; i++) {
+        uint32_t rank = s->op.dispatch.tensors[i].first_order;
+        if (rank == UINT32_MAX || rank >= n)
+            order[n_order++] = s->inv.entries[i].key.tensor_index;
+        else
+            by_rank[rank] = s->inv.entries[i].key.tensor_index;
+    }
+    for (size_t rank = n; rank-- > 0;)
+        if (by_rank[rank] != UINT32_MAX)
+            order[n_order++] = by_rank[rank];
+    free(by_rank);
+    ses_profile_trace(s);
+    if (s->persist.loaded) { /* the persisted profile orders this operation */
+        free(order);
+        return 0;
+    }
+    free(s->profile_order);
+    s->profile_order = order;
+    s->n_profile_order = n_order;
+    r->profile_order = order;
+    r->n_profile_order = n_order;
+    r->profile_source = "dispatch trace of this run's session (--observe-dispatch)";
+    return 0;
 }

@@ -19,7 +19,7 @@
 #include "ramforge/profile.h"
 #include "ramforge/report.h"
 #include "ramforge/residency.h"
-#include "ramforge/session.h"
+#include "ramforge/session_ext.h"
 #include "ramforge/staging.h"
 #include "ramforge/streaming.h"
 #include "ramforge/sys.h"
@@ -223,8 +223,10 @@ struct rf_session {
 int ses_grow(void **arr, size_t *cap, size_t need, size_t elem);
 /* Adds a static warning line to the operation's report (once). */
 void ses_add_warning(struct rf_session *s, const char *w);
-/* Opens the next operation when the current one has ended. */
+/* Opens the next operation when the current one has ended (operation.c). */
 void ses_op_open(struct rf_session *s);
+/* Frees what an operation's state owns (operation.c). */
+void ses_op_free(struct session_op *op);
 /*
  * Takes the next sample through the native layer; its index or -ENOMEM.
  * The mapping is read as `what` says (smaps at every sample with

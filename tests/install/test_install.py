@@ -10,11 +10,21 @@ into a temporary folder under the build directory, removed afterwards:
   layout        what the install holds: libramforge.so with its SONAME and an
                 rpath that finds llama.cpp, libramforge.a, every public header
                 (self-contained in C and C++, none including jansson.h), ramforge.pc
-                (relocatable), the CMake package, the CLI, the man page and the
-                bash completion (rendered, and sourced in bash); the .so exports
-                exactly the functions the headers declare
+                (relocatable, naming the llama.cpp build), the CMake package, the
+                CLI, the man page and the bash completion (rendered, and sourced
+                in bash)
+  exports       the public line: at most MAX_HEADERS headers, none naming an
+                internal symbol (forge_, rfsys_, FORGE_); `nm -D --defined-only`
+                of the .so lists only functions an installed header declares, at
+                most MAX_EXPORTS, and no C++ internal of llama.cpp is imported
   pkgconfig     embed.c compiled with `pkg-config --cflags --libs ramforge`
-  find_package  examples/CMakeLists.txt (find_package(ramforge)), shared and static
+  find_package  examples/CMakeLists.txt (find_package(ramforge)), shared and static,
+                -Wall -Wextra -Werror
+  other_llama   embed run with another build of libllama preloaded (a copy of the
+                prefix's with its GNU build ID changed): the same tokens, no crash,
+                and the report's warnings and KvCache note carry one line naming
+                both builds; llama.cpp's C++ internals are not called; the CLI's
+                --version prints that line on stderr
 
 The embed binaries run on a generated model: their tokens must equal the same
 program run with --no-ramforge and `ramforge run` (forge's own decode loop), and
@@ -41,6 +51,10 @@ N_PREDICT = 16
 PUBLIC_PREFIX = r"(?:rf|rfsys|forge)_\w+"
 # The calls the embedding example may make (README, "Embedding ramforge").
 EMBED_MAX_CALLS = 8
+# The installed interface (issue 19): session.h, error.h and one types header.
+MAX_HEADERS = 3
+MAX_EXPORTS = 40
+INTERNAL_NAME = re.compile(r"\b(?:forge_\w+|rfsys_\w+|FORGE_\w+)")
 
 
 def run(argv, env=None, cwd=None, check_rc=True, timeout=300):
@@ -135,17 +149,15 @@ def archive_globals(a):
             if len(parts) == 3 and parts[1] in "TDBR"}
 
 
-def header_facts(headers):
-    """(every public-prefixed identifier in the headers, the non-inline functions declared)."""
-    names, declared = set(), set()
+def declared_functions(headers):
+    """The non-inline functions the headers declare."""
+    declared = set()
     proto = re.compile(r"^(?!static|typedef|#)[A-Za-z_][\w \t\*]*?\b(" + PUBLIC_PREFIX + r")\s*\(",
                        re.M)
     for h in headers:
         with open(h) as f:
-            text = f.read()
-        names |= set(re.findall(r"\b" + PUBLIC_PREFIX, text))
-        declared |= set(proto.findall(text))
-    return names, declared
+            declared |= set(proto.findall(f.read()))
+    return declared
 
 
 def ramforge_imports(binary, exported):
@@ -239,36 +251,78 @@ def case_layout(c):
                  "-I", os.path.join(c.prefix, "include"), "-x", lang, "-include", name,
                  "/dev/null"])
 
-    names, declared = header_facts(headers)
-    exported = exported_symbols(c.so)
-    check(declared and declared <= exported,
-          f"declared in the headers but not exported: {sorted(declared - exported)}")
-    check(exported <= names, f"exported but in no public header: {sorted(exported - names)}")
-    private = archive_globals(archive) - names
-    check(not private & exported, f"private helpers exported: {sorted(private & exported)}")
-
     libdir = run(["pkg-config", "--variable=libdir", "ramforge"],
                  env=c.pkg_config_env()).stdout.strip()
     check(os.path.realpath(libdir) == os.path.realpath(c.libdir),
           f"ramforge.pc's libdir {libdir} is not the install prefix's {c.libdir}")
+    # The llama.cpp build: ramforge.pc's variables, the CLI's --version line.
+    llama = {v: run(["pkg-config", f"--variable={v}", "ramforge"],
+                    env=c.pkg_config_env()).stdout.strip()
+             for v in ("llama_cpp", "llama_soname", "llama_build_id")}
+    if c.a.llama_prefix:
+        with open(os.path.join(c.a.llama_prefix, "share", "ramforge", "llama.cpp.version")) as f:
+            recorded = f.readline().strip()
+        check(llama["llama_cpp"] == recorded,
+              f"ramforge.pc llama_cpp={llama['llama_cpp']!r}, the prefix records {recorded!r}")
+        dyn = run(["readelf", "-d", "-n", os.path.join(c.a.llama_prefix, "lib", "libllama.so")]).stdout
+        check(f"Library soname: [{llama['llama_soname']}]" in dyn and
+              f"Build ID: {llama['llama_build_id']}" in dyn,
+              f"ramforge.pc {llama} does not match the prefix's libllama")
     for f in ("ramforgeConfig.cmake", "ramforgeConfigVersion.cmake", "ramforgeTargets.cmake"):
         check(os.path.exists(os.path.join(c.libdir, "cmake", "ramforge", f)), f"{f} not installed")
     p = run([os.path.join(c.prefix, "bin", "ramforge"), "--version"], env=clean_env())
-    check(p.stdout.startswith("ramforge "), f"installed CLI: {p.stdout!r}")
+    want = f"(llama.cpp {llama['llama_cpp']}, {llama['llama_soname']})"
+    check(p.stdout.startswith("ramforge ") and want in p.stdout,
+          f"installed CLI --version {p.stdout!r} does not name {want}")
     check_man_and_completion(c)
-    print(f"{soname}: {len(exported)} functions exported, {len(private)} private helpers hidden, "
-          f"{len(headers)} headers")
+    print(f"{soname}: {len(headers)} headers; llama.cpp {llama['llama_cpp']}, "
+          f"{llama['llama_soname']}, build ID {llama['llama_build_id']}")
 
 
-def case_pkgconfig(c):
+def case_exports(c):
+    """The public line: few installed headers, only their functions exported."""
+    headers = sorted(glob.glob(os.path.join(c.prefix, "include", "ramforge", "*.h")))
+    check(0 < len(headers) <= MAX_HEADERS,
+          f"{len(headers)} headers installed (at most {MAX_HEADERS}): {headers}")
+    for h in headers:
+        with open(h) as f:
+            found = sorted(set(INTERNAL_NAME.findall(f.read())))
+        check(not found, f"{h} names internal symbols: {found}")
+    declared = declared_functions(headers)
+    exported = exported_symbols(c.so)
+    check(declared and declared <= exported,
+          f"declared in the headers but not exported: {sorted(declared - exported)}")
+    check(exported <= declared,
+          f"exported but declared in no installed header: {sorted(exported - declared)}")
+    check(len(exported) <= MAX_EXPORTS, f"{len(exported)} functions exported (at most "
+          f"{MAX_EXPORTS}): {sorted(exported)}")
+    private = archive_globals(os.path.join(c.libdir, "libramforge.a")) - declared
+    check(private, "libramforge.a holds no internal function (the check would be empty)")
+    check(not private & exported, f"private helpers exported: {sorted(private & exported)}")
+    # llama.cpp's C++ internals are looked up at first use, never imported.
+    out = run(["nm", "-D", "--undefined-only", c.so]).stdout
+    mangled = [s for s in (line.split()[-1] for line in out.splitlines() if line.split())
+               if s.startswith("_Z") and "llama" in s]
+    check(not mangled, f"libramforge.so imports llama.cpp's C++ internals: {mangled}")
+    print(f"{len(headers)} headers, {len(exported)} functions exported (all declared), "
+          f"{len(private)} internal functions hidden: {', '.join(sorted(exported))}")
+
+
+def build_embed_pc(c, name):
+    """examples/embed.c compiled with `pkg-config --cflags --libs ramforge`, -Werror."""
     env = c.pkg_config_env()
     flags = run(["pkg-config", "--cflags", "--libs", "ramforge"], env=env).stdout.split()
     libdirs = [run(["pkg-config", "--variable=libdir", pkg], env=env).stdout.strip()
                for pkg in ("ramforge", "llama")]
-    binary = os.path.join(c.tmp, "embed-pc")
+    binary = os.path.join(c.tmp, name)
     run([c.a.cc, "-std=c11", "-Wall", "-Wextra", "-Werror",
          os.path.join(c.a.source_dir, "examples", "embed.c"), *flags,
          "-Wl,-rpath," + ":".join(libdirs), "-o", binary], env=env)
+    return binary
+
+
+def case_pkgconfig(c):
+    binary = build_embed_pc(c, "embed-pc")
     check_needed(binary, c.soname(), True)
     calls = ramforge_imports(binary, exported_symbols(c.so))
     check("rf_session_wrap" in calls and len(calls) <= EMBED_MAX_CALLS,
@@ -297,7 +351,8 @@ def case_find_package(c):
         bdir = os.path.join(c.tmp, f"build-{kind}")
         run([c.a.cmake, "-S", os.path.join(c.a.source_dir, "examples"), "-B", bdir,
              f"-DCMAKE_PREFIX_PATH={c.prefix}", f"-DCMAKE_C_COMPILER={c.a.cc}",
-             f"-DEMBED_STATIC={static}"], env=clean_env())
+             "-DCMAKE_C_FLAGS=-Wall -Wextra -Werror", f"-DEMBED_STATIC={static}"],
+            env=clean_env())
         run([c.a.cmake, "--build", bdir], env=clean_env())
         built[kind] = os.path.join(bdir, "embed")
         check_needed(built[kind], soname, kind == "shared")
@@ -328,7 +383,66 @@ def case_find_package(c):
           f"{b[0]['observed_mapping_delta_bytes']} B)")
 
 
-CASES = {"layout": case_layout, "pkgconfig": case_pkgconfig, "find_package": case_find_package}
+def other_libllama(c):
+    """A copy of the prefix's libllama with another GNU build ID (one byte flipped)."""
+    if not c.a.llama_prefix:
+        raise Skip("llama.cpp was not given by prefix: no libllama to copy")
+    so = os.path.realpath(os.path.join(c.a.llama_prefix, "lib", "libllama.so"))
+    note = run(["readelf", "-n", so]).stdout
+    m = re.search(r"Build ID: ([0-9a-f]+)", note)
+    check(m, f"{so} has no GNU build ID: {note[:300]}")
+    with open(so, "rb") as f:
+        data = f.read()
+    bid = bytes.fromhex(m.group(1))
+    check(data.count(bid) == 1, f"the build ID of {so} is not in the file once")
+    other = bid[:-1] + bytes([bid[-1] ^ 0xFF])
+    path = os.path.join(c.tmp, "other", "libllama.so.0")
+    os.makedirs(os.path.dirname(path))
+    with open(path, "wb") as f:
+        f.write(data.replace(bid, other))
+    # Its RUNPATH is $ORIGIN: ggml beside it, the prefix's own.
+    for dep in glob.glob(os.path.join(c.a.llama_prefix, "lib", "libggml*.so.*")):
+        os.symlink(dep, os.path.join(os.path.dirname(path), os.path.basename(dep)))
+    return path, m.group(1), other.hex()
+
+
+def case_other_llama(c):
+    ldd = run(["ldd", c.so], env=clean_env()).stdout
+    if "libasan" in ldd or "libtsan" in ldd:
+        raise Skip("a sanitizer build: its runtime must come first, before a preloaded libllama")
+    lib, built_id, other_id = other_libllama(c)
+    binary = build_embed_pc(c, "embed-other")
+    plain, _ = c.embed(binary, "--no-ramforge")
+    report = os.path.join(c.tmp, "embed-other.json")
+    argv = [binary, c.model(), PROMPT, N_PREDICT, report]
+    p = run(argv, env=clean_env(LD_PRELOAD=lib))
+    ids = [int(t) for t in p.stdout.split()]
+    check(ids == plain, f"another libllama: tokens {ids} != {plain} without ramforge")
+    with open(report) as f:
+        doc = json.load(f)
+    line = [w for w in doc["warnings"] if "libllama" in w]
+    check(len(line) == 1 and lib in line[0] and other_id in line[0] and built_id in line[0],
+          f"no one warning naming both builds ({other_id}, {built_id}): {doc['warnings']}")
+    kv = [e for e in doc["ledger"]["entries"] if e["category"] == "KvCache"]
+    # The ledger's note may be shorter than the line: the path, last, goes first.
+    check(kv and line[0].startswith(kv[0]["note"]) and other_id in kv[0]["note"] and
+          built_id in kv[0]["note"], f"KvCache does not say why: {kv}")
+    check(doc["model"]["access_basis"] == "graph_probe",
+          f"placement (llama.cpp's tensor map) was used: {doc['model']['access_basis']}")
+    # The CLI's --version: the build it was compiled against, and the line on stderr.
+    cli = os.path.join(c.prefix, "bin", "ramforge")
+    p = run([cli, "--version"], env=clean_env())
+    check(p.stderr == "", f"--version with the recorded libllama warns: {p.stderr!r}")
+    p = run([cli, "--version"], env=clean_env(LD_PRELOAD=lib))
+    warn = p.stderr.splitlines()
+    check(len(warn) == 1 and other_id in warn[0] and built_id in warn[0],
+          f"--version with another libllama: stderr {p.stderr!r}")
+    print(f"another libllama (build ID {other_id}): {len(ids)} tokens as without ramforge; "
+          f"report: {line[0]}")
+
+
+CASES = {"layout": case_layout, "exports": case_exports, "pkgconfig": case_pkgconfig,
+         "find_package": case_find_package, "other_llama": case_other_llama}
 
 
 def main():

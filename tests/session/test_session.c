@@ -267,7 +267,7 @@ static void test_operations_have_their_own_reports(void **state)
     before.cause = RF_ADMIT_CAUSE_THRASH;
     snprintf(before.reason, sizeof(before.reason), "header estimate: will thrash");
     assert_int_equal(rf_session_set_preload_admission(s, &before), 0);
-    assert_int_equal(rf_session_admit(s, &req, &adm), 0);
+    assert_int_equal(rf_session_admit_result(s, &req, &adm), 0);
     execute(s, &f, TENSOR_BYTES);
     assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_IDLE), 0);
     assert_int_equal(rf_session_operation_end(s, NULL), 0);
@@ -696,6 +696,56 @@ static void test_tmpfs_release_not_attempted(void **state)
     rf_session_free(s);
 }
 
+/*
+ * The installed interface's accessors agree with the report: the admission
+ * (none before rf_session_admit), the bytes released (the sum of the
+ * boundaries' accepted bytes), and rf_version's strings.
+ */
+static void test_public_accessors(void **state)
+{
+    (void)state;
+    struct fake f = {
+        .nat.resident_bytes = 5 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1, .refuse_range = -1};
+    struct rf_session *s = start(&f, memory_bound(2 * TENSOR_BYTES));
+    enum rf_admission_outcome outcome = RF_ADMIT_UNKNOWN;
+    bool refused = true;
+    const char *reason = NULL;
+
+    assert_int_equal(rf_session_admission(NULL, NULL, NULL, NULL), -EINVAL);
+    assert_int_equal(rf_session_admission(s, &outcome, &refused, &reason), -ENODATA);
+    struct rf_operation_request req = {.n_prompt = 10, .n_predict = 8};
+    assert_int_equal(rf_session_admit(s, &req), 0);
+    assert_int_equal(rf_session_admission(s, &outcome, &refused, &reason), 0);
+    execute(s, &f, 0);
+    assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_AFTER_SESSION), 0);
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+
+    json_t *doc = fake_report(s, RF_REPORT_OPERATION);
+    json_t *adm = path(doc, "admission", NULL);
+    assert_string_equal(json_string_value(json_object_get(adm, "outcome")),
+                        rf_admission_outcome_name(outcome));
+    assert_int_equal(json_boolean_value(json_object_get(adm, "refused")), refused);
+    assert_non_null(reason);
+    assert_string_equal(json_string_value(json_object_get(adm, "reason")), reason);
+    json_t *bounds = path(doc, "application", "boundaries");
+    uint64_t accepted = 0;
+    for (size_t i = 0; i < json_array_size(bounds); i++)
+        accepted += (uint64_t)json_integer_value(
+            json_object_get(json_array_get(bounds, i), "accepted_bytes"));
+    assert_true(accepted > 0);
+    assert_int_equal(rf_session_released_bytes(s), accepted);
+    assert_int_equal(rf_session_released_bytes(NULL), 0);
+    json_decref(doc);
+    rf_session_free(s);
+
+    const struct rf_version_info *v = rf_version();
+    assert_non_null(v->ramforge);
+    assert_non_null(v->llama_cpp);
+    assert_non_null(v->llama_soname);
+    assert_non_null(v->llama_build_id);
+    assert_string_equal(v->llama_cpp, forge_llama_version());
+}
+
 /* The same warning text from two places (two pointers) is one warning. */
 static void test_warning_once_by_text(void **state)
 {
@@ -732,6 +782,7 @@ int main(void)
         cmocka_unit_test(test_page_snapshot_now),
         cmocka_unit_test(test_tmpfs_release_not_attempted),
         cmocka_unit_test(test_warning_once_by_text),
+        cmocka_unit_test(test_public_accessors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

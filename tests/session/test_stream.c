@@ -291,7 +291,7 @@ static struct rf_session *start(struct fake *f, uint64_t limit_pages)
 static void admit(struct rf_session *s, struct rf_admission_result *adm)
 {
     struct rf_operation_request req = {.n_ctx = 256, .n_predict = 4, .n_prompt = 3};
-    assert_int_equal(rf_session_admit(s, &req, adm), 0);
+    assert_int_equal(rf_session_admit_result(s, &req, adm), 0);
 }
 
 static const char *jstr_at(json_t *doc, const char *a, const char *b)

@@ -22,26 +22,13 @@
 
 #include "ramforge/intervals.h"
 #include "ramforge/inventory.h"
+#include "ramforge/types.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/*
- * The spec's profiles. Plans: all but off. Mutates (after a safe boundary):
- * conservative, memory-bound, reuse-aware, active. Needs a target:
- * memory-bound, active.
- */
-enum rf_policy_profile {
-    RF_POLICY_OFF = 0,      /* no policy action */
-    RF_POLICY_OBSERVE,      /* memory-bound plan for inspection only */
-    RF_POLICY_CONSERVATIVE, /* only tensors with zero shared page bytes */
-    RF_POLICY_MEMORY_BOUND, /* large candidates until the soft target is met */
-    RF_POLICY_REUSE_AWARE,  /* memory-bound, cold-first by an access profile */
-    RF_POLICY_ACTIVE,       /* compatibility alias for memory-bound */
-    RF_POLICY_STREAMING,    /* observe, and for a model over the limit pin a resident set
-                               (mlock) while the rest streams (streaming.h); never releases */
-};
+/* enum rf_policy_profile (the spec's profiles) is in ramforge/types.h. */
 
 /*
  * Parses a profile name: "off", "observe", "conservative", "memory-bound",

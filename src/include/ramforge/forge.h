@@ -20,16 +20,33 @@
 #include <stdint.h>
 
 #include "ramforge/binding.h"
+#include "ramforge/error.h"
 #include "ramforge/inventory.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define FORGE_ERR_MAX 512 /* size of the message buffers below */
+#define FORGE_ERR_MAX RF_ERR_MAX /* size of the message buffers below (ramforge/error.h) */
 
 /* llama.cpp version string this build links, e.g. "v0.4.0 80fb11a". */
 const char *forge_llama_version(void);
+
+/* The llama.cpp build ramforge was compiled against; static strings, "unknown" if not known. */
+struct forge_llama_build {
+    const char *version;  /* tag and commit, forge_llama_version() */
+    const char *soname;   /* SONAME of its libllama, "libllama.so.0" */
+    const char *build_id; /* GNU build ID of that libllama, hex */
+};
+const struct forge_llama_build *forge_llama_built(void);
+
+/*
+ * NULL when the process's libllama is the build above (same GNU build ID);
+ * otherwise one static line naming both builds: llama.cpp's C++ internals
+ * (memory breakdown, tensor map) are then not called and what they give is
+ * unknown. Checked once per process (logged once as a warning).
+ */
+const char *forge_llama_mismatch(void);
 
 /*
  * Initialises llama.cpp's backends once and routes its log through

@@ -57,6 +57,7 @@
 #include "ramforge/inventory.h"
 #include "ramforge/ledger.h"
 #include "ramforge/lifetime.h"
+#include "ramforge/types.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,21 +70,10 @@ extern "C" {
 #define RF_ADMISSION_NOTE_MAX 320    /* the lock note, including the NUL */
 #define RF_ADMISSION_MAX_RECORDS 12  /* scalar inputs recorded in the result */
 
-enum rf_admission_outcome {
-    RF_ADMIT_ADMITTED = 0, /* fits every limit and the soft target */
-    RF_ADMIT_WARNING,      /* AdmittedWithWarning: a soft bound, or thrashing outside enforce */
-    RF_ADMIT_REJECTED,     /* over a hard limit, or arithmetic overflow */
-    RF_ADMIT_UNKNOWN,      /* a figure the decision needs is unknown */
-};
+/* enum rf_admission_outcome and enum rf_admission_mode are in ramforge/types.h. */
 
 /* "admitted", "admitted_with_warning", "rejected", "unknown"; NULL for a bad value. */
 const char *rf_admission_outcome_name(enum rf_admission_outcome o);
-
-enum rf_admission_mode {
-    RF_ADMISSION_WARN = 0, /* default: report; refuse only a charge over a hard limit */
-    RF_ADMISSION_ENFORCE,  /* refuse Rejected and Unknown */
-    RF_ADMISSION_OFF,      /* never refuse */
-};
 
 /* "warn", "enforce", "off"; NULL for a bad value. */
 const char *rf_admission_mode_name(enum rf_admission_mode m);

@@ -1,0 +1,218 @@
+/*
+ * The session's calls beyond the installed interface (ramforge/session.h),
+ * for the CLI, the tests and the benches, which link the internal static
+ * libraries: they name the native layer's types (forge_*), the admission
+ * result and the report structs, so they are not installed and
+ * libramforge.so does not export them.
+ */
+#ifndef RAMFORGE_SESSION_EXT_H
+#define RAMFORGE_SESSION_EXT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ramforge/admission.h"
+#include "ramforge/forge.h"
+#include "ramforge/policy.h"
+#include "ramforge/session.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct forge_observer;
+struct rf_stream_prefetch; /* ramforge/streaming.h */
+
+/*
+ * Loads the GGUF model at path through llama.cpp (mmap) with model params
+ * mp (NULL: forge_model_default_params() with the classification params
+ * ask: by placement, the probe when the policy releases or
+ * params.probe_access), binds a session to it and runs the after_load
+ * boundary. The cgroup counters are read before the load: the first
+ * operation's kernel verdict covers the load. The session owns the model
+ * (freed by rf_session_free). err receives a one-line message on failure.
+ * Errors: -EINVAL (bad params, a required target missing), -RF_EBADMODEL,
+ * -EIO, -ENOMEM, -errno of the file.
+ */
+int rf_session_load(const char *path, const struct forge_model_params *mp,
+                    struct rf_session_params params, struct rf_session **out,
+                    char err[FORGE_ERR_MAX]);
+
+/* The native model (forge_generate, forge_model_release...); owned by the session. */
+struct forge_model *rf_session_forge_model(struct rf_session *s);
+
+/*
+ * rf_session_admit with the whole decision (ramforge/admission.h) copied
+ * into *out (may be NULL): out->refused says whether the caller must not
+ * run it (params' admission_mode). The cgroup hierarchy is read with
+ * rfsys_read_cgroup_tree; what release could return now is
+ * rf_admission_reclaimable_now. Errors as rf_session_admit.
+ */
+int rf_session_admit_result(struct rf_session *s, const struct rf_operation_request *request,
+                            struct rf_admission_result *out);
+
+/*
+ * Admission before the load, from the GGUF header at path alone (no
+ * llama.cpp load, no data page read): the file bytes the load will map
+ * and bring into the page cache (file size minus its cached bytes,
+ * cachestat), the weights it will copy into anonymous repacked buffers
+ * (use_extra_bufts on AVX2) and the weights each token reads from the
+ * mapping (forge_gguf_estimate), the KV cache of the request's padded
+ * context, the process's RSS and RssAnon now, and the cgroup hierarchy.
+ * A run it refuses (out->refused, params.admission_mode) would be killed
+ * or would thrash before the after-load admission could speak. Every
+ * figure is an estimate; rf_session_admit confirms after the load with
+ * measurements. Returns 0 with *out decided, 1 when no cgroup of the
+ * hierarchy has an enforced limit or memory.high (nothing can refuse the
+ * run before its load; the header is not parsed and *out is zeroed), or
+ * an error: -EINVAL, the header's errors (err says why), -ENOMEM.
+ */
+int rf_session_preload_admit(const char *path, bool use_extra_bufts,
+                             struct rf_session_params params,
+                             const struct rf_operation_request *request,
+                             struct rf_admission_result *out, char err[FORGE_ERR_MAX]);
+
+/*
+ * The fit check of `ramforge inspect -c N`: rf_session_preload_admit's
+ * decision from the GGUF header alone (no llama.cpp load, no data page
+ * read), but always decided, also when nothing in the hierarchy limits
+ * the run (the outcome is then admitted and the result says no limit was
+ * checked). Against the process's cgroup hierarchy, or, with has_limit,
+ * against one hypothetical cgroup of limit_bytes that holds only this
+ * process (usage: its VmRSS now; no inactive file cache counted). The
+ * process deciding is the one that would run the model: its RSS and
+ * RssAnon are the run's starting point. Returns 0 with *out decided, or
+ * an error: -EINVAL, the header's errors (err says why), -ENOMEM.
+ */
+int rf_session_fit_check(const char *path, bool use_extra_bufts, struct rf_session_params params,
+                         const struct rf_operation_request *request, bool has_limit,
+                         uint64_t limit_bytes, struct rf_admission_result *out,
+                         char err[FORGE_ERR_MAX]);
+
+/*
+ * Records the decision rf_session_preload_admit made before the load
+ * (copied) in the first operation's report (admission.before_load), beside
+ * the after-load decision. Errors: -EINVAL (NULL argument), -ENOMEM.
+ */
+int rf_session_set_preload_admission(struct rf_session *s, const struct rf_admission_result *adm);
+
+/*
+ * Writes the report of a run refused by rf_session_preload_admit to
+ * report_path atomically: the model's path and size, the policy, the
+ * admission with its inputs; every section that needs a loaded model is
+ * null with the reason. Errors: -EINVAL, -ENOMEM, -errno of the write.
+ */
+int rf_session_preload_report_write(const char *model_path, struct rf_session_params params,
+                                    const struct rf_admission_result *adm, const char *report_path);
+
+/*
+ * The same report as JSON text (for a caller writing it to a stream);
+ * *out is NUL-terminated and the caller frees it with free(). Errors:
+ * -EINVAL, -ENOMEM.
+ */
+int rf_session_preload_report_json(const char *model_path, struct rf_session_params params,
+                                   const struct rf_admission_result *adm, char **out);
+
+/*
+ * The streaming policy's pins, after rf_session_admit (and rf_session_stage)
+ * and before the operation's decode: when admission found that the weights
+ * the graph reads from the file do not fit the binding limit and the
+ * streaming plan fits (the anonymous memory, KV cache, a minimum window and
+ * the margin), mlocks the plan's page ranges of the model mapping (validated
+ * file-backed ranges only) and measures the locked bytes (smaps Locked).
+ * A refused mlock (RLIMIT_MEMLOCK, no CAP_IPC_LOCK) undoes what was locked
+ * and falls back to plain behaviour: the reason goes into the report's
+ * streaming.pin and a warning; the call still returns 0. The pins are undone
+ * (munlock) at the next after-session, after-verify or idle boundary (before
+ * any release), at rf_session_operation_end and at rf_session_free. Returns
+ * 1 when pages were pinned, 0 when nothing was (another policy, no plan, the
+ * working set fits, a refusal), -EINVAL (NULL s).
+ */
+int rf_session_stream_pin(struct rf_session *s);
+
+/*
+ * Records what the caller's layer-ahead prefetch thread (forge_ahead.h) did
+ * during the operation's session, for the report's streaming.prefetch
+ * (copied). Call before rf_session_operation_end. -EINVAL: NULL argument.
+ */
+int rf_session_stream_prefetch(struct rf_session *s, const struct rf_stream_prefetch *p);
+
+/*
+ * Attributes a dispatch observer's events (forge_observer.h, borrowed) to
+ * the inventory; a complete trace becomes the access profile reuse-aware
+ * orders by (never-dispatched weights first, then the latest first use).
+ * Errors: -EINVAL, -ENOMEM.
+ */
+int rf_session_dispatch_trace(struct rf_session *s, const struct forge_observer *obs);
+
+#define RF_SESSION_PROFILE_ERR_MAX 400 /* one line about a persisted profile, with the NUL */
+
+/*
+ * Attaches the persisted access profile at path (profile.h; `--profile`)
+ * and reads it once (timers profile_load and history_load of the open
+ * operation): the file is capped at RF_PROFILE_MAX_FILE_BYTES before it
+ * is parsed and must carry this model's identity (forge_gguf_identity)
+ * and format version. A matching profile orders reuse-aware's release
+ * (cold first) at every later boundary and rf_session_stage (hot first);
+ * its prediction history is kept to history_max entries (0: the
+ * default). Returns 0 when it was loaded; 1 when it is not used: absent
+ * (it is written by rf_session_profile_save), or rejected (unreadable,
+ * oversized, malformed, another format version or another model: err
+ * holds one line saying why, and the file will never be replaced).
+ * Errors: -EINVAL (NULL arguments, policy off), -ENOMEM.
+ */
+int rf_session_profile_open(struct rf_session *s, const char *path, size_t history_max,
+                            char err[RF_SESSION_PROFILE_ERR_MAX]);
+
+/*
+ * Writes the profile (updated by the complete dispatch traces since it
+ * was opened, with this operation's prediction in its history) back to
+ * its path atomically: a temporary file in the same directory, fsync,
+ * rename (rf_file_write_atomic), so a crash or a failure leaves the old
+ * file or the new one, never a mix. Returns 0 when written; 1 when there
+ * was nothing to save or the file must not be replaced (err says why);
+ * a negative errno of the failing call (the old file is intact; err
+ * says so). The operation report records the outcome.
+ */
+int rf_session_profile_save(struct rf_session *s, char err[RF_SESSION_PROFILE_ERR_MAX]);
+
+/*
+ * The output of a forge_generate call (ramforge's own decode loop) as an
+ * operation's output: tokens, text, context size, threads, the context's
+ * execution generation, timings and the memory breakdown; seed recorded.
+ * Pointers are borrowed from gen (rf_session_operation_end copies them);
+ * no verify tokens.
+ */
+struct rf_operation_output rf_session_output_of(const struct forge_generate_result *gen,
+                                                uint32_t seed);
+
+struct rf_residency_snapshot;
+
+/*
+ * Takes a page-level snapshot now into *out (initialised with
+ * rf_residency_snapshot_init; old content freed; the caller frees it with
+ * rf_residency_snapshot_free): mincore over the model mapping as at the
+ * end of an operation (params.page_budget_pages, inventory order, no
+ * target first; pages mincore cannot tell are unknown, with the reason in
+ * out->source). Over the inventory of rf_session_report()->inventory.
+ * For pictures of residency over time (ramforge/residency_svg.h): it
+ * changes no page and no report section; its time counts as observation.
+ * Errors: -EINVAL (NULL argument, policy off: no inventory), those of
+ * rf_residency_snapshot_take (-ENOMEM, -EOVERFLOW).
+ */
+int rf_session_page_snapshot(struct rf_session *s, struct rf_residency_snapshot *out);
+
+struct rf_report;
+
+/*
+ * The report of scope as plain structs (ramforge/report.h), assembled in
+ * the session: valid until the next call on s. For printing.
+ */
+const struct rf_report *rf_session_report(struct rf_session *s, enum rf_report_scope scope);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
