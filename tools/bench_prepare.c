@@ -18,10 +18,10 @@
 
 #include "bench_cleanup.h"
 #include "cli.h"
-#include "core/report_json.h"
 #include "ramforge/fs_profile.h"
 #include "ramforge/intervals.h"
 #include "ramforge/pages.h"
+#include "ramforge/report_json.h"
 #include "ramforge/timing.h"
 
 /* O_DIRECT buffers are aligned to this many bytes (covers 4 KiB logical blocks). */

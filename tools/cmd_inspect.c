@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "core/report_json.h"
 #include "inspect_fit.h"
 #include "inspect_table.h"
 #include "ramforge/error.h"
@@ -22,8 +21,10 @@
 #include "ramforge/forge_pages.h"
 #include "ramforge/fs_profile.h"
 #include "ramforge/inventory.h"
+#include "ramforge/json_util.h"
 #include "ramforge/pages.h"
 #include "ramforge/report.h"
+#include "ramforge/report_json.h"
 #include "ramforge/residency.h"
 #include "ramforge/residency_svg.h"
 #include "run.h"
@@ -317,7 +318,7 @@ static json_t *jpage_bytes(uint64_t pages, uint64_t page_bytes)
 
 static json_t *ju64(uint64_t v)
 {
-    return v <= (uint64_t)INT64_MAX ? json_integer((json_int_t)v) : json_null();
+    return rf_json_u64(true, v);
 }
 
 struct page_cache_view {

@@ -22,7 +22,7 @@
  * Expected workload: one write per report or metrics file, at the end of a
  * run or per bench condition: a few files of a few KiB to a few MiB.
  */
-#include "core/report_json.h"
+#include "ramforge/report_json.h"
 
 #include <errno.h>
 #include <fcntl.h>

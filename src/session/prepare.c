@@ -14,13 +14,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/report_json.h"
 #include "ramforge/admission.h"
 #include "ramforge/error.h"
 #include "ramforge/forge_pages.h"
 #include "ramforge/fs_profile.h"
 #include "ramforge/pages.h"
 #include "ramforge/policy.h"
+#include "ramforge/report_json.h"
 
 /* ------------------------------------------------------------------ admission */
 

@@ -23,8 +23,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/report_json.h"
 #include "ramforge/error.h"
+#include "ramforge/report_json.h"
 #include "session_internal.h"
 
 static void free_before(struct session_persist *ps)

@@ -23,10 +23,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/report_json.h"
 #include "ramforge/error.h"
 #include "ramforge/forge_observer.h"
 #include "ramforge/policy.h"
+#include "ramforge/report_json.h"
 
 #ifndef RAMFORGE_VERSION
 #define RAMFORGE_VERSION "unknown"
