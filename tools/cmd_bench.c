@@ -192,8 +192,8 @@ static int gguf_check_leaving_cache(const char *model, char err[FORGE_ERR_MAX])
     if (observed && rfsys_file_pages_sample(&fp, 0, fp.file_pages, after) == 0) {
         for (uint64_t p = 0; p < fp.file_pages;) {
             uint64_t end = p;
-            while (end < fp.file_pages && before[end] == RFSYS_PAGE_NONRESIDENT &&
-                   after[end] == RFSYS_PAGE_RESIDENT)
+            while (end < fp.file_pages && before[end] == RF_PAGE_NONRESIDENT &&
+                   after[end] == RF_PAGE_RESIDENT)
                 end++;
             if (end > p)
                 (void)posix_fadvise(fp.fd, (off_t)(p * fp.page_bytes),

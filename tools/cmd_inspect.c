@@ -283,12 +283,10 @@ static void count_file(struct before_read *b, uint64_t budget, struct file_count
         int rc = before_sample(b, first, n, states);
         if (rc < 0 && !fc->first_error)
             fc->first_error = rc;
-        for (uint64_t i = 0; i < n; i++) {
-            if (states[i] == RF_PAGE_RESIDENT)
-                fc->resident++;
-            else if (states[i] == RF_PAGE_NONRESIDENT)
-                fc->nonresident++;
-        }
+        struct rf_page_counts c = {0};
+        rf_page_counts_add(&c, states, n);
+        fc->resident += c.resident_pages;
+        fc->nonresident += c.nonresident_pages;
         first += n;
     }
     fc->inspected = todo;

@@ -163,27 +163,27 @@ int rf_profile_update(struct rf_profile *p, const struct rf_inventory *inv,
     return 0;
 }
 
-int rf_profile_matches(const struct rf_profile *p, const char *identity, uint64_t file_size_bytes,
-                       char *why, size_t why_size)
+bool rf_profile_matches(const struct rf_profile *p, const char *identity, uint64_t file_size_bytes,
+                        char *why, size_t why_size)
 {
     if (!p || !identity)
-        return 0;
+        return false;
     if (p->format_version != RF_PROFILE_FORMAT_VERSION) {
         say(why, why_size, "format version %" PRIu32 ", this build reads %d", p->format_version,
             RF_PROFILE_FORMAT_VERSION);
-        return 0;
+        return false;
     }
     if (strcmp(p->identity, identity) != 0) {
         say(why, why_size, "made for another model (identity %.23s..., this model %.23s...)",
             p->identity, identity);
-        return 0;
+        return false;
     }
     if (p->file_size_bytes != file_size_bytes) {
         say(why, why_size, "made for a file of %" PRIu64 " bytes, this model's file has %" PRIu64,
             p->file_size_bytes, file_size_bytes);
-        return 0;
+        return false;
     }
-    return 1;
+    return true;
 }
 
 /* ---- orders ------------------------------------------------------------- */

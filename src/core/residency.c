@@ -22,6 +22,7 @@
 #include "ramforge/residency.h"
 #include "ramforge/json_util.h"
 #include "ramforge/report_json.h"
+#include "ramforge/search.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -96,6 +97,18 @@ const char *rf_page_state_name(enum rf_page_state s)
     return NULL;
 }
 
+void rf_page_counts_add(struct rf_page_counts *c, const uint8_t *states, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        if (states[i] == RF_PAGE_RESIDENT)
+            c->resident_pages++;
+        else if (states[i] == RF_PAGE_NONRESIDENT)
+            c->nonresident_pages++;
+        else
+            c->unknown_pages++;
+    }
+}
+
 const char *rf_residency_sampled_name(enum rf_residency_sampled s)
 {
     switch (s) {
@@ -117,18 +130,23 @@ static bool add_u64(uint64_t *acc, uint64_t v)
     return !__builtin_add_overflow(*acc, v, acc);
 }
 
+/* A page to search the runs of ms for. */
+struct run_key {
+    const struct mstate *ms;
+    uint64_t page;
+};
+
+static bool run_end_above(const void *ctx, size_t i)
+{
+    const struct run_key *k = ctx;
+    return k->ms->runs[i].end > k->page;
+}
+
 /* Index of the first run whose end > page (n_runs when none). */
 static size_t run_first_end_above(const struct mstate *ms, uint64_t page)
 {
-    size_t lo = 0, hi = ms->n_runs;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (ms->runs[mid].end > page)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
+    struct run_key k = {ms, page};
+    return rf_partition_point(ms->n_runs, run_end_above, &k);
 }
 
 /*

@@ -72,8 +72,8 @@ struct rf_session_native {
     /* The process's storage traffic (rfsys_read_io's contract); NULL: unknown. */
     int (*io)(void *ud, struct rfsys_io *out);
     /* Whether the model file changed since the load (forge_model_file_changed's contract:
-       0, or 1 with why filled); NULL: the file is taken as unchanged. */
-    int (*file_changed)(void *ud, char *why, size_t why_size);
+       0 with *changed, why filled when true; or -errno); NULL: the file is taken as unchanged. */
+    int (*file_changed)(void *ud, bool *changed, char *why, size_t why_size);
 };
 
 /* The model a session is bound to, as plain tables (borrowed for the session's life). */
@@ -100,9 +100,9 @@ int rf_session_create_native(const struct rf_session_model *model,
 /*
  * Applies a plan built elsewhere at boundary (a before sample is taken;
  * the after sample is labelled boundary too). For tests of the apply
- * path's refusals. Returns as apply_plan in session.c: 1 (bytes accepted),
- * 0, -RF_ESTALE (another generation), -ENOENT (a tensor not in the
- * inventory), -EPROTO, -ENOMEM, -EINVAL.
+ * path's refusals. Returns as apply_plan in boundary.c: 0 (the report's
+ * application says what was accepted), -RF_ESTALE (another generation),
+ * -ENOENT (a tensor not in the inventory), -EPROTO, -ENOMEM, -EINVAL.
  */
 int rf_session_apply_plan(struct rf_session *s, const char *boundary, const struct rf_plan *plan);
 
