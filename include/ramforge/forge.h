@@ -20,13 +20,14 @@
 #include <stdint.h>
 
 #include "ramforge/binding.h"
+#include "ramforge/error.h"
 #include "ramforge/inventory.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define FORGE_ERR_MAX 512 /* size of the message buffers below */
+#define FORGE_ERR_MAX RF_ERR_MAX /* size of the message buffers below (error.h) */
 
 /* llama.cpp version string this build links, e.g. "v0.4.0 80fb11a". */
 const char *forge_llama_version(void);

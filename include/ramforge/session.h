@@ -327,7 +327,7 @@ int rf_session_boundary(struct rf_session *s, enum rf_boundary b);
  */
 int rf_session_dispatch_trace(struct rf_session *s, const struct forge_observer *obs);
 
-#define RF_SESSION_PROFILE_ERR_MAX 400 /* one line about a persisted profile, with the NUL */
+#define RF_SESSION_PROFILE_ERR_MAX RF_ERR_MAX /* one line about a persisted profile (error.h) */
 
 /*
  * Attaches the persisted access profile at path (profile.h; `--profile`)

@@ -392,7 +392,7 @@ int rf_plan_build(const struct rf_inventory *inv, const struct rf_plan_params *p
     size_t *rank = NULL, n_cands = 0, i;
     enum sel_mode mode = SEL_NONE;
     const char *name;
-    char why_profile[96] = "", why_none[sizeof(plan.reason)] = "";
+    char why_profile[RF_ERR_MAX] = "", why_none[RF_ERR_MAX] = "";
     bool conservative, dead_only, have_profile = false;
     uint64_t release_pages = 0, release_bytes = 0, protected_pages = 0;
     int rc;

@@ -126,7 +126,7 @@ json_t *rf_report_application_json(const struct rf_report *r)
         any |= r->applications[i].attempted;
     if (!any) {
         /* Every boundary's reason ("after_load: ...; after_session: ..."), not the first only. */
-        char why[512] = "";
+        char why[RF_ERR_MAX] = "";
         size_t at = 0;
         for (size_t i = 0; i < r->n_applications && at < sizeof(why); i++) {
             const struct rf_report_application *a = &r->applications[i];

@@ -182,7 +182,7 @@ int rf_staging_plan_build(const struct rf_inventory *inv, const struct rf_stagin
     struct cand *cands = NULL;
     size_t *rank = NULL, n_cands = 0, n_sets = 0, n_ranges = 0, i, j;
     uint64_t remaining, cand_pages = 0, overlap_pages = 0, skipped_pages = 0, union_pages = 0;
-    char why_order[96] = "";
+    char why_order[RF_ERR_MAX] = "";
     int rc;
 
     rf_staging_plan_init(&plan);

@@ -22,6 +22,7 @@
  */
 #include "forge_internal.h"
 
+#include "ramforge/error_text.h"
 #include "ramforge/forge_pages.h"
 #include "ramforge/search.h"
 
@@ -39,28 +40,19 @@
 
 const char *forge_page_error_reason(int err)
 {
-    switch (err) {
-    case 0:
-        return "";
-    case -ENXIO:
-        return "no validated file mapping for these pages";
-    case -EFAULT:
-        return "the range is not inside the model file's validated r--s mapping";
-    case -ENOENT:
-        return "the model mapping disappeared from /proc/self/maps";
-    case -ENOMEM:
-        return "mincore found the range unmapped: the model mapping disappeared";
-    case -EACCES:
-        return "mincore reports every page of a file the process neither owns nor may write "
-               "as resident (kernel rule can_do_mincore): pages unknown";
-    case -ESTALE:
-        return "the file at the model's path is not the mapped file (replaced or removed): "
-               "cannot check whether mincore is trustworthy";
-    case -EBADMSG:
-        return "malformed line in /proc/self/maps";
-    default:
-        return rf_strerror(err);
-    }
+    static const struct rf_err_text texts[] = {
+        {0, ""},
+        {-ENXIO, "no validated file mapping for these pages"},
+        {-EFAULT, "the range is not inside the model file's validated r--s mapping"},
+        {-ENOENT, "the model mapping disappeared from /proc/self/maps"},
+        {-ENOMEM, "mincore found the range unmapped: the model mapping disappeared"},
+        {-EACCES, "mincore reports every page of a file the process neither owns nor may write "
+                  "as resident (kernel rule can_do_mincore): pages unknown"},
+        {-ESTALE, "the file at the model's path is not the mapped file (replaced or removed): "
+                  "cannot check whether mincore is trustworthy"},
+        {-EBADMSG, "malformed line in /proc/self/maps"},
+    };
+    return rf_strerror_in(RF_ERR_TEXTS(texts), err, NULL);
 }
 
 /*

@@ -118,7 +118,7 @@ static bool observe_native(struct rf_session *s, const char *boundary, const cha
 
 bool ses_file_changed(struct rf_session *s)
 {
-    char why[256];
+    char why[RF_ERR_MAX];
     bool changed = false;
     if (!s->native->file_changed ||
         s->native->file_changed(s->ud, &changed, why, sizeof(why)) < 0 || !changed)

@@ -184,7 +184,7 @@ int rf_session_profile_open(struct rf_session *s, const char *path, size_t histo
     ses_profile_free(s);
     struct session_persist *ps = &s->persist;
     uint64_t t0 = rf_now_ns();
-    char why[256] = "";
+    char why[RF_ERR_MAX] = "";
     char *text = NULL;
     size_t len = 0;
     int rc;
@@ -368,7 +368,7 @@ void ses_profile_trace(struct rf_session *s)
 {
     struct session_persist *ps = &s->persist;
     const struct rf_dispatch_summary *d = &s->op.dispatch;
-    char why[256] = "";
+    char why[RF_ERR_MAX] = "";
     if (!ps->path || !ps->has_identity)
         return;
     uint64_t t0 = rf_now_ns();

@@ -194,7 +194,7 @@ struct rf_session {
         struct rf_profile prof;                 /* loaded and/or updated; identity "" : none */
         bool loaded;                            /* the file matched this model */
         bool writable;                          /* a save may replace the file */
-        char reason[320];                       /* why not loaded / not writable */
+        char reason[RF_ERR_MAX];                /* why not loaded / not writable */
         char *source;                           /* profile_source text; owned */
         bool has_identity;                      /* identity below is this model's */
         char identity[RF_PROFILE_IDENTITY_MAX]; /* this model's identity */
@@ -208,7 +208,7 @@ struct rf_session {
         bool has_pred;
         const char *pred_reason;
         bool saved;
-        char save_reason[320];
+        char save_reason[RF_ERR_MAX];
     } persist;
     /* The warning while the model file differs from the one loaded ("": it does not);
        also the refused_reason of the releases it stopped. */
