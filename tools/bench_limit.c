@@ -14,6 +14,7 @@
 #include "bench_report.h"
 #include "bench_spawn.h"
 #include "cli.h"
+#include "ramforge/json_util.h"
 
 int bench_limit_cgroup_create(const struct bench_options *o, size_t k,
                               struct rfsys_cgroup_child *cg, char *reason, size_t len)
@@ -140,11 +141,6 @@ int bench_limit_calibrate(const struct bench_options *o, struct bench_calibratio
     return -1;
 }
 
-static json_t *u_or_null(bool has, uint64_t v)
-{
-    return has && v <= (uint64_t)INT64_MAX ? json_integer((json_int_t)v) : json_null();
-}
-
 /* The bound object of one group g of condition cond (rows: all the runs). */
 static json_t *group_bound(const struct bench_options *o, const struct bench_calibration *cal,
                            double bw, enum bench_condition cond, const json_t *g,
@@ -188,8 +184,8 @@ static json_t *group_bound(const struct bench_options *o, const struct bench_cal
     json_t *b = json_object();
 
     json_object_set_new(b, "t_c_ns", cal->ok ? json_real(tc) : json_null());
-    json_object_set_new(b, "w_bytes", u_or_null(in && in->has_w, in ? in->w_bytes : 0));
-    json_object_set_new(b, "r_bytes", u_or_null(has_r, r_bytes));
+    json_object_set_new(b, "w_bytes", rf_json_u64(in && in->has_w, in ? in->w_bytes : 0));
+    json_object_set_new(b, "r_bytes", rf_json_u64(has_r, r_bytes));
     json_object_set_new(b, "b_bytes_per_s", bw > 0 ? json_real(bw) : json_null());
     json_object_set_new(b, "runtime_known",
                         in && !in->has_r ? json_boolean(in->runtime_known) : json_null());
@@ -225,8 +221,8 @@ json_t *bench_limit_json(const struct bench_options *o, const struct bench_calib
     json_object_set_new(c, "policy", json_string(rf_policy_name(RF_POLICY_OBSERVE)));
     json_object_set_new(c, "condition", json_string(bench_condition_name(BENCH_COND_WARM)));
     json_object_set_new(c, "decode_tokens_per_s", cal->ok ? json_real(cal->tps) : json_null());
-    json_object_set_new(c, "major_faults", u_or_null(cal->ran, cal->major_faults));
-    json_object_set_new(c, "read_bytes", u_or_null(cal->ran, cal->read_bytes));
+    json_object_set_new(c, "major_faults", rf_json_u64(cal->ran, cal->major_faults));
+    json_object_set_new(c, "read_bytes", rf_json_u64(cal->ran, cal->read_bytes));
     json_object_set_new(c, "report", cal->ran ? json_string(cal->report) : json_null());
     json_object_set_new(c, "error", cal->error[0] ? json_string(cal->error) : json_null());
     json_object_set_new(m, "calibration", c);

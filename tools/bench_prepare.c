@@ -18,10 +18,10 @@
 
 #include "bench_cleanup.h"
 #include "cli.h"
-#include "core/report_json.h"
 #include "ramforge/fs_profile.h"
 #include "ramforge/intervals.h"
 #include "ramforge/pages.h"
+#include "ramforge/report_json.h"
 #include "ramforge/timing.h"
 
 /* O_DIRECT buffers are aligned to this many bytes (covers 4 KiB logical blocks). */
@@ -78,14 +78,11 @@ static int sample_all(struct rfsys_file_pages *fp, uint8_t *states, struct bench
         int rc = rfsys_file_pages_sample(fp, first, n, dst);
         if (rc < 0 && !first_error)
             first_error = rc;
-        for (uint64_t i = 0; i < n; i++) {
-            if (dst[i] == RFSYS_PAGE_RESIDENT)
-                r->resident_pages++;
-            else if (dst[i] == RFSYS_PAGE_NONRESIDENT)
-                r->nonresident_pages++;
-            else
-                r->unknown_pages++;
-        }
+        struct rf_page_counts c = {0};
+        rf_page_counts_add(&c, dst, n);
+        r->resident_pages += c.resident_pages;
+        r->nonresident_pages += c.nonresident_pages;
+        r->unknown_pages += c.unknown_pages;
         first += n;
     }
     return first_error;
@@ -246,12 +243,12 @@ static int restore_states(int fd, const uint8_t *states, uint64_t n_pages)
     int first_error = 0;
 
     for (uint64_t p = 0; p < n_pages;) {
-        if (states[p] != RFSYS_PAGE_NONRESIDENT) {
+        if (states[p] != RF_PAGE_NONRESIDENT) {
             p++;
             continue;
         }
         uint64_t end = p;
-        while (end < n_pages && states[end] == RFSYS_PAGE_NONRESIDENT)
+        while (end < n_pages && states[end] == RF_PAGE_NONRESIDENT)
             end++;
         int rc = posix_fadvise(fd, (off_t)(p * pb), (off_t)((end - p) * pb), POSIX_FADV_DONTNEED);
         if (rc && !first_error)

@@ -31,13 +31,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ramforge/error.h"
 #include "ramforge/pages.h"
 
 /* Bytes per read(2)/write(2) when copying, warming and timing files (8 MiB). */
 #define BENCH_IO_BYTES (8u << 20)
 
 /* Size of the error buffers filled below: one line, without the program name. */
-#define BENCH_ERR_MAX 512
+#define BENCH_ERR_MAX RF_ERR_MAX /* ramforge/error.h */
 
 /*
  * Preparations tried before a run keeps a label other than its condition's

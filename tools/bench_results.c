@@ -16,6 +16,7 @@
 
 #include "bench_limit.h"
 #include "bench_spawn.h"
+#include "ramforge/json_util.h"
 #include "ramforge/metrics.h"
 #include "ramforge/policy.h"
 
@@ -94,11 +95,6 @@ static json_t *json_number(double x)
     if (x >= 0 && x < 9007199254740992.0 && (double)(json_int_t)x == x)
         return json_integer((json_int_t)x);
     return json_real(x);
-}
-
-static json_t *json_u64_or_null(bool has, uint64_t v)
-{
-    return has && v <= (uint64_t)INT64_MAX ? json_integer((json_int_t)v) : json_null();
 }
 
 static json_t *json_str_or_null(const char *s)
@@ -192,7 +188,7 @@ static json_t *physical_limit_json(const struct bench_copy *cp)
         reason = "the isolated copy could not be made";
     else if (!ok)
         reason = cp->read_error[0] ? cp->read_error : "the cold read did not run";
-    json_object_set_new(j, "bytes", json_u64_or_null(ok, cp->read_bytes));
+    json_object_set_new(j, "bytes", rf_json_u64(ok, cp->read_bytes));
     json_object_set_new(j, "read_seconds", ok ? json_real(secs) : json_null());
     json_object_set_new(j, "read_mb_per_s", ok ? json_real(bw / 1e6) : json_null());
     json_object_set_new(j, "limit_seconds",
@@ -265,7 +261,7 @@ json_t *bench_summary_json(const struct bench_options *o, uint64_t model_bytes,
         json_object_set_new(c, "path", json_str_or_null(cp->path));
         json_object_set_new(c, "made", json_boolean(cp->made));
         json_object_set_new(c, "error", json_str_or_null(cp->error));
-        json_object_set_new(c, "bytes", json_u64_or_null(cp->made, cp->info.bytes));
+        json_object_set_new(c, "bytes", rf_json_u64(cp->made, cp->info.bytes));
         json_object_set_new(c, "copy_seconds",
                             cp->made ? json_real((double)cp->info.ns / 1e9) : json_null());
         json_object_set_new(c, "source_read", json_str_or_null(cp->info.source_note));

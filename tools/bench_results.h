@@ -94,8 +94,8 @@ struct bench_row {
     int run_status; /* -1 not started; exit status; 128 + signal */
     struct bench_value v[BENCH_M_N];
     char fingerprint[BENCH_FINGERPRINT_MAX]; /* output.token_fingerprint; "" if absent */
-    char report[96];  /* "runs/<condition>-<policy>-<rep>.json"; "" if none */
-    char reason[200]; /* why the run failed (label failed, or a nonzero run_status); "" */
+    char report[96];         /* "runs/<condition>-<policy>-<rep>.json"; "" if none */
+    char reason[RF_ERR_MAX]; /* why the run failed (label failed, or a nonzero run_status); "" */
     struct bench_bound_inputs bound_in; /* from the report, --memory-limit only */
 };
 

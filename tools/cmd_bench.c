@@ -47,11 +47,11 @@
 #include "bench_results.h"
 #include "bench_spawn.h"
 #include "cli.h"
-#include "core/report_json.h"
 #include "ramforge/forge.h"
 #include "ramforge/metrics.h"
 #include "ramforge/pages.h"
 #include "ramforge/report.h"
+#include "ramforge/report_json.h"
 #include "run.h"
 
 /* Prepares row r's cache condition and verifies it; sets r->label (failed on an error). */
@@ -192,8 +192,8 @@ static int gguf_check_leaving_cache(const char *model, char err[FORGE_ERR_MAX])
     if (observed && rfsys_file_pages_sample(&fp, 0, fp.file_pages, after) == 0) {
         for (uint64_t p = 0; p < fp.file_pages;) {
             uint64_t end = p;
-            while (end < fp.file_pages && before[end] == RFSYS_PAGE_NONRESIDENT &&
-                   after[end] == RFSYS_PAGE_RESIDENT)
+            while (end < fp.file_pages && before[end] == RF_PAGE_NONRESIDENT &&
+                   after[end] == RF_PAGE_RESIDENT)
                 end++;
             if (end > p)
                 (void)posix_fadvise(fp.fd, (off_t)(p * fp.page_bytes),

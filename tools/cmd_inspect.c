@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "core/report_json.h"
 #include "inspect_fit.h"
 #include "inspect_table.h"
 #include "ramforge/error.h"
@@ -22,8 +21,10 @@
 #include "ramforge/forge_pages.h"
 #include "ramforge/fs_profile.h"
 #include "ramforge/inventory.h"
+#include "ramforge/json_util.h"
 #include "ramforge/pages.h"
 #include "ramforge/report.h"
+#include "ramforge/report_json.h"
 #include "ramforge/residency.h"
 #include "ramforge/residency_svg.h"
 #include "run.h"
@@ -282,12 +283,10 @@ static void count_file(struct before_read *b, uint64_t budget, struct file_count
         int rc = before_sample(b, first, n, states);
         if (rc < 0 && !fc->first_error)
             fc->first_error = rc;
-        for (uint64_t i = 0; i < n; i++) {
-            if (states[i] == RF_PAGE_RESIDENT)
-                fc->resident++;
-            else if (states[i] == RF_PAGE_NONRESIDENT)
-                fc->nonresident++;
-        }
+        struct rf_page_counts c = {0};
+        rf_page_counts_add(&c, states, n);
+        fc->resident += c.resident_pages;
+        fc->nonresident += c.nonresident_pages;
         first += n;
     }
     fc->inspected = todo;
@@ -317,7 +316,7 @@ static json_t *jpage_bytes(uint64_t pages, uint64_t page_bytes)
 
 static json_t *ju64(uint64_t v)
 {
-    return v <= (uint64_t)INT64_MAX ? json_integer((json_int_t)v) : json_null();
+    return rf_json_u64(true, v);
 }
 
 struct page_cache_view {

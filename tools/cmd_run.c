@@ -118,12 +118,11 @@ static bool admit_before_load(const struct run_options *o, struct rf_session_par
                                        .n_predict = (uint32_t)o->n_predict};
     char err[FORGE_ERR_MAX];
     bool go = true;
-    int decided = rf_session_preload_admit(o->model, o->repack, p, &req, adm, err);
-    *decided_out = decided == 0;
-    if (decided < 0) {
+    int ret = rf_session_preload_admit(o->model, o->repack, p, &req, adm, decided_out, err);
+    if (ret < 0) {
         cli_error("%s", err);
         go = false;
-    } else if (decided == 1) {
+    } else if (!*decided_out) {
         /* no enforced limit: nothing to decide before the load */
     } else if (adm->refused) {
         char text[2048];
@@ -171,12 +170,13 @@ static void warn_above_target(struct rf_session *s)
 static bool open_profile(struct rf_session *s, const struct run_options *o)
 {
     char err[RF_SESSION_PROFILE_ERR_MAX];
-    int rc = rf_session_profile_open(s, o->profile_path, (size_t)o->profile_history, err);
+    bool used = false;
+    int rc = rf_session_profile_open(s, o->profile_path, (size_t)o->profile_history, &used, err);
     if (rc < 0) {
         cli_error("cannot use profile %s: %s", o->profile_path, rf_strerror(rc));
         return false;
     }
-    if (rc == 1 && err[0])
+    if (!used && err[0])
         cli_error("warning: %s", err);
     return true;
 }
@@ -185,8 +185,9 @@ static bool open_profile(struct rf_session *s, const struct run_options *o)
 static bool save_profile(struct rf_session *s)
 {
     char err[RF_SESSION_PROFILE_ERR_MAX];
-    int rc = rf_session_profile_save(s, err);
-    if (rc == 1 && err[0])
+    bool saved = false;
+    int rc = rf_session_profile_save(s, &saved, err);
+    if (rc == 0 && !saved && err[0])
         cli_error("warning: profile %s", err);
     if (rc < 0)
         cli_error("%s", err);
@@ -289,7 +290,8 @@ int cmd_run(int argc, char **argv)
             cli_error("%s: cannot plan staging: %s", o.model, rf_strerror(rc));
             goto out;
         }
-        if (rf_session_stream_pin(s) == 0) {
+        bool pinned = false;
+        if (rf_session_stream_pin(s, &pinned) == 0 && !pinned) {
             const struct rf_stream_report *sr =
                 rf_session_report(s, RF_REPORT_OPERATION)->streaming;
             if (sr && sr->fallback)

@@ -233,7 +233,7 @@ static bool admit_and_stage(struct serve *sv, struct serve_job *j)
     }
     /* streaming: pin what admission planned; undone at the operation's end */
     pthread_mutex_lock(&sv->session_mu);
-    rf_session_stream_pin(sv->session);
+    rf_session_stream_pin(sv->session, NULL);
     pthread_mutex_unlock(&sv->session_mu);
     pthread_mutex_lock(&sv->mu);
     sv->residency = SERVE_RESIDENT;

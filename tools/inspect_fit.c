@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "core/report_json.h"
 #include "inspect_fit.h"
+#include "ramforge/report_json.h"
 #include "ramforge/session_ext.h"
 #include "ramforge/timing.h"
 

@@ -21,12 +21,14 @@ bool serve_profile_open(struct serve *sv)
     char err[RF_SESSION_PROFILE_ERR_MAX];
     if (!o->profile_path)
         return true;
-    int rc = rf_session_profile_open(sv->session, o->profile_path, (size_t)o->profile_history, err);
+    bool used = false;
+    int rc = rf_session_profile_open(sv->session, o->profile_path, (size_t)o->profile_history,
+                                     &used, err);
     if (rc < 0) {
         cli_error("cannot use profile %s: %s", o->profile_path, rf_strerror(rc));
         return false;
     }
-    if (rc == 1 && err[0])
+    if (!used && err[0])
         cli_error("warning: %s", err);
     rc = forge_observer_create(SERVE_OBSERVER_EVENTS, &sv->observer);
     if (rc < 0) {
@@ -56,10 +58,11 @@ void serve_profile_trace(struct serve *sv)
 static bool save(struct serve *sv)
 {
     char err[RF_SESSION_PROFILE_ERR_MAX];
-    int rc = rf_session_profile_save(sv->session, err);
+    bool saved = false;
+    int rc = rf_session_profile_save(sv->session, &saved, err);
     if (rc < 0)
         cli_error("%s", err);
-    else if (rc == 1 && err[0] && sv->o->verbose)
+    else if (!saved && err[0] && sv->o->verbose)
         cli_error("warning: profile %s", err);
     sv->profile_requests = 0;
     return rc >= 0;

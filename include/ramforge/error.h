@@ -15,6 +15,14 @@
 extern "C" {
 #endif
 
+/*
+ * Size of every buffer that carries one line of reason or error text from
+ * a layer to the report or the caller, including the NUL: a longer text is
+ * cut, never overrun (docs/CONVENTIONS.md). The one exception is the
+ * admission decision's reason (several sentences, RF_ADMISSION_REASON_MAX).
+ */
+#define RF_ERR_MAX 512
+
 /* ramforge-specific codes, below the errno range Linux uses (< 4096). */
 #define RF_EBADMODEL 5001 /* the file is not a usable GGUF model */
 #define RF_ESTALE 5002    /* an inventory generation or plan is out of date */

@@ -4,11 +4,11 @@
  * unknown figure leading to Unknown rather than to a guess. See
  * admission.h for the arithmetic and the order of the rules.
  *
- * Also the estimates admission is fed from plain structs: the reclaimable
- * bytes now (lifetime states, locks), the file working set (inventory page
- * ranges), the KV cache and the padded context size.
+ * The estimates it is fed (reclaimable bytes, file working set, KV cache,
+ * context size) are admission_estimate.c; the names, admission_names.c.
  */
 #include "ramforge/admission.h"
+#include "admission_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -17,97 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ramforge/intervals.h"
-
 #define RF_ANON_NOTE                                                                               \
     "page release may not address it: the excess is likely anonymous (KV cache, graph scratch, "   \
     "runtime, repacked copies)"
 
 #define RF_WAYS_OUT "ways out: a smaller model, or a larger limit"
-
-static const char *const outcome_names[] = {
-    [RF_ADMIT_ADMITTED] = "admitted",
-    [RF_ADMIT_WARNING] = "admitted_with_warning",
-    [RF_ADMIT_REJECTED] = "rejected",
-    [RF_ADMIT_UNKNOWN] = "unknown",
-};
-
-static const char *const mode_names[] = {
-    [RF_ADMISSION_WARN] = "warn",
-    [RF_ADMISSION_ENFORCE] = "enforce",
-    [RF_ADMISSION_OFF] = "off",
-};
-
-static const char *const cause_names[] = {
-    [RF_ADMIT_CAUSE_FITS] = "fits",
-    [RF_ADMIT_CAUSE_UNKNOWN] = "unknown",
-    [RF_ADMIT_CAUSE_OVERFLOW] = "overflow",
-    [RF_ADMIT_CAUSE_HARD_LIMIT] = "hard_limit",
-    [RF_ADMIT_CAUSE_THRASH] = "thrash",
-    [RF_ADMIT_CAUSE_SOFT_LIMIT] = "soft_limit",
-    [RF_ADMIT_CAUSE_SOFT_TARGET] = "soft_target",
-};
-
-static const char *const bound_names[] = {
-    [RF_ADMIT_BOUND_NONE] = "none",
-    [RF_ADMIT_BOUND_HARD_LIMIT] = "hard_limit",
-    [RF_ADMIT_BOUND_SOFT_LIMIT] = "soft_limit",
-    [RF_ADMIT_BOUND_SOFT_TARGET] = "soft_target",
-};
-
-static const char *const phase_names[] = {
-    [RF_ADMISSION_AFTER_LOAD] = "after_load",
-    [RF_ADMISSION_PRE_LOAD] = "pre_load",
-};
-
-#define NAME_OF(table, v)                                                                          \
-    ((unsigned)(v) < sizeof(table) / sizeof((table)[0]) ? (table)[(unsigned)(v)] : NULL)
-
-const char *rf_admission_outcome_name(enum rf_admission_outcome o)
-{
-    return NAME_OF(outcome_names, o);
-}
-
-const char *rf_admission_mode_name(enum rf_admission_mode m)
-{
-    return NAME_OF(mode_names, m);
-}
-
-const char *rf_admission_cause_name(enum rf_admission_cause c)
-{
-    return NAME_OF(cause_names, c);
-}
-
-const char *rf_admission_bound_name(enum rf_admission_bound b)
-{
-    return NAME_OF(bound_names, b);
-}
-
-const char *rf_admission_phase_name(enum rf_admission_phase p)
-{
-    return NAME_OF(phase_names, p);
-}
-
-int rf_admission_mode_parse(const char *s, enum rf_admission_mode *out)
-{
-    if (!s || !out)
-        return -EINVAL;
-    for (size_t i = 0; i < sizeof(mode_names) / sizeof(mode_names[0]); i++) {
-        if (strcmp(s, mode_names[i]) == 0) {
-            *out = (enum rf_admission_mode)i;
-            return 0;
-        }
-    }
-    return -EINVAL;
-}
-
-struct rf_admission_figure rf_admission_figure_of(uint64_t bytes, enum rf_provenance provenance,
-                                                  const char *source)
-{
-    struct rf_admission_figure f = {true, bytes, provenance, source};
-
-    return f;
-}
 
 /* Copies src (NULL: "") into dst of size bytes, truncating, NUL-terminated. */
 static void copy_str(char *dst, size_t size, const char *src)
@@ -177,108 +91,6 @@ static void add_unknown(struct rf_admission_result *out, const char *name)
             return;
     if (out->n_unknown < RF_ADMISSION_MAX_UNKNOWN)
         copy_str(out->unknown_components[out->n_unknown++], RF_ADMISSION_NAME_MAX, name);
-}
-
-/* a + b into *sum; false on overflow. An absent b adds nothing. */
-static bool add_figure(uint64_t *sum, const struct rf_admission_figure *b)
-{
-    return !b->has || !__builtin_add_overflow(*sum, b->bytes, sum);
-}
-
-static uint64_t sat_sub(uint64_t a, uint64_t b)
-{
-    return a > b ? a - b : 0;
-}
-
-/*
- * The request, growth and anonymous projection. Returns NULL, or a static
- * phrase naming what is missing (Unknown), or "overflow".
- */
-static const char *project(const struct rf_admission_input *in, struct rf_admission_result *out)
-{
-    bool pre = in->phase == RF_ADMISSION_PRE_LOAD;
-    uint64_t growth = 0, request, anon;
-
-    if (!in->process_rss.has)
-        return "the process RSS is unknown";
-    if (!in->kv_cache.has)
-        return "the KV cache size is unknown";
-    if (pre && !in->mapped_weights.has)
-        return "the bytes the load will map are unknown";
-    if (pre && !in->repacked_weights.has)
-        return "which weights the load will repack is unknown";
-    /* The charge grows by anonymous memory; mapped file pages are the working set's. */
-    if (!add_figure(&growth, &in->kv_cache) || !add_figure(&growth, &in->graph_scratch) ||
-        (pre && !add_figure(&growth, &in->repacked_weights)))
-        return "overflow";
-    request = in->process_rss.bytes;
-    /* The load populates every page of the file: all of it will be in the RSS. */
-    if (__builtin_add_overflow(request, growth, &request) ||
-        (pre &&
-         (!add_figure(&request, &in->mapped_weights) || !add_figure(&request, &in->model_cached))))
-        return "overflow";
-    out->has_growth = true;
-    out->growth_bytes = growth;
-    out->has_request = true;
-    out->request_bytes = request;
-    if (in->anonymous.has) {
-        if (__builtin_add_overflow(in->anonymous.bytes, growth, &anon))
-            return "overflow";
-        out->has_anonymous = true;
-        out->anonymous_bytes = anon;
-        if (in->file_working_set.has) {
-            if (__builtin_add_overflow(in->file_working_set.bytes, anon, &out->working_set_bytes))
-                return "overflow";
-            out->has_working_set = true;
-        }
-    }
-    return NULL;
-}
-
-/*
- * Checks one level. Returns false when a projected figure overflows.
- * others (out) is the level's unreclaimable charge that is not this
- * process's, when checked.
- */
-static bool check_level(const struct rf_admission_input *in, struct rf_admission_result *out,
-                        struct rf_admission_level_check *c)
-{
-    const struct rf_cgroup_level *l = &c->level;
-    uint64_t usage = l->usage.bytes, base, others;
-
-    c->enforced = rf_cgroup_level_enforced(l);
-    c->working_set_fits = true;
-    c->high_fits = true;
-    c->high_working_set_fits = true;
-    if (!l->usage.has || !out->has_growth)
-        return true;
-    c->reclaimable_bytes = 0;
-    if (l->inactive_file.has)
-        c->reclaimable_bytes = l->inactive_file.bytes < usage ? l->inactive_file.bytes : usage;
-    base = usage - c->reclaimable_bytes;
-    if (__builtin_add_overflow(base, out->growth_bytes, &c->projected_bytes))
-        return false;
-    others = sat_sub(base, in->process_rss.bytes);
-    if (in->phase == RF_ADMISSION_PRE_LOAD && in->model_cached.has)
-        others = sat_sub(others, in->model_cached.bytes);
-    if (c->enforced) {
-        c->checked = true;
-        c->room_bytes = sat_sub(l->limit.bytes, base);
-        c->fits = c->projected_bytes <= l->limit.bytes;
-        c->run_room_bytes = sat_sub(l->limit.bytes, others);
-        if (out->has_working_set) {
-            c->working_set_checked = true;
-            c->working_set_fits = out->working_set_bytes <= c->run_room_bytes;
-        }
-    }
-    if (l->high.has && !l->high.unlimited) {
-        c->high_checked = true;
-        c->high_fits = c->projected_bytes <= l->high.bytes;
-        c->high_run_room_bytes = sat_sub(l->high.bytes, others);
-        if (out->has_working_set)
-            c->high_working_set_fits = out->working_set_bytes <= c->high_run_room_bytes;
-    }
-    return true;
 }
 
 /*
@@ -365,7 +177,7 @@ static void thrash_sentence(const struct rf_admission_input *in, struct rf_admis
                             enum rf_admission_outcome o, const struct rf_admission_level_check *c,
                             const char *kind, uint64_t limit, uint64_t room)
 {
-    uint64_t fit = sat_sub(room, out->anonymous_bytes);
+    uint64_t fit = rf_admission_sat_sub(room, out->anonymous_bytes);
 
     out->has_working_set_fit = true;
     out->working_set_fit_bytes = fit;
@@ -375,7 +187,7 @@ static void thrash_sentence(const struct rf_admission_input *in, struct rf_admis
            " bytes of anonymous memory and %" PRIu64
            " bytes of other unreclaimable charges); " RF_WAYS_OUT "%s",
            in->file_working_set.bytes, fit, kind, limit, c->level.dir, out->anonymous_bytes,
-           sat_sub(limit, room),
+           rf_admission_sat_sub(limit, room),
            in->streaming ? ""
                          : ", or --residency-policy streaming (pins what fits, streams the rest)");
 }
@@ -592,7 +404,7 @@ static void decide_known(const struct rf_admission_input *in, struct rf_admissio
         return;
     }
     for (size_t i = 0; i < out->n_cgroups; i++) {
-        if (!check_level(in, out, &out->cgroups[i])) {
+        if (!rf_admission_check_level(in, out, &out->cgroups[i])) {
             decide(out, RF_ADMIT_REJECTED, RF_ADMIT_CAUSE_OVERFLOW,
                    "the projected charge of cgroup %s overflows 64 bits",
                    out->cgroups[i].level.dir);
@@ -681,7 +493,7 @@ int rf_admission_decide(const struct rf_admission_input *in, struct rf_admission
     copy_inputs(in, out);
     lock_check(in, out);
 
-    missing = project(in, out);
+    missing = rf_admission_project(in, out);
     if (missing && strcmp(missing, "overflow") == 0) {
         decide(out, RF_ADMIT_REJECTED, RF_ADMIT_CAUSE_OVERFLOW,
                "the projected memory of the run overflows 64 bits");
@@ -696,160 +508,5 @@ int rf_admission_decide(const struct rf_admission_input *in, struct rf_admission
         decide_known(in, out);
     }
     set_refused(out);
-    return 0;
-}
-
-int rf_admission_reclaimable_now(const struct rf_inventory *inv, const struct rf_lifetime *lt,
-                                 const bool *mapping_locked, const struct rf_binding *b,
-                                 struct rf_reclaimable_now *out)
-{
-    const char *why = NULL;
-
-    if (!out)
-        return -EINVAL;
-    memset(out, 0, sizeof(*out));
-    if (!inv || !lt || !b || lt->n != inv->n || (inv->n_mappings && !mapping_locked) ||
-        (inv->n && (!inv->entries || !lt->states)))
-        return -EINVAL;
-    for (size_t i = 0; i < inv->n; i++) {
-        const struct rf_inventory_entry *e = &inv->entries[i];
-        bool eligible =
-            e->eligibility == RF_ELIGIBLE || e->eligibility == RF_ELIGIBLE_DEAD_FILE_PAGES;
-
-        if (e->mapping_index >= 0 && (size_t)e->mapping_index >= inv->n_mappings) {
-            memset(out, 0, sizeof(*out));
-            return -EINVAL;
-        }
-        switch (lt->states[i]) {
-        case RF_LT_RELEASE_ELIGIBLE:
-            if (!eligible || e->mapping_index < 0) {
-                out->n_not_eligible++;
-            } else if (mapping_locked[e->mapping_index]) {
-                out->n_locked++;
-            } else {
-                if (__builtin_add_overflow(out->bytes, e->unique_reclaimable_bytes, &out->bytes)) {
-                    memset(out, 0, sizeof(*out));
-                    return -EOVERFLOW;
-                }
-                out->n_counted++;
-            }
-            break;
-        case RF_LT_RELEASE_SELECTED:
-        case RF_LT_RELEASE_REQUESTED:
-        case RF_LT_NATIVE_ACCEPTED:
-        case RF_LT_RECONCILED:
-            out->n_released++;
-            break;
-        case RF_LT_SHARED_OR_REUSED:
-            out->n_shared++;
-            break;
-        case RF_LT_NATIVE_FAILURE:
-        case RF_LT_RELEASE_FAILED:
-            out->n_failed++;
-            break;
-        case RF_LT_UNKNOWN:
-        case RF_LT_INVALIDATED:
-            out->n_unknown++;
-            break;
-        default:
-            out->n_not_eligible++;
-            break;
-        }
-    }
-    if (!rf_binding_may_select(b, &why)) {
-        out->bytes = 0;
-        out->reason = why ? why : "selection is not allowed now";
-        return 0;
-    }
-    out->has_value = true;
-    return 0;
-}
-
-int rf_admission_file_working_set(const struct rf_inventory *inv, uint64_t *out)
-{
-    struct rf_interval_set *sets = NULL;
-    uint64_t total = 0;
-    int ret = 0;
-
-    if (!inv || !out || (inv->n && !inv->entries) || (inv->n_mappings && !inv->mappings))
-        return -EINVAL;
-    *out = 0;
-    if (inv->n_mappings) {
-        sets = calloc(inv->n_mappings, sizeof(*sets));
-        if (!sets)
-            return -ENOMEM;
-        for (size_t m = 0; m < inv->n_mappings; m++)
-            rf_interval_set_init(&sets[m]);
-    }
-    for (size_t i = 0; i < inv->n; i++) {
-        const struct rf_inventory_entry *e = &inv->entries[i];
-
-        if (e->access != RF_ACCESS_FILE_BACKED || !e->file_backed || e->mapping_index < 0)
-            continue;
-        if ((size_t)e->mapping_index >= inv->n_mappings) {
-            ret = -EINVAL;
-            goto out;
-        }
-        ret = rf_interval_set_add(&sets[e->mapping_index], e->pages);
-        if (ret < 0)
-            goto out;
-    }
-    for (size_t m = 0; m < inv->n_mappings; m++) {
-        uint64_t bytes;
-
-        if (__builtin_mul_overflow(rf_interval_set_pages(&sets[m]), inv->page_bytes, &bytes) ||
-            __builtin_add_overflow(total, bytes, &total)) {
-            ret = -EOVERFLOW;
-            goto out;
-        }
-    }
-    *out = total;
-
-out:
-    for (size_t m = 0; sets && m < inv->n_mappings; m++)
-        rf_interval_set_free(&sets[m]);
-    free(sets);
-    return ret;
-}
-
-int rf_admission_kv_bytes(uint64_t n_layer, uint64_t n_ctx, uint64_t n_embd_k, uint64_t n_embd_v,
-                          uint64_t elem_bytes, uint64_t *out)
-{
-    uint64_t width, v;
-
-    if (!out)
-        return -EINVAL;
-    *out = 0;
-    if (!n_layer || !n_ctx || !n_embd_k || !n_embd_v || !elem_bytes)
-        return -EINVAL;
-    if (__builtin_add_overflow(n_embd_k, n_embd_v, &width) ||
-        __builtin_mul_overflow(width, elem_bytes, &v) || __builtin_mul_overflow(v, n_ctx, &v) ||
-        __builtin_mul_overflow(v, n_layer, &v))
-        return -EOVERFLOW;
-    *out = v;
-    return 0;
-}
-
-int rf_admission_ctx_cells(uint64_t n_ctx_requested, uint64_t n_prompt_tokens, uint64_t n_predict,
-                           uint64_t pad, uint64_t *out)
-{
-    uint64_t n = n_ctx_requested, rem;
-
-    if (!out)
-        return -EINVAL;
-    *out = 0;
-    if (!pad)
-        return -EINVAL;
-    if (!n) {
-        if (!n_prompt_tokens || !n_predict)
-            return -EINVAL; /* a prompt token and a generated one at least */
-        if (__builtin_add_overflow(n_prompt_tokens, n_predict, &n))
-            return -EOVERFLOW;
-        n -= 1;
-    }
-    rem = n % pad;
-    if (rem && __builtin_add_overflow(n, pad - rem, &n))
-        return -EOVERFLOW;
-    *out = n;
     return 0;
 }

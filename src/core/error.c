@@ -1,5 +1,9 @@
-/* Error strings and the log sink shared by every ramforge layer. */
+/*
+ * Error strings, one mechanism (error_text.h: a context's table over
+ * rf_strerror), and the log sink shared by every ramforge layer.
+ */
 #include "ramforge/error.h"
+#include "ramforge/error_text.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -8,18 +12,32 @@
 static rf_log_fn log_fn;
 static void *log_user_data;
 
+/* The entry of table[0..n) for err; NULL when there is none. */
+static const struct rf_err_text *find(const struct rf_err_text *table, size_t n, int err)
+{
+    for (size_t i = 0; i < n; i++)
+        if (table[i].err == err)
+            return &table[i];
+    return NULL;
+}
+
+const char *rf_strerror_in(const struct rf_err_text *table, size_t n, int err, const char *fallback)
+{
+    const struct rf_err_text *e = find(table, n, err);
+    if (e)
+        return e->text;
+    return fallback ? fallback : rf_strerror(err);
+}
+
 const char *rf_strerror(int err)
 {
-    switch (-err) {
-    case 0:
-        return "Success";
-    case RF_EBADMODEL:
-        return "not a usable GGUF model";
-    case RF_ESTALE:
-        return "inventory generation is out of date";
-    default:
-        return strerror(-err);
-    }
+    static const struct rf_err_text own[] = {
+        {0, "Success"},
+        {-RF_EBADMODEL, "not a usable GGUF model"},
+        {-RF_ESTALE, "inventory generation is out of date"},
+    };
+    const struct rf_err_text *e = find(RF_ERR_TEXTS(own), err);
+    return e ? e->text : strerror(-err);
 }
 
 void rf_log_set(rf_log_fn fn, void *user_data)

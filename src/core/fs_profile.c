@@ -6,12 +6,13 @@
  * calls). docs/FILESYSTEMS.md states the same table in prose; keep both.
  */
 #include "ramforge/fs_profile.h"
+#include "ramforge/json_util.h"
 
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
 
-#include "core/report_json.h"
+#include "ramforge/report_json.h"
 
 static const char NET_WHY[] =
     "a network or user-space filesystem: the client's page cache may be invalidated by the "
@@ -103,11 +104,6 @@ const char *rf_fs_release_name(enum rf_fs_release r)
     return "uncertain";
 }
 
-static json_t *str_or_null(const char *s)
-{
-    return s ? json_string(s) : json_null();
-}
-
 json_t *rf_fs_to_json(uint64_t magic)
 {
     const struct rf_fs_profile *p = rf_fs_profile_of(magic);
@@ -120,11 +116,11 @@ json_t *rf_fs_to_json(uint64_t magic)
     json_object_set_new(o, "type", json_string(p->name));
     json_object_set_new(o, "magic", magic ? json_string(hex) : json_null());
     json_object_set_new(o, "cachestat_valid", json_boolean(p->cachestat_valid));
-    json_object_set_new(o, "cachestat_note", str_or_null(p->cachestat_why));
+    json_object_set_new(o, "cachestat_note", rf_json_str(p->cachestat_why));
     json_object_set_new(o, "page_figures_stable", json_boolean(p->page_figures_stable));
-    json_object_set_new(o, "page_figures_caveat", str_or_null(p->page_figures_why));
+    json_object_set_new(o, "page_figures_caveat", rf_json_str(p->page_figures_why));
     json_object_set_new(o, "cold_read_possible", json_boolean(p->cold_read_possible));
     json_object_set_new(o, "release", json_string(rf_fs_release_name(p->release)));
-    json_object_set_new(o, "release_note", str_or_null(p->release_why));
+    json_object_set_new(o, "release_note", rf_json_str(p->release_why));
     return o;
 }

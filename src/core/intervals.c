@@ -9,6 +9,7 @@
  * allocates except the set's array; nothing prints.
  */
 #include "ramforge/intervals.h"
+#include "ramforge/search.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -117,33 +118,35 @@ static int set_reserve(struct rf_interval_set *s, size_t need)
     return 0;
 }
 
+/* A page to search the ranges of s for. */
+struct end_key {
+    const struct rf_interval_set *s;
+    uint64_t page;
+};
+
+static bool end_at_least(const void *ctx, size_t i)
+{
+    const struct end_key *k = ctx;
+    return k->s->v[i].end_page >= k->page;
+}
+
+static bool end_above(const void *ctx, size_t i)
+{
+    const struct end_key *k = ctx;
+    return k->s->v[i].end_page > k->page;
+}
+
 /* Index of the first range whose end_page >= page (so n when there is none). */
 static size_t first_end_at_least(const struct rf_interval_set *s, uint64_t page)
 {
-    size_t lo = 0, hi = s->n;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->v[mid].end_page >= page)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
+    struct end_key k = {s, page};
+    return rf_partition_point(s->n, end_at_least, &k);
 }
 
 size_t rf_interval_set_first_end_above(const struct rf_interval_set *s, uint64_t page)
 {
-    size_t lo = 0, hi = s->n;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->v[mid].end_page > page)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
+    struct end_key k = {s, page};
+    return rf_partition_point(s->n, end_above, &k);
 }
 
 /*

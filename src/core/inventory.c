@@ -23,6 +23,7 @@
  * when it is UNKNOWN.
  */
 #include "ramforge/inventory.h"
+#include "ramforge/search.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -389,11 +390,21 @@ out:
     return rc;
 }
 
+/* A tensor index to search inv's entries (sorted by it) for. */
+struct index_key {
+    const struct rf_inventory *inv;
+    uint32_t tensor_index;
+};
+
+static bool index_at_least(const void *ctx, size_t i)
+{
+    const struct index_key *k = ctx;
+    return k->inv->entries[i].key.tensor_index >= k->tensor_index;
+}
+
 int rf_inventory_lookup(const struct rf_inventory *inv, struct rf_resource_key key,
                         const struct rf_inventory_entry **out)
 {
-    size_t lo = 0, hi;
-
     if (out)
         *out = NULL;
     if (!inv || !out)
@@ -406,21 +417,12 @@ int rf_inventory_lookup(const struct rf_inventory *inv, struct rf_resource_key k
         *out = &inv->entries[key.tensor_index];
         return 0;
     }
-    hi = inv->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        uint32_t idx = inv->entries[mid].key.tensor_index;
-
-        if (idx == key.tensor_index) {
-            *out = &inv->entries[mid];
-            return 0;
-        }
-        if (idx < key.tensor_index)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return -ENOENT;
+    struct index_key k = {inv, key.tensor_index};
+    size_t at = rf_partition_point(inv->n, index_at_least, &k);
+    if (at == inv->n || inv->entries[at].key.tensor_index != key.tensor_index)
+        return -ENOENT;
+    *out = &inv->entries[at];
+    return 0;
 }
 
 const char *rf_access_basis_name(enum rf_access_basis b)
@@ -510,5 +512,5 @@ int rf_inventory_rank(const struct rf_inventory *inv, const uint32_t *order, siz
         rank[e - inv->entries] = i;
     }
     *rank_out = rank;
-    return 1;
+    return 0;
 }

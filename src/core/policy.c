@@ -22,6 +22,7 @@
  * pages.
  */
 #include "ramforge/policy.h"
+#include "ramforge/search.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -161,21 +162,23 @@ static bool has_pages(const struct rf_inventory_entry *e)
     return e->file_backed && e->pages.end_page > e->pages.first_page;
 }
 
+/* A point to search s->pt for. */
+struct seg_key {
+    const struct segs *s;
+    struct seg_point point;
+};
+
+static bool seg_at_least(const void *ctx, size_t i)
+{
+    const struct seg_key *k = ctx;
+    return seg_point_cmp(&k->s->pt[i], &k->point) >= 0;
+}
+
 /* Position of point (m, page) in s->pt; the caller knows it is there. */
 static size_t segs_find(const struct segs *s, int32_t m, uint64_t page)
 {
-    struct seg_point key = {m, page};
-    size_t lo = 0, hi = s->n_pt;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-
-        if (seg_point_cmp(&s->pt[mid], &key) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    struct seg_key k = {s, {m, page}};
+    return rf_partition_point(s->n_pt, seg_at_least, &k);
 }
 
 /* Builds s over inv's entries that own pages. Errors: -ENOMEM. */
@@ -319,8 +322,8 @@ static int cand_cmp(const void *pa, const void *pb)
 
 /*
  * Maps the access profile onto entry positions: rank[pos] is the tensor's
- * place in profile_order, NO_RANK when absent. Returns 1 when the profile
- * is valid, 0 when it is not (why in why[]), -ENOMEM.
+ * place in profile_order, NO_RANK when absent. Returns 0 (*rank_out NULL
+ * when the profile is empty or not valid: why in why[]), -ENOMEM.
  */
 static int profile_ranks(const struct rf_inventory *inv, const struct rf_plan_params *p,
                          size_t **rank_out, char *why, size_t why_size)
@@ -335,7 +338,7 @@ static int profile_ranks(const struct rf_inventory *inv, const struct rf_plan_pa
         return 0;
     }
     rc = rf_inventory_rank(inv, p->profile_order, p->n_profile_order, rank_out, &bad, &twice);
-    if (rc == 0)
+    if (rc == 0 && !*rank_out)
         snprintf(why, why_size, "access profile ignored: tensor %" PRIu32 " %s", bad,
                  twice ? "named twice" : "not in inventory");
     return rc;
@@ -389,7 +392,7 @@ int rf_plan_build(const struct rf_inventory *inv, const struct rf_plan_params *p
     size_t *rank = NULL, n_cands = 0, i;
     enum sel_mode mode = SEL_NONE;
     const char *name;
-    char why_profile[96] = "", why_none[sizeof(plan.reason)] = "";
+    char why_profile[RF_ERR_MAX] = "", why_none[RF_ERR_MAX] = "";
     bool conservative, dead_only, have_profile = false;
     uint64_t release_pages = 0, release_bytes = 0, protected_pages = 0;
     int rc;
@@ -444,7 +447,7 @@ int rf_plan_build(const struct rf_inventory *inv, const struct rf_plan_params *p
             rc = profile_ranks(inv, p, &rank, why_profile, sizeof(why_profile));
             if (rc < 0)
                 goto out;
-            have_profile = rc == 1;
+            have_profile = rank != NULL;
         } else {
             snprintf(why_profile, sizeof(why_profile), "no access profile: memory-bound order");
         }

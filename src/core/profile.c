@@ -1,7 +1,7 @@
 /*
  * Access profiles and prediction history: building one from a dispatch
- * summary, the cold/hot orders it gives an inventory, the versioned JSON
- * document, and the per-page prediction counts.
+ * summary, the cold/hot orders it gives an inventory and the versioned JSON
+ * document. The per-page prediction counts are prediction.c.
  *
  * Workload: a few hundred tensor names per model and at most a few
  * thousand history entries; a document of a few hundred KiB. The parser
@@ -9,6 +9,7 @@
  * type-checked and bounded, no name longer than the inventory's field.
  */
 #include "ramforge/profile.h"
+#include "ramforge/json_util.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -18,8 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "ramforge/residency.h"
 
 static void say(char *why, size_t why_size, const char *fmt, ...)
 {
@@ -164,27 +163,27 @@ int rf_profile_update(struct rf_profile *p, const struct rf_inventory *inv,
     return 0;
 }
 
-int rf_profile_matches(const struct rf_profile *p, const char *identity, uint64_t file_size_bytes,
-                       char *why, size_t why_size)
+bool rf_profile_matches(const struct rf_profile *p, const char *identity, uint64_t file_size_bytes,
+                        char *why, size_t why_size)
 {
     if (!p || !identity)
-        return 0;
+        return false;
     if (p->format_version != RF_PROFILE_FORMAT_VERSION) {
         say(why, why_size, "format version %" PRIu32 ", this build reads %d", p->format_version,
             RF_PROFILE_FORMAT_VERSION);
-        return 0;
+        return false;
     }
     if (strcmp(p->identity, identity) != 0) {
         say(why, why_size, "made for another model (identity %.23s..., this model %.23s...)",
             p->identity, identity);
-        return 0;
+        return false;
     }
     if (p->file_size_bytes != file_size_bytes) {
         say(why, why_size, "made for a file of %" PRIu64 " bytes, this model's file has %" PRIu64,
             p->file_size_bytes, file_size_bytes);
-        return 0;
+        return false;
     }
-    return 1;
+    return true;
 }
 
 /* ---- orders ------------------------------------------------------------- */
@@ -299,31 +298,27 @@ int rf_profile_history_push(struct rf_profile *p, const struct rf_prediction *e)
 
 /* ---- JSON --------------------------------------------------------------- */
 
-static json_t *ju64(uint64_t v)
-{
-    return v <= INT64_MAX ? json_integer((json_int_t)v) : json_null();
-}
-
 static json_t *prediction_json(const struct rf_prediction *e)
 {
     json_t *o = json_object();
     if (!o)
         return NULL;
-    json_object_set_new(o, "operation", ju64(e->operation));
+    json_object_set_new(o, "operation", rf_json_u64(true, e->operation));
     json_object_set_new(o, "identity", json_string(e->identity));
-    json_object_set_new(o, "selected_bytes", ju64(e->selected_bytes));
+    json_object_set_new(o, "selected_bytes", rf_json_u64(true, e->selected_bytes));
     json_object_set_new(o, "accepted_bytes",
-                        e->has_accepted ? ju64(e->accepted_bytes) : json_null());
+                        e->has_accepted ? rf_json_u64(true, e->accepted_bytes) : json_null());
     json_object_set_new(o, "mapping_delta_bytes",
                         e->has_mapping_delta ? json_integer(e->mapping_delta_bytes) : json_null());
     if (e->has_pages) {
-        json_object_set_new(o, "page_bytes", ju64(e->page_bytes));
-        json_object_set_new(o, "hit_pages", ju64(e->hit_pages));
-        json_object_set_new(o, "miss_pages", ju64(e->miss_pages));
-        json_object_set_new(o, "wasted_pages", ju64(e->wasted_pages));
-        json_object_set_new(o, "unknown_pages", ju64(e->unknown_pages));
-        json_object_set_new(o, "used_pages", ju64(e->used_pages));
-        json_object_set_new(o, "resident_staged_pages", ju64(e->resident_staged_pages));
+        json_object_set_new(o, "page_bytes", rf_json_u64(true, e->page_bytes));
+        json_object_set_new(o, "hit_pages", rf_json_u64(true, e->hit_pages));
+        json_object_set_new(o, "miss_pages", rf_json_u64(true, e->miss_pages));
+        json_object_set_new(o, "wasted_pages", rf_json_u64(true, e->wasted_pages));
+        json_object_set_new(o, "unknown_pages", rf_json_u64(true, e->unknown_pages));
+        json_object_set_new(o, "used_pages", rf_json_u64(true, e->used_pages));
+        json_object_set_new(o, "resident_staged_pages",
+                            rf_json_u64(true, e->resident_staged_pages));
     } else {
         const char *k[] = {"page_bytes",    "hit_pages",  "miss_pages",           "wasted_pages",
                            "unknown_pages", "used_pages", "resident_staged_pages"};
@@ -345,14 +340,14 @@ int rf_profile_to_text(const struct rf_profile *p, char **out)
     json_object_set_new(doc, "kind", json_string(RF_PROFILE_KIND));
     json_object_set_new(doc, "format_version", json_integer(RF_PROFILE_FORMAT_VERSION));
     json_object_set_new(doc, "identity", json_string(p->identity));
-    json_object_set_new(doc, "file_size_bytes", ju64(p->file_size_bytes));
-    json_object_set_new(doc, "operations", ju64(p->operations));
+    json_object_set_new(doc, "file_size_bytes", rf_json_u64(true, p->file_size_bytes));
+    json_object_set_new(doc, "operations", rf_json_u64(true, p->operations));
     for (size_t i = 0; i < p->n_tensors; i++) {
         const struct rf_profile_tensor *t = &p->tensors[i];
         json_t *o =
             json_pack("{s:s, s:o, s:o}", "name", t->name, "first_rank",
                       t->first_rank == RF_PROFILE_NEVER ? json_null() : json_integer(t->first_rank),
-                      "accesses", ju64(t->accesses));
+                      "accesses", rf_json_u64(true, t->accesses));
         if (!o || json_array_append_new(tensors, o) < 0)
             goto out;
     }
@@ -562,85 +557,4 @@ out:
     if (rc < 0)
         rf_profile_free(out);
     return rc;
-}
-
-/* ---- per-page prediction counts ----------------------------------------- */
-
-/* The state before staging of page pg of mapping m. */
-static uint8_t before_state(const uint8_t *const *before, const uint64_t *n_before, size_t n_maps,
-                            int32_t m, uint64_t pg)
-{
-    if (m < 0 || (size_t)m >= n_maps || !before || !before[m] || pg >= n_before[m])
-        return RF_PAGE_UNKNOWN;
-    return before[m][pg];
-}
-
-int rf_prediction_count(const struct rf_file_range *staged, size_t n_staged,
-                        const struct rf_file_range *used, size_t n_used,
-                        const uint8_t *const *before, const uint64_t *n_before_pages,
-                        size_t n_mappings, struct rf_prediction *out)
-{
-    if (!out || (!staged && n_staged) || (!used && n_used) || (n_mappings && !n_before_pages))
-        return -EINVAL;
-    int32_t max_map = -1;
-    for (size_t i = 0; i < n_staged; i++)
-        if (staged[i].mapping_index < 0)
-            return -EINVAL;
-    for (size_t i = 0; i < n_used; i++)
-        if (used[i].mapping_index < 0)
-            return -EINVAL;
-    for (size_t i = 0; i < n_staged; i++)
-        if (staged[i].mapping_index > max_map)
-            max_map = staged[i].mapping_index;
-    for (size_t i = 0; i < n_used; i++)
-        if (used[i].mapping_index > max_map)
-            max_map = used[i].mapping_index;
-    uint64_t hit = 0, miss = 0, wasted = 0, unknown = 0, n_u = 0, pre = 0;
-    int rc = 0;
-    for (int32_t m = 0; m <= max_map; m++) {
-        struct rf_interval_set s, u;
-        rf_interval_set_init(&s);
-        rf_interval_set_init(&u);
-        for (size_t i = 0; rc == 0 && i < n_staged; i++)
-            if (staged[i].mapping_index == m)
-                rc = rf_interval_set_add(&s, staged[i].pages);
-        for (size_t i = 0; rc == 0 && i < n_used; i++)
-            if (used[i].mapping_index == m)
-                rc = rf_interval_set_add(&u, used[i].pages);
-        if (rc == 0) {
-            uint64_t s_pages = rf_interval_set_pages(&s), h = 0;
-            for (size_t k = 0; k < s.n; k++)
-                for (uint64_t pg = s.v[k].first_page; pg < s.v[k].end_page; pg++)
-                    if (before_state(before, n_before_pages, n_mappings, m, pg) == RF_PAGE_RESIDENT)
-                        pre++;
-            for (size_t k = 0; k < u.n; k++) {
-                struct rf_page_range r = u.v[k];
-                h += rf_interval_set_overlap_pages(&s, r);
-                for (uint64_t pg = r.first_page; pg < r.end_page; pg++) {
-                    if (rf_interval_set_contains(&s, pg))
-                        continue;
-                    uint8_t st = before_state(before, n_before_pages, n_mappings, m, pg);
-                    if (st == RF_PAGE_NONRESIDENT)
-                        miss++;
-                    else if (st != RF_PAGE_RESIDENT)
-                        unknown++;
-                }
-            }
-            hit += h;
-            wasted += s_pages - h;
-            n_u += rf_interval_set_pages(&u);
-        }
-        rf_interval_set_free(&s);
-        rf_interval_set_free(&u);
-        if (rc < 0)
-            return rc;
-    }
-    out->hit_pages = hit;
-    out->miss_pages = miss;
-    out->wasted_pages = wasted;
-    out->unknown_pages = unknown;
-    out->used_pages = n_u;
-    out->resident_staged_pages = pre;
-    out->has_pages = true;
-    return 0;
 }

@@ -6,19 +6,10 @@
  */
 #include <jansson.h>
 
-#include "core/report_json.h"
+#include "ramforge/json_util.h"
 #include "ramforge/profile.h"
 #include "ramforge/report.h"
-
-static json_t *ju64(bool has, uint64_t v)
-{
-    return has && v <= INT64_MAX ? json_integer((json_int_t)v) : json_null();
-}
-
-static json_t *jstr_or_null(const char *s)
-{
-    return s ? json_string(s) : json_null();
-}
+#include "ramforge/report_json.h"
 
 json_t *rf_profile_persisted_json(const struct rf_report *r)
 {
@@ -26,10 +17,10 @@ json_t *rf_profile_persisted_json(const struct rf_report *r)
         return json_null();
     return json_pack(
         "{s:s, s:o, s:b, s:o, s:I, s:b, s:o, s:I, s:I, s:i}", "path", r->profile_path, "identity",
-        jstr_or_null(r->profile_identity), "used", r->profile_loaded, "reason",
-        jstr_or_null(r->profile_file_reason), "operations",
+        rf_json_str(r->profile_identity), "used", r->profile_loaded, "reason",
+        rf_json_str(r->profile_file_reason), "operations",
         (json_int_t)(r->profile_operations > INT64_MAX ? INT64_MAX : r->profile_operations),
-        "saved", r->profile_saved, "save_reason", jstr_or_null(r->profile_save_reason),
+        "saved", r->profile_saved, "save_reason", rf_json_str(r->profile_save_reason),
         "history_entries", (json_int_t)r->history_entries, "history_max",
         (json_int_t)r->history_max, "format_version", RF_PROFILE_FORMAT_VERSION);
 }
@@ -37,7 +28,7 @@ json_t *rf_profile_persisted_json(const struct rf_report *r)
 /* One counter: its value (null: not measured) and where it came from. */
 static json_t *counter(bool has, uint64_t v, const char *provenance)
 {
-    return json_pack("{s:o, s:s}", "value", ju64(has, v), "provenance", provenance);
+    return json_pack("{s:o, s:s}", "value", rf_json_u64(has, v), "provenance", provenance);
 }
 
 json_t *rf_prediction_json(const struct rf_report *r)
@@ -60,8 +51,8 @@ json_t *rf_prediction_json(const struct rf_report *r)
     bool pages = e->has_pages;
     uint64_t pb = pages ? e->page_bytes : 0;
     json_object_set_new(o, "reason", json_null());
-    json_object_set_new(o, "evidence", jstr_or_null(r->prediction_evidence));
-    json_object_set_new(o, "page_bytes", ju64(pages, pb));
+    json_object_set_new(o, "evidence", rf_json_str(r->prediction_evidence));
+    json_object_set_new(o, "page_bytes", rf_json_u64(pages, pb));
     json_object_set_new(o, "selected_bytes",
                         counter(true, e->selected_bytes,
                                 "ramforge staging planner: page bytes selected (requested)"));

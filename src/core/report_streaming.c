@@ -4,32 +4,23 @@
  * the pins and the per-token bound. One object, so that bench reads its
  * keys in one place.
  */
-#include "core/report_json.h"
 #include "ramforge/error.h"
+#include "ramforge/json_util.h"
 #include "ramforge/ledger.h"
+#include "ramforge/report_json.h"
 
 #include <stdint.h>
-
-static json_t *jb(bool has, uint64_t v)
-{
-    return has && v <= (uint64_t)INT64_MAX ? json_integer((json_int_t)v) : json_null();
-}
-
-static json_t *js(const char *s)
-{
-    return s ? json_string(s) : json_null();
-}
 
 static json_t *io_json(const struct rf_stream_report *sr)
 {
     const char *prov = rf_provenance_name(RF_PROV_EXACT_MEASURED);
     return json_pack(
-        "{s:o, s:s, s:o, s:o, s:s, s:o}", "read_bytes", jb(sr->has_read_bytes, sr->read_bytes),
-        "read_bytes_source",
+        "{s:o, s:s, s:o, s:o, s:s, s:o}", "read_bytes",
+        rf_json_u64(sr->has_read_bytes, sr->read_bytes), "read_bytes_source",
         "/proc/self/io read_bytes, the operation's delta (bytes fetched from "
         "storage; page-cache hits excluded)",
         "read_bytes_provenance", sr->has_read_bytes ? json_string(prov) : json_null(),
-        "major_faults", jb(sr->has_major_faults, sr->major_faults), "major_faults_source",
+        "major_faults", rf_json_u64(sr->has_major_faults, sr->major_faults), "major_faults_source",
         "/proc/self/stat majflt (field 12), the operation's delta", "major_faults_provenance",
         sr->has_major_faults ? json_string(prov) : json_null());
 }
@@ -48,17 +39,17 @@ static json_t *plan_json(const struct rf_stream_report *sr)
         json_decref(names);
         return NULL;
     }
-    json_object_set_new(o, "limit_bytes", jb(true, p->limit_bytes));
-    json_object_set_new(o, "limit_source", js(sr->limit_source));
-    json_object_set_new(o, "margin_bytes", jb(true, p->margin_bytes));
-    json_object_set_new(o, "window_bytes", jb(true, p->window_bytes));
-    json_object_set_new(o, "min_window_bytes", jb(true, p->min_window_bytes));
-    json_object_set_new(o, "fixed_bytes", jb(true, p->fixed_bytes));
-    json_object_set_new(o, "working_set_bytes", jb(true, p->working_set_bytes));
-    json_object_set_new(o, "resident_bytes", jb(true, p->resident_bytes));
-    json_object_set_new(o, "pin_budget_bytes", jb(true, p->pin_budget_bytes));
-    json_object_set_new(o, "pinned_bytes", jb(true, p->pinned_bytes));
-    json_object_set_new(o, "streamed_bytes_per_token", jb(true, p->streamed_bytes));
+    json_object_set_new(o, "limit_bytes", rf_json_u64(true, p->limit_bytes));
+    json_object_set_new(o, "limit_source", rf_json_str(sr->limit_source));
+    json_object_set_new(o, "margin_bytes", rf_json_u64(true, p->margin_bytes));
+    json_object_set_new(o, "window_bytes", rf_json_u64(true, p->window_bytes));
+    json_object_set_new(o, "min_window_bytes", rf_json_u64(true, p->min_window_bytes));
+    json_object_set_new(o, "fixed_bytes", rf_json_u64(true, p->fixed_bytes));
+    json_object_set_new(o, "working_set_bytes", rf_json_u64(true, p->working_set_bytes));
+    json_object_set_new(o, "resident_bytes", rf_json_u64(true, p->resident_bytes));
+    json_object_set_new(o, "pin_budget_bytes", rf_json_u64(true, p->pin_budget_bytes));
+    json_object_set_new(o, "pinned_bytes", rf_json_u64(true, p->pinned_bytes));
+    json_object_set_new(o, "streamed_bytes_per_token", rf_json_u64(true, p->streamed_bytes));
     json_object_set_new(o, "streamed_provenance",
                         json_string(rf_provenance_name(RF_PROV_ESTIMATED)));
     json_object_set_new(o, "fits", json_boolean(p->fits));
@@ -78,11 +69,12 @@ static json_t *pin_json(const struct rf_stream_report *sr)
         return NULL;
     json_object_set_new(o, "attempted", json_boolean(sr->pin_attempted));
     json_object_set_new(o, "pinned", json_boolean(sr->pinned));
-    json_object_set_new(o, "accepted_bytes", jb(sr->pin_attempted, sr->pin_accepted_bytes));
-    json_object_set_new(o, "elapsed_ns", jb(sr->pin_attempted, sr->pin_ns));
+    json_object_set_new(o, "accepted_bytes",
+                        rf_json_u64(sr->pin_attempted, sr->pin_accepted_bytes));
+    json_object_set_new(o, "elapsed_ns", rf_json_u64(sr->pin_attempted, sr->pin_ns));
     json_object_set_new(o, "error",
                         sr->pin_error ? json_string(rf_strerror(sr->pin_error)) : json_null());
-    json_object_set_new(o, "error_reason", js(sr->pin_error_reason));
+    json_object_set_new(o, "error_reason", rf_json_str(sr->pin_error_reason));
     json_object_set_new(o, "fallback", json_boolean(sr->fallback));
     json_object_set_new(o, "sequential", json_boolean(sr->sequential));
     json_object_set_new(o, "hugepage", json_boolean(sr->hugepage));
@@ -92,10 +84,10 @@ static json_t *pin_json(const struct rf_stream_report *sr)
         o, "thp_enabled_source",
         json_string("/sys/kernel/mm/transparent_hugepage/enabled, the bracketed mode; null: "
                     "hugepage not asked, or the file is missing (a kernel without THP)"));
-    json_object_set_new(o, "locked_bytes", jb(sr->has_locked, sr->locked_bytes));
+    json_object_set_new(o, "locked_bytes", rf_json_u64(sr->has_locked, sr->locked_bytes));
     json_object_set_new(o, "locked_source",
                         json_string("/proc/self/smaps Locked of the model mapping after the pin"));
-    json_object_set_new(o, "unpinned_at", js(sr->unpinned_at));
+    json_object_set_new(o, "unpinned_at", rf_json_str(sr->unpinned_at));
     return o;
 }
 
@@ -105,10 +97,11 @@ static json_t *bound_json(const struct rf_stream_report *sr)
     if (!o)
         return NULL;
     json_object_set_new(o, "bandwidth_bytes_per_s",
-                        jb(sr->has_bandwidth, sr->bandwidth_bytes_per_s));
-    json_object_set_new(o, "warm_token_ns", jb(sr->has_warm_token_ns, sr->warm_token_ns));
-    json_object_set_new(o, "bound_token_ns", jb(sr->has_bound, sr->bound_token_ns));
-    json_object_set_new(o, "achieved_token_ns", jb(sr->has_achieved, sr->achieved_token_ns));
+                        rf_json_u64(sr->has_bandwidth, sr->bandwidth_bytes_per_s));
+    json_object_set_new(o, "warm_token_ns", rf_json_u64(sr->has_warm_token_ns, sr->warm_token_ns));
+    json_object_set_new(o, "bound_token_ns", rf_json_u64(sr->has_bound, sr->bound_token_ns));
+    json_object_set_new(o, "achieved_token_ns",
+                        rf_json_u64(sr->has_achieved, sr->achieved_token_ns));
     json_object_set_new(o, "ratio_to_bound",
                         sr->has_bound && sr->has_achieved && sr->bound_token_ns > 0
                             ? json_real((double)sr->achieved_token_ns / (double)sr->bound_token_ns)
@@ -131,7 +124,7 @@ static json_t *prefetch_json(const struct rf_stream_prefetch *p)
     json_object_set_new(o, "distance_layers", json_integer(p->distance));
     json_object_set_new(o, "layers_posted", json_integer((json_int_t)p->layers_posted));
     json_object_set_new(o, "layers_prefetched", json_integer((json_int_t)p->layers_prefetched));
-    json_object_set_new(o, "requested_bytes", jb(true, p->requested_bytes));
+    json_object_set_new(o, "requested_bytes", rf_json_u64(true, p->requested_bytes));
     json_object_set_new(o, "failed_calls", json_integer((json_int_t)p->failed_calls));
     json_object_set_new(o, "mechanism",
                         json_string("a helper thread, posted the layer each decode reaches by "
@@ -150,7 +143,7 @@ json_t *rf_stream_report_json(const struct rf_stream_report *sr)
     json_object_set_new(o, "active", json_boolean(sr->active));
     json_object_set_new(o, "io", io_json(sr));
     json_object_set_new(o, "plan", sr->plan ? plan_json(sr) : json_null());
-    json_object_set_new(o, "plan_reason", js(sr->plan_reason));
+    json_object_set_new(o, "plan_reason", rf_json_str(sr->plan_reason));
     json_object_set_new(o, "pin", sr->active ? pin_json(sr) : json_null());
     json_object_set_new(o, "bound", sr->active ? bound_json(sr) : json_null());
     json_object_set_new(o, "prefetch",

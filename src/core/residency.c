@@ -20,7 +20,9 @@
  * only inside some resource's range.
  */
 #include "ramforge/residency.h"
-#include "core/report_json.h"
+#include "ramforge/json_util.h"
+#include "ramforge/report_json.h"
+#include "ramforge/search.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -95,6 +97,18 @@ const char *rf_page_state_name(enum rf_page_state s)
     return NULL;
 }
 
+void rf_page_counts_add(struct rf_page_counts *c, const uint8_t *states, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        if (states[i] == RF_PAGE_RESIDENT)
+            c->resident_pages++;
+        else if (states[i] == RF_PAGE_NONRESIDENT)
+            c->nonresident_pages++;
+        else
+            c->unknown_pages++;
+    }
+}
+
 const char *rf_residency_sampled_name(enum rf_residency_sampled s)
 {
     switch (s) {
@@ -116,18 +130,23 @@ static bool add_u64(uint64_t *acc, uint64_t v)
     return !__builtin_add_overflow(*acc, v, acc);
 }
 
+/* A page to search the runs of ms for. */
+struct run_key {
+    const struct mstate *ms;
+    uint64_t page;
+};
+
+static bool run_end_above(const void *ctx, size_t i)
+{
+    const struct run_key *k = ctx;
+    return k->ms->runs[i].end > k->page;
+}
+
 /* Index of the first run whose end > page (n_runs when none). */
 static size_t run_first_end_above(const struct mstate *ms, uint64_t page)
 {
-    size_t lo = 0, hi = ms->n_runs;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (ms->runs[mid].end > page)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
+    struct run_key k = {ms, page};
+    return rf_partition_point(ms->n_runs, run_end_above, &k);
 }
 
 /*
@@ -432,21 +451,16 @@ out:
 }
 
 /* jansson integers are signed 64-bit: larger values become null. */
-static json_t *jpages(uint64_t v)
-{
-    return v <= (uint64_t)INT64_MAX ? json_integer((json_int_t)v) : json_null();
-}
-
 static json_t *population_json(const struct rf_residency_population *p)
 {
     json_t *o = json_object();
     if (!o)
         return NULL;
-    json_object_set_new(o, "available_pages", jpages(p->available_pages));
-    json_object_set_new(o, "sampled_pages", jpages(p->sampled_pages));
-    json_object_set_new(o, "resident_pages", jpages(p->resident_pages));
-    json_object_set_new(o, "nonresident_pages", jpages(p->nonresident_pages));
-    json_object_set_new(o, "unknown_pages", jpages(p->unknown_pages));
+    json_object_set_new(o, "available_pages", rf_json_u64(true, p->available_pages));
+    json_object_set_new(o, "sampled_pages", rf_json_u64(true, p->sampled_pages));
+    json_object_set_new(o, "resident_pages", rf_json_u64(true, p->resident_pages));
+    json_object_set_new(o, "nonresident_pages", rf_json_u64(true, p->nonresident_pages));
+    json_object_set_new(o, "unknown_pages", rf_json_u64(true, p->unknown_pages));
     json_object_set_new(o, "coverage_bp",
                         p->has_coverage ? json_integer(p->coverage_bp) : json_null());
     return o;
@@ -460,12 +474,13 @@ static json_t *resource_json(const struct rf_residency_resource *r)
     bool pages = r->mapping_index >= 0;
     json_object_set_new(o, "index", json_integer(r->key.tensor_index));
     json_object_set_new(o, "mapping_index", pages ? json_integer(r->mapping_index) : json_null());
-    json_object_set_new(o, "first_page", pages ? jpages(r->pages.first_page) : json_null());
-    json_object_set_new(o, "end_page", pages ? jpages(r->pages.end_page) : json_null());
-    json_object_set_new(o, "inspected_pages", jpages(r->inspected_pages));
-    json_object_set_new(o, "resident_pages", jpages(r->resident_pages));
-    json_object_set_new(o, "nonresident_pages", jpages(r->nonresident_pages));
-    json_object_set_new(o, "unknown_pages", jpages(r->unknown_pages));
+    json_object_set_new(o, "first_page",
+                        pages ? rf_json_u64(true, r->pages.first_page) : json_null());
+    json_object_set_new(o, "end_page", pages ? rf_json_u64(true, r->pages.end_page) : json_null());
+    json_object_set_new(o, "inspected_pages", rf_json_u64(true, r->inspected_pages));
+    json_object_set_new(o, "resident_pages", rf_json_u64(true, r->resident_pages));
+    json_object_set_new(o, "nonresident_pages", rf_json_u64(true, r->nonresident_pages));
+    json_object_set_new(o, "unknown_pages", rf_json_u64(true, r->unknown_pages));
     json_object_set_new(o, "sampled", json_string(rf_residency_sampled_name(r->sampled)));
     json_object_set_new(o, "targeted", json_boolean(r->targeted));
     return o;
@@ -488,26 +503,27 @@ int rf_residency_snapshot_to_json(const struct rf_residency_snapshot *s, bool wi
     if (!o || !cov || !sel || !smp)
         goto nomem;
     json_object_set_new(o, "source", json_string(s->source));
-    json_object_set_new(o, "generation", jpages(s->generation));
-    json_object_set_new(o, "page_bytes", jpages(s->page_bytes));
+    json_object_set_new(o, "generation", rf_json_u64(true, s->generation));
+    json_object_set_new(o, "page_bytes", rf_json_u64(true, s->page_bytes));
 
-    json_object_set_new(cov, "page_budget_pages", jpages(c->page_budget_pages));
-    json_object_set_new(cov, "budget_used_pages", jpages(c->budget_used_pages));
+    json_object_set_new(cov, "page_budget_pages", rf_json_u64(true, c->page_budget_pages));
+    json_object_set_new(cov, "budget_used_pages", rf_json_u64(true, c->budget_used_pages));
     json_object_set_new(cov, "budget_exhausted", json_boolean(c->budget_exhausted));
     json_object_set_new(cov, "targeted", population_json(&c->targeted));
     json_object_set_new(cov, "general", population_json(&c->general));
-    json_object_set_new(sel, "total", jpages(c->selected_resources));
-    json_object_set_new(sel, "fully_observed", jpages(c->selected_fully_observed));
-    json_object_set_new(sel, "partially_observed", jpages(c->selected_partially_observed));
-    json_object_set_new(sel, "not_observed", jpages(c->selected_not_observed));
+    json_object_set_new(sel, "total", rf_json_u64(true, c->selected_resources));
+    json_object_set_new(sel, "fully_observed", rf_json_u64(true, c->selected_fully_observed));
+    json_object_set_new(sel, "partially_observed",
+                        rf_json_u64(true, c->selected_partially_observed));
+    json_object_set_new(sel, "not_observed", rf_json_u64(true, c->selected_not_observed));
     json_object_set_new(cov, "selected_resources", sel);
     sel = NULL;
     json_object_set_new(cov, "sampling_complete", json_boolean(c->sampling_complete));
     json_object_set_new(o, "coverage", cov);
     cov = NULL;
 
-    json_object_set_new(smp, "calls", jpages(s->sampler_calls));
-    json_object_set_new(smp, "failures", jpages(s->sampler_failures));
+    json_object_set_new(smp, "calls", rf_json_u64(true, s->sampler_calls));
+    json_object_set_new(smp, "failures", rf_json_u64(true, s->sampler_failures));
     json_object_set_new(smp, "first_error",
                         s->first_sampler_error ? json_string(rf_strerror(s->first_sampler_error))
                                                : json_null());

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/report_json.h"
+#include "ramforge/report_json.h"
 #include "ramforge/residency_svg.h"
 
 /* Geometry, in SVG user units (px). */

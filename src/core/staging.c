@@ -83,8 +83,8 @@ static bool is_candidate(const struct rf_inventory *inv, const struct rf_staging
 
 /*
  * Maps the graph order onto entry positions: rank[pos] is the tensor's
- * place in p->order, NO_RANK when absent. Returns 1 when the order is
- * valid, 0 when it is not (why in why[]; *rank_out NULL), -ENOMEM.
+ * place in p->order, NO_RANK when absent. Returns 0 (*rank_out NULL
+ * when the order is not valid: why in why[]), -ENOMEM.
  */
 static int order_ranks(const struct rf_inventory *inv, const struct rf_staging_params *p,
                        size_t **rank_out, char *why, size_t why_size)
@@ -93,7 +93,7 @@ static int order_ranks(const struct rf_inventory *inv, const struct rf_staging_p
     bool twice;
     int rc = rf_inventory_rank(inv, p->order, p->n_order, rank_out, &bad, &twice);
 
-    if (rc == 0)
+    if (rc == 0 && !*rank_out)
         snprintf(why, why_size, "graph order ignored: tensor %" PRIu32 " %s", bad,
                  twice ? "named twice" : "not in inventory");
     return rc;
@@ -182,7 +182,7 @@ int rf_staging_plan_build(const struct rf_inventory *inv, const struct rf_stagin
     struct cand *cands = NULL;
     size_t *rank = NULL, n_cands = 0, n_sets = 0, n_ranges = 0, i, j;
     uint64_t remaining, cand_pages = 0, overlap_pages = 0, skipped_pages = 0, union_pages = 0;
-    char why_order[96] = "";
+    char why_order[RF_ERR_MAX] = "";
     int rc;
 
     rf_staging_plan_init(&plan);
@@ -202,8 +202,7 @@ int rf_staging_plan_build(const struct rf_inventory *inv, const struct rf_stagin
         rc = order_ranks(inv, p, &rank, why_order, sizeof(why_order));
         if (rc < 0)
             goto out;
-        plan.order_used = rc == 1;
-        rc = 0;
+        plan.order_used = rank != NULL;
     }
 
     /* Candidates, ordered. */

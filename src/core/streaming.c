@@ -173,15 +173,16 @@ static uint64_t sub0(uint64_t a, uint64_t b)
 
 /*
  * Adds the pages of cand to pinned when the union stays within
- * budget_pages. 1: added (also when cand has no page pinned does not hold:
- * it costs nothing), 0: not.
+ * budget_pages. *added: true when added (also when cand has no page pinned
+ * does not hold: it costs nothing). 0, -EOVERFLOW or -ENOMEM.
  */
 static int pin_if_fits(struct sets *pinned, const struct sets *cand, uint64_t *pinned_pages,
-                       uint64_t budget_pages)
+                       uint64_t budget_pages, bool *added)
 {
     uint64_t add = sets_new_pages(pinned, cand), total;
+    *added = add == 0;
     if (add == 0)
-        return 1;
+        return 0;
     if (__builtin_add_overflow(*pinned_pages, add, &total))
         return -EOVERFLOW;
     if (total > budget_pages)
@@ -190,19 +191,22 @@ static int pin_if_fits(struct sets *pinned, const struct sets *cand, uint64_t *p
     if (rc < 0)
         return rc;
     *pinned_pages = total;
-    return 1;
+    *added = true;
+    return 0;
 }
 
 /*
- * Tries group g: pins it when the union stays within budget_pages. 1: pinned
- * (also a group with no page of its own to pin: repacked, or empty), 0: not.
+ * Tries group g: pins it when the union stays within budget_pages. *fit:
+ * true when pinned (also a group with no page of its own to pin: repacked,
+ * or empty). 0 or -errno.
  */
 static int try_group(const struct rf_inventory *inv, const int32_t *group, int32_t g,
                      struct sets *pinned, struct sets *tmp, uint64_t *pinned_pages,
-                     uint64_t budget_pages)
+                     uint64_t budget_pages, bool *fit)
 {
     int rc = group_union(inv, group, g, tmp);
-    return rc < 0 ? rc : pin_if_fits(pinned, tmp, pinned_pages, budget_pages);
+    *fit = false;
+    return rc < 0 ? rc : pin_if_fits(pinned, tmp, pinned_pages, budget_pages, fit);
 }
 
 /*
@@ -225,10 +229,11 @@ static int try_partial_layer(const struct rf_inventory *inv, const int32_t *grou
             return rc;
         if (sets_new_pages(pinned, tmp) == 0)
             continue; /* its pages are pinned already: not a tensor pinned alone */
-        rc = pin_if_fits(pinned, tmp, pinned_pages, budget_pages);
+        bool added;
+        rc = pin_if_fits(pinned, tmp, pinned_pages, budget_pages, &added);
         if (rc < 0)
             return rc;
-        if (rc == 1) {
+        if (added) {
             partial[i] = true;
             out->partial_layer_tensors++;
         }
@@ -423,7 +428,8 @@ int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_
         goto out;
 
     budget_pages = out->fits ? out->pin_budget_bytes / inv->page_bytes : 0;
-    rc = try_group(inv, group, GROUP_HEAD, &pinned, &tmp, &pinned_pages, budget_pages);
+    bool fit;
+    rc = try_group(inv, group, GROUP_HEAD, &pinned, &tmp, &pinned_pages, budget_pages, &fit);
     if (rc < 0)
         goto out;
     uint64_t head_pages = 0;
@@ -431,10 +437,10 @@ int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_
         goto out;
     out->head_pinned = head_pages > 0 && pinned_pages > 0;
     for (int32_t l = 0; out->fits && l < out->n_layers; l++) {
-        rc = try_group(inv, group, l, &pinned, &tmp, &pinned_pages, budget_pages);
+        rc = try_group(inv, group, l, &pinned, &tmp, &pinned_pages, budget_pages, &fit);
         if (rc < 0)
             goto out;
-        if (rc == 0)
+        if (!fit)
             break;
         out->layers_pinned = l + 1;
     }

@@ -38,13 +38,15 @@ static void add_difference(char *why, size_t size, size_t *len, const char *fmt,
     *len += n > 0 ? (size_t)n : 0;
 }
 
-int forge_model_file_changed(const struct forge_model *m, char *why, size_t why_size)
+int forge_model_file_changed(const struct forge_model *m, bool *changed, char *why, size_t why_size)
 {
     const struct stat *then = NULL;
     struct stat now;
     size_t len = 0;
 
-    if (!m)
+    if (changed)
+        *changed = false;
+    if (!m || !changed)
         return -EINVAL;
     then = &m->file_st;
     if (why && why_size)
@@ -54,7 +56,8 @@ int forge_model_file_changed(const struct forge_model *m, char *why, size_t why_
 
         add_difference(why, why_size, &len, "the model file cannot be checked (stat: %s)",
                        strerror(err));
-        return 1;
+        *changed = true;
+        return 0;
     }
     if (now.st_dev != then->st_dev)
         add_difference(why, why_size, &len, "device %u:%u -> %u:%u", major(then->st_dev),
@@ -69,8 +72,8 @@ int forge_model_file_changed(const struct forge_model *m, char *why, size_t why_
         add_difference(why, why_size, &len, "mtime %" PRId64 ".%09ld -> %" PRId64 ".%09ld",
                        (int64_t)then->st_mtim.tv_sec, then->st_mtim.tv_nsec,
                        (int64_t)now.st_mtim.tv_sec, now.st_mtim.tv_nsec);
-    if (now.st_dev == then->st_dev && now.st_ino == then->st_ino && now.st_size == then->st_size &&
-        now.st_mtim.tv_sec == then->st_mtim.tv_sec && now.st_mtim.tv_nsec == then->st_mtim.tv_nsec)
-        return 0;
-    return 1;
+    *changed = !(now.st_dev == then->st_dev && now.st_ino == then->st_ino &&
+                 now.st_size == then->st_size && now.st_mtim.tv_sec == then->st_mtim.tv_sec &&
+                 now.st_mtim.tv_nsec == then->st_mtim.tv_nsec);
+    return 0;
 }

@@ -138,13 +138,11 @@ static void sample_source(struct forge_observer *obs, const struct ggml_tensor *
     }
     uint64_t n = slot->n_pages < sp->max_pages ? slot->n_pages : sp->max_pages;
     int rc = forge_model_sample_pages(sp->m, 0, slot->first_page, n, sp->states);
+    struct rf_page_counts c = {0};
+    rf_page_counts_add(&c, sp->states, n);
     out->inspected_pages = (uint16_t)n;
-    for (uint64_t i = 0; i < n; i++) {
-        if (sp->states[i] == RF_PAGE_RESIDENT)
-            out->resident_pages++;
-        else if (sp->states[i] != RF_PAGE_NONRESIDENT)
-            out->unknown_pages++;
-    }
+    out->resident_pages += (uint16_t)c.resident_pages;
+    out->unknown_pages += (uint16_t)c.unknown_pages;
     if (rc < 0 || out->unknown_pages > 0)
         out->status = RF_DISPATCH_SAMPLE_FAILED;
     else if (n == slot->n_pages)

@@ -22,7 +22,9 @@
  */
 #include "forge_internal.h"
 
+#include "ramforge/error_text.h"
 #include "ramforge/forge_pages.h"
+#include "ramforge/search.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,28 +40,19 @@
 
 const char *forge_page_error_reason(int err)
 {
-    switch (err) {
-    case 0:
-        return "";
-    case -ENXIO:
-        return "no validated file mapping for these pages";
-    case -EFAULT:
-        return "the range is not inside the model file's validated r--s mapping";
-    case -ENOENT:
-        return "the model mapping disappeared from /proc/self/maps";
-    case -ENOMEM:
-        return "mincore found the range unmapped: the model mapping disappeared";
-    case -EACCES:
-        return "mincore reports every page of a file the process neither owns nor may write "
-               "as resident (kernel rule can_do_mincore): pages unknown";
-    case -ESTALE:
-        return "the file at the model's path is not the mapped file (replaced or removed): "
-               "cannot check whether mincore is trustworthy";
-    case -EBADMSG:
-        return "malformed line in /proc/self/maps";
-    default:
-        return rf_strerror(err);
-    }
+    static const struct rf_err_text texts[] = {
+        {0, ""},
+        {-ENXIO, "no validated file mapping for these pages"},
+        {-EFAULT, "the range is not inside the model file's validated r--s mapping"},
+        {-ENOENT, "the model mapping disappeared from /proc/self/maps"},
+        {-ENOMEM, "mincore found the range unmapped: the model mapping disappeared"},
+        {-EACCES, "mincore reports every page of a file the process neither owns nor may write "
+                  "as resident (kernel rule can_do_mincore): pages unknown"},
+        {-ESTALE, "the file at the model's path is not the mapped file (replaced or removed): "
+                  "cannot check whether mincore is trustworthy"},
+        {-EBADMSG, "malformed line in /proc/self/maps"},
+    };
+    return rf_strerror_in(RF_ERR_TEXTS(texts), err, NULL);
 }
 
 /*
@@ -87,22 +80,29 @@ static int check_trust(const struct forge_model *m)
     int fd = open_model_file(m, &st);
     if (fd < 0)
         return fd;
-    int rc = rfsys_mincore_trustworthy(&st, fd, NULL);
+    bool trustworthy = false;
+    rfsys_mincore_trustworthy(&st, fd, &trustworthy, NULL);
     close(fd);
-    return rc == 1 ? 0 : -EACCES;
+    return trustworthy ? 0 : -EACCES;
+}
+
+/* An address to search the VMAs of maps for. */
+struct va_key {
+    const struct rfsys_maps *maps;
+    uint64_t va;
+};
+
+static bool vma_end_above(const void *ctx, size_t i)
+{
+    const struct va_key *k = ctx;
+    return k->maps->v[i].end_addr > k->va;
 }
 
 /* The VMA of maps (address order) that contains va; -ENOENT when none does. */
 static int find_in(const struct rfsys_maps *maps, uint64_t va, struct rfsys_vma *out)
 {
-    size_t lo = 0, hi = maps->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (maps->v[mid].end_addr <= va)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    struct va_key k = {maps, va};
+    size_t lo = rf_partition_point(maps->n, vma_end_above, &k);
     if (lo == maps->n || va < maps->v[lo].start_addr)
         return -ENOENT;
     const struct rfsys_mapping *v = &maps->v[lo];
@@ -274,14 +274,11 @@ int forge_sample_tensor_pages(struct forge_model *m, uint32_t tensor_index,
         out->error = rc;
         out->reason = forge_page_error_reason(rc);
     }
-    for (uint64_t i = 0; i < n; i++) {
-        if (states[i] == RF_PAGE_RESIDENT)
-            out->resident_pages++;
-        else if (states[i] == RF_PAGE_NONRESIDENT)
-            out->nonresident_pages++;
-        else
-            out->unknown_pages++;
-    }
+    struct rf_page_counts c = {0};
+    rf_page_counts_add(&c, states, n);
+    out->resident_pages = c.resident_pages;
+    out->nonresident_pages = c.nonresident_pages;
+    out->unknown_pages = c.unknown_pages;
     out->complete = !out->truncated && out->unknown_pages == 0 && out->error == 0;
     return 0;
 }
@@ -294,7 +291,7 @@ static int fragment_cached(struct forge_model *m, uint64_t *out)
     const uint64_t end = (mm->map_offset_bytes + mm->map_length_bytes) / page;
     uint8_t window[RF_PAGE_WINDOW_PAGES];
     struct forge_page_pass pass;
-    uint64_t n = 0;
+    struct rf_page_counts c = {0};
     int rc;
 
     forge_page_pass_begin(m, &pass);
@@ -302,12 +299,12 @@ static int fragment_cached(struct forge_model *m, uint64_t *out)
     for (uint64_t cur = mm->map_offset_bytes / page; rc == 0 && cur < end;) {
         uint64_t k = end - cur < RF_PAGE_WINDOW_PAGES ? end - cur : RF_PAGE_WINDOW_PAGES;
         rc = forge_page_pass_sample(&pass, 0, cur, k, window);
-        for (uint64_t i = 0; rc == 0 && i < k; i++)
-            n += window[i] == RF_PAGE_RESIDENT;
+        if (rc == 0)
+            rf_page_counts_add(&c, window, k);
         cur += k;
     }
     forge_page_pass_end(&pass);
-    *out = n;
+    *out = c.resident_pages;
     return rc;
 }
 
@@ -387,7 +384,7 @@ int forge_model_page_source(struct forge_model *m, struct forge_page_source *out
              forge_page_error_reason(-ESTALE));
     fd = open_model_file(m, &st);
     if (fd >= 0) {
-        out->mincore_trustworthy = rfsys_mincore_trustworthy(&st, fd, &out->mincore_reason) == 1;
+        rfsys_mincore_trustworthy(&st, fd, &out->mincore_trustworthy, &out->mincore_reason);
         file_cache(m, fd, out);
         close(fd);
     }

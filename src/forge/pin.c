@@ -9,6 +9,7 @@
  */
 #include "forge_internal.h"
 
+#include "ramforge/error_text.h"
 #include "ramforge/forge_pin.h"
 
 #include <errno.h>
@@ -67,22 +68,16 @@ int forge_model_advise_stream(struct forge_model *m, const struct rf_file_range 
 
 const char *forge_pin_error_reason(int err)
 {
-    switch (err) {
-    case 0:
-        return NULL;
-    case -ENOMEM:
-    case -EAGAIN:
-        return "mlock refused: the locked bytes exceed RLIMIT_MEMLOCK (without CAP_IPC_LOCK) "
-               "or the pages could not be locked";
-    case -EPERM:
-        return "mlock refused: no CAP_IPC_LOCK and RLIMIT_MEMLOCK is 0";
-    case -EFAULT:
-        return "a range is not a validated file-backed range of the model mapping";
-    case -EBUSY:
-        return "the execution gate was busy (a context in flight or a release running)";
-    case -ENOSYS:
-        return "the native layer cannot pin";
-    default:
-        return "mlock failed";
-    }
+    static const char over_limit[] = "mlock refused: the locked bytes exceed RLIMIT_MEMLOCK "
+                                     "(without CAP_IPC_LOCK) or the pages could not be locked";
+    static const struct rf_err_text texts[] = {
+        {0, NULL},
+        {-ENOMEM, over_limit},
+        {-EAGAIN, over_limit},
+        {-EPERM, "mlock refused: no CAP_IPC_LOCK and RLIMIT_MEMLOCK is 0"},
+        {-EFAULT, "a range is not a validated file-backed range of the model mapping"},
+        {-EBUSY, "the execution gate was busy (a context in flight or a release running)"},
+        {-ENOSYS, "the native layer cannot pin"},
+    };
+    return rf_strerror_in(RF_ERR_TEXTS(texts), err, "mlock failed");
 }

@@ -118,8 +118,10 @@ static bool observe_native(struct rf_session *s, const char *boundary, const cha
 
 bool ses_file_changed(struct rf_session *s)
 {
-    char why[256];
-    if (!s->native->file_changed || s->native->file_changed(s->ud, why, sizeof(why)) != 1)
+    char why[RF_ERR_MAX];
+    bool changed = false;
+    if (!s->native->file_changed ||
+        s->native->file_changed(s->ud, &changed, why, sizeof(why)) < 0 || !changed)
         return false;
     snprintf(s->file_changed, sizeof(s->file_changed),
              "the model file changed since the load (%s): nothing is released", why);
@@ -168,8 +170,8 @@ static const char FS_NO_FREE_WARNING[] =
 
 /*
  * Plans at a boundary and, for a mutating policy observed quiescent,
- * applies the plan (apply_plan). Returns 1 when bytes were accepted, 0
- * when not, or a negative error.
+ * applies the plan (apply_plan). Returns 0 (the new application's
+ * accepted_bytes say what was accepted) or a negative error.
  */
 static int plan_and_apply(struct rf_session *s, const char *boundary, bool dead_pages_only,
                           size_t before_i, const char *after_label)
@@ -242,9 +244,9 @@ int rf_session_apply_plan(struct rf_session *s, const char *boundary, const stru
  * ReleaseEligible -> ReleaseSelected -> ReleaseRequested -> NativeAccepted
  * -> Reconciled, or NativeFailure -> ReleaseFailed with the errno of the
  * refused range; a selected resource whose pages were all protected ends
- * SharedOrReused. Returns 1 when bytes were accepted, 0 when not, -RF_ESTALE
- * (a plan of another generation), -ENOENT (a selected tensor not in the
- * inventory), -EPROTO (an illegal transition), -ENOMEM.
+ * SharedOrReused. Returns 0 (app->accepted_bytes: what was accepted),
+ * -RF_ESTALE (a plan of another generation), -ENOENT (a selected tensor not
+ * in the inventory), -EPROTO (an illegal transition), -ENOMEM.
  */
 static int apply_plan(struct rf_session *s, struct rf_report_application *app,
                       const struct rf_plan *plan, size_t before_i, const char *after_label)
@@ -350,8 +352,6 @@ static int apply_plan(struct rf_session *s, struct rf_report_application *app,
     for (size_t k = 0; k < plan->n_selected && rc == 0; k++)
         if (s->lt.states[pos[k]] == RF_LT_NATIVE_ACCEPTED)
             rc = lt_move(s, pos[k], RF_LT_RECONCILED);
-    if (rc == 0)
-        rc = app->accepted_bytes > 0 ? 1 : 0;
 out:
     free(pos);
     free(errs);
@@ -376,7 +376,7 @@ static int release_rounds(struct rf_session *s, const char *boundary, const char
         return (int)before;
     for (int round = 0; round < RF_SESSION_RELEASE_ROUNDS; round++) {
         int rc = plan_and_apply(s, boundary, false, (size_t)before, after_label);
-        if (rc <= 0)
+        if (rc < 0 || s->apps[s->n_apps - 1].accepted_bytes == 0)
             return rc;
         const struct rf_residency_sample *now = ses_last_sample(s);
         const struct rf_plan *p = s->apps[s->n_apps - 1].plan;

@@ -36,25 +36,26 @@ static bool mapping_from_smaps(const char *sysroot, const char *pid,
 }
 
 /*
- * Resident bytes from one maps read and PAGEMAP_SCAN. Returns 1 with *rss,
- * 0 when a mapping is missing or a sum overflows, -EOPNOTSUPP where
- * PAGEMAP_SCAN cannot answer (the caller falls back to smaps).
+ * Resident bytes from one maps read and PAGEMAP_SCAN. Returns 0 with *has
+ * true and *rss; 0 with *has false when a mapping is missing or a sum
+ * overflows; -EOPNOTSUPP where PAGEMAP_SCAN cannot answer (the caller
+ * falls back to smaps).
  */
 static int mapping_from_pagemap(const char *sysroot, const char *pid,
                                 const struct rf_mapping_meta *mappings, size_t n_mappings,
-                                uint64_t *rss)
+                                uint64_t *rss, bool *has)
 {
     struct rfsys_maps maps;
-    int fd, rc = 1;
+    int fd, rc = 0;
 
     *rss = 0;
+    *has = false;
     fd = rfsys_pagemap_open(sysroot, pid);
     if (fd < 0)
         return -EOPNOTSUPP;
     rfsys_maps_init(&maps);
-    if (rfsys_read_maps(sysroot, pid, &maps) < 0)
-        rc = 0;
-    for (size_t i = 0; rc == 1 && i < n_mappings; i++) {
+    bool ok = rfsys_read_maps(sysroot, pid, &maps) == 0;
+    for (size_t i = 0; ok && rc == 0 && i < n_mappings; i++) {
         const struct rf_mapping_meta *m = &mappings[i];
         struct rfsys_mapping_sum sum;
         int r = m->validated ? rfsys_maps_resident_file(&maps, fd, m->dev_major, m->dev_minor,
@@ -63,10 +64,11 @@ static int mapping_from_pagemap(const char *sysroot, const char *pid,
         if (r == -EOPNOTSUPP)
             rc = r;
         else if (r < 0 || sum.n_mappings == 0 || __builtin_add_overflow(*rss, sum.rss_bytes, rss))
-            rc = 0;
+            ok = false;
     }
     rfsys_maps_free(&maps);
     close(fd);
+    *has = ok && rc == 0;
     return rc;
 }
 
@@ -75,6 +77,7 @@ int rf_measure_sample_mapping(const char *sysroot, const char *pid,
                               enum rf_measure_mapping what, struct rf_residency_sample *out)
 {
     uint64_t rss = 0, pss = 0, locked = 0;
+    bool has = false;
     int rc = -EOPNOTSUPP;
 
     out->has_mapping = out->has_mapping_pss = out->has_mapping_locked = false;
@@ -84,8 +87,8 @@ int rf_measure_sample_mapping(const char *sysroot, const char *pid,
     if (n_mappings == 0 || out->mapping_not_read)
         return 0;
     if (what == RF_MEASURE_MAPPING_RSS)
-        rc = mapping_from_pagemap(sysroot, pid, mappings, n_mappings, &rss);
-    if (rc == 1) {
+        rc = mapping_from_pagemap(sysroot, pid, mappings, n_mappings, &rss, &has);
+    if (has) {
         out->has_mapping = true;
         out->mapping_rss_bytes = rss;
         out->mapping_source = "pagemap_scan";

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/report_json.h"
 #include "ramforge/metrics.h"
+#include "ramforge/report_json.h"
 
 static void family(FILE *f, const char *name, const char *type, const char *help)
 {

@@ -126,9 +126,9 @@ static int fn_io(void *ud, struct rfsys_io *out)
     return rfsys_read_io(NULL, "self", out);
 }
 
-static int fn_file_changed(void *ud, char *why, size_t why_size)
+static int fn_file_changed(void *ud, bool *changed, char *why, size_t why_size)
 {
-    return forge_model_file_changed(ud, why, why_size);
+    return forge_model_file_changed(ud, changed, why, why_size);
 }
 
 const struct rf_session_native rf_session_forge_native = {

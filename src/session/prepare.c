@@ -14,13 +14,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/report_json.h"
 #include "ramforge/admission.h"
 #include "ramforge/error.h"
 #include "ramforge/forge_pages.h"
 #include "ramforge/fs_profile.h"
 #include "ramforge/pages.h"
 #include "ramforge/policy.h"
+#include "ramforge/report_json.h"
 
 /* ------------------------------------------------------------------ admission */
 
@@ -259,8 +259,11 @@ static int preload_decide(const char *path, bool use_extra_bufts, struct rf_sess
 int rf_session_preload_admit(const char *path, bool use_extra_bufts,
                              struct rf_session_params params,
                              const struct rf_operation_request *request,
-                             struct rf_admission_result *out, char err[FORGE_ERR_MAX])
+                             struct rf_admission_result *out, bool *decided,
+                             char err[FORGE_ERR_MAX])
 {
+    if (decided)
+        *decided = false;
     if (!path || !request || !out)
         return -EINVAL;
     memset(out, 0, sizeof(*out));
@@ -277,8 +280,10 @@ int rf_session_preload_admit(const char *path, bool use_extra_bufts,
         for (size_t i = 0; i < tree->n; i++)
             limited |= rf_cgroup_level_enforced(&tree->levels[i]) ||
                        (tree->levels[i].high.has && !tree->levels[i].high.unlimited);
-    int rc = limited ? preload_decide(path, use_extra_bufts, params, request, tree, out, err) : 1;
+    int rc = limited ? preload_decide(path, use_extra_bufts, params, request, tree, out, err) : 0;
     free(tree);
+    if (decided)
+        *decided = limited && rc == 0;
     return rc;
 }
 

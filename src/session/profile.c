@@ -26,9 +26,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/report_json.h"
 #include "ramforge/error.h"
 #include "ramforge/forge_observer.h"
+#include "ramforge/report_json.h"
 #include "session_internal.h"
 
 static void free_before(struct session_persist *ps)
@@ -177,16 +177,18 @@ static int read_capped(const char *path, char **text, size_t *len)
     return 0;
 }
 
-int rf_session_profile_open(struct rf_session *s, const char *path, size_t history_max,
+int rf_session_profile_open(struct rf_session *s, const char *path, size_t history_max, bool *used,
                             char err[RF_SESSION_PROFILE_ERR_MAX])
 {
+    if (used)
+        *used = false;
     if (!s || !path || !err || s->p.policy == RF_POLICY_OFF)
         return -EINVAL;
     ses_op_open(s);
     ses_profile_free(s);
     struct session_persist *ps = &s->persist;
     uint64_t t0 = rf_now_ns();
-    char why[256] = "";
+    char why[RF_ERR_MAX] = "";
     char *text = NULL;
     size_t len = 0;
     int rc;
@@ -207,7 +209,7 @@ int rf_session_profile_open(struct rf_session *s, const char *path, size_t histo
         ps->writable = ps->has_identity;
         snprintf(ps->reason, sizeof(ps->reason),
                  "%s does not exist yet: written at the end from this run's dispatch trace", path);
-        rc = 1;
+        rc = 0;
         goto out;
     }
     if (rc < 0) {
@@ -217,7 +219,7 @@ int rf_session_profile_open(struct rf_session *s, const char *path, size_t histo
         snprintf(err, RF_SESSION_PROFILE_ERR_MAX, "%s", ps->reason);
         if (rc == -ENOMEM)
             goto out;
-        rc = 1;
+        rc = 0;
         goto out;
     }
     struct rf_profile loaded;
@@ -227,7 +229,7 @@ int rf_session_profile_open(struct rf_session *s, const char *path, size_t histo
         snprintf(ps->reason, sizeof(ps->reason),
                  "profile %s rejected: %s; it is not used and is left as it is", path, why);
         snprintf(err, RF_SESSION_PROFILE_ERR_MAX, "%s", ps->reason);
-        rc = rc == -ENOMEM ? rc : 1;
+        rc = rc == -ENOMEM ? rc : 0;
         goto out;
     }
     ps->load_ns = rf_now_ns() - t0;
@@ -239,7 +241,7 @@ int rf_session_profile_open(struct rf_session *s, const char *path, size_t histo
                  ps->has_identity ? why : "this model's identity is not known");
         snprintf(err, RF_SESSION_PROFILE_ERR_MAX, "%s", ps->reason);
         rf_profile_free(&loaded);
-        rc = 1;
+        rc = 0;
         goto out;
     }
     /* The history was identity-validated against the file's identity, which is ours. */
@@ -264,6 +266,8 @@ out:
     if (!ps->loaded)
         s->op.rep.profile_reason = ps->reason;
     ses_profile_op_open(s);
+    if (used)
+        *used = ps->loaded;
     return rc;
 }
 
@@ -368,7 +372,7 @@ void ses_profile_trace(struct rf_session *s)
 {
     struct session_persist *ps = &s->persist;
     const struct rf_dispatch_summary *d = &s->op.dispatch;
-    char why[256] = "";
+    char why[RF_ERR_MAX] = "";
     if (!ps->path || !ps->has_identity)
         return;
     uint64_t t0 = rf_now_ns();
@@ -435,8 +439,10 @@ static int emit_text(int fd, void *ctx)
     return write(fd, "\n", 1) == 1 ? 0 : -errno;
 }
 
-int rf_session_profile_save(struct rf_session *s, char err[RF_SESSION_PROFILE_ERR_MAX])
+int rf_session_profile_save(struct rf_session *s, bool *saved, char err[RF_SESSION_PROFILE_ERR_MAX])
 {
+    if (saved)
+        *saved = false;
     if (!s || !err)
         return -EINVAL;
     struct session_persist *ps = &s->persist;
@@ -449,12 +455,12 @@ int rf_session_profile_save(struct rf_session *s, char err[RF_SESSION_PROFILE_ER
     ps->saved = false;
     if (!ps->writable) {
         snprintf(ps->save_reason, sizeof(ps->save_reason), "not saved: %s", ps->reason);
-        rc = 1;
+        rc = 0;
     } else if (!ps->prof.identity[0]) {
         snprintf(ps->save_reason, sizeof(ps->save_reason),
                  "not saved: no complete dispatch trace made a profile yet "
                  "(run with --observe-dispatch)");
-        rc = 1;
+        rc = 0;
     } else if ((rc = rf_profile_to_text(&ps->prof, &text)) == 0 &&
                (rc = rf_file_write_atomic(ps->path, emit_text, text)) == 0) {
         ps->saved = true;
@@ -465,8 +471,10 @@ int rf_session_profile_save(struct rf_session *s, char err[RF_SESSION_PROFILE_ER
                  rf_strerror(rc));
     }
     free(text);
-    if (rc != 0)
+    if (!ps->saved)
         snprintf(err, RF_SESSION_PROFILE_ERR_MAX, "%s", ps->save_reason);
+    if (saved)
+        *saved = ps->saved;
     fill_report(s);
     return rc;
 }

@@ -9,7 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "core/report_json.h"
+#include "ramforge/report_json.h"
 #include "ramforge/policy.h"
 
 static void fill_cgroup(const struct rf_session *s, struct rf_report *r)

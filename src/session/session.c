@@ -26,6 +26,7 @@
 
 #include "ramforge/error.h"
 #include "ramforge/policy.h"
+#include "ramforge/report_json.h"
 
 #ifndef RAMFORGE_VERSION
 #define RAMFORGE_VERSION "unknown"

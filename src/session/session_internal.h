@@ -72,8 +72,8 @@ struct rf_session_native {
     /* The process's storage traffic (rfsys_read_io's contract); NULL: unknown. */
     int (*io)(void *ud, struct rfsys_io *out);
     /* Whether the model file changed since the load (forge_model_file_changed's contract:
-       0, or 1 with why filled); NULL: the file is taken as unchanged. */
-    int (*file_changed)(void *ud, char *why, size_t why_size);
+       0 with *changed, why filled when true; or -errno); NULL: the file is taken as unchanged. */
+    int (*file_changed)(void *ud, bool *changed, char *why, size_t why_size);
 };
 
 /* The model a session is bound to, as plain tables (borrowed for the session's life). */
@@ -100,9 +100,9 @@ int rf_session_create_native(const struct rf_session_model *model,
 /*
  * Applies a plan built elsewhere at boundary (a before sample is taken;
  * the after sample is labelled boundary too). For tests of the apply
- * path's refusals. Returns as apply_plan in session.c: 1 (bytes accepted),
- * 0, -RF_ESTALE (another generation), -ENOENT (a tensor not in the
- * inventory), -EPROTO, -ENOMEM, -EINVAL.
+ * path's refusals. Returns as apply_plan in boundary.c: 0 (the report's
+ * application says what was accepted), -RF_ESTALE (another generation),
+ * -ENOENT (a tensor not in the inventory), -EPROTO, -ENOMEM, -EINVAL.
  */
 int rf_session_apply_plan(struct rf_session *s, const char *boundary, const struct rf_plan *plan);
 
@@ -194,7 +194,7 @@ struct rf_session {
         struct rf_profile prof;                 /* loaded and/or updated; identity "" : none */
         bool loaded;                            /* the file matched this model */
         bool writable;                          /* a save may replace the file */
-        char reason[320];                       /* why not loaded / not writable */
+        char reason[RF_ERR_MAX];                /* why not loaded / not writable */
         char *source;                           /* profile_source text; owned */
         bool has_identity;                      /* identity below is this model's */
         char identity[RF_PROFILE_IDENTITY_MAX]; /* this model's identity */
@@ -208,7 +208,7 @@ struct rf_session {
         bool has_pred;
         const char *pred_reason;
         bool saved;
-        char save_reason[320];
+        char save_reason[RF_ERR_MAX];
     } persist;
     /* The warning while the model file differs from the one loaded ("": it does not);
        also the refused_reason of the releases it stopped. */

@@ -151,8 +151,10 @@ static bool advise(struct rf_session *s, enum forge_stream_advice advice, bool *
     return *owed && ar.first_error == 0;
 }
 
-int rf_session_stream_pin(struct rf_session *s)
+int rf_session_stream_pin(struct rf_session *s, bool *pinned)
 {
+    if (pinned)
+        *pinned = false;
     if (!s)
         return -EINVAL;
     ses_op_open(s);
@@ -188,7 +190,9 @@ int rf_session_stream_pin(struct rf_session *s)
             s->native->thp_enabled &&
             s->native->thp_enabled(s->ud, st->rep.thp_enabled, sizeof(st->rep.thp_enabled)) == 0;
     }
-    return 1;
+    if (pinned)
+        *pinned = true;
+    return 0;
 }
 
 void ses_stream_unpin(struct rf_session *s, const char *at)

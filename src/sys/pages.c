@@ -24,10 +24,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-_Static_assert(RFSYS_PAGE_UNKNOWN == RF_PAGE_UNKNOWN, "page state values");
-_Static_assert(RFSYS_PAGE_NONRESIDENT == RF_PAGE_NONRESIDENT, "page state values");
-_Static_assert(RFSYS_PAGE_RESIDENT == RF_PAGE_RESIDENT, "page state values");
-
 /* cachestat(2) is syscall 451 wherever it exists (x86_64 and the generic table). */
 #if defined(__NR_cachestat)
 #define RFSYS_NR_CACHESTAT __NR_cachestat
@@ -117,8 +113,8 @@ int rfsys_cachestat(int fd, uint64_t off_bytes, uint64_t len_bytes, struct rfsys
 #endif
 }
 
-/* True when CAP_FOWNER is in the effective set. -errno if capget fails. */
-static int has_cap_fowner(void)
+/* *has: CAP_FOWNER is in the effective set. 0, or -errno if capget fails. */
+static int has_cap_fowner(bool *has)
 {
     struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
     struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
@@ -126,11 +122,12 @@ static int has_cap_fowner(void)
     memset(data, 0, sizeof(data));
     if (syscall(SYS_capget, &hdr, data) != 0)
         return -errno;
-    return (data[CAP_TO_INDEX(CAP_FOWNER)].effective & CAP_TO_MASK(CAP_FOWNER)) != 0;
+    *has = (data[CAP_TO_INDEX(CAP_FOWNER)].effective & CAP_TO_MASK(CAP_FOWNER)) != 0;
+    return 0;
 }
 
-/* 1 writable, 0 not, -errno. W_OK with the effective ids, as the kernel's MAY_WRITE check. */
-static int may_write(int fd)
+/* *writable: W_OK with the effective ids, as the kernel's MAY_WRITE check. 0 or -errno. */
+static int may_write(int fd, bool *writable)
 {
     int rc = faccessat(fd, "", W_OK, AT_EACCESS | AT_EMPTY_PATH);
     if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {
@@ -139,21 +136,23 @@ static int may_write(int fd)
         snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
         rc = faccessat(AT_FDCWD, path, W_OK, AT_EACCESS);
     }
-    if (rc == 0)
-        return 1;
-    if (errno == EACCES || errno == EROFS || errno == EPERM || errno == ETXTBSY)
+    *writable = rc == 0;
+    if (rc == 0 || errno == EACCES || errno == EROFS || errno == EPERM || errno == ETXTBSY)
         return 0;
     return -errno;
 }
 
-int rfsys_mincore_trustworthy(const struct stat *st, int fd, const char **reason)
+int rfsys_mincore_trustworthy(const struct stat *st, int fd, bool *trustworthy, const char **reason)
 {
     struct stat own;
+    bool yes = false;
     int rc;
 
     if (reason)
         *reason = REASON_ERROR;
-    if (fd < 0)
+    if (trustworthy)
+        *trustworthy = false;
+    if (fd < 0 || !trustworthy)
         return -EINVAL;
     if (!st) {
         if (fstat(fd, &own) != 0)
@@ -165,22 +164,25 @@ int rfsys_mincore_trustworthy(const struct stat *st, int fd, const char **reason
     if (st->st_uid == fsuid) {
         if (reason)
             *reason = REASON_OWNER;
-        return 1;
+        *trustworthy = true;
+        return 0;
     }
-    rc = has_cap_fowner();
+    rc = has_cap_fowner(&yes);
     if (rc < 0)
         return rc;
-    if (rc) {
+    if (yes) {
         if (reason)
             *reason = REASON_FOWNER;
-        return 1;
+        *trustworthy = true;
+        return 0;
     }
-    rc = may_write(fd);
+    rc = may_write(fd, &yes);
     if (rc < 0)
         return rc;
     if (reason)
-        *reason = rc ? REASON_WRITE : REASON_FAKE;
-    return rc;
+        *reason = yes ? REASON_WRITE : REASON_FAKE;
+    *trustworthy = yes;
+    return 0;
 }
 
 /* Consumes c at *sp. */
@@ -356,8 +358,7 @@ int rfsys_file_pages_open(const char *path, struct rfsys_file_pages *out)
         }
         out->map = p;
     }
-    rc = rfsys_mincore_trustworthy(&out->st, out->fd, &out->mincore_reason);
-    out->mincore_trustworthy = rc == 1;
+    rfsys_mincore_trustworthy(&out->st, out->fd, &out->mincore_trustworthy, &out->mincore_reason);
     /* one page at offset 0: does the kernel answer cachestat for this file? */
     out->cachestat_error = rfsys_cachestat(out->fd, 0, out->page_bytes, &cs);
     if (rfsys_fs_magic(out->fd, &out->fs_magic) < 0)
@@ -406,11 +407,11 @@ static int bisect(int fd, uint64_t page_bytes, uint64_t first, uint64_t n, uint8
     if (rc < 0)
         return rc;
     if (cs.nr_cache == 0) {
-        fill(states, n, RFSYS_PAGE_NONRESIDENT);
+        fill(states, n, RF_PAGE_NONRESIDENT);
         return 0;
     }
     if (cs.nr_cache >= n) {
-        fill(states, n, RFSYS_PAGE_RESIDENT);
+        fill(states, n, RF_PAGE_RESIDENT);
         return 0;
     }
     uint64_t half = n / 2; /* n >= 2 here: one page is 0 or 1 cached */
@@ -432,12 +433,12 @@ int rfsys_cachestat_pages(int fd, uint64_t page_bytes, uint64_t first_page, uint
         return 0;
     if (__builtin_add_overflow(first_page, n_pages, &end) ||
         __builtin_mul_overflow(end, page_bytes, &end_bytes)) {
-        fill(states, n_pages, RFSYS_PAGE_UNKNOWN);
+        fill(states, n_pages, RF_PAGE_UNKNOWN);
         return -EOVERFLOW;
     }
     rc = bisect(fd, page_bytes, first_page, n_pages, states, calls, 0);
     if (rc < 0)
-        fill(states, n_pages, RFSYS_PAGE_UNKNOWN);
+        fill(states, n_pages, RF_PAGE_UNKNOWN);
     return rc;
 }
 
@@ -452,11 +453,11 @@ int rfsys_file_pages_sample(struct rfsys_file_pages *fp, uint64_t first_page, ui
     if (n_pages == 0)
         return 0;
     if (__builtin_add_overflow(first_page, n_pages, &end)) {
-        fill(states, n_pages, RFSYS_PAGE_UNKNOWN);
+        fill(states, n_pages, RF_PAGE_UNKNOWN);
         return -EINVAL;
     }
     if (fp->method == RFSYS_PAGES_NONE) {
-        fill(states, n_pages, RFSYS_PAGE_UNKNOWN);
+        fill(states, n_pages, RF_PAGE_UNKNOWN);
         return -EACCES; /* mincore untrustworthy and cachestat refused */
     }
     if (first_page < fp->file_pages)
@@ -467,17 +468,17 @@ int rfsys_file_pages_sample(struct rfsys_file_pages *fp, uint64_t first_page, ui
                                states, (size_t)in_file);
             if (rc == 0)
                 for (uint64_t i = 0; i < in_file; i++)
-                    states[i] = states[i] ? RFSYS_PAGE_RESIDENT : RFSYS_PAGE_NONRESIDENT;
+                    states[i] = states[i] ? RF_PAGE_RESIDENT : RF_PAGE_NONRESIDENT;
         } else {
             rc = rfsys_cachestat_pages(fp->fd, fp->page_bytes, first_page, in_file, states,
                                        &fp->cachestat_calls);
         }
         if (rc < 0) {
-            fill(states, n_pages, RFSYS_PAGE_UNKNOWN);
+            fill(states, n_pages, RF_PAGE_UNKNOWN);
             return rc;
         }
     }
     /* past the end of the file the page cache holds nothing */
-    fill(states + in_file, n_pages - in_file, RFSYS_PAGE_NONRESIDENT);
+    fill(states + in_file, n_pages - in_file, RF_PAGE_NONRESIDENT);
     return 0;
 }

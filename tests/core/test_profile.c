@@ -17,8 +17,8 @@
 
 #include <cmocka.h>
 
-#include "core/report_json.h"
 #include "ramforge/profile.h"
+#include "ramforge/report_json.h"
 #include "ramforge/residency.h"
 #include "test_util.h"
 

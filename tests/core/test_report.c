@@ -30,13 +30,13 @@
 
 #include <jansson.h>
 
-#include "core/report_json.h"
 #include "ramforge/admission.h"
 #include "ramforge/inventory.h"
 #include "ramforge/ledger.h"
 #include "ramforge/lifetime.h"
 #include "ramforge/policy.h"
 #include "ramforge/report.h"
+#include "ramforge/report_json.h"
 #include "ramforge/timing.h"
 #include "test_util.h"
 

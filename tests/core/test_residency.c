@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/report_json.h"
 #include "ramforge/inventory.h"
+#include "ramforge/report_json.h"
 #include "ramforge/residency.h"
 #include "test_util.h"
 

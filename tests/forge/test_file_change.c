@@ -93,21 +93,26 @@ static void test_replaced_by_rename(void **state)
     (void)state;
     struct forge_model *m = NULL;
     char why[256];
+    bool changed = false;
 
     assert_int_equal(forge_test_load(model_path, false, &m), 0);
-    assert_int_equal(forge_model_file_changed(m, why, sizeof(why)), 0);
+    assert_int_equal(forge_model_file_changed(m, &changed, why, sizeof(why)), 0);
+    assert_false(changed);
     assert_string_equal(why, "");
     assert_int_equal(forge_test_mkmodel(other_path, FORGE_PRESET_TINY, "f32", 9), 0);
     assert_int_equal(rename(other_path, model_path), 0);
-    assert_int_equal(forge_model_file_changed(m, why, sizeof(why)), 1);
+    assert_int_equal(forge_model_file_changed(m, &changed, why, sizeof(why)), 0);
+    assert_true(changed);
     assert_non_null(strstr(why, "inode "));
     assert_null(strstr(why, "device")); /* same filesystem */
     /* Removed altogether: changed, with the stat error. */
     assert_int_equal(unlink(model_path), 0);
-    assert_int_equal(forge_model_file_changed(m, why, sizeof(why)), 1);
+    assert_int_equal(forge_model_file_changed(m, &changed, why, sizeof(why)), 0);
+    assert_true(changed);
     assert_non_null(strstr(why, strerror(ENOENT)));
-    assert_int_equal(forge_model_file_changed(m, NULL, 0), 1);
-    assert_int_equal(forge_model_file_changed(NULL, why, sizeof(why)), -EINVAL);
+    assert_int_equal(forge_model_file_changed(m, &changed, NULL, 0), 0);
+    assert_true(changed);
+    assert_int_equal(forge_model_file_changed(NULL, &changed, why, sizeof(why)), -EINVAL);
     forge_model_free(m);
     assert_int_equal(forge_test_mkmodel(model_path, FORGE_PRESET_TINY, "f32", 8), 0);
 }
@@ -141,6 +146,7 @@ static void test_truncated_while_mapped(void **state)
     const uint64_t page = rfsys_page_bytes();
     uint64_t start, end;
     char why[256];
+    bool changed = false;
     int err = 0;
 
     assert_int_equal(forge_test_load(model_path, false, &m), 0);
@@ -148,7 +154,8 @@ static void test_truncated_while_mapped(void **state)
     assert_true(end - start > 2 * page);
     assert_int_equal(child_reads(end - 1), 0); /* inside the file: readable */
     assert_int_equal(truncate(model_path, (off_t)page), 0);
-    assert_int_equal(forge_model_file_changed(m, why, sizeof(why)), 1);
+    assert_int_equal(forge_model_file_changed(m, &changed, why, sizeof(why)), 0);
+    assert_true(changed);
     assert_non_null(strstr(why, "size "));
     assert_null(strstr(why, "inode"));
     assert_int_equal(child_reads(end - 1), SIGBUS); /* what a read by ramforge would meet */

@@ -117,7 +117,7 @@ static uint64_t resident_in(const char *path, const struct rf_file_range *r, siz
     *total_pages = 0;
     for (size_t i = 0; i < n; i++) {
         for (uint64_t p = r[i].pages.first_page; p < r[i].pages.end_page && p < n_pages; p++)
-            resident += st[p] == RFSYS_PAGE_RESIDENT;
+            resident += st[p] == RF_PAGE_RESIDENT;
         *total_pages += r[i].pages.end_page - r[i].pages.first_page;
     }
     free(st);
@@ -179,7 +179,7 @@ static void test_copy_leaves_source_untouched(void **state)
     evict(src_path, st.st_size / 2, 0);
     uint8_t *before = file_states(src_path, &n_before);
     for (uint64_t p = 0; p < n_before; p++)
-        was_out += before[p] == RFSYS_PAGE_NONRESIDENT;
+        was_out += before[p] == RF_PAGE_NONRESIDENT;
     if (was_out == 0) {
         free(before);
         print_message("skip: POSIX_FADV_DONTNEED left the source resident\n");
@@ -196,8 +196,8 @@ static void test_copy_leaves_source_untouched(void **state)
     uint8_t *after = file_states(src_path, &n_after);
     assert_int_equal(n_after, n_before);
     for (uint64_t p = 0; p < n_before; p++) {
-        came_in += before[p] == RFSYS_PAGE_NONRESIDENT && after[p] == RFSYS_PAGE_RESIDENT;
-        went_out += before[p] == RFSYS_PAGE_RESIDENT && after[p] == RFSYS_PAGE_NONRESIDENT;
+        came_in += before[p] == RF_PAGE_NONRESIDENT && after[p] == RF_PAGE_RESIDENT;
+        went_out += before[p] == RF_PAGE_RESIDENT && after[p] == RF_PAGE_NONRESIDENT;
     }
     print_message("source: %" PRIu64 " pages, %" PRIu64 " nonresident before the copy; "
                   "after it %" PRIu64 " came in, %" PRIu64 " went out\n",
@@ -207,7 +207,7 @@ static void test_copy_leaves_source_untouched(void **state)
     uint8_t *copy = file_states(copy_path, &n_copy);
     assert_int_equal(n_copy, n_before);
     for (uint64_t p = 0; p < n_copy; p++)
-        copy_res += copy[p] == RFSYS_PAGE_RESIDENT;
+        copy_res += copy[p] == RF_PAGE_RESIDENT;
     print_message("copy: %" PRIu64 " of %" PRIu64 " pages resident\n", copy_res, n_copy);
     assert_true(copy_res * 10 <= n_copy); /* mostly nonresident */
     free(copy);

@@ -203,7 +203,7 @@ class Tree:
         if quote == '"':
             candidates.append(os.path.join(os.path.dirname(including), name))
         candidates += [os.path.join(d, name) for d in self.header_dirs]
-        candidates.append(os.path.join("src", name))  # "core/report_json.h"
+        candidates.append(os.path.join("src", name))  # "ramforge/report_json.h"
         for c in candidates:
             c = os.path.normpath(c)
             if c in self.text:

@@ -23,11 +23,11 @@
 #include <jansson.h>
 
 #include "../test_skip.h"
-#include "core/report_json.h"
 #include "ramforge/inventory.h"
 #include "ramforge/ledger.h"
 #include "ramforge/measure.h"
 #include "ramforge/report.h"
+#include "ramforge/report_json.h"
 #include "ramforge/sys.h"
 
 #include "../test_live_file.h"

@@ -102,13 +102,13 @@ static int f_prefetch(void *ud, const struct rf_file_range *r, size_t n,
     return 0;
 }
 
-static int f_file_changed(void *ud, char *why, size_t size)
+static int f_file_changed(void *ud, bool *changed, char *why, size_t size)
 {
     struct fake *f = ud;
-    if (!f->file_changed)
-        return 0;
-    snprintf(why, size, "%s", f->file_changed);
-    return 1;
+    *changed = f->file_changed != NULL;
+    if (f->file_changed)
+        snprintf(why, size, "%s", f->file_changed);
+    return 0;
 }
 
 static const struct rf_session_native fake_ops = {

@@ -302,6 +302,7 @@ static const char *jstr_at(json_t *doc, const char *a, const char *b)
 
 static void test_admitted_and_pinned(void **state)
 {
+    bool pinned = false;
     struct fake f;
     struct rf_admission_result adm;
     (void)state;
@@ -312,14 +313,16 @@ static void test_admitted_and_pinned(void **state)
     assert_false(adm.refused);
     assert_int_equal(adm.outcome, RF_ADMIT_WARNING);
     assert_non_null(strstr(adm.reason, "Admitted under --residency-policy streaming"));
-    assert_int_equal(rf_session_stream_pin(s), 1);
+    assert_int_equal(rf_session_stream_pin(s, &pinned), 0);
+    assert_true(pinned);
     assert_int_equal(f.lock_calls, 1);
     /* output_norm + output (17 pages, contiguous) and blk.0-2 (48 pages) */
     assert_int_equal(pins(&f), 65);
     for (uint64_t p = 1; p < 17; p++)
         assert_int_equal(f.locks[p], 0); /* token_embd: read by rows */
     /* a second call pins nothing more */
-    assert_int_equal(rf_session_stream_pin(s), 0);
+    assert_int_equal(rf_session_stream_pin(s, &pinned), 0);
+    assert_false(pinned);
     assert_int_equal(pins(&f), 65);
 
     json_t *doc = fake_report(s, RF_REPORT_OPERATION);
@@ -339,12 +342,14 @@ static void test_admitted_and_pinned(void **state)
 
 static void test_unpinned_before_release_boundary(void **state)
 {
+    bool pinned = false;
     struct fake f;
     struct rf_admission_result adm;
     (void)state;
     struct rf_session *s = start(&f, 100);
     admit(s, &adm);
-    assert_int_equal(rf_session_stream_pin(s), 1);
+    assert_int_equal(rf_session_stream_pin(s, &pinned), 0);
+    assert_true(pinned);
     rf_session_lease_begin(s);
     rf_session_lease_end(s);
     /* end_of_session is not a release boundary: the pins stay */
@@ -377,12 +382,14 @@ static void test_unpinned_before_release_boundary(void **state)
 
 static void test_unpinned_at_operation_end(void **state)
 {
+    bool pinned = false;
     struct fake f;
     struct rf_admission_result adm;
     (void)state;
     struct rf_session *s = start(&f, 100);
     admit(s, &adm);
-    assert_int_equal(rf_session_stream_pin(s), 1);
+    assert_int_equal(rf_session_stream_pin(s, &pinned), 0);
+    assert_true(pinned);
     int32_t toks[3] = {1, 2, 3};
     struct rf_operation_output out = {.tokens = toks, .n_tokens = 3, .decode_ns = 2000};
     assert_int_equal(rf_session_operation_end(s, &out), 0);
@@ -405,13 +412,15 @@ static void test_unpinned_at_operation_end(void **state)
 
 static void test_refused_mlock_falls_back(void **state)
 {
+    bool pinned = false;
     struct fake f;
     struct rf_admission_result adm;
     (void)state;
     struct rf_session *s = start(&f, 100);
     f.lock_error = -ENOMEM; /* RLIMIT_MEMLOCK: the last range is refused */
     admit(s, &adm);
-    assert_int_equal(rf_session_stream_pin(s), 0);
+    assert_int_equal(rf_session_stream_pin(s, &pinned), 0);
+    assert_false(pinned);
     assert_int_equal(pins(&f), 0); /* what was locked is undone */
     assert_int_equal(f.unlock_calls, 1);
     json_t *doc = fake_report(s, RF_REPORT_OPERATION);
@@ -429,6 +438,7 @@ static void test_refused_mlock_falls_back(void **state)
 
 static void test_fits_or_no_limit_pins_nothing(void **state)
 {
+    bool pinned = false;
     struct fake f;
     struct rf_admission_result adm;
     (void)state;
@@ -436,7 +446,8 @@ static void test_fits_or_no_limit_pins_nothing(void **state)
     struct rf_session *s = start(&f, 200);
     admit(s, &adm);
     assert_false(adm.thrash);
-    assert_int_equal(rf_session_stream_pin(s), 0);
+    assert_int_equal(rf_session_stream_pin(s, &pinned), 0);
+    assert_false(pinned);
     assert_int_equal(f.lock_calls, 0);
     json_t *doc = fake_report(s, RF_REPORT_OPERATION);
     assert_non_null(
@@ -447,7 +458,8 @@ static void test_fits_or_no_limit_pins_nothing(void **state)
     /* no cgroup limit: no plan */
     s = start(&f, 0);
     admit(s, &adm);
-    assert_int_equal(rf_session_stream_pin(s), 0);
+    assert_int_equal(rf_session_stream_pin(s, &pinned), 0);
+    assert_false(pinned);
     assert_int_equal(f.lock_calls, 0);
     doc = fake_report(s, RF_REPORT_OPERATION);
     assert_true(json_is_null(json_object_get(json_object_get(doc, "streaming"), "plan")));
@@ -457,6 +469,7 @@ static void test_fits_or_no_limit_pins_nothing(void **state)
 
 static void test_too_small_for_streaming(void **state)
 {
+    bool pinned = false;
     struct fake f;
     struct rf_admission_result adm;
     (void)state;
@@ -467,7 +480,8 @@ static void test_too_small_for_streaming(void **state)
     assert_true(adm.thrash);
     assert_true(adm.refused);
     assert_non_null(strstr(adm.reason, "Streaming cannot help"));
-    assert_int_equal(rf_session_stream_pin(s), 0);
+    assert_int_equal(rf_session_stream_pin(s, &pinned), 0);
+    assert_false(pinned);
     assert_int_equal(f.lock_calls, 0);
     rf_session_free(s);
 }
@@ -479,6 +493,7 @@ static void test_too_small_for_streaming(void **state)
  */
 static void check_hint_on_streamed_ranges(bool huge)
 {
+    bool pinned = false;
     struct fake f;
     struct rf_admission_result adm;
     sequential_param = !huge;
@@ -488,7 +503,8 @@ static void check_hint_on_streamed_ranges(bool huge)
     const uint32_t *on = huge ? f.hugepage : f.sequential;
     const uint32_t *other = huge ? f.sequential : f.hugepage;
     admit(s, &adm);
-    assert_int_equal(rf_session_stream_pin(s), 1);
+    assert_int_equal(rf_session_stream_pin(s, &pinned), 0);
+    assert_true(pinned);
     uint64_t n = 0;
     for (size_t p = 0; p < N_PAGES; p++) {
         n += on[p];
@@ -527,6 +543,7 @@ static void test_hugepage_streamed_ranges(void **state)
 /* A refused MADV_HUGEPAGE: reported false, the pins stand, the run goes on */
 static void test_hugepage_refused(void **state)
 {
+    bool pinned = false;
     struct fake f;
     struct rf_admission_result adm;
     (void)state;
@@ -535,7 +552,8 @@ static void test_hugepage_refused(void **state)
     hugepage_param = false;
     f.hugepage_error = -EINVAL;
     admit(s, &adm);
-    assert_int_equal(rf_session_stream_pin(s), 1);
+    assert_int_equal(rf_session_stream_pin(s, &pinned), 0);
+    assert_true(pinned);
     assert_int_equal(pins(&f), 65);
     json_t *doc = fake_report(s, RF_REPORT_OPERATION);
     json_t *pin = json_object_get(json_object_get(doc, "streaming"), "pin");
@@ -549,6 +567,7 @@ static void test_hugepage_refused(void **state)
 /* The bound: t_c + (W - R) / B with R = limit - fixed (no margin, no window), not W - pinned */
 static void test_bound_uses_limit_minus_fixed(void **state)
 {
+    bool pinned = false;
     struct fake f;
     struct rf_admission_result adm;
     (void)state;
@@ -557,7 +576,8 @@ static void test_bound_uses_limit_minus_fixed(void **state)
     struct rf_session *s = start(&f, 90); /* W (81 pages) exceeds R here */
     bandwidth_param = warm_token_param = 0;
     admit(s, &adm);
-    assert_int_equal(rf_session_stream_pin(s), 1);
+    assert_int_equal(rf_session_stream_pin(s, &pinned), 0);
+    assert_true(pinned);
     struct rf_operation_output out = {.n_tokens = 5, .decode_ns = 4000000000ull};
     assert_int_equal(rf_session_operation_end(s, &out), 0);
     json_t *doc = fake_report(s, RF_REPORT_OPERATION);

@@ -202,7 +202,7 @@ static void test_mincore_file_and_cachestat(void **state)
     /* per-page states by bisection equal mincore's */
     assert_int_equal(rfsys_cachestat_pages(fd, page, 0, FILE_PAGES, states, &calls), 0);
     for (int i = 0; i < FILE_PAGES; i++)
-        assert_int_equal(states[i], vec[i] ? RFSYS_PAGE_RESIDENT : RFSYS_PAGE_NONRESIDENT);
+        assert_int_equal(states[i], vec[i] ? RF_PAGE_RESIDENT : RF_PAGE_NONRESIDENT);
     assert_true(calls >= 1 && calls < 2 * FILE_PAGES);
     assert_int_equal(rfsys_cachestat(-1, 0, 0, &cs), -EBADF);
     assert_int_equal(rfsys_cachestat(fd, 0, 0, NULL), -EINVAL);
@@ -226,10 +226,10 @@ static void test_file_pages_sample(void **state)
     /* 8 pages past the end of the file are nonresident: the cache holds none */
     assert_int_equal(rfsys_file_pages_sample(&fp, 0, FILE_PAGES + 8, states), 0);
     for (int i = 0; i < FILE_PAGES; i++)
-        assert_int_equal(states[i], vec[i] ? RFSYS_PAGE_RESIDENT : RFSYS_PAGE_NONRESIDENT);
+        assert_int_equal(states[i], vec[i] ? RF_PAGE_RESIDENT : RF_PAGE_NONRESIDENT);
     for (int i = FILE_PAGES; i < FILE_PAGES + 8; i++)
-        assert_int_equal(states[i], RFSYS_PAGE_NONRESIDENT);
-    assert_int_equal(states[5], RFSYS_PAGE_RESIDENT);
+        assert_int_equal(states[i], RF_PAGE_NONRESIDENT);
+    assert_int_equal(states[5], RF_PAGE_RESIDENT);
     /* sampling faulted nothing in: the mapping did not change the cache */
     uint8_t again[FILE_PAGES];
     raw_mincore(path, again);
@@ -239,14 +239,14 @@ static void test_file_pages_sample(void **state)
         fp.method = RFSYS_PAGES_CACHESTAT;
         assert_int_equal(rfsys_file_pages_sample(&fp, 0, FILE_PAGES, states), 0);
         for (int i = 0; i < FILE_PAGES; i++)
-            assert_int_equal(states[i], vec[i] ? RFSYS_PAGE_RESIDENT : RFSYS_PAGE_NONRESIDENT);
+            assert_int_equal(states[i], vec[i] ? RF_PAGE_RESIDENT : RF_PAGE_NONRESIDENT);
         assert_true(fp.cachestat_calls > 0);
     }
     fp.method = RFSYS_PAGES_NONE;
-    memset(states, RFSYS_PAGE_RESIDENT, sizeof(states));
+    memset(states, RF_PAGE_RESIDENT, sizeof(states));
     assert_int_equal(rfsys_file_pages_sample(&fp, 0, FILE_PAGES, states), -EACCES);
     for (int i = 0; i < FILE_PAGES; i++)
-        assert_int_equal(states[i], RFSYS_PAGE_UNKNOWN);
+        assert_int_equal(states[i], RF_PAGE_UNKNOWN);
     assert_int_equal(rfsys_file_pages_sample(&fp, UINT64_MAX, 2, states), -EINVAL);
     assert_string_equal(rfsys_page_method_name(RFSYS_PAGES_CACHESTAT), "cachestat");
     rfsys_file_pages_close(&fp);
@@ -265,11 +265,13 @@ static void test_trustworthy_owner(void **state)
     const char *reason = NULL;
     int fd = open(path, O_RDONLY);
     assert_true(fd >= 0);
-    assert_int_equal(rfsys_mincore_trustworthy(NULL, fd, &reason), 1);
+    bool trustworthy = false;
+    assert_int_equal(rfsys_mincore_trustworthy(NULL, fd, &trustworthy, &reason), 0);
+    assert_true(trustworthy);
     assert_non_null(reason);
     assert_non_null(strstr(reason, "owns"));
     close(fd);
-    assert_int_equal(rfsys_mincore_trustworthy(NULL, -1, &reason), -EINVAL);
+    assert_int_equal(rfsys_mincore_trustworthy(NULL, -1, &trustworthy, &reason), -EINVAL);
 }
 
 /* Child side of the fake-residency test: exit codes name the failed check. */
@@ -277,6 +279,7 @@ static int child_checks(const char *root_ro, const char *root_rw, const char *no
 {
     uint8_t vec[FILE_PAGES];
     const char *reason;
+    bool trustworthy = true;
     int fd;
 
     if (setgroups(0, NULL) != 0 || setresgid(NOBODY, NOBODY, NOBODY) != 0 ||
@@ -286,7 +289,7 @@ static int child_checks(const char *root_ro, const char *root_rw, const char *no
     fd = open(root_ro, O_RDONLY);
     if (fd < 0)
         return errno == EACCES ? 21 : 11;
-    if (rfsys_mincore_trustworthy(NULL, fd, &reason) != 0)
+    if (rfsys_mincore_trustworthy(NULL, fd, &trustworthy, &reason) != 0 || trustworthy)
         return 12;
     if (!strstr(reason, "can_do_mincore"))
         return 13;
@@ -307,20 +310,22 @@ static int child_checks(const char *root_ro, const char *root_rw, const char *no
         return 16;
     int rc = rfsys_file_pages_sample(&fp, 0, FILE_PAGES, states);
     for (int i = 0; i < FILE_PAGES; i++) {
-        if (rc < 0 && states[i] != RFSYS_PAGE_UNKNOWN)
+        if (rc < 0 && states[i] != RF_PAGE_UNKNOWN)
             return 17;
-        if (rc == 0 && states[i] != RFSYS_PAGE_NONRESIDENT) /* cachestat: real, evicted */
+        if (rc == 0 && states[i] != RF_PAGE_NONRESIDENT) /* cachestat: real, evicted */
             return 18;
     }
     rfsys_file_pages_close(&fp);
     /* root-owned but world-writable: trustworthy (may write) */
     fd = open(root_rw, O_RDONLY);
-    if (fd < 0 || rfsys_mincore_trustworthy(NULL, fd, &reason) != 1 || !strstr(reason, "write"))
+    if (fd < 0 || rfsys_mincore_trustworthy(NULL, fd, &trustworthy, &reason) != 0 || !trustworthy ||
+        !strstr(reason, "write"))
         return 19;
     close(fd);
     /* owned by the caller: trustworthy */
     fd = open(nobody_own, O_RDONLY);
-    if (fd < 0 || rfsys_mincore_trustworthy(NULL, fd, &reason) != 1 || !strstr(reason, "owns"))
+    if (fd < 0 || rfsys_mincore_trustworthy(NULL, fd, &trustworthy, &reason) != 0 || !trustworthy ||
+        !strstr(reason, "owns"))
         return 20;
     close(fd);
     return 0;

@@ -26,9 +26,9 @@
 #include <jansson.h>
 
 #include "bench_report.h"
-#include "core/report_json.h"
 #include "ramforge/ledger.h"
 #include "ramforge/report.h"
+#include "ramforge/report_json.h"
 #include "ramforge/timing.h"
 
 static const int32_t tokens[] = {1, -1, 256, INT32_MAX, 15043};

@@ -54,6 +54,7 @@
 
 #include "ramforge/binding.h"
 #include "ramforge/cgroup_levels.h"
+#include "ramforge/error.h"
 #include "ramforge/inventory.h"
 #include "ramforge/ledger.h"
 #include "ramforge/lifetime.h"
@@ -63,12 +64,12 @@
 extern "C" {
 #endif
 
-#define RF_ADMISSION_MAX_UNKNOWN 8   /* unknown components listed per decision */
-#define RF_ADMISSION_NAME_MAX 64     /* a component name, including the NUL */
-#define RF_ADMISSION_SOURCE_MAX 600  /* a figure's source, including the NUL */
-#define RF_ADMISSION_REASON_MAX 1024 /* the reason, including the NUL */
-#define RF_ADMISSION_NOTE_MAX 320    /* the lock note, including the NUL */
-#define RF_ADMISSION_MAX_RECORDS 12  /* scalar inputs recorded in the result */
+#define RF_ADMISSION_MAX_UNKNOWN 8       /* unknown components listed per decision */
+#define RF_ADMISSION_NAME_MAX 64         /* a component name, including the NUL */
+#define RF_ADMISSION_SOURCE_MAX 600      /* a figure's source, including the NUL */
+#define RF_ADMISSION_REASON_MAX 1024     /* the reason, including the NUL */
+#define RF_ADMISSION_NOTE_MAX RF_ERR_MAX /* the lock note, including the NUL */
+#define RF_ADMISSION_MAX_RECORDS 12      /* scalar inputs recorded in the result */
 
 /* enum rf_admission_outcome and enum rf_admission_mode are in ramforge/types.h. */
 

@@ -163,12 +163,14 @@ void forge_model_get_info(const struct forge_model *m, struct forge_model_info *
  * truncated or rewritten in place has another size or mtime, and its
  * mapping may now reach past the end of the file (a read there raises
  * SIGBUS; madvise, mincore and PAGEMAP_SCAN read no page and stay safe).
- * Returns 0 when all four match; 1 when the file changed, or is gone or
- * cannot be stat'ed (nothing can be vouched for), with why (why_size
- * bytes, may be NULL) set to one line naming what differs, at load ->
- * now; -EINVAL for NULL m. Reads no byte of the file or its mapping.
+ * Returns 0 with *changed false when all four match; 0 with *changed true
+ * when the file changed, or is gone or cannot be stat'ed (nothing can be
+ * vouched for), with why (why_size bytes, may be NULL) set to one line
+ * naming what differs, at load -> now; -EINVAL for NULL m or changed.
+ * Reads no byte of the file or its mapping.
  */
-int forge_model_file_changed(const struct forge_model *m, char *why, size_t why_size);
+int forge_model_file_changed(const struct forge_model *m, bool *changed, char *why,
+                             size_t why_size);
 
 /*
  * Lifetime (native contract version RF_CONTRACT_VERSION of binding.h, 1:

@@ -186,9 +186,10 @@ int rf_inventory_lookup(const struct rf_inventory *inv, struct rf_resource_key k
  * e.g. an access profile or a graph order) onto entry positions: on
  * success *rank_out (inv->n entries, the caller frees) holds each entry's
  * place in order, RF_INVENTORY_NO_RANK where order does not name it.
- * Returns 1 when the ordering is valid; 0 when it names a tensor not in
- * inv or one twice (*rank_out NULL; *bad_index is that tensor index and
- * *named_twice says which case); -ENOMEM.
+ * Returns 0 with *rank_out set when the ordering is valid; 0 with
+ * *rank_out NULL when it names a tensor not in inv or one twice
+ * (*bad_index is that tensor index and *named_twice says which case);
+ * -ENOMEM.
  */
 int rf_inventory_rank(const struct rf_inventory *inv, const uint32_t *order, size_t n,
                       size_t **rank_out, uint32_t *bad_index, bool *named_twice);

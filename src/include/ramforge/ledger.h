@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ramforge/error.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -45,7 +47,7 @@ enum rf_provenance {
 };
 
 #define RF_LEDGER_SOURCE_MAX 640
-#define RF_LEDGER_NOTE_MAX 320
+#define RF_LEDGER_NOTE_MAX RF_ERR_MAX /* one line (error.h) */
 
 struct rf_ledger_entry {
     enum rf_ledger_category category;

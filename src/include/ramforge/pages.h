@@ -33,6 +33,8 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "ramforge/residency.h" /* enum rf_page_state: the states the samplers write */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -81,22 +83,25 @@ int rfsys_cachestat(int fd, uint64_t off_bytes, uint64_t len_bytes, struct rfsys
 
 /*
  * The kernel's can_do_mincore rule for a file mapping of the file open as
- * fd (st: its fstat; NULL: fstat(fd) is used). Returns 1 when mincore on a
- * mapping of this file reports real page-cache state for this process:
- * the caller owns the inode (st_uid == fsuid), has CAP_FOWNER in its
- * effective set, or may write the file (faccessat W_OK with AT_EACCESS,
- * which includes -EROFS on a read-only mount). Returns 0 when it does not:
- * mincore would report every page resident. *reason (may be NULL) is set
- * to a static one-line explanation either way.
+ * fd (st: its fstat; NULL: fstat(fd) is used). Returns 0 with
+ * *trustworthy true when mincore on a mapping of this file reports real
+ * page-cache state for this process: the caller owns the inode (st_uid ==
+ * fsuid), has CAP_FOWNER in its effective set, or may write the file
+ * (faccessat W_OK with AT_EACCESS, which includes -EROFS on a read-only
+ * mount); 0 with *trustworthy false when it does not: mincore would report
+ * every page resident. *reason (may be NULL) is set to a static one-line
+ * explanation either way.
  *
  * Approximations, documented: CAP_FOWNER is taken from the effective set
  * without the kernel's user-namespace mapping check, and idmapped mounts
  * are not considered.
  *
- * Errors: -EINVAL (fd < 0), -errno of fstat, capget or faccessat for
- * anything but a plain "not permitted" answer; *reason says why.
+ * Errors (*trustworthy false): -EINVAL (fd < 0, NULL trustworthy), -errno
+ * of fstat, capget or faccessat for anything but a plain "not permitted"
+ * answer; *reason says why.
  */
-int rfsys_mincore_trustworthy(const struct stat *st, int fd, const char **reason);
+int rfsys_mincore_trustworthy(const struct stat *st, int fd, bool *trustworthy,
+                              const char **reason);
 
 /* The header of one /proc/PID/maps line (the path is not kept). */
 struct rfsys_vma {
@@ -150,7 +155,7 @@ struct rfsys_file_pages {
     uint64_t map_bytes;            /* bytes mapped: st_size */
     uint64_t page_bytes;           /* rfsys_page_bytes() */
     uint64_t file_pages;           /* ceil(st_size / page_bytes) */
-    bool mincore_trustworthy;      /* rfsys_mincore_trustworthy answered 1 */
+    bool mincore_trustworthy;      /* rfsys_mincore_trustworthy said so */
     const char *mincore_reason;    /* static: why mincore is or is not trustworthy */
     int cachestat_error;           /* 0: cachestat answers for this file; else its -errno */
     enum rfsys_page_method method; /* mincore if trustworthy, else cachestat if it
@@ -172,17 +177,12 @@ int rfsys_file_pages_open(const char *path, struct rfsys_file_pages *out);
 /* Unmaps and closes. Safe on a closed or zeroed-with-fd--1 struct; NULL is a no-op. */
 void rfsys_file_pages_close(struct rfsys_file_pages *fp);
 
-/* Page states written by the samplers (values of enum rf_page_state, residency.h). */
-#define RFSYS_PAGE_UNKNOWN 0
-#define RFSYS_PAGE_NONRESIDENT 1
-#define RFSYS_PAGE_RESIDENT 2
-
 /*
  * Writes the page-cache state of file pages [first_page, first_page +
- * n_pages) into states[0..n_pages) with fp->method: RFSYS_PAGE_RESIDENT or
- * RFSYS_PAGE_NONRESIDENT per page. Pages past the end of the file are
+ * n_pages) into states[0..n_pages) with fp->method: RF_PAGE_RESIDENT or
+ * RF_PAGE_NONRESIDENT per page. Pages past the end of the file are
  * nonresident (the cache holds none). With method NONE, or on any error,
- * every page is RFSYS_PAGE_UNKNOWN and the error is returned: -EACCES
+ * every page is RF_PAGE_UNKNOWN and the error is returned: -EACCES
  * (mincore untrustworthy and no cachestat), the cachestat or mincore
  * error, -EINVAL (NULL argument, range overflow).
  */
@@ -195,7 +195,7 @@ int rfsys_file_pages_sample(struct rfsys_file_pages *fp, uint64_t first_page, ui
  * once, a mixed range is split in halves, so the cost follows the number of
  * resident/nonresident runs, not pages. *calls (may be NULL) is increased
  * by the calls made. Errors: those of rfsys_cachestat (then every state is
- * RFSYS_PAGE_UNKNOWN), -EOVERFLOW, -EINVAL.
+ * RF_PAGE_UNKNOWN), -EOVERFLOW, -EINVAL.
  */
 int rfsys_cachestat_pages(int fd, uint64_t page_bytes, uint64_t first_page, uint64_t n_pages,
                           uint8_t *states, uint64_t *calls);

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ramforge/error.h"
 #include "ramforge/intervals.h"
 #include "ramforge/inventory.h"
 #include "ramforge/types.h"
@@ -109,8 +110,8 @@ struct rf_plan {
     bool has_estimated_resident_after;
     uint64_t estimated_resident_after_bytes; /* mapping_resident - release_bytes, floored
                                                 at 0: assumes released pages were resident */
-    bool target_met;  /* has_soft_target and estimated_resident_after <= soft target */
-    char reason[256]; /* one line: what was selected and why, or why nothing was */
+    bool target_met;         /* has_soft_target and estimated_resident_after <= soft target */
+    char reason[RF_ERR_MAX]; /* one line: what was selected and why, or why nothing was */
 };
 
 /*

@@ -114,11 +114,11 @@ int rf_profile_update(struct rf_profile *p, const struct rf_inventory *inv,
                       uint64_t file_size_bytes, char *why, size_t why_size);
 
 /*
- * Whether p belongs to the model of identity and file size: 1 yes, 0 no
- * (why says which differs).
+ * Whether p belongs to the model of identity and file size (false: why
+ * says which differs). A predicate: it cannot fail.
  */
-int rf_profile_matches(const struct rf_profile *p, const char *identity, uint64_t file_size_bytes,
-                       char *why, size_t why_size);
+bool rf_profile_matches(const struct rf_profile *p, const char *identity, uint64_t file_size_bytes,
+                        char *why, size_t why_size);
 
 /*
  * The two orders of p over inv's current generation, as tensor indices

@@ -170,6 +170,19 @@ uint32_t rf_residency_basis_points(uint64_t part, uint64_t whole);
 /* Static names: "unknown", "nonresident", "resident"; NULL outside the enum. */
 const char *rf_page_state_name(enum rf_page_state s);
 
+/* Pages counted by state (rf_page_counts_add). */
+struct rf_page_counts {
+    uint64_t resident_pages;    /* RF_PAGE_RESIDENT */
+    uint64_t nonresident_pages; /* RF_PAGE_NONRESIDENT */
+    uint64_t unknown_pages;     /* RF_PAGE_UNKNOWN, or any other value */
+};
+
+/*
+ * Adds the n states (enum rf_page_state values, as the samplers write
+ * them) to *c, by state: the one page-counting loop. Cannot fail.
+ */
+void rf_page_counts_add(struct rf_page_counts *c, const uint8_t *states, uint64_t n);
+
 /* Static names: "none", "partial", "full", "no_pages"; NULL outside the enum. */
 const char *rf_residency_sampled_name(enum rf_residency_sampled s);
 

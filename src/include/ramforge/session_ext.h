@@ -63,15 +63,17 @@ int rf_session_admit_result(struct rf_session *s, const struct rf_operation_requ
  * A run it refuses (out->refused, params.admission_mode) would be killed
  * or would thrash before the after-load admission could speak. Every
  * figure is an estimate; rf_session_admit confirms after the load with
- * measurements. Returns 0 with *out decided, 1 when no cgroup of the
- * hierarchy has an enforced limit or memory.high (nothing can refuse the
- * run before its load; the header is not parsed and *out is zeroed), or
- * an error: -EINVAL, the header's errors (err says why), -ENOMEM.
+ * measurements. Returns 0 with *decided (may be NULL) true and *out
+ * decided; 0 with *decided false when no cgroup of the hierarchy has an
+ * enforced limit or memory.high (nothing can refuse the run before its
+ * load; the header is not parsed and *out is zeroed); or an error:
+ * -EINVAL, the header's errors (err says why), -ENOMEM.
  */
 int rf_session_preload_admit(const char *path, bool use_extra_bufts,
                              struct rf_session_params params,
                              const struct rf_operation_request *request,
-                             struct rf_admission_result *out, char err[FORGE_ERR_MAX]);
+                             struct rf_admission_result *out, bool *decided,
+                             char err[FORGE_ERR_MAX]);
 
 /*
  * The fit check of `ramforge inspect -c N`: rf_session_preload_admit's
@@ -126,10 +128,11 @@ int rf_session_preload_report_json(const char *model_path, struct rf_session_par
  * streaming.pin and a warning; the call still returns 0. The pins are undone
  * (munlock) at the next after-session, after-verify or idle boundary (before
  * any release), at rf_session_operation_end and at rf_session_free. Returns
- * 1 when pages were pinned, 0 when nothing was (another policy, no plan, the
- * working set fits, a refusal), -EINVAL (NULL s).
+ * 0 with *pinned (may be NULL) true when pages were pinned, false when
+ * nothing was (another policy, no plan, the working set fits, a refusal);
+ * -EINVAL (NULL s).
  */
-int rf_session_stream_pin(struct rf_session *s);
+int rf_session_stream_pin(struct rf_session *s, bool *pinned);
 
 /*
  * Records what the caller's layer-ahead prefetch thread (forge_ahead.h) did
@@ -146,7 +149,7 @@ int rf_session_stream_prefetch(struct rf_session *s, const struct rf_stream_pref
  */
 int rf_session_dispatch_trace(struct rf_session *s, const struct forge_observer *obs);
 
-#define RF_SESSION_PROFILE_ERR_MAX 400 /* one line about a persisted profile, with the NUL */
+#define RF_SESSION_PROFILE_ERR_MAX RF_ERR_MAX /* one line about a persisted profile (error.h) */
 
 /*
  * Attaches the persisted access profile at path (profile.h; `--profile`)
@@ -156,13 +159,14 @@ int rf_session_dispatch_trace(struct rf_session *s, const struct forge_observer 
  * and format version. A matching profile orders reuse-aware's release
  * (cold first) at every later boundary and rf_session_stage (hot first);
  * its prediction history is kept to history_max entries (0: the
- * default). Returns 0 when it was loaded; 1 when it is not used: absent
- * (it is written by rf_session_profile_save), or rejected (unreadable,
- * oversized, malformed, another format version or another model: err
- * holds one line saying why, and the file will never be replaced).
- * Errors: -EINVAL (NULL arguments, policy off), -ENOMEM.
+ * default). Returns 0 with *used (may be NULL) true when it was loaded,
+ * false when it is not used: absent (it is written by
+ * rf_session_profile_save), or rejected (unreadable, oversized, malformed,
+ * another format version or another model: err holds one line saying
+ * why, and the file will never be replaced). Errors: -EINVAL (NULL
+ * arguments, policy off), -ENOMEM.
  */
-int rf_session_profile_open(struct rf_session *s, const char *path, size_t history_max,
+int rf_session_profile_open(struct rf_session *s, const char *path, size_t history_max, bool *used,
                             char err[RF_SESSION_PROFILE_ERR_MAX]);
 
 /*
@@ -170,12 +174,14 @@ int rf_session_profile_open(struct rf_session *s, const char *path, size_t histo
  * was opened, with this operation's prediction in its history) back to
  * its path atomically: a temporary file in the same directory, fsync,
  * rename (rf_file_write_atomic), so a crash or a failure leaves the old
- * file or the new one, never a mix. Returns 0 when written; 1 when there
- * was nothing to save or the file must not be replaced (err says why);
- * a negative errno of the failing call (the old file is intact; err
- * says so). The operation report records the outcome.
+ * file or the new one, never a mix. Returns 0 with *saved (may be NULL)
+ * true when written, false when there was nothing to save or the file
+ * must not be replaced (err says why); a negative errno of the failing
+ * call (the old file is intact; err says so). The operation report
+ * records the outcome.
  */
-int rf_session_profile_save(struct rf_session *s, char err[RF_SESSION_PROFILE_ERR_MAX]);
+int rf_session_profile_save(struct rf_session *s, bool *saved,
+                            char err[RF_SESSION_PROFILE_ERR_MAX]);
 
 /*
  * The output of a forge_generate call (ramforge's own decode loop) as an

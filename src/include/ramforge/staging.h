@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ramforge/error.h"
 #include "ramforge/intervals.h"
 #include "ramforge/inventory.h"
 
@@ -64,7 +65,7 @@ struct rf_staging_plan {
     struct rf_file_range *ranges;   /* sorted by (mapping, first page), disjoint and
                                           non-adjacent within a mapping; owned */
     size_t n_ranges;
-    char reason[256]; /* one line: what was selected and why, or why nothing was */
+    char reason[RF_ERR_MAX]; /* one line: what was selected and why, or why nothing was */
 };
 
 /* Budget 0, file order, no exclusions. */

@@ -42,6 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ramforge/error.h"
 #include "ramforge/intervals.h"
 #include "ramforge/inventory.h"
 
@@ -53,7 +54,7 @@ extern "C" {
 #define RF_STREAM_WINDOW_LAYERS 1                /* default window: this many largest layers */
 #define RF_STREAM_MIN_MARGIN_BYTES (16ull << 20) /* floor of the default margin, bytes */
 #define RF_STREAM_MARGIN_DIVISOR 64              /* default margin: limit / 64 above the floor */
-#define RF_STREAM_REASON_MAX 256                 /* reason text, including the NUL */
+#define RF_STREAM_REASON_MAX RF_ERR_MAX          /* reason text, including the NUL */
 
 /* The planner's inputs. Zero-initialise, then fill. */
 struct rf_stream_params {

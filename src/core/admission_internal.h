@@ -1,0 +1,30 @@
+/*
+ * Admission's private interface inside core: the projection that
+ * admission_estimate.c computes and admission.c decides over.
+ */
+#ifndef RAMFORGE_CORE_ADMISSION_INTERNAL_H
+#define RAMFORGE_CORE_ADMISSION_INTERNAL_H
+
+#include "ramforge/admission.h"
+
+/* a - b floored at 0. */
+static inline uint64_t rf_admission_sat_sub(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : 0;
+}
+
+/*
+ * The request, growth and anonymous projection into out. Returns NULL, or
+ * a static phrase naming what is missing (Unknown), or "overflow".
+ */
+const char *rf_admission_project(const struct rf_admission_input *in,
+                                 struct rf_admission_result *out);
+
+/*
+ * Checks one level c of out's hierarchy against out's projection. Returns
+ * false when a projected figure overflows.
+ */
+bool rf_admission_check_level(const struct rf_admission_input *in, struct rf_admission_result *out,
+                              struct rf_admission_level_check *c);
+
+#endif
