@@ -785,14 +785,13 @@ int cmd_inspect(int argc, char **argv)
                 return RF_EXIT_USAGE;
             break;
         case 'M':
-            if (!cli_parse_size("inspect ", "--memory-limit", optarg, false, &fit.limit_bytes))
+            if (!cli_parse_size("--memory-limit", optarg, false, &fit.limit_bytes))
                 return RF_EXIT_USAGE;
             fit.has_limit = true;
             break;
         case 'A':
             if (rf_admission_mode_parse(optarg, &fit.mode) < 0) {
-                cli_usage_error("inspect ",
-                                "unknown --admission '%s' (expected warn, enforce "
+                cli_usage_error("unknown --admission '%s' (expected warn, enforce "
                                 "or off)",
                                 optarg);
                 return RF_EXIT_USAGE;
@@ -803,45 +802,45 @@ int cmd_inspect(int argc, char **argv)
             usage(stdout);
             return 0;
         default:
-            return cli_bad_option("inspect ", c, argv, opts);
+            return cli_bad_option(c, argv, opts);
         }
     }
     if ((columns || noheadings || by_layer) && !page_cache) {
-        cli_usage_error("inspect ", "-o, -n and --by-layer need --page-cache");
+        cli_usage_error("-o, -n and --by-layer need --page-cache");
         return RF_EXIT_USAGE;
     }
     if ((columns || noheadings || by_layer) && json) {
-        cli_usage_error("inspect ", "-o, -n and --by-layer shape the table: not with --json");
+        cli_usage_error("-o, -n and --by-layer shape the table: not with --json");
         return RF_EXIT_USAGE;
     }
     if ((fit.has_limit || mode_given) && !fit.n_ctx) {
-        cli_usage_error("inspect ", "--memory-limit and --admission need -c (the fit check)");
+        cli_usage_error("--memory-limit and --admission need -c (the fit check)");
         return RF_EXIT_USAGE;
     }
     if (fit.n_ctx && (page_cache || !mp.probe_access)) {
-        cli_usage_error("inspect ", "-c (the fit check) does not go with --page-cache or "
-                                    "--no-probe");
+        cli_usage_error("-c (the fit check) does not go with --page-cache or "
+                        "--no-probe");
         return RF_EXIT_USAGE;
     }
     if (budget_given && !page_cache) {
-        cli_usage_error("inspect ", "--residency-page-budget needs --page-cache");
+        cli_usage_error("--residency-page-budget needs --page-cache");
         return RF_EXIT_USAGE;
     }
     if (svg_path && !page_cache) {
-        cli_usage_error("inspect ", "--residency-svg needs --page-cache");
+        cli_usage_error("--residency-svg needs --page-cache");
         return RF_EXIT_USAGE;
     }
     if (!model && optind >= argc) {
-        cli_usage_error("inspect ", "missing MODEL");
+        cli_usage_error("missing MODEL");
         return RF_EXIT_USAGE;
     }
     int n_models = (model ? 1 : 0) + (argc - optind);
     if (!page_cache && n_models > 1) {
-        cli_usage_error("inspect ", "more than one MODEL (several only with --page-cache)");
+        cli_usage_error("more than one MODEL (several only with --page-cache)");
         return RF_EXIT_USAGE;
     }
     if (svg_path && n_models > 1) {
-        cli_usage_error("inspect ", "--residency-svg draws one MODEL, not %d", n_models);
+        cli_usage_error("--residency-svg draws one MODEL, not %d", n_models);
         return RF_EXIT_USAGE;
     }
     if (svg_path && !run_report_path_usable(svg_path, model ? model : argv[optind]))

@@ -205,11 +205,6 @@ enum {
     OPT_NO_STREAM_PREFETCH,
 };
 
-static bool parse_size_option(const char *opt, const char *arg, bool allow_zero, uint64_t *out)
-{
-    return cli_parse_size("run ", opt, arg, allow_zero, out);
-}
-
 /* Largest prompt file -f reads, bytes (16 MiB: far beyond any context). */
 #define PROMPT_FILE_MAX (16u << 20)
 
@@ -312,7 +307,7 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
     bool prompt_given = false;
     int c;
 
-    if (!cli_reject_llama_flags("run ", argc, argv, opts, ":m:p:f:n:t:c:s:vh"))
+    if (!cli_reject_llama_flags(argc, argv, opts, ":m:p:f:n:t:c:s:vh"))
         return RF_EXIT_USAGE;
     optind = 1;
     opterr = 0;
@@ -345,22 +340,22 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
                 return RF_EXIT_USAGE;
             break;
         case OPT_POLICY:
-            if (!cli_parse_policy("run ", optarg, &o->policy))
+            if (!cli_parse_policy(optarg, &o->policy))
                 return RF_EXIT_USAGE;
             break;
         case OPT_TARGET:
-            if (!parse_size_option("--memory-target", optarg, false, &o->target_bytes))
+            if (!cli_parse_size("--memory-target", optarg, false, &o->target_bytes))
                 return RF_EXIT_USAGE;
             o->has_target = true;
             break;
         case OPT_RESERVE:
-            if (!parse_size_option("--safety-reserve", optarg, true, &o->reserve_bytes))
+            if (!cli_parse_size("--safety-reserve", optarg, true, &o->reserve_bytes))
                 return RF_EXIT_USAGE;
             o->has_reserve = true;
             break;
         case OPT_RELEASE_MODE:
             o->has_release_mode = true;
-            if (!cli_parse_release_mode("run ", optarg, &o->release_mode))
+            if (!cli_parse_release_mode(optarg, &o->release_mode))
                 return RF_EXIT_USAGE;
             break;
         case OPT_VERIFY:
@@ -374,8 +369,7 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
             break;
         case OPT_ADMISSION:
             if (rf_admission_mode_parse(optarg, &o->admission) < 0) {
-                cli_usage_error("run ", "unknown --admission '%s' (expected enforce, warn or off)",
-                                optarg);
+                cli_usage_error("unknown --admission '%s' (expected enforce, warn or off)", optarg);
                 return RF_EXIT_USAGE;
             }
             break;
@@ -383,7 +377,7 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
             if (!strcmp(optarg, "release") || !strcmp(optarg, "keep")) {
                 o->release_dead_file_pages = !strcmp(optarg, "release");
             } else {
-                cli_usage_error("run ", "unknown --dead-file-pages '%s' (expected release or keep)",
+                cli_usage_error("unknown --dead-file-pages '%s' (expected release or keep)",
                                 optarg);
                 return RF_EXIT_USAGE;
             }
@@ -417,7 +411,7 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
             o->hold = true;
             break;
         case OPT_STAGING_BUDGET:
-            if (!parse_size_option("--staging-budget", optarg, false, &o->staging_budget))
+            if (!cli_parse_size("--staging-budget", optarg, false, &o->staging_budget))
                 return RF_EXIT_USAGE;
             o->has_staging = true;
             break;
@@ -436,7 +430,7 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
             o->stream_prefetch = 0;
             break;
         case OPT_STREAM_WINDOW:
-            if (!parse_size_option("--stream-window", optarg, false, &o->stream_window))
+            if (!cli_parse_size("--stream-window", optarg, false, &o->stream_window))
                 return RF_EXIT_USAGE;
             break;
         case OPT_OBSERVE_DISPATCH:
@@ -466,26 +460,26 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
             usage(stdout);
             return 0;
         default:
-            return cli_bad_option("run ", c, argv, opts);
+            return cli_bad_option(c, argv, opts);
         }
     }
-    if (!cli_check_model_operands("run ", argc, argv, o->model))
+    if (!cli_check_model_operands(argc, argv, o->model))
         return RF_EXIT_USAGE;
     if (prompt_file && prompt_given) {
-        cli_usage_error("run ", "-p/--prompt and -f/--file both give the prompt: use one");
+        cli_usage_error("-p/--prompt and -f/--file both give the prompt: use one");
         return RF_EXIT_USAGE;
     }
     if (prompt_file && !(o->prompt = read_prompt_file(prompt_file)))
         return RF_EXIT_FAILURE;
     if (!*o->prompt) {
-        cli_usage_error("run ", "the prompt is empty");
+        cli_usage_error("the prompt is empty");
         return RF_EXIT_USAGE;
     }
-    if (!cli_check_target("run ", o->policy, o->has_target, o->target_bytes, o->reserve_bytes))
+    if (!cli_check_target(o->policy, o->has_target, o->target_bytes, o->reserve_bytes))
         return RF_EXIT_USAGE;
     if (o->svg_path && o->policy == RF_POLICY_OFF) {
-        cli_usage_error("run ", "--residency-svg needs a residency policy (not off): it draws "
-                                "the inventory's page snapshots");
+        cli_usage_error("--residency-svg needs a residency policy (not off): it draws "
+                        "the inventory's page snapshots");
         return RF_EXIT_USAGE;
     }
     /* Options the chosen policy does not use: say so rather than ignore them. */
@@ -504,8 +498,8 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         cli_error("warning: --access-probe and --sample-smaps have no effect with "
                   "--residency-policy off");
     if (o->profile_path && o->policy == RF_POLICY_OFF) {
-        cli_usage_error("run ", "--profile needs a residency policy (not off): the profile is "
-                                "matched to the model's inventory");
+        cli_usage_error("--profile needs a residency policy (not off): the profile is "
+                        "matched to the model's inventory");
         return RF_EXIT_USAGE;
     }
     if (o->policy != RF_POLICY_STREAMING) {

@@ -128,7 +128,7 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
     };
     int c;
     opterr = 0;
-    if (!cli_reject_llama_flags("serve ", argc, argv, opts, ":m:c:n:t:vh"))
+    if (!cli_reject_llama_flags(argc, argv, opts, ":m:c:n:t:vh"))
         return RF_EXIT_USAGE;
     while ((c = getopt_long(argc, argv, ":m:c:n:t:vh", opts, NULL)) != -1) {
         switch (c) {
@@ -155,21 +155,21 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
                 return RF_EXIT_USAGE;
             break;
         case OPT_POLICY:
-            if (!cli_parse_policy("serve ", optarg, &o->policy))
+            if (!cli_parse_policy(optarg, &o->policy))
                 return RF_EXIT_USAGE;
             break;
         case OPT_TARGET:
-            if (!cli_parse_size("serve ", "--memory-target", optarg, false, &o->target_bytes))
+            if (!cli_parse_size("--memory-target", optarg, false, &o->target_bytes))
                 return RF_EXIT_USAGE;
             o->has_target = true;
             break;
         case OPT_RESERVE:
-            if (!cli_parse_size("serve ", "--safety-reserve", optarg, true, &o->reserve_bytes))
+            if (!cli_parse_size("--safety-reserve", optarg, true, &o->reserve_bytes))
                 return RF_EXIT_USAGE;
             break;
         case OPT_RELEASE_MODE:
             o->has_release_mode = true;
-            if (!cli_parse_release_mode("serve ", optarg, &o->release_mode))
+            if (!cli_parse_release_mode(optarg, &o->release_mode))
                 return RF_EXIT_USAGE;
             break;
         case OPT_IDLE:
@@ -178,7 +178,7 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
                 return RF_EXIT_USAGE;
             break;
         case OPT_STAGING:
-            if (!cli_parse_size("serve ", "--staging-budget", optarg, false, &o->staging_budget))
+            if (!cli_parse_size("--staging-budget", optarg, false, &o->staging_budget))
                 return RF_EXIT_USAGE;
             o->has_staging = true;
             break;
@@ -192,7 +192,7 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
             break;
         case OPT_API_KEY:
             if (!*optarg) {
-                cli_usage_error("serve ", "the API key is empty");
+                cli_usage_error("the API key is empty");
                 return RF_EXIT_USAGE;
             }
             o->api_key = optarg;
@@ -223,18 +223,18 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
             usage(stdout);
             return 0;
         default:
-            return cli_bad_option("serve ", c, argv, opts);
+            return cli_bad_option(c, argv, opts);
         }
     }
-    if (!cli_check_model_operands("serve ", argc, argv, o->model))
+    if (!cli_check_model_operands(argc, argv, o->model))
         return RF_EXIT_USAGE;
-    if (!cli_check_target("serve ", o->policy, o->has_target, o->target_bytes, o->reserve_bytes))
+    if (!cli_check_target(o->policy, o->has_target, o->target_bytes, o->reserve_bytes))
         return RF_EXIT_USAGE;
     if (o->policy == RF_POLICY_OFF && (o->idle_seconds || o->has_staging || o->has_target))
         cli_error("warning: --idle-seconds, --staging-budget and --memory-target have no "
                   "effect with --residency-policy off");
     if (o->profile_path && o->policy == RF_POLICY_OFF) {
-        cli_usage_error("serve ", "--profile needs a residency policy (not off)");
+        cli_usage_error("--profile needs a residency policy (not off)");
         return RF_EXIT_USAGE;
     }
     if (o->has_release_mode && !rf_policy_mutates(o->policy))
