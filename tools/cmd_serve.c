@@ -217,16 +217,16 @@ static bool admit_and_stage(struct serve *sv, struct serve_job *j)
         pthread_mutex_unlock(&sv->session_mu);
         return false;
     }
-    if (rc == 0 && sv->o->verbose && adm.outcome != RF_ADMIT_ADMITTED)
+    if (rc == 0 && sv->o->sess.verbose && adm.outcome != RF_ADMIT_ADMITTED)
         cli_error("warning: admission %s: %s", rf_admission_outcome_name(adm.outcome), adm.reason);
     pthread_mutex_lock(&sv->mu);
-    bool stage = sv->o->has_staging && sv->residency == SERVE_IDLE_RELEASED;
+    bool stage = sv->o->sess.has_staging && sv->residency == SERVE_IDLE_RELEASED;
     if (stage)
         sv->residency = SERVE_STAGING;
     pthread_mutex_unlock(&sv->mu);
     if (stage) {
         pthread_mutex_lock(&sv->session_mu);
-        rc = rf_session_stage(sv->session, sv->o->staging_budget);
+        rc = rf_session_stage(sv->session, sv->o->sess.staging_budget);
         pthread_mutex_unlock(&sv->session_mu);
         if (rc < 0)
             cli_error("cannot plan staging: %s", rf_strerror(rc));
@@ -250,13 +250,13 @@ static bool admit_and_stage(struct serve *sv, struct serve_job *j)
  */
 static bool release_waits_for_idle(const struct serve_options *o)
 {
-    return o->idle_seconds > 0 && rf_policy_mutates(o->policy);
+    return o->idle_seconds > 0 && rf_policy_mutates(o->sess.policy);
 }
 
 /* Runs one queued request through the session's boundaries and answers it. */
 static void run_job(struct serve *sv, struct serve_job *j)
 {
-    const bool observing = sv->o->policy != RF_POLICY_OFF;
+    const bool observing = sv->o->sess.policy != RF_POLICY_OFF;
     struct forge_generate_result gen = {0};
     char err[FORGE_ERR_MAX];
 
@@ -271,7 +271,7 @@ static void run_job(struct serve *sv, struct serve_job *j)
         .prompt_tokens = j->prompt_tokens,
         .n_prompt_tokens = j->n_prompt,
         .n_predict = j->n_predict,
-        .n_threads = (int32_t)sv->o->n_threads,
+        .n_threads = (int32_t)sv->o->sess.n_threads,
         .on_session_end = observing ? end_of_session : NULL,
         .user_data = sv,
         .temperature = j->temperature,
@@ -371,7 +371,7 @@ static void run_idle(struct serve *sv)
         cli_error("the idle boundary failed: %s", rf_strerror(rc));
     enum serve_residency state =
         idle_outcome(rf_session_report(sv->session, RF_REPORT_OPERATION),
-                     rf_policy_mutates(sv->o->policy), rc, why, sizeof(why));
+                     rf_policy_mutates(sv->o->sess.policy), rc, why, sizeof(why));
     int orc = rf_session_operation_end(sv->session, NULL);
     if (orc < 0)
         cli_error("cannot end the idle operation: %s", rf_strerror(orc));
@@ -381,14 +381,14 @@ static void run_idle(struct serve *sv)
     sv->residency = state;
     snprintf(sv->idle_reason, sizeof(sv->idle_reason), "%s", why);
     pthread_mutex_unlock(&sv->mu);
-    if (sv->o->verbose)
+    if (sv->o->sess.verbose)
         cli_error("idle boundary ran after %lld s without a request", sv->o->idle_seconds);
 }
 
 /* The worker: jobs in order, the idle boundary when due, until stopping. */
 static void worker(struct serve *sv)
 {
-    const bool idle = sv->o->idle_seconds > 0 && sv->o->policy != RF_POLICY_OFF;
+    const bool idle = sv->o->idle_seconds > 0 && sv->o->sess.policy != RF_POLICY_OFF;
     pthread_mutex_lock(&sv->mu);
     while (!atomic_load(&sv->stopping)) {
         if (sv->head) {
@@ -454,7 +454,7 @@ static void *signal_thread(void *ud)
     sigaddset(&set, SIGTERM);
     int sig = 0;
     sigwait(&set, &sig);
-    if (sv->o->verbose)
+    if (sv->o->sess.verbose)
         cli_error("signal %d: stopping", sig);
     pthread_mutex_lock(&sv->mu);
     atomic_store(&sv->stopping, true);
@@ -463,16 +463,15 @@ static void *signal_thread(void *ud)
     return NULL;
 }
 
+/*
+ * The session parameters of the options: the shared ones', then serve's
+ * own. run's other fields (admission mode, page budget, streaming tuning,
+ * ...) have no serve option: rf_session_default_params' values, which are
+ * run's defaults too.
+ */
 static struct rf_session_params session_params(const struct serve_options *o, uint64_t t_entry)
 {
-    struct rf_session_params p = rf_session_default_params();
-    p.policy = o->policy;
-    p.has_target = o->has_target;
-    p.target_bytes = o->target_bytes;
-    p.reserve_bytes = o->reserve_bytes;
-    p.release_mode = o->release_mode;
-    p.entry_ns = t_entry;
-    p.n_threads = (int32_t)o->n_threads;
+    struct rf_session_params p = session_options_params(&o->sess, t_entry);
     p.history_operations = (uint64_t)o->history; /* a long-lived session: bounded history */
     return p;
 }
@@ -483,9 +482,8 @@ int cmd_serve(int argc, char **argv)
     struct serve_options o = {
         .host = "127.0.0.1",
         .port = 8080,
-        .n_predict = 128,
+        .sess = {.n_predict = 128, .policy = RF_POLICY_OBSERVE},
         .history = 64,
-        .policy = RF_POLICY_OBSERVE,
         .queue = 16,
         .timeout_s = 600,
     };
@@ -498,10 +496,10 @@ int cmd_serve(int argc, char **argv)
     int rc = serve_parse_options(argc, argv, &o);
     if (rc >= 0)
         return rc;
-    cli_default_threads(&o.n_threads);
-    if (o.verbose)
+    cli_default_threads(&o.sess.n_threads);
+    if (o.sess.verbose)
         rf_log_set(cli_log_sink, NULL);
-    forge_init(o.verbose);
+    forge_init(o.sess.verbose);
 
     /* Block the stop signals before any thread starts: the signal thread takes them. */
     sigset_t set;
@@ -517,10 +515,10 @@ int cmd_serve(int argc, char **argv)
     atomic_init(&sv.stopping, false);
 
     struct forge_model_params mp = forge_model_default_params();
-    mp.probe_access = o.policy != RF_POLICY_OFF && rf_policy_mutates(o.policy);
-    mp.placement_access = o.policy != RF_POLICY_OFF;
-    mp.n_threads = (int)o.n_threads;
-    rc = rf_session_load(o.model, &mp, session_params(&o, t_entry), &sv.session, err);
+    mp.probe_access = o.sess.policy != RF_POLICY_OFF && rf_policy_mutates(o.sess.policy);
+    mp.placement_access = o.sess.policy != RF_POLICY_OFF;
+    mp.n_threads = (int)o.sess.n_threads;
+    rc = rf_session_load(o.sess.model, &mp, session_params(&o, t_entry), &sv.session, err);
     if (rc < 0) {
         cli_error("%s", err);
         goto out;
@@ -529,14 +527,15 @@ int cmd_serve(int argc, char **argv)
     if (!serve_profile_open(&sv))
         goto out;
     forge_model_get_info(sv.model, &sv.info);
-    sv.n_ctx_limit = o.n_ctx ? (uint32_t)o.n_ctx
-                             : (uint32_t)(sv.info.n_ctx_train > 0 ? sv.info.n_ctx_train : 4096);
+    sv.n_ctx_limit = o.sess.n_ctx
+                         ? (uint32_t)o.sess.n_ctx
+                         : (uint32_t)(sv.info.n_ctx_train > 0 ? sv.info.n_ctx_train : 4096);
     sv.t_start_s = (uint64_t)time(NULL);
     sv.last_activity_ns = rf_now_ns();
     /* The load's operation (after_load boundary) ends before the first request. */
     rc = rf_session_operation_end(sv.session, NULL);
     if (rc < 0 && rc != -EINVAL) {
-        cli_error("%s: cannot end the load operation: %s", o.model, rf_strerror(rc));
+        cli_error("%s: cannot end the load operation: %s", o.sess.model, rf_strerror(rc));
         goto out;
     }
     if (pthread_create(&sig_tid, NULL, signal_thread, &sv) != 0) {
@@ -550,10 +549,10 @@ int cmd_serve(int argc, char **argv)
     worker(&sv);
     serve_http_stop(&sv);
     status = serve_profile_close(&sv) ? 0 : RF_EXIT_FAILURE;
-    if (o.json_path) {
-        rc = rf_session_report_write(sv.session, RF_REPORT_SESSION, o.json_path);
+    if (o.sess.json_path) {
+        rc = rf_session_report_write(sv.session, RF_REPORT_SESSION, o.sess.json_path);
         if (rc < 0) {
-            cli_error("cannot write %s: %s", o.json_path, rf_strerror(rc));
+            cli_error("cannot write %s: %s", o.sess.json_path, rf_strerror(rc));
             status = RF_EXIT_FAILURE;
         }
     }

@@ -21,37 +21,25 @@
 
 #include "ramforge/forge.h"
 #include "ramforge/policy.h"
+#include "session_options.h"
 
 #define SERVE_BODY_MAX_BYTES (1u << 20) /* request bodies above 1 MiB answer 413 */
 #define SERVE_DRAIN_SECONDS 5           /* at exit, time given to answers being written */
 
 /* What `ramforge serve`'s command line asked for. */
 struct serve_options {
-    const char *model;
-    const char *host;    /* default 127.0.0.1 */
-    long long port;      /* default 8080; 0: any free port (printed) */
-    long long n_ctx;     /* largest context per request, tokens; 0: the model's n_ctx_train */
-    long long n_threads; /* 0: llama.cpp's default */
-    long long n_predict; /* a request's default n_predict */
-    enum rf_policy_profile policy;
-    bool has_target;
-    uint64_t target_bytes;
-    uint64_t reserve_bytes;
-    enum forge_release_mode release_mode;
-    bool has_release_mode;
-    long long idle_seconds; /* 0: no idle boundary */
-    bool has_staging;
-    uint64_t staging_budget;      /* bytes */
+    struct session_options sess;  /* -m, -n (a request's default n_predict), -t, -c (the largest
+                                     context of a request; 0: the model's n_ctx_train), the
+                                     policy, target, ... (shared with run) */
+    const char *host;             /* default 127.0.0.1 */
+    long long port;               /* default 8080; 0: any free port (printed) */
+    long long idle_seconds;       /* 0: no idle boundary */
     long long queue;              /* requests waiting behind the one running */
     long long history;            /* operations kept in /residency's session report */
     const char *api_key;          /* NULL: no key */
-    const char *json_path;        /* the session report written at exit */
-    const char *profile_path;     /* --profile: persisted access profile; NULL: none */
-    long long profile_history;    /* --profile-history: entries; 0: the default */
     long long profile_save_every; /* --profile-save-every K: save after every K requests;
                                      0: at shutdown only */
     long long timeout_s;          /* connection inactivity timeout, seconds */
-    bool verbose;
 };
 
 /* Returns -1 to continue, or the exit status (0 after --help, 2 on a usage error). */

@@ -208,7 +208,7 @@ static struct serve_request_env request_env(struct serve *sv)
 {
     return (struct serve_request_env){.n_vocab = sv->info.n_vocab,
                                       .n_ctx_limit = sv->n_ctx_limit,
-                                      .n_predict = sv->o->n_predict,
+                                      .n_predict = sv->o->sess.n_predict,
                                       .tokenize = model_tokenize,
                                       .ctx = sv->model};
 }
@@ -252,7 +252,7 @@ static json_t *completion_json(struct serve *sv, const struct serve_job *j, size
                           "tokens_predicted", (json_int_t)j->n_tokens, "tokens_evaluated",
                           (json_int_t)j->n_prompt);
     if (final && o) {
-        json_object_set_new(o, "model", json_string(sv->o->model));
+        json_object_set_new(o, "model", json_string(sv->o->sess.model));
         json_object_set_new(o, "stop_type", json_string(j->stop_type));
         json_object_set_new(o, "truncated", json_false());
         json_object_set_new(o, "timings", timings_json(j));
@@ -273,7 +273,7 @@ static json_t *oai_json(struct serve *sv, const struct serve_job *j, size_t from
         0, "logprobs", "finish_reason", finish ? json_string(finish) : json_null());
     json_t *o =
         json_pack("{s:s,s:s,s:I,s:s,s:[o]}", "id", id, "object", "text_completion", "created",
-                  (json_int_t)time(NULL), "model", sv->o->model, "choices", choice);
+                  (json_int_t)time(NULL), "model", sv->o->sess.model, "choices", choice);
     if (final && o)
         json_object_set_new(o, "usage",
                             json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)j->n_prompt,
@@ -476,7 +476,7 @@ static enum MHD_Result handle_detokenize(struct serve *sv, struct MHD_Connection
 static json_t *models_json(struct serve *sv)
 {
     return json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:{s:i,s:i,s:i,s:I,s:I}}]}", "object", "list",
-                     "data", "id", sv->o->model, "object", "model", "created",
+                     "data", "id", sv->o->sess.model, "object", "model", "created",
                      (json_int_t)sv->t_start_s, "owned_by", "llamacpp", "meta", "n_vocab",
                      sv->info.n_vocab, "n_ctx_train", sv->info.n_ctx_train, "n_embd",
                      sv->info.n_embd, "n_params", (json_int_t)sv->info.n_params, "size",
@@ -492,17 +492,18 @@ static enum MHD_Result handle_props(struct serve *sv, struct MHD_Connection *c)
     json_t *res = json_pack(
         "{s:s,s:s?,s:s,s:b,s:I,s:I,s:I,s:b,s:I,s:b,s:I}", "state",
         serve_residency_name(sv->residency), "idle_release_reason",
-        sv->idle_reason[0] ? sv->idle_reason : NULL, "policy", rf_policy_name(sv->o->policy),
-        "has_memory_target", sv->o->has_target, "memory_target_bytes",
-        (json_int_t)sv->o->target_bytes, "idle_seconds", (json_int_t)sv->o->idle_seconds,
+        sv->idle_reason[0] ? sv->idle_reason : NULL, "policy", rf_policy_name(sv->o->sess.policy),
+        "has_memory_target", sv->o->sess.has_target, "memory_target_bytes",
+        (json_int_t)sv->o->sess.target_bytes, "idle_seconds", (json_int_t)sv->o->idle_seconds,
         "idle_boundaries", (json_int_t)sv->idle_boundaries, "has_staging_budget",
-        sv->o->has_staging, "staging_budget_bytes", (json_int_t)sv->o->staging_budget, "processing",
-        sv->processing, "queued", (json_int_t)sv->queued);
+        sv->o->sess.has_staging, "staging_budget_bytes", (json_int_t)sv->o->sess.staging_budget,
+        "processing", sv->processing, "queued", (json_int_t)sv->queued);
     pthread_mutex_unlock(&sv->mu);
-    json_t *o = json_pack("{s:{s:I,s:{s:I}},s:i,s:s,s:s,s:s,s:o}", "default_generation_settings",
-                          "n_ctx", (json_int_t)sv->n_ctx_limit, "params", "n_predict",
-                          (json_int_t)sv->o->n_predict, "total_slots", 1, "model_path",
-                          sv->o->model, "chat_template", "", "build_info", build, "residency", res);
+    json_t *o =
+        json_pack("{s:{s:I,s:{s:I}},s:i,s:s,s:s,s:s,s:o}", "default_generation_settings", "n_ctx",
+                  (json_int_t)sv->n_ctx_limit, "params", "n_predict",
+                  (json_int_t)sv->o->sess.n_predict, "total_slots", 1, "model_path",
+                  sv->o->sess.model, "chat_template", "", "build_info", build, "residency", res);
     return reply_json(c, 200, o);
 }
 
@@ -692,7 +693,7 @@ int serve_http_start(struct serve *sv)
         return errno ? -errno : -EIO;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(sv->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    fprintf(stderr, "%s: serving %s on http://%s:%u/\n", RF_PROGRAM, sv->o->model, sv->o->host,
+    fprintf(stderr, "%s: serving %s on http://%s:%u/\n", RF_PROGRAM, sv->o->sess.model, sv->o->host,
             di ? di->port : (unsigned)sv->o->port);
     return 0;
 }
