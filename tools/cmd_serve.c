@@ -17,7 +17,6 @@
  */
 #include <errno.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,97 +32,6 @@
 #include "ramforge/staging.h"
 #include "ramforge/timing.h"
 #include "serve.h"
-
-struct serve_job *serve_job_new(void)
-{
-    struct serve_job *j = calloc(1, sizeof(*j));
-    if (!j)
-        return NULL;
-    pthread_mutex_init(&j->mu, NULL);
-    pthread_cond_init(&j->cv, NULL);
-    atomic_init(&j->cancelled, false);
-    j->refs = 1;
-    j->stop_type = "none";
-    return j;
-}
-
-void serve_job_put(struct serve_job *j)
-{
-    if (!j)
-        return;
-    pthread_mutex_lock(&j->mu);
-    bool last = --j->refs == 0;
-    pthread_mutex_unlock(&j->mu);
-    if (!last)
-        return;
-    pthread_mutex_destroy(&j->mu);
-    pthread_cond_destroy(&j->cv);
-    free(j->prompt_tokens);
-    free(j->text);
-    free(j->tokens);
-    free(j);
-}
-
-const char *serve_residency_name(enum serve_residency r)
-{
-    switch (r) {
-    case SERVE_RESIDENT:
-        return "resident";
-    case SERVE_IDLE_RELEASED:
-        return "idle_released";
-    case SERVE_IDLE_RELEASE_REFUSED:
-        return "idle_release_refused";
-    case SERVE_STAGING:
-        return "staging";
-    }
-    return "unknown";
-}
-
-bool serve_enqueue(struct serve *sv, struct serve_job *j, char *why, size_t why_len)
-{
-    bool ok = false;
-    pthread_mutex_lock(&sv->mu);
-    if (atomic_load(&sv->stopping)) {
-        snprintf(why, why_len, "the server is shutting down");
-    } else if (sv->queued >= (size_t)sv->o->queue) {
-        snprintf(why, why_len, "the request queue is full (%zu waiting, --queue %lld)", sv->queued,
-                 sv->o->queue);
-        sv->rejected_queue_full++;
-    } else {
-        pthread_mutex_lock(&j->mu);
-        j->refs++;
-        pthread_mutex_unlock(&j->mu);
-        j->next = NULL;
-        if (sv->tail)
-            sv->tail->next = j;
-        else
-            sv->head = j;
-        sv->tail = j;
-        sv->queued++;
-        pthread_cond_broadcast(&sv->cv);
-        ok = true;
-    }
-    pthread_mutex_unlock(&sv->mu);
-    return ok;
-}
-
-/* Marks j done with status (and a message for an error), wakes its connection. */
-static void job_finish(struct serve_job *j, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void job_finish(struct serve_job *j, int status, const char *fmt, ...)
-{
-    pthread_mutex_lock(&j->mu);
-    j->status = status;
-    if (fmt) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(j->message, sizeof(j->message), fmt, ap);
-        va_end(ap);
-    }
-    j->done = true;
-    pthread_cond_broadcast(&j->cv);
-    pthread_mutex_unlock(&j->mu);
-}
 
 /* Grows *buf (elements of size el) to hold need; false on ENOMEM. */
 static bool grow(void **buf, size_t *cap, size_t need, size_t el)
@@ -208,9 +116,9 @@ static bool admit_and_stage(struct serve *sv, struct serve_job *j)
         pthread_mutex_unlock(&sv->mu);
     }
     if (rc == 0 && adm.refused) {
-        job_finish(j, 503, "admission refused the request (%s, --admission %s): %s",
-                   rf_admission_outcome_name(adm.outcome), rf_admission_mode_name(adm.mode),
-                   adm.reason);
+        serve_job_finish(j, 503, "admission refused the request (%s, --admission %s): %s",
+                         rf_admission_outcome_name(adm.outcome), rf_admission_mode_name(adm.mode),
+                         adm.reason);
         pthread_mutex_lock(&sv->session_mu);
         rf_session_operation_end(sv->session, NULL);
         count_operation(sv);
@@ -261,7 +169,7 @@ static void run_job(struct serve *sv, struct serve_job *j)
     char err[FORGE_ERR_MAX];
 
     if (atomic_load(&j->cancelled)) {
-        job_finish(j, 499, "the client closed the connection before the request ran");
+        serve_job_finish(j, 499, "the client closed the connection before the request ran");
         return;
     }
     if (observing && !admit_and_stage(sv, j))
@@ -301,7 +209,7 @@ static void run_job(struct serve *sv, struct serve_job *j)
     pthread_mutex_unlock(&sv->session_mu);
 
     if (rc < 0) {
-        job_finish(j, rc == -EINVAL ? 400 : 500, "%s", err);
+        serve_job_finish(j, rc == -EINVAL ? 400 : 500, "%s", err);
     } else {
         pthread_mutex_lock(&sv->mu);
         sv->requests_total++;
@@ -317,7 +225,7 @@ static void run_job(struct serve *sv, struct serve_job *j)
         j->prompt_ns = gen.prompt_ns;
         j->decode_ns = gen.decode_ns;
         pthread_mutex_unlock(&j->mu);
-        job_finish(j, 200, NULL);
+        serve_job_finish(j, 200, NULL);
     }
     forge_generate_result_free(&gen);
 }
@@ -391,12 +299,8 @@ static void worker(struct serve *sv)
     const bool idle = sv->o->idle_seconds > 0 && sv->o->sess.policy != RF_POLICY_OFF;
     pthread_mutex_lock(&sv->mu);
     while (!atomic_load(&sv->stopping)) {
-        if (sv->head) {
-            struct serve_job *j = sv->head;
-            sv->head = j->next;
-            if (!sv->head)
-                sv->tail = NULL;
-            sv->queued--;
+        struct serve_job *j = serve_dequeue(sv);
+        if (j) {
             sv->processing = true;
             pthread_mutex_unlock(&sv->mu);
             run_job(sv, j);
@@ -433,14 +337,7 @@ static void worker(struct serve *sv)
         pthread_cond_timedwait(&sv->cv, &sv->mu, &ts);
     }
     /* Stopping: what is still queued never runs. */
-    while (sv->head) {
-        struct serve_job *j = sv->head;
-        sv->head = j->next;
-        sv->queued--;
-        job_finish(j, 503, "the server is shutting down");
-        serve_job_put(j);
-    }
-    sv->tail = NULL;
+    serve_queue_drain(sv);
     pthread_mutex_unlock(&sv->mu);
 }
 

@@ -1,7 +1,8 @@
 /*
  * ramforge serve: shared by the command line (serve_options.c), the worker
- * and the session sequence (cmd_serve.c), the HTTP front (serve_http.c)
- * and the Prometheus text (serve_metrics.c).
+ * and the session sequence (cmd_serve.c), the job queue between them
+ * (serve_queue.c), the HTTP front (serve_http.c) and the Prometheus text
+ * (serve_metrics.c).
  *
  * Threads: libmicrohttpd runs one thread per connection; each parses its
  * request, tokenizes (the vocabulary is read-only) and queues a job. One
@@ -21,6 +22,7 @@
 
 #include "ramforge/forge.h"
 #include "ramforge/policy.h"
+#include "serve_queue.h"
 #include "session_options.h"
 
 #define SERVE_BODY_MAX_BYTES (1u << 20) /* request bodies above 1 MiB answer 413 */
@@ -45,11 +47,6 @@ struct serve_options {
 /* Returns -1 to continue, or the exit status (0 after --help, 2 on a usage error). */
 int serve_parse_options(int argc, char **argv, struct serve_options *o);
 
-enum serve_api {
-    SERVE_API_COMPLETION = 0, /* llama-server's /completion */
-    SERVE_API_OAI,            /* OpenAI's /v1/completions */
-};
-
 /*
  * What the server says of its weights (/props residency.state, /metrics
  * ramforge_residency_state). After an idle boundary: idle_released only when
@@ -67,44 +64,6 @@ enum serve_residency {
     SERVE_STAGING,              /* staging released pages for the next request */
 };
 
-/*
- * One generation request. The HTTP thread fills the request part and
- * queues it; the worker fills the output part under mu and signals cv.
- * Two owners (the connection and the queue/worker): freed by the last
- * serve_job_put.
- */
-struct serve_job {
-    /* request: read-only once queued */
-    enum serve_api api;
-    bool stream;
-    int32_t *prompt_tokens; /* owned */
-    size_t n_prompt;
-    int32_t n_predict;
-    float temperature, top_p, min_p;
-    int32_t top_k;
-    uint32_t seed;
-    uint64_t t_queued_ns;
-    /* output, under mu */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    char *text; /* generated text so far, NUL-terminated, owned */
-    size_t text_len, text_cap;
-    int32_t *tokens; /* generated ids so far, owned */
-    size_t n_tokens, tokens_cap;
-    bool done;
-    atomic_bool cancelled;         /* the client left: stop after the current token */
-    int status;                    /* HTTP status when done: 200, or an error's */
-    char message[768];             /* the error's message */
-    const char *stop_type;         /* "eos", "limit", "none" (cancelled) */
-    uint64_t prompt_ns, decode_ns; /* timings of the generation */
-    /* ownership */
-    int refs;
-    struct serve_job *next;
-};
-
-struct serve_job *serve_job_new(void);
-void serve_job_put(struct serve_job *j);
-
 struct MHD_Daemon;
 
 /* The server: one session, one queue, counters. */
@@ -121,8 +80,7 @@ struct serve {
 
     pthread_mutex_t mu; /* what follows */
     pthread_cond_t cv;
-    struct serve_job *head, *tail;
-    size_t queued;
+    struct serve_queue queue; /* serve_queue.c's */
     bool processing;
     size_t connections_with_job; /* connections a generation request is bound to */
     atomic_bool stopping;
@@ -155,10 +113,7 @@ void serve_profile_after_request(struct serve *sv);
 /* At shutdown: the last save (false: it failed) and the observer freed. */
 bool serve_profile_close(struct serve *sv);
 
-/* Queues j (takes a reference) or returns false when the queue is full or stopping. */
-bool serve_enqueue(struct serve *sv, struct serve_job *j, char *why, size_t why_len);
-
-/* "resident", "idle_released", "idle_release_refused", "staging". */
+/* "resident", "idle_released", "idle_release_refused", "staging" (serve_metrics.c). */
 const char *serve_residency_name(enum serve_residency r);
 
 /* Starts libmicrohttpd on host:port; prints the address. Returns 0 or -errno. */

@@ -497,7 +497,7 @@ static enum MHD_Result handle_props(struct serve *sv, struct MHD_Connection *c)
         (json_int_t)sv->o->sess.target_bytes, "idle_seconds", (json_int_t)sv->o->idle_seconds,
         "idle_boundaries", (json_int_t)sv->idle_boundaries, "has_staging_budget",
         sv->o->sess.has_staging, "staging_budget_bytes", (json_int_t)sv->o->sess.staging_budget,
-        "processing", sv->processing, "queued", (json_int_t)sv->queued);
+        "processing", sv->processing, "queued", (json_int_t)sv->queue.n);
     pthread_mutex_unlock(&sv->mu);
     json_t *o =
         json_pack("{s:{s:I,s:{s:I}},s:i,s:s,s:s,s:s,s:o}", "default_generation_settings", "n_ctx",
