@@ -14,9 +14,8 @@
  * Page states as they were before ramforge read the GGUF header. The
  * header read (without readahead) brings pages [0, header_pages) into the
  * page cache; so the first min(file_pages, BEFORE_MAX_PAGES) pages (16 GiB
- * of 4 KiB pages, inspect_before.c) are
- * observed before that read and every later answer for them comes from
- * this capture. Pages past the capture are observed live, except those the
+ * of 4 KiB pages, inspect_before.c) are observed before that read and
+ * every later answer for them comes from this capture. Pages past the capture are observed live, except those the
  * read touched (unknown: their state before the read was not seen).
  */
 struct before_read {
