@@ -8,13 +8,13 @@
  * them: a client that leaves cancels its generation after the token being
  * decoded.
  */
+#include "serve_http.h"
+
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#include "serve_http.h"
 
 #define SERVE_POLL_MS 20 /* a waiting connection checks its socket this often, ms */
 
