@@ -18,6 +18,23 @@
 
 #define SERVE_POLL_MS 20 /* a waiting connection checks its socket this often, ms */
 
+/* --- request parsing (serve_request.c) ---------------------------------------------------- */
+
+static int model_tokenize(void *ctx, const char *text, bool add_special, bool parse_special,
+                          int32_t **tokens, size_t *n)
+{
+    return forge_tokenize(ctx, text, add_special, parse_special, tokens, n);
+}
+
+struct serve_request_env serve_request_env_of(struct serve *sv)
+{
+    return (struct serve_request_env){.n_vocab = sv->info.n_vocab,
+                                      .n_ctx_limit = sv->n_ctx_limit,
+                                      .n_predict = sv->o->sess.n_predict,
+                                      .tokenize = model_tokenize,
+                                      .ctx = sv->model};
+}
+
 /* Bytes of s[0..n) that end on a whole UTF-8 sequence (an incomplete tail held back). */
 static size_t utf8_complete_len(const char *s, size_t n)
 {

@@ -1,16 +1,14 @@
 /*
  * ramforge serve's HTTP front on libmicrohttpd (one thread per connection):
  * routing, the API key, body limits, JSON bodies (jansson) in llama-server's
- * shapes, the endpoints but the completions (serve_completion.c), and the
- * error shape {"error":{"code":N,"message":"...","type":"..."}} of
- * llama-server (tools/server/utils.hpp, format_error_response).
+ * shapes, and the endpoints but the completions (serve_completion.c); the
+ * replies and llama-server's error shape are serve_reply.c's.
  */
 #include "serve_http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,95 +23,6 @@
 #define RAMFORGE_VERSION "0.0.0"
 #endif
 
-const char *serve_error_type(int status)
-{
-    switch (status) {
-    case 401:
-        return "authentication_error";
-    case 404:
-        return "not_found_error";
-    case 405:
-    case 501:
-        return "not_supported_error";
-    case 500:
-        return "server_error";
-    case 503:
-        return "unavailable_error";
-    default:
-        return "invalid_request_error";
-    }
-}
-
-json_t *serve_json_text(const char *s, size_t n)
-{
-    json_t *j = json_stringn(s, n);
-    if (j)
-        return j;
-    char *clean = malloc(n * 3 + 1);
-    size_t o = 0;
-    if (!clean)
-        return NULL;
-    for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)s[i];
-        size_t len = c < 0x80             ? 1
-                     : (c & 0xE0) == 0xC0 ? 2
-                     : (c & 0xF0) == 0xE0 ? 3
-                     : (c & 0xF8) == 0xF0 ? 4
-                                          : 0;
-        json_t *probe = len && i + len <= n ? json_stringn(s + i, len) : NULL;
-        if (probe) {
-            json_decref(probe);
-            memcpy(clean + o, s + i, len);
-            o += len;
-            i += len;
-        } else {
-            memcpy(clean + o, "\xEF\xBF\xBD", 3);
-            o += 3;
-            i++;
-        }
-    }
-    j = json_stringn(clean, o);
-    free(clean);
-    return j;
-}
-
-static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, char *text,
-                                  const char *type)
-{
-    if (!text)
-        return MHD_NO;
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(text);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    enum MHD_Result ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ret;
-}
-
-enum MHD_Result serve_reply_json(struct MHD_Connection *c, unsigned status, json_t *j)
-{
-    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    return reply_text(c, status, text, "application/json; charset=utf-8");
-}
-
-enum MHD_Result serve_reply_error(struct MHD_Connection *c, unsigned status, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    return serve_reply_json(c, status,
-                            json_pack("{s:{s:i,s:o,s:s}}", "error", "code", (int)status, "message",
-                                      serve_json_text(msg, strlen(msg)), "type",
-                                      serve_error_type((int)status)));
-}
-
 /* The authorization of a request: Bearer KEY, or X-Api-Key: KEY. */
 static bool authorized(struct serve *sv, struct MHD_Connection *c)
 {
@@ -125,23 +34,6 @@ static bool authorized(struct serve *sv, struct MHD_Connection *c)
     if (auth && !strncmp(auth, "Bearer ", 7) && !strcmp(auth + 7, key))
         return true;
     return x && !strcmp(x, key);
-}
-
-/* --- request parsing (serve_request.c) ---------------------------------------------------- */
-
-static int model_tokenize(void *ctx, const char *text, bool add_special, bool parse_special,
-                          int32_t **tokens, size_t *n)
-{
-    return forge_tokenize(ctx, text, add_special, parse_special, tokens, n);
-}
-
-struct serve_request_env serve_request_env_of(struct serve *sv)
-{
-    return (struct serve_request_env){.n_vocab = sv->info.n_vocab,
-                                      .n_ctx_limit = sv->n_ctx_limit,
-                                      .n_predict = sv->o->sess.n_predict,
-                                      .tokenize = model_tokenize,
-                                      .ctx = sv->model};
 }
 
 static enum MHD_Result handle_tokenize(struct serve *sv, struct MHD_Connection *c, json_t *body)
@@ -246,7 +138,7 @@ static enum MHD_Result handle_residency(struct serve *sv, struct MHD_Connection 
         snprintf(text, n, "{\"operation\":%s,\"session\":%s}", op, ses);
     free(op);
     free(ses);
-    return reply_text(c, 200, text, "application/json; charset=utf-8");
+    return serve_reply_text(c, 200, text, "application/json; charset=utf-8");
 }
 
 struct route {
@@ -308,7 +200,7 @@ static enum MHD_Result route_request(struct serve *sv, struct MHD_Connection *c,
     case R_MODELS:
         return serve_reply_json(c, 200, models_json(sv));
     case R_METRICS:
-        return reply_text(c, 200, serve_metrics_text(sv), "text/plain; version=0.0.4");
+        return serve_reply_text(c, 200, serve_metrics_text(sv), "text/plain; version=0.0.4");
     case R_RESIDENCY:
         return handle_residency(sv, c);
     default:

@@ -1,7 +1,8 @@
 /*
- * ramforge serve's HTTP front, private to it: what the routing and the
- * simple endpoints (serve_http.c) share with the completion endpoints and
- * their server-sent events (serve_completion.c).
+ * ramforge serve's HTTP front, private to it: the replies (serve_reply.c)
+ * and the completion endpoints with their server-sent events
+ * (serve_completion.c), which the routing and the other endpoints
+ * (serve_http.c) use. No file of the three calls back into serve_http.c.
  */
 #ifndef RAMFORGE_TOOLS_SERVE_HTTP_H
 #define RAMFORGE_TOOLS_SERVE_HTTP_H
@@ -22,11 +23,17 @@ struct conn_req {
     struct serve_job *job; /* a reference, or NULL */
 };
 
+/* --- replies (serve_reply.c) --- */
+
 /* llama-server's error type of an HTTP status (tools/server/utils.hpp). */
 const char *serve_error_type(int status);
 
 /* A JSON string of s[0..n); bytes that are not valid UTF-8 become U+FFFD. */
 json_t *serve_json_text(const char *s, size_t n);
+
+/* Replies with text (malloc'ed, stolen; NULL: MHD_NO) of the given content type. */
+enum MHD_Result serve_reply_text(struct MHD_Connection *c, unsigned status, char *text,
+                                 const char *type);
 
 /* Replies with j (stolen) as compact JSON. */
 enum MHD_Result serve_reply_json(struct MHD_Connection *c, unsigned status, json_t *j);
@@ -34,6 +41,8 @@ enum MHD_Result serve_reply_json(struct MHD_Connection *c, unsigned status, json
 /* Replies with llama-server's error shape {"error":{"code","message","type"}}. */
 enum MHD_Result serve_reply_error(struct MHD_Connection *c, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* --- the completion endpoints (serve_completion.c) --- */
 
 /* What parsing a request needs from the server: its model's tokenizer and limits. */
 struct serve_request_env serve_request_env_of(struct serve *sv);
