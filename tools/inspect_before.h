@@ -15,8 +15,9 @@
  * header read (without readahead) brings pages [0, header_pages) into the
  * page cache; so the first min(file_pages, BEFORE_MAX_PAGES) pages (16 GiB
  * of 4 KiB pages, inspect_before.c) are observed before that read and
- * every later answer for them comes from this capture. Pages past the capture are observed live, except those the
- * read touched (unknown: their state before the read was not seen).
+ * every later answer for them comes from this capture. Pages past the
+ * capture are observed live, except those the read touched (unknown:
+ * their state before the read was not seen).
  */
 struct before_read {
     struct rfsys_file_pages *fp;
