@@ -195,7 +195,7 @@ static bool split_args(const char *opt, const char *s, char **words, size_t *n)
         while (*end && *end != ' ' && *end != '\t')
             end++;
         if (*n >= BENCH_MAX_ARGS) {
-            cli_usage_error("bench ", "too many run arguments in %s (at most %d per run)", opt,
+            cli_usage_error("too many run arguments in %s (at most %d per run)", opt,
                             BENCH_MAX_ARGS);
             return false;
         }
@@ -206,8 +206,8 @@ static bool split_args(const char *opt, const char *s, char **words, size_t *n)
         }
         const char *r = reserved_arg(w);
         if (r) {
-            cli_usage_error("bench ", "%s: '%s' is set by bench itself (use bench's own option)%s",
-                            opt, w, strcmp(r, "--hold") == 0 ? "; --hold would never end" : "");
+            cli_usage_error("%s: '%s' is set by bench itself (use bench's own option)%s", opt, w,
+                            strcmp(r, "--hold") == 0 ? "; --hold would never end" : "");
             free(w);
             return false;
         }
@@ -244,7 +244,7 @@ static bool parse_policies(const char *list, struct bench_options *o)
         size_t len = end ? (size_t)(end - p) : strlen(p);
         char entry[128];
         if (len == 0 || len >= sizeof(entry)) {
-            cli_usage_error("bench ", "invalid --policies '%s': %s", list,
+            cli_usage_error("invalid --policies '%s': %s", list,
                             len ? "an entry is too long" : "an entry is empty");
             return false;
         }
@@ -255,30 +255,26 @@ static bool parse_policies(const char *list, struct bench_options *o)
         if (eq)
             *eq = '\0';
         if (o->n_variants >= BENCH_MAX_VARIANTS) {
-            cli_usage_error("bench ", "too many --policies entries (at most %d)",
-                            BENCH_MAX_VARIANTS);
+            cli_usage_error("too many --policies entries (at most %d)", BENCH_MAX_VARIANTS);
             return false;
         }
         struct bench_variant *var = &o->variants[o->n_variants];
         memset(var, 0, sizeof(*var));
         if (rf_policy_parse(policy, &var->policy) < 0) {
-            cli_usage_error("bench ",
-                            "unknown policy '%s' in --policies (expected off, observe, "
+            cli_usage_error("unknown policy '%s' in --policies (expected off, observe, "
                             "conservative, memory-bound, reuse-aware, active or streaming)",
                             policy);
             return false;
         }
         if (!valid_name(name, strlen(name))) {
-            cli_usage_error("bench ",
-                            "invalid policy name '%s' in --policies: 1 to %d letters, digits, "
+            cli_usage_error("invalid policy name '%s' in --policies: 1 to %d letters, digits, "
                             "'.', '_', '+' or '-'",
                             name, BENCH_NAME_MAX);
             return false;
         }
         for (size_t i = 0; i < o->n_variants; i++) {
             if (strcmp(o->variants[i].name, name) == 0) {
-                cli_usage_error("bench ",
-                                "policy '%s' is listed twice in --policies (name "
+                cli_usage_error("policy '%s' is listed twice in --policies (name "
                                 "the entries: NAME=POLICY)",
                                 name);
                 return false;
@@ -305,15 +301,14 @@ static bool parse_conditions(const char *list, struct bench_options *o)
         enum bench_condition c;
         snprintf(entry, sizeof(entry), "%.*s", (int)(len < sizeof(entry) ? len : 0), p);
         if (len >= sizeof(entry) || bench_condition_parse(entry, &c) < 0) {
-            cli_usage_error("bench ",
-                            "unknown condition '%.*s' in --conditions (expected warm or "
+            cli_usage_error("unknown condition '%.*s' in --conditions (expected warm or "
                             "isolated-nonresident)",
                             (int)len, p);
             return false;
         }
         for (size_t i = 0; i < o->n_conditions; i++) {
             if (o->conditions[i] == c) {
-                cli_usage_error("bench ", "condition '%s' is listed twice in --conditions", entry);
+                cli_usage_error("condition '%s' is listed twice in --conditions", entry);
                 return false;
             }
         }
@@ -332,7 +327,7 @@ static bool apply_policy_args(struct bench_options *o)
         const char *eq = strchr(s, '=');
         size_t v;
         if (!eq || eq == s) {
-            cli_usage_error("bench ", "invalid --policy-args '%s': expected NAME=ARGS", s);
+            cli_usage_error("invalid --policy-args '%s': expected NAME=ARGS", s);
             return false;
         }
         for (v = 0; v < o->n_variants; v++)
@@ -340,14 +335,14 @@ static bool apply_policy_args(struct bench_options *o)
                 strncmp(o->variants[v].name, s, (size_t)(eq - s)) == 0)
                 break;
         if (v == o->n_variants) {
-            cli_usage_error("bench ", "--policy-args '%s': no entry named '%.*s' in --policies", s,
+            cli_usage_error("--policy-args '%s': no entry named '%.*s' in --policies", s,
                             (int)(eq - s), s);
             return false;
         }
         if (!split_args("--policy-args", eq + 1, o->variants[v].args, &o->variants[v].n_args))
             return false;
         if (o->n_common + o->variants[v].n_args > BENCH_MAX_ARGS) {
-            cli_usage_error("bench ", "too many run arguments for '%s' (at most %d per run)",
+            cli_usage_error("too many run arguments for '%s' (at most %d per run)",
                             o->variants[v].name, BENCH_MAX_ARGS);
             return false;
         }
@@ -423,8 +418,7 @@ int bench_options_parse(int argc, char **argv, struct bench_options *o)
             break;
         case OPT_POLICY_ARGS:
             if (o->n_policy_args >= BENCH_MAX_POLICY_ARGS) {
-                cli_usage_error("bench ", "too many --policy-args (at most %d)",
-                                BENCH_MAX_POLICY_ARGS);
+                cli_usage_error("too many --policy-args (at most %d)", BENCH_MAX_POLICY_ARGS);
                 return RF_EXIT_USAGE;
             }
             o->policy_args[o->n_policy_args++] = optarg;
@@ -446,7 +440,7 @@ int bench_options_parse(int argc, char **argv, struct bench_options *o)
             o->metrics_path = optarg;
             break;
         case OPT_MEMORY_LIMIT:
-            if (!cli_parse_size("bench ", "--memory-limit", optarg, false, &o->memory_limit))
+            if (!cli_parse_size("--memory-limit", optarg, false, &o->memory_limit))
                 return RF_EXIT_USAGE;
             break;
         case 'q':
@@ -456,21 +450,21 @@ int bench_options_parse(int argc, char **argv, struct bench_options *o)
             usage(stdout);
             return 0;
         default:
-            return cli_bad_option("bench ", c, argv, opts);
+            return cli_bad_option(c, argv, opts);
         }
     }
-    if (!cli_check_model_operands("bench ", argc, argv, o->model))
+    if (!cli_check_model_operands(argc, argv, o->model))
         return RF_EXIT_USAGE;
     if (!o->out_dir || !*o->out_dir) {
-        cli_usage_error("bench ", "missing -o/--output DIR");
+        cli_usage_error("missing -o/--output DIR");
         return RF_EXIT_USAGE;
     }
     if (o->copy_dir && !*o->copy_dir) {
-        cli_usage_error("bench ", "--copy-dir is empty");
+        cli_usage_error("--copy-dir is empty");
         return RF_EXIT_USAGE;
     }
     if (!*o->prompt) {
-        cli_usage_error("bench ", "the prompt is empty");
+        cli_usage_error("the prompt is empty");
         return RF_EXIT_USAGE;
     }
     if (!parse_policies(policies, o) || !parse_conditions(conditions, o) || !apply_policy_args(o))
@@ -480,8 +474,7 @@ int bench_options_parse(int argc, char **argv, struct bench_options *o)
         if (rf_policy_requires_target(var->policy) &&
             !has_word(o->common_args, o->n_common, "--memory-target") &&
             !has_word(var->args, var->n_args, "--memory-target")) {
-            cli_usage_error("bench ",
-                            "policy '%s' (%s) needs a target: --policy-args '%s=--memory-target "
+            cli_usage_error("policy '%s' (%s) needs a target: --policy-args '%s=--memory-target "
                             "SIZE' or --run-args '--memory-target SIZE'",
                             var->name, rf_policy_name(var->policy), var->name);
             return RF_EXIT_USAGE;

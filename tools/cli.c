@@ -67,14 +67,22 @@ int cli_finish_stdout(int status)
     return RF_EXIT_FAILURE;
 }
 
-void cli_usage_error(const char *cmd, const char *fmt, ...)
+static const char *cli_command; /* "run" etc. (cli_set_command); NULL: the top level */
+
+void cli_set_command(const char *name)
+{
+    cli_command = name;
+}
+
+void cli_usage_error(const char *fmt, ...)
 {
     va_list ap;
     fprintf(stderr, "%s: ", RF_PROGRAM);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\nTry '%s %s--help' for more information.\n", RF_PROGRAM, cmd ? cmd : "");
+    fprintf(stderr, "\nTry '%s %s%s--help' for more information.\n", RF_PROGRAM,
+            cli_command ? cli_command : "", cli_command ? " " : "");
 }
 
 /*
@@ -143,8 +151,7 @@ static size_t long_names(const struct option *longopts, const char **names, size
  * "--re" matching several long options (getopt_long refuses it as
  * ambiguous): lists them and returns true.
  */
-static bool report_ambiguous(const char *cmd, const char *name, size_t len,
-                             const struct option *longopts)
+static bool report_ambiguous(const char *name, size_t len, const struct option *longopts)
 {
     char list[1024] = "";
     size_t used = 0, matches = 0;
@@ -161,11 +168,11 @@ static bool report_ambiguous(const char *cmd, const char *name, size_t len,
     }
     if (matches < 2)
         return false;
-    cli_usage_error(cmd, "option '--%.*s' is ambiguous; possibilities: %s", (int)len, name, list);
+    cli_usage_error("option '--%.*s' is ambiguous; possibilities: %s", (int)len, name, list);
     return true;
 }
 
-int cli_bad_option(const char *cmd, int c, char **argv, const struct option *longopts)
+int cli_bad_option(int c, char **argv, const struct option *longopts)
 {
     const char *opt = argv[optind - 1];
     char shortopt[3] = {'-', (char)optopt, '\0'};
@@ -174,7 +181,7 @@ int cli_bad_option(const char *cmd, int c, char **argv, const struct option *lon
     if (optopt && strncmp(opt, "--", 2) != 0)
         opt = shortopt;
     if (c == ':') {
-        cli_usage_error(cmd, "option '%s' requires an argument", opt);
+        cli_usage_error("option '%s' requires an argument", opt);
         return RF_EXIT_USAGE;
     }
     if (strncmp(opt, "--", 2) == 0 && opt[2]) {
@@ -182,24 +189,17 @@ int cli_bad_option(const char *cmd, int c, char **argv, const struct option *lon
         size_t len = strcspn(name, "=");
         char word[CLI_WORD_MAX + 1];
 
-        if (report_ambiguous(cmd, name, len, longopts))
+        if (report_ambiguous(name, len, longopts))
             return RF_EXIT_USAGE;
         snprintf(word, sizeof(word), "%.*s", (int)len, name);
         const char *best = cli_closest(word, names, long_names(longopts, names, 128));
         if (best) {
-            cli_usage_error(cmd, "unrecognized option '--%s'; did you mean --%s?", word, best);
+            cli_usage_error("unrecognized option '--%s'; did you mean --%s?", word, best);
             return RF_EXIT_USAGE;
         }
     }
-    cli_usage_error(cmd, "unrecognized option '%s'", opt);
+    cli_usage_error("unrecognized option '%s'", opt);
     return RF_EXIT_USAGE;
-}
-
-static const char *cli_command; /* "run " etc., for the --help hint of cli_parse_int */
-
-void cli_set_command(const char *cmd)
-{
-    cli_command = cmd;
 }
 
 bool cli_parse_int(const char *what, const char *s, long long min, long long max, long long *out)
@@ -210,12 +210,11 @@ bool cli_parse_int(const char *what, const char *s, long long min, long long max
     errno = 0;
     v = strtoll(s, &end, 10);
     if (*s == '\0' || *end != '\0' || !(*s == '-' || *s == '+' || (*s >= '0' && *s <= '9'))) {
-        cli_usage_error(cli_command, "invalid %s '%s': not a whole number", what, s);
+        cli_usage_error("invalid %s '%s': not a whole number", what, s);
         return false;
     }
     if (errno == ERANGE || v < min || v > max) {
-        cli_usage_error(cli_command, "invalid %s '%s': must be between %lld and %lld", what, s, min,
-                        max);
+        cli_usage_error("invalid %s '%s': must be between %lld and %lld", what, s, min, max);
         return false;
     }
     *out = v;
@@ -299,8 +298,7 @@ void cli_log_sink(enum rf_log_level level, const char *msg, void *user_data)
     fprintf(stderr, "%s\n", msg);
 }
 
-bool cli_parse_size(const char *cmd, const char *opt, const char *arg, bool allow_zero,
-                    uint64_t *out)
+bool cli_parse_size(const char *opt, const char *arg, bool allow_zero, uint64_t *out)
 {
     if (allow_zero && strcmp(arg, "0") == 0) {
         *out = 0;
@@ -311,50 +309,47 @@ bool cli_parse_size(const char *cmd, const char *opt, const char *arg, bool allo
     if (rc == 0 && *out > (uint64_t)INT64_MAX)
         rc = -EOVERFLOW;
     if (rc == -EOVERFLOW)
-        cli_usage_error(cmd, "invalid size for %s '%s': too large (at most 8 EiB - 1)", opt, arg);
+        cli_usage_error("invalid size for %s '%s': too large (at most 8 EiB - 1)", opt, arg);
     else if (rc < 0)
-        cli_usage_error(cmd,
-                        "invalid size for %s '%s': expected a positive size such as "
+        cli_usage_error("invalid size for %s '%s': expected a positive size such as "
                         "512MiB, 2Gi, 2G or 300000000",
                         opt, arg);
     return rc == 0;
 }
 
-bool cli_parse_policy(const char *cmd, const char *arg, enum rf_policy_profile *out)
+bool cli_parse_policy(const char *arg, enum rf_policy_profile *out)
 {
     if (rf_policy_parse(arg, out) == 0)
         return true;
-    cli_usage_error(cmd,
-                    "unknown residency policy '%s' (expected off, observe, conservative, "
+    cli_usage_error("unknown residency policy '%s' (expected off, observe, conservative, "
                     "memory-bound, reuse-aware, active or streaming)",
                     arg);
     return false;
 }
 
-bool cli_parse_release_mode(const char *cmd, const char *arg, enum rf_release_mode *out)
+bool cli_parse_release_mode(const char *arg, enum rf_release_mode *out)
 {
     if (!strcmp(arg, "dontneed")) {
         *out = RF_RELEASE_DONTNEED;
     } else if (!strcmp(arg, "pageout")) {
         *out = RF_RELEASE_PAGEOUT;
     } else {
-        cli_usage_error(cmd, "unknown release mode '%s' (expected dontneed or pageout)", arg);
+        cli_usage_error("unknown release mode '%s' (expected dontneed or pageout)", arg);
         return false;
     }
     return true;
 }
 
-bool cli_check_target(const char *cmd, enum rf_policy_profile policy, bool has_target,
-                      uint64_t target_bytes, uint64_t reserve_bytes)
+bool cli_check_target(enum rf_policy_profile policy, bool has_target, uint64_t target_bytes,
+                      uint64_t reserve_bytes)
 {
     if (rf_policy_requires_target(policy) && !has_target) {
-        cli_usage_error(cmd, "--residency-policy %s needs --memory-target SIZE",
-                        rf_policy_name(policy));
+        cli_usage_error("--residency-policy %s needs --memory-target SIZE", rf_policy_name(policy));
         return false;
     }
     if (has_target && reserve_bytes >= target_bytes) {
         char b1[32], b2[32];
-        cli_usage_error(cmd, "--safety-reserve (%s) must be below --memory-target (%s)",
+        cli_usage_error("--safety-reserve (%s) must be below --memory-target (%s)",
                         cli_format_bytes(reserve_bytes, false, b1, sizeof(b1)),
                         cli_format_bytes(target_bytes, false, b2, sizeof(b2)));
         return false;
@@ -384,7 +379,7 @@ static bool takes_value(const char *a, const struct option *longopts, const char
     return c && a[1] != ':' && c[1] == ':' && a[2] == '\0';
 }
 
-bool cli_reject_llama_flags(const char *cmd, int argc, char **argv, const struct option *longopts,
+bool cli_reject_llama_flags(int argc, char **argv, const struct option *longopts,
                             const char *shortopts)
 {
     static const struct {
@@ -413,7 +408,7 @@ bool cli_reject_llama_flags(const char *cmd, int argc, char **argv, const struct
             size_t n = strlen(known[k].flag);
             if (strncmp(argv[i], known[k].flag, n) == 0 &&
                 (argv[i][n] == '\0' || argv[i][n] == '=')) {
-                cli_usage_error(cmd, "llama.cpp's %s is not supported: %s", known[k].flag,
+                cli_usage_error("llama.cpp's %s is not supported: %s", known[k].flag,
                                 known[k].instead);
                 return false;
             }
@@ -422,14 +417,14 @@ bool cli_reject_llama_flags(const char *cmd, int argc, char **argv, const struct
     return true;
 }
 
-bool cli_check_model_operands(const char *cmd, int argc, char **argv, const char *model)
+bool cli_check_model_operands(int argc, char **argv, const char *model)
 {
     if (optind < argc) {
-        cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+        cli_usage_error("unexpected argument '%s'", argv[optind]);
         return false;
     }
     if (!model) {
-        cli_usage_error(cmd, "missing -m/--model PATH");
+        cli_usage_error("missing -m/--model PATH");
         return false;
     }
     return true;

@@ -33,8 +33,19 @@ int cli_finish_stdout(int status);
  */
 int cli_flush_stdout(void);
 
-/* "ramforge: <message>" and "Try 'ramforge CMD --help'." on stderr. */
-void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/*
+ * The command being run ("run", "inspect", ...), held once: main sets it
+ * before dispatching, and every usage error names it in its --help hint.
+ * NULL (never set): the top level. Borrowed.
+ */
+void cli_set_command(const char *name);
+
+/*
+ * "ramforge: <message>" and "Try 'ramforge CMD --help' for more
+ * information." on stderr, CMD the one cli_set_command set ("Try
+ * 'ramforge --help'" at the top level).
+ */
+void cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /*
  * Reports the option getopt_long just refused ('?' unknown or ambiguous,
@@ -45,7 +56,7 @@ void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((forma
  * Returns RF_EXIT_USAGE.
  */
 struct option;
-int cli_bad_option(const char *cmd, int c, char **argv, const struct option *longopts);
+int cli_bad_option(int c, char **argv, const struct option *longopts);
 
 /*
  * The candidate closest to word by edit distance (insertions, deletions,
@@ -56,16 +67,9 @@ int cli_bad_option(const char *cmd, int c, char **argv, const struct option *lon
 const char *cli_closest(const char *word, const char *const *candidates, size_t n);
 
 /*
- * The command whose --help the usage errors of cli_parse_int point to:
- * "run " (with the space), NULL for the top level. Borrowed; main sets it
- * before dispatching.
- */
-void cli_set_command(const char *cmd);
-
-/*
  * Parses a decimal integer in [min, max] from the whole of s. On failure
- * prints "ramforge: invalid <what> 's': <reason>" with the --help hint of
- * the command set by cli_set_command (a usage error) and returns false.
+ * prints "ramforge: invalid <what> 's': <reason>" with the --help hint (a
+ * usage error) and returns false.
  */
 bool cli_parse_int(const char *what, const char *s, long long min, long long max, long long *out);
 
@@ -75,23 +79,22 @@ bool cli_parse_profile_history(const char *s, long long *out);
 /*
  * Parses a size option (bytes or 512MiB, 2G, ...; rf_parse_size) of at
  * most INT64_MAX; "0" only with allow_zero. On failure prints the usage
- * error for cmd ("run ", "serve ") and returns false.
+ * error and returns false.
  */
-bool cli_parse_size(const char *cmd, const char *opt, const char *arg, bool allow_zero,
-                    uint64_t *out);
+bool cli_parse_size(const char *opt, const char *arg, bool allow_zero, uint64_t *out);
 
-/* --residency-policy P: false after printing the usage error for cmd. */
-bool cli_parse_policy(const char *cmd, const char *arg, enum rf_policy_profile *out);
+/* --residency-policy P: false after printing the usage error. */
+bool cli_parse_policy(const char *arg, enum rf_policy_profile *out);
 
-/* --release-mode dontneed|pageout: false after printing the usage error for cmd. */
-bool cli_parse_release_mode(const char *cmd, const char *arg, enum rf_release_mode *out);
+/* --release-mode dontneed|pageout: false after printing the usage error. */
+bool cli_parse_release_mode(const char *arg, enum rf_release_mode *out);
 
 /*
  * The policy's target rules: a policy that requires --memory-target has
  * one, and the reserve is below it. False after printing the usage error.
  */
-bool cli_check_target(const char *cmd, enum rf_policy_profile policy, bool has_target,
-                      uint64_t target_bytes, uint64_t reserve_bytes);
+bool cli_check_target(enum rf_policy_profile policy, bool has_target, uint64_t target_bytes,
+                      uint64_t reserve_bytes);
 
 /* Formats bytes as "1.50 MiB" (or the exact integer when raw). buf >= 32. */
 const char *cli_format_bytes(uint64_t bytes, bool raw, char *buf, size_t len);
@@ -137,7 +140,7 @@ void cli_default_threads(long long *n_threads);
  * takes them) are skipped: -p -b is a prompt. Returns true when argv has
  * none; else prints the usage error (exit status 2).
  */
-bool cli_reject_llama_flags(const char *cmd, int argc, char **argv, const struct option *longopts,
+bool cli_reject_llama_flags(int argc, char **argv, const struct option *longopts,
                             const char *shortopts);
 
 /*
@@ -145,6 +148,6 @@ bool cli_reject_llama_flags(const char *cmd, int argc, char **argv, const struct
  * must have been given (model non-NULL). Prints the usage error and
  * returns false when either fails (exit status 2).
  */
-bool cli_check_model_operands(const char *cmd, int argc, char **argv, const char *model);
+bool cli_check_model_operands(int argc, char **argv, const char *model);
 
 #endif

@@ -80,8 +80,7 @@ int cmd_mkmodel(int argc, char **argv)
             break;
         case 'P':
             if (forge_mkmodel_preset_parse(optarg, &p.preset) < 0) {
-                cli_usage_error("mkmodel ",
-                                "unknown preset '%s' (expected tiny, small or tinyllama)", optarg);
+                cli_usage_error("unknown preset '%s' (expected tiny, small or tinyllama)", optarg);
                 return RF_EXIT_USAGE;
             }
             break;
@@ -89,8 +88,7 @@ int cmd_mkmodel(int argc, char **argv)
             p.type = optarg;
             if (strcmp(optarg, "f32") && strcmp(optarg, "f16") && strcmp(optarg, "q8_0") &&
                 strcmp(optarg, "q4_0")) {
-                cli_usage_error("mkmodel ", "unknown type '%s' (expected f32, f16, q8_0 or q4_0)",
-                                optarg);
+                cli_usage_error("unknown type '%s' (expected f32, f16, q8_0 or q4_0)", optarg);
                 return RF_EXIT_USAGE;
             }
             break;
@@ -115,15 +113,15 @@ int cmd_mkmodel(int argc, char **argv)
             usage(stdout);
             return 0;
         default:
-            return cli_bad_option("mkmodel ", c, argv, opts);
+            return cli_bad_option(c, argv, opts);
         }
     }
     if (optind < argc) {
-        cli_usage_error("mkmodel ", "unexpected argument '%s'", argv[optind]);
+        cli_usage_error("unexpected argument '%s'", argv[optind]);
         return RF_EXIT_USAGE;
     }
     if (!p.out_path) {
-        cli_usage_error("mkmodel ", "missing -o/--output PATH");
+        cli_usage_error("missing -o/--output PATH");
         return RF_EXIT_USAGE;
     }
     struct stat st;

@@ -42,22 +42,16 @@ static void end_of_session(void *user_data)
         run_svg_take(h->svg, h->s, "end_of_session");
 }
 
-/* The session parameters of the options. */
+/* The session parameters of the options: the shared ones', then run's own. */
 static struct rf_session_params session_params(const struct run_options *o, uint64_t t_entry)
 {
-    struct rf_session_params p = rf_session_default_params();
-    p.policy = o->policy;
-    p.has_target = o->has_target;
-    p.target_bytes = o->target_bytes;
-    p.reserve_bytes = o->reserve_bytes;
-    p.release_mode = o->release_mode;
+    struct rf_session_params p = session_options_params(&o->sess, t_entry);
     p.release_dead_file_pages = o->release_dead_file_pages;
     p.page_budget_pages = (uint64_t)o->page_budget;
     p.admission_mode = o->admission;
     p.probe_access = o->access_probe;
     p.sample_smaps = o->sample_smaps;
     p.mlock_requested = o->mlock;
-    p.entry_ns = t_entry;
     p.stream_window_bytes = o->stream_window;
     p.stream_sequential = o->stream_sequential;
     p.stream_hugepage = o->stream_hugepage;
@@ -67,7 +61,7 @@ static struct rf_session_params session_params(const struct run_options *o, uint
 static int write_reports(struct rf_session *s, const struct run_options *o)
 {
     if (o->human_report)
-        run_print_report(rf_session_report(s, RF_REPORT_OPERATION), o->verbose);
+        run_print_report(rf_session_report(s, RF_REPORT_OPERATION), o->sess.verbose);
     if (run_json_to_stdout(o)) {
         char *text = NULL;
         int rc = rf_session_report_json(s, RF_REPORT_OPERATION, &text);
@@ -79,17 +73,17 @@ static int write_reports(struct rf_session *s, const struct run_options *o)
         free(text);
         if (rc < 0)
             return rc;
-    } else if (o->json_path) {
-        int rc = rf_session_report_write(s, RF_REPORT_OPERATION, o->json_path);
+    } else if (o->sess.json_path) {
+        int rc = rf_session_report_write(s, RF_REPORT_OPERATION, o->sess.json_path);
         if (rc < 0) {
-            cli_error("cannot write %s: %s", o->json_path, rf_strerror(rc));
+            cli_error("cannot write %s: %s", o->sess.json_path, rf_strerror(rc));
             return rc;
         }
     }
     if (o->metrics_path) {
         char *text = NULL;
         int rc = rf_metrics_text(rf_session_report(s, RF_REPORT_OPERATION),
-                                 rf_session_report(s, RF_REPORT_SESSION), o->model, &text);
+                                 rf_session_report(s, RF_REPORT_SESSION), o->sess.model, &text);
         if (rc == 0)
             rc = rf_metrics_write_file(text, o->metrics_path);
         free(text);
@@ -112,13 +106,13 @@ static bool admit_before_load(const struct run_options *o, struct rf_session_par
 {
     /* No tokenizer before the load: at most one token per byte, plus BOS and EOS. */
     size_t bytes = strlen(o->prompt);
-    struct rf_operation_request req = {.n_ctx = (uint32_t)o->n_ctx,
+    struct rf_operation_request req = {.n_ctx = (uint32_t)o->sess.n_ctx,
                                        .n_prompt = bytes > UINT32_MAX - 2 ? UINT32_MAX
                                                                           : (uint32_t)bytes + 2,
-                                       .n_predict = (uint32_t)o->n_predict};
+                                       .n_predict = (uint32_t)o->sess.n_predict};
     char err[FORGE_ERR_MAX];
     bool go = true;
-    int ret = rf_session_preload_admit(o->model, o->repack, p, &req, adm, decided_out, err);
+    int ret = rf_session_preload_admit(o->sess.model, o->repack, p, &req, adm, decided_out, err);
     if (ret < 0) {
         cli_error("%s", err);
         go = false;
@@ -133,15 +127,15 @@ static bool admit_before_load(const struct run_options *o, struct rf_session_par
         int rc = 0;
         if (run_json_to_stdout(o)) {
             char *text = NULL;
-            rc = rf_session_preload_report_json(o->model, p, adm, &text);
+            rc = rf_session_preload_report_json(o->sess.model, p, adm, &text);
             if (rc == 0)
                 rc = run_put_json(text);
             free(text);
-        } else if (o->json_path) {
-            rc = rf_session_preload_report_write(o->model, p, adm, o->json_path);
+        } else if (o->sess.json_path) {
+            rc = rf_session_preload_report_write(o->sess.model, p, adm, o->sess.json_path);
         }
         if (rc < 0)
-            cli_error("cannot write %s: %s", o->json_path, rf_strerror(rc));
+            cli_error("cannot write %s: %s", o->sess.json_path, rf_strerror(rc));
     } else if (adm->outcome != RF_ADMIT_ADMITTED) {
         char text[2048];
         cli_error("warning: admission before loading %s: %s",
@@ -171,9 +165,10 @@ static bool open_profile(struct rf_session *s, const struct run_options *o)
 {
     char err[RF_SESSION_PROFILE_ERR_MAX];
     bool used = false;
-    int rc = rf_session_profile_open(s, o->profile_path, (size_t)o->profile_history, &used, err);
+    int rc = rf_session_profile_open(s, o->sess.profile_path, (size_t)o->sess.profile_history,
+                                     &used, err);
     if (rc < 0) {
-        cli_error("cannot use profile %s: %s", o->profile_path, rf_strerror(rc));
+        cli_error("cannot use profile %s: %s", o->sess.profile_path, rf_strerror(rc));
         return false;
     }
     if (!used && err[0])
@@ -199,8 +194,7 @@ int cmd_run(int argc, char **argv)
     uint64_t t_entry = rf_now_ns();
     struct run_options o = {
         .prompt = RF_DEFAULT_PROMPT,
-        .n_predict = 32,
-        .policy = RF_POLICY_OBSERVE,
+        .sess = {.n_predict = 32, .policy = RF_POLICY_OBSERVE},
         .repack = true,
         .release_dead_file_pages = true,
         .page_budget = (long long)RF_RESIDENCY_DEFAULT_BUDGET_PAGES,
@@ -223,18 +217,19 @@ int cmd_run(int argc, char **argv)
     rc = run_parse_options(argc, argv, &o);
     if (rc >= 0)
         return rc;
-    cli_default_threads(&o.n_threads);
-    const bool observing = o.policy != RF_POLICY_OFF;
-    if (o.json_path && !run_json_to_stdout(&o) && !run_report_path_usable(o.json_path, o.model))
+    cli_default_threads(&o.sess.n_threads);
+    const bool observing = o.sess.policy != RF_POLICY_OFF;
+    if (o.sess.json_path && !run_json_to_stdout(&o) &&
+        !run_report_path_usable(o.sess.json_path, o.sess.model))
         return RF_EXIT_FAILURE;
-    if (o.metrics_path && !run_report_path_usable(o.metrics_path, o.model))
+    if (o.metrics_path && !run_report_path_usable(o.metrics_path, o.sess.model))
         return RF_EXIT_FAILURE;
-    if (o.svg_path && !run_report_path_usable(o.svg_path, o.model))
+    if (o.svg_path && !run_report_path_usable(o.svg_path, o.sess.model))
         return RF_EXIT_FAILURE;
     run_svg_init(&svg);
-    if (o.verbose)
+    if (o.sess.verbose)
         rf_log_set(cli_log_sink, NULL);
-    forge_init(o.verbose);
+    forge_init(o.sess.verbose);
     pre = calloc(1, sizeof(*pre));
     if (!pre) {
         cli_error("out of memory");
@@ -248,10 +243,10 @@ int cmd_run(int argc, char **argv)
 
     mp.use_extra_bufts = o.repack;
     mp.mlock = o.mlock;
-    mp.probe_access = observing && (rf_policy_mutates(o.policy) || o.access_probe);
+    mp.probe_access = observing && (rf_policy_mutates(o.sess.policy) || o.access_probe);
     mp.placement_access = observing;
-    mp.n_threads = (int)o.n_threads;
-    rc = rf_session_load(o.model, &mp, session_params(&o, t_entry), &s, err);
+    mp.n_threads = (int)o.sess.n_threads;
+    rc = rf_session_load(o.sess.model, &mp, session_params(&o, t_entry), &s, err);
     if (rc < 0) {
         cli_error("%s", err);
         free(pre);
@@ -264,11 +259,11 @@ int cmd_run(int argc, char **argv)
     hook = (struct run_hook){.s = s, .svg = o.svg_path ? &svg : NULL};
     if (o.svg_path)
         run_svg_take_after_load(&svg, s);
-    if (o.profile_path && !open_profile(s, &o))
+    if (o.sess.profile_path && !open_profile(s, &o))
         goto out;
     if (observing) {
-        struct rf_operation_request req = {.n_ctx = (uint32_t)o.n_ctx,
-                                           .n_predict = (uint32_t)o.n_predict};
+        struct rf_operation_request req = {.n_ctx = (uint32_t)o.sess.n_ctx,
+                                           .n_predict = (uint32_t)o.sess.n_predict};
         struct rf_admission_result adm;
         char text[2048];
         forge_tokenize_count(rf_session_forge_model(s), o.prompt, &req.n_prompt);
@@ -286,8 +281,8 @@ int cmd_run(int argc, char **argv)
         if (rc == 0 && adm.outcome != RF_ADMIT_ADMITTED)
             cli_error("warning: admission %s: %s", rf_admission_outcome_name(adm.outcome),
                       cli_iec_text(adm.reason, text, sizeof(text)));
-        if (o.has_staging && (rc = rf_session_stage(s, o.staging_budget)) < 0) {
-            cli_error("%s: cannot plan staging: %s", o.model, rf_strerror(rc));
+        if (o.sess.has_staging && (rc = rf_session_stage(s, o.sess.staging_budget)) < 0) {
+            cli_error("%s: cannot plan staging: %s", o.sess.model, rf_strerror(rc));
             goto out;
         }
         bool pinned = false;
@@ -303,9 +298,9 @@ int cmd_run(int argc, char **argv)
 
     struct forge_generate_params gp = {
         .prompt = o.prompt,
-        .n_predict = (int32_t)o.n_predict,
-        .n_ctx = (uint32_t)o.n_ctx,
-        .n_threads = (int32_t)o.n_threads,
+        .n_predict = (int32_t)o.sess.n_predict,
+        .n_ctx = (uint32_t)o.sess.n_ctx,
+        .n_threads = (int32_t)o.sess.n_threads,
         .on_session_end = observing ? end_of_session : NULL,
         .user_data = &hook,
     };
@@ -324,13 +319,13 @@ int cmd_run(int argc, char **argv)
         }
         gp.observer = observer;
     }
-    if (o.policy == RF_POLICY_STREAMING && o.stream_prefetch > 0 &&
+    if (o.sess.policy == RF_POLICY_STREAMING && o.stream_prefetch > 0 &&
         (rc = forge_ahead_create(rf_session_forge_model(s), (uint32_t)o.stream_prefetch, &ahead)) <
             0)
         cli_error("warning: streaming: no layer-ahead prefetch: %s", rf_strerror(rc));
     gp.ahead = ahead;
     if (forge_generate(rf_session_forge_model(s), &gp, &gen, err) < 0) {
-        cli_error("%s: %s", o.model, err);
+        cli_error("%s: %s", o.sess.model, err);
         goto out;
     }
     if (ahead) {
@@ -357,14 +352,14 @@ int cmd_run(int argc, char **argv)
             gp.ahead = NULL;
             gp.on_session_end = NULL;
             if (forge_generate(rf_session_forge_model(s), &gp, &verify, err) < 0) {
-                cli_error("%s: verify session: %s", o.model, err);
+                cli_error("%s: verify session: %s", o.sess.model, err);
                 goto out;
             }
             /* The verify session re-faulted pages: its boundary is a safe one too. */
             rc = rf_session_boundary(s, RF_BOUNDARY_AFTER_VERIFY);
         }
         if (rc < 0) {
-            cli_error("%s: cannot plan: %s", o.model, rf_strerror(rc));
+            cli_error("%s: cannot plan: %s", o.sess.model, rf_strerror(rc));
             goto out;
         }
     }
@@ -375,12 +370,12 @@ int cmd_run(int argc, char **argv)
     }
     rc = rf_session_operation_end(s, &out);
     if (rc < 0) {
-        cli_error("%s: cannot end the operation: %s", o.model, rf_strerror(rc));
+        cli_error("%s: cannot end the operation: %s", o.sess.model, rf_strerror(rc));
         goto out;
     }
     if (!o.human_report) /* the report's warnings say it (one warning, not two) */
         warn_above_target(s);
-    if (o.profile_path && !save_profile(s))
+    if (o.sess.profile_path && !save_profile(s))
         profile_failed = true;
 
     /* With the JSON report on stdout, stdout holds only it: the text goes to stderr. */

@@ -17,7 +17,6 @@
  */
 #include <errno.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,97 +32,6 @@
 #include "ramforge/staging.h"
 #include "ramforge/timing.h"
 #include "serve.h"
-
-struct serve_job *serve_job_new(void)
-{
-    struct serve_job *j = calloc(1, sizeof(*j));
-    if (!j)
-        return NULL;
-    pthread_mutex_init(&j->mu, NULL);
-    pthread_cond_init(&j->cv, NULL);
-    atomic_init(&j->cancelled, false);
-    j->refs = 1;
-    j->stop_type = "none";
-    return j;
-}
-
-void serve_job_put(struct serve_job *j)
-{
-    if (!j)
-        return;
-    pthread_mutex_lock(&j->mu);
-    bool last = --j->refs == 0;
-    pthread_mutex_unlock(&j->mu);
-    if (!last)
-        return;
-    pthread_mutex_destroy(&j->mu);
-    pthread_cond_destroy(&j->cv);
-    free(j->prompt_tokens);
-    free(j->text);
-    free(j->tokens);
-    free(j);
-}
-
-const char *serve_residency_name(enum serve_residency r)
-{
-    switch (r) {
-    case SERVE_RESIDENT:
-        return "resident";
-    case SERVE_IDLE_RELEASED:
-        return "idle_released";
-    case SERVE_IDLE_RELEASE_REFUSED:
-        return "idle_release_refused";
-    case SERVE_STAGING:
-        return "staging";
-    }
-    return "unknown";
-}
-
-bool serve_enqueue(struct serve *sv, struct serve_job *j, char *why, size_t why_len)
-{
-    bool ok = false;
-    pthread_mutex_lock(&sv->mu);
-    if (atomic_load(&sv->stopping)) {
-        snprintf(why, why_len, "the server is shutting down");
-    } else if (sv->queued >= (size_t)sv->o->queue) {
-        snprintf(why, why_len, "the request queue is full (%zu waiting, --queue %lld)", sv->queued,
-                 sv->o->queue);
-        sv->rejected_queue_full++;
-    } else {
-        pthread_mutex_lock(&j->mu);
-        j->refs++;
-        pthread_mutex_unlock(&j->mu);
-        j->next = NULL;
-        if (sv->tail)
-            sv->tail->next = j;
-        else
-            sv->head = j;
-        sv->tail = j;
-        sv->queued++;
-        pthread_cond_broadcast(&sv->cv);
-        ok = true;
-    }
-    pthread_mutex_unlock(&sv->mu);
-    return ok;
-}
-
-/* Marks j done with status (and a message for an error), wakes its connection. */
-static void job_finish(struct serve_job *j, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void job_finish(struct serve_job *j, int status, const char *fmt, ...)
-{
-    pthread_mutex_lock(&j->mu);
-    j->status = status;
-    if (fmt) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(j->message, sizeof(j->message), fmt, ap);
-        va_end(ap);
-    }
-    j->done = true;
-    pthread_cond_broadcast(&j->cv);
-    pthread_mutex_unlock(&j->mu);
-}
 
 /* Grows *buf (elements of size el) to hold need; false on ENOMEM. */
 static bool grow(void **buf, size_t *cap, size_t need, size_t el)
@@ -208,25 +116,25 @@ static bool admit_and_stage(struct serve *sv, struct serve_job *j)
         pthread_mutex_unlock(&sv->mu);
     }
     if (rc == 0 && adm.refused) {
-        job_finish(j, 503, "admission refused the request (%s, --admission %s): %s",
-                   rf_admission_outcome_name(adm.outcome), rf_admission_mode_name(adm.mode),
-                   adm.reason);
+        serve_job_finish(j, 503, "admission refused the request (%s, --admission %s): %s",
+                         rf_admission_outcome_name(adm.outcome), rf_admission_mode_name(adm.mode),
+                         adm.reason);
         pthread_mutex_lock(&sv->session_mu);
         rf_session_operation_end(sv->session, NULL);
         count_operation(sv);
         pthread_mutex_unlock(&sv->session_mu);
         return false;
     }
-    if (rc == 0 && sv->o->verbose && adm.outcome != RF_ADMIT_ADMITTED)
+    if (rc == 0 && sv->o->sess.verbose && adm.outcome != RF_ADMIT_ADMITTED)
         cli_error("warning: admission %s: %s", rf_admission_outcome_name(adm.outcome), adm.reason);
     pthread_mutex_lock(&sv->mu);
-    bool stage = sv->o->has_staging && sv->residency == SERVE_IDLE_RELEASED;
+    bool stage = sv->o->sess.has_staging && sv->residency == SERVE_IDLE_RELEASED;
     if (stage)
         sv->residency = SERVE_STAGING;
     pthread_mutex_unlock(&sv->mu);
     if (stage) {
         pthread_mutex_lock(&sv->session_mu);
-        rc = rf_session_stage(sv->session, sv->o->staging_budget);
+        rc = rf_session_stage(sv->session, sv->o->sess.staging_budget);
         pthread_mutex_unlock(&sv->session_mu);
         if (rc < 0)
             cli_error("cannot plan staging: %s", rf_strerror(rc));
@@ -250,18 +158,18 @@ static bool admit_and_stage(struct serve *sv, struct serve_job *j)
  */
 static bool release_waits_for_idle(const struct serve_options *o)
 {
-    return o->idle_seconds > 0 && rf_policy_mutates(o->policy);
+    return o->idle_seconds > 0 && rf_policy_mutates(o->sess.policy);
 }
 
 /* Runs one queued request through the session's boundaries and answers it. */
 static void run_job(struct serve *sv, struct serve_job *j)
 {
-    const bool observing = sv->o->policy != RF_POLICY_OFF;
+    const bool observing = sv->o->sess.policy != RF_POLICY_OFF;
     struct forge_generate_result gen = {0};
     char err[FORGE_ERR_MAX];
 
     if (atomic_load(&j->cancelled)) {
-        job_finish(j, 499, "the client closed the connection before the request ran");
+        serve_job_finish(j, 499, "the client closed the connection before the request ran");
         return;
     }
     if (observing && !admit_and_stage(sv, j))
@@ -271,7 +179,7 @@ static void run_job(struct serve *sv, struct serve_job *j)
         .prompt_tokens = j->prompt_tokens,
         .n_prompt_tokens = j->n_prompt,
         .n_predict = j->n_predict,
-        .n_threads = (int32_t)sv->o->n_threads,
+        .n_threads = (int32_t)sv->o->sess.n_threads,
         .on_session_end = observing ? end_of_session : NULL,
         .user_data = sv,
         .temperature = j->temperature,
@@ -301,7 +209,7 @@ static void run_job(struct serve *sv, struct serve_job *j)
     pthread_mutex_unlock(&sv->session_mu);
 
     if (rc < 0) {
-        job_finish(j, rc == -EINVAL ? 400 : 500, "%s", err);
+        serve_job_finish(j, rc == -EINVAL ? 400 : 500, "%s", err);
     } else {
         pthread_mutex_lock(&sv->mu);
         sv->requests_total++;
@@ -317,7 +225,7 @@ static void run_job(struct serve *sv, struct serve_job *j)
         j->prompt_ns = gen.prompt_ns;
         j->decode_ns = gen.decode_ns;
         pthread_mutex_unlock(&j->mu);
-        job_finish(j, 200, NULL);
+        serve_job_finish(j, 200, NULL);
     }
     forge_generate_result_free(&gen);
 }
@@ -371,7 +279,7 @@ static void run_idle(struct serve *sv)
         cli_error("the idle boundary failed: %s", rf_strerror(rc));
     enum serve_residency state =
         idle_outcome(rf_session_report(sv->session, RF_REPORT_OPERATION),
-                     rf_policy_mutates(sv->o->policy), rc, why, sizeof(why));
+                     rf_policy_mutates(sv->o->sess.policy), rc, why, sizeof(why));
     int orc = rf_session_operation_end(sv->session, NULL);
     if (orc < 0)
         cli_error("cannot end the idle operation: %s", rf_strerror(orc));
@@ -381,22 +289,18 @@ static void run_idle(struct serve *sv)
     sv->residency = state;
     snprintf(sv->idle_reason, sizeof(sv->idle_reason), "%s", why);
     pthread_mutex_unlock(&sv->mu);
-    if (sv->o->verbose)
+    if (sv->o->sess.verbose)
         cli_error("idle boundary ran after %lld s without a request", sv->o->idle_seconds);
 }
 
 /* The worker: jobs in order, the idle boundary when due, until stopping. */
 static void worker(struct serve *sv)
 {
-    const bool idle = sv->o->idle_seconds > 0 && sv->o->policy != RF_POLICY_OFF;
+    const bool idle = sv->o->idle_seconds > 0 && sv->o->sess.policy != RF_POLICY_OFF;
     pthread_mutex_lock(&sv->mu);
     while (!atomic_load(&sv->stopping)) {
-        if (sv->head) {
-            struct serve_job *j = sv->head;
-            sv->head = j->next;
-            if (!sv->head)
-                sv->tail = NULL;
-            sv->queued--;
+        struct serve_job *j = serve_dequeue(sv);
+        if (j) {
             sv->processing = true;
             pthread_mutex_unlock(&sv->mu);
             run_job(sv, j);
@@ -433,14 +337,7 @@ static void worker(struct serve *sv)
         pthread_cond_timedwait(&sv->cv, &sv->mu, &ts);
     }
     /* Stopping: what is still queued never runs. */
-    while (sv->head) {
-        struct serve_job *j = sv->head;
-        sv->head = j->next;
-        sv->queued--;
-        job_finish(j, 503, "the server is shutting down");
-        serve_job_put(j);
-    }
-    sv->tail = NULL;
+    serve_queue_drain(sv);
     pthread_mutex_unlock(&sv->mu);
 }
 
@@ -454,7 +351,7 @@ static void *signal_thread(void *ud)
     sigaddset(&set, SIGTERM);
     int sig = 0;
     sigwait(&set, &sig);
-    if (sv->o->verbose)
+    if (sv->o->sess.verbose)
         cli_error("signal %d: stopping", sig);
     pthread_mutex_lock(&sv->mu);
     atomic_store(&sv->stopping, true);
@@ -463,16 +360,15 @@ static void *signal_thread(void *ud)
     return NULL;
 }
 
+/*
+ * The session parameters of the options: the shared ones', then serve's
+ * own. run's other fields (admission mode, page budget, streaming tuning,
+ * ...) have no serve option: rf_session_default_params' values, which are
+ * run's defaults too.
+ */
 static struct rf_session_params session_params(const struct serve_options *o, uint64_t t_entry)
 {
-    struct rf_session_params p = rf_session_default_params();
-    p.policy = o->policy;
-    p.has_target = o->has_target;
-    p.target_bytes = o->target_bytes;
-    p.reserve_bytes = o->reserve_bytes;
-    p.release_mode = o->release_mode;
-    p.entry_ns = t_entry;
-    p.n_threads = (int32_t)o->n_threads;
+    struct rf_session_params p = session_options_params(&o->sess, t_entry);
     p.history_operations = (uint64_t)o->history; /* a long-lived session: bounded history */
     return p;
 }
@@ -483,9 +379,8 @@ int cmd_serve(int argc, char **argv)
     struct serve_options o = {
         .host = "127.0.0.1",
         .port = 8080,
-        .n_predict = 128,
+        .sess = {.n_predict = 128, .policy = RF_POLICY_OBSERVE},
         .history = 64,
-        .policy = RF_POLICY_OBSERVE,
         .queue = 16,
         .timeout_s = 600,
     };
@@ -498,10 +393,10 @@ int cmd_serve(int argc, char **argv)
     int rc = serve_parse_options(argc, argv, &o);
     if (rc >= 0)
         return rc;
-    cli_default_threads(&o.n_threads);
-    if (o.verbose)
+    cli_default_threads(&o.sess.n_threads);
+    if (o.sess.verbose)
         rf_log_set(cli_log_sink, NULL);
-    forge_init(o.verbose);
+    forge_init(o.sess.verbose);
 
     /* Block the stop signals before any thread starts: the signal thread takes them. */
     sigset_t set;
@@ -517,10 +412,10 @@ int cmd_serve(int argc, char **argv)
     atomic_init(&sv.stopping, false);
 
     struct forge_model_params mp = forge_model_default_params();
-    mp.probe_access = o.policy != RF_POLICY_OFF && rf_policy_mutates(o.policy);
-    mp.placement_access = o.policy != RF_POLICY_OFF;
-    mp.n_threads = (int)o.n_threads;
-    rc = rf_session_load(o.model, &mp, session_params(&o, t_entry), &sv.session, err);
+    mp.probe_access = o.sess.policy != RF_POLICY_OFF && rf_policy_mutates(o.sess.policy);
+    mp.placement_access = o.sess.policy != RF_POLICY_OFF;
+    mp.n_threads = (int)o.sess.n_threads;
+    rc = rf_session_load(o.sess.model, &mp, session_params(&o, t_entry), &sv.session, err);
     if (rc < 0) {
         cli_error("%s", err);
         goto out;
@@ -529,14 +424,15 @@ int cmd_serve(int argc, char **argv)
     if (!serve_profile_open(&sv))
         goto out;
     forge_model_get_info(sv.model, &sv.info);
-    sv.n_ctx_limit = o.n_ctx ? (uint32_t)o.n_ctx
-                             : (uint32_t)(sv.info.n_ctx_train > 0 ? sv.info.n_ctx_train : 4096);
+    sv.n_ctx_limit = o.sess.n_ctx
+                         ? (uint32_t)o.sess.n_ctx
+                         : (uint32_t)(sv.info.n_ctx_train > 0 ? sv.info.n_ctx_train : 4096);
     sv.t_start_s = (uint64_t)time(NULL);
     sv.last_activity_ns = rf_now_ns();
     /* The load's operation (after_load boundary) ends before the first request. */
     rc = rf_session_operation_end(sv.session, NULL);
     if (rc < 0 && rc != -EINVAL) {
-        cli_error("%s: cannot end the load operation: %s", o.model, rf_strerror(rc));
+        cli_error("%s: cannot end the load operation: %s", o.sess.model, rf_strerror(rc));
         goto out;
     }
     if (pthread_create(&sig_tid, NULL, signal_thread, &sv) != 0) {
@@ -550,10 +446,10 @@ int cmd_serve(int argc, char **argv)
     worker(&sv);
     serve_http_stop(&sv);
     status = serve_profile_close(&sv) ? 0 : RF_EXIT_FAILURE;
-    if (o.json_path) {
-        rc = rf_session_report_write(sv.session, RF_REPORT_SESSION, o.json_path);
+    if (o.sess.json_path) {
+        rc = rf_session_report_write(sv.session, RF_REPORT_SESSION, o.sess.json_path);
         if (rc < 0) {
-            cli_error("cannot write %s: %s", o.json_path, rf_strerror(rc));
+            cli_error("cannot write %s: %s", o.sess.json_path, rf_strerror(rc));
             status = RF_EXIT_FAILURE;
         }
     }

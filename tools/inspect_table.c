@@ -99,7 +99,7 @@ void inspect_table_usage(FILE *out)
 static bool add_column(struct inspect_table *t, int id)
 {
     if (t->n_columns >= INSPECT_MAX_COLUMNS) {
-        cli_usage_error("inspect ", "-o: at most %d columns", INSPECT_MAX_COLUMNS);
+        cli_usage_error("-o: at most %d columns", INSPECT_MAX_COLUMNS);
         return false;
     }
     t->columns[t->n_columns++] = id;
@@ -133,12 +133,12 @@ bool inspect_table_parse(const char *list, bool by_layer, bool noheadings, bool 
             if (strlen(columns[c].name) == len && strncasecmp(p, columns[c].name, len) == 0)
                 id = c;
         if (id < 0) {
-            cli_usage_error("inspect ", "-o: unknown column '%.*s' (columns: %s)", (int)len, p,
+            cli_usage_error("-o: unknown column '%.*s' (columns: %s)", (int)len, p,
                             inspect_table_column_list());
             return false;
         }
         if (!(columns[id].where & where)) {
-            cli_usage_error("inspect ", "-o: column %s does not apply %s", columns[id].name,
+            cli_usage_error("-o: column %s does not apply %s", columns[id].name,
                             by_layer ? "with --by-layer" : "without --by-layer");
             return false;
         }
@@ -149,7 +149,7 @@ bool inspect_table_parse(const char *list, bool by_layer, bool noheadings, bool 
             p++;
     }
     if (t->n_columns == 0) {
-        cli_usage_error("inspect ", "-o: no column given");
+        cli_usage_error("-o: no column given");
         return false;
     }
     return true;

@@ -59,24 +59,24 @@ int main(int argc, char **argv)
         return cli_finish_stdout(0);
     }
     static const struct {
-        const char *name, *hint; /* hint: the "run " of "Try 'ramforge run --help'" */
+        const char *name; /* held once: every usage error of the command names it */
         int (*fn)(int, char **);
-    } table[] = {{"run", "run ", cmd_run},
-                 {"inspect", "inspect ", cmd_inspect},
-                 {"mkmodel", "mkmodel ", cmd_mkmodel},
-                 {"serve", "serve ", cmd_serve},
-                 {"bench", "bench ", cmd_bench}};
+    } table[] = {{"run", cmd_run},
+                 {"inspect", cmd_inspect},
+                 {"mkmodel", cmd_mkmodel},
+                 {"serve", cmd_serve},
+                 {"bench", cmd_bench}};
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         if (!strcmp(cmd, table[i].name)) {
-            cli_set_command(table[i].hint);
+            cli_set_command(table[i].name);
             return cli_finish_stdout(table[i].fn(argc - 1, argv + 1));
         }
     }
     static const char *const commands[] = {"run", "inspect", "mkmodel", "bench", "serve", "help"};
     const char *best = cli_closest(cmd, commands, sizeof(commands) / sizeof(commands[0]));
     if (best)
-        cli_usage_error(NULL, "unknown command '%s'; did you mean '%s'?", cmd, best);
+        cli_usage_error("unknown command '%s'; did you mean '%s'?", cmd, best);
     else
-        cli_usage_error(NULL, "unknown command '%s'", cmd);
+        cli_usage_error("unknown command '%s'", cmd);
     return RF_EXIT_USAGE;
 }

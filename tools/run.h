@@ -12,24 +12,14 @@
 #include "ramforge/policy.h"
 #include "ramforge/report.h"
 #include "ramforge/residency.h"
+#include "session_options.h"
 
 /* What `ramforge run`'s command line asked for. */
 struct run_options {
-    const char *model;
+    struct session_options sess; /* -m, -n, -t, -c, the policy, target, ... (shared with serve) */
     const char *prompt;
-    long long n_predict;
-    long long n_threads; /* 0: llama.cpp default */
-    long long n_ctx;     /* 0: prompt + n_predict */
     long long seed;
-    enum rf_policy_profile policy;
-    bool has_target;
-    uint64_t target_bytes;
-    uint64_t reserve_bytes;
-    enum rf_release_mode release_mode;
-    bool has_reserve, has_release_mode; /* given on the command line */
-    long long page_budget;              /* --residency-page-budget, pages */
-    bool has_staging;
-    uint64_t staging_budget;   /* --staging-budget, bytes */
+    long long page_budget;     /* --residency-page-budget, pages */
     uint64_t stream_window;    /* --stream-window, bytes; 0: the planner's default */
     bool stream_sequential;    /* false: --no-stream-sequential */
     bool stream_hugepage;      /* false: --no-stream-hugepage */
@@ -39,11 +29,8 @@ struct run_options {
     long long dispatch_events;                           /* observer capacity, events */
     long long dispatch_sample_pages; /* pre-dispatch sampling per weight source; 0: off */
     bool human_report;
-    const char *json_path;
     const char *metrics_path; /* --metrics-file: Prometheus text (ramforge/metrics.h) */
     const char *svg_path; /* --residency-svg: the residency picture (ramforge/residency_svg.h) */
-    const char *profile_path;  /* --profile: persisted access profile (ramforge/profile.h) */
-    long long profile_history; /* --profile-history: entries; 0: the default */
     bool repack;
     bool mlock;
     enum rf_admission_mode admission; /* --admission enforce|warn|off */
@@ -52,7 +39,6 @@ struct run_options {
     bool release_dead_file_pages;     /* --dead-file-pages release|keep */
     bool verify;
     bool hold;
-    bool verbose;
 };
 
 /*

@@ -174,20 +174,15 @@ static void usage(FILE *out)
             RF_PROGRAM);
 }
 
+/* run's own long-only options (the shared ones: session_options.h). */
 enum {
-    OPT_POLICY = 256,
-    OPT_TARGET,
-    OPT_RESERVE,
-    OPT_RELEASE_MODE,
-    OPT_VERIFY,
+    OPT_VERIFY = SESSION_OPT_END,
     OPT_REPORT,
-    OPT_REPORT_JSON,
     OPT_NO_REPACK,
     OPT_MLOCK,
     OPT_HOLD,
     OPT_PAGE_BUDGET,
     OPT_OBSERVE_DISPATCH,
-    OPT_STAGING_BUDGET,
     OPT_DISPATCH_EVENTS,
     OPT_DISPATCH_SAMPLE_PAGES,
     OPT_DEAD_FILE_PAGES,
@@ -196,19 +191,12 @@ enum {
     OPT_SAMPLE_SMAPS,
     OPT_METRICS_FILE,
     OPT_RESIDENCY_SVG,
-    OPT_PROFILE,
-    OPT_PROFILE_HISTORY,
     OPT_STREAM_WINDOW,
     OPT_STREAM_SEQUENTIAL,
     OPT_STREAM_HUGEPAGE,
     OPT_STREAM_PREFETCH,
     OPT_NO_STREAM_PREFETCH,
 };
-
-static bool parse_size_option(const char *opt, const char *arg, bool allow_zero, uint64_t *out)
-{
-    return cli_parse_size("run ", opt, arg, allow_zero, out);
-}
 
 /* Largest prompt file -f reads, bytes (16 MiB: far beyond any context). */
 #define PROMPT_FILE_MAX (16u << 20)
@@ -265,34 +253,144 @@ fail:
     return NULL;
 }
 
+/* What parsing run's own options keeps besides run_options. */
+struct run_parse {
+    struct run_options *o;
+    const char *prompt_file; /* -f FILE */
+    bool prompt_given;       /* -p TEXT */
+};
+
+/* run's own options (session_command.own): 0, the exit status, or -1 for an unknown code. */
+static int run_option(int c, const char *arg, void *ud)
+{
+    struct run_parse *rp = ud;
+    struct run_options *o = rp->o;
+
+    switch (c) {
+    case 'p':
+        o->prompt = arg;
+        rp->prompt_given = true;
+        break;
+    case 'f':
+        rp->prompt_file = arg;
+        break;
+    case 's':
+        if (!cli_parse_int("seed (-s)", arg, 0, UINT32_MAX, &o->seed))
+            return RF_EXIT_USAGE;
+        break;
+    case OPT_VERIFY:
+        o->verify = true;
+        break;
+    case OPT_ACCESS_PROBE:
+        o->access_probe = true;
+        break;
+    case OPT_SAMPLE_SMAPS:
+        o->sample_smaps = true;
+        break;
+    case OPT_ADMISSION:
+        if (rf_admission_mode_parse(arg, &o->admission) < 0) {
+            cli_usage_error("unknown --admission '%s' (expected enforce, warn or off)", arg);
+            return RF_EXIT_USAGE;
+        }
+        break;
+    case OPT_DEAD_FILE_PAGES:
+        if (!strcmp(arg, "release") || !strcmp(arg, "keep")) {
+            o->release_dead_file_pages = !strcmp(arg, "release");
+        } else {
+            cli_usage_error("unknown --dead-file-pages '%s' (expected release or keep)", arg);
+            return RF_EXIT_USAGE;
+        }
+        break;
+    case OPT_REPORT:
+        o->human_report = true;
+        break;
+    case OPT_METRICS_FILE:
+        o->metrics_path = arg;
+        break;
+    case OPT_RESIDENCY_SVG:
+        o->svg_path = arg;
+        break;
+    case OPT_NO_REPACK:
+        o->repack = false;
+        break;
+    case OPT_MLOCK:
+        o->mlock = true;
+        break;
+    case OPT_HOLD:
+        o->hold = true;
+        break;
+    case OPT_STREAM_SEQUENTIAL:
+        o->stream_sequential = false;
+        break;
+    case OPT_STREAM_HUGEPAGE:
+        o->stream_hugepage = false;
+        break;
+    case OPT_STREAM_PREFETCH:
+        if (!cli_parse_int("layer count (--stream-prefetch-layers)", arg, 0, 4,
+                           &o->stream_prefetch))
+            return RF_EXIT_USAGE;
+        break;
+    case OPT_NO_STREAM_PREFETCH:
+        o->stream_prefetch = 0;
+        break;
+    case OPT_STREAM_WINDOW:
+        if (!cli_parse_size("--stream-window", arg, false, &o->stream_window))
+            return RF_EXIT_USAGE;
+        break;
+    case OPT_OBSERVE_DISPATCH:
+        o->observe_dispatch = true;
+        break;
+    case OPT_DISPATCH_EVENTS:
+        if (!cli_parse_int("event count (--dispatch-events)", arg, 1, 16777216,
+                           &o->dispatch_events))
+            return RF_EXIT_USAGE;
+        o->has_dispatch_events = true;
+        break;
+    case OPT_DISPATCH_SAMPLE_PAGES:
+        if (!cli_parse_int("pages per source (--dispatch-sample-pages)", arg, 0,
+                           RF_PAGE_WINDOW_PAGES, &o->dispatch_sample_pages))
+            return RF_EXIT_USAGE;
+        o->has_dispatch_sample_pages = true;
+        break;
+    case OPT_PAGE_BUDGET:
+        if (!cli_parse_int("page budget (--residency-page-budget)", arg, 0, INT64_MAX,
+                           &o->page_budget))
+            return RF_EXIT_USAGE;
+        break;
+    default:
+        return -1;
+    }
+    return 0;
+}
+
 /* Returns -1 to continue, or the exit status. */
 int run_parse_options(int argc, char **argv, struct run_options *o)
 {
     static const struct option opts[] = {
-        {"model", required_argument, NULL, 'm'},
+        SESSION_LONGOPT_MODEL,
         {"prompt", required_argument, NULL, 'p'},
         {"file", required_argument, NULL, 'f'},
-        {"n-predict", required_argument, NULL, 'n'},
-        {"threads", required_argument, NULL, 't'},
-        {"ctx-size", required_argument, NULL, 'c'},
+        SESSION_LONGOPT_N_PREDICT,
+        SESSION_LONGOPT_THREADS,
+        SESSION_LONGOPT_CTX_SIZE,
         {"seed", required_argument, NULL, 's'},
-        {"residency-policy", required_argument, NULL, OPT_POLICY},
-        {"memory-target", required_argument, NULL, OPT_TARGET},
-        {"safety-reserve", required_argument, NULL, OPT_RESERVE},
-        {"release-mode", required_argument, NULL, OPT_RELEASE_MODE},
+        SESSION_LONGOPT_POLICY,
+        SESSION_LONGOPT_TARGET,
+        SESSION_LONGOPT_RESERVE,
+        SESSION_LONGOPT_RELEASE_MODE,
         {"verify-session", no_argument, NULL, OPT_VERIFY},
         {"residency-report", no_argument, NULL, OPT_REPORT},
-        {"residency-report-json", required_argument, NULL, OPT_REPORT_JSON},
+        SESSION_LONGOPT_REPORT_JSON,
         {"metrics-file", required_argument, NULL, OPT_METRICS_FILE},
         {"residency-svg", required_argument, NULL, OPT_RESIDENCY_SVG},
-        {"profile", required_argument, NULL, OPT_PROFILE},
-        {"profile-history", required_argument, NULL, OPT_PROFILE_HISTORY},
+        SESSION_LONGOPT_PROFILE,
+        SESSION_LONGOPT_PROFILE_HISTORY,
         {"no-repack", no_argument, NULL, OPT_NO_REPACK},
         {"mlock", no_argument, NULL, OPT_MLOCK},
         {"hold", no_argument, NULL, OPT_HOLD},
         {"residency-page-budget", required_argument, NULL, OPT_PAGE_BUDGET},
         {"observe-dispatch", no_argument, NULL, OPT_OBSERVE_DISPATCH},
-        {"staging-budget", required_argument, NULL, OPT_STAGING_BUDGET},
+        SESSION_LONGOPT_STAGING,
         {"dispatch-events", required_argument, NULL, OPT_DISPATCH_EVENTS},
         {"dispatch-sample-pages", required_argument, NULL, OPT_DISPATCH_SAMPLE_PAGES},
         {"dead-file-pages", required_argument, NULL, OPT_DEAD_FILE_PAGES},
@@ -304,211 +402,59 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         {"no-stream-hugepage", no_argument, NULL, OPT_STREAM_HUGEPAGE},
         {"stream-prefetch-layers", required_argument, NULL, OPT_STREAM_PREFETCH},
         {"no-stream-prefetch", no_argument, NULL, OPT_NO_STREAM_PREFETCH},
-        {"verbose", no_argument, NULL, 'v'},
-        {"help", no_argument, NULL, 'h'},
+        SESSION_LONGOPT_VERBOSE,
+        SESSION_LONGOPT_HELP,
         {NULL, 0, NULL, 0},
     };
-    const char *prompt_file = NULL;
-    bool prompt_given = false;
-    int c;
+    struct run_parse rp = {.o = o};
+    const struct session_command cmd = {.longopts = opts,
+                                        .shortopts = ":" SESSION_SHORTOPTS "p:f:s:",
+                                        .usage = usage,
+                                        .own = run_option,
+                                        .ud = &rp};
+    const struct session_options *so = &o->sess;
 
-    if (!cli_reject_llama_flags("run ", argc, argv, opts, ":m:p:f:n:t:c:s:vh"))
-        return RF_EXIT_USAGE;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":m:p:f:n:t:c:s:vh", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm':
-            o->model = optarg;
-            break;
-        case 'p':
-            o->prompt = optarg;
-            prompt_given = true;
-            break;
-        case 'f':
-            prompt_file = optarg;
-            break;
-        case 'n':
-            if (!cli_parse_int("token count (-n)", optarg, 1, 1000000, &o->n_predict))
-                return RF_EXIT_USAGE;
-            break;
-        case 't':
-            if (!cli_parse_int("thread count (-t)", optarg, 1, 1024, &o->n_threads))
-                return RF_EXIT_USAGE;
-            break;
-        case 'c':
-            if (!cli_parse_int("context size (-c)", optarg, 1, 16777216, &o->n_ctx))
-                return RF_EXIT_USAGE;
-            break;
-        case 's':
-            if (!cli_parse_int("seed (-s)", optarg, 0, UINT32_MAX, &o->seed))
-                return RF_EXIT_USAGE;
-            break;
-        case OPT_POLICY:
-            if (!cli_parse_policy("run ", optarg, &o->policy))
-                return RF_EXIT_USAGE;
-            break;
-        case OPT_TARGET:
-            if (!parse_size_option("--memory-target", optarg, false, &o->target_bytes))
-                return RF_EXIT_USAGE;
-            o->has_target = true;
-            break;
-        case OPT_RESERVE:
-            if (!parse_size_option("--safety-reserve", optarg, true, &o->reserve_bytes))
-                return RF_EXIT_USAGE;
-            o->has_reserve = true;
-            break;
-        case OPT_RELEASE_MODE:
-            o->has_release_mode = true;
-            if (!cli_parse_release_mode("run ", optarg, &o->release_mode))
-                return RF_EXIT_USAGE;
-            break;
-        case OPT_VERIFY:
-            o->verify = true;
-            break;
-        case OPT_ACCESS_PROBE:
-            o->access_probe = true;
-            break;
-        case OPT_SAMPLE_SMAPS:
-            o->sample_smaps = true;
-            break;
-        case OPT_ADMISSION:
-            if (rf_admission_mode_parse(optarg, &o->admission) < 0) {
-                cli_usage_error("run ", "unknown --admission '%s' (expected enforce, warn or off)",
-                                optarg);
-                return RF_EXIT_USAGE;
-            }
-            break;
-        case OPT_DEAD_FILE_PAGES:
-            if (!strcmp(optarg, "release") || !strcmp(optarg, "keep")) {
-                o->release_dead_file_pages = !strcmp(optarg, "release");
-            } else {
-                cli_usage_error("run ", "unknown --dead-file-pages '%s' (expected release or keep)",
-                                optarg);
-                return RF_EXIT_USAGE;
-            }
-            break;
-        case OPT_REPORT:
-            o->human_report = true;
-            break;
-        case OPT_REPORT_JSON:
-            o->json_path = optarg;
-            break;
-        case OPT_METRICS_FILE:
-            o->metrics_path = optarg;
-            break;
-        case OPT_RESIDENCY_SVG:
-            o->svg_path = optarg;
-            break;
-        case OPT_PROFILE:
-            o->profile_path = optarg;
-            break;
-        case OPT_PROFILE_HISTORY:
-            if (!cli_parse_profile_history(optarg, &o->profile_history))
-                return RF_EXIT_USAGE;
-            break;
-        case OPT_NO_REPACK:
-            o->repack = false;
-            break;
-        case OPT_MLOCK:
-            o->mlock = true;
-            break;
-        case OPT_HOLD:
-            o->hold = true;
-            break;
-        case OPT_STAGING_BUDGET:
-            if (!parse_size_option("--staging-budget", optarg, false, &o->staging_budget))
-                return RF_EXIT_USAGE;
-            o->has_staging = true;
-            break;
-        case OPT_STREAM_SEQUENTIAL:
-            o->stream_sequential = false;
-            break;
-        case OPT_STREAM_HUGEPAGE:
-            o->stream_hugepage = false;
-            break;
-        case OPT_STREAM_PREFETCH:
-            if (!cli_parse_int("layer count (--stream-prefetch-layers)", optarg, 0, 4,
-                               &o->stream_prefetch))
-                return RF_EXIT_USAGE;
-            break;
-        case OPT_NO_STREAM_PREFETCH:
-            o->stream_prefetch = 0;
-            break;
-        case OPT_STREAM_WINDOW:
-            if (!parse_size_option("--stream-window", optarg, false, &o->stream_window))
-                return RF_EXIT_USAGE;
-            break;
-        case OPT_OBSERVE_DISPATCH:
-            o->observe_dispatch = true;
-            break;
-        case OPT_DISPATCH_EVENTS:
-            if (!cli_parse_int("event count (--dispatch-events)", optarg, 1, 16777216,
-                               &o->dispatch_events))
-                return RF_EXIT_USAGE;
-            o->has_dispatch_events = true;
-            break;
-        case OPT_DISPATCH_SAMPLE_PAGES:
-            if (!cli_parse_int("pages per source (--dispatch-sample-pages)", optarg, 0,
-                               RF_PAGE_WINDOW_PAGES, &o->dispatch_sample_pages))
-                return RF_EXIT_USAGE;
-            o->has_dispatch_sample_pages = true;
-            break;
-        case OPT_PAGE_BUDGET:
-            if (!cli_parse_int("page budget (--residency-page-budget)", optarg, 0, INT64_MAX,
-                               &o->page_budget))
-                return RF_EXIT_USAGE;
-            break;
-        case 'v':
-            o->verbose = true;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            return cli_bad_option("run ", c, argv, opts);
-        }
-    }
-    if (!cli_check_model_operands("run ", argc, argv, o->model))
-        return RF_EXIT_USAGE;
-    if (prompt_file && prompt_given) {
-        cli_usage_error("run ", "-p/--prompt and -f/--file both give the prompt: use one");
+    int rc = session_options_parse(&cmd, argc, argv, &o->sess);
+    if (rc >= 0)
+        return rc;
+    if (rp.prompt_file && rp.prompt_given) {
+        cli_usage_error("-p/--prompt and -f/--file both give the prompt: use one");
         return RF_EXIT_USAGE;
     }
-    if (prompt_file && !(o->prompt = read_prompt_file(prompt_file)))
+    if (rp.prompt_file && !(o->prompt = read_prompt_file(rp.prompt_file)))
         return RF_EXIT_FAILURE;
     if (!*o->prompt) {
-        cli_usage_error("run ", "the prompt is empty");
+        cli_usage_error("the prompt is empty");
         return RF_EXIT_USAGE;
     }
-    if (!cli_check_target("run ", o->policy, o->has_target, o->target_bytes, o->reserve_bytes))
+    if (!cli_check_target(so->policy, so->has_target, so->target_bytes, so->reserve_bytes))
         return RF_EXIT_USAGE;
-    if (o->svg_path && o->policy == RF_POLICY_OFF) {
-        cli_usage_error("run ", "--residency-svg needs a residency policy (not off): it draws "
-                                "the inventory's page snapshots");
+    if (o->svg_path && so->policy == RF_POLICY_OFF) {
+        cli_usage_error("--residency-svg needs a residency policy (not off): it draws "
+                        "the inventory's page snapshots");
         return RF_EXIT_USAGE;
     }
     /* Options the chosen policy does not use: say so rather than ignore them. */
-    if (o->policy == RF_POLICY_OFF && (o->has_target || o->has_reserve))
+    if (so->policy == RF_POLICY_OFF && (so->has_target || so->has_reserve))
         cli_error("warning: --memory-target and --safety-reserve have no effect with "
                   "--residency-policy off");
-    else if (o->has_reserve && !o->has_target)
+    else if (so->has_reserve && !so->has_target)
         cli_error("warning: --safety-reserve has no effect without --memory-target");
     if (!o->observe_dispatch && (o->has_dispatch_events || o->has_dispatch_sample_pages))
         cli_error("warning: --dispatch-events and --dispatch-sample-pages have no effect "
                   "without --observe-dispatch");
-    if (o->policy == RF_POLICY_OFF && o->verify)
+    if (so->policy == RF_POLICY_OFF && o->verify)
         cli_error("warning: --verify-session has no effect with --residency-policy off (nothing "
                   "is released to verify)");
-    if (o->policy == RF_POLICY_OFF && (o->access_probe || o->sample_smaps))
+    if (so->policy == RF_POLICY_OFF && (o->access_probe || o->sample_smaps))
         cli_error("warning: --access-probe and --sample-smaps have no effect with "
                   "--residency-policy off");
-    if (o->profile_path && o->policy == RF_POLICY_OFF) {
-        cli_usage_error("run ", "--profile needs a residency policy (not off): the profile is "
-                                "matched to the model's inventory");
+    if (so->profile_path && so->policy == RF_POLICY_OFF) {
+        cli_usage_error("--profile needs a residency policy (not off): the profile is "
+                        "matched to the model's inventory");
         return RF_EXIT_USAGE;
     }
-    if (o->policy != RF_POLICY_STREAMING) {
+    if (so->policy != RF_POLICY_STREAMING) {
         const char *ignored = o->stream_window         ? "--stream-window"
                               : o->stream_prefetch > 0 ? "--stream-prefetch-layers"
                               : !o->stream_hugepage    ? "--no-stream-hugepage"
@@ -517,14 +463,11 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         if (ignored)
             cli_error("warning: %s has no effect without --residency-policy streaming", ignored);
     }
-    if (o->has_staging && o->policy == RF_POLICY_OFF)
+    if (so->has_staging && so->policy == RF_POLICY_OFF)
         cli_error("warning: --staging-budget has no effect with --residency-policy off (staging "
                   "plans over the inventory)");
-    if (o->has_release_mode && !rf_policy_mutates(o->policy))
-        cli_error("warning: --release-mode has no effect with --residency-policy %s (it does "
-                  "not release)",
-                  rf_policy_name(o->policy));
-    if (o->policy == RF_POLICY_REUSE_AWARE && !o->has_target)
+    session_options_warn_release_mode(so);
+    if (so->policy == RF_POLICY_REUSE_AWARE && !so->has_target)
         cli_error("warning: --residency-policy reuse-aware without --memory-target selects "
                   "nothing");
     return -1;
@@ -532,7 +475,7 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
 
 bool run_json_to_stdout(const struct run_options *o)
 {
-    return o->json_path && strcmp(o->json_path, "-") == 0;
+    return o->sess.json_path && strcmp(o->sess.json_path, "-") == 0;
 }
 
 int run_put_json(const char *text)

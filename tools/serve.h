@@ -1,7 +1,8 @@
 /*
  * ramforge serve: shared by the command line (serve_options.c), the worker
- * and the session sequence (cmd_serve.c), the HTTP front (serve_http.c)
- * and the Prometheus text (serve_metrics.c).
+ * and the session sequence (cmd_serve.c), the job queue between them
+ * (serve_queue.c), the HTTP front (serve_http.c) and the Prometheus text
+ * (serve_metrics.c).
  *
  * Threads: libmicrohttpd runs one thread per connection; each parses its
  * request, tokenizes (the vocabulary is read-only) and queues a job. One
@@ -21,46 +22,30 @@
 
 #include "ramforge/forge.h"
 #include "ramforge/policy.h"
+#include "serve_queue.h"
+#include "session_options.h"
 
 #define SERVE_BODY_MAX_BYTES (1u << 20) /* request bodies above 1 MiB answer 413 */
 #define SERVE_DRAIN_SECONDS 5           /* at exit, time given to answers being written */
 
 /* What `ramforge serve`'s command line asked for. */
 struct serve_options {
-    const char *model;
-    const char *host;    /* default 127.0.0.1 */
-    long long port;      /* default 8080; 0: any free port (printed) */
-    long long n_ctx;     /* largest context per request, tokens; 0: the model's n_ctx_train */
-    long long n_threads; /* 0: llama.cpp's default */
-    long long n_predict; /* a request's default n_predict */
-    enum rf_policy_profile policy;
-    bool has_target;
-    uint64_t target_bytes;
-    uint64_t reserve_bytes;
-    enum rf_release_mode release_mode;
-    bool has_release_mode;
-    long long idle_seconds; /* 0: no idle boundary */
-    bool has_staging;
-    uint64_t staging_budget;      /* bytes */
+    struct session_options sess;  /* -m, -n (a request's default n_predict), -t, -c (the largest
+                                     context of a request; 0: the model's n_ctx_train), the
+                                     policy, target, ... (shared with run) */
+    const char *host;             /* default 127.0.0.1 */
+    long long port;               /* default 8080; 0: any free port (printed) */
+    long long idle_seconds;       /* 0: no idle boundary */
     long long queue;              /* requests waiting behind the one running */
     long long history;            /* operations kept in /residency's session report */
     const char *api_key;          /* NULL: no key */
-    const char *json_path;        /* the session report written at exit */
-    const char *profile_path;     /* --profile: persisted access profile; NULL: none */
-    long long profile_history;    /* --profile-history: entries; 0: the default */
     long long profile_save_every; /* --profile-save-every K: save after every K requests;
                                      0: at shutdown only */
     long long timeout_s;          /* connection inactivity timeout, seconds */
-    bool verbose;
 };
 
 /* Returns -1 to continue, or the exit status (0 after --help, 2 on a usage error). */
 int serve_parse_options(int argc, char **argv, struct serve_options *o);
-
-enum serve_api {
-    SERVE_API_COMPLETION = 0, /* llama-server's /completion */
-    SERVE_API_OAI,            /* OpenAI's /v1/completions */
-};
 
 /*
  * What the server says of its weights (/props residency.state, /metrics
@@ -79,44 +64,6 @@ enum serve_residency {
     SERVE_STAGING,              /* staging released pages for the next request */
 };
 
-/*
- * One generation request. The HTTP thread fills the request part and
- * queues it; the worker fills the output part under mu and signals cv.
- * Two owners (the connection and the queue/worker): freed by the last
- * serve_job_put.
- */
-struct serve_job {
-    /* request: read-only once queued */
-    enum serve_api api;
-    bool stream;
-    int32_t *prompt_tokens; /* owned */
-    size_t n_prompt;
-    int32_t n_predict;
-    float temperature, top_p, min_p;
-    int32_t top_k;
-    uint32_t seed;
-    uint64_t t_queued_ns;
-    /* output, under mu */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    char *text; /* generated text so far, NUL-terminated, owned */
-    size_t text_len, text_cap;
-    int32_t *tokens; /* generated ids so far, owned */
-    size_t n_tokens, tokens_cap;
-    bool done;
-    atomic_bool cancelled;         /* the client left: stop after the current token */
-    int status;                    /* HTTP status when done: 200, or an error's */
-    char message[768];             /* the error's message */
-    const char *stop_type;         /* "eos", "limit", "none" (cancelled) */
-    uint64_t prompt_ns, decode_ns; /* timings of the generation */
-    /* ownership */
-    int refs;
-    struct serve_job *next;
-};
-
-struct serve_job *serve_job_new(void);
-void serve_job_put(struct serve_job *j);
-
 struct MHD_Daemon;
 
 /* The server: one session, one queue, counters. */
@@ -133,8 +80,7 @@ struct serve {
 
     pthread_mutex_t mu; /* what follows */
     pthread_cond_t cv;
-    struct serve_job *head, *tail;
-    size_t queued;
+    struct serve_queue queue; /* serve_queue.c's */
     bool processing;
     size_t connections_with_job; /* connections a generation request is bound to */
     atomic_bool stopping;
@@ -167,10 +113,7 @@ void serve_profile_after_request(struct serve *sv);
 /* At shutdown: the last save (false: it failed) and the observer freed. */
 bool serve_profile_close(struct serve *sv);
 
-/* Queues j (takes a reference) or returns false when the queue is full or stopping. */
-bool serve_enqueue(struct serve *sv, struct serve_job *j, char *why, size_t why_len);
-
-/* "resident", "idle_released", "idle_release_refused", "staging". */
+/* "resident", "idle_released", "idle_release_refused", "staging" (serve_metrics.c). */
 const char *serve_residency_name(enum serve_residency r);
 
 /* Starts libmicrohttpd on host:port; prints the address. Returns 0 or -errno. */

@@ -1,22 +1,14 @@
 /*
  * ramforge serve's HTTP front on libmicrohttpd (one thread per connection):
  * routing, the API key, body limits, JSON bodies (jansson) in llama-server's
- * shapes, server-sent events, and the error shape
- * {"error":{"code":N,"message":"...","type":"..."}} of llama-server
- * (tools/server/utils.hpp, format_error_response).
- *
- * A request's connection thread waits for its job in steps of
- * SERVE_POLL_MS and checks its socket for a hang-up (POLLRDHUP) between
- * them: a client that leaves cancels its generation after the token being
- * decoded.
+ * shapes, and the endpoints but the completions (serve_completion.c); the
+ * replies and llama-server's error shape are serve_reply.c's.
  */
+#include "serve_http.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
-#include <jansson.h>
-#include <microhttpd.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,162 +18,10 @@
 #include "cli.h"
 #include "ramforge/session.h"
 #include "ramforge/timing.h"
-#include "serve.h"
-#include "serve_request.h"
 
 #ifndef RAMFORGE_VERSION
 #define RAMFORGE_VERSION "0.0.0"
 #endif
-
-#define SERVE_POLL_MS 20 /* a waiting connection checks its socket this often, ms */
-
-/* llama-server's error types (tools/server/utils.hpp). */
-static const char *error_type(int status)
-{
-    switch (status) {
-    case 401:
-        return "authentication_error";
-    case 404:
-        return "not_found_error";
-    case 405:
-    case 501:
-        return "not_supported_error";
-    case 500:
-        return "server_error";
-    case 503:
-        return "unavailable_error";
-    default:
-        return "invalid_request_error";
-    }
-}
-
-/* Bytes of s[0..n) that end on a whole UTF-8 sequence (an incomplete tail held back). */
-static size_t utf8_complete_len(const char *s, size_t n)
-{
-    for (size_t back = 1; back <= 4 && back <= n; back++) {
-        unsigned char c = (unsigned char)s[n - back];
-        if ((c & 0xC0) == 0x80)
-            continue; /* continuation byte: look further back */
-        size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-        return need > back ? n - back : n;
-    }
-    return n;
-}
-
-/* A JSON string of s[0..n); bytes that are not valid UTF-8 become U+FFFD. */
-static json_t *json_text(const char *s, size_t n)
-{
-    json_t *j = json_stringn(s, n);
-    if (j)
-        return j;
-    char *clean = malloc(n * 3 + 1);
-    size_t o = 0;
-    if (!clean)
-        return NULL;
-    for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)s[i];
-        size_t len = c < 0x80             ? 1
-                     : (c & 0xE0) == 0xC0 ? 2
-                     : (c & 0xF0) == 0xE0 ? 3
-                     : (c & 0xF8) == 0xF0 ? 4
-                                          : 0;
-        json_t *probe = len && i + len <= n ? json_stringn(s + i, len) : NULL;
-        if (probe) {
-            json_decref(probe);
-            memcpy(clean + o, s + i, len);
-            o += len;
-            i += len;
-        } else {
-            memcpy(clean + o, "\xEF\xBF\xBD", 3);
-            o += 3;
-            i++;
-        }
-    }
-    j = json_stringn(clean, o);
-    free(clean);
-    return j;
-}
-
-static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, char *text,
-                                  const char *type)
-{
-    if (!text)
-        return MHD_NO;
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(text);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    enum MHD_Result ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ret;
-}
-
-/* Replies with j (stolen) as compact JSON. */
-static enum MHD_Result reply_json(struct MHD_Connection *c, unsigned status, json_t *j)
-{
-    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    return reply_text(c, status, text, "application/json; charset=utf-8");
-}
-
-static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    return reply_json(c, status,
-                      json_pack("{s:{s:i,s:o,s:s}}", "error", "code", (int)status, "message",
-                                json_text(msg, strlen(msg)), "type", error_type((int)status)));
-}
-
-/* The request being read on a connection (MHD's con_cls). */
-struct conn_req {
-    char *body;
-    size_t len, cap;
-    bool too_big;
-    struct serve_job *job; /* a reference, or NULL */
-};
-
-/* The client's socket hung up (or failed). */
-static bool client_gone(struct MHD_Connection *c)
-{
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (!ci)
-        return false;
-    struct pollfd p = {.fd = ci->connect_fd, .events = POLLRDHUP};
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
-}
-
-/*
- * Waits (j->mu held) until j is done or, with progress, has more than
- * n_seen tokens; cancels j and returns false when the client hangs up.
- */
-static bool wait_job(struct MHD_Connection *c, struct serve_job *j, bool progress, size_t n_seen)
-{
-    while (!j->done && !(progress && j->n_tokens > n_seen)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += SERVE_POLL_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
-        if (!j->done && client_gone(c)) {
-            atomic_store(&j->cancelled, true);
-            return false;
-        }
-    }
-    return true;
-}
 
 /* The authorization of a request: Bearer KEY, or X-Api-Key: KEY. */
 static bool authorized(struct serve *sv, struct MHD_Connection *c)
@@ -196,236 +36,6 @@ static bool authorized(struct serve *sv, struct MHD_Connection *c)
     return x && !strcmp(x, key);
 }
 
-/* --- request parsing (serve_request.c) ---------------------------------------------------- */
-
-static int model_tokenize(void *ctx, const char *text, bool add_special, bool parse_special,
-                          int32_t **tokens, size_t *n)
-{
-    return forge_tokenize(ctx, text, add_special, parse_special, tokens, n);
-}
-
-static struct serve_request_env request_env(struct serve *sv)
-{
-    return (struct serve_request_env){.n_vocab = sv->info.n_vocab,
-                                      .n_ctx_limit = sv->n_ctx_limit,
-                                      .n_predict = sv->o->n_predict,
-                                      .tokenize = model_tokenize,
-                                      .ctx = sv->model};
-}
-
-/* --- responses ------------------------------------------------------------------------------ */
-
-static json_t *token_json(const int32_t *t, size_t n)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(a, json_integer(t[i]));
-    return a;
-}
-
-static json_t *timings_json(const struct serve_job *j)
-{
-    double prompt_ms = (double)j->prompt_ns / 1e6, pred_ms = (double)j->decode_ns / 1e6;
-    size_t n_after_first = j->n_tokens > 1 ? j->n_tokens - 1 : 0;
-    return json_pack("{s:I,s:f,s:f,s:I,s:f,s:f}", "prompt_n", (json_int_t)j->n_prompt, "prompt_ms",
-                     prompt_ms, "prompt_per_second",
-                     prompt_ms > 0 ? (double)j->n_prompt / prompt_ms * 1e3 : 0.0, "predicted_n",
-                     (json_int_t)j->n_tokens, "predicted_ms", pred_ms, "predicted_per_second",
-                     pred_ms > 0 ? (double)n_after_first / pred_ms * 1e3 : 0.0);
-}
-
-static json_t *settings_json(struct serve *sv, const struct serve_job *j)
-{
-    return json_pack("{s:I,s:I,s:f,s:I,s:f,s:f,s:I,s:b}", "n_ctx", (json_int_t)sv->n_ctx_limit,
-                     "n_predict", (json_int_t)j->n_predict, "temperature", (double)j->temperature,
-                     "top_k", (json_int_t)j->top_k, "top_p", (double)j->top_p, "min_p",
-                     (double)j->min_p, "seed", (json_int_t)j->seed, "stream", j->stream);
-}
-
-/* llama-server's /completion object for text[from..to) and tokens[t0..t1); final: stop. */
-static json_t *completion_json(struct serve *sv, const struct serve_job *j, size_t from, size_t to,
-                               size_t t0, size_t t1, bool final)
-{
-    json_t *o = json_pack("{s:i,s:o,s:o,s:b,s:i,s:I,s:I}", "index", 0, "content",
-                          json_text(j->text ? j->text + from : "", to - from), "tokens",
-                          token_json(j->tokens + t0, t1 - t0), "stop", final, "id_slot", 0,
-                          "tokens_predicted", (json_int_t)j->n_tokens, "tokens_evaluated",
-                          (json_int_t)j->n_prompt);
-    if (final && o) {
-        json_object_set_new(o, "model", json_string(sv->o->model));
-        json_object_set_new(o, "stop_type", json_string(j->stop_type));
-        json_object_set_new(o, "truncated", json_false());
-        json_object_set_new(o, "timings", timings_json(j));
-        json_object_set_new(o, "generation_settings", settings_json(sv, j));
-    }
-    return o;
-}
-
-/* OpenAI's text_completion object for text[from..to); final: finish_reason and usage. */
-static json_t *oai_json(struct serve *sv, const struct serve_job *j, size_t from, size_t to,
-                        bool final)
-{
-    char id[64];
-    snprintf(id, sizeof(id), "cmpl-%016llx", (unsigned long long)j->t_queued_ns);
-    const char *finish = !final ? NULL : !strcmp(j->stop_type, "eos") ? "stop" : "length";
-    json_t *choice = json_pack(
-        "{s:o,s:i,s:n,s:o}", "text", json_text(j->text ? j->text + from : "", to - from), "index",
-        0, "logprobs", "finish_reason", finish ? json_string(finish) : json_null());
-    json_t *o =
-        json_pack("{s:s,s:s,s:I,s:s,s:[o]}", "id", id, "object", "text_completion", "created",
-                  (json_int_t)time(NULL), "model", sv->o->model, "choices", choice);
-    if (final && o)
-        json_object_set_new(o, "usage",
-                            json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)j->n_prompt,
-                                      "completion_tokens", (json_int_t)j->n_tokens, "total_tokens",
-                                      (json_int_t)(j->n_prompt + j->n_tokens)));
-    if (final && o)
-        json_object_set_new(o, "timings", timings_json(j));
-    return o;
-}
-
-/* --- streaming ------------------------------------------------------------------------------ */
-
-struct stream {
-    struct serve *sv;
-    struct serve_job *job; /* a reference */
-    struct MHD_Connection *conn;
-    size_t sent_text, sent_tokens; /* what the events so far carried */
-    char *pending;                 /* the event being written */
-    size_t pending_len, pending_off;
-    bool final_sent, done_sent;
-};
-
-/* Appends "data: <json>\n\n" (j stolen) as the pending event. */
-static void stream_event(struct stream *st, json_t *j, const char *raw)
-{
-    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    const char *body = raw ? raw : text ? text : "{}";
-    size_t n = strlen(body) + 9;
-    free(st->pending);
-    st->pending = malloc(n);
-    if (st->pending)
-        st->pending_len = (size_t)snprintf(st->pending, n, "data: %s\n\n", body);
-    st->pending_off = 0;
-    free(text);
-}
-
-/* MHD's content reader: blocks for the next tokens, writes one event at a time. */
-static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
-{
-    struct stream *st = cls;
-    struct serve_job *j = st->job;
-    (void)pos;
-    while (!st->pending || st->pending_off == st->pending_len) {
-        if (st->done_sent)
-            return MHD_CONTENT_READER_END_OF_STREAM;
-        if (st->final_sent) {
-            st->done_sent = true;
-            if (j->api != SERVE_API_OAI)
-                return MHD_CONTENT_READER_END_OF_STREAM;
-            stream_event(st, NULL, "[DONE]");
-            break;
-        }
-        pthread_mutex_lock(&j->mu);
-        if (!wait_job(st->conn, j, true, st->sent_tokens)) {
-            pthread_mutex_unlock(&j->mu);
-            return MHD_CONTENT_READER_END_WITH_ERROR;
-        }
-        size_t to = j->done ? j->text_len : utf8_complete_len(j->text, j->text_len);
-        size_t t1 = j->n_tokens;
-        bool final = j->done;
-        json_t *ev;
-        if (final && j->status != 200) {
-            ev = json_pack("{s:{s:i,s:s,s:s}}", "error", "code", j->status, "message", j->message,
-                           "type", error_type(j->status));
-        } else if (j->api == SERVE_API_OAI) {
-            ev = oai_json(st->sv, j, st->sent_text, to, final);
-        } else {
-            ev = completion_json(st->sv, j, st->sent_text, to, st->sent_tokens, t1, final);
-        }
-        st->sent_text = to;
-        st->sent_tokens = t1;
-        st->final_sent = final;
-        pthread_mutex_unlock(&j->mu);
-        stream_event(st, ev, NULL);
-        if (!st->pending)
-            return MHD_CONTENT_READER_END_WITH_ERROR;
-    }
-    size_t n = st->pending_len - st->pending_off;
-    if (n > max)
-        n = max;
-    memcpy(buf, st->pending + st->pending_off, n);
-    st->pending_off += n;
-    return (ssize_t)n;
-}
-
-static void stream_free(void *cls)
-{
-    struct stream *st = cls;
-    if (!st->final_sent)
-        atomic_store(&st->job->cancelled, true); /* the connection ended early */
-    serve_job_put(st->job);
-    free(st->pending);
-    free(st);
-}
-
-/* --- handlers ------------------------------------------------------------------------------- */
-
-static enum MHD_Result handle_completion(struct serve *sv, struct MHD_Connection *c,
-                                         struct conn_req *rq, json_t *body, enum serve_api api)
-{
-    char msg[512];
-    struct serve_job *j = serve_job_new();
-    if (!j)
-        return reply_error(c, 500, "out of memory");
-    rq->job = j; /* the connection's reference */
-    pthread_mutex_lock(&sv->mu);
-    sv->connections_with_job++;
-    pthread_mutex_unlock(&sv->mu);
-    struct serve_request_env env = request_env(sv);
-    int st = serve_parse_completion(&env, body, api, j, msg, sizeof(msg));
-    if (st)
-        return reply_error(c, (unsigned)st, "%s", msg);
-    if (!serve_enqueue(sv, j, msg, sizeof(msg)))
-        return reply_error(c, 503, "%s", msg);
-    pthread_mutex_lock(&j->mu);
-    bool alive = wait_job(c, j, j->stream, 0);
-    bool ok = j->status == 200 || !j->done;
-    pthread_mutex_unlock(&j->mu);
-    if (!alive)
-        return MHD_NO; /* the client left: close */
-    if (!ok)
-        return reply_error(c, (unsigned)j->status, "%s", j->message);
-    if (j->stream) {
-        struct stream *s = calloc(1, sizeof(*s));
-        if (!s)
-            return reply_error(c, 500, "out of memory");
-        s->sv = sv;
-        s->job = j;
-        s->conn = c;
-        pthread_mutex_lock(&j->mu);
-        j->refs++;
-        pthread_mutex_unlock(&j->mu);
-        struct MHD_Response *r =
-            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free);
-        if (!r) {
-            stream_free(s);
-            return MHD_NO;
-        }
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-        enum MHD_Result ret = MHD_queue_response(c, 200, r);
-        MHD_destroy_response(r);
-        return ret;
-    }
-    pthread_mutex_lock(&j->mu);
-    json_t *o = api == SERVE_API_OAI ? oai_json(sv, j, 0, j->text_len, true)
-                                     : completion_json(sv, j, 0, j->text_len, 0, j->n_tokens, true);
-    pthread_mutex_unlock(&j->mu);
-    return reply_json(c, 200, o);
-}
-
 static enum MHD_Result handle_tokenize(struct serve *sv, struct MHD_Connection *c, json_t *body)
 {
     const char *content;
@@ -434,49 +44,51 @@ static enum MHD_Result handle_tokenize(struct serve *sv, struct MHD_Connection *
     int st = serve_parse_tokenize(body, &content, &add_special, &parse_special, &with_pieces, msg,
                                   sizeof(msg));
     if (st)
-        return reply_error(c, (unsigned)st, "%s", msg);
+        return serve_reply_error(c, (unsigned)st, "%s", msg);
     int32_t *t = NULL;
     size_t n = 0;
     int rc = forge_tokenize(sv->model, content, add_special, parse_special, &t, &n);
     if (rc < 0)
-        return reply_error(c, rc == -ENOMEM ? 500 : 400, "cannot tokenize: %s", rf_strerror(rc));
+        return serve_reply_error(c, rc == -ENOMEM ? 500 : 400, "cannot tokenize: %s",
+                                 rf_strerror(rc));
     json_t *a = json_array();
     for (size_t i = 0; i < n; i++) {
         char *piece = NULL;
         if (with_pieces && forge_detokenize(sv->model, &t[i], 1, &piece) == 0)
-            json_array_append_new(
-                a, json_pack("{s:i,s:o}", "id", t[i], "piece", json_text(piece, strlen(piece))));
+            json_array_append_new(a, json_pack("{s:i,s:o}", "id", t[i], "piece",
+                                               serve_json_text(piece, strlen(piece))));
         else
             json_array_append_new(a, json_integer(t[i]));
         free(piece);
     }
     free(t);
-    return reply_json(c, 200, json_pack("{s:o}", "tokens", a));
+    return serve_reply_json(c, 200, json_pack("{s:o}", "tokens", a));
 }
 
 static enum MHD_Result handle_detokenize(struct serve *sv, struct MHD_Connection *c, json_t *body)
 {
-    struct serve_request_env env = request_env(sv);
+    struct serve_request_env env = serve_request_env_of(sv);
     char msg[256];
     int32_t *t = NULL;
     size_t n = 0;
     int st = serve_parse_detokenize(&env, body, &t, &n, msg, sizeof(msg));
     if (st)
-        return reply_error(c, (unsigned)st, "%s", msg);
+        return serve_reply_error(c, (unsigned)st, "%s", msg);
     char *text = NULL;
     int rc = forge_detokenize(sv->model, t, n, &text);
     free(t);
     if (rc < 0)
-        return reply_error(c, rc == -EINVAL ? 400 : 500, "cannot detokenize: %s", rf_strerror(rc));
-    json_t *o = json_pack("{s:o}", "content", json_text(text, strlen(text)));
+        return serve_reply_error(c, rc == -EINVAL ? 400 : 500, "cannot detokenize: %s",
+                                 rf_strerror(rc));
+    json_t *o = json_pack("{s:o}", "content", serve_json_text(text, strlen(text)));
     free(text);
-    return reply_json(c, 200, o);
+    return serve_reply_json(c, 200, o);
 }
 
 static json_t *models_json(struct serve *sv)
 {
     return json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:{s:i,s:i,s:i,s:I,s:I}}]}", "object", "list",
-                     "data", "id", sv->o->model, "object", "model", "created",
+                     "data", "id", sv->o->sess.model, "object", "model", "created",
                      (json_int_t)sv->t_start_s, "owned_by", "llamacpp", "meta", "n_vocab",
                      sv->info.n_vocab, "n_ctx_train", sv->info.n_ctx_train, "n_embd",
                      sv->info.n_embd, "n_params", (json_int_t)sv->info.n_params, "size",
@@ -492,18 +104,19 @@ static enum MHD_Result handle_props(struct serve *sv, struct MHD_Connection *c)
     json_t *res = json_pack(
         "{s:s,s:s?,s:s,s:b,s:I,s:I,s:I,s:b,s:I,s:b,s:I}", "state",
         serve_residency_name(sv->residency), "idle_release_reason",
-        sv->idle_reason[0] ? sv->idle_reason : NULL, "policy", rf_policy_name(sv->o->policy),
-        "has_memory_target", sv->o->has_target, "memory_target_bytes",
-        (json_int_t)sv->o->target_bytes, "idle_seconds", (json_int_t)sv->o->idle_seconds,
+        sv->idle_reason[0] ? sv->idle_reason : NULL, "policy", rf_policy_name(sv->o->sess.policy),
+        "has_memory_target", sv->o->sess.has_target, "memory_target_bytes",
+        (json_int_t)sv->o->sess.target_bytes, "idle_seconds", (json_int_t)sv->o->idle_seconds,
         "idle_boundaries", (json_int_t)sv->idle_boundaries, "has_staging_budget",
-        sv->o->has_staging, "staging_budget_bytes", (json_int_t)sv->o->staging_budget, "processing",
-        sv->processing, "queued", (json_int_t)sv->queued);
+        sv->o->sess.has_staging, "staging_budget_bytes", (json_int_t)sv->o->sess.staging_budget,
+        "processing", sv->processing, "queued", (json_int_t)sv->queue.n);
     pthread_mutex_unlock(&sv->mu);
-    json_t *o = json_pack("{s:{s:I,s:{s:I}},s:i,s:s,s:s,s:s,s:o}", "default_generation_settings",
-                          "n_ctx", (json_int_t)sv->n_ctx_limit, "params", "n_predict",
-                          (json_int_t)sv->o->n_predict, "total_slots", 1, "model_path",
-                          sv->o->model, "chat_template", "", "build_info", build, "residency", res);
-    return reply_json(c, 200, o);
+    json_t *o =
+        json_pack("{s:{s:I,s:{s:I}},s:i,s:s,s:s,s:s,s:o}", "default_generation_settings", "n_ctx",
+                  (json_int_t)sv->n_ctx_limit, "params", "n_predict",
+                  (json_int_t)sv->o->sess.n_predict, "total_slots", 1, "model_path",
+                  sv->o->sess.model, "chat_template", "", "build_info", build, "residency", res);
+    return serve_reply_json(c, 200, o);
 }
 
 /* {"operation": <report>, "session": <report>}: the two documents spliced as text. */
@@ -517,7 +130,7 @@ static enum MHD_Result handle_residency(struct serve *sv, struct MHD_Connection 
     pthread_mutex_unlock(&sv->session_mu);
     if (rc < 0) {
         free(op);
-        return reply_error(c, 500, "cannot build the report: %s", rf_strerror(rc));
+        return serve_reply_error(c, 500, "cannot build the report: %s", rf_strerror(rc));
     }
     size_t n = strlen(op) + strlen(ses) + 32;
     char *text = malloc(n);
@@ -525,7 +138,7 @@ static enum MHD_Result handle_residency(struct serve *sv, struct MHD_Connection 
         snprintf(text, n, "{\"operation\":%s,\"session\":%s}", op, ses);
     free(op);
     free(ses);
-    return reply_text(c, 200, text, "application/json; charset=utf-8");
+    return serve_reply_text(c, 200, text, "application/json; charset=utf-8");
 }
 
 struct route {
@@ -570,23 +183,24 @@ static enum MHD_Result route_request(struct serve *sv, struct MHD_Connection *c,
         if (!strcmp(routes[i].path, url))
             r = &routes[i];
     if (!r)
-        return reply_error(c, 404, "File Not Found");
+        return serve_reply_error(c, 404, "File Not Found");
     if (!r->public_ && !authorized(sv, c))
-        return reply_error(c, 401, "Invalid API Key");
+        return serve_reply_error(c, 401, "Invalid API Key");
     if (strcmp(method, r->method) && !(!strcmp(method, "HEAD") && !strcmp(r->method, "GET")))
-        return reply_error(c, 405, "%s is not allowed on %s (use %s)", method, url, r->method);
+        return serve_reply_error(c, 405, "%s is not allowed on %s (use %s)", method, url,
+                                 r->method);
     if (rq->too_big)
-        return reply_error(c, 413, "the request body is larger than %u bytes",
-                           SERVE_BODY_MAX_BYTES);
+        return serve_reply_error(c, 413, "the request body is larger than %u bytes",
+                                 SERVE_BODY_MAX_BYTES);
     switch (r->id) {
     case R_HEALTH:
-        return reply_json(c, 200, json_pack("{s:s}", "status", "ok"));
+        return serve_reply_json(c, 200, json_pack("{s:s}", "status", "ok"));
     case R_PROPS:
         return handle_props(sv, c);
     case R_MODELS:
-        return reply_json(c, 200, models_json(sv));
+        return serve_reply_json(c, 200, models_json(sv));
     case R_METRICS:
-        return reply_text(c, 200, serve_metrics_text(sv), "text/plain; version=0.0.4");
+        return serve_reply_text(c, 200, serve_metrics_text(sv), "text/plain; version=0.0.4");
     case R_RESIDENCY:
         return handle_residency(sv, c);
     default:
@@ -595,15 +209,15 @@ static enum MHD_Result route_request(struct serve *sv, struct MHD_Connection *c,
     char msg[256];
     json_t *body = serve_body_parse(rq->body, rq->len, msg, sizeof(msg));
     if (!body)
-        return reply_error(c, 400, "%s", msg);
+        return serve_reply_error(c, 400, "%s", msg);
     enum MHD_Result ret;
     if (r->id == R_TOKENIZE)
         ret = handle_tokenize(sv, c, body);
     else if (r->id == R_DETOKENIZE)
         ret = handle_detokenize(sv, c, body);
     else
-        ret = handle_completion(sv, c, rq, body,
-                                r->id == R_OAI ? SERVE_API_OAI : SERVE_API_COMPLETION);
+        ret = serve_handle_completion(sv, c, rq, body,
+                                      r->id == R_OAI ? SERVE_API_OAI : SERVE_API_COMPLETION);
     json_decref(body);
     return ret;
 }
@@ -648,7 +262,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (atomic_load(&sv->stopping))
-        return reply_error(c, 503, "the server is shutting down");
+        return serve_reply_error(c, 503, "the server is shutting down");
     return route_request(sv, c, url, method, rq);
 }
 
@@ -692,7 +306,7 @@ int serve_http_start(struct serve *sv)
         return errno ? -errno : -EIO;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(sv->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    fprintf(stderr, "%s: serving %s on http://%s:%u/\n", RF_PROGRAM, sv->o->model, sv->o->host,
+    fprintf(stderr, "%s: serving %s on http://%s:%u/\n", RF_PROGRAM, sv->o->sess.model, sv->o->host,
             di ? di->port : (unsigned)sv->o->port);
     return 0;
 }

@@ -17,6 +17,21 @@
 #include "ramforge/session_ext.h"
 #include "serve.h"
 
+const char *serve_residency_name(enum serve_residency r)
+{
+    switch (r) {
+    case SERVE_RESIDENT:
+        return "resident";
+    case SERVE_IDLE_RELEASED:
+        return "idle_released";
+    case SERVE_IDLE_RELEASE_REFUSED:
+        return "idle_release_refused";
+    case SERVE_STAGING:
+        return "staging";
+    }
+    return "unknown";
+}
+
 static void family(FILE *f, const char *name, const char *type, const char *help)
 {
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
@@ -43,7 +58,7 @@ static void server_metrics(FILE *f, struct serve *sv)
     metric_u64(f, "llamacpp:requests_processing", "gauge", "Number of requests processing.",
                sv->processing);
     metric_u64(f, "llamacpp:requests_deferred", "gauge", "Number of requests deferred.",
-               sv->queued);
+               sv->queue.n);
     metric_u64(f, "ramforge_requests_total", "counter", "Generations run to their end.",
                sv->requests_total);
     metric_u64(f, "ramforge_requests_cancelled_total", "counter",
@@ -89,9 +104,9 @@ char *serve_metrics_text(struct serve *sv)
                rf_session_operations(sv->session));
     /* The report's families: the writer run --metrics-file shares (ramforge/metrics.h). */
     char *report = NULL;
-    int rc =
-        rf_metrics_text(rf_session_report(sv->session, RF_REPORT_OPERATION),
-                        rf_session_report(sv->session, RF_REPORT_SESSION), sv->o->model, &report);
+    int rc = rf_metrics_text(rf_session_report(sv->session, RF_REPORT_OPERATION),
+                             rf_session_report(sv->session, RF_REPORT_SESSION), sv->o->sess.model,
+                             &report);
     pthread_mutex_unlock(&sv->session_mu);
     if (rc == 0)
         fputs(report, f);

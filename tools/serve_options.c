@@ -1,5 +1,4 @@
 /* ramforge serve's command line: the options, their checks and the usage text. */
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -80,166 +79,111 @@ static void usage(FILE *out)
             RF_PROGRAM);
 }
 
+/* serve's own long-only options (the shared ones: session_options.h). */
 enum {
-    OPT_HOST = 256,
+    OPT_HOST = SESSION_OPT_END,
     OPT_PORT,
-    OPT_POLICY,
-    OPT_TARGET,
-    OPT_RESERVE,
-    OPT_RELEASE_MODE,
     OPT_IDLE,
-    OPT_STAGING,
     OPT_QUEUE,
     OPT_HISTORY,
     OPT_API_KEY,
     OPT_TIMEOUT,
-    OPT_REPORT_JSON,
-    OPT_PROFILE,
-    OPT_PROFILE_HISTORY,
     OPT_PROFILE_SAVE_EVERY,
 };
+
+/* serve's own options (session_command.own): 0, the exit status, or -1 for an unknown code. */
+static int serve_option(int c, const char *arg, void *ud)
+{
+    struct serve_options *o = ud;
+
+    switch (c) {
+    case OPT_HOST:
+        o->host = arg;
+        break;
+    case OPT_PORT:
+        if (!cli_parse_int("port (--port)", arg, 0, 65535, &o->port))
+            return RF_EXIT_USAGE;
+        break;
+    case OPT_IDLE:
+        if (!cli_parse_int("idle time (--idle-seconds)", arg, 0, 86400 * 365, &o->idle_seconds))
+            return RF_EXIT_USAGE;
+        break;
+    case OPT_HISTORY:
+        if (!cli_parse_int("operations kept (--history)", arg, 1, 1000000, &o->history))
+            return RF_EXIT_USAGE;
+        break;
+    case OPT_QUEUE:
+        if (!cli_parse_int("queue length (--queue)", arg, 1, 4096, &o->queue))
+            return RF_EXIT_USAGE;
+        break;
+    case OPT_API_KEY:
+        if (!*arg) {
+            cli_usage_error("the API key is empty");
+            return RF_EXIT_USAGE;
+        }
+        o->api_key = arg;
+        break;
+    case OPT_TIMEOUT:
+        if (!cli_parse_int("timeout (--timeout)", arg, 1, 86400, &o->timeout_s))
+            return RF_EXIT_USAGE;
+        break;
+    case OPT_PROFILE_SAVE_EVERY:
+        if (!cli_parse_int("requests (--profile-save-every)", arg, 0, 1000000000,
+                           &o->profile_save_every))
+            return RF_EXIT_USAGE;
+        break;
+    default:
+        return -1;
+    }
+    return 0;
+}
 
 int serve_parse_options(int argc, char **argv, struct serve_options *o)
 {
     static const struct option opts[] = {
-        {"model", required_argument, NULL, 'm'},
+        SESSION_LONGOPT_MODEL,
         {"host", required_argument, NULL, OPT_HOST},
         {"port", required_argument, NULL, OPT_PORT},
-        {"ctx-size", required_argument, NULL, 'c'},
-        {"n-predict", required_argument, NULL, 'n'},
-        {"threads", required_argument, NULL, 't'},
-        {"residency-policy", required_argument, NULL, OPT_POLICY},
-        {"memory-target", required_argument, NULL, OPT_TARGET},
-        {"safety-reserve", required_argument, NULL, OPT_RESERVE},
-        {"release-mode", required_argument, NULL, OPT_RELEASE_MODE},
+        SESSION_LONGOPT_CTX_SIZE,
+        SESSION_LONGOPT_N_PREDICT,
+        SESSION_LONGOPT_THREADS,
+        SESSION_LONGOPT_POLICY,
+        SESSION_LONGOPT_TARGET,
+        SESSION_LONGOPT_RESERVE,
+        SESSION_LONGOPT_RELEASE_MODE,
         {"idle-seconds", required_argument, NULL, OPT_IDLE},
-        {"staging-budget", required_argument, NULL, OPT_STAGING},
+        SESSION_LONGOPT_STAGING,
         {"queue", required_argument, NULL, OPT_QUEUE},
         {"history", required_argument, NULL, OPT_HISTORY},
         {"api-key", required_argument, NULL, OPT_API_KEY},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
-        {"residency-report-json", required_argument, NULL, OPT_REPORT_JSON},
-        {"profile", required_argument, NULL, OPT_PROFILE},
-        {"profile-history", required_argument, NULL, OPT_PROFILE_HISTORY},
+        SESSION_LONGOPT_REPORT_JSON,
+        SESSION_LONGOPT_PROFILE,
+        SESSION_LONGOPT_PROFILE_HISTORY,
         {"profile-save-every", required_argument, NULL, OPT_PROFILE_SAVE_EVERY},
-        {"verbose", no_argument, NULL, 'v'},
-        {"help", no_argument, NULL, 'h'},
+        SESSION_LONGOPT_VERBOSE,
+        SESSION_LONGOPT_HELP,
         {NULL, 0, NULL, 0},
     };
-    int c;
-    opterr = 0;
-    if (!cli_reject_llama_flags("serve ", argc, argv, opts, ":m:c:n:t:vh"))
+    const struct session_command cmd = {.longopts = opts,
+                                        .shortopts = ":" SESSION_SHORTOPTS,
+                                        .usage = usage,
+                                        .own = serve_option,
+                                        .ud = o};
+    const struct session_options *so = &o->sess;
+
+    int rc = session_options_parse(&cmd, argc, argv, &o->sess);
+    if (rc >= 0)
+        return rc;
+    if (!cli_check_target(so->policy, so->has_target, so->target_bytes, so->reserve_bytes))
         return RF_EXIT_USAGE;
-    while ((c = getopt_long(argc, argv, ":m:c:n:t:vh", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm':
-            o->model = optarg;
-            break;
-        case OPT_HOST:
-            o->host = optarg;
-            break;
-        case OPT_PORT:
-            if (!cli_parse_int("port (--port)", optarg, 0, 65535, &o->port))
-                return RF_EXIT_USAGE;
-            break;
-        case 'c':
-            if (!cli_parse_int("context size (-c)", optarg, 1, 16777216, &o->n_ctx))
-                return RF_EXIT_USAGE;
-            break;
-        case 'n':
-            if (!cli_parse_int("token count (-n)", optarg, 1, 1000000, &o->n_predict))
-                return RF_EXIT_USAGE;
-            break;
-        case 't':
-            if (!cli_parse_int("thread count (-t)", optarg, 1, 1024, &o->n_threads))
-                return RF_EXIT_USAGE;
-            break;
-        case OPT_POLICY:
-            if (!cli_parse_policy("serve ", optarg, &o->policy))
-                return RF_EXIT_USAGE;
-            break;
-        case OPT_TARGET:
-            if (!cli_parse_size("serve ", "--memory-target", optarg, false, &o->target_bytes))
-                return RF_EXIT_USAGE;
-            o->has_target = true;
-            break;
-        case OPT_RESERVE:
-            if (!cli_parse_size("serve ", "--safety-reserve", optarg, true, &o->reserve_bytes))
-                return RF_EXIT_USAGE;
-            break;
-        case OPT_RELEASE_MODE:
-            o->has_release_mode = true;
-            if (!cli_parse_release_mode("serve ", optarg, &o->release_mode))
-                return RF_EXIT_USAGE;
-            break;
-        case OPT_IDLE:
-            if (!cli_parse_int("idle time (--idle-seconds)", optarg, 0, 86400 * 365,
-                               &o->idle_seconds))
-                return RF_EXIT_USAGE;
-            break;
-        case OPT_STAGING:
-            if (!cli_parse_size("serve ", "--staging-budget", optarg, false, &o->staging_budget))
-                return RF_EXIT_USAGE;
-            o->has_staging = true;
-            break;
-        case OPT_HISTORY:
-            if (!cli_parse_int("operations kept (--history)", optarg, 1, 1000000, &o->history))
-                return RF_EXIT_USAGE;
-            break;
-        case OPT_QUEUE:
-            if (!cli_parse_int("queue length (--queue)", optarg, 1, 4096, &o->queue))
-                return RF_EXIT_USAGE;
-            break;
-        case OPT_API_KEY:
-            if (!*optarg) {
-                cli_usage_error("serve ", "the API key is empty");
-                return RF_EXIT_USAGE;
-            }
-            o->api_key = optarg;
-            break;
-        case OPT_TIMEOUT:
-            if (!cli_parse_int("timeout (--timeout)", optarg, 1, 86400, &o->timeout_s))
-                return RF_EXIT_USAGE;
-            break;
-        case OPT_REPORT_JSON:
-            o->json_path = optarg;
-            break;
-        case OPT_PROFILE:
-            o->profile_path = optarg;
-            break;
-        case OPT_PROFILE_HISTORY:
-            if (!cli_parse_profile_history(optarg, &o->profile_history))
-                return RF_EXIT_USAGE;
-            break;
-        case OPT_PROFILE_SAVE_EVERY:
-            if (!cli_parse_int("requests (--profile-save-every)", optarg, 0, 1000000000,
-                               &o->profile_save_every))
-                return RF_EXIT_USAGE;
-            break;
-        case 'v':
-            o->verbose = true;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            return cli_bad_option("serve ", c, argv, opts);
-        }
-    }
-    if (!cli_check_model_operands("serve ", argc, argv, o->model))
-        return RF_EXIT_USAGE;
-    if (!cli_check_target("serve ", o->policy, o->has_target, o->target_bytes, o->reserve_bytes))
-        return RF_EXIT_USAGE;
-    if (o->policy == RF_POLICY_OFF && (o->idle_seconds || o->has_staging || o->has_target))
+    if (so->policy == RF_POLICY_OFF && (o->idle_seconds || so->has_staging || so->has_target))
         cli_error("warning: --idle-seconds, --staging-budget and --memory-target have no "
                   "effect with --residency-policy off");
-    if (o->profile_path && o->policy == RF_POLICY_OFF) {
-        cli_usage_error("serve ", "--profile needs a residency policy (not off)");
+    if (so->profile_path && so->policy == RF_POLICY_OFF) {
+        cli_usage_error("--profile needs a residency policy (not off)");
         return RF_EXIT_USAGE;
     }
-    if (o->has_release_mode && !rf_policy_mutates(o->policy))
-        cli_error("warning: --release-mode has no effect with --residency-policy %s (it does "
-                  "not release)",
-                  rf_policy_name(o->policy));
+    session_options_warn_release_mode(so);
     return -1;
 }

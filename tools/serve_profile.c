@@ -19,13 +19,13 @@ bool serve_profile_open(struct serve *sv)
 {
     const struct serve_options *o = sv->o;
     char err[RF_SESSION_PROFILE_ERR_MAX];
-    if (!o->profile_path)
+    if (!o->sess.profile_path)
         return true;
     bool used = false;
-    int rc = rf_session_profile_open(sv->session, o->profile_path, (size_t)o->profile_history,
-                                     &used, err);
+    int rc = rf_session_profile_open(sv->session, o->sess.profile_path,
+                                     (size_t)o->sess.profile_history, &used, err);
     if (rc < 0) {
-        cli_error("cannot use profile %s: %s", o->profile_path, rf_strerror(rc));
+        cli_error("cannot use profile %s: %s", o->sess.profile_path, rf_strerror(rc));
         return false;
     }
     if (!used && err[0])
@@ -62,7 +62,7 @@ static bool save(struct serve *sv)
     int rc = rf_session_profile_save(sv->session, &saved, err);
     if (rc < 0)
         cli_error("%s", err);
-    else if (!saved && err[0] && sv->o->verbose)
+    else if (!saved && err[0] && sv->o->sess.verbose)
         cli_error("warning: profile %s", err);
     sv->profile_requests = 0;
     return rc >= 0;
@@ -70,7 +70,7 @@ static bool save(struct serve *sv)
 
 void serve_profile_after_request(struct serve *sv)
 {
-    if (!sv->o->profile_path || sv->o->profile_save_every <= 0)
+    if (!sv->o->sess.profile_path || sv->o->profile_save_every <= 0)
         return;
     if (++sv->profile_requests >= (uint64_t)sv->o->profile_save_every)
         save(sv);
@@ -78,7 +78,7 @@ void serve_profile_after_request(struct serve *sv)
 
 bool serve_profile_close(struct serve *sv)
 {
-    if (!sv->o->profile_path)
+    if (!sv->o->sess.profile_path)
         return true;
     pthread_mutex_lock(&sv->session_mu);
     bool ok = save(sv);

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "serve.h"
+#include "serve_queue.h"
 
 #define SERVE_SEED_RANDOM 0xFFFFFFFFu /* LLAMA_DEFAULT_SEED: dist draws a random seed */
 

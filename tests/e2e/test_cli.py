@@ -328,6 +328,16 @@ def case_badinput(c):
         p = expect_error_lines(c, [cmd, *argv], 2, "invalid")
         check(f"Try 'ramforge {cmd} --help' for more information." in p.stderr.splitlines(),
               f"{cmd} {argv}: no --help hint in {p.stderr!r}")
+    # run and serve parse the options they share once (tools/session_options.c): the same bad
+    # value gets the same message and status, each with its own command's --help hint.
+    for argv in (["-n", "0"], ["-t", "x"], ["-c", "0"], ["--residency-policy", "bogus"],
+                 ["--memory-target", "0"], ["--safety-reserve", "x"], ["--release-mode", "x"],
+                 ["--staging-budget", "0"], ["--profile-history", "0"], ["--memory-target"]):
+        r = c.run("run", "-m", model, *argv, check_rc=2)
+        s = c.run("serve", "-m", model, *argv, check_rc=2)
+        check("Try 'ramforge run --help'" in r.stderr and
+              r.stderr.replace("'ramforge run --help'", "'ramforge serve --help'") == s.stderr,
+              f"{argv}: run said {r.stderr!r}, serve {s.stderr!r}")
     expect_error(c, ["run", "-m", model, "-t", "-3"], 2, "invalid thread count")
     expect_error(c, ["run", "-m", model, "--residency-policy", "bogus"], 2,
                  "unknown residency policy 'bogus'")

@@ -112,7 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc == 0) {
         /* the CLI's wrapper: the same value, or a usage error above INT64_MAX */
         uint64_t cli = 0;
-        bool ok = cli_parse_size("fuzz", "--size", s, false, &cli);
+        bool ok = cli_parse_size("--size", s, false, &cli);
         if (ok != (bytes <= (uint64_t)INT64_MAX) || (ok && cli != bytes))
             abort();
     }

@@ -1,0 +1,101 @@
+/*
+ * ramforge serve's HTTP replies (serve_http.h): JSON and text bodies, and
+ * llama-server's error shape {"error":{"code":N,"message":"...","type":"..."}}
+ * (tools/server/utils.hpp, format_error_response), for the routing
+ * (serve_http.c) and the completion endpoints (serve_completion.c).
+ */
+#include "serve_http.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *serve_error_type(int status)
+{
+    switch (status) {
+    case 401:
+        return "authentication_error";
+    case 404:
+        return "not_found_error";
+    case 405:
+    case 501:
+        return "not_supported_error";
+    case 500:
+        return "server_error";
+    case 503:
+        return "unavailable_error";
+    default:
+        return "invalid_request_error";
+    }
+}
+
+json_t *serve_json_text(const char *s, size_t n)
+{
+    json_t *j = json_stringn(s, n);
+    if (j)
+        return j;
+    char *clean = malloc(n * 3 + 1);
+    size_t o = 0;
+    if (!clean)
+        return NULL;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c < 0x80             ? 1
+                     : (c & 0xE0) == 0xC0 ? 2
+                     : (c & 0xF0) == 0xE0 ? 3
+                     : (c & 0xF8) == 0xF0 ? 4
+                                          : 0;
+        json_t *probe = len && i + len <= n ? json_stringn(s + i, len) : NULL;
+        if (probe) {
+            json_decref(probe);
+            memcpy(clean + o, s + i, len);
+            o += len;
+            i += len;
+        } else {
+            memcpy(clean + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        }
+    }
+    j = json_stringn(clean, o);
+    free(clean);
+    return j;
+}
+
+enum MHD_Result serve_reply_text(struct MHD_Connection *c, unsigned status, char *text,
+                                 const char *type)
+{
+    if (!text)
+        return MHD_NO;
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+enum MHD_Result serve_reply_json(struct MHD_Connection *c, unsigned status, json_t *j)
+{
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return serve_reply_text(c, status, text, "application/json; charset=utf-8");
+}
+
+enum MHD_Result serve_reply_error(struct MHD_Connection *c, unsigned status, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return serve_reply_json(c, status,
+                            json_pack("{s:{s:i,s:o,s:s}}", "error", "code", (int)status, "message",
+                                      serve_json_text(msg, strlen(msg)), "type",
+                                      serve_error_type((int)status)));
+}
