@@ -402,6 +402,19 @@ static bool index_at_least(const void *ctx, size_t i)
     return k->inv->entries[i].key.tensor_index >= k->tensor_index;
 }
 
+int rf_inventory_check(const struct rf_inventory *inv)
+{
+    if (!inv || (inv->n > 0 && (!inv->entries || inv->page_bytes == 0)))
+        return -EINVAL;
+    for (size_t i = 0; i < inv->n; i++) {
+        const struct rf_inventory_entry *e = &inv->entries[i];
+
+        if (e->file_backed && (e->mapping_index < 0 || (size_t)e->mapping_index >= inv->n_mappings))
+            return -EINVAL;
+    }
+    return 0;
+}
+
 int rf_inventory_lookup(const struct rf_inventory *inv, struct rf_resource_key key,
                         const struct rf_inventory_entry **out)
 {

@@ -355,23 +355,13 @@ enum sel_mode {
 
 static int check_params(const struct rf_inventory *inv, const struct rf_plan_params *p)
 {
-    size_t i;
-
     if (!profile_valid(p->profile) || (!p->profile_order && p->n_profile_order > 0))
         return -EINVAL;
     if (rf_policy_requires_target(p->profile) && !p->has_target)
         return -EINVAL;
     if (p->has_target && p->reserve_bytes >= p->target_bytes)
         return -EINVAL;
-    if (inv->n > 0 && (!inv->entries || inv->page_bytes == 0))
-        return -EINVAL;
-    for (i = 0; i < inv->n; i++) {
-        const struct rf_inventory_entry *e = &inv->entries[i];
-
-        if (e->file_backed && (e->mapping_index < 0 || (size_t)e->mapping_index >= inv->n_mappings))
-            return -EINVAL;
-    }
-    return 0;
+    return rf_inventory_check(inv);
 }
 
 static uint64_t estimate_after(uint64_t resident_bytes, uint64_t release_bytes)

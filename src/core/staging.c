@@ -147,19 +147,9 @@ static int add_lowest_new_pages(struct rf_interval_set *s, struct rf_page_range 
 
 static int check_params(const struct rf_inventory *inv, const struct rf_staging_params *p)
 {
-    size_t i;
-
     if (!p->order && p->n_order > 0)
         return -EINVAL;
-    if (inv->n > 0 && (!inv->entries || inv->page_bytes == 0))
-        return -EINVAL;
-    for (i = 0; i < inv->n; i++) {
-        const struct rf_inventory_entry *e = &inv->entries[i];
-
-        if (e->file_backed && (e->mapping_index < 0 || (size_t)e->mapping_index >= inv->n_mappings))
-            return -EINVAL;
-    }
-    return 0;
+    return rf_inventory_check(inv);
 }
 
 /* Page count -> bytes, checked. */

@@ -219,7 +219,6 @@ static int read_maps_file(const char *sysroot, const char *pid, const char *name
     struct rfsys_maps maps;
     struct rfsys_mapping *cur = NULL;
     size_t cap = 0;
-    char path[64];
     char *text = NULL;
     char *cursor, *line;
     int ret;
@@ -228,10 +227,7 @@ static int read_maps_file(const char *sysroot, const char *pid, const char *name
     if (!out)
         return -EINVAL;
     rfsys_maps_free(out);
-    ret = rfsys__proc_path(path, sizeof(path), pid, name);
-    if (ret < 0)
-        goto out;
-    ret = rfsys_slurp(sysroot, path, RFSYS_SLURP_MAX_BYTES, &text, NULL);
+    ret = rfsys__proc_slurp(sysroot, pid, name, &text);
     if (ret < 0)
         goto out;
 

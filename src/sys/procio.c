@@ -41,11 +41,9 @@ static int parse_u64(const char *s, uint64_t *v, const char **end)
 
 static int read_io_file(const char *sysroot, const char *pid, struct rfsys_io *out)
 {
-    char path[64], *text = NULL, *cursor, *line;
-    int ret = rfsys__proc_path(path, sizeof(path), pid, "io");
+    char *text, *cursor, *line;
+    int ret = rfsys__proc_slurp(sysroot, pid, "io", &text);
 
-    if (ret == 0)
-        ret = rfsys_slurp(sysroot, path, RFSYS_SLURP_MAX_BYTES, &text, NULL);
     if (ret < 0)
         return ret;
     cursor = text;
@@ -63,11 +61,9 @@ static int read_io_file(const char *sysroot, const char *pid, struct rfsys_io *o
 
 static int read_stat_file(const char *sysroot, const char *pid, struct rfsys_io *out)
 {
-    char path[64], *text = NULL;
-    int ret = rfsys__proc_path(path, sizeof(path), pid, "stat");
+    char *text;
+    int ret = rfsys__proc_slurp(sysroot, pid, "stat", &text);
 
-    if (ret == 0)
-        ret = rfsys_slurp(sysroot, path, RFSYS_SLURP_MAX_BYTES, &text, NULL);
     if (ret < 0)
         return ret;
     /* after "pid (comm)": state(3) minflt(10) cminflt(11) majflt(12) */

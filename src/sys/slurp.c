@@ -70,6 +70,15 @@ int rfsys__proc_path(char *buf, size_t size, const char *pid, const char *name)
     return 0;
 }
 
+int rfsys__proc_slurp(const char *sysroot, const char *pid, const char *name, char **text)
+{
+    char path[64];
+    int ret = rfsys__proc_path(path, sizeof(path), pid, name);
+
+    *text = NULL;
+    return ret < 0 ? ret : rfsys_slurp(sysroot, path, RFSYS_SLURP_MAX_BYTES, text, NULL);
+}
+
 char *rfsys__next_line(char **cursor)
 {
     char *line = *cursor;

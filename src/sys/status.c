@@ -56,7 +56,6 @@ static int parse_status_line(char *line, struct rfsys_status *st)
 int rfsys_read_status(const char *sysroot, const char *pid, struct rfsys_status *out)
 {
     struct rfsys_status st;
-    char path[64];
     char *text = NULL;
     char *cursor, *line;
     int ret;
@@ -65,10 +64,7 @@ int rfsys_read_status(const char *sysroot, const char *pid, struct rfsys_status 
         return -EINVAL;
     memset(out, 0, sizeof(*out));
     memset(&st, 0, sizeof(st));
-    ret = rfsys__proc_path(path, sizeof(path), pid, "status");
-    if (ret < 0)
-        goto out;
-    ret = rfsys_slurp(sysroot, path, RFSYS_SLURP_MAX_BYTES, &text, NULL);
+    ret = rfsys__proc_slurp(sysroot, pid, "status", &text);
     if (ret < 0)
         goto out;
 

@@ -29,6 +29,13 @@ int rfsys__path(char *buf, size_t size, const char *sysroot, const char *path);
 int rfsys__proc_path(char *buf, size_t size, const char *pid, const char *name);
 
 /*
+ * Reads sysroot + "/proc/PID/NAME" whole (rfsys_slurp, RFSYS_SLURP_MAX_BYTES)
+ * into *text, NUL-terminated; the caller frees it. Returns 0, or
+ * rfsys__proc_path's and rfsys_slurp's errors (*text is then NULL).
+ */
+int rfsys__proc_slurp(const char *sysroot, const char *pid, const char *name, char **text);
+
+/*
  * Cuts the next line out of the NUL-terminated text at *cursor: replaces its
  * '\n' (if any) with NUL, advances *cursor past it and returns the line.
  * Returns NULL at the end of the text. A last line without '\n' is returned

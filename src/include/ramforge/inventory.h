@@ -178,6 +178,13 @@ int rf_inventory_build(const struct rf_tensor_meta *tensors, size_t n,
 int rf_inventory_lookup(const struct rf_inventory *inv, struct rf_resource_key key,
                         const struct rf_inventory_entry **out);
 
+/*
+ * Checks the shape a planner relies on: entries present when n > 0, a
+ * page size, and every file-backed entry's mapping_index inside
+ * [0, n_mappings). Returns 0 or -EINVAL (also for a NULL inv).
+ */
+int rf_inventory_check(const struct rf_inventory *inv);
+
 /* Static names for reports; NULL for a value outside the enum. */
 #define RF_INVENTORY_NO_RANK SIZE_MAX /* an entry the ordering does not name */
 
