@@ -39,34 +39,37 @@ static uint64_t div_ceil(uint64_t x, uint64_t d)
     return x / d + (x % d != 0);
 }
 
-int rf_page_range_outward(uint64_t offset_bytes, uint64_t len_bytes, uint64_t page_bytes,
-                          struct rf_page_range *out)
+/* The pages of [offset, offset + len): outward every page it touches, inward whole ones only. */
+static int page_range(uint64_t offset_bytes, uint64_t len_bytes, uint64_t page_bytes, bool outward,
+                      struct rf_page_range *out)
 {
     uint64_t end_bytes;
-    int rc;
+    int rc = range_end_bytes(offset_bytes, len_bytes, page_bytes, &end_bytes);
 
-    rc = range_end_bytes(offset_bytes, len_bytes, page_bytes, &end_bytes);
     if (rc < 0)
         return rc;
-    out->first_page = offset_bytes / page_bytes;
-    out->end_page = len_bytes == 0 ? out->first_page : div_ceil(end_bytes, page_bytes);
-    return 0;
-}
-
-int rf_page_range_inward(uint64_t offset_bytes, uint64_t len_bytes, uint64_t page_bytes,
-                         struct rf_page_range *out)
-{
-    uint64_t end_bytes;
-    int rc;
-
-    rc = range_end_bytes(offset_bytes, len_bytes, page_bytes, &end_bytes);
-    if (rc < 0)
-        return rc;
+    if (outward) {
+        out->first_page = offset_bytes / page_bytes;
+        out->end_page = len_bytes == 0 ? out->first_page : div_ceil(end_bytes, page_bytes);
+        return 0;
+    }
     out->first_page = div_ceil(offset_bytes, page_bytes);
     out->end_page = end_bytes / page_bytes;
     if (out->end_page < out->first_page) /* no whole page inside: empty */
         out->end_page = out->first_page;
     return 0;
+}
+
+int rf_page_range_outward(uint64_t offset_bytes, uint64_t len_bytes, uint64_t page_bytes,
+                          struct rf_page_range *out)
+{
+    return page_range(offset_bytes, len_bytes, page_bytes, true, out);
+}
+
+int rf_page_range_inward(uint64_t offset_bytes, uint64_t len_bytes, uint64_t page_bytes,
+                         struct rf_page_range *out)
+{
+    return page_range(offset_bytes, len_bytes, page_bytes, false, out);
 }
 
 struct rf_page_range rf_page_range_intersect(struct rf_page_range a, struct rf_page_range b)
