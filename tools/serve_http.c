@@ -55,8 +55,8 @@ static enum MHD_Result handle_tokenize(struct serve *sv, struct MHD_Connection *
     for (size_t i = 0; i < n; i++) {
         char *piece = NULL;
         if (with_pieces && forge_detokenize(sv->model, &t[i], 1, &piece) == 0)
-            json_array_append_new(a, json_pack("{s:i,s:o}", "id", t[i], "piece",
-                                               serve_json_text(piece, strlen(piece))));
+            json_array_append_new(a,
+                                  json_pack("{s:i,s:o}", "id", t[i], "piece", rf_json_str(piece)));
         else
             json_array_append_new(a, json_integer(t[i]));
         free(piece);
@@ -80,7 +80,7 @@ static enum MHD_Result handle_detokenize(struct serve *sv, struct MHD_Connection
     if (rc < 0)
         return serve_reply_error(c, rc == -EINVAL ? 400 : 500, "cannot detokenize: %s",
                                  rf_strerror(rc));
-    json_t *o = json_pack("{s:o}", "content", serve_json_text(text, strlen(text)));
+    json_t *o = json_pack("{s:o}", "content", rf_json_str(text));
     free(text);
     return serve_reply_json(c, 200, o);
 }

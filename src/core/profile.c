@@ -304,7 +304,7 @@ static json_t *prediction_json(const struct rf_prediction *e)
     if (!o)
         return NULL;
     json_object_set_new(o, "operation", rf_json_u64(true, e->operation));
-    json_object_set_new(o, "identity", json_string(e->identity));
+    json_object_set_new(o, "identity", rf_json_str(e->identity));
     json_object_set_new(o, "selected_bytes", rf_json_u64(true, e->selected_bytes));
     json_object_set_new(o, "accepted_bytes",
                         e->has_accepted ? rf_json_u64(true, e->accepted_bytes) : json_null());
@@ -339,7 +339,7 @@ int rf_profile_to_text(const struct rf_profile *p, char **out)
         goto out;
     json_object_set_new(doc, "kind", json_string(RF_PROFILE_KIND));
     json_object_set_new(doc, "format_version", json_integer(RF_PROFILE_FORMAT_VERSION));
-    json_object_set_new(doc, "identity", json_string(p->identity));
+    json_object_set_new(doc, "identity", rf_json_str(p->identity));
     json_object_set_new(doc, "file_size_bytes", rf_json_u64(true, p->file_size_bytes));
     json_object_set_new(doc, "operations", rf_json_u64(true, p->operations));
     for (size_t i = 0; i < p->n_tensors; i++) {

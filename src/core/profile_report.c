@@ -44,7 +44,7 @@ json_t *rf_prediction_json(const struct rf_report *r)
                                     "(docs/PREDICTION.md)"));
     if (!e) {
         json_object_set_new(o, "reason",
-                            json_string(r->prediction_reason ? r->prediction_reason
+                            rf_json_str(r->prediction_reason ? r->prediction_reason
                                                              : "no prediction was recorded"));
         return o;
     }

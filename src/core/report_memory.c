@@ -64,7 +64,7 @@ json_t *rf_report_sample_json(const struct rf_residency_sample *s)
         rf_json_u64(s->has_process_rss_peak, s->process_rss_peak_bytes), "mapping_rss_bytes",
         rf_json_u64(s->has_mapping, s->mapping_rss_bytes), "mapping_pss_bytes",
         rf_json_u64(s->has_mapping_pss, s->mapping_pss_bytes), "mapping_source",
-        s->mapping_source ? json_string(s->mapping_source) : json_null(), "cgroup_current_bytes",
+        s->mapping_source ? rf_json_str(s->mapping_source) : json_null(), "cgroup_current_bytes",
         rf_json_u64(s->has_cgroup_current, s->cgroup_current_bytes), "cgroup_peak_bytes",
         rf_json_u64(s->has_cgroup_peak, s->cgroup_peak_bytes), "cgroup_events_high",
         rf_json_u64(s->has_cgroup_events, s->cgroup_events_high), "cgroup_events_max",
@@ -122,7 +122,7 @@ static json_t *cgroup_figure_json(const struct rf_cgroup_figure *f, bool limit)
     json_object_set_new(o, "bytes", rf_json_u64(f->has && !f->unlimited, f->bytes));
     if (limit)
         json_object_set_new(o, "unlimited", f->has ? json_boolean(f->unlimited) : json_null());
-    json_object_set_new(o, "source", json_string(f->source));
+    json_object_set_new(o, "source", rf_json_str(f->source));
     json_object_set_new(o, "error",
                         f->has ? json_null() : json_string(rf_cgroup_error_text(f->error)));
     return o;
@@ -141,7 +141,7 @@ static json_t *admission_cgroup_json(const struct rf_admission_result *a, size_t
     json_t *o = json_object();
     if (!o)
         return NULL;
-    json_object_set_new(o, "dir", json_string(l->dir));
+    json_object_set_new(o, "dir", rf_json_str(l->dir));
     json_object_set_new(o, "binding", json_boolean(a->has_binding && a->binding == i));
     json_object_set_new(o, "enforced", json_boolean(c->enforced));
     json_object_set_new(o, "checked", json_boolean(c->checked));
@@ -272,7 +272,7 @@ json_t *rf_report_admission_json(const struct rf_report *r)
     json_object_set_new(o, "working_set_fit_bytes",
                         rf_json_u64(a->has_working_set_fit, a->working_set_fit_bytes));
     json_object_set_new(o, "binding_cgroup",
-                        a->has_binding ? json_string(a->cgroups[a->binding].level.dir)
+                        a->has_binding ? rf_json_str(a->cgroups[a->binding].level.dir)
                                        : json_null());
     json_t *cgs = json_array();
     for (size_t i = 0; cgs && i < a->n_cgroups; i++)
@@ -280,13 +280,13 @@ json_t *rf_report_admission_json(const struct rf_report *r)
     json_object_set_new(o, "cgroups", cgs);
     json_object_set_new(o, "cgroups_truncated", json_boolean(a->cgroups_truncated));
     json_object_set_new(o, "inputs", admission_inputs_json(a));
-    json_object_set_new(o, "lock_note", a->lock_note[0] ? json_string(a->lock_note) : json_null());
+    json_object_set_new(o, "lock_note", a->lock_note[0] ? rf_json_str(a->lock_note) : json_null());
     json_object_set_new(o, "hard_limit", hard_limit_json(r));
     json_object_set_new(o, "kernel_verdict", verdict_json(r));
     json_t *unk = json_array();
     for (size_t i = 0; unk && i < a->n_unknown; i++)
-        json_array_append_new(unk, json_string(a->unknown_components[i]));
+        json_array_append_new(unk, rf_json_str(a->unknown_components[i]));
     json_object_set_new(o, "unknown_components", unk);
-    json_object_set_new(o, "reason", json_string(a->reason));
+    json_object_set_new(o, "reason", rf_json_str(a->reason));
     return o;
 }

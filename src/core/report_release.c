@@ -46,12 +46,12 @@ json_t *rf_report_plan_json(const struct rf_report *r)
         const struct rf_inventory_entry *e = NULL;
         struct rf_resource_key key = {p->generation, p->selected[i]};
         if (r->inventory && rf_inventory_lookup(r->inventory, key, &e) == 0)
-            json_array_append_new(names, json_string(e->name));
+            json_array_append_new(names, rf_json_str(e->name));
     }
     json_object_set_new(o, "selected", names);
     json_object_set_new(o, "selected_truncated",
                         json_boolean(p->n_selected > RF_REPORT_MAX_SELECTED_NAMES));
-    json_object_set_new(o, "reason", json_string(p->reason));
+    json_object_set_new(o, "reason", rf_json_str(p->reason));
     /* Every plan of the operation, one per boundary and release round. */
     json_t *all = json_array();
     uint64_t total = 0;
@@ -97,7 +97,7 @@ static void list_boundary(json_t *b, const struct rf_report_application *a)
     json_object_set_new(b, "refused_reason",
                         a->attempted
                             ? json_null()
-                            : json_string(a->refused_reason ? a->refused_reason : "not attempted"));
+                            : rf_json_str(a->refused_reason ? a->refused_reason : "not attempted"));
     json_object_set_new(b, "requested_bytes", rf_json_u64(a->attempted, a->requested_bytes));
     json_object_set_new(b, "accepted_bytes", rf_json_u64(a->attempted, a->accepted_bytes));
     json_object_set_new(b, "failed_ranges", rf_json_u64(a->attempted, a->n_failed));
@@ -283,7 +283,7 @@ json_t *rf_report_staging_json(const struct rf_report *r, const char **keys)
     json_object_set_new(o, "staged_tensor_pages_in_page_cache_after",
                         jrecon(r->staging_cached_after));
     json_object_set_new(o, "staged_tensor_pages_sampled", jrecon(r->staging_sampled_pages));
-    json_object_set_new(o, "reason", json_string(p->reason));
+    json_object_set_new(o, "reason", rf_json_str(p->reason));
     json_object_set_new(o, "note",
                         json_string("selected_bytes is the union of the staged page ranges; "
                                     "accepted_bytes are what MADV_WILLNEED took: a hint, not "
@@ -302,7 +302,7 @@ static json_t *index_names(const struct rf_inventory *inv, const uint32_t *order
         const struct rf_inventory_entry *e = NULL;
         struct rf_resource_key key = {inv->generation, order[i]};
         if (rf_inventory_lookup(inv, key, &e) == 0)
-            json_array_append_new(a, json_string(e->name));
+            json_array_append_new(a, rf_json_str(e->name));
     }
     return a;
 }
@@ -315,7 +315,7 @@ json_t *rf_report_profile_json(const struct rf_report *r, const char **keys)
     json_t *o = json_object();
     if (!o)
         return NULL;
-    json_object_set_new(o, "source", json_string(r->profile_source));
+    json_object_set_new(o, "source", rf_json_str(r->profile_source));
     json_object_set_new(o, "profile_used",
                         r->plan ? json_boolean(r->plan->profile_used) : json_false());
     json_object_set_new(o, "complete", json_boolean(r->dispatch && r->dispatch->complete));
