@@ -140,9 +140,9 @@ static json_t *oai_json(struct serve *sv, const struct serve_job *j, size_t from
     json_t *choice = json_pack(
         "{s:o,s:i,s:n,s:o}", "text", rf_json_text(j->text ? j->text + from : "", to - from, NULL),
         "index", 0, "logprobs", "finish_reason", finish ? json_string(finish) : json_null());
-    json_t *o =
-        json_pack("{s:s,s:s,s:I,s:s,s:[o]}", "id", id, "object", "text_completion", "created",
-                  (json_int_t)time(NULL), "model", sv->o->sess.model, "choices", choice);
+    json_t *o = json_pack("{s:s,s:s,s:I,s:o,s:[o]}", "id", id, "object", "text_completion",
+                          "created", (json_int_t)time(NULL), "model",
+                          rf_json_str(sv->o->sess.model), "choices", choice);
     if (final && o)
         json_object_set_new(o, "usage",
                             json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)j->n_prompt,

@@ -18,11 +18,11 @@ json_t *rf_report_ledger_json(const struct rf_ledger *l, const struct rf_reconci
     for (int c = 0; c < RF_LEDGER_N_CATEGORIES; c++) {
         const struct rf_ledger_entry *e = &l->entries[c];
         json_array_append_new(
-            entries, json_pack("{s:s, s:o, s:s, s:s, s:s}", RF_REPORT_KEY_ENTRY_CATEGORY,
+            entries, json_pack("{s:s, s:o, s:s, s:o, s:o}", RF_REPORT_KEY_ENTRY_CATEGORY,
                                rf_ledger_category_name((enum rf_ledger_category)c),
                                RF_REPORT_KEY_ENTRY_VALUE, rf_json_u64(e->has_value, e->value_bytes),
-                               "provenance", rf_provenance_name(e->provenance), "source", e->source,
-                               "note", e->note));
+                               "provenance", rf_provenance_name(e->provenance), "source",
+                               rf_json_str(e->source), "note", rf_json_str(e->note)));
     }
     json_object_set_new(o, RF_REPORT_KEY_LEDGER_ENTRIES, entries);
 #define REC(field)                                                                                 \
@@ -165,10 +165,10 @@ static json_t *admission_inputs_json(const struct rf_admission_result *a)
     json_t *arr = json_array();
     for (size_t i = 0; arr && i < a->n_records; i++) {
         const struct rf_admission_record *rec = &a->records[i];
-        json_array_append_new(arr, json_pack("{s:s, s:o, s:s, s:s}", "name", rec->name, "bytes",
+        json_array_append_new(arr, json_pack("{s:s, s:o, s:s, s:o}", "name", rec->name, "bytes",
                                              rf_json_u64(rec->has, rec->bytes), "provenance",
                                              rf_provenance_name(rec->provenance), "source",
-                                             rec->source));
+                                             rf_json_str(rec->source)));
     }
     return arr;
 }
@@ -196,8 +196,8 @@ static json_t *verdict_json(const struct rf_report *r)
     for (size_t i = 0; i < v->n; i++) {
         const struct rf_cgroup_counters *d = &v->levels[i].delta;
         json_array_append_new(
-            arr, json_pack("{s:s, s:o, s:o, s:o, s:o, s:o}", "dir", v->levels[i].dir, "failcnt",
-                           rf_json_u64(d->has_failcnt, d->failcnt), "oom_kill",
+            arr, json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "dir", rf_json_str(v->levels[i].dir),
+                           "failcnt", rf_json_u64(d->has_failcnt, d->failcnt), "oom_kill",
                            rf_json_u64(d->has_oom_kill, d->oom_kill), "events_high",
                            rf_json_u64(d->has_events_high, d->events_high), "events_max",
                            rf_json_u64(d->has_events_max, d->events_max), "events_oom",
@@ -238,12 +238,12 @@ json_t *rf_report_admission_json(const struct rf_report *r)
     const struct rf_admission_result *b = r->admission_before_load;
     json_object_set_new(o, "before_load",
                         b && b != a
-                            ? json_pack("{s:s, s:s?, s:b, s:o, s:s}", "outcome",
+                            ? json_pack("{s:s, s:s?, s:b, s:o, s:o}", "outcome",
                                         rf_admission_outcome_name(b->outcome), "cause",
                                         rf_admission_cause_name(b->cause), "refused", b->refused,
                                         "working_set_bytes",
                                         rf_json_u64(b->has_working_set, b->working_set_bytes),
-                                        "reason", b->reason)
+                                        "reason", rf_json_str(b->reason))
                             : json_null());
     json_object_set_new(o, "refused", json_boolean(a->refused));
     json_object_set_new(o, "request_bytes", rf_json_u64(a->has_request, a->request_bytes));

@@ -61,13 +61,14 @@ json_t *rf_report_plan_json(const struct rf_report *r)
             continue;
         total += q->n_selected;
         json_array_append_new(
-            all, json_pack("{s:s?, s:o, s:o, s:o, s:o, s:b, s:b, s:s}", "boundary",
-                           r->applications[i].boundary, "selected_count",
-                           rf_json_u64(true, q->n_selected), "selected_bytes",
-                           rf_json_u64(true, q->selected_logical_bytes), "release_bytes",
-                           rf_json_u64(true, q->release_bytes), "shared_bytes_protected",
-                           rf_json_u64(true, q->shared_bytes_protected), "profile_used",
-                           q->profile_used, "target_met", q->target_met, "reason", q->reason));
+            all,
+            json_pack("{s:s?, s:o, s:o, s:o, s:o, s:b, s:b, s:o}", "boundary",
+                      r->applications[i].boundary, "selected_count",
+                      rf_json_u64(true, q->n_selected), "selected_bytes",
+                      rf_json_u64(true, q->selected_logical_bytes), "release_bytes",
+                      rf_json_u64(true, q->release_bytes), "shared_bytes_protected",
+                      rf_json_u64(true, q->shared_bytes_protected), "profile_used", q->profile_used,
+                      "target_met", q->target_met, "reason", rf_json_str(q->reason)));
     }
     json_object_set_new(o, "plans", all);
     json_object_set_new(o, "selected_count_all_plans", rf_json_u64(true, total));
@@ -230,9 +231,9 @@ json_t *rf_report_lifetime_json(const struct rf_report *r)
         if (r->lifetime->states[i] != RF_LT_RELEASE_FAILED || !r->inventory || i >= r->inventory->n)
             continue;
         int err = rf_lifetime_error(r->lifetime, i);
-        json_array_append_new(failed,
-                              json_pack("{s:s, s:o}", "name", r->inventory->entries[i].name,
-                                        "error", err ? json_string(strerror(-err)) : json_null()));
+        json_array_append_new(failed, json_pack("{s:o, s:o}", "name",
+                                                rf_json_str(r->inventory->entries[i].name), "error",
+                                                err ? json_string(strerror(-err)) : json_null()));
     }
     uint64_t past = 0;
     for (size_t i = 0; i < r->lifetime->n; i++)

@@ -173,9 +173,16 @@ static void test_report_text_not_utf8(void **state)
     json_decref(doc);
 }
 
+/* A value jansson refuses (here the caller's scope label, not UTF-8) is -RF_EJSON, not -ENOMEM. */
 static void test_json_error_is_not_enomem(void **state)
 {
+    struct rf_report r = {0};
+    json_t *doc = NULL;
     (void)state;
+    r.scope = "oper\xFF"
+              "ation";
+    assert_int_equal(rf_report_to_json(&r, &doc), -RF_EJSON);
+    assert_null(doc);
     assert_string_equal(rf_strerror(-RF_EJSON), "a report value could not be encoded as JSON");
 }
 
