@@ -19,6 +19,7 @@
 
 #include "ramforge/error.h"
 #include "ramforge/json_util.h"
+#include "ramforge/profile.h"
 #include "ramforge/report_json.h"
 #include "ramforge/utf8.h"
 
@@ -186,6 +187,24 @@ static void test_json_error_is_not_enomem(void **state)
     assert_string_equal(rf_strerror(-RF_EJSON), "a report value could not be encoded as JSON");
 }
 
+/* The profile keys tensors by name: a name that is not UTF-8 is refused as such, not replaced. */
+static void test_profile_name_not_utf8(void **state)
+{
+    struct rf_profile_tensor t = {.name = "blk.0.attn_q.weig\xFF", .first_rank = 0, .accesses = 1};
+    struct rf_profile p;
+    char *text = NULL;
+    (void)state;
+    rf_profile_init(&p);
+    p.tensors = &t;
+    p.n_tensors = 1;
+    assert_int_equal(rf_profile_to_text(&p, &text), -RF_EJSON);
+    assert_null(text);
+    t.name[17] = 'h';
+    assert_int_equal(rf_profile_to_text(&p, &text), 0);
+    assert_non_null(strstr(text, "blk.0.attn_q.weigh"));
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -194,6 +213,7 @@ int main(void)
         cmocka_unit_test(test_json_text),
         cmocka_unit_test(test_report_text_not_utf8),
         cmocka_unit_test(test_json_error_is_not_enomem),
+        cmocka_unit_test(test_profile_name_not_utf8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,7 +31,8 @@ static inline json_t *rf_json_u64(bool has, uint64_t v)
 /*
  * s[0..n) as a JSON string, every ill-formed UTF-8 subsequence replaced by
  * U+FFFD (rf_utf8_sanitize); *valid (may be NULL) says whether s was valid
- * UTF-8. A new reference; NULL on -ENOMEM only.
+ * UTF-8. A new reference; NULL only when out of memory (or for a text
+ * over SIZE_MAX / 3 bytes).
  */
 static inline json_t *rf_json_text(const char *s, size_t n, bool *valid)
 {
