@@ -195,8 +195,8 @@ static json_t *group_bound(const struct bench_options *o, const struct bench_cal
     json_object_set_new(b, "ratio_to_bound",
                         ok && has_tps ? json_real(per_token / bound_ns) : json_null());
     json_object_set_new(b, "inputs_source",
-                        in && in->source ? json_string(in->source) : json_null());
-    json_object_set_new(b, "reason", why ? json_string(why) : json_null());
+                        in && in->source ? rf_json_str(in->source) : json_null());
+    json_object_set_new(b, "reason", why ? rf_json_str(why) : json_null());
     return b;
 }
 
@@ -223,8 +223,8 @@ json_t *bench_limit_json(const struct bench_options *o, const struct bench_calib
     json_object_set_new(c, "decode_tokens_per_s", cal->ok ? json_real(cal->tps) : json_null());
     json_object_set_new(c, "major_faults", rf_json_u64(cal->ran, cal->major_faults));
     json_object_set_new(c, "read_bytes", rf_json_u64(cal->ran, cal->read_bytes));
-    json_object_set_new(c, "report", cal->ran ? json_string(cal->report) : json_null());
-    json_object_set_new(c, "error", cal->error[0] ? json_string(cal->error) : json_null());
+    json_object_set_new(c, "report", cal->ran ? rf_json_str(cal->report) : json_null());
+    json_object_set_new(c, "error", cal->error[0] ? rf_json_str(cal->error) : json_null());
     json_object_set_new(m, "calibration", c);
     json_object_set_new(
         m, "note",

@@ -99,7 +99,7 @@ static json_t *json_number(double x)
 
 static json_t *json_str_or_null(const char *s)
 {
-    json_t *j = s && *s ? json_string(s) : NULL;
+    json_t *j = s && *s ? rf_json_str(s) : NULL;
     return j ? j : json_null();
 }
 
@@ -326,7 +326,7 @@ json_t *bench_summary_json(const struct bench_options *o, uint64_t model_bytes,
                                 tps > 0 && has_off_tps && off_tps > 0 ? json_real(tps / off_tps)
                                                                       : json_null());
             json_object_set_new(g, "condition", json_string(bench_condition_name(cond)));
-            json_object_set_new(g, "policy", json_string(o->variants[v].name));
+            json_object_set_new(g, "policy", rf_json_str(o->variants[v].name));
             json_object_set_new(g, "residency_policy",
                                 json_string(rf_policy_name(o->variants[v].policy)));
             json_object_set_new(g, "runs", json_integer(runs));
@@ -351,7 +351,7 @@ json_t *bench_summary_json(const struct bench_options *o, uint64_t model_bytes,
         for (size_t k = 0; !seen && k < json_array_size(fps); k++)
             seen = strcmp(json_string_value(json_array_get(fps, k)), rows[i].fingerprint) == 0;
         if (!seen)
-            json_array_append_new(fps, json_string(rows[i].fingerprint));
+            json_array_append_new(fps, rf_json_str(rows[i].fingerprint));
     }
     json_object_set_new(doc, "token_fingerprints", fps);
     json_object_set_new(doc, "runs_total", json_integer((json_int_t)n_rows));

@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "inspect_fit.h"
+#include "ramforge/json_util.h"
 #include "ramforge/report_json.h"
 #include "ramforge/session_ext.h"
 #include "ramforge/timing.h"
@@ -113,7 +114,7 @@ static json_t *fit_json(const struct fit_options *f, const struct rf_admission_r
     }
     json_object_set_new(doc, "kind", json_string(FIT_KIND));
     json_object_set_new(doc, "schema_version", json_integer(FIT_SCHEMA_VERSION));
-    json_object_set_new(doc, "model", json_string(f->model));
+    json_object_set_new(doc, "model", rf_json_str(f->model));
     json_object_set_new(doc, "n_ctx", json_integer(f->n_ctx));
     json_object_set_new(doc, "n_ctx_cells", json_integer((json_int_t)cells));
     json_object_set_new(doc, "memory_limit_bytes",

@@ -101,7 +101,7 @@ static json_t *page_cache_json(const struct page_cache_view *v)
         rf_residency_snapshot_to_json(v->snap, false, &snap) < 0)
         goto fail;
     snprintf(dev, sizeof(dev), "%u:%u", major(v->fp->st.st_dev), minor(v->fp->st.st_dev));
-    json_object_set_new(model, "path", json_string(v->path));
+    json_object_set_new(model, "path", rf_json_str(v->path));
     json_object_set_new(model, "size_bytes", rf_json_u64(true, v->fp->map_bytes));
     json_object_set_new(model, "page_bytes", rf_json_u64(true, pb));
     json_object_set_new(model, "file_pages", rf_json_u64(true, v->fp->file_pages));
@@ -111,9 +111,9 @@ static json_t *page_cache_json(const struct page_cache_view *v)
     model = NULL;
 
     json_object_set_new(pc, "note", json_string(PAGE_CACHE_NOTE));
-    json_object_set_new(pc, "source", json_string(v->source));
+    json_object_set_new(pc, "source", rf_json_str(v->source));
     json_object_set_new(pc, "mincore_trustworthy", json_boolean(v->fp->mincore_trustworthy));
-    json_object_set_new(pc, "mincore_reason", json_string(v->fp->mincore_reason));
+    json_object_set_new(pc, "mincore_reason", rf_json_str(v->fp->mincore_reason));
     json_object_set_new(pc, "cachestat_available", json_boolean(v->fp->cachestat_error == 0));
     json_object_set_new(pc, "cachestat_error",
                         v->fp->cachestat_error ? json_string(rf_strerror(v->fp->cachestat_error))
@@ -138,7 +138,7 @@ static json_t *page_cache_json(const struct page_cache_view *v)
     json_object_set_new(file, "nonresident_pages", rf_json_u64(true, v->file->nonresident));
     json_object_set_new(file, "unknown_pages", rf_json_u64(true, v->file->unknown));
     json_object_set_new(file, "resident_bytes", jpage_bytes(v->file->resident, pb));
-    json_object_set_new(file, "source", json_string(v->source));
+    json_object_set_new(file, "source", rf_json_str(v->source));
     json_object_set_new(pc, "file", file);
     file = NULL;
 
@@ -157,7 +157,7 @@ static json_t *page_cache_json(const struct page_cache_view *v)
         json_object_set_new(pc, "file_cachestat_reason", json_null());
     } else {
         json_object_set_new(pc, "file_cachestat", json_null());
-        json_object_set_new(pc, "file_cachestat_reason", json_string(v->cachestat_why));
+        json_object_set_new(pc, "file_cachestat_reason", rf_json_str(v->cachestat_why));
     }
     json_t *own = own_reads_json(v), *fs = rf_fs_to_json(v->fp->fs_magic);
     if (!own || !fs) {
@@ -180,8 +180,8 @@ static json_t *page_cache_json(const struct page_cache_view *v)
         if (!t)
             goto fail;
         json_object_set_new(t, "index", json_integer(e->key.tensor_index));
-        json_object_set_new(t, "name", json_string(e->name));
-        json_object_set_new(t, "type", json_string(e->type_name));
+        json_object_set_new(t, "name", rf_json_str(e->name));
+        json_object_set_new(t, "type", rf_json_str(e->type_name));
         json_object_set_new(t, "file_offset_bytes", rf_json_u64(true, e->file_offset_bytes));
         json_object_set_new(t, "logical_bytes", rf_json_u64(true, e->logical_bytes));
         json_object_set_new(t, "first_page", rf_json_u64(has, r->pages.first_page));

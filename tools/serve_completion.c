@@ -116,12 +116,12 @@ static json_t *completion_json(struct serve *sv, const struct serve_job *j, size
                                size_t t0, size_t t1, bool final)
 {
     json_t *o = json_pack("{s:i,s:o,s:o,s:b,s:i,s:I,s:I}", "index", 0, "content",
-                          serve_json_text(j->text ? j->text + from : "", to - from), "tokens",
+                          rf_json_text(j->text ? j->text + from : "", to - from, NULL), "tokens",
                           token_json(j->tokens + t0, t1 - t0), "stop", final, "id_slot", 0,
                           "tokens_predicted", (json_int_t)j->n_tokens, "tokens_evaluated",
                           (json_int_t)j->n_prompt);
     if (final && o) {
-        json_object_set_new(o, "model", json_string(sv->o->sess.model));
+        json_object_set_new(o, "model", rf_json_str(sv->o->sess.model));
         json_object_set_new(o, "stop_type", json_string(j->stop_type));
         json_object_set_new(o, "truncated", json_false());
         json_object_set_new(o, "timings", timings_json(j));
@@ -138,11 +138,11 @@ static json_t *oai_json(struct serve *sv, const struct serve_job *j, size_t from
     snprintf(id, sizeof(id), "cmpl-%016llx", (unsigned long long)j->t_queued_ns);
     const char *finish = !final ? NULL : !strcmp(j->stop_type, "eos") ? "stop" : "length";
     json_t *choice = json_pack(
-        "{s:o,s:i,s:n,s:o}", "text", serve_json_text(j->text ? j->text + from : "", to - from),
+        "{s:o,s:i,s:n,s:o}", "text", rf_json_text(j->text ? j->text + from : "", to - from, NULL),
         "index", 0, "logprobs", "finish_reason", finish ? json_string(finish) : json_null());
-    json_t *o =
-        json_pack("{s:s,s:s,s:I,s:s,s:[o]}", "id", id, "object", "text_completion", "created",
-                  (json_int_t)time(NULL), "model", sv->o->sess.model, "choices", choice);
+    json_t *o = json_pack("{s:s,s:s,s:I,s:o,s:[o]}", "id", id, "object", "text_completion",
+                          "created", (json_int_t)time(NULL), "model",
+                          rf_json_str(sv->o->sess.model), "choices", choice);
     if (final && o)
         json_object_set_new(o, "usage",
                             json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)j->n_prompt,

@@ -55,8 +55,8 @@ static enum MHD_Result handle_tokenize(struct serve *sv, struct MHD_Connection *
     for (size_t i = 0; i < n; i++) {
         char *piece = NULL;
         if (with_pieces && forge_detokenize(sv->model, &t[i], 1, &piece) == 0)
-            json_array_append_new(a, json_pack("{s:i,s:o}", "id", t[i], "piece",
-                                               serve_json_text(piece, strlen(piece))));
+            json_array_append_new(a,
+                                  json_pack("{s:i,s:o}", "id", t[i], "piece", rf_json_str(piece)));
         else
             json_array_append_new(a, json_integer(t[i]));
         free(piece);
@@ -80,15 +80,15 @@ static enum MHD_Result handle_detokenize(struct serve *sv, struct MHD_Connection
     if (rc < 0)
         return serve_reply_error(c, rc == -EINVAL ? 400 : 500, "cannot detokenize: %s",
                                  rf_strerror(rc));
-    json_t *o = json_pack("{s:o}", "content", serve_json_text(text, strlen(text)));
+    json_t *o = json_pack("{s:o}", "content", rf_json_str(text));
     free(text);
     return serve_reply_json(c, 200, o);
 }
 
 static json_t *models_json(struct serve *sv)
 {
-    return json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:{s:i,s:i,s:i,s:I,s:I}}]}", "object", "list",
-                     "data", "id", sv->o->sess.model, "object", "model", "created",
+    return json_pack("{s:s,s:[{s:o,s:s,s:I,s:s,s:{s:i,s:i,s:i,s:I,s:I}}]}", "object", "list",
+                     "data", "id", rf_json_str(sv->o->sess.model), "object", "model", "created",
                      (json_int_t)sv->t_start_s, "owned_by", "llamacpp", "meta", "n_vocab",
                      sv->info.n_vocab, "n_ctx_train", sv->info.n_ctx_train, "n_embd",
                      sv->info.n_embd, "n_params", (json_int_t)sv->info.n_params, "size",
@@ -101,21 +101,22 @@ static enum MHD_Result handle_props(struct serve *sv, struct MHD_Connection *c)
     snprintf(build, sizeof(build), "ramforge %s (llama.cpp %s)", RAMFORGE_VERSION,
              forge_llama_version());
     pthread_mutex_lock(&sv->mu);
-    json_t *res = json_pack(
-        "{s:s,s:s?,s:s,s:b,s:I,s:I,s:I,s:b,s:I,s:b,s:I}", "state",
-        serve_residency_name(sv->residency), "idle_release_reason",
-        sv->idle_reason[0] ? sv->idle_reason : NULL, "policy", rf_policy_name(sv->o->sess.policy),
-        "has_memory_target", sv->o->sess.has_target, "memory_target_bytes",
-        (json_int_t)sv->o->sess.target_bytes, "idle_seconds", (json_int_t)sv->o->idle_seconds,
-        "idle_boundaries", (json_int_t)sv->idle_boundaries, "has_staging_budget",
-        sv->o->sess.has_staging, "staging_budget_bytes", (json_int_t)sv->o->sess.staging_budget,
-        "processing", sv->processing, "queued", (json_int_t)sv->queue.n);
+    json_t *res =
+        json_pack("{s:s,s:o,s:s,s:b,s:I,s:I,s:I,s:b,s:I,s:b,s:I}", "state",
+                  serve_residency_name(sv->residency), "idle_release_reason",
+                  rf_json_str(sv->idle_reason[0] ? sv->idle_reason : NULL), "policy",
+                  rf_policy_name(sv->o->sess.policy), "has_memory_target", sv->o->sess.has_target,
+                  "memory_target_bytes", (json_int_t)sv->o->sess.target_bytes, "idle_seconds",
+                  (json_int_t)sv->o->idle_seconds, "idle_boundaries",
+                  (json_int_t)sv->idle_boundaries, "has_staging_budget", sv->o->sess.has_staging,
+                  "staging_budget_bytes", (json_int_t)sv->o->sess.staging_budget, "processing",
+                  sv->processing, "queued", (json_int_t)sv->queue.n);
     pthread_mutex_unlock(&sv->mu);
-    json_t *o =
-        json_pack("{s:{s:I,s:{s:I}},s:i,s:s,s:s,s:s,s:o}", "default_generation_settings", "n_ctx",
-                  (json_int_t)sv->n_ctx_limit, "params", "n_predict",
-                  (json_int_t)sv->o->sess.n_predict, "total_slots", 1, "model_path",
-                  sv->o->sess.model, "chat_template", "", "build_info", build, "residency", res);
+    json_t *o = json_pack("{s:{s:I,s:{s:I}},s:i,s:o,s:s,s:s,s:o}", "default_generation_settings",
+                          "n_ctx", (json_int_t)sv->n_ctx_limit, "params", "n_predict",
+                          (json_int_t)sv->o->sess.n_predict, "total_slots", 1, "model_path",
+                          rf_json_str(sv->o->sess.model), "chat_template", "", "build_info", build,
+                          "residency", res);
     return serve_reply_json(c, 200, o);
 }
 

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "ramforge/json_util.h"
 #include "serve.h"
 #include "serve_request.h"
 
@@ -27,9 +28,6 @@ struct conn_req {
 
 /* llama-server's error type of an HTTP status (tools/server/utils.hpp). */
 const char *serve_error_type(int status);
-
-/* A JSON string of s[0..n); bytes that are not valid UTF-8 become U+FFFD. */
-json_t *serve_json_text(const char *s, size_t n);
 
 /* Replies with text (malloc'ed, stolen; NULL: MHD_NO) of the given content type. */
 enum MHD_Result serve_reply_text(struct MHD_Connection *c, unsigned status, char *text,

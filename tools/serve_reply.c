@@ -30,39 +30,6 @@ const char *serve_error_type(int status)
     }
 }
 
-json_t *serve_json_text(const char *s, size_t n)
-{
-    json_t *j = json_stringn(s, n);
-    if (j)
-        return j;
-    char *clean = malloc(n * 3 + 1);
-    size_t o = 0;
-    if (!clean)
-        return NULL;
-    for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)s[i];
-        size_t len = c < 0x80             ? 1
-                     : (c & 0xE0) == 0xC0 ? 2
-                     : (c & 0xF0) == 0xE0 ? 3
-                     : (c & 0xF8) == 0xF0 ? 4
-                                          : 0;
-        json_t *probe = len && i + len <= n ? json_stringn(s + i, len) : NULL;
-        if (probe) {
-            json_decref(probe);
-            memcpy(clean + o, s + i, len);
-            o += len;
-            i += len;
-        } else {
-            memcpy(clean + o, "\xEF\xBF\xBD", 3);
-            o += 3;
-            i++;
-        }
-    }
-    j = json_stringn(clean, o);
-    free(clean);
-    return j;
-}
-
 enum MHD_Result serve_reply_text(struct MHD_Connection *c, unsigned status, char *text,
                                  const char *type)
 {
@@ -96,6 +63,5 @@ enum MHD_Result serve_reply_error(struct MHD_Connection *c, unsigned status, con
     va_end(ap);
     return serve_reply_json(c, status,
                             json_pack("{s:{s:i,s:o,s:s}}", "error", "code", (int)status, "message",
-                                      serve_json_text(msg, strlen(msg)), "type",
-                                      serve_error_type((int)status)));
+                                      rf_json_str(msg), "type", serve_error_type((int)status)));
 }

@@ -26,6 +26,7 @@ extern "C" {
 /* ramforge-specific codes, below the errno range Linux uses (< 4096). */
 #define RF_EBADMODEL 5001 /* the file is not a usable GGUF model */
 #define RF_ESTALE 5002    /* an inventory generation or plan is out of date */
+#define RF_EJSON 5003     /* a JSON document could not be built: a value it refused */
 
 /* Size of the buffers a call fills with a one-line message (char err[RF_ERR_MAX]), NUL
    included; longer messages are truncated. */

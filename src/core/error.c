@@ -35,6 +35,7 @@ const char *rf_strerror(int err)
         {0, "Success"},
         {-RF_EBADMODEL, "not a usable GGUF model"},
         {-RF_ESTALE, "inventory generation is out of date"},
+        {-RF_EJSON, "a report value could not be encoded as JSON"},
     };
     const struct rf_err_text *e = find(RF_ERR_TEXTS(own), err);
     return e ? e->text : strerror(-err);

@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ramforge/error.h"
+
 static void say(char *why, size_t why_size, const char *fmt, ...)
 {
     if (!why || !why_size)
@@ -304,7 +306,7 @@ static json_t *prediction_json(const struct rf_prediction *e)
     if (!o)
         return NULL;
     json_object_set_new(o, "operation", rf_json_u64(true, e->operation));
-    json_object_set_new(o, "identity", json_string(e->identity));
+    json_object_set_new(o, "identity", rf_json_str(e->identity));
     json_object_set_new(o, "selected_bytes", rf_json_u64(true, e->selected_bytes));
     json_object_set_new(o, "accepted_bytes",
                         e->has_accepted ? rf_json_u64(true, e->accepted_bytes) : json_null());
@@ -339,15 +341,20 @@ int rf_profile_to_text(const struct rf_profile *p, char **out)
         goto out;
     json_object_set_new(doc, "kind", json_string(RF_PROFILE_KIND));
     json_object_set_new(doc, "format_version", json_integer(RF_PROFILE_FORMAT_VERSION));
-    json_object_set_new(doc, "identity", json_string(p->identity));
+    json_object_set_new(doc, "identity", rf_json_str(p->identity));
     json_object_set_new(doc, "file_size_bytes", rf_json_u64(true, p->file_size_bytes));
     json_object_set_new(doc, "operations", rf_json_u64(true, p->operations));
     for (size_t i = 0; i < p->n_tensors; i++) {
         const struct rf_profile_tensor *t = &p->tensors[i];
-        json_t *o =
-            json_pack("{s:s, s:o, s:o}", "name", t->name, "first_rank",
-                      t->first_rank == RF_PROFILE_NEVER ? json_null() : json_integer(t->first_rank),
-                      "accesses", rf_json_u64(true, t->accesses));
+        json_error_t e;
+        /* The name is the key a later run matches: one that is not UTF-8 is refused, not
+           replaced (-RF_EJSON; llama.cpp loads no such model today). */
+        json_t *o = json_pack_ex(&e, 0, "{s:s, s:o, s:o}", "name", t->name, "first_rank",
+                                 t->first_rank == RF_PROFILE_NEVER ? json_null()
+                                                                   : json_integer(t->first_rank),
+                                 "accesses", rf_json_u64(true, t->accesses));
+        if (!o)
+            rc = json_error_code(&e) == json_error_out_of_memory ? -ENOMEM : -RF_EJSON;
         if (!o || json_array_append_new(tensors, o) < 0)
             goto out;
     }

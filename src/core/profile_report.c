@@ -16,8 +16,8 @@ json_t *rf_profile_persisted_json(const struct rf_report *r)
     if (!r->profile_path)
         return json_null();
     return json_pack(
-        "{s:s, s:o, s:b, s:o, s:I, s:b, s:o, s:I, s:I, s:i}", "path", r->profile_path, "identity",
-        rf_json_str(r->profile_identity), "used", r->profile_loaded, "reason",
+        "{s:o, s:o, s:b, s:o, s:I, s:b, s:o, s:I, s:I, s:i}", "path", rf_json_str(r->profile_path),
+        "identity", rf_json_str(r->profile_identity), "used", r->profile_loaded, "reason",
         rf_json_str(r->profile_file_reason), "operations",
         (json_int_t)(r->profile_operations > INT64_MAX ? INT64_MAX : r->profile_operations),
         "saved", r->profile_saved, "save_reason", rf_json_str(r->profile_save_reason),
@@ -44,7 +44,7 @@ json_t *rf_prediction_json(const struct rf_report *r)
                                     "(docs/PREDICTION.md)"));
     if (!e) {
         json_object_set_new(o, "reason",
-                            json_string(r->prediction_reason ? r->prediction_reason
+                            rf_json_str(r->prediction_reason ? r->prediction_reason
                                                              : "no prediction was recorded"));
         return o;
     }

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ramforge/error.h"
+
 void rf_token_fingerprint(const int32_t *tokens, size_t n, char out[32])
 {
     uint64_t h = 0xcbf29ce484222325ull;
@@ -40,7 +42,7 @@ json_t *rf_report_absent_section(const char *reason, const char *const *keys)
     for (; o && *keys; keys++)
         json_object_set_new(o, *keys, json_null());
     if (o)
-        json_object_set_new(o, "reason", json_string(reason));
+        json_object_set_new(o, "reason", rf_json_str(reason));
     return o;
 }
 
@@ -146,20 +148,24 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
     json_object_set_new(res, "dispatch", rf_report_dispatch_json(r));
     json_object_set_new(res, "reason",
                         snap ? json_null()
-                             : json_string(r->page_snapshot_reason ? r->page_snapshot_reason
+                             : rf_json_str(r->page_snapshot_reason ? r->page_snapshot_reason
                                                                    : "no page snapshot was taken"));
     json_object_set_new(doc, "residency", res);
     json_object_set_new(doc, RF_REPORT_KEY_TIMING, timing_json(r->timing));
 
     rf_token_fingerprint(r->tokens, r->n_tokens, fp);
+    /* The text as valid UTF-8 (bad bytes replaced), and whether it was; token_ids stay exact. */
+    const char *txt = r->text ? r->text : "";
+    bool text_valid = false;
+    json_t *text = rf_json_text(txt, strlen(txt), &text_valid);
     json_object_set_new(
         doc, RF_REPORT_KEY_OUTPUT,
-        json_pack("{s:I, s:I, s:s, s:o, s:o, s:s, s:I, s:I, s:I}", "n_prompt_tokens",
+        json_pack("{s:I, s:I, s:s, s:o, s:o, s:o, s:b, s:I, s:I, s:I}", "n_prompt_tokens",
                   (json_int_t)r->n_prompt, RF_REPORT_KEY_N_GENERATED, (json_int_t)r->n_tokens,
                   RF_REPORT_KEY_FINGERPRINT, fp, "prompt_token_ids",
                   token_array(r->prompt_tokens, r->n_prompt), "token_ids",
-                  token_array(r->tokens, r->n_tokens), "text", r->text ? r->text : "", "n_ctx",
-                  (json_int_t)r->n_ctx, "n_threads", (json_int_t)r->n_threads, "seed",
+                  token_array(r->tokens, r->n_tokens), "text", text, "text_valid_utf8", text_valid,
+                  "n_ctx", (json_int_t)r->n_ctx, "n_threads", (json_int_t)r->n_threads, "seed",
                   (json_int_t)r->seed));
     /* verify_session sits inside output: a failure to add it is not caught below. */
     json_t *verify = json_object();
@@ -191,10 +197,10 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
 
     json_t *w = json_array();
     for (size_t i = 0; w && i < r->n_warnings; i++)
-        json_array_append_new(w, json_string(r->warnings[i]));
+        json_array_append_new(w, rf_json_str(r->warnings[i]));
     json_object_set_new(doc, "warnings", w);
 
-    /* Any NULL above (allocation failure) left a key unset. */
+    /* Any NULL above left a key unset: a JSON build failure, named as such (not -ENOMEM). */
     static const char *required[] = {"schema_version",
                                      "kind",
                                      "operation",
@@ -216,8 +222,9 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
                                      "warnings"};
     for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++) {
         if (!json_object_get(doc, required[i])) {
+            rf_log(RF_LOG_ERROR, "report: the %s section could not be built as JSON", required[i]);
             json_decref(doc);
-            return -ENOMEM;
+            return -RF_EJSON;
         }
     }
     *out = doc;

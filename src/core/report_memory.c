@@ -18,11 +18,11 @@ json_t *rf_report_ledger_json(const struct rf_ledger *l, const struct rf_reconci
     for (int c = 0; c < RF_LEDGER_N_CATEGORIES; c++) {
         const struct rf_ledger_entry *e = &l->entries[c];
         json_array_append_new(
-            entries, json_pack("{s:s, s:o, s:s, s:s, s:s}", RF_REPORT_KEY_ENTRY_CATEGORY,
+            entries, json_pack("{s:s, s:o, s:s, s:o, s:o}", RF_REPORT_KEY_ENTRY_CATEGORY,
                                rf_ledger_category_name((enum rf_ledger_category)c),
                                RF_REPORT_KEY_ENTRY_VALUE, rf_json_u64(e->has_value, e->value_bytes),
-                               "provenance", rf_provenance_name(e->provenance), "source", e->source,
-                               "note", e->note));
+                               "provenance", rf_provenance_name(e->provenance), "source",
+                               rf_json_str(e->source), "note", rf_json_str(e->note)));
     }
     json_object_set_new(o, RF_REPORT_KEY_LEDGER_ENTRIES, entries);
 #define REC(field)                                                                                 \
@@ -64,7 +64,7 @@ json_t *rf_report_sample_json(const struct rf_residency_sample *s)
         rf_json_u64(s->has_process_rss_peak, s->process_rss_peak_bytes), "mapping_rss_bytes",
         rf_json_u64(s->has_mapping, s->mapping_rss_bytes), "mapping_pss_bytes",
         rf_json_u64(s->has_mapping_pss, s->mapping_pss_bytes), "mapping_source",
-        s->mapping_source ? json_string(s->mapping_source) : json_null(), "cgroup_current_bytes",
+        s->mapping_source ? rf_json_str(s->mapping_source) : json_null(), "cgroup_current_bytes",
         rf_json_u64(s->has_cgroup_current, s->cgroup_current_bytes), "cgroup_peak_bytes",
         rf_json_u64(s->has_cgroup_peak, s->cgroup_peak_bytes), "cgroup_events_high",
         rf_json_u64(s->has_cgroup_events, s->cgroup_events_high), "cgroup_events_max",
@@ -122,7 +122,7 @@ static json_t *cgroup_figure_json(const struct rf_cgroup_figure *f, bool limit)
     json_object_set_new(o, "bytes", rf_json_u64(f->has && !f->unlimited, f->bytes));
     if (limit)
         json_object_set_new(o, "unlimited", f->has ? json_boolean(f->unlimited) : json_null());
-    json_object_set_new(o, "source", json_string(f->source));
+    json_object_set_new(o, "source", rf_json_str(f->source));
     json_object_set_new(o, "error",
                         f->has ? json_null() : json_string(rf_cgroup_error_text(f->error)));
     return o;
@@ -141,7 +141,7 @@ static json_t *admission_cgroup_json(const struct rf_admission_result *a, size_t
     json_t *o = json_object();
     if (!o)
         return NULL;
-    json_object_set_new(o, "dir", json_string(l->dir));
+    json_object_set_new(o, "dir", rf_json_str(l->dir));
     json_object_set_new(o, "binding", json_boolean(a->has_binding && a->binding == i));
     json_object_set_new(o, "enforced", json_boolean(c->enforced));
     json_object_set_new(o, "checked", json_boolean(c->checked));
@@ -165,10 +165,10 @@ static json_t *admission_inputs_json(const struct rf_admission_result *a)
     json_t *arr = json_array();
     for (size_t i = 0; arr && i < a->n_records; i++) {
         const struct rf_admission_record *rec = &a->records[i];
-        json_array_append_new(arr, json_pack("{s:s, s:o, s:s, s:s}", "name", rec->name, "bytes",
+        json_array_append_new(arr, json_pack("{s:s, s:o, s:s, s:o}", "name", rec->name, "bytes",
                                              rf_json_u64(rec->has, rec->bytes), "provenance",
                                              rf_provenance_name(rec->provenance), "source",
-                                             rec->source));
+                                             rf_json_str(rec->source)));
     }
     return arr;
 }
@@ -196,8 +196,8 @@ static json_t *verdict_json(const struct rf_report *r)
     for (size_t i = 0; i < v->n; i++) {
         const struct rf_cgroup_counters *d = &v->levels[i].delta;
         json_array_append_new(
-            arr, json_pack("{s:s, s:o, s:o, s:o, s:o, s:o}", "dir", v->levels[i].dir, "failcnt",
-                           rf_json_u64(d->has_failcnt, d->failcnt), "oom_kill",
+            arr, json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "dir", rf_json_str(v->levels[i].dir),
+                           "failcnt", rf_json_u64(d->has_failcnt, d->failcnt), "oom_kill",
                            rf_json_u64(d->has_oom_kill, d->oom_kill), "events_high",
                            rf_json_u64(d->has_events_high, d->events_high), "events_max",
                            rf_json_u64(d->has_events_max, d->events_max), "events_oom",
@@ -238,12 +238,12 @@ json_t *rf_report_admission_json(const struct rf_report *r)
     const struct rf_admission_result *b = r->admission_before_load;
     json_object_set_new(o, "before_load",
                         b && b != a
-                            ? json_pack("{s:s, s:s?, s:b, s:o, s:s}", "outcome",
+                            ? json_pack("{s:s, s:s?, s:b, s:o, s:o}", "outcome",
                                         rf_admission_outcome_name(b->outcome), "cause",
                                         rf_admission_cause_name(b->cause), "refused", b->refused,
                                         "working_set_bytes",
                                         rf_json_u64(b->has_working_set, b->working_set_bytes),
-                                        "reason", b->reason)
+                                        "reason", rf_json_str(b->reason))
                             : json_null());
     json_object_set_new(o, "refused", json_boolean(a->refused));
     json_object_set_new(o, "request_bytes", rf_json_u64(a->has_request, a->request_bytes));
@@ -272,7 +272,7 @@ json_t *rf_report_admission_json(const struct rf_report *r)
     json_object_set_new(o, "working_set_fit_bytes",
                         rf_json_u64(a->has_working_set_fit, a->working_set_fit_bytes));
     json_object_set_new(o, "binding_cgroup",
-                        a->has_binding ? json_string(a->cgroups[a->binding].level.dir)
+                        a->has_binding ? rf_json_str(a->cgroups[a->binding].level.dir)
                                        : json_null());
     json_t *cgs = json_array();
     for (size_t i = 0; cgs && i < a->n_cgroups; i++)
@@ -280,13 +280,13 @@ json_t *rf_report_admission_json(const struct rf_report *r)
     json_object_set_new(o, "cgroups", cgs);
     json_object_set_new(o, "cgroups_truncated", json_boolean(a->cgroups_truncated));
     json_object_set_new(o, "inputs", admission_inputs_json(a));
-    json_object_set_new(o, "lock_note", a->lock_note[0] ? json_string(a->lock_note) : json_null());
+    json_object_set_new(o, "lock_note", a->lock_note[0] ? rf_json_str(a->lock_note) : json_null());
     json_object_set_new(o, "hard_limit", hard_limit_json(r));
     json_object_set_new(o, "kernel_verdict", verdict_json(r));
     json_t *unk = json_array();
     for (size_t i = 0; unk && i < a->n_unknown; i++)
-        json_array_append_new(unk, json_string(a->unknown_components[i]));
+        json_array_append_new(unk, rf_json_str(a->unknown_components[i]));
     json_object_set_new(o, "unknown_components", unk);
-    json_object_set_new(o, "reason", json_string(a->reason));
+    json_object_set_new(o, "reason", rf_json_str(a->reason));
     return o;
 }

@@ -12,11 +12,12 @@ static json_t *mapping_json(const struct rf_mapping_meta *m)
 {
     char dev[32];
     snprintf(dev, sizeof(dev), "%02x:%02x", m->dev_major, m->dev_minor); /* as in maps */
-    return json_pack("{s:I, s:s, s:o, s:s, s:o, s:b, s:o, s:o}", "index", (json_int_t)m->index,
-                     "path", m->path, "file_size_bytes", rf_json_u64(true, m->file_size_bytes),
-                     "device", dev, "inode", rf_json_u64(true, m->inode), "validated", m->validated,
-                     "map_offset_bytes", rf_json_u64(m->validated, m->map_offset_bytes),
-                     "map_length_bytes", rf_json_u64(m->validated, m->map_length_bytes));
+    return json_pack("{s:I, s:o, s:o, s:s, s:o, s:b, s:o, s:o}", "index", (json_int_t)m->index,
+                     "path", rf_json_str(m->path), "file_size_bytes",
+                     rf_json_u64(true, m->file_size_bytes), "device", dev, "inode",
+                     rf_json_u64(true, m->inode), "validated", m->validated, "map_offset_bytes",
+                     rf_json_u64(m->validated, m->map_offset_bytes), "map_length_bytes",
+                     rf_json_u64(m->validated, m->map_length_bytes));
 }
 
 static json_t *entry_json(const struct rf_inventory_entry *e)
@@ -26,8 +27,8 @@ static json_t *entry_json(const struct rf_inventory_entry *e)
         return NULL;
     json_object_set_new(o, "generation", rf_json_u64(true, e->key.generation));
     json_object_set_new(o, "index", json_integer(e->key.tensor_index));
-    json_object_set_new(o, "name", json_string(e->name));
-    json_object_set_new(o, "type", json_string(e->type_name));
+    json_object_set_new(o, "name", rf_json_str(e->name));
+    json_object_set_new(o, "type", rf_json_str(e->type_name));
     json_object_set_new(o, "file_backed", json_boolean(e->file_backed));
     json_object_set_new(o, "mapping_index",
                         e->mapping_index >= 0 ? json_integer(e->mapping_index) : json_null());
@@ -156,7 +157,7 @@ json_t *rf_report_model_json(const struct rf_report *r)
         json_object_set_new(o, "inventory_generation", json_null());
         json_object_set_new(o, "inventory", json_null());
         json_object_set_new(o, "reason",
-                            json_string(r->not_built_reason ? r->not_built_reason : "not built"));
+                            rf_json_str(r->not_built_reason ? r->not_built_reason : "not built"));
     }
     return o;
 }

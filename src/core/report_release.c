@@ -46,12 +46,12 @@ json_t *rf_report_plan_json(const struct rf_report *r)
         const struct rf_inventory_entry *e = NULL;
         struct rf_resource_key key = {p->generation, p->selected[i]};
         if (r->inventory && rf_inventory_lookup(r->inventory, key, &e) == 0)
-            json_array_append_new(names, json_string(e->name));
+            json_array_append_new(names, rf_json_str(e->name));
     }
     json_object_set_new(o, "selected", names);
     json_object_set_new(o, "selected_truncated",
                         json_boolean(p->n_selected > RF_REPORT_MAX_SELECTED_NAMES));
-    json_object_set_new(o, "reason", json_string(p->reason));
+    json_object_set_new(o, "reason", rf_json_str(p->reason));
     /* Every plan of the operation, one per boundary and release round. */
     json_t *all = json_array();
     uint64_t total = 0;
@@ -61,13 +61,14 @@ json_t *rf_report_plan_json(const struct rf_report *r)
             continue;
         total += q->n_selected;
         json_array_append_new(
-            all, json_pack("{s:s?, s:o, s:o, s:o, s:o, s:b, s:b, s:s}", "boundary",
-                           r->applications[i].boundary, "selected_count",
-                           rf_json_u64(true, q->n_selected), "selected_bytes",
-                           rf_json_u64(true, q->selected_logical_bytes), "release_bytes",
-                           rf_json_u64(true, q->release_bytes), "shared_bytes_protected",
-                           rf_json_u64(true, q->shared_bytes_protected), "profile_used",
-                           q->profile_used, "target_met", q->target_met, "reason", q->reason));
+            all,
+            json_pack("{s:s?, s:o, s:o, s:o, s:o, s:b, s:b, s:o}", "boundary",
+                      r->applications[i].boundary, "selected_count",
+                      rf_json_u64(true, q->n_selected), "selected_bytes",
+                      rf_json_u64(true, q->selected_logical_bytes), "release_bytes",
+                      rf_json_u64(true, q->release_bytes), "shared_bytes_protected",
+                      rf_json_u64(true, q->shared_bytes_protected), "profile_used", q->profile_used,
+                      "target_met", q->target_met, "reason", rf_json_str(q->reason)));
     }
     json_object_set_new(o, "plans", all);
     json_object_set_new(o, "selected_count_all_plans", rf_json_u64(true, total));
@@ -97,7 +98,7 @@ static void list_boundary(json_t *b, const struct rf_report_application *a)
     json_object_set_new(b, "refused_reason",
                         a->attempted
                             ? json_null()
-                            : json_string(a->refused_reason ? a->refused_reason : "not attempted"));
+                            : rf_json_str(a->refused_reason ? a->refused_reason : "not attempted"));
     json_object_set_new(b, "requested_bytes", rf_json_u64(a->attempted, a->requested_bytes));
     json_object_set_new(b, "accepted_bytes", rf_json_u64(a->attempted, a->accepted_bytes));
     json_object_set_new(b, "failed_ranges", rf_json_u64(a->attempted, a->n_failed));
@@ -230,9 +231,9 @@ json_t *rf_report_lifetime_json(const struct rf_report *r)
         if (r->lifetime->states[i] != RF_LT_RELEASE_FAILED || !r->inventory || i >= r->inventory->n)
             continue;
         int err = rf_lifetime_error(r->lifetime, i);
-        json_array_append_new(failed,
-                              json_pack("{s:s, s:o}", "name", r->inventory->entries[i].name,
-                                        "error", err ? json_string(strerror(-err)) : json_null()));
+        json_array_append_new(failed, json_pack("{s:o, s:o}", "name",
+                                                rf_json_str(r->inventory->entries[i].name), "error",
+                                                err ? json_string(strerror(-err)) : json_null()));
     }
     uint64_t past = 0;
     for (size_t i = 0; i < r->lifetime->n; i++)
@@ -283,7 +284,7 @@ json_t *rf_report_staging_json(const struct rf_report *r, const char **keys)
     json_object_set_new(o, "staged_tensor_pages_in_page_cache_after",
                         jrecon(r->staging_cached_after));
     json_object_set_new(o, "staged_tensor_pages_sampled", jrecon(r->staging_sampled_pages));
-    json_object_set_new(o, "reason", json_string(p->reason));
+    json_object_set_new(o, "reason", rf_json_str(p->reason));
     json_object_set_new(o, "note",
                         json_string("selected_bytes is the union of the staged page ranges; "
                                     "accepted_bytes are what MADV_WILLNEED took: a hint, not "
@@ -302,7 +303,7 @@ static json_t *index_names(const struct rf_inventory *inv, const uint32_t *order
         const struct rf_inventory_entry *e = NULL;
         struct rf_resource_key key = {inv->generation, order[i]};
         if (rf_inventory_lookup(inv, key, &e) == 0)
-            json_array_append_new(a, json_string(e->name));
+            json_array_append_new(a, rf_json_str(e->name));
     }
     return a;
 }
@@ -315,7 +316,7 @@ json_t *rf_report_profile_json(const struct rf_report *r, const char **keys)
     json_t *o = json_object();
     if (!o)
         return NULL;
-    json_object_set_new(o, "source", json_string(r->profile_source));
+    json_object_set_new(o, "source", rf_json_str(r->profile_source));
     json_object_set_new(o, "profile_used",
                         r->plan ? json_boolean(r->plan->profile_used) : json_false());
     json_object_set_new(o, "complete", json_boolean(r->dispatch && r->dispatch->complete));

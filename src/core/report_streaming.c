@@ -33,7 +33,7 @@ static json_t *plan_json(const struct rf_stream_report *sr)
         return NULL;
     for (size_t i = 0; sr->inv && i < p->n_pinned; i++)
         if (p->pinned[i] < sr->inv->n)
-            json_array_append_new(names, json_string(sr->inv->entries[p->pinned[i]].name));
+            json_array_append_new(names, rf_json_str(sr->inv->entries[p->pinned[i]].name));
     json_t *o = json_object();
     if (!o) {
         json_decref(names);
@@ -58,7 +58,7 @@ static json_t *plan_json(const struct rf_stream_report *sr)
     json_object_set_new(o, "partial_layer_tensors", json_integer(p->partial_layer_tensors));
     json_object_set_new(o, "head_pinned", json_boolean(p->head_pinned));
     json_object_set_new(o, "pinned_tensors", names);
-    json_object_set_new(o, "reason", json_string(p->reason));
+    json_object_set_new(o, "reason", rf_json_str(p->reason));
     return o;
 }
 
@@ -79,7 +79,7 @@ static json_t *pin_json(const struct rf_stream_report *sr)
     json_object_set_new(o, "sequential", json_boolean(sr->sequential));
     json_object_set_new(o, "hugepage", json_boolean(sr->hugepage));
     json_object_set_new(o, "thp_enabled",
-                        sr->has_thp_enabled ? json_string(sr->thp_enabled) : json_null());
+                        sr->has_thp_enabled ? rf_json_str(sr->thp_enabled) : json_null());
     json_object_set_new(
         o, "thp_enabled_source",
         json_string("/sys/kernel/mm/transparent_hugepage/enabled, the bracketed mode; null: "

@@ -502,7 +502,7 @@ int rf_residency_snapshot_to_json(const struct rf_residency_snapshot *s, bool wi
     smp = json_object();
     if (!o || !cov || !sel || !smp)
         goto nomem;
-    json_object_set_new(o, "source", json_string(s->source));
+    json_object_set_new(o, "source", rf_json_str(s->source));
     json_object_set_new(o, "generation", rf_json_u64(true, s->generation));
     json_object_set_new(o, "page_bytes", rf_json_u64(true, s->page_bytes));
 

@@ -150,7 +150,11 @@ int rf_profile_history_push(struct rf_profile *p, const struct rf_prediction *e)
 int rf_profile_parse(const char *text, size_t len, size_t max_history, struct rf_profile *out,
                      char *why, size_t why_size);
 
-/* The document of p, NUL-terminated, in *out (the caller frees). Errors: -EINVAL, -ENOMEM. */
+/*
+ * The document of p, NUL-terminated, in *out (the caller frees). Errors:
+ * -EINVAL, -ENOMEM, -RF_EJSON (a tensor name that is not UTF-8: the key a
+ * later run matches is refused, not replaced).
+ */
 int rf_profile_to_text(const struct rf_profile *p, char **out);
 
 /*

@@ -16,8 +16,10 @@
 #include "ramforge/residency.h"
 
 /*
- * Builds the document. *out is a new reference (json_decref).
- * Errors: -ENOMEM.
+ * Builds the document. *out is a new reference (json_decref). Text that
+ * is not valid UTF-8 is written with U+FFFD in place of its bad bytes
+ * (output.text_valid_utf8 says so for the generated text). Errors:
+ * -ENOMEM, -RF_EJSON (a section could not be built; logged with its name).
  */
 int rf_report_to_json(const struct rf_report *r, json_t **out);
 
