@@ -200,7 +200,10 @@ struct rf_operation_request {
  * Decides admission of the next operation from the latest sample and a
  * fresh read of the process's memory cgroup and every ancestor: process
  * RSS and RssAnon (/proc/self/status), the model mapping's Rss and Locked
- * (smaps), the KV cache of the request's context cells padded like
+ * (smaps; Locked read afresh when the sample did not read it and VmLck is
+ * not 0; unknown with the reason, never 0, when it cannot be read; a locked
+ * mapping is never counted reclaimable), the KV cache of the request's
+ * context cells padded like
  * llama.cpp (estimated from the hyperparameters, f16), the weights the
  * graph reads from the file each token, what release could return now
  * (mutating policies only), the soft target and each cgroup's limit,

@@ -266,6 +266,9 @@ uint8_t *ses_profile_stage_exclude(struct rf_session *s);
 /* The hot-first staging order of the persisted profile (caller frees); NULL: none. */
 uint32_t *ses_profile_stage_order(struct rf_session *s, size_t *n);
 /* KV cache bytes of n_ctx cells from the hyperparameters (f16 K and V); false: unknown. */
+/* smaps Locked of the model mappings read now (stream.c); false: unknown (not read). */
+bool ses_mapping_locked(struct rf_session *s, uint64_t *out);
+
 bool ses_estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uint64_t *out);
 
 /* ---- the streaming policy (stream.c) ---- */
