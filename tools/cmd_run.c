@@ -82,8 +82,7 @@ static int write_reports(struct rf_session *s, const struct run_options *o)
     }
     if (o->metrics_path) {
         char *text = NULL;
-        int rc = rf_metrics_text(rf_session_report(s, RF_REPORT_OPERATION),
-                                 rf_session_report(s, RF_REPORT_SESSION), o->sess.model, &text);
+        int rc = rf_session_metrics_text(s, o->sess.model, &text);
         if (rc == 0)
             rc = rf_metrics_write_file(text, o->metrics_path);
         free(text);

@@ -104,9 +104,7 @@ char *serve_metrics_text(struct serve *sv)
                rf_session_operations(sv->session));
     /* The report's families: the writer run --metrics-file shares (ramforge/metrics.h). */
     char *report = NULL;
-    int rc = rf_metrics_text(rf_session_report(sv->session, RF_REPORT_OPERATION),
-                             rf_session_report(sv->session, RF_REPORT_SESSION), sv->o->sess.model,
-                             &report);
+    int rc = rf_session_metrics_text(sv->session, sv->o->sess.model, &report);
     pthread_mutex_unlock(&sv->session_mu);
     if (rc == 0)
         fputs(report, f);

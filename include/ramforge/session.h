@@ -144,11 +144,14 @@ RF_API struct rf_session_params rf_session_default_params(void);
  * weights are classified by placement (where llama.cpp put each tensor),
  * or by a one-token probe context when the policy releases or
  * params.probe_access. Runs the after_load boundary. err receives a
- * one-line message on failure. Errors: -EINVAL (bad params, a required
- * target missing, or path is not the file the model was loaded from: no
- * read-only shared mapping of it in this process, another file, a copy, or
- * a model loaded without mmap), -RF_EBADMODEL, -EIO, -ENOMEM, -errno of the
- * file.
+ * one-line message on failure. One model instance has one execution gate:
+ * while a session is bound to model (wrapped, or the one rf_session_load
+ * made), a second rf_session_wrap of it is refused with -EBUSY; after
+ * rf_session_free of the first it may be wrapped again. Errors: -EBUSY (see
+ * above), -EINVAL (bad params, a required target missing, or path is not
+ * the file the model was loaded from: no read-only shared mapping of it in
+ * this process, another file, a copy, or a model loaded without mmap),
+ * -RF_EBADMODEL, -EIO, -ENOMEM, -errno of the file.
  */
 RF_API int rf_session_wrap(struct llama_model *model, const char *path,
                            struct rf_session_params params, struct rf_session **out,
@@ -197,7 +200,10 @@ struct rf_operation_request {
  * Decides admission of the next operation from the latest sample and a
  * fresh read of the process's memory cgroup and every ancestor: process
  * RSS and RssAnon (/proc/self/status), the model mapping's Rss and Locked
- * (smaps), the KV cache of the request's context cells padded like
+ * (smaps; Locked read afresh when the sample did not read it and VmLck is
+ * not 0; unknown with the reason, never 0, when it cannot be read; a locked
+ * mapping is never counted reclaimable), the KV cache of the request's
+ * context cells padded like
  * llama.cpp (estimated from the hyperparameters, f16), the weights the
  * graph reads from the file each token, what release could return now
  * (mutating policies only), the soft target and each cgroup's limit,

@@ -29,7 +29,18 @@ struct forge_model {
     struct stat file_st;            /* fstat of the file at load (forge_model_file_changed) */
     struct forge_gate gate;         /* execution gate, contract version 1 */
     bool gate_ready;                /* gate initialised (for forge_model_free) */
+    bool claimed;                   /* holds the claim of `model` (claim.c) */
+    struct forge_model *next_claim; /* the next claimed forge model (claim.c's list) */
 };
+
+/*
+ * Claims m->model for m: 0, or -EBUSY when another live forge model is
+ * bound to the same llama_model (one instance, one execution gate).
+ */
+int forge_model_claim(struct forge_model *m);
+
+/* Drops m's claim (none held: no-op); the llama_model may be bound again. */
+void forge_model_unclaim(struct forge_model *m);
 
 struct forge_context {
     struct forge_model *m;

@@ -6,7 +6,9 @@
  * The tensor table comes from the GGUF header (gguf_init_from_file,
  * no_alloc): name, type, absolute file offset (data offset + tensor offset)
  * and payload size. The mapping comes from /proc/self/maps: the r--s
- * mapping whose dev+inode are the file's. llama.cpp unmaps the header pages
+ * mapping whose dev+inode are the file's and which holds this model's
+ * tensor data (another instance of the file may be mapped too; see
+ * find_mapping). llama.cpp unmaps the header pages
  * after load, so the mapping starts at a non-zero file offset; a tensor's
  * address is map_start + (file offset - mapping file offset).
  *
@@ -89,63 +91,6 @@ static int load_tensor_table(struct forge_model *m, struct gguf_context *g)
     return 0;
 }
 
-/*
- * Finds the model file's r--s mapping in /proc/self/maps. Contiguous
- * fragments (same file, adjacent addresses and offsets) are merged; if the
- * file is mapped in disjoint pieces the largest piece is kept and tensors
- * outside it become NOT_MAPPED in the inventory.
- */
-static int find_mapping(struct forge_model *m, const struct stat *st)
-{
-    struct rf_mapping_meta *mm = &m->mapping;
-    struct rfsys_maps maps;
-    int rc;
-
-    memset(mm, 0, sizeof(*mm));
-    snprintf(mm->path, sizeof(mm->path), "%s", m->info.path);
-    mm->file_size_bytes = (uint64_t)st->st_size;
-    mm->dev_major = major(st->st_dev);
-    mm->dev_minor = minor(st->st_dev);
-    mm->inode = (uint64_t)st->st_ino;
-
-    rfsys_maps_init(&maps);
-    rc = rfsys_read_maps(NULL, "self", &maps);
-    if (rc < 0)
-        goto out;
-    uint64_t best_start = 0, best_end = 0, best_off = 0;
-    for (size_t i = 0; i < maps.n; i++) {
-        const struct rfsys_mapping *v = &maps.v[i];
-        if (v->inode != mm->inode || v->dev_major != mm->dev_major ||
-            v->dev_minor != mm->dev_minor || strcmp(v->perms, "r--s") != 0)
-            continue;
-        uint64_t start = v->start_addr, end = v->end_addr, off = v->offset_bytes;
-        /* merge the following contiguous fragments */
-        while (i + 1 < maps.n) {
-            const struct rfsys_mapping *w = &maps.v[i + 1];
-            if (w->inode != mm->inode || w->start_addr != end || strcmp(w->perms, "r--s") != 0 ||
-                w->offset_bytes != off + (end - start))
-                break;
-            end = w->end_addr;
-            i++;
-        }
-        if (end - start > best_end - best_start) {
-            best_start = start;
-            best_end = end;
-            best_off = off;
-        }
-    }
-    if (best_end > best_start) {
-        mm->validated = true;
-        mm->map_offset_bytes = best_off;
-        mm->map_length_bytes = best_end - best_start;
-        m->map_start = (uintptr_t)best_start;
-        m->map_end = (uintptr_t)best_end;
-    }
-out:
-    rfsys_maps_free(&maps);
-    return rc;
-}
-
 /* Resolves a graph source to the model weight it reads, or NULL. */
 static struct rf_tensor_meta *weight_of(struct forge_model *m, const struct ggml_tensor *src)
 {
@@ -193,16 +138,13 @@ static bool probe_eval_cb(struct ggml_tensor *t, bool ask, void *user_data)
     return false; /* observe only: no data, no barrier */
 }
 
-/*
- * Decodes one BOS token on a throw-away context with probe_eval_cb, then
- * marks every weight the graph never named as UNREFERENCED.
- */
-static int probe_access(struct forge_model *m, int n_threads, char err[FORGE_ERR_MAX])
+/* Decodes one BOS token on a throw-away context whose cb_eval is cb(ud). */
+static int probe_decode(struct forge_model *m, int n_threads, ggml_backend_sched_eval_callback cb,
+                        void *ud, char err[FORGE_ERR_MAX])
 {
     struct llama_context_params cp = llama_context_default_params();
     const struct llama_vocab *vocab = llama_model_get_vocab(m->model);
     struct forge_context *fc;
-    uint64_t t0 = rf_now_ns();
     int rc;
 
     cp.n_ctx = 64;
@@ -212,8 +154,8 @@ static int probe_access(struct forge_model *m, int n_threads, char err[FORGE_ERR
         cp.n_threads = n_threads;
         cp.n_threads_batch = n_threads;
     }
-    cp.cb_eval = probe_eval_cb;
-    cp.cb_eval_user_data = m;
+    cp.cb_eval = cb;
+    cp.cb_eval_user_data = ud;
     cp.no_perf = true;
 
     rc = forge_context_open(m, &cp, &fc, err);
@@ -223,20 +165,158 @@ static int probe_access(struct forge_model *m, int n_threads, char err[FORGE_ERR
     if (tok == LLAMA_TOKEN_NULL)
         tok = 0;
     rc = forge_context_decode(fc, &tok, 1);
-    if (rc < 0) {
+    if (rc < 0)
         snprintf(err, FORGE_ERR_MAX, "%s: llama.cpp could not decode the probe token",
                  m->info.path);
+    else
+        forge_context_synchronize(fc);
+    forge_context_free(fc);
+    return rc;
+}
+
+/*
+ * The probe: one decode with probe_eval_cb, then every weight the graph
+ * never named is UNREFERENCED.
+ */
+static int probe_access(struct forge_model *m, int n_threads, char err[FORGE_ERR_MAX])
+{
+    uint64_t t0 = rf_now_ns();
+    int rc = probe_decode(m, n_threads, probe_eval_cb, m, err);
+
+    if (rc == 0) {
+        for (size_t i = 0; i < m->n_tensors; i++)
+            if (m->tensors[i].access == RF_ACCESS_UNKNOWN)
+                m->tensors[i].access = RF_ACCESS_UNREFERENCED;
+        m->info.access_probed = true;
+        m->info.access_basis = RF_ACCESS_BASIS_GRAPH_PROBE;
+    }
+    m->info.probe_ns = rf_now_ns() - t0;
+    return rc;
+}
+
+/* One r--s range of the model file in this process (contiguous VMAs merged). */
+struct file_map {
+    uint64_t start, end; /* virtual addresses, half-open */
+    uint64_t off_bytes;  /* file offset of start */
+    uint64_t hits;       /* data pointers of the model's tensors inside it */
+};
+
+struct file_maps {
+    struct file_map *v;
+    size_t n;
+};
+
+/* Counts t's data (or the data its view points into) in the range holding it. */
+static void locate_data(struct file_maps *fm, const struct ggml_tensor *t)
+{
+    while (t->view_src)
+        t = t->view_src;
+    uintptr_t p = (uintptr_t)t->data;
+    if (!t->buffer || !p)
+        return;
+    for (size_t i = 0; i < fm->n; i++)
+        if (p >= fm->v[i].start && p < fm->v[i].end)
+            fm->v[i].hits++;
+}
+
+static void locate_visit(void *ud, const struct ggml_tensor *t)
+{
+    locate_data(ud, t);
+}
+
+static bool locate_eval_cb(struct ggml_tensor *t, bool ask, void *ud)
+{
+    if (!ask)
+        return true;
+    for (int i = 0; i < GGML_MAX_SRC; i++)
+        if (t->src[i])
+            locate_data(ud, t->src[i]);
+    return false; /* observe only */
+}
+
+/* The model file's r--s ranges in maps into fm->v (allocated, maps.n entries at most). */
+static int file_maps_read(const struct rf_mapping_meta *mm, struct file_maps *fm)
+{
+    struct rfsys_maps maps;
+    int rc;
+
+    rfsys_maps_init(&maps);
+    rc = rfsys_read_maps(NULL, "self", &maps);
+    if (rc < 0)
+        goto out;
+    fm->v = calloc(maps.n ? maps.n : 1, sizeof(*fm->v));
+    if (!fm->v) {
+        rc = -ENOMEM;
         goto out;
     }
-    forge_context_synchronize(fc);
-    for (size_t i = 0; i < m->n_tensors; i++)
-        if (m->tensors[i].access == RF_ACCESS_UNKNOWN)
-            m->tensors[i].access = RF_ACCESS_UNREFERENCED;
-    m->info.access_probed = true;
-    m->info.access_basis = RF_ACCESS_BASIS_GRAPH_PROBE;
+    for (size_t i = 0; i < maps.n; i++) {
+        const struct rfsys_mapping *v = &maps.v[i];
+        if (v->inode != mm->inode || v->dev_major != mm->dev_major ||
+            v->dev_minor != mm->dev_minor || strcmp(v->perms, "r--s") != 0)
+            continue;
+        struct file_map *last = fm->n ? &fm->v[fm->n - 1] : NULL;
+        if (last && last->end == v->start_addr &&
+            v->offset_bytes == last->off_bytes + (last->end - last->start)) {
+            last->end = v->end_addr;
+            continue;
+        }
+        fm->v[fm->n++] = (struct file_map){v->start_addr, v->end_addr, v->offset_bytes, 0};
+    }
 out:
-    forge_context_free(fc);
-    m->info.probe_ns = rf_now_ns() - t0;
+    rfsys_maps_free(&maps);
+    return rc;
+}
+
+/*
+ * Binds m to the mapping of the model file that holds m's own tensor data:
+ * with two instances of one file loaded (a reload before the old model is
+ * freed, a model loaded without mmap beside an mmap'd one), the file has
+ * several r--s ranges, and only one, or none, is this model's. Each range
+ * counts the data pointers of the tensors the model holds (llama.cpp's
+ * tensor map; where the build has none, the sources of a probe decode);
+ * the range with the most is the model's, and a tensor outside it becomes
+ * NOT_MAPPED in the inventory. A model forge loaded itself (with mmap) and
+ * the file's only range need no look. No range holding any: the mapping
+ * stays unvalidated (a borrowed model is then refused by the caller).
+ */
+static int find_mapping(struct forge_model *m, const struct stat *st, int n_threads,
+                        char err[FORGE_ERR_MAX])
+{
+    struct rf_mapping_meta *mm = &m->mapping;
+    struct file_maps fm = {0};
+    int rc;
+
+    memset(mm, 0, sizeof(*mm));
+    snprintf(mm->path, sizeof(mm->path), "%s", m->info.path);
+    mm->file_size_bytes = (uint64_t)st->st_size;
+    mm->dev_major = major(st->st_dev);
+    mm->dev_minor = minor(st->st_dev);
+    mm->inode = (uint64_t)st->st_ino;
+
+    rc = file_maps_read(mm, &fm);
+    if (rc < 0) {
+        snprintf(err, FORGE_ERR_MAX, "cannot read /proc/self/maps: %s", rf_strerror(rc));
+        goto out;
+    }
+    if (fm.n == 1 && !m->borrowed)
+        fm.v[0].hits = 1;
+    else if (fm.n > 0 && forge_model_tensor_map(m->model, locate_visit, &fm) < 0)
+        rc = probe_decode(m, n_threads, locate_eval_cb, &fm, err);
+    if (rc < 0)
+        goto out;
+    const struct file_map *best = NULL;
+    for (size_t i = 0; i < fm.n; i++)
+        if (fm.v[i].hits > 0 && (!best || fm.v[i].hits > best->hits))
+            best = &fm.v[i];
+    if (best) {
+        mm->validated = true;
+        mm->map_offset_bytes = best->off_bytes;
+        mm->map_length_bytes = best->end - best->start;
+        m->map_start = (uintptr_t)best->start;
+        m->map_end = (uintptr_t)best->end;
+    }
+out:
+    free(fm.v);
     return rc;
 }
 
@@ -346,16 +426,23 @@ static int model_open(const char *path, struct llama_model *borrowed,
         rc = -RF_EBADMODEL;
         goto fail;
     }
-    rc = find_mapping(m, &st);
+    rc = forge_model_claim(m);
     if (rc < 0) {
-        snprintf(err, FORGE_ERR_MAX, "cannot read /proc/self/maps: %s", rf_strerror(rc));
+        snprintf(err, FORGE_ERR_MAX,
+                 "%s: this llama_model already has a session (one model instance has one "
+                 "execution gate); free that session first",
+                 path);
         goto fail;
     }
+    rc = find_mapping(m, &st, params->n_threads, err);
+    if (rc < 0)
+        goto fail;
     if (!m->mapping.validated && m->borrowed) {
-        /* Not mapped by this process: another file (or a copy) than the model was loaded from. */
+        /* Another file (or a copy) than the model was loaded from, or loaded without mmap. */
         snprintf(err, FORGE_ERR_MAX,
                  "%s: not the file the model was loaded from (no read-only shared mapping of it "
-                 "in this process; the model must be loaded with mmap from this path)",
+                 "in this process holds the model's tensor data; the model must be loaded with "
+                 "mmap from this path)",
                  path);
         rc = -EINVAL;
         goto fail;
@@ -421,6 +508,7 @@ void forge_model_free(struct forge_model *m)
 {
     if (!m)
         return;
+    forge_model_unclaim(m);
     if (m->model && !m->borrowed)
         llama_model_free(m->model);
     free(m->by_name);

@@ -2,7 +2,8 @@
  * The report as Prometheus text (ramforge/metrics.h): one writer for
  * serve's /metrics and run's --metrics-file. Plain stdio (no jansson); the
  * text is built in an open_memstream buffer and written with core's
- * rf_file_write_atomic.
+ * rf_file_write_atomic. The release families are counters over the whole
+ * session: the retained applications plus those the history cap dropped.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -13,6 +14,8 @@
 
 #include "ramforge/metrics.h"
 #include "ramforge/report_json.h"
+
+#include "session_internal.h"
 
 static void family(FILE *f, const char *name, const char *type, const char *help)
 {
@@ -109,68 +112,97 @@ static void operation_metrics(FILE *f, const struct rf_report *r, const char *m)
     }
 }
 
-/* The session's releases: requested and accepted bytes, observed deltas (signed sums). */
-static void release_metrics(FILE *f, const struct rf_report *r, const char *m)
+void rf_release_totals_add(struct rf_release_totals *t, const struct rf_report_application *apps,
+                           size_t n)
 {
-    uint64_t req = 0, acc = 0, n = 0;
-    int64_t d[3] = {0};
-    bool has[3] = {false};
-    for (size_t i = 0; i < r->n_applications; i++) {
-        const struct rf_report_application *a = &r->applications[i];
+    for (size_t i = 0; i < n; i++) {
+        const struct rf_report_application *a = &apps[i];
         if (!a->attempted)
             continue;
-        n++;
-        req += a->requested_bytes;
-        acc += a->accepted_bytes;
+        t->applications++;
+        t->overflowed |=
+            __builtin_add_overflow(t->requested_bytes, a->requested_bytes, &t->requested_bytes) ||
+            __builtin_add_overflow(t->accepted_bytes, a->accepted_bytes, &t->accepted_bytes);
         const struct rf_recon_value *v[3] = {&a->mapping_delta, &a->rss_delta, &a->cgroup_delta};
         for (int k = 0; k < 3; k++)
             if (v[k]->has_value) {
-                d[k] += v[k]->value;
-                has[k] = true;
+                t->overflowed |=
+                    __builtin_add_overflow(t->delta_bytes[k], v[k]->value, &t->delta_bytes[k]);
+                t->has_delta[k] = true;
             }
     }
+}
+
+/* The session's releases (dropped: those the history cap took out of r; may be NULL). */
+static void release_metrics(FILE *f, const struct rf_report *r,
+                            const struct rf_release_totals *dropped, const char *m)
+{
+    struct rf_release_totals t = {0};
+    if (dropped)
+        t = *dropped;
+    rf_release_totals_add(&t, r->applications, r->n_applications);
     family(f, "ramforge_release_applications_total", "counter",
            "Release applications attempted this session.");
     series(f, "ramforge_release_applications_total", m);
-    fprintf(f, "} %" PRIu64 "\n", n);
+    fprintf(f, "} %" PRIu64 "\n", t.applications);
+    /* an overflowed sum is unknown: no sample (never a wrapped number) */
     family(f, "ramforge_release_requested_bytes_total", "counter",
            "Bytes of release ranges submitted to madvise this session.");
-    series(f, "ramforge_release_requested_bytes_total", m);
-    fprintf(f, "} %" PRIu64 "\n", req);
+    if (!t.overflowed) {
+        series(f, "ramforge_release_requested_bytes_total", m);
+        fprintf(f, "} %" PRIu64 "\n", t.requested_bytes);
+    }
     family(f, "ramforge_release_accepted_bytes_total", "counter",
            "Bytes madvise accepted this session (not reclamation).");
-    series(f, "ramforge_release_accepted_bytes_total", m);
-    fprintf(f, "} %" PRIu64 "\n", acc);
+    if (!t.overflowed) {
+        series(f, "ramforge_release_accepted_bytes_total", m);
+        fprintf(f, "} %" PRIu64 "\n", t.accepted_bytes);
+    }
     static const char *const names[3] = {"mapping_rss", "process_rss", "cgroup_current"};
     family(f, "ramforge_release_observed_delta_bytes", "gauge",
            "Observed change across this session's releases, summed (negative: fell).");
     for (int k = 0; k < 3; k++) {
-        if (!has[k])
+        if (!t.has_delta[k] || t.overflowed)
             continue;
         series(f, "ramforge_release_observed_delta_bytes", m);
-        fprintf(f, ",measure=\"%s\"} %" PRId64 "\n", names[k], d[k]);
+        fprintf(f, ",measure=\"%s\"} %" PRId64 "\n", names[k], t.delta_bytes[k]);
     }
 }
 
-int rf_metrics_text(const struct rf_report *op, const struct rf_report *session, const char *model,
-                    char **out)
+static int metrics_text(const struct rf_report *op, const struct rf_report *session,
+                        const struct rf_release_totals *dropped, const char *model, char **out)
 {
     char *text = NULL;
     size_t len = 0;
     if (!op || !out)
         return -EINVAL;
+    *out = NULL;
     FILE *f = open_memstream(&text, &len);
     if (!f)
         return -ENOMEM;
     ledger_metrics(f, op, model);
     operation_metrics(f, op, model);
-    release_metrics(f, session ? session : op, model);
+    release_metrics(f, session ? session : op, dropped, model);
     if (fclose(f) != 0) {
         free(text);
         return -ENOMEM;
     }
     *out = text;
     return 0;
+}
+
+int rf_metrics_text(const struct rf_report *op, const struct rf_report *session, const char *model,
+                    char **out)
+{
+    return metrics_text(op, session, NULL, model, out);
+}
+
+int rf_session_metrics_text(struct rf_session *s, const char *model, char **out)
+{
+    if (!s)
+        return -EINVAL;
+    return metrics_text(rf_session_report(s, RF_REPORT_OPERATION),
+                        rf_session_report(s, RF_REPORT_SESSION), &s->dropped_releases, model, out);
 }
 
 int rf_metrics_write_file(const char *text, const char *path)

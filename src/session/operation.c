@@ -93,6 +93,7 @@ static void drop_history(struct rf_session *s)
         return;
     size_t drop_ops = s->n_op_starts - keep;
     size_t ns = s->op_starts[drop_ops].first_sample, na = s->op_starts[drop_ops].first_app;
+    rf_release_totals_add(&s->dropped_releases, s->apps, na);
     for (size_t i = 0; i < na; i++) {
         rf_plan_free(s->plans[i]);
         free(s->plans[i]);

@@ -45,6 +45,34 @@ static struct rf_admission_figure measured(bool has, uint64_t bytes, const char 
     return f;
 }
 
+/*
+ * The model mappings' locked bytes for admission (reclaimable leaves a
+ * locked mapping out): smaps Locked of the latest sample when it read
+ * smaps; else exactly 0 when its VmLck says nothing of the process is
+ * locked; else smaps read now. A figure none of those gave is unknown with
+ * the reason, never an exact 0 (a sample read through PAGEMAP_SCAN has no
+ * Locked).
+ */
+static struct rf_admission_figure admission_locked(struct rf_session *s,
+                                                   const struct rf_residency_sample *now)
+{
+    struct rf_admission_figure f = {0};
+    uint64_t bytes;
+
+    if (now && now->has_mapping_locked)
+        return rf_admission_figure_of(now->mapping_locked_bytes, RF_PROV_EXACT_MEASURED,
+                                      "/proc/self/smaps Locked of the model mappings");
+    if (now && now->has_locked && now->locked_bytes == 0)
+        return rf_admission_figure_of(0, RF_PROV_EXACT_MEASURED,
+                                      "/proc/self/status VmLck: no page of the process is locked");
+    if (ses_mapping_locked(s, &bytes))
+        return rf_admission_figure_of(bytes, RF_PROV_EXACT_MEASURED,
+                                      "/proc/self/smaps Locked of the model mappings (read for "
+                                      "admission)");
+    f.source = "smaps Locked of the model mappings could not be read";
+    return f;
+}
+
 int rf_session_admit_result(struct rf_session *s, const struct rf_operation_request *request,
                             struct rf_admission_result *out)
 {
@@ -65,11 +93,13 @@ int rf_session_admit_result(struct rf_session *s, const struct rf_operation_requ
         in.process_rss =
             measured(now->has_process_rss, now->process_rss_bytes, "/proc/self/status VmRSS");
         in.anonymous = measured(now->has_anon, now->anon_bytes, "/proc/self/status RssAnon");
-        in.mapping_rss = measured(now->has_mapping, now->mapping_rss_bytes,
-                                  "/proc/self/smaps Rss of the model mappings");
-        in.locked = measured(now->has_mapping, now->mapping_locked_bytes,
-                             "/proc/self/smaps Locked of the model mappings");
+        in.mapping_rss =
+            measured(now->has_mapping, now->mapping_rss_bytes,
+                     now->mapping_source && strcmp(now->mapping_source, "pagemap_scan") == 0
+                         ? "PAGEMAP_SCAN of the model mappings (resident pages)"
+                         : "/proc/self/smaps Rss of the model mappings");
     }
+    in.locked = admission_locked(s, now);
     in.mlock_requested = s->p.mlock_requested;
     in.streaming = s->p.policy == RF_POLICY_STREAMING;
     if (rf_admission_ctx_cells(request->n_ctx, request->n_prompt, request->n_predict,
@@ -96,8 +126,11 @@ int rf_session_admit_result(struct rf_session *s, const struct rf_operation_requ
         in.file_working_set.source = "the weights were not classified (residency policy off)";
     in.graph_scratch.source = "not known before the operation's context exists";
     in.reclaimable.source = "the residency policy does not release";
-    if (rf_policy_mutates(s->p.policy)) {
-        bool locked = now && now->mapping_locked_bytes > 0;
+    if (rf_policy_mutates(s->p.policy) && !in.locked.has) {
+        in.reclaimable.source = "whether the model mapping is locked is not known (smaps Locked "
+                                "could not be read)";
+    } else if (rf_policy_mutates(s->p.policy)) {
+        bool locked = in.locked.bytes > 0;
         bool *mapping_locked = calloc(s->inv.n_mappings ? s->inv.n_mappings : 1, sizeof(bool));
         struct rf_reclaimable_now rn;
         for (size_t i = 0; mapping_locked && i < s->inv.n_mappings; i++)

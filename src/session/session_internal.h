@@ -16,6 +16,7 @@
 #include "ramforge/ledger.h"
 #include "ramforge/lifetime.h"
 #include "ramforge/measure.h"
+#include "ramforge/metrics.h"
 #include "ramforge/profile.h"
 #include "ramforge/report.h"
 #include "ramforge/residency.h"
@@ -175,8 +176,9 @@ struct rf_session {
     } * op_starts;
     size_t n_op_starts, cap_op_starts;
     uint64_t operations_dropped; /* operations whose samples and plans the cap dropped */
-    uint64_t walked_generation;  /* native execution generation the lifetimes walked */
-    uint64_t invalidated;        /* resources of older generations made Invalidated */
+    struct rf_release_totals dropped_releases; /* the attempted applications the cap dropped */
+    uint64_t walked_generation; /* native execution generation the lifetimes walked */
+    uint64_t invalidated;       /* resources of older generations made Invalidated */
 
     struct rf_residency_sample *samples;
     size_t n_samples, cap_samples;
@@ -216,7 +218,7 @@ struct rf_session {
 
     struct session_op op;
     uint64_t n_ended;
-    struct rf_report view; /* rf_session_report's assembly */
+    struct rf_report view[2]; /* rf_session_report's assembly, per scope (operation, session) */
 };
 
 /* Grows *arr (elements of size elem) to hold need; 0 or -ENOMEM. */
@@ -264,6 +266,9 @@ uint8_t *ses_profile_stage_exclude(struct rf_session *s);
 /* The hot-first staging order of the persisted profile (caller frees); NULL: none. */
 uint32_t *ses_profile_stage_order(struct rf_session *s, size_t *n);
 /* KV cache bytes of n_ctx cells from the hyperparameters (f16 K and V); false: unknown. */
+/* smaps Locked of the model mappings read now (stream.c); false: unknown (not read). */
+bool ses_mapping_locked(struct rf_session *s, uint64_t *out);
+
 bool ses_estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uint64_t *out);
 
 /* ---- the streaming policy (stream.c) ---- */

@@ -125,14 +125,13 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
     return 0;
 }
 
-/* smaps Locked of the model mapping now; false: unknown. */
-static bool measure_locked(struct rf_session *s, uint64_t *out)
+bool ses_mapping_locked(struct rf_session *s, uint64_t *out)
 {
     struct rf_residency_sample smp;
     memset(&smp, 0, sizeof(smp));
     s->native->sample_mapping(s->ud, RF_MEASURE_MAPPING_SMAPS, &smp);
     *out = smp.mapping_locked_bytes;
-    return smp.has_mapping;
+    return smp.has_mapping_locked;
 }
 
 /*
@@ -181,7 +180,7 @@ int rf_session_stream_pin(struct rf_session *s, bool *pinned)
         return 0;
     }
     st->rep.pinned = true;
-    st->rep.has_locked = measure_locked(s, &st->rep.locked_bytes);
+    st->rep.has_locked = ses_mapping_locked(s, &st->rep.locked_bytes);
     if (s->p.stream_sequential)
         st->rep.sequential = advise(s, FORGE_STREAM_SEQUENTIAL, &st->seq_advised);
     if (s->p.stream_hugepage) {

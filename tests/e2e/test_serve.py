@@ -742,6 +742,47 @@ def case_session_report_releases_bounded(c):
     return 0
 
 
+RELEASE_COUNTERS = ("ramforge_release_applications_total",
+                    "ramforge_release_requested_bytes_total",
+                    "ramforge_release_accepted_bytes_total")
+
+
+def case_release_counters(c):
+    """/metrics' ramforge_release_*_total are the session's counters, never the last
+    operation's (issue 20, fault 9). A releasing policy (a 4 KiB target, never met) releases
+    at every request's after_session boundary: over several requests each counter never
+    decreases and equals the session report's sums (attempted boundaries, requested and
+    accepted bytes, from GET /residency); with a history cap (--history 2) smaller than the
+    requests, the dropped operations' releases still count, so no counter falls either."""
+    model = c.model()
+    for history in (None, 2):
+        extra = ("--history", str(history)) if history else ()
+        with Server(c, model, "--residency-policy", "memory-bound", "--memory-target", "4KiB",
+                    *extra) as sv:
+            prev = None
+            for i in range(6):
+                sv.complete(n=2)
+                m = sv.metrics()
+                now = [m[(name, ())] for name in RELEASE_COUNTERS]
+                if prev is not None:
+                    check(all(a >= b for a, b in zip(now, prev)),
+                          f"history {history}, request {i + 1}: a counter fell: "
+                          f"{dict(zip(RELEASE_COUNTERS, prev))} -> "
+                          f"{dict(zip(RELEASE_COUNTERS, now))}")
+                    check(now[0] > prev[0] and now[2] > prev[2],
+                          f"history {history}, request {i + 1}: the request's release "
+                          f"is counted: {prev} -> {now}")
+                prev = now
+                if history is None:
+                    app = sv.ok("GET", "/residency")["session"]["application"]
+                    tried = [b for b in app["boundaries"] if b["attempted"]]
+                    check(app["boundaries_dropped"] == 0, f"every boundary listed: {app}")
+                    want = [len(tried), app["requested_bytes"], app["accepted_bytes"]]
+                    check(now == want, f"request {i + 1}: metrics {now} != the session "
+                          f"report's sums {want}")
+    return 0
+
+
 def case_admission_refused(c):
     """A request whose KV cache cannot fit a child cgroup's hard limit answers 503 with the
     admission's reason, never an OOM kill; the server keeps serving."""
@@ -831,6 +872,7 @@ CASES = {
     "sigterm": case_sigterm,
     "session_report_bounded": case_session_report_bounded,
     "session_report_releases_bounded": case_session_report_releases_bounded,
+    "release_counters": case_release_counters,
     "admission_refused": case_admission_refused,
     "slow_client": case_slow_client,
     "cli_badinput": case_cli_badinput,

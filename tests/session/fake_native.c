@@ -44,6 +44,7 @@ void fake_native_sample_mapping(void *ud, enum rf_measure_mapping what,
     struct fake_native *n = ud;
     (void)what;
     out->has_mapping = out->has_mapping_pss = true;
+    out->has_mapping_locked = !n->no_locked;
     out->mapping_rss_bytes = out->mapping_pss_bytes = n->resident_bytes;
     out->mapping_locked_bytes = n->locked_bytes;
     out->mapping_source = "smaps";

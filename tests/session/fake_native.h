@@ -33,6 +33,7 @@ struct fake_native {
     uint64_t page_bytes;      /* page size of the page source */
     uint64_t resident_bytes;  /* mapping RSS (and PSS) every sample reports */
     uint64_t locked_bytes;    /* smaps Locked of the mapping, on the re-read (sample_mapping) */
+    bool no_locked;           /* the re-read cannot read Locked (the samples never do) */
     uint64_t anon_bytes;      /* RssAnon, in the samples when has_anon */
     bool has_anon;            /* the samples report RssAnon */
     uint64_t other_rss_bytes; /* process RSS besides the mapping and RssAnon */

@@ -297,6 +297,57 @@ static void test_operations_have_their_own_reports(void **state)
     rf_session_free(s);
 }
 
+/* The admission record named name; fails when absent. */
+static const struct rf_admission_record *record_of(const struct rf_admission_result *a,
+                                                   const char *name)
+{
+    for (size_t i = 0; i < a->n_records; i++)
+        if (strcmp(a->records[i].name, name) == 0)
+            return &a->records[i];
+    fail_msg("no admission record %s", name);
+    return NULL;
+}
+
+/*
+ * Admission's `locked` (the fake's samples read no Locked, as a
+ * PAGEMAP_SCAN sample): the mapping's Locked re-read for admission (3
+ * pages, never the sample's unread 0), and reclaimable leaves the locked
+ * mapping out; when the re-read fails too, Locked is unknown with the
+ * reason, and so is what a release could reclaim (issue 20, fault 5).
+ */
+static void test_admission_locked_read_or_unknown(void **state)
+{
+    (void)state;
+    struct rf_operation_request req = {.n_prompt = 10, .n_predict = 8};
+    struct rf_admission_result adm;
+    for (int lost = 0; lost < 2; lost++) {
+        struct fake f = {.nat.resident_bytes = 5 * TENSOR_BYTES,
+                         .nat.locked_bytes = 3 * PAGE,
+                         .nat.no_locked = lost,
+                         .drop_num = 1,
+                         .drop_den = 1,
+                         .refuse_range = -1};
+        struct rf_session *s = start(&f, memory_bound(2 * TENSOR_BYTES));
+        assert_int_equal(rf_session_admit_result(s, &req, &adm), 0);
+        const struct rf_admission_record *locked = record_of(&adm, "locked");
+        const struct rf_admission_record *rec = record_of(&adm, "reclaimable");
+        if (!lost) {
+            assert_true(locked->has);
+            assert_int_equal(locked->bytes, 3 * PAGE);
+            assert_int_equal(locked->provenance, RF_PROV_EXACT_MEASURED);
+            assert_true(rec->has);
+            assert_int_equal(rec->bytes, 0); /* the one mapping is locked */
+        } else {
+            assert_false(locked->has);
+            assert_int_equal(locked->provenance, RF_PROV_UNKNOWN);
+            assert_non_null(strstr(locked->source, "could not be read"));
+            assert_false(rec->has);
+            assert_non_null(strstr(rec->source, "locked is not known"));
+        }
+        rf_session_free(s);
+    }
+}
+
 /* A gate taken between the observation and the release: EBUSY, nothing advised, ReleaseFailed. */
 static void test_busy_gate(void **state)
 {
@@ -767,6 +818,7 @@ static void test_warning_once_by_text(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_admission_locked_read_or_unknown),
         cmocka_unit_test(test_thirteen_samples_one_operation),
         cmocka_unit_test(test_operations_have_their_own_reports),
         cmocka_unit_test(test_busy_gate),

@@ -110,9 +110,13 @@ struct llama_model;
  * PATH (llama_model_load_from_file with mmap): the model is borrowed,
  * never freed by forge_model_free, and must outlive *out. params->mlock
  * and use_extra_bufts are ignored (the application chose them);
- * probe_access and n_threads apply. Errors: -EINVAL (NULL model or path;
- * PATH is not mapped read-only shared in this process: another file, or a
- * copy, than the one the model was loaded from), those of forge_model_load.
+ * probe_access and n_threads apply. A llama_model is bound to one forge
+ * model at a time (one instance, one execution gate). Errors: -EBUSY (a
+ * live forge model is already bound to model), -EINVAL (NULL model or path;
+ * no read-only shared mapping of PATH in this process holds the model's
+ * tensor data: another file, or a copy, than the one the model was loaded
+ * from, or a model loaded without mmap, even beside an mmap'd instance of
+ * the same file), those of forge_model_load.
  */
 int forge_model_wrap(struct llama_model *model, const char *path,
                      const struct forge_model_params *params, struct forge_model **out,

@@ -12,6 +12,8 @@
 #ifndef RAMFORGE_METRICS_H
 #define RAMFORGE_METRICS_H
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "ramforge/report.h"
@@ -40,11 +42,39 @@ extern "C" {
  * plan, no sample) has its HELP/TYPE lines and no sample. model is a
  * label value (escaped here); NULL is written as "".
  *
- * *out is a NUL-terminated string the caller frees with free().
- * Errors: -EINVAL (op NULL), -ENOMEM.
+ * The release counters of session are its retained applications only (see
+ * rf_session_metrics_text for a session's own). An unknown (overflowed)
+ * byte total has no sample. *out is a NUL-terminated string the caller
+ * frees with free(). Errors: -EINVAL (op or out NULL), -ENOMEM.
  */
 int rf_metrics_text(const struct rf_report *op, const struct rf_report *session, const char *model,
                     char **out);
+
+struct rf_session;
+
+/*
+ * As rf_metrics_text, for session s: its operation report and its session
+ * report (rf_session_report of each scope), with the releases of the
+ * operations the history cap (params.history_operations) dropped still
+ * counted, so the ramforge_release_*_total counters never decrease over
+ * the session's life. serve's /metrics and run's --metrics-file. Errors:
+ * -EINVAL (NULL s or out), -ENOMEM.
+ */
+int rf_session_metrics_text(struct rf_session *s, const char *model, char **out);
+
+/* Attempted release applications summed: what the ramforge_release_* families count. */
+struct rf_release_totals {
+    uint64_t applications;    /* attempted applications */
+    uint64_t requested_bytes; /* bytes submitted to madvise */
+    uint64_t accepted_bytes;  /* bytes madvise accepted */
+    int64_t delta_bytes[3];   /* observed mapping RSS, process RSS, cgroup current deltas */
+    bool has_delta[3];        /* some application measured delta_bytes[k] */
+    bool overflowed;          /* a sum passed its type: the byte totals are unknown */
+};
+
+/* Adds the attempted applications among apps[0..n) to *t (checked sums). */
+void rf_release_totals_add(struct rf_release_totals *t, const struct rf_report_application *apps,
+                           size_t n);
 
 /*
  * Writes name="value" to f, the value escaped as the text format asks (a
