@@ -29,7 +29,7 @@ extern "C" {
 
 #define FORGE_ERR_MAX RF_ERR_MAX /* size of the message buffers below (ramforge/error.h) */
 
-/* llama.cpp version string this build links, e.g. "v0.4.0 80fb11a". */
+/* llama.cpp version string this build links, e.g. "v0.5.0 de3ff81". */
 const char *forge_llama_version(void);
 
 /* The llama.cpp build ramforge was compiled against; static strings, "unknown" if not known. */

@@ -11,7 +11,7 @@
  * adds no synchronisation point and the graph is computed as without it.
  *
  * The rule for "a node the CPU backend runs" is ggml-cpu's own
- * (ggml_graph_compute_thread and ggml_compute_forward, llama.cpp v0.4.0),
+ * (ggml_graph_compute_thread and ggml_compute_forward, llama.cpp v0.4.0 and v0.5.0),
  * the same test ggml's other backends use: a node is recorded unless
  *   - its op has no kernel (ggml_op_is_empty): GGML_OP_NONE, GGML_OP_RESHAPE,
  *     GGML_OP_VIEW, GGML_OP_PERMUTE, GGML_OP_TRANSPOSE; or

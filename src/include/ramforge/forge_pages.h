@@ -232,7 +232,7 @@ struct forge_gguf_estimate {
 
 /*
  * Reads PATH's GGUF header (no data, no llama.cpp load) and fills *out.
- * The repacked/file split follows llama.cpp v0.4.0's CPU_REPACK rules as
+ * The repacked/file split follows llama.cpp's CPU_REPACK rules (v0.4.0, v0.5.0) as
  * measured here (a header estimate, confirmed after the load by the
  * access probe). Errors: -EINVAL, those of forge_gguf_check, -EOVERFLOW.
  */
