@@ -118,23 +118,23 @@ static const char *why_unknown(const struct rf_cgroup_figure *f, char *buf, size
     return buf;
 }
 
-/* "; N bytes of inactive file cache in DIR count as headroom: reclaimable, not free (SRC)". */
+/* "; N bytes of reclaimable file cache of DIR count as headroom: reclaimable, not free (SRC)". */
 static void note_reclaimable(struct rf_admission_result *out,
                              const struct rf_admission_level_check *c)
 {
     if (!c->checked && !c->high_checked)
         return;
-    if (c->level.inactive_file.has) {
+    if (c->level.reclaimable_file.has) {
         if (c->reclaimable_bytes > 0)
             note(out,
-                 "; %" PRIu64 " bytes of inactive file cache of %s count as headroom: reclaimable, "
-                 "not free (%s)",
-                 c->reclaimable_bytes, c->level.dir, c->level.inactive_file.source);
+                 "; %" PRIu64 " bytes of clean unmapped file cache of %s (active and inactive "
+                 "lists) count as headroom: reclaimable, not free (%s)",
+                 c->reclaimable_bytes, c->level.dir, c->level.reclaimable_file.source);
     } else {
         char why[RF_CGROUP_PATH_MAX + 64];
 
-        note(out, "; the inactive file cache of %s is unknown (%s): none counted as reclaimable",
-             c->level.dir, why_unknown(&c->level.inactive_file, why, sizeof(why)));
+        note(out, "; the reclaimable file cache of %s is unknown (%s): none counted as reclaimable",
+             c->level.dir, why_unknown(&c->level.reclaimable_file, why, sizeof(why)));
     }
 }
 

@@ -85,8 +85,12 @@ bool rf_admission_check_level(const struct rf_admission_input *in, struct rf_adm
     if (!l->usage.has || !out->has_growth)
         return true;
     c->reclaimable_bytes = 0;
-    if (l->inactive_file.has)
-        c->reclaimable_bytes = l->inactive_file.bytes < usage ? l->inactive_file.bytes : usage;
+    if (l->reclaimable_file.has)
+        c->reclaimable_bytes =
+            l->reclaimable_file.bytes < usage ? l->reclaimable_file.bytes : usage;
+    /* Before the load the model's cached pages are unmapped cache; the load maps them. */
+    if (in->phase == RF_ADMISSION_PRE_LOAD && in->model_cached.has)
+        c->reclaimable_bytes = rf_admission_sat_sub(c->reclaimable_bytes, in->model_cached.bytes);
     base = usage - c->reclaimable_bytes;
     if (__builtin_add_overflow(base, out->growth_bytes, &c->projected_bytes))
         return false;

@@ -315,6 +315,7 @@ int rf_session_fit_check(const char *path, bool use_extra_bufts, struct rf_sessi
         l->inactive_file.has = true; /* a cgroup of its own: no other file cache charged */
         snprintf(l->inactive_file.source, sizeof(l->inactive_file.source),
                  "hypothetical: no file cache charged before the run");
+        l->reclaimable_file = l->inactive_file;
         if (rfsys_read_status(NULL, "self", &st) == 0 && st.has_vm_rss) {
             l->usage.has = true;
             l->usage.bytes = st.vm_rss_bytes;

@@ -32,7 +32,7 @@ static struct rf_admission_figure fig(uint64_t bytes)
 
 /*
  * One cgroup level: a limit (NO_LIMIT: "max"), a usage (has_usage false:
- * malformed), an inactive file figure (has_inactive false: absent).
+ * malformed), a reclaimable file figure (has_inactive false: absent).
  */
 static struct rf_cgroup_level lvl(const char *dir, uint64_t limit, bool has_usage, uint64_t usage,
                                   bool has_inactive, uint64_t inactive)
@@ -50,11 +50,11 @@ static struct rf_cgroup_level lvl(const char *dir, uint64_t limit, bool has_usag
     l.usage.bytes = has_usage ? usage : 0;
     l.usage.error = has_usage ? 0 : -EBADMSG;
     snprintf(l.usage.source, sizeof(l.usage.source), "%s/memory.usage_in_bytes", dir);
-    l.inactive_file.has = has_inactive;
-    l.inactive_file.bytes = has_inactive ? inactive : 0;
-    l.inactive_file.error = has_inactive ? 0 : -ENOENT;
-    snprintf(l.inactive_file.source, sizeof(l.inactive_file.source),
-             "%s/memory.stat total_inactive_file", dir);
+    l.reclaimable_file.has = has_inactive;
+    l.reclaimable_file.bytes = has_inactive ? inactive : 0;
+    l.reclaimable_file.error = has_inactive ? 0 : -ENOENT;
+    snprintf(l.reclaimable_file.source, sizeof(l.reclaimable_file.source),
+             "%s/memory.stat total_active_file + total_inactive_file - total_mapped_file", dir);
     return l;
 }
 
@@ -269,7 +269,7 @@ static void test_hard_limit_rejects(void **state)
     assert_false(r.has_excess); /* within the soft target */
     assert_string_equal(r.hard_limit_source, "/sys/fs/cgroup/a/memory.limit_in_bytes");
     assert_non_null(strstr(r.reason, "hard limit of 1258291200 bytes of cgroup /sys/fs/cgroup/a"));
-    assert_non_null(strstr(r.reason, "inactive file cache of /sys/fs/cgroup/a is unknown"));
+    assert_non_null(strstr(r.reason, "reclaimable file cache of /sys/fs/cgroup/a is unknown"));
     in.mode = RF_ADMISSION_OFF;
     assert_int_equal(rf_admission_decide(&in, &r), 0);
     assert_int_equal(r.outcome, RF_ADMIT_REJECTED);
@@ -335,9 +335,9 @@ static void test_reclaimable_cache_is_headroom(void **state)
     assert_int_equal(r.hard_excess_bytes, 122 * MIB);
 
     /* 1000 MiB of it inactive file: 1500 - 1000 + 158 = 658 MiB; room 1536 - 500 = 1036. */
-    l.inactive_file.has = true;
-    l.inactive_file.error = 0;
-    l.inactive_file.bytes = 1000 * MIB;
+    l.reclaimable_file.has = true;
+    l.reclaimable_file.error = 0;
+    l.reclaimable_file.bytes = 1000 * MIB;
     assert_int_equal(rf_admission_decide(&in, &r), 0);
     assert_int_equal(r.outcome, RF_ADMIT_ADMITTED);
     assert_int_equal(r.cgroups[0].reclaimable_bytes, 1000 * MIB);
@@ -347,13 +347,14 @@ static void test_reclaimable_cache_is_headroom(void **state)
     assert_int_equal(r.cgroups[0].run_room_bytes, 1436 * MIB);
     assert_int_equal(r.working_set_bytes, 558 * MIB);
     assert_true(r.cgroups[0].working_set_fits);
-    assert_non_null(strstr(r.reason, "1048576000 bytes of inactive file cache of "
-                                     "/sys/fs/cgroup/memory/job count as headroom: reclaimable, "
-                                     "not free (/sys/fs/cgroup/memory/job/memory.stat "
-                                     "total_inactive_file)"));
+    assert_non_null(strstr(r.reason, "1048576000 bytes of clean unmapped file cache of "
+                                     "/sys/fs/cgroup/memory/job (active and inactive lists) "
+                                     "count as headroom: reclaimable, not free "
+                                     "(/sys/fs/cgroup/memory/job/memory.stat total_active_file "
+                                     "+ total_inactive_file - total_mapped_file)"));
 
     /* Inactive file above the usage (racy reads) counts at most the usage. */
-    l.inactive_file.bytes = 2000 * MIB;
+    l.reclaimable_file.bytes = 2000 * MIB;
     assert_int_equal(rf_admission_decide(&in, &r), 0);
     assert_int_equal(r.cgroups[0].reclaimable_bytes, 1500 * MIB);
     assert_int_equal(r.projected_charge_bytes, 158 * MIB);
@@ -397,7 +398,7 @@ static void test_ancestor_limit_binds(void **state)
     assert_int_equal(r.cgroups[1].room_bytes, 124 * MIB);
 
     /* 100 MiB of the pod's charge is inactive file: 800 + 200 = 1000 MiB fits. */
-    l[1].inactive_file.bytes = 100 * MIB;
+    l[1].reclaimable_file.bytes = 100 * MIB;
     assert_int_equal(rf_admission_decide(&in, &r), 0);
     assert_int_equal(r.outcome, RF_ADMIT_ADMITTED);
     assert_int_equal(r.binding, 1);

@@ -138,6 +138,7 @@ def check_admission_redone(c, doc):
         "limit": dict(fig, bytes=limit, unlimited=False),
         "high": {"bytes": None, "unlimited": None, "source": "", "error": "absent"},
         "usage": dict(fig, bytes=usage), "inactive_file": dict(fig, bytes=inactive),
+        "reclaimable_file": dict(fig, bytes=inactive),
         "reclaimable_bytes": inactive, "room_bytes": limit - base,
         "projected_bytes": base + growth, "fits": True,
         "run_room_bytes": limit - max(0, base - rss), "working_set_fits": None,

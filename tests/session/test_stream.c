@@ -106,6 +106,7 @@ static int f_cgroup_tree(void *ud, struct rfsys_cgroup_tree *out)
     l->usage =
         (struct rf_cgroup_figure){.has = true, .bytes = f->nat.resident_bytes + f->nat.anon_bytes};
     l->inactive_file = (struct rf_cgroup_figure){.has = true, .bytes = 0};
+    l->reclaimable_file = l->inactive_file;
     l->high = (struct rf_cgroup_figure){.has = false, .error = -ENOENT};
     return 0;
 }

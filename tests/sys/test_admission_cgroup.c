@@ -74,7 +74,7 @@ static void test_v1_limit_rejects(void **state)
                         "/sys/fs/cgroup/cpu,memory/batch/job42/memory.limit_in_bytes");
     /* No memory.stat there: nothing counted as reclaimable, and the reason says so. */
     assert_non_null(strstr(res.reason, "is unknown (/sys/fs/cgroup/cpu,memory/batch/job42/"
-                                       "memory.stat total_inactive_file: absent)"));
+                                       "memory.stat total_active_file: absent)"));
 
     /* 256 + 700 = 956 MiB fits. */
     in.kv_cache = fig(700 * MIB);
@@ -208,17 +208,64 @@ static void test_v1_inactive_file_is_headroom(void **state)
     assert_int_equal(res.outcome, RF_ADMIT_ADMITTED);
     assert_int_equal(res.binding, 1);
     assert_int_equal(res.projected_charge_bytes, 1500 * MIB);
-    assert_non_null(strstr(res.reason, "104857600 bytes of inactive file cache of "
-                                       "/sys/fs/cgroup/memory/pod count as headroom: "
-                                       "reclaimable, not free (/sys/fs/cgroup/memory/pod/"
-                                       "memory.stat total_inactive_file)"));
+    assert_non_null(strstr(res.reason, "104857600 bytes of clean unmapped file cache of "
+                                       "/sys/fs/cgroup/memory/pod (active and inactive lists) "
+                                       "count as headroom: reclaimable, not free "
+                                       "(/sys/fs/cgroup/memory/pod/memory.stat total_active_file "
+                                       "+ total_inactive_file - total_mapped_file)"));
 
     /* Counted as used, the same run is over by 64 MiB. */
-    tree.levels[1].inactive_file.has = false;
-    tree.levels[1].inactive_file.error = -ENOENT;
+    tree.levels[1].reclaimable_file.has = false;
+    tree.levels[1].reclaimable_file.error = -ENOENT;
     assert_int_equal(rf_admission_decide(&in, &res), 0);
     assert_int_equal(res.outcome, RF_ADMIT_REJECTED);
     assert_int_equal(res.hard_excess_bytes, 64 * MIB);
+}
+
+/*
+ * Issue 20 fault 2, v1 and v2: a cgroup of 1536 MiB whose 1120 MiB of usage
+ * holds 1000 MiB of file cache all on the active list (inactive_file 0),
+ * 100 MiB of it mapped and 4 MiB dirty: 896 MiB can be dropped under the
+ * limit. A growth of 643 MiB was refused when only the inactive list
+ * counted (1120 + 643 > 1536) and fits now (1120 - 896 + 643 = 867 MiB).
+ * The mapped pages are not headroom: a growth of 1350 MiB would fit if
+ * they were (1120 - 1000 + 1350 = 1470) and is over by 38 MiB.
+ */
+static void test_active_file_is_headroom(void **state)
+{
+    static const struct {
+        const char *root, *source;
+    } cases[] = {
+        {ROOT("cg-v1-active"), "/sys/fs/cgroup/cpu,memory/batch/job42/memory.stat "
+                               "total_active_file + total_inactive_file - total_mapped_file - "
+                               "total_dirty - total_writeback"},
+        {ROOT("cg-v2-active"), "/sys/fs/cgroup/kubepods.slice/pod 7/ctr/memory.stat file - "
+                               "file_mapped - file_dirty - file_writeback - shmem - unevictable"},
+    };
+    struct rf_admission_input in;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        read_tree(cases[i].root, "self", &in, 200 * MIB, 643 * MIB);
+        assert_true(tree.levels[0].inactive_file.has);
+        assert_int_equal(tree.levels[0].inactive_file.bytes, 0);
+        assert_true(tree.levels[0].reclaimable_file.has);
+        assert_int_equal(tree.levels[0].reclaimable_file.bytes, 896 * MIB);
+        assert_string_equal(tree.levels[0].reclaimable_file.source, cases[i].source);
+        in.mode = RF_ADMISSION_ENFORCE;
+        assert_int_equal(rf_admission_decide(&in, &res), 0);
+        assert_int_equal(res.outcome, RF_ADMIT_ADMITTED);
+        assert_false(res.refused);
+        assert_int_equal(res.cgroups[0].reclaimable_bytes, 896 * MIB);
+        assert_int_equal(res.projected_charge_bytes, 867 * MIB);
+        assert_non_null(strstr(res.reason, "939524096 bytes of clean unmapped file cache of "));
+        assert_non_null(strstr(res.reason, cases[i].source));
+
+        in.kv_cache = fig(1350 * MIB);
+        assert_int_equal(rf_admission_decide(&in, &res), 0);
+        assert_int_equal(res.outcome, RF_ADMIT_REJECTED);
+        assert_int_equal(res.hard_excess_bytes, 38 * MIB);
+    }
 }
 
 /* Fault 1 on v1: 1116 MiB of weights read from the file cannot stay beside the sibling. */
@@ -306,6 +353,7 @@ int main(void)
         cmocka_unit_test(test_reserve_overflow_rejects),
         cmocka_unit_test(test_v1_parent_binds),
         cmocka_unit_test(test_v1_inactive_file_is_headroom),
+        cmocka_unit_test(test_active_file_is_headroom),
         cmocka_unit_test(test_v1_working_set_thrashes),
         cmocka_unit_test(test_v2_parent_binds),
         cmocka_unit_test(test_garbled_usage_is_unknown),

@@ -7,8 +7,9 @@
  * and an ancestor's usage includes its other children):
  *
  *   - the charge: usage - reclaimable + growth <= hard limit, where
- *     reclaimable is the level's inactive file cache (the kernel drops it
- *     without harm: reclaimable, not free) and growth the anonymous memory
+ *     reclaimable is the level's clean, unmapped file cache on either LRU
+ *     list (cgroup_levels.h reclaimable_file; the kernel drops it without
+ *     harm: reclaimable, not free) and growth the anonymous memory
  *     the run will add (KV cache, graph scratch; before the load also the
  *     repacked copies). Over it the kernel must take file pages the run
  *     or others use, or kill: Rejected. The binding cgroup is the one with
@@ -194,7 +195,8 @@ struct rf_admission_level_check {
     struct rf_cgroup_level level; /* copy of the input */
     bool enforced;                /* a finite hard limit */
     bool checked;                 /* enforced and its usage known: the figures below are set */
-    uint64_t reclaimable_bytes;   /* min(inactive file, usage); 0 when inactive file is unknown */
+    uint64_t reclaimable_bytes;   /* min(reclaimable file, usage) [- model_cached pre-load];
+                                     0 when the reclaimable file cache is unknown */
     uint64_t room_bytes;          /* limit - (usage - reclaimable); 0 when over */
     uint64_t projected_bytes;     /* usage - reclaimable + growth */
     bool fits;                    /* projected <= limit */
@@ -284,7 +286,8 @@ struct rf_admission_result {
  *   request   = process_rss + growth [+ mapped_weights + model_cached pre-load]
  *   anonymous = anonymous now + growth
  *   per level with an enforced limit and a known usage:
- *     reclaimable = min(inactive_file, usage)     (0 when inactive_file is unknown)
+ *     reclaimable = min(reclaimable_file, usage)  (0 when it is unknown)
+ *                   [- model_cached pre-load: the load maps those pages]
  *     base        = usage - reclaimable
  *     projected   = base + growth                 must be <= limit (else Rejected)
  *     others      = max(0, base - process_rss [- model_cached pre-load])
@@ -305,7 +308,8 @@ struct rf_admission_result {
  *
  * Later rules still fill their figures (excess_bytes, thrash, ...) for
  * the report. The reason names the binding cgroup and says how much
- * inactive file cache was counted as reclaimable, not free. Unknown
+ * reclaimable file cache was counted as reclaimable, not free, and from
+ * which memory.stat keys. Unknown
  * components are copied (truncated to RF_ADMISSION_NAME_MAX - 1);
  * GraphScratch and FileWorkingSet are added when those figures are absent.
  * lock_note is set when mlock_requested and the locked bytes are known and

@@ -289,6 +289,9 @@ struct rfsys_cgroup_tree {
  *   high           -                                      memory.high ("max": unlimited)
  *   usage          memory.usage_in_bytes                  memory.current
  *   inactive_file  memory.stat total_inactive_file        memory.stat inactive_file
+ *   reclaimable_file  memory.stat total_active_file     memory.stat file - file_mapped
+ *                  + total_inactive_file - total_mapped_file  - shmem - unevictable
+ *                  (both less dirty and writeback where reported; see cgroup_levels.h)
  *   counters       memory.failcnt,                        memory.events high, max, oom,
  *                  memory.oom_control oom_kill            oom_kill
  *
