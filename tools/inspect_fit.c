@@ -72,6 +72,12 @@ static void print_fit(const struct fit_options *f, const struct rf_admission_res
                cli_format_bytes(c->reclaimable_bytes, raw, b3, sizeof(b3)),
                cli_format_bytes(c->room_bytes, raw, b4, sizeof(b4)),
                cli_format_bytes(c->projected_bytes, raw, b5, sizeof(b5)));
+    } else if (a->host_binding) {
+        printf("binding limit: the host (no enforced memory limit in this process's cgroups%s): "
+               "it can give %s (%s); projected %s\n",
+               a->n_cgroups ? "" : ": no memory controller",
+               cli_format_bytes(a->host_room_bytes, raw, b1, sizeof(b1)), a->host_source,
+               cli_format_bytes(a->host_projected_bytes, raw, b2, sizeof(b2)));
     } else if (!a->hard_limit_checked) {
         printf("binding limit: none (no enforced memory limit in this process's cgroups%s); "
                "give --memory-limit SIZE to check a container's limit\n",

@@ -111,6 +111,11 @@ static void print_limit(FILE *f, const struct rf_report *r)
         fprintf(f, "  binding limit %s (cgroup %s): usage %s at admission, room %s\n",
                 iec(c->level.limit.bytes, b1, sizeof(b1)), c->level.dir,
                 iec(c->level.usage.bytes, b2, sizeof(b2)), iec(c->room_bytes, b3, sizeof(b3)));
+    } else if (a && a->host_binding) {
+        fprintf(f,
+                "  binding limit: the host (no cgroup enforces a limit): %s available at "
+                "admission (%s)\n",
+                iec(a->host_room_bytes, b1, sizeof(b1)), a->host_source);
     } else if (r->has_cgroup_limit && !r->cgroup_limit_unlimited) {
         fprintf(f, "  cgroup limit %s\n", iec(r->cgroup_limit_bytes, b1, sizeof(b1)));
     } else if (!r->cgroup_version) {

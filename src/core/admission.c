@@ -257,6 +257,8 @@ static void copy_inputs(const struct rf_admission_input *in, struct rf_admission
         out->has_soft_target = true;
         out->soft_target_bytes = in->target_bytes - in->reserve_bytes; /* reserve < target */
     }
+    if (in->host)
+        out->host = *in->host;
     out->n_cgroups = in->n_cgroups;
     out->cgroups_truncated = in->cgroups_truncated;
     for (size_t i = 0; i < in->n_cgroups; i++) {
@@ -268,7 +270,12 @@ static void copy_inputs(const struct rf_admission_input *in, struct rf_admission
 /* The excess classification (rule order: hard, memory.high, soft target). */
 static void classify_excess(const struct rf_admission_input *in, struct rf_admission_result *out)
 {
-    if (out->has_hard_excess) {
+    if (out->has_hard_excess && out->host_binding) {
+        out->excess_over = RF_ADMIT_BOUND_HARD_LIMIT;
+        out->excess_likely_anonymous =
+            likely_anonymous(in, out, out->hard_excess_bytes,
+                             out->host_room_bytes + (in->anonymous.has ? in->anonymous.bytes : 0));
+    } else if (out->has_hard_excess) {
         const struct rf_admission_level_check *c = &out->cgroups[out->binding];
 
         out->excess_over = RF_ADMIT_BOUND_HARD_LIMIT;
@@ -363,6 +370,12 @@ static void decide_soft(const struct rf_admission_input *in, struct rf_admission
                " bytes of cgroup %s (the binding one: least room, %" PRIu64 " bytes)",
                c->projected_bytes, c->level.limit.bytes, c->level.dir, c->room_bytes);
         note_reclaimable(out, c);
+    } else if (out->host_binding) {
+        char host[RF_ADMISSION_REASON_MAX];
+
+        rf_admission_host_sentence(out, host, sizeof(host));
+        decide(out, RF_ADMIT_ADMITTED, RF_ADMIT_CAUSE_FITS, "%s%s", host,
+               out->n_cgroups ? "" : " (no cgroup memory controller was found)");
     } else {
         decide(out, RF_ADMIT_ADMITTED, RF_ADMIT_CAUSE_FITS, "%s",
                out->n_cgroups ? "no cgroup of the hierarchy enforces a hard limit"
@@ -391,6 +404,7 @@ static void decide_known(const struct rf_admission_input *in, struct rf_admissio
 {
     uint64_t with_reserve;
     size_t at = 0;
+    bool host_unknown = false;
 
     if (out->has_soft_target && out->request_bytes > out->soft_target_bytes) {
         out->has_excess = true;
@@ -426,13 +440,24 @@ static void decide_known(const struct rf_admission_input *in, struct rf_admissio
             out->hard_excess_bytes = c->projected_bytes - c->level.limit.bytes;
         }
     }
+    if (!out->has_binding && !unknown_usage(out, &at) && !out->cgroups_truncated)
+        host_unknown = !rf_admission_check_host(in, out);
     if (least(out, true, &at) && !out->cgroups[at].working_set_fits) {
         out->thrash = true;
         out->has_thrash_level = true;
         out->thrash_level = at;
     }
 
-    /* 3. the charge over a hard limit */
+    /* 3. the charge over a hard limit: the host's when no cgroup binds */
+    if (out->has_hard_excess && out->host_binding) {
+        char host[RF_ADMISSION_REASON_MAX];
+
+        classify_excess(in, out);
+        rf_admission_host_sentence(out, host, sizeof(host));
+        decide(out, RF_ADMIT_REJECTED, RF_ADMIT_CAUSE_HARD_LIMIT, "%s", host);
+        note_excess(in, out, out->hard_excess_bytes);
+        return;
+    }
     if (out->has_hard_excess) {
         const struct rf_admission_level_check *c = &out->cgroups[out->binding];
 
@@ -465,6 +490,15 @@ static void decide_known(const struct rf_admission_input *in, struct rf_admissio
                "the cgroup hierarchy has more than %d levels: the limits above the levels read "
                "are unknown, so the run is not admitted",
                RF_CGROUP_MAX_LEVELS);
+        return;
+    }
+    /* 4b. no cgroup binds and the host's memory is unknown */
+    if (host_unknown) {
+        classify_excess(in, out);
+        decide(out, RF_ADMIT_UNKNOWN, RF_ADMIT_CAUSE_UNKNOWN,
+               "no cgroup of the hierarchy enforces a hard limit and the host's memory is unknown "
+               "(%s), so the run is not admitted",
+               out->host_source);
         return;
     }
     /* 5. the decode working set under a hard limit */

@@ -161,6 +161,29 @@ static json_t *admission_cgroup_json(const struct rf_admission_result *a, size_t
     return o;
 }
 
+/* The host as admission saw it: null when it was not read. */
+static json_t *admission_host_json(const struct rf_admission_result *a)
+{
+    const struct rf_host_memory *h = &a->host;
+    json_t *o;
+
+    if (!h->read)
+        return json_null();
+    o = json_object();
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "binding", json_boolean(a->host_binding));
+    json_object_set_new(o, "mem_total", cgroup_figure_json(&h->total, false));
+    json_object_set_new(o, "mem_available", cgroup_figure_json(&h->available, false));
+    json_object_set_new(o, "swap_total", cgroup_figure_json(&h->swap_total, false));
+    json_object_set_new(o, "swap_free", cgroup_figure_json(&h->swap_free, false));
+    json_object_set_new(o, "room_bytes", rf_json_u64(a->host_binding, a->host_room_bytes));
+    json_object_set_new(o, "projected_bytes",
+                        rf_json_u64(a->host_binding, a->host_projected_bytes));
+    json_object_set_new(o, "source", rf_json_str(a->host_source[0] ? a->host_source : NULL));
+    return o;
+}
+
 static json_t *admission_inputs_json(const struct rf_admission_result *a)
 {
     json_t *arr = json_array();
@@ -280,6 +303,11 @@ json_t *rf_report_admission_json(const struct rf_report *r)
         json_array_append_new(cgs, admission_cgroup_json(a, i));
     json_object_set_new(o, "cgroups", cgs);
     json_object_set_new(o, "cgroups_truncated", json_boolean(a->cgroups_truncated));
+    json_object_set_new(o, "binding_level",
+                        a->has_binding    ? json_string("cgroup")
+                        : a->host_binding ? json_string("host")
+                                          : json_null());
+    json_object_set_new(o, "host", admission_host_json(a));
     json_object_set_new(o, "inputs", admission_inputs_json(a));
     json_object_set_new(o, "lock_note", a->lock_note[0] ? json_string(a->lock_note) : json_null());
     json_object_set_new(o, "hard_limit", hard_limit_json(r));

@@ -120,6 +120,7 @@ int rf_session_admit_result(struct rf_session *s, const struct rf_operation_requ
         in.cgroups = tree->levels;
         in.n_cgroups = tree->n;
         in.cgroups_truncated = tree->truncated;
+        in.host = &tree->host;
     }
     in.unknown_components[in.n_unknown++] = "Runtime";
     int rc = rf_admission_decide(&in, &s->op.admission);
@@ -241,6 +242,7 @@ static int preload_decide(const char *path, bool use_extra_bufts, struct rf_sess
     in.cgroups = tree->levels;
     in.n_cgroups = tree->n;
     in.cgroups_truncated = tree->truncated;
+    in.host = &tree->host;
     in.unknown_components[in.n_unknown++] = "Runtime";
     rc = rf_admission_decide(&in, out);
     if (rc == 0 && params.policy == RF_POLICY_STREAMING && out->cause == RF_ADMIT_CAUSE_THRASH) {

@@ -235,8 +235,11 @@ int rfsys_read_cgroup_tree(const char *sysroot, const char *pid, struct rfsys_cg
                                sizeof(out->mount_point));
     if (ret < 0 || out->version == RFSYS_CGROUP_NONE) {
         memset(out, 0, sizeof(*out));
+        if (ret == 0)
+            rfsys_read_host_memory(sysroot, &out->host);
         return ret;
     }
+    rfsys_read_host_memory(sysroot, &out->host);
     keep = strlen(out->mount_point);
     if (strncmp(cur, out->mount_point, keep) != 0)
         keep = strlen(cur); /* not below the mount point: this level alone */

@@ -310,6 +310,13 @@ def _admission_errors(doc):
     name = b.get("dir") if least is not None else None
     charge = b.get("projected_bytes") if least is not None else None
     limit = b.get("limit", {}).get("bytes") if least is not None else None
+    host = adm.get("host")
+    if least is None and isinstance(host, dict) and host.get("binding"):
+        charge, limit = host.get("projected_bytes"), host.get("room_bytes")
+    level = "cgroup" if least is not None else "host" if charge is not None else None
+    if adm.get("binding_level", level) != level:
+        errors.append("$.admission.binding_level: %r, the figures give %r"
+                      % (adm.get("binding_level"), level))
     excess = charge - limit if _is_int(charge) and _is_int(limit) and charge > limit else None
     for key, value in (("binding_cgroup", name), ("projected_charge_bytes", charge),
                        ("hard_excess_bytes", excess)):

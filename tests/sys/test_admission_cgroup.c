@@ -268,6 +268,81 @@ static void test_active_file_is_headroom(void **state)
     }
 }
 
+/*
+ * Issue 20 fault 4: no cgroup enforces a limit (cg-none-host: no memory
+ * controller; /proc/meminfo of a 23.5 GiB host without swap, MemAvailable
+ * 23770620 kB). The KV cache of tinyllama at -c 1187520 (26752696320
+ * bytes) was admitted; the host binds now and refuses it, naming itself.
+ */
+static void test_host_binds_without_a_cgroup_limit(void **state)
+{
+    const uint64_t avail = UINT64_C(23770620) * 1024, kv = UINT64_C(26752696320);
+    struct rf_admission_input in;
+
+    (void)state;
+    read_tree(ROOT("cg-none-host"), "self", &in, 100 * MIB, kv);
+    assert_int_equal(tree.version, RFSYS_CGROUP_NONE);
+    assert_true(tree.host.read);
+    assert_true(tree.host.available.has);
+    assert_int_equal(tree.host.available.bytes, avail);
+    assert_string_equal(tree.host.available.source, "/proc/meminfo MemAvailable");
+    assert_int_equal(tree.host.total.bytes, UINT64_C(24684084) * 1024);
+    assert_true(tree.host.swap_free.has);
+    assert_int_equal(tree.host.swap_free.bytes, 0);
+    in.host = &tree.host;
+    in.mode = RF_ADMISSION_ENFORCE;
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_REJECTED);
+    assert_int_equal(res.cause, RF_ADMIT_CAUSE_HARD_LIMIT);
+    assert_true(res.refused);
+    assert_true(res.host_binding);
+    assert_false(res.has_binding);
+    assert_int_equal(res.host_room_bytes, avail);
+    assert_int_equal(res.hard_excess_bytes, kv - avail);
+    assert_int_equal(res.excess_over, RF_ADMIT_BOUND_HARD_LIMIT);
+    assert_true(res.excess_likely_anonymous);
+    assert_string_equal(res.hard_limit_source, "/proc/meminfo MemAvailable + SwapFree");
+    assert_non_null(strstr(res.reason, "the host is the binding level"));
+    in.mode = RF_ADMISSION_WARN; /* the kernel would kill it: refused in warn too */
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_true(res.refused);
+
+    /* Swap counts as room; what fits is admitted, the host named. */
+    tree.host.swap_free.bytes = 4096 * MIB;
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_ADMITTED);
+    assert_int_equal(res.host_room_bytes, avail + 4096 * MIB);
+    assert_non_null(strstr(res.reason, "the host is the binding level, and the anonymous growth "
+                                       "of 26752696320 bytes fits"));
+    tree.host.swap_free.bytes = 0;
+
+    /* Without MemAvailable: the projected process memory against MemTotal + SwapTotal. */
+    tree.host.available.has = false;
+    tree.host.available.error = -ENOENT;
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_REJECTED);
+    assert_int_equal(res.host_projected_bytes, kv + 100 * MIB);
+    assert_non_null(strstr(res.host_source, "MemTotal + SwapTotal (MemAvailable: absent)"));
+
+    /* Nothing known of the host: unknown, never admitted. */
+    tree.host.total.has = false;
+    tree.host.total.error = -ENOENT;
+    in.kv_cache = fig(1 * MIB);
+    in.mode = RF_ADMISSION_ENFORCE;
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_UNKNOWN);
+    assert_true(res.refused);
+    assert_non_null(strstr(res.reason, "the host's memory is unknown (/proc/meminfo: "
+                                       "MemAvailable absent, MemTotal absent)"));
+
+    /* A cgroup that binds keeps the host out of the decision. */
+    read_tree(ROOT("cg-v2-limit"), "self", &in, 150 * MIB, 300 * MIB);
+    in.host = &tree.host;
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_true(res.has_binding);
+    assert_false(res.host_binding);
+}
+
 /* Fault 1 on v1: 1116 MiB of weights read from the file cannot stay beside the sibling. */
 static void test_v1_working_set_thrashes(void **state)
 {
@@ -354,6 +429,7 @@ int main(void)
         cmocka_unit_test(test_v1_parent_binds),
         cmocka_unit_test(test_v1_inactive_file_is_headroom),
         cmocka_unit_test(test_active_file_is_headroom),
+        cmocka_unit_test(test_host_binds_without_a_cgroup_limit),
         cmocka_unit_test(test_v1_working_set_thrashes),
         cmocka_unit_test(test_v2_parent_binds),
         cmocka_unit_test(test_garbled_usage_is_unknown),

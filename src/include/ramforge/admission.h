@@ -172,6 +172,13 @@ struct rf_admission_input {
     uint64_t target_bytes;  /* the user's memory target, bytes */
     uint64_t reserve_bytes; /* safety reserve, bytes; added to the request, checked */
 
+    /*
+     * The host (/proc/meminfo), the binding level when no cgroup enforces a
+     * hard limit; borrowed. NULL or read false: not consulted (the caller
+     * did not read it).
+     */
+    const struct rf_host_memory *host;
+
     /* [0] the process's cgroup, then each parent up to the root; borrowed; NULL when 0. */
     const struct rf_cgroup_level *cgroups;
     size_t n_cgroups;       /* 0: no memory controller; <= RF_CGROUP_MAX_LEVELS */
@@ -246,7 +253,7 @@ struct rf_admission_result {
     bool has_reclaimable;       /* copied from the input */
     uint64_t reclaimable_bytes; /* bytes */
 
-    bool hard_limit_checked; /* some enforced limit was compared */
+    bool hard_limit_checked; /* some enforced limit was compared (a cgroup's or the host's) */
     bool has_binding;
     size_t binding; /* cgroups[] index of the checked enforced level with the least room */
     bool has_projected_charge;
@@ -254,6 +261,18 @@ struct rf_admission_result {
     bool has_hard_excess;
     uint64_t hard_excess_bytes;                      /* projected - limit at the binding level */
     char hard_limit_source[RF_ADMISSION_SOURCE_MAX]; /* the binding limit's file; "" none */
+
+    /*
+     * The host as the binding level: when no cgroup enforces a hard limit
+     * and the host was read, the run's anonymous growth is compared with
+     * MemAvailable + SwapFree (without MemAvailable: the projected process
+     * memory with MemTotal + SwapTotal). Over it: has_hard_excess, Rejected.
+     */
+    struct rf_host_memory host;                /* copy of the input; read false: not given */
+    bool host_binding;                         /* the host was compared: it binds the run */
+    uint64_t host_room_bytes;                  /* what the host can give, bytes */
+    uint64_t host_projected_bytes;             /* what is compared with it, bytes */
+    char host_source[RF_ADMISSION_SOURCE_MAX]; /* the meminfo keys of the room */
 
     bool has_high_excess;
     uint64_t high_excess_bytes; /* the largest excess over a memory.high, bytes */
@@ -300,6 +319,10 @@ struct rf_admission_result {
  *   2. request + reserve overflows, or a projected figure overflows      -> Rejected
  *   3. some level's projected charge over its hard limit                 -> Rejected
  *   4. an enforced limit with unknown usage, or a truncated hierarchy    -> Unknown
+ *   4b. no cgroup enforces a limit and the host was read (in->host):
+ *      growth over MemAvailable + SwapFree (or, MemAvailable unknown,
+ *      request over MemTotal + SwapTotal)                               -> Rejected
+ *      neither MemAvailable nor MemTotal known                           -> Unknown
  *   5. the working set over some level's run room                        -> Rejected (enforce)
  *                                                                          or AdmittedWithWarning
  *   6. over a memory.high (charge or working set)                        -> AdmittedWithWarning

@@ -80,6 +80,21 @@ struct rf_cgroup_level {
     struct rf_cgroup_counters counters;
 };
 
+/*
+ * The host's memory (/proc/meminfo, kB fields in bytes): the level that
+ * binds a run when no cgroup of its hierarchy enforces a hard limit.
+ * read false: not attempted (the figures mean nothing); else each figure
+ * has its source ("/proc/meminfo MemAvailable") and, unread, its error.
+ */
+struct rf_host_memory {
+    bool read;
+    struct rf_cgroup_figure total;      /* MemTotal */
+    struct rf_cgroup_figure available;  /* MemAvailable (Linux 3.14+): allocatable without
+                                           swapping, reclaimable cache included */
+    struct rf_cgroup_figure swap_total; /* SwapTotal */
+    struct rf_cgroup_figure swap_free;  /* SwapFree */
+};
+
 /* True when the level's hard limit was read and is a finite number. */
 bool rf_cgroup_level_enforced(const struct rf_cgroup_level *l);
 

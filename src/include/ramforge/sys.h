@@ -67,6 +67,15 @@ struct rfsys_status {
 int rfsys_read_status(const char *sysroot, const char *pid, struct rfsys_status *out);
 
 /*
+ * Reads SYSROOT/proc/meminfo's MemTotal, MemAvailable, SwapTotal and
+ * SwapFree into *out (read true; each figure's source "/proc/meminfo
+ * KEY"). A missing key leaves its figure unknown (-ENOENT); an unreadable
+ * file or a malformed value leaves every figure unknown with that error.
+ * Never fails; a NULL out is ignored.
+ */
+void rfsys_read_host_memory(const char *sysroot, struct rf_host_memory *out);
+
+/*
  * One line of /proc/PID/maps, optionally with its smaps block. The path of
  * a file mapping may contain spaces; a trailing " (deleted)" is removed from
  * path and sets deleted. Pseudo paths ("[heap]", "[stack]") are kept as
@@ -270,6 +279,7 @@ int rfsys_read_cgroup_memory(const char *sysroot, const char *pid, struct rfsys_
  * an ancestor's usage includes its other children).
  */
 struct rfsys_cgroup_tree {
+    struct rf_host_memory host; /* /proc/meminfo, read whatever the cgroup version */
     enum rfsys_cgroup_version version;
     char mount_point[RF_CGROUP_PATH_MAX]; /* the hierarchy's mount point, relative to the sysroot */
     size_t n;       /* levels read: [0] the process's cgroup, [n-1] the topmost one read */
@@ -299,7 +309,8 @@ struct rfsys_cgroup_tree {
  * unknown (has false, error says why): a limit that was read is kept
  * whatever happened to the usage. A cgroup namespace that hides the
  * process's directory gives the mount point as the only level. No
- * controller: version NONE, n 0, return 0. Errors: those of rfsys_slurp
+ * controller: version NONE, n 0, return 0. host is read in every case
+ * (rfsys_read_host_memory). Errors: those of rfsys_slurp
  * for /proc/PID/cgroup, -EINVAL for a NULL out or a bad pid,
  * -ENAMETOOLONG for a directory that does not fit RF_CGROUP_PATH_MAX; on
  * error *out is all zero.
