@@ -85,6 +85,16 @@ static json_t *hard_limit_json(const struct rf_report *r)
         return NULL;
     json_object_set_new(hard, "cgroup_version", rf_json_str(r->cgroup_version));
     json_object_set_new(hard, "cgroup_dir", rf_json_str(r->cgroup_dir));
+    if (r->cgroup_error) {
+        char why[RF_CGROUP_PATH_MAX + 64];
+
+        snprintf(why, sizeof(why), "%s: %s",
+                 r->cgroup_error_source ? r->cgroup_error_source : "a file of the controller",
+                 rf_cgroup_error_text(r->cgroup_error));
+        json_object_set_new(hard, "read_error", json_string(why));
+    } else {
+        json_object_set_new(hard, "read_error", json_null());
+    }
     json_object_set_new(
         hard, "limit_bytes",
         rf_json_u64(r->has_cgroup_limit && !r->cgroup_limit_unlimited, r->cgroup_limit_bytes));

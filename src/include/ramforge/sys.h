@@ -202,6 +202,14 @@ struct rfsys_cgroup_memory {
     enum rfsys_cgroup_version version;
     char dir[512]; /* controller directory, relative to the sysroot */
 
+    /*
+     * A file of the controller found that could not be read: the -errno
+     * (-ENOENT: the usage file is absent; any other error ends the read)
+     * and the file, relative to the sysroot. 0 and "" when none.
+     */
+    int error;
+    char error_source[600];
+
     bool has_current;
     uint64_t current_bytes; /* v2 memory.current, v1 memory.usage_in_bytes */
     char current_source[600];
@@ -268,7 +276,10 @@ struct rfsys_cgroup_memory {
  * as not visible (the mount point is used). A value that does not fit in
  * 64 bits is -EBADMSG (also v1's hierarchical_memory_limit line);
  * -ENAMETOOLONG when dir would not fit. Unknown memory.events keys are
- * ignored. On error *out is all zero (version NONE).
+ * ignored. On an error before the controller is found *out is all zero
+ * (version NONE); after it, version and dir stay (the controller exists),
+ * error and error_source say which file could not be read and why, and
+ * every figure is zeroed.
  */
 int rfsys_read_cgroup_memory(const char *sysroot, const char *pid, struct rfsys_cgroup_memory *out);
 
