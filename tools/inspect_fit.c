@@ -55,12 +55,16 @@ static void print_fit(const struct fit_options *f, const struct rf_admission_res
     print_input(a, "mapped_weights", "weights mapped", raw);
     print_input(a, "model_cached", "already cached", raw);
     print_input(a, "repacked_weights", "repacked copies", raw);
+    print_input(a, "loader_growth", "loader metadata", raw);
+    print_input(a, "page_tables", "page tables", raw);
     print_input(a, "kv_cache", "KV cache", raw);
     print_input(a, "graph_scratch", "graph scratch", raw);
     print_input(a, "file_working_set", "read per token", raw);
     print_input(a, "process_rss", "process now", raw);
     if (a->has_request)
-        printf("  %-18s %12s  (process now + repacked copies + KV cache + the model file)\n",
+        printf("  %-18s %12s  (process now + repacked copies + loader + page tables + KV cache + "
+               "the model "
+               "file)\n",
                "projected memory", cli_format_bytes(a->request_bytes, raw, b1, sizeof(b1)));
     if (a->has_binding) {
         const struct rf_admission_level_check *c = &a->cgroups[a->binding];

@@ -242,6 +242,8 @@ static void copy_inputs(const struct rf_admission_input *in, struct rf_admission
         record(out, "mapped_weights", &in->mapped_weights);
         record(out, "repacked_weights", &in->repacked_weights);
         record(out, "model_cached", &in->model_cached);
+        record(out, "loader_growth", &in->loader_growth);
+        record(out, "page_tables", &in->page_tables);
     }
     record(out, "file_working_set", &in->file_working_set);
     record(out, "reclaimable", &in->reclaimable);
@@ -251,6 +253,10 @@ static void copy_inputs(const struct rf_admission_input *in, struct rf_admission
         add_unknown(out, "GraphScratch");
     if (!in->file_working_set.has)
         add_unknown(out, "FileWorkingSet");
+    if (pre && !in->loader_growth.has)
+        add_unknown(out, "LoaderGrowth");
+    if (pre && !in->page_tables.has)
+        add_unknown(out, "PageTables");
     out->has_reclaimable = in->reclaimable.has;
     out->reclaimable_bytes = in->reclaimable.has ? in->reclaimable.bytes : 0;
     if (in->has_target) {

@@ -227,6 +227,18 @@ static int preload_decide(const char *path, bool use_extra_bufts, struct rf_sess
     in.file_working_set = rf_admission_figure_of(
         est.file_working_set_bytes, RF_PROV_ESTIMATED,
         "GGUF header: weights read from the mapping (not repacked, not token_embd)");
+    uint64_t loader, tables;
+    long page = sysconf(_SC_PAGESIZE);
+    if (est.n_vocab && rf_admission_loader_bytes(est.n_vocab, est.n_tensors, &loader) == 0)
+        in.loader_growth = rf_admission_figure_of(
+            loader, RF_PROV_ESTIMATED,
+            "llama.cpp's load: 224 B per vocabulary token + 2 KiB per tensor (measured)");
+    else
+        in.loader_growth.source = "the header has no tokenizer.ggml.tokens array";
+    if (page > 0 &&
+        rf_admission_page_table_bytes(est.file_size_bytes, (uint64_t)page, &tables) == 0)
+        in.page_tables = rf_admission_figure_of(
+            tables, RF_PROV_ESTIMATED, "page tables of the model mapping: 8 bytes per page mapped");
     uint64_t n_embd_kv = est.n_head ? (uint64_t)est.n_embd / est.n_head * est.n_head_kv : 0;
     if (n_embd_kv && est.n_layer &&
         rf_admission_ctx_cells(request->n_ctx, request->n_prompt, request->n_predict,

@@ -246,7 +246,8 @@ def _admission_figures(adm):
                           _is_int(inputs.get("repacked_weights")))):
         return inputs, None
     opt = lambda k: inputs.get(k) if _is_int(inputs.get(k)) else 0
-    growth = kv + opt("graph_scratch") + (opt("repacked_weights") if pre else 0)
+    growth = kv + opt("graph_scratch") + \
+        (opt("repacked_weights") + opt("loader_growth") + opt("page_tables") if pre else 0)
     want = {"growth_bytes": growth,
             "request_bytes": rss + growth +
             (opt("mapped_weights") + opt("model_cached") if pre else 0),

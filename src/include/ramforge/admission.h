@@ -157,6 +157,13 @@ struct rf_admission_input {
     struct rf_admission_figure model_cached;     /* pre-load: bytes of the model file already
                                                     in the page cache (cachestat): charged
                                                     already, not another process's */
+    struct rf_admission_figure loader_growth;    /* pre-load: anonymous memory llama.cpp's load
+                                                    adds (vocabulary, tensor metadata;
+                                                    rf_admission_loader_bytes); absent: listed
+                                                    as the unknown "LoaderGrowth" */
+    struct rf_admission_figure page_tables;      /* pre-load: page tables of the model mapping
+                                                    (rf_admission_page_table_bytes), charged
+                                                    and unreclaimable; absent: "PageTables" */
 
     /*
      * Bytes of the weight pages the graph reads from the file mapping each
@@ -301,7 +308,9 @@ struct rf_admission_result {
 /*
  * Decides admission. Computations (checked; an overflow is Rejected):
  *
- *   growth    = kv_cache + graph_scratch [+ repacked_weights pre-load]   (anonymous)
+ *   growth    = kv_cache + graph_scratch
+ *               [+ repacked_weights + loader_growth + page_tables pre-load]
+ *               (anonymous, and the page tables the kernel charges)
  *   request   = process_rss + growth [+ mapped_weights + model_cached pre-load]
  *   anonymous = anonymous now + growth
  *   per level with an enforced limit and a known usage:
@@ -392,6 +401,28 @@ int rf_admission_reclaimable_now(const struct rf_inventory *inv, const struct rf
  * -EOVERFLOW.
  */
 int rf_admission_file_working_set(const struct rf_inventory *inv, uint64_t *out);
+
+/*
+ * The anonymous memory llama.cpp's load adds beyond the weights (its
+ * vocabulary and tensor metadata): RF_ADMISSION_LOADER_TOKEN_BYTES per
+ * vocabulary token plus RF_ADMISSION_LOADER_TENSOR_BYTES per tensor.
+ * Measured on the pinned build (RssAnon after the load minus before it,
+ * q8_0, 32000 tokens): tiny (21 tensors) 5.81 MiB, small (39) 5.84 MiB,
+ * tinyllama (201) 6.10 MiB; issue 20 saw 7.1 MiB for tinyllama under
+ * streaming. The constants give 7.23 MiB for tinyllama, 6.88 MiB for tiny.
+ * Errors: -EINVAL for a NULL out, -EOVERFLOW.
+ */
+#define RF_ADMISSION_LOADER_TOKEN_BYTES 224u
+#define RF_ADMISSION_LOADER_TENSOR_BYTES 2048u
+int rf_admission_loader_bytes(uint64_t n_vocab, uint64_t n_tensors, uint64_t *out);
+
+/*
+ * The page tables of a mapping of mapped_bytes: 8 bytes per page of
+ * page_bytes (the last level; the upper levels add under 1%), i.e. 2 KiB
+ * per MiB with 4 KiB pages. Errors: -EINVAL for a NULL out or page_bytes
+ * 0, -EOVERFLOW.
+ */
+int rf_admission_page_table_bytes(uint64_t mapped_bytes, uint64_t page_bytes, uint64_t *out);
 
 /*
  * KV-cache bytes of n_ctx cells: n_layer * n_ctx * (n_embd_k + n_embd_v) *
