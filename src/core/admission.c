@@ -9,6 +9,7 @@
  */
 #include "ramforge/admission.h"
 #include "admission_internal.h"
+#include "ramforge/streaming.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -22,6 +23,10 @@
     "runtime, repacked copies)"
 
 #define RF_WAYS_OUT "ways out: a smaller model, or a larger limit"
+
+/* The least room for weights that lets a decode progress by evicting and re-reading them:
+   the floor of the streaming window's minimum (streaming.h), one layer at least. */
+#define RF_ADMIT_MIN_WINDOW_BYTES (RF_STREAM_MIN_WINDOW_BYTES / 2)
 
 /* Copies src (NULL: "") into dst of size bytes, truncating, NUL-terminated. */
 static void copy_str(char *dst, size_t size, const char *src)
@@ -515,6 +520,16 @@ static void decide_known(const struct rf_admission_input *in, struct rf_admissio
         thrash_sentence(in, out,
                         in->mode == RF_ADMISSION_ENFORCE ? RF_ADMIT_REJECTED : RF_ADMIT_WARNING, c,
                         "hard limit", c->level.limit.bytes, c->run_room_bytes);
+        if (!in->streaming && out->working_set_fit_bytes < RF_ADMIT_MIN_WINDOW_BYTES) {
+            /* Not even a minimum window of weights fits: the kernel kills, it does not thrash
+               (under streaming the plan's fixed part and minimum window decide, stream.c). */
+            out->outcome = RF_ADMIT_REJECTED;
+            out->cause = RF_ADMIT_CAUSE_HARD_LIMIT;
+            note(out,
+                 ". Less than a minimum window of %llu bytes of weights fits beside the anonymous "
+                 "memory: the kernel would kill the run, so it is rejected",
+                 (unsigned long long)RF_ADMIT_MIN_WINDOW_BYTES);
+        }
         note_reclaimable(out, c);
         return;
     }

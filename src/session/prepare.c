@@ -21,6 +21,7 @@
 #include "ramforge/pages.h"
 #include "ramforge/policy.h"
 #include "ramforge/report_json.h"
+#include "ramforge/streaming.h"
 
 /* ------------------------------------------------------------------ admission */
 
@@ -193,6 +194,40 @@ static struct rf_admission_figure cached_bytes(const char *path)
     return f;
 }
 
+/*
+ * A thrash verdict before the load under streaming: the admission after the
+ * load decides with the plan, unless the projected anonymous memory and a
+ * minimum window (RF_STREAM_MIN_WINDOW_BYTES / 2, the floor of one layer)
+ * already exceed the room under the hard limit: the kernel would kill the
+ * load, so that is a hard excess, rejected in every mode.
+ */
+static void streaming_preload(struct rf_admission_result *out)
+{
+    const struct rf_admission_level_check *c = &out->cgroups[out->thrash_level];
+    size_t len = strlen(out->reason);
+    uint64_t need;
+
+    if (out->has_thrash_level && c->working_set_checked && !c->working_set_fits &&
+        out->has_anonymous &&
+        (__builtin_add_overflow(out->anonymous_bytes, RF_STREAM_MIN_WINDOW_BYTES / 2, &need) ||
+         need > c->run_room_bytes)) {
+        out->outcome = RF_ADMIT_REJECTED;
+        out->cause = RF_ADMIT_CAUSE_HARD_LIMIT;
+        out->refused = out->mode != RF_ADMISSION_OFF;
+        snprintf(out->reason + len, sizeof(out->reason) - len,
+                 " Streaming cannot help: the projected anonymous memory and a minimum window of "
+                 "%llu bytes exceed the %llu bytes of room under the hard limit: the kernel would "
+                 "kill the run, so it is rejected.",
+                 (unsigned long long)(RF_STREAM_MIN_WINDOW_BYTES / 2),
+                 (unsigned long long)c->run_room_bytes);
+        return;
+    }
+    out->refused = false;
+    out->outcome = RF_ADMIT_WARNING;
+    snprintf(out->reason + len, sizeof(out->reason) - len,
+             " Under --residency-policy streaming the admission after the load decides.");
+}
+
 /* The pre-load decision from PATH's header against the hierarchy tree (borrowed). */
 static int preload_decide(const char *path, bool use_extra_bufts, struct rf_session_params params,
                           const struct rf_operation_request *request,
@@ -257,14 +292,8 @@ static int preload_decide(const char *path, bool use_extra_bufts, struct rf_sess
     in.host = &tree->host;
     in.unknown_components[in.n_unknown++] = "Runtime";
     rc = rf_admission_decide(&in, out);
-    if (rc == 0 && params.policy == RF_POLICY_STREAMING && out->cause == RF_ADMIT_CAUSE_THRASH) {
-        /* the after-load admission decides with the streaming plan and measured figures */
-        size_t len = strlen(out->reason);
-        out->refused = false;
-        out->outcome = RF_ADMIT_WARNING;
-        snprintf(out->reason + len, sizeof(out->reason) - len,
-                 " Under --residency-policy streaming the admission after the load decides.");
-    }
+    if (rc == 0 && params.policy == RF_POLICY_STREAMING && out->cause == RF_ADMIT_CAUSE_THRASH)
+        streaming_preload(out);
     if (rc < 0)
         snprintf(err, FORGE_ERR_MAX, "%s: admission could not decide: %s", path, rf_strerror(rc));
     return rc;

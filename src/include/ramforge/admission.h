@@ -334,6 +334,8 @@ struct rf_admission_result {
  *      neither MemAvailable nor MemTotal known                           -> Unknown
  *   5. the working set over some level's run room                        -> Rejected (enforce)
  *                                                                          or AdmittedWithWarning
+ *      less than RF_STREAM_MIN_WINDOW_BYTES / 2 of weights fit there, not
+ *      streaming (the kernel kills rather than thrashes)                 -> Rejected (hard_limit)
  *   6. over a memory.high (charge or working set)                        -> AdmittedWithWarning
  *   7. request over the soft target                                      -> AdmittedWithWarning
  *   8. otherwise                                                         -> Admitted
