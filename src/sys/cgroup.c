@@ -172,10 +172,13 @@ static int read_v1_hier_limit(const char *sysroot, const char *dir, bool *found,
     return ret;
 }
 
-/* Records in out that dir/name could not be read (ret < 0, or absent); returns ret. */
+/*
+ * Records in out that dir/name could not be read (ret < 0, or absent);
+ * returns ret. An error that ends the read replaces an absent usage file.
+ */
 static int failed(struct rfsys_cgroup_memory *out, const char *name, int ret)
 {
-    if (!out->error) {
+    if (!out->error || (out->error == -ENOENT && ret < 0)) {
         out->error = ret < 0 ? ret : -ENOENT;
         if (rfsys__cgroup_join(out->error_source, sizeof(out->error_source), out->dir, name) < 0)
             out->error_source[0] = '\0';

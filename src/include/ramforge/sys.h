@@ -204,8 +204,9 @@ struct rfsys_cgroup_memory {
 
     /*
      * A file of the controller found that could not be read: the -errno
-     * (-ENOENT: the usage file is absent; any other error ends the read)
-     * and the file, relative to the sysroot. 0 and "" when none.
+     * (-ENOENT: the usage file is absent; any other error ends the read,
+     * is returned and replaces it) and the file, relative to the sysroot.
+     * 0 and "" when none.
      */
     int error;
     char error_source[600];
