@@ -56,12 +56,16 @@ static void print_fit(const struct fit_options *f, const struct rf_admission_res
     print_input(a, "mapped_weights", "weights mapped", raw);
     print_input(a, "model_cached", "already cached", raw);
     print_input(a, "repacked_weights", "repacked copies", raw);
+    print_input(a, "loader_growth", "loader metadata", raw);
+    print_input(a, "page_tables", "page tables", raw);
     print_input(a, "kv_cache", "KV cache", raw);
     print_input(a, "graph_scratch", "graph scratch", raw);
     print_input(a, "file_working_set", "read per token", raw);
     print_input(a, "process_rss", "process now", raw);
     if (a->has_request)
-        printf("  %-18s %12s  (process now + repacked copies + KV cache + the model file)\n",
+        printf("  %-18s %12s  (process now + repacked copies + loader + page tables + KV cache + "
+               "the model "
+               "file)\n",
                "projected memory", cli_format_bytes(a->request_bytes, raw, b1, sizeof(b1)));
     if (a->has_binding) {
         const struct rf_admission_level_check *c = &a->cgroups[a->binding];
@@ -73,6 +77,12 @@ static void print_fit(const struct fit_options *f, const struct rf_admission_res
                cli_format_bytes(c->reclaimable_bytes, raw, b3, sizeof(b3)),
                cli_format_bytes(c->room_bytes, raw, b4, sizeof(b4)),
                cli_format_bytes(c->projected_bytes, raw, b5, sizeof(b5)));
+    } else if (a->host_binding) {
+        printf("binding limit: the host (no enforced memory limit in this process's cgroups%s): "
+               "it can give %s (%s); projected %s\n",
+               a->n_cgroups ? "" : ": no memory controller",
+               cli_format_bytes(a->host_room_bytes, raw, b1, sizeof(b1)), a->host_source,
+               cli_format_bytes(a->host_projected_bytes, raw, b2, sizeof(b2)));
     } else if (!a->hard_limit_checked) {
         printf("binding limit: none (no enforced memory limit in this process's cgroups%s); "
                "give --memory-limit SIZE to check a container's limit\n",

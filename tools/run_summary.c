@@ -8,6 +8,7 @@
  * And which report warnings hold for every run (they are documented in
  * the README and ramforge(1), and printed only with --verbose).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -100,6 +101,15 @@ static void print_where(FILE *f, const struct rf_report *r)
                 iec(rss->value_bytes - known, b1, sizeof(b1)));
 }
 
+/* An enforced level of the admission whose usage could not be read, or NULL. */
+static const struct rf_admission_level_check *unread_level(const struct rf_admission_result *a)
+{
+    for (size_t i = 0; a && i < a->n_cgroups; i++)
+        if (a->cgroups[i].enforced && !a->cgroups[i].level.usage.has)
+            return &a->cgroups[i];
+    return NULL;
+}
+
 /* The binding limit and the room left at admission, or that nothing binds. */
 static void print_limit(FILE *f, const struct rf_report *r)
 {
@@ -111,6 +121,25 @@ static void print_limit(FILE *f, const struct rf_report *r)
         fprintf(f, "  binding limit %s (cgroup %s): usage %s at admission, room %s\n",
                 iec(c->level.limit.bytes, b1, sizeof(b1)), c->level.dir,
                 iec(c->level.usage.bytes, b2, sizeof(b2)), iec(c->room_bytes, b3, sizeof(b3)));
+    } else if (a && a->host_binding) {
+        fprintf(f,
+                "  binding limit: the host (no cgroup enforces a limit): %s available at "
+                "admission (%s)\n",
+                iec(a->host_room_bytes, b1, sizeof(b1)), a->host_source);
+    } else if (r->cgroup_error) {
+        fprintf(f,
+                "  memory limit: unknown: cgroup %s %s has a memory controller, but %s could "
+                "not be read (%s)\n",
+                or_default(r->cgroup_version, "?"), or_default(r->cgroup_dir, "?"),
+                or_default(r->cgroup_error_source, "a file of it"),
+                rf_cgroup_error_text(r->cgroup_error));
+    } else if (unread_level(a)) {
+        const struct rf_cgroup_level *l = &unread_level(a)->level;
+        fprintf(f,
+                "  memory limit: unknown: cgroup %s enforces %s, but its usage could not be read "
+                "(%s: %s)\n",
+                l->dir, iec(l->limit.bytes, b1, sizeof(b1)), l->usage.source,
+                rf_cgroup_error_text(l->usage.error ? l->usage.error : -ENOENT));
     } else if (r->has_cgroup_limit && !r->cgroup_limit_unlimited) {
         fprintf(f, "  cgroup limit %s\n", iec(r->cgroup_limit_bytes, b1, sizeof(b1)));
     } else if (!r->cgroup_version) {

@@ -9,6 +9,7 @@
  */
 #include "ramforge/admission.h"
 #include "admission_internal.h"
+#include "ramforge/streaming.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -22,6 +23,10 @@
     "runtime, repacked copies)"
 
 #define RF_WAYS_OUT "ways out: a smaller model, or a larger limit"
+
+/* The least room for weights that lets a decode progress by evicting and re-reading them:
+   the floor of the streaming window's minimum (streaming.h), one layer at least. */
+#define RF_ADMIT_MIN_WINDOW_BYTES (RF_STREAM_MIN_WINDOW_BYTES / 2)
 
 /* Copies src (NULL: "") into dst of size bytes, truncating, NUL-terminated. */
 static void copy_str(char *dst, size_t size, const char *src)
@@ -118,23 +123,23 @@ static const char *why_unknown(const struct rf_cgroup_figure *f, char *buf, size
     return buf;
 }
 
-/* "; N bytes of inactive file cache in DIR count as headroom: reclaimable, not free (SRC)". */
+/* "; N bytes of reclaimable file cache of DIR count as headroom: reclaimable, not free (SRC)". */
 static void note_reclaimable(struct rf_admission_result *out,
                              const struct rf_admission_level_check *c)
 {
     if (!c->checked && !c->high_checked)
         return;
-    if (c->level.inactive_file.has) {
+    if (c->level.reclaimable_file.has) {
         if (c->reclaimable_bytes > 0)
             note(out,
-                 "; %" PRIu64 " bytes of inactive file cache of %s count as headroom: reclaimable, "
-                 "not free (%s)",
-                 c->reclaimable_bytes, c->level.dir, c->level.inactive_file.source);
+                 "; %" PRIu64 " bytes of clean unmapped file cache of %s (active and inactive "
+                 "lists) count as headroom: reclaimable, not free (%s)",
+                 c->reclaimable_bytes, c->level.dir, c->level.reclaimable_file.source);
     } else {
         char why[RF_CGROUP_PATH_MAX + 64];
 
-        note(out, "; the inactive file cache of %s is unknown (%s): none counted as reclaimable",
-             c->level.dir, why_unknown(&c->level.inactive_file, why, sizeof(why)));
+        note(out, "; the reclaimable file cache of %s is unknown (%s): none counted as reclaimable",
+             c->level.dir, why_unknown(&c->level.reclaimable_file, why, sizeof(why)));
     }
 }
 
@@ -242,6 +247,8 @@ static void copy_inputs(const struct rf_admission_input *in, struct rf_admission
         record(out, "mapped_weights", &in->mapped_weights);
         record(out, "repacked_weights", &in->repacked_weights);
         record(out, "model_cached", &in->model_cached);
+        record(out, "loader_growth", &in->loader_growth);
+        record(out, "page_tables", &in->page_tables);
     }
     record(out, "file_working_set", &in->file_working_set);
     record(out, "reclaimable", &in->reclaimable);
@@ -251,12 +258,18 @@ static void copy_inputs(const struct rf_admission_input *in, struct rf_admission
         add_unknown(out, "GraphScratch");
     if (!in->file_working_set.has)
         add_unknown(out, "FileWorkingSet");
+    if (pre && !in->loader_growth.has)
+        add_unknown(out, "LoaderGrowth");
+    if (pre && !in->page_tables.has)
+        add_unknown(out, "PageTables");
     out->has_reclaimable = in->reclaimable.has;
     out->reclaimable_bytes = in->reclaimable.has ? in->reclaimable.bytes : 0;
     if (in->has_target) {
         out->has_soft_target = true;
         out->soft_target_bytes = in->target_bytes - in->reserve_bytes; /* reserve < target */
     }
+    if (in->host)
+        out->host = *in->host;
     out->n_cgroups = in->n_cgroups;
     out->cgroups_truncated = in->cgroups_truncated;
     for (size_t i = 0; i < in->n_cgroups; i++) {
@@ -268,7 +281,12 @@ static void copy_inputs(const struct rf_admission_input *in, struct rf_admission
 /* The excess classification (rule order: hard, memory.high, soft target). */
 static void classify_excess(const struct rf_admission_input *in, struct rf_admission_result *out)
 {
-    if (out->has_hard_excess) {
+    if (out->has_hard_excess && out->host_binding) {
+        out->excess_over = RF_ADMIT_BOUND_HARD_LIMIT;
+        out->excess_likely_anonymous =
+            likely_anonymous(in, out, out->hard_excess_bytes,
+                             out->host_room_bytes + (in->anonymous.has ? in->anonymous.bytes : 0));
+    } else if (out->has_hard_excess) {
         const struct rf_admission_level_check *c = &out->cgroups[out->binding];
 
         out->excess_over = RF_ADMIT_BOUND_HARD_LIMIT;
@@ -363,6 +381,12 @@ static void decide_soft(const struct rf_admission_input *in, struct rf_admission
                " bytes of cgroup %s (the binding one: least room, %" PRIu64 " bytes)",
                c->projected_bytes, c->level.limit.bytes, c->level.dir, c->room_bytes);
         note_reclaimable(out, c);
+    } else if (out->host_binding) {
+        char host[RF_ADMISSION_REASON_MAX];
+
+        rf_admission_host_sentence(out, host, sizeof(host));
+        decide(out, RF_ADMIT_ADMITTED, RF_ADMIT_CAUSE_FITS, "%s%s", host,
+               out->n_cgroups ? "" : " (no cgroup memory controller was found)");
     } else {
         decide(out, RF_ADMIT_ADMITTED, RF_ADMIT_CAUSE_FITS, "%s",
                out->n_cgroups ? "no cgroup of the hierarchy enforces a hard limit"
@@ -391,6 +415,7 @@ static void decide_known(const struct rf_admission_input *in, struct rf_admissio
 {
     uint64_t with_reserve;
     size_t at = 0;
+    bool host_unknown = false;
 
     if (out->has_soft_target && out->request_bytes > out->soft_target_bytes) {
         out->has_excess = true;
@@ -426,13 +451,24 @@ static void decide_known(const struct rf_admission_input *in, struct rf_admissio
             out->hard_excess_bytes = c->projected_bytes - c->level.limit.bytes;
         }
     }
+    if (!out->has_binding && !unknown_usage(out, &at) && !out->cgroups_truncated)
+        host_unknown = !rf_admission_check_host(in, out);
     if (least(out, true, &at) && !out->cgroups[at].working_set_fits) {
         out->thrash = true;
         out->has_thrash_level = true;
         out->thrash_level = at;
     }
 
-    /* 3. the charge over a hard limit */
+    /* 3. the charge over a hard limit: the host's when no cgroup binds */
+    if (out->has_hard_excess && out->host_binding) {
+        char host[RF_ADMISSION_REASON_MAX];
+
+        classify_excess(in, out);
+        rf_admission_host_sentence(out, host, sizeof(host));
+        decide(out, RF_ADMIT_REJECTED, RF_ADMIT_CAUSE_HARD_LIMIT, "%s", host);
+        note_excess(in, out, out->hard_excess_bytes);
+        return;
+    }
     if (out->has_hard_excess) {
         const struct rf_admission_level_check *c = &out->cgroups[out->binding];
 
@@ -467,6 +503,15 @@ static void decide_known(const struct rf_admission_input *in, struct rf_admissio
                RF_CGROUP_MAX_LEVELS);
         return;
     }
+    /* 4b. no cgroup binds and the host's memory is unknown */
+    if (host_unknown) {
+        classify_excess(in, out);
+        decide(out, RF_ADMIT_UNKNOWN, RF_ADMIT_CAUSE_UNKNOWN,
+               "no cgroup of the hierarchy enforces a hard limit and the host's memory is unknown "
+               "(%s), so the run is not admitted",
+               out->host_source);
+        return;
+    }
     /* 5. the decode working set under a hard limit */
     if (out->thrash) {
         const struct rf_admission_level_check *c = &out->cgroups[out->thrash_level];
@@ -475,6 +520,16 @@ static void decide_known(const struct rf_admission_input *in, struct rf_admissio
         thrash_sentence(in, out,
                         in->mode == RF_ADMISSION_ENFORCE ? RF_ADMIT_REJECTED : RF_ADMIT_WARNING, c,
                         "hard limit", c->level.limit.bytes, c->run_room_bytes);
+        if (!in->streaming && out->working_set_fit_bytes < RF_ADMIT_MIN_WINDOW_BYTES) {
+            /* Not even a minimum window of weights fits: the kernel kills, it does not thrash
+               (under streaming the plan's fixed part and minimum window decide, stream.c). */
+            out->outcome = RF_ADMIT_REJECTED;
+            out->cause = RF_ADMIT_CAUSE_HARD_LIMIT;
+            note(out,
+                 ". Less than a minimum window of %llu bytes of weights fits beside the anonymous "
+                 "memory: the kernel would kill the run, so it is rejected",
+                 (unsigned long long)RF_ADMIT_MIN_WINDOW_BYTES);
+        }
         note_reclaimable(out, c);
         return;
     }

@@ -41,7 +41,9 @@ const char *rf_admission_project(const struct rf_admission_input *in,
         return "which weights the load will repack is unknown";
     /* The charge grows by anonymous memory; mapped file pages are the working set's. */
     if (!add_figure(&growth, &in->kv_cache) || !add_figure(&growth, &in->graph_scratch) ||
-        (pre && !add_figure(&growth, &in->repacked_weights)))
+        (pre &&
+         (!add_figure(&growth, &in->repacked_weights) || !add_figure(&growth, &in->loader_growth) ||
+          !add_figure(&growth, &in->page_tables))))
         return "overflow";
     request = in->process_rss.bytes;
     /* The load populates every page of the file: all of it will be in the RSS. */
@@ -85,8 +87,12 @@ bool rf_admission_check_level(const struct rf_admission_input *in, struct rf_adm
     if (!l->usage.has || !out->has_growth)
         return true;
     c->reclaimable_bytes = 0;
-    if (l->inactive_file.has)
-        c->reclaimable_bytes = l->inactive_file.bytes < usage ? l->inactive_file.bytes : usage;
+    if (l->reclaimable_file.has)
+        c->reclaimable_bytes =
+            l->reclaimable_file.bytes < usage ? l->reclaimable_file.bytes : usage;
+    /* Before the load the model's cached pages are unmapped cache; the load maps them. */
+    if (in->phase == RF_ADMISSION_PRE_LOAD && in->model_cached.has)
+        c->reclaimable_bytes = rf_admission_sat_sub(c->reclaimable_bytes, in->model_cached.bytes);
     base = usage - c->reclaimable_bytes;
     if (__builtin_add_overflow(base, out->growth_bytes, &c->projected_bytes))
         return false;
@@ -111,6 +117,36 @@ bool rf_admission_check_level(const struct rf_admission_input *in, struct rf_adm
             c->high_working_set_fits = out->working_set_bytes <= c->high_run_room_bytes;
     }
     return true;
+}
+
+int rf_admission_loader_bytes(uint64_t n_vocab, uint64_t n_tensors, uint64_t *out)
+{
+    uint64_t a, b;
+
+    if (!out)
+        return -EINVAL;
+    *out = 0;
+    if (__builtin_mul_overflow(n_vocab, (uint64_t)RF_ADMISSION_LOADER_TOKEN_BYTES, &a) ||
+        __builtin_mul_overflow(n_tensors, (uint64_t)RF_ADMISSION_LOADER_TENSOR_BYTES, &b) ||
+        __builtin_add_overflow(a, b, out)) {
+        *out = 0;
+        return -EOVERFLOW;
+    }
+    return 0;
+}
+
+int rf_admission_page_table_bytes(uint64_t mapped_bytes, uint64_t page_bytes, uint64_t *out)
+{
+    uint64_t pages;
+
+    if (!out || !page_bytes)
+        return -EINVAL;
+    pages = mapped_bytes / page_bytes + (mapped_bytes % page_bytes != 0);
+    if (__builtin_mul_overflow(pages, (uint64_t)8, out)) {
+        *out = 0;
+        return -EOVERFLOW;
+    }
+    return 0;
 }
 
 int rf_admission_reclaimable_now(const struct rf_inventory *inv, const struct rf_lifetime *lt,

@@ -27,4 +27,15 @@ const char *rf_admission_project(const struct rf_admission_input *in,
 bool rf_admission_check_level(const struct rf_admission_input *in, struct rf_admission_result *out,
                               struct rf_admission_level_check *c);
 
+/*
+ * Rule 4b: when no cgroup binds and in->host was read, compares the host
+ * (admission_host.c) and fills out's host figures, has_projected_charge
+ * and a hard excess. Returns false when the host's figures are unknown
+ * (out->host_source then says which); true otherwise.
+ */
+bool rf_admission_check_host(const struct rf_admission_input *in, struct rf_admission_result *out);
+
+/* Starts the reason of a hard excess at the host (Rejected) or its fit (Admitted). */
+void rf_admission_host_sentence(struct rf_admission_result *out, char *buf, size_t size);
+
 #endif

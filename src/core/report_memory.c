@@ -85,6 +85,16 @@ static json_t *hard_limit_json(const struct rf_report *r)
         return NULL;
     json_object_set_new(hard, "cgroup_version", rf_json_str(r->cgroup_version));
     json_object_set_new(hard, "cgroup_dir", rf_json_str(r->cgroup_dir));
+    if (r->cgroup_error) {
+        char why[RF_CGROUP_PATH_MAX + 64];
+
+        snprintf(why, sizeof(why), "%s: %s",
+                 r->cgroup_error_source ? r->cgroup_error_source : "a file of the controller",
+                 rf_cgroup_error_text(r->cgroup_error));
+        json_object_set_new(hard, "read_error", json_string(why));
+    } else {
+        json_object_set_new(hard, "read_error", json_null());
+    }
     json_object_set_new(
         hard, "limit_bytes",
         rf_json_u64(r->has_cgroup_limit && !r->cgroup_limit_unlimited, r->cgroup_limit_bytes));
@@ -149,6 +159,7 @@ static json_t *admission_cgroup_json(const struct rf_admission_result *a, size_t
     json_object_set_new(o, "high", cgroup_figure_json(&l->high, true));
     json_object_set_new(o, "usage", cgroup_figure_json(&l->usage, false));
     json_object_set_new(o, "inactive_file", cgroup_figure_json(&l->inactive_file, false));
+    json_object_set_new(o, "reclaimable_file", cgroup_figure_json(&l->reclaimable_file, false));
     json_object_set_new(o, "reclaimable_bytes", rf_json_u64(c->checked, c->reclaimable_bytes));
     json_object_set_new(o, "room_bytes", rf_json_u64(c->checked, c->room_bytes));
     json_object_set_new(o, "projected_bytes", rf_json_u64(c->checked, c->projected_bytes));
@@ -157,6 +168,29 @@ static json_t *admission_cgroup_json(const struct rf_admission_result *a, size_t
     json_object_set_new(o, "working_set_fits",
                         jbool_if(c->working_set_checked, c->working_set_fits));
     json_object_set_new(o, "high_fits", jbool_if(c->high_checked, c->high_fits));
+    return o;
+}
+
+/* The host as admission saw it: null when it was not read. */
+static json_t *admission_host_json(const struct rf_admission_result *a)
+{
+    const struct rf_host_memory *h = &a->host;
+    json_t *o;
+
+    if (!h->read)
+        return json_null();
+    o = json_object();
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "binding", json_boolean(a->host_binding));
+    json_object_set_new(o, "mem_total", cgroup_figure_json(&h->total, false));
+    json_object_set_new(o, "mem_available", cgroup_figure_json(&h->available, false));
+    json_object_set_new(o, "swap_total", cgroup_figure_json(&h->swap_total, false));
+    json_object_set_new(o, "swap_free", cgroup_figure_json(&h->swap_free, false));
+    json_object_set_new(o, "room_bytes", rf_json_u64(a->host_binding, a->host_room_bytes));
+    json_object_set_new(o, "projected_bytes",
+                        rf_json_u64(a->host_binding, a->host_projected_bytes));
+    json_object_set_new(o, "source", rf_json_str(a->host_source[0] ? a->host_source : NULL));
     return o;
 }
 
@@ -279,6 +313,11 @@ json_t *rf_report_admission_json(const struct rf_report *r)
         json_array_append_new(cgs, admission_cgroup_json(a, i));
     json_object_set_new(o, "cgroups", cgs);
     json_object_set_new(o, "cgroups_truncated", json_boolean(a->cgroups_truncated));
+    json_object_set_new(o, "binding_level",
+                        a->has_binding    ? json_string("cgroup")
+                        : a->host_binding ? json_string("host")
+                                          : json_null());
+    json_object_set_new(o, "host", admission_host_json(a));
     json_object_set_new(o, "inputs", admission_inputs_json(a));
     json_object_set_new(o, "lock_note", a->lock_note[0] ? rf_json_str(a->lock_note) : json_null());
     json_object_set_new(o, "hard_limit", hard_limit_json(r));

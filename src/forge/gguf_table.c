@@ -108,6 +108,10 @@ int forge_gguf_estimate(const char *path, bool use_extra_bufts, struct forge_ggu
         if (!out->n_head_kv)
             out->n_head_kv = out->n_head;
     }
+    int64_t kt = gguf_find_key(g, "tokenizer.ggml.tokens");
+    if (kt >= 0 && gguf_get_kv_type(g, kt) == GGUF_TYPE_ARRAY)
+        out->n_vocab = (uint64_t)gguf_get_arr_n(g, kt);
+    out->n_tensors = (uint64_t)gguf_get_n_tensors(g);
     bool repack = use_extra_bufts && __builtin_cpu_supports("avx2");
     for (int64_t i = 0; i < gguf_get_n_tensors(g); i++) {
         const char *name = gguf_get_tensor_name(g, i);

@@ -136,9 +136,7 @@ int rf_measure_sample(const char *sysroot, const char *pid, const struct rf_mapp
         out->cgroup_events_max = cg->events_max;
         out->cgroup_events_oom = cg->events_oom;
         out->cgroup_events_oom_kill = cg->events_oom_kill;
-    } else {
-        memset(cg, 0, sizeof(*cg));
-    }
+    } /* else cg's figures are zero; version, dir and error say what failed */
     return 0;
 }
 
@@ -158,6 +156,7 @@ void rf_measure_fill_ledger(struct rf_ledger *l, const struct rf_inventory *inv,
 {
     char src[RF_LEDGER_SOURCE_MAX];
     char dev[96] = "the model file";
+    char unread[RF_LEDGER_NOTE_MAX] = "the cgroup's usage file is not readable";
 
     if (inv) {
         rf_ledger_set(l, RF_LEDGER_FILE_BACKED_LOGICAL, inv->totals.file_backed_logical_bytes,
@@ -209,14 +208,18 @@ void rf_measure_fill_ledger(struct rf_ledger *l, const struct rf_inventory *inv,
     snprintf(src, sizeof(src), "/proc/%s/status VmHWM", pid);
     measured(l, RF_LEDGER_PROCESS_RSS_PEAK, s->has_process_rss_peak, s->process_rss_peak_bytes, src,
              "process RSS high-water mark since start", "VmHWM missing from status");
+    if (cg && cg->error)
+        snprintf(unread, sizeof(unread),
+                 "the cgroup memory controller exists (%s) but its figures could not be read: "
+                 "%s: %s",
+                 cg->dir, cg->error_source, rf_cgroup_error_text(cg->error));
     measured(l, RF_LEDGER_CGROUP_CURRENT, s->has_cgroup_current, s->cgroup_current_bytes,
              cg && cg->current_source[0] ? cg->current_source : "cgroup memory controller",
              cg && cg->version == RFSYS_CGROUP_V1
                  ? "charged to the cgroup: page cache, kernel memory and other processes "
                    "included; v1 usage_in_bytes is approximate (the kernel documents it as fuzzy)"
                  : "charged to the cgroup: includes page cache, kernel memory and other processes",
-             cg && cg->version == RFSYS_CGROUP_NONE ? "no cgroup memory controller found"
-                                                    : "the cgroup's usage file is not readable");
+             cg && cg->version == RFSYS_CGROUP_NONE ? "no cgroup memory controller found" : unread);
     measured(l, RF_LEDGER_CGROUP_PEAK, s->has_cgroup_peak, s->cgroup_peak_bytes,
              cg && cg->peak_source[0] ? cg->peak_source : "cgroup memory controller",
              "cgroup high-water mark (since the cgroup was created or last reset)",

@@ -366,6 +366,9 @@ static void end_warnings(struct rf_session *s)
                            "stay mapped and resident but are never read again");
     if (s->cg.version == RFSYS_CGROUP_NONE)
         ses_add_warning(s, "no cgroup memory controller was found: cgroup figures are unknown");
+    else if (s->cg.error)
+        ses_add_warning(s, "the cgroup memory controller exists but its usage could not be read: "
+                           "cgroup figures are unknown (admission.hard_limit.read_error says why)");
     if (r->policy_mutates)
         ses_add_warning(s, "a release request is not reclamation: accepted bytes are what madvise "
                            "took; only the measured deltas show what changed");

@@ -21,6 +21,7 @@
 #include "ramforge/pages.h"
 #include "ramforge/policy.h"
 #include "ramforge/report_json.h"
+#include "ramforge/streaming.h"
 
 /* ------------------------------------------------------------------ admission */
 
@@ -153,6 +154,7 @@ int rf_session_admit_result(struct rf_session *s, const struct rf_operation_requ
         in.cgroups = tree->levels;
         in.n_cgroups = tree->n;
         in.cgroups_truncated = tree->truncated;
+        in.host = &tree->host;
     }
     in.unknown_components[in.n_unknown++] = "Runtime";
     int rc = rf_admission_decide(&in, &s->op.admission);
@@ -225,6 +227,40 @@ static struct rf_admission_figure cached_bytes(const char *path)
     return f;
 }
 
+/*
+ * A thrash verdict before the load under streaming: the admission after the
+ * load decides with the plan, unless the projected anonymous memory and a
+ * minimum window (RF_STREAM_MIN_WINDOW_BYTES / 2, the floor of one layer)
+ * already exceed the room under the hard limit: the kernel would kill the
+ * load, so that is a hard excess, rejected in every mode.
+ */
+static void streaming_preload(struct rf_admission_result *out)
+{
+    const struct rf_admission_level_check *c = &out->cgroups[out->thrash_level];
+    size_t len = strlen(out->reason);
+    uint64_t need;
+
+    if (out->has_thrash_level && c->working_set_checked && !c->working_set_fits &&
+        out->has_anonymous &&
+        (__builtin_add_overflow(out->anonymous_bytes, RF_STREAM_MIN_WINDOW_BYTES / 2, &need) ||
+         need > c->run_room_bytes)) {
+        out->outcome = RF_ADMIT_REJECTED;
+        out->cause = RF_ADMIT_CAUSE_HARD_LIMIT;
+        out->refused = out->mode != RF_ADMISSION_OFF;
+        snprintf(out->reason + len, sizeof(out->reason) - len,
+                 " Streaming cannot help: the projected anonymous memory and a minimum window of "
+                 "%llu bytes exceed the %llu bytes of room under the hard limit: the kernel would "
+                 "kill the run, so it is rejected.",
+                 (unsigned long long)(RF_STREAM_MIN_WINDOW_BYTES / 2),
+                 (unsigned long long)c->run_room_bytes);
+        return;
+    }
+    out->refused = false;
+    out->outcome = RF_ADMIT_WARNING;
+    snprintf(out->reason + len, sizeof(out->reason) - len,
+             " Under --residency-policy streaming the admission after the load decides.");
+}
+
 /* The pre-load decision from PATH's header against the hierarchy tree (borrowed). */
 static int preload_decide(const char *path, bool use_extra_bufts, struct rf_session_params params,
                           const struct rf_operation_request *request,
@@ -259,6 +295,18 @@ static int preload_decide(const char *path, bool use_extra_bufts, struct rf_sess
     in.file_working_set = rf_admission_figure_of(
         est.file_working_set_bytes, RF_PROV_ESTIMATED,
         "GGUF header: weights read from the mapping (not repacked, not token_embd)");
+    uint64_t loader, tables;
+    long page = sysconf(_SC_PAGESIZE);
+    if (est.n_vocab && rf_admission_loader_bytes(est.n_vocab, est.n_tensors, &loader) == 0)
+        in.loader_growth = rf_admission_figure_of(
+            loader, RF_PROV_ESTIMATED,
+            "llama.cpp's load: 224 B per vocabulary token + 2 KiB per tensor (measured)");
+    else
+        in.loader_growth.source = "the header has no tokenizer.ggml.tokens array";
+    if (page > 0 &&
+        rf_admission_page_table_bytes(est.file_size_bytes, (uint64_t)page, &tables) == 0)
+        in.page_tables = rf_admission_figure_of(
+            tables, RF_PROV_ESTIMATED, "page tables of the model mapping: 8 bytes per page mapped");
     uint64_t n_embd_kv = est.n_head ? (uint64_t)est.n_embd / est.n_head * est.n_head_kv : 0;
     if (n_embd_kv && est.n_layer &&
         rf_admission_ctx_cells(request->n_ctx, request->n_prompt, request->n_predict,
@@ -274,16 +322,11 @@ static int preload_decide(const char *path, bool use_extra_bufts, struct rf_sess
     in.cgroups = tree->levels;
     in.n_cgroups = tree->n;
     in.cgroups_truncated = tree->truncated;
+    in.host = &tree->host;
     in.unknown_components[in.n_unknown++] = "Runtime";
     rc = rf_admission_decide(&in, out);
-    if (rc == 0 && params.policy == RF_POLICY_STREAMING && out->cause == RF_ADMIT_CAUSE_THRASH) {
-        /* the after-load admission decides with the streaming plan and measured figures */
-        size_t len = strlen(out->reason);
-        out->refused = false;
-        out->outcome = RF_ADMIT_WARNING;
-        snprintf(out->reason + len, sizeof(out->reason) - len,
-                 " Under --residency-policy streaming the admission after the load decides.");
-    }
+    if (rc == 0 && params.policy == RF_POLICY_STREAMING && out->cause == RF_ADMIT_CAUSE_THRASH)
+        streaming_preload(out);
     if (rc < 0)
         snprintf(err, FORGE_ERR_MAX, "%s: admission could not decide: %s", path, rf_strerror(rc));
     return rc;
@@ -348,6 +391,7 @@ int rf_session_fit_check(const char *path, bool use_extra_bufts, struct rf_sessi
         l->inactive_file.has = true; /* a cgroup of its own: no other file cache charged */
         snprintf(l->inactive_file.source, sizeof(l->inactive_file.source),
                  "hypothetical: no file cache charged before the run");
+        l->reclaimable_file = l->inactive_file;
         if (rfsys_read_status(NULL, "self", &st) == 0 && st.has_vm_rss) {
             l->usage.has = true;
             l->usage.bytes = st.vm_rss_bytes;

@@ -20,6 +20,8 @@ static void fill_cgroup(const struct rf_session *s, struct rf_report *r)
                         : s->cg.version == RFSYS_CGROUP_V2 ? "v2"
                                                            : "none";
     r->cgroup_dir = s->cg.version != RFSYS_CGROUP_NONE ? s->cg.dir : NULL;
+    r->cgroup_error = s->cg.error;
+    r->cgroup_error_source = s->cg.error ? s->cg.error_source : NULL;
     r->has_cgroup_limit = s->cg.has_limit;
     r->cgroup_limit_unlimited = s->cg.limit_unlimited;
     r->cgroup_limit_bytes = s->cg.limit_bytes;

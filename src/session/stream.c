@@ -118,9 +118,28 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
                  "read again each token).",
                  st->plan.reason);
     } else {
+        const struct rf_admission_level_check *c = &a->cgroups[a->thrash_level];
+        uint64_t need;
+        bool hard = a->has_thrash_level && c->working_set_checked && !c->working_set_fits;
+        bool over =
+            __builtin_add_overflow(st->plan.fixed_bytes, st->plan.min_window_bytes, &need) ||
+            need > p.limit_bytes;
+
         st->rep.plan_reason = "the fixed part and a minimum window do not fit: not applied";
         snprintf(a->reason + len, sizeof(a->reason) - len, " Streaming cannot help: %s.",
                  st->plan.reason);
+        if (hard && over) {
+            /* Under the hard limit the kernel kills, whatever the mode says of thrashing. */
+            a->outcome = RF_ADMIT_REJECTED;
+            a->cause = RF_ADMIT_CAUSE_HARD_LIMIT;
+            a->refused = a->mode != RF_ADMISSION_OFF;
+            len = strlen(a->reason);
+            snprintf(a->reason + len, sizeof(a->reason) - len,
+                     " The fixed part and a minimum window exceed the %" PRIu64
+                     " bytes of room under the hard limit of cgroup %s: the kernel would kill the "
+                     "run, so it is rejected.",
+                     p.limit_bytes, c->level.dir);
+        }
     }
     return 0;
 }

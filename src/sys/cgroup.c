@@ -173,6 +173,20 @@ static int read_v1_hier_limit(const char *sysroot, const char *dir, bool *found,
 }
 
 /*
+ * Records in out that dir/name could not be read (ret < 0, or absent);
+ * returns ret. An error that ends the read replaces an absent usage file.
+ */
+static int failed(struct rfsys_cgroup_memory *out, const char *name, int ret)
+{
+    if (!out->error || (out->error == -ENOENT && ret < 0)) {
+        out->error = ret < 0 ? ret : -ENOENT;
+        if (rfsys__cgroup_join(out->error_source, sizeof(out->error_source), out->dir, name) < 0)
+            out->error_source[0] = '\0';
+    }
+    return ret;
+}
+
+/*
  * Fills the v1 figures from out->dir. The limit is the lower of
  * memory.limit_in_bytes and memory.stat's hierarchical_memory_limit, each
  * at or above RFSYS_CGROUP_V1_UNLIMITED counting as none; on a tie, or
@@ -188,20 +202,22 @@ static int read_v1(const char *sysroot, struct rfsys_cgroup_memory *out)
     ret = rfsys__cgroup_read_value(sysroot, out->dir, "memory.usage_in_bytes", false,
                                    &out->has_current, NULL, &out->current_bytes,
                                    out->current_source, sizeof(out->current_source));
+    if (ret < 0 || !out->has_current)
+        failed(out, "memory.usage_in_bytes", ret);
     if (ret < 0)
         return ret;
     ret = rfsys__cgroup_read_value(sysroot, out->dir, "memory.max_usage_in_bytes", false,
                                    &out->has_peak, NULL, &out->peak_bytes, out->peak_source,
                                    sizeof(out->peak_source));
     if (ret < 0)
-        return ret;
+        return failed(out, "memory.max_usage_in_bytes", ret);
     ret = rfsys__cgroup_read_value(sysroot, out->dir, "memory.limit_in_bytes", false, &own_found,
                                    NULL, &own_bytes, out->limit_source, sizeof(out->limit_source));
     if (ret < 0)
-        return ret;
+        return failed(out, "memory.limit_in_bytes", ret);
     ret = read_v1_hier_limit(sysroot, out->dir, &hier_found, &hier_bytes);
     if (ret < 0)
-        return ret;
+        return failed(out, "memory.stat", ret);
 
     own_unlimited = own_bytes >= RFSYS_CGROUP_V1_UNLIMITED;
     hier_unlimited = hier_bytes >= RFSYS_CGROUP_V1_UNLIMITED;
@@ -305,19 +321,21 @@ static int read_v2(const char *sysroot, const char *point, struct rfsys_cgroup_m
     ret = rfsys__cgroup_read_value(sysroot, out->dir, "memory.current", false, &out->has_current,
                                    NULL, &out->current_bytes, out->current_source,
                                    sizeof(out->current_source));
+    if (ret < 0 || !out->has_current)
+        failed(out, "memory.current", ret);
     if (ret < 0)
         return ret;
     ret = rfsys__cgroup_read_value(sysroot, out->dir, "memory.peak", false, &out->has_peak, NULL,
                                    &out->peak_bytes, out->peak_source, sizeof(out->peak_source));
     if (ret < 0)
-        return ret;
+        return failed(out, "memory.peak", ret);
 
     memset(&m, 0, sizeof(m));
     m.source = out->limit_source;
     m.source_size = sizeof(out->limit_source);
     ret = read_v2_min(sysroot, out->dir, point, "memory.max", &m);
     if (ret < 0)
-        return ret;
+        return failed(out, "memory.max", ret);
     out->has_limit = m.found;
     out->limit_unlimited = m.found && m.unlimited;
     out->limit_bytes = m.bytes;
@@ -328,13 +346,14 @@ static int read_v2(const char *sysroot, const char *point, struct rfsys_cgroup_m
     m.source_size = sizeof(out->high_source);
     ret = read_v2_min(sysroot, out->dir, point, "memory.high", &m);
     if (ret < 0)
-        return ret;
+        return failed(out, "memory.high", ret);
     out->has_high = m.found;
     out->high_unlimited = m.found && m.unlimited;
     out->high_bytes = m.bytes;
     out->high_inherited = m.inherited;
 
-    return read_events(sysroot, out->dir, out);
+    ret = read_events(sysroot, out->dir, out);
+    return ret < 0 ? failed(out, "memory.events", ret) : 0;
 }
 
 int rfsys_read_cgroup_memory(const char *sysroot, const char *pid, struct rfsys_cgroup_memory *out)
@@ -352,8 +371,16 @@ int rfsys_read_cgroup_memory(const char *sysroot, const char *pid, struct rfsys_
     else if (ret == 0 && out->version == RFSYS_CGROUP_V2)
         ret = read_v2(sysroot, point, out);
     if (ret < 0) {
+        /* The controller was found when one of its files failed: keep that, not "none". */
+        struct rfsys_cgroup_memory found = *out;
+
         memset(out, 0, sizeof(*out));
-        out->version = RFSYS_CGROUP_NONE;
+        if (found.error) {
+            out->version = found.version;
+            memcpy(out->dir, found.dir, sizeof(out->dir));
+            out->error = found.error;
+            memcpy(out->error_source, found.error_source, sizeof(out->error_source));
+        }
     }
     return ret;
 }

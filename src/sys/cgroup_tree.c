@@ -1,8 +1,8 @@
 /*
  * The memory cgroup hierarchy of a process, v1 or v2: the cgroup itself
  * and each ancestor up to the mount point, with per level the hard limit,
- * memory.high, the usage, the inactive file cache and the kernel's
- * verdict counters (see rfsys_read_cgroup_tree in sys.h).
+ * memory.high, the usage, the inactive file cache, the reclaimable file
+ * cache and the kernel's verdict counters (see rfsys_read_cgroup_tree in sys.h).
  *
  * Read once before a run and once after it (a handful of small files per
  * level, at most RF_CGROUP_MAX_LEVELS levels). Unlike
@@ -73,6 +73,80 @@ static void read_keyed_figure(const char *sysroot, const char *dir, const char *
     f->has = true;
 }
 
+/* The memory.stat keys of the reclaimable file cache: added, subtracted, required or not. */
+struct stat_term {
+    const char *key;
+    bool subtract;
+    bool required;
+};
+
+static const struct stat_term v1_terms[] = {
+    {"total_active_file", false, true}, {"total_inactive_file", false, true},
+    {"total_mapped_file", true, true},  {"total_dirty", true, false},
+    {"total_writeback", true, false},
+};
+
+static const struct stat_term v2_terms[] = {
+    {"file", false, true},           {"file_mapped", true, true}, {"file_dirty", true, false},
+    {"file_writeback", true, false}, {"shmem", true, false},      {"unevictable", true, false},
+};
+
+#define MAX_TERMS 6
+
+/*
+ * Reads the file cache the kernel can drop under the limit from
+ * dir/memory.stat into *f (see cgroup_levels.h): the sum of the added
+ * keys less the subtracted ones present, floored at 0; source names the
+ * file and the keys used. A required key absent: -ENOENT, naming it.
+ */
+static void read_reclaimable_file(const char *sysroot, const char *dir, bool v1,
+                                  struct rf_cgroup_figure *f)
+{
+    const struct stat_term *t = v1 ? v1_terms : v2_terms;
+    size_t n = v1 ? sizeof(v1_terms) / sizeof(v1_terms[0]) : sizeof(v2_terms) / sizeof(v2_terms[0]);
+    struct rfsys__keyed k[MAX_TERMS];
+    uint64_t v[MAX_TERMS] = {0}, add = 0, sub = 0;
+    bool file_found = false;
+    size_t len;
+    int ret;
+
+    memset(f, 0, sizeof(*f));
+    if (rfsys__cgroup_join(f->source, sizeof(f->source), dir, "memory.stat") < 0) {
+        f->source[0] = '\0';
+        f->error = -ENAMETOOLONG;
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        k[i] = (struct rfsys__keyed){t[i].key, &v[i], false};
+    ret = rfsys__cgroup_read_keyed(sysroot, dir, "memory.stat", k, n, &file_found);
+    for (size_t i = 0; ret == 0 && i < n; i++)
+        if (t[i].required && !k[i].found) {
+            len = strlen(f->source);
+            snprintf(f->source + len, sizeof(f->source) - len, " %s", t[i].key);
+            ret = -ENOENT;
+        }
+    for (size_t i = 0; ret == 0 && i < n; i++) {
+        if (!k[i].found)
+            continue;
+        len = strlen(f->source);
+        snprintf(f->source + len, sizeof(f->source) - len, "%s%s",
+                 i == 0          ? " "
+                 : t[i].subtract ? " - "
+                                 : " + ",
+                 t[i].key);
+        if (t[i].subtract)
+            sub = __builtin_add_overflow(sub, v[i], &sub) ? UINT64_MAX : sub;
+        else if (__builtin_add_overflow(add, v[i], &add))
+            ret = -EOVERFLOW;
+    }
+    if (ret < 0) {
+        f->error = ret;
+        return;
+    }
+    f->has = true;
+    f->bytes = add > sub ? add - sub : 0;
+}
+
 /* Reads the verdict counters of one level; absent or malformed files leave them absent. */
 static void read_counters(const char *sysroot, const char *dir, enum rfsys_cgroup_version version,
                           struct rf_cgroup_counters *c)
@@ -125,11 +199,13 @@ static void read_level(const char *sysroot, const char *dir, enum rfsys_cgroup_v
         l->high.error = -ENOENT; /* v1 has no memory.high */
         read_figure(sysroot, dir, "memory.usage_in_bytes", FIG_VALUE, &l->usage);
         read_keyed_figure(sysroot, dir, "memory.stat", "total_inactive_file", &l->inactive_file);
+        read_reclaimable_file(sysroot, dir, true, &l->reclaimable_file);
     } else {
         read_figure(sysroot, dir, "memory.max", FIG_V2_LIMIT, &l->limit);
         read_figure(sysroot, dir, "memory.high", FIG_V2_LIMIT, &l->high);
         read_figure(sysroot, dir, "memory.current", FIG_VALUE, &l->usage);
         read_keyed_figure(sysroot, dir, "memory.stat", "inactive_file", &l->inactive_file);
+        read_reclaimable_file(sysroot, dir, false, &l->reclaimable_file);
     }
     read_counters(sysroot, dir, version, &l->counters);
 }
@@ -159,8 +235,11 @@ int rfsys_read_cgroup_tree(const char *sysroot, const char *pid, struct rfsys_cg
                                sizeof(out->mount_point));
     if (ret < 0 || out->version == RFSYS_CGROUP_NONE) {
         memset(out, 0, sizeof(*out));
+        if (ret == 0)
+            rfsys_read_host_memory(sysroot, &out->host);
         return ret;
     }
+    rfsys_read_host_memory(sysroot, &out->host);
     keep = strlen(out->mount_point);
     if (strncmp(cur, out->mount_point, keep) != 0)
         keep = strlen(cur); /* not below the mount point: this level alone */

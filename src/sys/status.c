@@ -1,14 +1,16 @@
 /*
  * /proc/<pid>/status: the process's own memory figures (VmRSS, VmHWM,
- * RssAnon, RssFile, RssShmem, VmLck), in bytes.
+ * RssAnon, RssFile, RssShmem, VmLck), in bytes; and /proc/meminfo: the
+ * host's (MemTotal, MemAvailable, SwapTotal, SwapFree).
  *
- * The file is a few KiB of "Name:\tvalue" lines; only the six size fields
+ * Both are a few KiB of "Name:\tvalue" lines; only the size fields named
  * are parsed, every other line (including ones without a colon) is ignored.
  */
 #include "ramforge/sys.h"
 #include "sys_internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,4 +82,50 @@ int rfsys_read_status(const char *sysroot, const char *pid, struct rfsys_status 
 out:
     free(text);
     return ret;
+}
+
+void rfsys_read_host_memory(const char *sysroot, struct rf_host_memory *out)
+{
+    struct {
+        const char *key;
+        struct rf_cgroup_figure *f;
+    } keys[4];
+    char *text = NULL;
+    char *cursor, *line;
+    int ret;
+
+    if (!out)
+        return;
+    memset(out, 0, sizeof(*out));
+    out->read = true;
+    keys[0].key = "MemTotal", keys[0].f = &out->total;
+    keys[1].key = "MemAvailable", keys[1].f = &out->available;
+    keys[2].key = "SwapTotal", keys[2].f = &out->swap_total;
+    keys[3].key = "SwapFree", keys[3].f = &out->swap_free;
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(keys[i].f->source, sizeof(keys[i].f->source), "/proc/meminfo %s", keys[i].key);
+        keys[i].f->error = -ENOENT;
+    }
+    ret = rfsys_slurp(sysroot, "/proc/meminfo", RFSYS_SMALL_FILE_BYTES, &text, NULL);
+    cursor = text;
+    while (ret == 0 && (line = rfsys__next_line(&cursor)) != NULL) {
+        char *colon = strchr(line, ':');
+
+        if (!colon)
+            continue;
+        *colon = '\0';
+        for (size_t i = 0; ret == 0 && i < 4; i++) {
+            if (strcmp(line, keys[i].key) != 0)
+                continue;
+            ret = rfsys__parse_kb(colon + 1, &keys[i].f->bytes);
+            keys[i].f->has = ret == 0;
+            keys[i].f->error = 0;
+        }
+    }
+    for (size_t i = 0; ret < 0 && i < 4; i++) {
+        keys[i].f->has = false;
+        keys[i].f->bytes = 0;
+        keys[i].f->error = ret;
+    }
+    free(text);
 }

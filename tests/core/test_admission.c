@@ -32,7 +32,7 @@ static struct rf_admission_figure fig(uint64_t bytes)
 
 /*
  * One cgroup level: a limit (NO_LIMIT: "max"), a usage (has_usage false:
- * malformed), an inactive file figure (has_inactive false: absent).
+ * malformed), a reclaimable file figure (has_inactive false: absent).
  */
 static struct rf_cgroup_level lvl(const char *dir, uint64_t limit, bool has_usage, uint64_t usage,
                                   bool has_inactive, uint64_t inactive)
@@ -50,15 +50,24 @@ static struct rf_cgroup_level lvl(const char *dir, uint64_t limit, bool has_usag
     l.usage.bytes = has_usage ? usage : 0;
     l.usage.error = has_usage ? 0 : -EBADMSG;
     snprintf(l.usage.source, sizeof(l.usage.source), "%s/memory.usage_in_bytes", dir);
-    l.inactive_file.has = has_inactive;
-    l.inactive_file.bytes = has_inactive ? inactive : 0;
-    l.inactive_file.error = has_inactive ? 0 : -ENOENT;
-    snprintf(l.inactive_file.source, sizeof(l.inactive_file.source),
-             "%s/memory.stat total_inactive_file", dir);
+    l.reclaimable_file.has = has_inactive;
+    l.reclaimable_file.bytes = has_inactive ? inactive : 0;
+    l.reclaimable_file.error = has_inactive ? 0 : -ENOENT;
+    snprintf(l.reclaimable_file.source, sizeof(l.reclaimable_file.source),
+             "%s/memory.stat total_active_file + total_inactive_file - total_mapped_file", dir);
     return l;
 }
 
 /* RSS 900 MiB + KV 100 MiB = a 1000 MiB request; target 2000 MiB, reserve 100 MiB. */
+/* Whether the result lists name among its unknown components. */
+static bool has_unknown(const struct rf_admission_result *r, const char *name)
+{
+    for (size_t i = 0; i < r->n_unknown; i++)
+        if (strcmp(r->unknown_components[i], name) == 0)
+            return true;
+    return false;
+}
+
 static struct rf_admission_input base(void)
 {
     struct rf_admission_input in;
@@ -269,7 +278,7 @@ static void test_hard_limit_rejects(void **state)
     assert_false(r.has_excess); /* within the soft target */
     assert_string_equal(r.hard_limit_source, "/sys/fs/cgroup/a/memory.limit_in_bytes");
     assert_non_null(strstr(r.reason, "hard limit of 1258291200 bytes of cgroup /sys/fs/cgroup/a"));
-    assert_non_null(strstr(r.reason, "inactive file cache of /sys/fs/cgroup/a is unknown"));
+    assert_non_null(strstr(r.reason, "reclaimable file cache of /sys/fs/cgroup/a is unknown"));
     in.mode = RF_ADMISSION_OFF;
     assert_int_equal(rf_admission_decide(&in, &r), 0);
     assert_int_equal(r.outcome, RF_ADMIT_REJECTED);
@@ -335,9 +344,9 @@ static void test_reclaimable_cache_is_headroom(void **state)
     assert_int_equal(r.hard_excess_bytes, 122 * MIB);
 
     /* 1000 MiB of it inactive file: 1500 - 1000 + 158 = 658 MiB; room 1536 - 500 = 1036. */
-    l.inactive_file.has = true;
-    l.inactive_file.error = 0;
-    l.inactive_file.bytes = 1000 * MIB;
+    l.reclaimable_file.has = true;
+    l.reclaimable_file.error = 0;
+    l.reclaimable_file.bytes = 1000 * MIB;
     assert_int_equal(rf_admission_decide(&in, &r), 0);
     assert_int_equal(r.outcome, RF_ADMIT_ADMITTED);
     assert_int_equal(r.cgroups[0].reclaimable_bytes, 1000 * MIB);
@@ -347,13 +356,14 @@ static void test_reclaimable_cache_is_headroom(void **state)
     assert_int_equal(r.cgroups[0].run_room_bytes, 1436 * MIB);
     assert_int_equal(r.working_set_bytes, 558 * MIB);
     assert_true(r.cgroups[0].working_set_fits);
-    assert_non_null(strstr(r.reason, "1048576000 bytes of inactive file cache of "
-                                     "/sys/fs/cgroup/memory/job count as headroom: reclaimable, "
-                                     "not free (/sys/fs/cgroup/memory/job/memory.stat "
-                                     "total_inactive_file)"));
+    assert_non_null(strstr(r.reason, "1048576000 bytes of clean unmapped file cache of "
+                                     "/sys/fs/cgroup/memory/job (active and inactive lists) "
+                                     "count as headroom: reclaimable, not free "
+                                     "(/sys/fs/cgroup/memory/job/memory.stat total_active_file "
+                                     "+ total_inactive_file - total_mapped_file)"));
 
     /* Inactive file above the usage (racy reads) counts at most the usage. */
-    l.inactive_file.bytes = 2000 * MIB;
+    l.reclaimable_file.bytes = 2000 * MIB;
     assert_int_equal(rf_admission_decide(&in, &r), 0);
     assert_int_equal(r.cgroups[0].reclaimable_bytes, 1500 * MIB);
     assert_int_equal(r.projected_charge_bytes, 158 * MIB);
@@ -397,7 +407,7 @@ static void test_ancestor_limit_binds(void **state)
     assert_int_equal(r.cgroups[1].room_bytes, 124 * MIB);
 
     /* 100 MiB of the pod's charge is inactive file: 800 + 200 = 1000 MiB fits. */
-    l[1].inactive_file.bytes = 100 * MIB;
+    l[1].reclaimable_file.bytes = 100 * MIB;
     assert_int_equal(rf_admission_decide(&in, &r), 0);
     assert_int_equal(r.outcome, RF_ADMIT_ADMITTED);
     assert_int_equal(r.binding, 1);
@@ -844,6 +854,63 @@ static void test_pre_load(void **state)
     assert_int_equal(r.request_bytes, 1142 * MIB); /* the cached pages join the RSS too */
 }
 
+/*
+ * Issue 20 fault 3: before the load, tinyllama Q8_0 (1169824160 bytes, 32000
+ * tokens, 201 tensors) in a 20 MiB cgroup holding only the process (11 MiB),
+ * -c 256 (KV 5.5 MiB). Without llama.cpp's own load growth and the page
+ * tables of the mapping the charge was 16.5 MiB: admitted, then OOM-killed.
+ * Counted (7.23 MiB + 2.18 MiB) it is 25.9 MiB: rejected in every mode.
+ */
+static void test_preload_counts_loader_and_page_tables(void **state)
+{
+    const uint64_t kv = UINT64_C(22) * 256 * 512 * 2;
+    struct rf_cgroup_level l = lvl("/sys/fs/cgroup/child", 20 * MIB, true, 11 * MIB, true, 0);
+    struct rf_admission_input in;
+    struct rf_admission_result r;
+    uint64_t loader, tables;
+
+    (void)state;
+    assert_int_equal(rf_admission_loader_bytes(32000, 201, &loader), 0);
+    assert_int_equal(loader, UINT64_C(32000) * 224 + 201 * 2048);
+    assert_int_equal(rf_admission_page_table_bytes(UINT64_C(1169824160), 4096, &tables), 0);
+    assert_int_equal(tables, UINT64_C(285602) * 8); /* 2 KiB per MiB mapped: 2.18 MiB */
+    assert_int_equal(rf_admission_page_table_bytes(8192, 4096, &tables), 0);
+    assert_int_equal(tables, 16);
+    assert_int_equal(rf_admission_page_table_bytes(1, 0, &tables), -EINVAL);
+    assert_int_equal(rf_admission_loader_bytes(UINT64_MAX, 1, &loader), -EOVERFLOW);
+    assert_int_equal(rf_admission_loader_bytes(32000, 201, &loader), 0);
+    assert_int_equal(rf_admission_page_table_bytes(UINT64_C(1169824160), 4096, &tables), 0);
+
+    memset(&in, 0, sizeof(in));
+    in.phase = RF_ADMISSION_PRE_LOAD;
+    in.process_rss = fig(11 * MIB);
+    in.kv_cache = fig(kv);
+    in.mapped_weights = fig(UINT64_C(1169824160));
+    in.repacked_weights = fig(0);
+    in.model_cached = fig(0);
+    in.cgroups = &l;
+    in.n_cgroups = 1;
+    /* Unknown: listed, never counted as 0 silently; the charge alone fits. */
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_int_equal(r.projected_charge_bytes, 11 * MIB + kv);
+    assert_false(r.has_hard_excess);
+    assert_true(has_unknown(&r, "LoaderGrowth"));
+    assert_true(has_unknown(&r, "PageTables"));
+
+    in.loader_growth = rf_admission_figure_of(loader, RF_PROV_ESTIMATED, "loader");
+    in.page_tables = rf_admission_figure_of(tables, RF_PROV_ESTIMATED, "page tables");
+    for (int mode = RF_ADMISSION_WARN; mode <= RF_ADMISSION_OFF; mode++) {
+        in.mode = (enum rf_admission_mode)mode;
+        assert_int_equal(rf_admission_decide(&in, &r), 0);
+        assert_int_equal(r.outcome, RF_ADMIT_REJECTED);
+        assert_int_equal(r.growth_bytes, kv + loader + tables);
+        assert_int_equal(r.projected_charge_bytes, 11 * MIB + kv + loader + tables);
+        assert_int_equal(r.hard_excess_bytes, 11 * MIB + kv + loader + tables - 20 * MIB);
+        assert_false(has_unknown(&r, "LoaderGrowth"));
+        assert_true(r.refused == (in.mode != RF_ADMISSION_OFF));
+    }
+}
+
 /* The result lists each input with its provenance and source. */
 static void test_records(void **state)
 {
@@ -868,8 +935,11 @@ static void test_records(void **state)
 
     in.phase = RF_ADMISSION_PRE_LOAD;
     assert_int_equal(rf_admission_decide(&in, &r), 0);
-    assert_int_equal(r.n_records, 10);
+    assert_int_equal(r.n_records, 12); /* + loader_growth and page_tables (issue 20 fault 3) */
     assert_string_equal(r.records[5].name, "mapped_weights");
+    assert_string_equal(r.records[8].name, "loader_growth");
+    assert_false(r.records[8].has);
+    assert_string_equal(r.records[9].name, "page_tables");
 }
 
 static void test_checked_arithmetic(void **state)
@@ -995,6 +1065,7 @@ int main(void)
         cmocka_unit_test(test_soft_limit_high),
         cmocka_unit_test(test_pre_load),
         cmocka_unit_test(test_records),
+        cmocka_unit_test(test_preload_counts_loader_and_page_tables),
         cmocka_unit_test(test_checked_arithmetic),
         cmocka_unit_test(test_unknown_components_copied),
         cmocka_unit_test(test_invalid_arguments),

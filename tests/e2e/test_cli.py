@@ -138,11 +138,15 @@ def check_admission_redone(c, doc):
         "limit": dict(fig, bytes=limit, unlimited=False),
         "high": {"bytes": None, "unlimited": None, "source": "", "error": "absent"},
         "usage": dict(fig, bytes=usage), "inactive_file": dict(fig, bytes=inactive),
+        "reclaimable_file": dict(fig, bytes=inactive),
         "reclaimable_bytes": inactive, "room_bytes": limit - base,
         "projected_bytes": base + growth, "fits": True,
         "run_room_bytes": limit - max(0, base - rss), "working_set_fits": None,
         "high_fits": None}]
-    adm.update(binding_cgroup="/sys/fs/cgroup/memory/e2e", hard_limit_checked=True,
+    if isinstance(adm.get("host"), dict):
+        adm["host"].update(binding=False, room_bytes=None, projected_bytes=None)
+    adm.update(binding_cgroup="/sys/fs/cgroup/memory/e2e", binding_level="cgroup",
+               hard_limit_checked=True,
                projected_charge_bytes=base + growth, hard_excess_bytes=None)
     path = os.path.join(c.tmp, "redone.json")
 

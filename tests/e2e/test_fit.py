@@ -8,7 +8,8 @@ import json
 import os
 import sys
 
-from e2e_util import ModelCtx as Ctx, check, expect_error_lines, memory_child_cgroup, run_main
+from e2e_util import ModelCtx as Ctx, Skip, check, expect_error_lines, memory_child_cgroup, \
+    run_main
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "schema"))
 import validate_report  # noqa: E402  (the report's admission arithmetic, redone)
@@ -116,6 +117,34 @@ def case_fit_cgroup(c):
     print(f"KV of 1000000 cells {rec['kv_cache']['bytes']} bytes over a {limit}-byte limit")
 
 
+def case_fit_host(c):
+    """No cgroup enforces a limit: the host binds (issue 20, fault 4). A context whose KV
+    cache exceeds what /proc/meminfo says the host can give (MemAvailable + SwapFree) is
+    rejected, exit 1, in enforce and in warn, the host named; it used to be admitted."""
+    model = c.model("small", "q8_0")
+    doc, rec = fit(c, "-c", "256", "--admission", "enforce", model)
+    a = doc["admission"]
+    if a["binding_level"] != "host":
+        raise Skip(f"the host does not bind here (binding level {a['binding_level']}: "
+                   f"a cgroup enforces a limit, or /proc/meminfo is unreadable)")
+    per_cell = rec["kv_cache"]["bytes"] // doc["n_ctx_cells"]
+    room = a["host"]["room_bytes"]
+    cells = min(16777216, (room * 5 // 4) // per_cell // 256 * 256)
+    if per_cell * cells <= room:
+        raise Skip(f"the host can give {room} bytes: more than the KV cache of the largest "
+                   f"-c ({per_cell} bytes a cell)")
+    doc, rec = fit(c, "-c", str(cells), "--admission", "enforce", model, check_rc=1)
+    a = doc["admission"]
+    check(a["outcome"] == "rejected" and a["refused"] and a["binding_level"] == "host" and
+          a["host"]["binding"] and a["hard_excess_bytes"] > 0 and
+          "the host is the binding level" in a["reason"] and
+          a["host"]["source"].startswith("/proc/meminfo MemAvailable"),
+          f"-c {cells}: {a['outcome']} {a['binding_level']}: {a['reason']}")
+    p = c.run("inspect", "-c", str(cells), model, check_rc=1)  # warn, the default
+    check("verdict: rejected" in p.stdout and "binding limit: the host" in p.stdout, p.stdout)
+    print(f"KV of {cells} cells {rec['kv_cache']['bytes']} bytes over the host's {room}")
+
+
 def case_fit_badinput(c):
     model = c.model()
     expect_error_lines(c, ["inspect", "--memory-limit", "1GiB", model], 2, "need -c")
@@ -130,7 +159,8 @@ def case_fit_badinput(c):
 
 
 CASES = {"fit_estimates": case_fit_estimates, "fit_limit": case_fit_limit,
-         "fit_cgroup": case_fit_cgroup, "fit_badinput": case_fit_badinput}
+         "fit_cgroup": case_fit_cgroup, "fit_host": case_fit_host,
+         "fit_badinput": case_fit_badinput}
 
 if __name__ == "__main__":
     run_main(CASES, Ctx, "ramforge-fit-")

@@ -24,8 +24,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!t)
         abort();
     int rc = rfsys_read_cgroup_memory(root, "self", &m);
-    if (rc < 0 && m.version != RFSYS_CGROUP_NONE)
-        abort(); /* on error *out is all zero */
+    /* on error: all zero, or (a file of the found controller failed) version, dir and the
+       error kept, every figure zero */
+    if (rc < 0 && m.version != RFSYS_CGROUP_NONE &&
+        (m.error != rc || !m.dir[0] || m.has_current || m.has_peak || m.has_limit || m.has_high ||
+         m.has_events))
+        abort();
+    if (!memchr(m.error_source, '\0', sizeof(m.error_source)))
+        abort();
     if (m.version == RFSYS_CGROUP_NONE && m.dir[0])
         abort();
     if (m.has_limit && m.limit_unlimited && m.limit_bytes)

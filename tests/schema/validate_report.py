@@ -246,7 +246,8 @@ def _admission_figures(adm):
                           _is_int(inputs.get("repacked_weights")))):
         return inputs, None
     opt = lambda k: inputs.get(k) if _is_int(inputs.get(k)) else 0
-    growth = kv + opt("graph_scratch") + (opt("repacked_weights") if pre else 0)
+    growth = kv + opt("graph_scratch") + \
+        (opt("repacked_weights") + opt("loader_growth") + opt("page_tables") if pre else 0)
     want = {"growth_bytes": growth,
             "request_bytes": rss + growth +
             (opt("mapped_weights") + opt("model_cached") if pre else 0),
@@ -258,15 +259,15 @@ def _admission_figures(adm):
     return inputs, want
 
 
-def _admission_cgroup_errors(i, c, growth, others_minus):
+def _admission_cgroup_errors(i, c, growth, others_minus, cached):
     """Errors of one checked cgroup of the admission section."""
     errors = []
     limit = c.get("limit", {}).get("bytes")
     usage = c.get("usage", {}).get("bytes")
-    inactive = c.get("inactive_file", {}).get("bytes")
+    dropable = c.get("reclaimable_file", {}).get("bytes")
     if not (_is_int(limit) and _is_int(usage)):
         return ["$.admission.cgroups[%d]: checked without a limit and a usage" % i]
-    reclaimable = min(inactive, usage) if _is_int(inactive) else 0
+    reclaimable = max(0, min(dropable, usage) - cached) if _is_int(dropable) else 0
     base = usage - reclaimable
     want = {"reclaimable_bytes": reclaimable, "room_bytes": max(0, limit - base),
             "projected_bytes": base + growth, "fits": base + growth <= limit,
@@ -289,13 +290,14 @@ def _admission_errors(doc):
     for key, value in want.items():
         if adm.get(key) != value:
             errors.append("$.admission.%s: %r, the inputs give %r" % (key, adm.get(key), value))
-    others_minus = inputs.get("process_rss")
+    others_minus, cached = inputs.get("process_rss"), 0
     if adm.get("phase") == "pre_load" and _is_int(inputs.get("model_cached")):
-        others_minus += inputs["model_cached"]
+        cached = inputs["model_cached"]
+        others_minus += cached
     cgroups = adm["cgroups"]
     checked = [(i, c) for i, c in enumerate(cgroups) if isinstance(c, dict) and c.get("checked")]
     for i, c in checked:
-        errors += _admission_cgroup_errors(i, c, want["growth_bytes"], others_minus)
+        errors += _admission_cgroup_errors(i, c, want["growth_bytes"], others_minus, cached)
     least = None
     for i, c in checked:
         if _is_int(c.get("room_bytes")) and (least is None or
@@ -309,6 +311,13 @@ def _admission_errors(doc):
     name = b.get("dir") if least is not None else None
     charge = b.get("projected_bytes") if least is not None else None
     limit = b.get("limit", {}).get("bytes") if least is not None else None
+    host = adm.get("host")
+    if least is None and isinstance(host, dict) and host.get("binding"):
+        charge, limit = host.get("projected_bytes"), host.get("room_bytes")
+    level = "cgroup" if least is not None else "host" if charge is not None else None
+    if adm.get("binding_level", level) != level:
+        errors.append("$.admission.binding_level: %r, the figures give %r"
+                      % (adm.get("binding_level"), level))
     excess = charge - limit if _is_int(charge) and _is_int(limit) and charge > limit else None
     for key, value in (("binding_cgroup", name), ("projected_charge_bytes", charge),
                        ("hard_excess_bytes", excess)):

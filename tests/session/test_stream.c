@@ -106,6 +106,7 @@ static int f_cgroup_tree(void *ud, struct rfsys_cgroup_tree *out)
     l->usage =
         (struct rf_cgroup_figure){.has = true, .bytes = f->nat.resident_bytes + f->nat.anon_bytes};
     l->inactive_file = (struct rf_cgroup_figure){.has = true, .bytes = 0};
+    l->reclaimable_file = l->inactive_file;
     l->high = (struct rf_cgroup_figure){.has = false, .error = -ENOENT};
     return 0;
 }
@@ -257,6 +258,7 @@ static struct rf_session_model fake_model(void)
 static bool sequential_param, hugepage_param;      /* the stream hints start_margin asks for */
 static uint64_t window_param = 16 * PAGE;          /* the window start_margin asks for */
 static uint64_t bandwidth_param, warm_token_param; /* B and t_c of the bound; 0: not given */
+static enum rf_admission_mode mode_param = RF_ADMISSION_ENFORCE; /* start_margin's mode */
 
 static struct rf_session *start_margin(struct fake *f, uint64_t limit_pages, uint64_t margin_pages)
 {
@@ -271,7 +273,7 @@ static struct rf_session *start_margin(struct fake *f, uint64_t limit_pages, uin
     f->nat.on_sample = sampled;
     f->limit_bytes = limit_pages * PAGE;
     p.policy = RF_POLICY_STREAMING;
-    p.admission_mode = RF_ADMISSION_ENFORCE;
+    p.admission_mode = mode_param;
     p.stream_window_bytes = window_param;
     p.stream_margin_bytes = margin_pages * PAGE;
     p.stream_sequential = sequential_param;
@@ -487,6 +489,37 @@ static void test_too_small_for_streaming(void **state)
 }
 
 /*
+ * Issue 20 fault 3: an evicted copy (2 resident pages) under a limit of 24
+ * pages: the fixed part (10 anonymous pages + KV) and a minimum window (16
+ * pages) do not fit the room under the hard limit, while the charge (12
+ * pages + KV) fits: the kernel would kill the run,
+ * so it is a hard excess, rejected in every mode (refused in warn and
+ * enforce; off refuses nothing). It was admitted_with_warning in warn.
+ */
+static void test_fixed_part_over_the_limit_is_rejected(void **state)
+{
+    static const enum rf_admission_mode modes[] = {RF_ADMISSION_WARN, RF_ADMISSION_ENFORCE,
+                                                   RF_ADMISSION_OFF};
+    struct fake f;
+    struct rf_admission_result adm;
+    (void)state;
+    for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+        mode_param = modes[i];
+        struct rf_session *s = start_margin(&f, 24, 0);
+        f.nat.resident_bytes = 2 * PAGE; /* an evicted copy: the charge is mostly anonymous */
+        admit(s, &adm);
+        assert_true(adm.thrash);
+        assert_int_equal(adm.outcome, RF_ADMIT_REJECTED);
+        assert_int_equal(adm.cause, RF_ADMIT_CAUSE_HARD_LIMIT);
+        assert_true(adm.refused == (modes[i] != RF_ADMISSION_OFF));
+        assert_non_null(strstr(adm.reason, "Streaming cannot help"));
+        assert_non_null(strstr(adm.reason, "the kernel would kill the run, so it is rejected"));
+        rf_session_free(s);
+    }
+    mode_param = RF_ADMISSION_ENFORCE;
+}
+
+/*
  * One stream hint (huge: MADV_HUGEPAGE, else MADV_SEQUENTIAL), asked alone:
  * on the streamed pages (blk.3's file part) only while pinned, undone with
  * the pins, the other hint never given, the report's key true.
@@ -638,6 +671,7 @@ int main(void)
         cmocka_unit_test(test_unpinned_at_operation_end),
         cmocka_unit_test(test_refused_mlock_falls_back),
         cmocka_unit_test(test_fits_or_no_limit_pins_nothing),
+        cmocka_unit_test(test_fixed_part_over_the_limit_is_rejected),
         cmocka_unit_test(test_too_small_for_streaming),
         cmocka_unit_test(test_sequential_streamed_ranges),
         cmocka_unit_test(test_hugepage_streamed_ranges),

@@ -74,7 +74,7 @@ static void test_v1_limit_rejects(void **state)
                         "/sys/fs/cgroup/cpu,memory/batch/job42/memory.limit_in_bytes");
     /* No memory.stat there: nothing counted as reclaimable, and the reason says so. */
     assert_non_null(strstr(res.reason, "is unknown (/sys/fs/cgroup/cpu,memory/batch/job42/"
-                                       "memory.stat total_inactive_file: absent)"));
+                                       "memory.stat total_active_file: absent)"));
 
     /* 256 + 700 = 956 MiB fits. */
     in.kv_cache = fig(700 * MIB);
@@ -208,17 +208,139 @@ static void test_v1_inactive_file_is_headroom(void **state)
     assert_int_equal(res.outcome, RF_ADMIT_ADMITTED);
     assert_int_equal(res.binding, 1);
     assert_int_equal(res.projected_charge_bytes, 1500 * MIB);
-    assert_non_null(strstr(res.reason, "104857600 bytes of inactive file cache of "
-                                       "/sys/fs/cgroup/memory/pod count as headroom: "
-                                       "reclaimable, not free (/sys/fs/cgroup/memory/pod/"
-                                       "memory.stat total_inactive_file)"));
+    assert_non_null(strstr(res.reason, "104857600 bytes of clean unmapped file cache of "
+                                       "/sys/fs/cgroup/memory/pod (active and inactive lists) "
+                                       "count as headroom: reclaimable, not free "
+                                       "(/sys/fs/cgroup/memory/pod/memory.stat total_active_file "
+                                       "+ total_inactive_file - total_mapped_file)"));
 
     /* Counted as used, the same run is over by 64 MiB. */
-    tree.levels[1].inactive_file.has = false;
-    tree.levels[1].inactive_file.error = -ENOENT;
+    tree.levels[1].reclaimable_file.has = false;
+    tree.levels[1].reclaimable_file.error = -ENOENT;
     assert_int_equal(rf_admission_decide(&in, &res), 0);
     assert_int_equal(res.outcome, RF_ADMIT_REJECTED);
     assert_int_equal(res.hard_excess_bytes, 64 * MIB);
+}
+
+/*
+ * Issue 20 fault 2, v1 and v2: a cgroup of 1536 MiB whose 1120 MiB of usage
+ * holds 1000 MiB of file cache all on the active list (inactive_file 0),
+ * 100 MiB of it mapped and 4 MiB dirty: 896 MiB can be dropped under the
+ * limit. A growth of 643 MiB was refused when only the inactive list
+ * counted (1120 + 643 > 1536) and fits now (1120 - 896 + 643 = 867 MiB).
+ * The mapped pages are not headroom: a growth of 1350 MiB would fit if
+ * they were (1120 - 1000 + 1350 = 1470) and is over by 38 MiB.
+ */
+static void test_active_file_is_headroom(void **state)
+{
+    static const struct {
+        const char *root, *source;
+    } cases[] = {
+        {ROOT("cg-v1-active"), "/sys/fs/cgroup/cpu,memory/batch/job42/memory.stat "
+                               "total_active_file + total_inactive_file - total_mapped_file - "
+                               "total_dirty - total_writeback"},
+        {ROOT("cg-v2-active"), "/sys/fs/cgroup/kubepods.slice/pod 7/ctr/memory.stat file - "
+                               "file_mapped - file_dirty - file_writeback - shmem - unevictable"},
+    };
+    struct rf_admission_input in;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        read_tree(cases[i].root, "self", &in, 200 * MIB, 643 * MIB);
+        assert_true(tree.levels[0].inactive_file.has);
+        assert_int_equal(tree.levels[0].inactive_file.bytes, 0);
+        assert_true(tree.levels[0].reclaimable_file.has);
+        assert_int_equal(tree.levels[0].reclaimable_file.bytes, 896 * MIB);
+        assert_string_equal(tree.levels[0].reclaimable_file.source, cases[i].source);
+        in.mode = RF_ADMISSION_ENFORCE;
+        assert_int_equal(rf_admission_decide(&in, &res), 0);
+        assert_int_equal(res.outcome, RF_ADMIT_ADMITTED);
+        assert_false(res.refused);
+        assert_int_equal(res.cgroups[0].reclaimable_bytes, 896 * MIB);
+        assert_int_equal(res.projected_charge_bytes, 867 * MIB);
+        assert_non_null(strstr(res.reason, "939524096 bytes of clean unmapped file cache of "));
+        assert_non_null(strstr(res.reason, cases[i].source));
+
+        in.kv_cache = fig(1350 * MIB);
+        assert_int_equal(rf_admission_decide(&in, &res), 0);
+        assert_int_equal(res.outcome, RF_ADMIT_REJECTED);
+        assert_int_equal(res.hard_excess_bytes, 38 * MIB);
+    }
+}
+
+/*
+ * Issue 20 fault 4: no cgroup enforces a limit (cg-none-host: no memory
+ * controller; /proc/meminfo of a 23.5 GiB host without swap, MemAvailable
+ * 23770620 kB). The KV cache of tinyllama at -c 1187520 (26752696320
+ * bytes) was admitted; the host binds now and refuses it, naming itself.
+ */
+static void test_host_binds_without_a_cgroup_limit(void **state)
+{
+    const uint64_t avail = UINT64_C(23770620) * 1024, kv = UINT64_C(26752696320);
+    struct rf_admission_input in;
+
+    (void)state;
+    read_tree(ROOT("cg-none-host"), "self", &in, 100 * MIB, kv);
+    assert_int_equal(tree.version, RFSYS_CGROUP_NONE);
+    assert_true(tree.host.read);
+    assert_true(tree.host.available.has);
+    assert_int_equal(tree.host.available.bytes, avail);
+    assert_string_equal(tree.host.available.source, "/proc/meminfo MemAvailable");
+    assert_int_equal(tree.host.total.bytes, UINT64_C(24684084) * 1024);
+    assert_true(tree.host.swap_free.has);
+    assert_int_equal(tree.host.swap_free.bytes, 0);
+    in.host = &tree.host;
+    in.mode = RF_ADMISSION_ENFORCE;
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_REJECTED);
+    assert_int_equal(res.cause, RF_ADMIT_CAUSE_HARD_LIMIT);
+    assert_true(res.refused);
+    assert_true(res.host_binding);
+    assert_false(res.has_binding);
+    assert_int_equal(res.host_room_bytes, avail);
+    assert_int_equal(res.hard_excess_bytes, kv - avail);
+    assert_int_equal(res.excess_over, RF_ADMIT_BOUND_HARD_LIMIT);
+    assert_true(res.excess_likely_anonymous);
+    assert_string_equal(res.hard_limit_source, "/proc/meminfo MemAvailable + SwapFree");
+    assert_non_null(strstr(res.reason, "the host is the binding level"));
+    in.mode = RF_ADMISSION_WARN; /* the kernel would kill it: refused in warn too */
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_true(res.refused);
+
+    /* Swap counts as room; what fits is admitted, the host named. */
+    tree.host.swap_free.bytes = 4096 * MIB;
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_ADMITTED);
+    assert_int_equal(res.host_room_bytes, avail + 4096 * MIB);
+    assert_non_null(strstr(res.reason, "the host is the binding level, and the anonymous growth "
+                                       "of 26752696320 bytes fits"));
+    tree.host.swap_free.bytes = 0;
+
+    /* Without MemAvailable: the projected process memory against MemTotal + SwapTotal. */
+    tree.host.available.has = false;
+    tree.host.available.error = -ENOENT;
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_REJECTED);
+    assert_int_equal(res.host_projected_bytes, kv + 100 * MIB);
+    assert_non_null(strstr(res.host_source, "MemTotal + SwapTotal (MemAvailable: absent)"));
+
+    /* Nothing known of the host: unknown, never admitted. */
+    tree.host.total.has = false;
+    tree.host.total.error = -ENOENT;
+    in.kv_cache = fig(1 * MIB);
+    in.mode = RF_ADMISSION_ENFORCE;
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_int_equal(res.outcome, RF_ADMIT_UNKNOWN);
+    assert_true(res.refused);
+    assert_non_null(strstr(res.reason, "the host's memory is unknown (/proc/meminfo: "
+                                       "MemAvailable absent, MemTotal absent)"));
+
+    /* A cgroup that binds keeps the host out of the decision. */
+    read_tree(ROOT("cg-v2-limit"), "self", &in, 150 * MIB, 300 * MIB);
+    in.host = &tree.host;
+    assert_int_equal(rf_admission_decide(&in, &res), 0);
+    assert_true(res.has_binding);
+    assert_false(res.host_binding);
 }
 
 /* Fault 1 on v1: 1116 MiB of weights read from the file cannot stay beside the sibling. */
@@ -306,6 +428,8 @@ int main(void)
         cmocka_unit_test(test_reserve_overflow_rejects),
         cmocka_unit_test(test_v1_parent_binds),
         cmocka_unit_test(test_v1_inactive_file_is_headroom),
+        cmocka_unit_test(test_active_file_is_headroom),
+        cmocka_unit_test(test_host_binds_without_a_cgroup_limit),
         cmocka_unit_test(test_v1_working_set_thrashes),
         cmocka_unit_test(test_v2_parent_binds),
         cmocka_unit_test(test_garbled_usage_is_unknown),

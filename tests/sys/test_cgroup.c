@@ -221,9 +221,15 @@ static void test_hostile(void **state)
     assert_int_equal(cg.current_bytes, 8192);
     assert_true(cg.limit_unlimited);
 
-    /* memory.current "12abc" */
+    /*
+     * memory.current "12abc": the controller exists and says so (issue 20
+     * fault 11: it was reported as none); the file and the error are kept.
+     */
     assert_int_equal(rfsys_read_cgroup_memory(ROOT("cg-hostile"), "200", &cg), -EBADMSG);
-    assert_int_equal(cg.version, RFSYS_CGROUP_NONE);
+    assert_int_equal(cg.version, RFSYS_CGROUP_V2);
+    assert_string_equal(cg.dir, "/sys/fs/cgroup/badcur");
+    assert_int_equal(cg.error, -EBADMSG);
+    assert_string_equal(cg.error_source, "/sys/fs/cgroup/badcur/memory.current");
     assert_false(cg.has_current);
     /* memory.max with 23 digits */
     assert_int_equal(rfsys_read_cgroup_memory(ROOT("cg-hostile"), "201", &cg), -EBADMSG);
@@ -283,7 +289,9 @@ static void test_v1_inherited_edges(void **state)
     (void)state;
     /* hierarchical_memory_limit "6291456OO": hostile value. */
     assert_int_equal(rfsys_read_cgroup_memory(ROOT("cg-v1-inherited"), "300", &cg), -EBADMSG);
-    assert_int_equal(cg.version, RFSYS_CGROUP_NONE);
+    assert_int_equal(cg.version, RFSYS_CGROUP_V1); /* found; its memory.stat is not readable */
+    assert_int_equal(cg.error, -EBADMSG);
+    assert_non_null(strstr(cg.error_source, "/memory.stat"));
     assert_false(cg.has_limit);
     /* The key without a value. */
     assert_int_equal(rfsys_read_cgroup_memory(ROOT("cg-v1-inherited"), "301", &cg), -EBADMSG);

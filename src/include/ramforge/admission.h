@@ -7,8 +7,9 @@
  * and an ancestor's usage includes its other children):
  *
  *   - the charge: usage - reclaimable + growth <= hard limit, where
- *     reclaimable is the level's inactive file cache (the kernel drops it
- *     without harm: reclaimable, not free) and growth the anonymous memory
+ *     reclaimable is the level's clean, unmapped file cache on either LRU
+ *     list (cgroup_levels.h reclaimable_file; the kernel drops it without
+ *     harm: reclaimable, not free) and growth the anonymous memory
  *     the run will add (KV cache, graph scratch; before the load also the
  *     repacked copies). Over it the kernel must take file pages the run
  *     or others use, or kill: Rejected. The binding cgroup is the one with
@@ -156,6 +157,13 @@ struct rf_admission_input {
     struct rf_admission_figure model_cached;     /* pre-load: bytes of the model file already
                                                     in the page cache (cachestat): charged
                                                     already, not another process's */
+    struct rf_admission_figure loader_growth;    /* pre-load: anonymous memory llama.cpp's load
+                                                    adds (vocabulary, tensor metadata;
+                                                    rf_admission_loader_bytes); absent: listed
+                                                    as the unknown "LoaderGrowth" */
+    struct rf_admission_figure page_tables;      /* pre-load: page tables of the model mapping
+                                                    (rf_admission_page_table_bytes), charged
+                                                    and unreclaimable; absent: "PageTables" */
 
     /*
      * Bytes of the weight pages the graph reads from the file mapping each
@@ -170,6 +178,13 @@ struct rf_admission_input {
     bool has_target;
     uint64_t target_bytes;  /* the user's memory target, bytes */
     uint64_t reserve_bytes; /* safety reserve, bytes; added to the request, checked */
+
+    /*
+     * The host (/proc/meminfo), the binding level when no cgroup enforces a
+     * hard limit; borrowed. NULL or read false: not consulted (the caller
+     * did not read it).
+     */
+    const struct rf_host_memory *host;
 
     /* [0] the process's cgroup, then each parent up to the root; borrowed; NULL when 0. */
     const struct rf_cgroup_level *cgroups;
@@ -194,7 +209,8 @@ struct rf_admission_level_check {
     struct rf_cgroup_level level; /* copy of the input */
     bool enforced;                /* a finite hard limit */
     bool checked;                 /* enforced and its usage known: the figures below are set */
-    uint64_t reclaimable_bytes;   /* min(inactive file, usage); 0 when inactive file is unknown */
+    uint64_t reclaimable_bytes;   /* min(reclaimable file, usage) [- model_cached pre-load];
+                                     0 when the reclaimable file cache is unknown */
     uint64_t room_bytes;          /* limit - (usage - reclaimable); 0 when over */
     uint64_t projected_bytes;     /* usage - reclaimable + growth */
     bool fits;                    /* projected <= limit */
@@ -244,7 +260,7 @@ struct rf_admission_result {
     bool has_reclaimable;       /* copied from the input */
     uint64_t reclaimable_bytes; /* bytes */
 
-    bool hard_limit_checked; /* some enforced limit was compared */
+    bool hard_limit_checked; /* some enforced limit was compared (a cgroup's or the host's) */
     bool has_binding;
     size_t binding; /* cgroups[] index of the checked enforced level with the least room */
     bool has_projected_charge;
@@ -252,6 +268,18 @@ struct rf_admission_result {
     bool has_hard_excess;
     uint64_t hard_excess_bytes;                      /* projected - limit at the binding level */
     char hard_limit_source[RF_ADMISSION_SOURCE_MAX]; /* the binding limit's file; "" none */
+
+    /*
+     * The host as the binding level: when no cgroup enforces a hard limit
+     * and the host was read, the run's anonymous growth is compared with
+     * MemAvailable + SwapFree (without MemAvailable: the projected process
+     * memory with MemTotal + SwapTotal). Over it: has_hard_excess, Rejected.
+     */
+    struct rf_host_memory host;                /* copy of the input; read false: not given */
+    bool host_binding;                         /* the host was compared: it binds the run */
+    uint64_t host_room_bytes;                  /* what the host can give, bytes */
+    uint64_t host_projected_bytes;             /* what is compared with it, bytes */
+    char host_source[RF_ADMISSION_SOURCE_MAX]; /* the meminfo keys of the room */
 
     bool has_high_excess;
     uint64_t high_excess_bytes; /* the largest excess over a memory.high, bytes */
@@ -280,11 +308,14 @@ struct rf_admission_result {
 /*
  * Decides admission. Computations (checked; an overflow is Rejected):
  *
- *   growth    = kv_cache + graph_scratch [+ repacked_weights pre-load]   (anonymous)
+ *   growth    = kv_cache + graph_scratch
+ *               [+ repacked_weights + loader_growth + page_tables pre-load]
+ *               (anonymous, and the page tables the kernel charges)
  *   request   = process_rss + growth [+ mapped_weights + model_cached pre-load]
  *   anonymous = anonymous now + growth
  *   per level with an enforced limit and a known usage:
- *     reclaimable = min(inactive_file, usage)     (0 when inactive_file is unknown)
+ *     reclaimable = min(reclaimable_file, usage)  (0 when it is unknown)
+ *                   [- model_cached pre-load: the load maps those pages]
  *     base        = usage - reclaimable
  *     projected   = base + growth                 must be <= limit (else Rejected)
  *     others      = max(0, base - process_rss [- model_cached pre-load])
@@ -297,15 +328,22 @@ struct rf_admission_result {
  *   2. request + reserve overflows, or a projected figure overflows      -> Rejected
  *   3. some level's projected charge over its hard limit                 -> Rejected
  *   4. an enforced limit with unknown usage, or a truncated hierarchy    -> Unknown
+ *   4b. no cgroup enforces a limit and the host was read (in->host):
+ *      growth over MemAvailable + SwapFree (or, MemAvailable unknown,
+ *      request over MemTotal + SwapTotal)                               -> Rejected
+ *      neither MemAvailable nor MemTotal known                           -> Unknown
  *   5. the working set over some level's run room                        -> Rejected (enforce)
  *                                                                          or AdmittedWithWarning
+ *      less than RF_STREAM_MIN_WINDOW_BYTES / 2 of weights fit there, not
+ *      streaming (the kernel kills rather than thrashes)                 -> Rejected (hard_limit)
  *   6. over a memory.high (charge or working set)                        -> AdmittedWithWarning
  *   7. request over the soft target                                      -> AdmittedWithWarning
  *   8. otherwise                                                         -> Admitted
  *
  * Later rules still fill their figures (excess_bytes, thrash, ...) for
  * the report. The reason names the binding cgroup and says how much
- * inactive file cache was counted as reclaimable, not free. Unknown
+ * reclaimable file cache was counted as reclaimable, not free, and from
+ * which memory.stat keys. Unknown
  * components are copied (truncated to RF_ADMISSION_NAME_MAX - 1);
  * GraphScratch and FileWorkingSet are added when those figures are absent.
  * lock_note is set when mlock_requested and the locked bytes are known and
@@ -365,6 +403,28 @@ int rf_admission_reclaimable_now(const struct rf_inventory *inv, const struct rf
  * -EOVERFLOW.
  */
 int rf_admission_file_working_set(const struct rf_inventory *inv, uint64_t *out);
+
+/*
+ * The anonymous memory llama.cpp's load adds beyond the weights (its
+ * vocabulary and tensor metadata): RF_ADMISSION_LOADER_TOKEN_BYTES per
+ * vocabulary token plus RF_ADMISSION_LOADER_TENSOR_BYTES per tensor.
+ * Measured on the pinned build (RssAnon after the load minus before it,
+ * q8_0, 32000 tokens): tiny (21 tensors) 5.81 MiB, small (39) 5.84 MiB,
+ * tinyllama (201) 6.10 MiB; issue 20 saw 7.1 MiB for tinyllama under
+ * streaming. The constants give 7.23 MiB for tinyllama, 6.88 MiB for tiny.
+ * Errors: -EINVAL for a NULL out, -EOVERFLOW.
+ */
+#define RF_ADMISSION_LOADER_TOKEN_BYTES 224u
+#define RF_ADMISSION_LOADER_TENSOR_BYTES 2048u
+int rf_admission_loader_bytes(uint64_t n_vocab, uint64_t n_tensors, uint64_t *out);
+
+/*
+ * The page tables of a mapping of mapped_bytes: 8 bytes per page of
+ * page_bytes (the last level; the upper levels add under 1%), i.e. 2 KiB
+ * per MiB with 4 KiB pages. Errors: -EINVAL for a NULL out or page_bytes
+ * 0, -EOVERFLOW.
+ */
+int rf_admission_page_table_bytes(uint64_t mapped_bytes, uint64_t page_bytes, uint64_t *out);
 
 /*
  * KV-cache bytes of n_ctx cells: n_layer * n_ctx * (n_embd_k + n_embd_v) *

@@ -1,8 +1,9 @@
 /*
  * A process's memory cgroup and its ancestors as plain values: per level
- * the hard limit, the soft limit, the usage, the reclaimable inactive file
- * cache and the kernel's verdict counters, each figure with the file it
- * came from. src/sys fills these from /sys (rfsys_read_cgroup_tree);
+ * the hard limit, the soft limit, the usage, the inactive file cache, the
+ * file cache the kernel can drop under the limit (reclaimable, whatever
+ * LRU list it is on) and the kernel's verdict counters, each figure with
+ * the file it came from. src/sys fills these from /sys (rfsys_read_cgroup_tree);
  * admission reads them; the report prints them.
  *
  * The kernel enforces every ancestor's limit on a child, and an ancestor's
@@ -65,8 +66,33 @@ struct rf_cgroup_level {
     struct rf_cgroup_figure high;          /* soft: v2 memory.high; v1: has false, -ENOENT */
     struct rf_cgroup_figure usage;         /* v1 memory.usage_in_bytes, v2 memory.current */
     struct rf_cgroup_figure inactive_file; /* v1 memory.stat total_inactive_file,
-                                              v2 memory.stat inactive_file: reclaimable cache */
+                                              v2 memory.stat inactive_file (reported) */
+    /*
+     * The clean, unmapped file cache the kernel can drop under the limit,
+     * on the active list as on the inactive one: v1 memory.stat
+     * total_active_file + total_inactive_file - total_mapped_file, v2
+     * file - file_mapped - shmem - unevictable; both less dirty and
+     * writeback pages where memory.stat reports them, floored at 0.
+     * source: the file and the keys used; -ENOENT when a required key is
+     * absent. What admission counts as headroom (reclaimable, not free).
+     */
+    struct rf_cgroup_figure reclaimable_file;
     struct rf_cgroup_counters counters;
+};
+
+/*
+ * The host's memory (/proc/meminfo, kB fields in bytes): the level that
+ * binds a run when no cgroup of its hierarchy enforces a hard limit.
+ * read false: not attempted (the figures mean nothing); else each figure
+ * has its source ("/proc/meminfo MemAvailable") and, unread, its error.
+ */
+struct rf_host_memory {
+    bool read;
+    struct rf_cgroup_figure total;      /* MemTotal */
+    struct rf_cgroup_figure available;  /* MemAvailable (Linux 3.14+): allocatable without
+                                           swapping, reclaimable cache included */
+    struct rf_cgroup_figure swap_total; /* SwapTotal */
+    struct rf_cgroup_figure swap_free;  /* SwapFree */
 };
 
 /* True when the level's hard limit was read and is a finite number. */

@@ -228,6 +228,8 @@ struct forge_gguf_estimate {
                                                     0 without use_extra_bufts or AVX2 */
     uint64_t file_working_set_bytes; /* the other weights, read from the mapping each token
                                         (token_embd.weight excluded: read by rows), bytes */
+    uint64_t n_tensors;              /* tensors in the header */
+    uint64_t n_vocab;                /* tokenizer.ggml.tokens entries; 0: absent */
 };
 
 /*

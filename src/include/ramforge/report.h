@@ -218,8 +218,10 @@ struct rf_report {
     const struct rf_reconciliation *reconciliation; /* NULL: derived from ledger + inventory */
     const char *not_built_reason;                   /* why inventory/ledger are NULL */
 
-    const char *cgroup_version; /* "v1", "v2", "none" */
-    const char *cgroup_dir;     /* controller directory, or NULL */
+    const char *cgroup_version;      /* "v1", "v2", "none" */
+    const char *cgroup_dir;          /* controller directory, or NULL */
+    int cgroup_error;                /* a file of the controller could not be read: -errno */
+    const char *cgroup_error_source; /* that file (cgroup_error != 0), else NULL */
     bool has_cgroup_limit;
     bool cgroup_limit_unlimited;
     uint64_t cgroup_limit_bytes;

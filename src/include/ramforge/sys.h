@@ -67,6 +67,15 @@ struct rfsys_status {
 int rfsys_read_status(const char *sysroot, const char *pid, struct rfsys_status *out);
 
 /*
+ * Reads SYSROOT/proc/meminfo's MemTotal, MemAvailable, SwapTotal and
+ * SwapFree into *out (read true; each figure's source "/proc/meminfo
+ * KEY"). A missing key leaves its figure unknown (-ENOENT); an unreadable
+ * file or a malformed value leaves every figure unknown with that error.
+ * Never fails; a NULL out is ignored.
+ */
+void rfsys_read_host_memory(const char *sysroot, struct rf_host_memory *out);
+
+/*
  * One line of /proc/PID/maps, optionally with its smaps block. The path of
  * a file mapping may contain spaces; a trailing " (deleted)" is removed from
  * path and sets deleted. Pseudo paths ("[heap]", "[stack]") are kept as
@@ -193,6 +202,15 @@ struct rfsys_cgroup_memory {
     enum rfsys_cgroup_version version;
     char dir[512]; /* controller directory, relative to the sysroot */
 
+    /*
+     * A file of the controller found that could not be read: the -errno
+     * (-ENOENT: the usage file is absent; any other error ends the read,
+     * is returned and replaces it) and the file, relative to the sysroot.
+     * 0 and "" when none.
+     */
+    int error;
+    char error_source[600];
+
     bool has_current;
     uint64_t current_bytes; /* v2 memory.current, v1 memory.usage_in_bytes */
     char current_source[600];
@@ -259,7 +277,10 @@ struct rfsys_cgroup_memory {
  * as not visible (the mount point is used). A value that does not fit in
  * 64 bits is -EBADMSG (also v1's hierarchical_memory_limit line);
  * -ENAMETOOLONG when dir would not fit. Unknown memory.events keys are
- * ignored. On error *out is all zero (version NONE).
+ * ignored. On an error before the controller is found *out is all zero
+ * (version NONE); after it, version and dir stay (the controller exists),
+ * error and error_source say which file could not be read and why, and
+ * every figure is zeroed.
  */
 int rfsys_read_cgroup_memory(const char *sysroot, const char *pid, struct rfsys_cgroup_memory *out);
 
@@ -270,6 +291,7 @@ int rfsys_read_cgroup_memory(const char *sysroot, const char *pid, struct rfsys_
  * an ancestor's usage includes its other children).
  */
 struct rfsys_cgroup_tree {
+    struct rf_host_memory host; /* /proc/meminfo, read whatever the cgroup version */
     enum rfsys_cgroup_version version;
     char mount_point[RF_CGROUP_PATH_MAX]; /* the hierarchy's mount point, relative to the sysroot */
     size_t n;       /* levels read: [0] the process's cgroup, [n-1] the topmost one read */
@@ -289,6 +311,9 @@ struct rfsys_cgroup_tree {
  *   high           -                                      memory.high ("max": unlimited)
  *   usage          memory.usage_in_bytes                  memory.current
  *   inactive_file  memory.stat total_inactive_file        memory.stat inactive_file
+ *   reclaimable_file  memory.stat total_active_file     memory.stat file - file_mapped
+ *                  + total_inactive_file - total_mapped_file  - shmem - unevictable
+ *                  (both less dirty and writeback where reported; see cgroup_levels.h)
  *   counters       memory.failcnt,                        memory.events high, max, oom,
  *                  memory.oom_control oom_kill            oom_kill
  *
@@ -296,7 +321,8 @@ struct rfsys_cgroup_tree {
  * unknown (has false, error says why): a limit that was read is kept
  * whatever happened to the usage. A cgroup namespace that hides the
  * process's directory gives the mount point as the only level. No
- * controller: version NONE, n 0, return 0. Errors: those of rfsys_slurp
+ * controller: version NONE, n 0, return 0. host is read in every case
+ * (rfsys_read_host_memory). Errors: those of rfsys_slurp
  * for /proc/PID/cgroup, -EINVAL for a NULL out or a bad pid,
  * -ENAMETOOLONG for a directory that does not fit RF_CGROUP_PATH_MAX; on
  * error *out is all zero.

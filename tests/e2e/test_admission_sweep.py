@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""End-to-end sweep of admission against the kernel (issue 20): a run that admission lets
+start (admitted or admitted_with_warning, --admission warn) must never be OOM-killed. The
+small generated model, an evicted copy each time, runs under a child v1 memory cgroup with
+hard limits from 8 MiB to 1.2x the model file (on to 64 MiB) in steps, with --residency-policy streaming
+and without. Root and a v1 memory controller only (skipped with the reason otherwise); the
+child cgroup is always removed.
+Usage: test_admission_sweep.py --ramforge PATH CASE
+"""
+import os
+import subprocess
+
+from e2e_util import ModelCtx as Ctx, check, memory_child_cgroup, run_main
+
+MIB = 1 << 20
+
+
+def oom_kills(cgroup):
+    """memory.oom_control's oom_kill of the child cgroup (0 when the kernel has no counter)."""
+    with open(os.path.join(cgroup, "memory.oom_control")) as f:
+        for line in f:
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+    return 0
+
+
+def evict(path):
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+def case_admission_sweep(c):
+    model = c.model("small", "q8_0")
+    size = os.path.getsize(model)
+    # 8 MiB to 1.2x the file (the issue's range), on to 64 MiB so that some runs start.
+    step = max(4 * MIB, size // 8)
+    limits = list(range(8 * MIB, max(size * 6 // 5, 64 * MIB) + 1, step))
+    refused = started = 0
+    for policy in ("streaming", None):  # None: the default policy (off decides nothing)
+        for limit in limits:
+            evict(model)
+            with memory_child_cgroup("ramforge-sweep", limit) as enter:
+                argv = [c.rf, "run", "-m", model, "-p", "hi", "-n", "2", "-c", "256",
+                        "--admission", "warn"] + (["--residency-policy", policy] if policy else [])
+                p = subprocess.run(argv, capture_output=True, text=True, timeout=300,
+                                   preexec_fn=enter)
+                killed = p.returncode in (-9, 137) or oom_kills(enter.cgroup) > 0
+            what = f"{policy or 'default'} under {limit // MIB} MiB: exit {p.returncode}"
+            check(not killed, f"{what}: admission let it start and the kernel killed it\n"
+                  f"{p.stderr[-3000:]}")
+            check(p.returncode in (0, 1), f"{what}\n{p.stderr[-3000:]}")
+            if p.returncode == 1:
+                check("refused" in p.stderr, f"{what} without a refusal\n{p.stderr[-3000:]}")
+                refused += 1
+            else:
+                started += 1
+            print(f"{what} ({'refused' if p.returncode else 'ran'})")
+    check(refused and started, f"the sweep should see both refusals and runs: {refused} "
+          f"refused, {started} ran (limits {[x // MIB for x in limits]} MiB)")
+
+
+CASES = {"admission_sweep": case_admission_sweep}
+
+if __name__ == "__main__":
+    run_main(CASES, Ctx, "ramforge-sweep-")
