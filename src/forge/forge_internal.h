@@ -104,6 +104,24 @@ struct forge_advise_tally {
 };
 
 /*
+ * Zeroes *out, a forge_pin_result or forge_prefetch_result (the same field
+ * names), and fills it from the tally t of a forge_advise_ranges call that
+ * began at t0 (rf_now_ns): its totals, and the time elapsed since.
+ */
+#define FORGE_RESULT_FROM_TALLY(out, t, t0)                                                        \
+    do {                                                                                           \
+        memset((out), 0, sizeof(*(out)));                                                          \
+        (out)->requested_bytes = (t).requested_bytes;                                              \
+        (out)->accepted_bytes = (t).accepted_bytes;                                                \
+        (out)->n_ranges = (t).n_ranges;                                                            \
+        (out)->n_refused = (t).n_refused;                                                          \
+        (out)->n_calls = (t).n_calls;                                                              \
+        (out)->n_failed_calls = (t).n_failed_calls;                                                \
+        (out)->first_error = (t).first_error;                                                      \
+        (out)->elapsed_ns = rf_now_ns() - (t0);                                                    \
+    } while (0)
+
+/*
  * The advise loop of release and prefetch (advise.c): under the exclusive
  * side of the gate, taken without blocking, validates each non-empty range
  * of file pages against one fresh read of /proc/self/maps (wholly inside

@@ -43,15 +43,7 @@ int forge_model_prefetch(struct forge_model *m, const struct rf_file_range *rang
         return -EINVAL;
     p.chunk_bytes = chunk_for(chunk_bytes, rfsys_page_bytes());
     rc = forge_advise_ranges(m, ranges, n, &p, &t, NULL);
-    memset(out, 0, sizeof(*out));
-    out->requested_bytes = t.requested_bytes;
-    out->accepted_bytes = t.accepted_bytes;
+    FORGE_RESULT_FROM_TALLY(out, t, t0);
     out->chunk_bytes = p.chunk_bytes;
-    out->n_ranges = t.n_ranges;
-    out->n_refused = t.n_refused;
-    out->n_calls = t.n_calls;
-    out->n_failed_calls = t.n_failed_calls;
-    out->first_error = t.first_error;
-    out->elapsed_ns = rf_now_ns() - t0;
     return rc;
 }

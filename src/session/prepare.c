@@ -332,6 +332,21 @@ static int preload_decide(const char *path, bool use_extra_bufts, struct rf_sess
     return rc;
 }
 
+/*
+ * The arguments of a decision from the header checked (-EINVAL), *out
+ * zeroed and an empty cgroup tree allocated into *tree (the caller frees
+ * it; -ENOMEM).
+ */
+static int preload_begin(const char *path, const struct rf_operation_request *request,
+                         struct rf_admission_result *out, struct rfsys_cgroup_tree **tree)
+{
+    if (!path || !request || !out)
+        return -EINVAL;
+    memset(out, 0, sizeof(*out));
+    *tree = calloc(1, sizeof(**tree));
+    return *tree ? 0 : -ENOMEM;
+}
+
 int rf_session_preload_admit(const char *path, bool use_extra_bufts,
                              struct rf_session_params params,
                              const struct rf_operation_request *request,
@@ -340,12 +355,10 @@ int rf_session_preload_admit(const char *path, bool use_extra_bufts,
 {
     if (decided)
         *decided = false;
-    if (!path || !request || !out)
-        return -EINVAL;
-    memset(out, 0, sizeof(*out));
-    struct rfsys_cgroup_tree *tree = calloc(1, sizeof(*tree));
-    if (!tree)
-        return -ENOMEM;
+    struct rfsys_cgroup_tree *tree;
+    int ret = preload_begin(path, request, out, &tree);
+    if (ret < 0)
+        return ret;
     /*
      * Only a limit can refuse a run before its load: without any enforced
      * limit or memory.high in the hierarchy the header is not parsed (it
@@ -356,11 +369,11 @@ int rf_session_preload_admit(const char *path, bool use_extra_bufts,
         for (size_t i = 0; i < tree->n; i++)
             limited |= rf_cgroup_level_enforced(&tree->levels[i]) ||
                        (tree->levels[i].high.has && !tree->levels[i].high.unlimited);
-    int rc = limited ? preload_decide(path, use_extra_bufts, params, request, tree, out, err) : 0;
+    ret = limited ? preload_decide(path, use_extra_bufts, params, request, tree, out, err) : 0;
     free(tree);
     if (decided)
-        *decided = limited && rc == 0;
-    return rc;
+        *decided = limited && ret == 0;
+    return ret;
 }
 
 int rf_session_fit_check(const char *path, bool use_extra_bufts, struct rf_session_params params,
@@ -369,13 +382,10 @@ int rf_session_fit_check(const char *path, bool use_extra_bufts, struct rf_sessi
                          char err[FORGE_ERR_MAX])
 {
     struct rfsys_status st;
-
-    if (!path || !request || !out)
-        return -EINVAL;
-    memset(out, 0, sizeof(*out));
-    struct rfsys_cgroup_tree *tree = calloc(1, sizeof(*tree));
-    if (!tree)
-        return -ENOMEM;
+    struct rfsys_cgroup_tree *tree;
+    int ret = preload_begin(path, request, out, &tree);
+    if (ret < 0)
+        return ret;
     if (!has_limit) {
         if (rfsys_read_cgroup_tree(NULL, "self", tree) < 0)
             tree->n = 0; /* no memory controller: nothing limits the run */
@@ -401,9 +411,9 @@ int rf_session_fit_check(const char *path, bool use_extra_bufts, struct rf_sessi
             l->usage.error = -ENOENT;
         }
     }
-    int rc = preload_decide(path, use_extra_bufts, params, request, tree, out, err);
+    ret = preload_decide(path, use_extra_bufts, params, request, tree, out, err);
     free(tree);
-    return rc;
+    return ret;
 }
 
 /* The refused run's report written to report_path, or as text in *out. */

@@ -41,12 +41,28 @@ static int parse_value(const char *s, bool allow_max, bool *is_max, uint64_t *va
     return *s == '\0' ? 0 : -EBADMSG;
 }
 
+/*
+ * Reads sysroot + dir/name whole into *text (NUL-terminated; the caller
+ * frees it). Returns 0 with *text NULL when the file does not exist, 0 with
+ * *text set, or a negative errno (path too long, read errors).
+ */
+static int slurp_optional(const char *sysroot, const char *dir, const char *name, char **text)
+{
+    char rel[PATH_MAX];
+    int ret = rfsys__cgroup_join(rel, sizeof(rel), dir, name);
+
+    *text = NULL;
+    if (ret < 0)
+        return ret;
+    ret = rfsys_slurp(sysroot, rel, RFSYS_SMALL_FILE_BYTES, text, NULL);
+    return ret == -ENOENT ? 0 : ret;
+}
+
 /* See sys_internal.h. */
 int rfsys__cgroup_read_value(const char *sysroot, const char *dir, const char *name, bool allow_max,
                              bool *found, bool *is_max, uint64_t *value, char *source,
                              size_t source_size)
 {
-    char rel[PATH_MAX];
     char *text = NULL;
     bool dummy_max;
     int ret;
@@ -54,15 +70,8 @@ int rfsys__cgroup_read_value(const char *sysroot, const char *dir, const char *n
     *found = false;
     if (!is_max)
         is_max = &dummy_max;
-    ret = rfsys__cgroup_join(rel, sizeof(rel), dir, name);
-    if (ret < 0)
-        goto out;
-    ret = rfsys_slurp(sysroot, rel, RFSYS_SMALL_FILE_BYTES, &text, NULL);
-    if (ret == -ENOENT) {
-        ret = 0;
-        goto out;
-    }
-    if (ret < 0)
+    ret = slurp_optional(sysroot, dir, name, &text);
+    if (ret < 0 || !text)
         goto out;
     ret = parse_value(text, allow_max, is_max, value);
     if (ret < 0)
@@ -83,21 +92,13 @@ out:
 int rfsys__cgroup_read_keyed(const char *sysroot, const char *dir, const char *file,
                              struct rfsys__keyed *keys, size_t n, bool *file_found)
 {
-    char rel[PATH_MAX];
     char *text = NULL;
     char *cursor, *line;
     int ret;
 
     *file_found = false;
-    ret = rfsys__cgroup_join(rel, sizeof(rel), dir, file);
-    if (ret < 0)
-        goto out;
-    ret = rfsys_slurp(sysroot, rel, RFSYS_SMALL_FILE_BYTES, &text, NULL);
-    if (ret == -ENOENT) {
-        ret = 0;
-        goto out;
-    }
-    if (ret < 0)
+    ret = slurp_optional(sysroot, dir, file, &text);
+    if (ret < 0 || !text)
         goto out;
     *file_found = true;
     cursor = text;
