@@ -446,11 +446,8 @@ int bench_options_parse(int argc, char **argv, struct bench_options *o)
         case 'q':
             o->quiet = true;
             break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            return cli_bad_option(c, argv, opts);
+        default: /* 'h' too */
+            return cli_help_or_bad_option(c, argv, opts, usage);
         }
     }
     if (!cli_check_model_operands(argc, argv, o->model))

@@ -202,6 +202,15 @@ int cli_bad_option(int c, char **argv, const struct option *longopts)
     return RF_EXIT_USAGE;
 }
 
+int cli_help_or_bad_option(int c, char **argv, const struct option *longopts,
+                           void (*usage)(FILE *out))
+{
+    if (c != 'h')
+        return cli_bad_option(c, argv, longopts);
+    usage(stdout);
+    return 0;
+}
+
 bool cli_parse_int(const char *what, const char *s, long long min, long long max, long long *out)
 {
     char *end;

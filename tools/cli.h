@@ -59,6 +59,14 @@ struct option;
 int cli_bad_option(int c, char **argv, const struct option *longopts);
 
 /*
+ * The default of a command's getopt switch: for 'h' prints usage(stdout)
+ * and returns 0 (--help), otherwise cli_bad_option's line and
+ * RF_EXIT_USAGE.
+ */
+int cli_help_or_bad_option(int c, char **argv, const struct option *longopts,
+                           void (*usage)(FILE *out));
+
+/*
  * The candidate closest to word by edit distance (insertions, deletions,
  * substitutions and adjacent transpositions, ASCII case-insensitive), if
  * it is within a third of word's length (at least 1, at most 3 edits);

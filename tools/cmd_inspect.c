@@ -237,11 +237,8 @@ int cmd_inspect(int argc, char **argv)
             }
             mode_given = true;
             break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            return cli_bad_option(c, argv, opts);
+        default: /* 'h' too */
+            return cli_help_or_bad_option(c, argv, opts, usage);
         }
     }
     if ((columns || noheadings || by_layer) && !page_cache) {

@@ -109,11 +109,8 @@ int cmd_mkmodel(int argc, char **argv)
         case 'v':
             verbose = true;
             break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            return cli_bad_option(c, argv, opts);
+        default: /* 'h' too */
+            return cli_help_or_bad_option(c, argv, opts, usage);
         }
     }
     if (optind < argc) {
