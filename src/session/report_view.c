@@ -29,6 +29,8 @@ static void fill_cgroup(const struct rf_session *s, struct rf_report *r)
 
 const struct rf_report *rf_session_report(struct rf_session *s, enum rf_report_scope scope)
 {
+    if (!s)
+        return NULL;
     bool all = scope == RF_REPORT_SESSION;
     struct rf_report *r = &s->view[all];
     size_t fs = all ? 0 : s->op.first_sample, fa = all ? 0 : s->op.first_app;

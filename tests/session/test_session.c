@@ -660,6 +660,8 @@ static void test_bad_arguments(void **state)
     assert_int_equal(rf_session_create_native(&m, &fake_ops, &f, p, &s), -EINVAL);
     assert_int_equal(rf_session_boundary(NULL, RF_BOUNDARY_IDLE), -EINVAL);
     assert_int_equal(rf_session_operation_end(NULL, NULL), -EINVAL);
+    assert_null(rf_session_report(NULL, RF_REPORT_OPERATION)); /* issue 20: it crashed */
+    assert_null(rf_session_report(NULL, RF_REPORT_SESSION));
     rf_session_free(NULL);
 }
 

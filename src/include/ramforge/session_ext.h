@@ -215,7 +215,7 @@ struct rf_report;
  * The report of scope as plain structs (ramforge/report.h), assembled in
  * the session, one per scope: the operation's and the session's may be
  * held at once (rf_metrics_text takes both); each is valid until the next
- * call on s. For printing.
+ * call on s. For printing. NULL s: NULL, as every other call takes NULL.
  */
 const struct rf_report *rf_session_report(struct rf_session *s, enum rf_report_scope scope);
 
