@@ -236,6 +236,7 @@ static void copy_inputs(const struct rf_admission_input *in, struct rf_admission
 
     out->mode = in->mode;
     out->phase = in->phase;
+    out->file_in_memory = in->file_in_memory;
     record(out, "process_rss", &in->process_rss);
     record(out, "anonymous", &in->anonymous);
     if (!pre)
@@ -381,6 +382,8 @@ static void decide_soft(const struct rf_admission_input *in, struct rf_admission
                " bytes of cgroup %s (the binding one: least room, %" PRIu64 " bytes)",
                c->projected_bytes, c->level.limit.bytes, c->level.dir, c->room_bytes);
         note_reclaimable(out, c);
+        if (in->file_in_memory)
+            note(out, "; the decode's working set was not compared: %s", in->file_in_memory);
     } else if (out->host_binding) {
         char host[RF_ADMISSION_REASON_MAX];
 

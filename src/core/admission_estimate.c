@@ -60,7 +60,7 @@ const char *rf_admission_project(const struct rf_admission_input *in,
             return "overflow";
         out->has_anonymous = true;
         out->anonymous_bytes = anon;
-        if (in->file_working_set.has) {
+        if (in->file_working_set.has && !in->file_in_memory) {
             if (__builtin_add_overflow(in->file_working_set.bytes, anon, &out->working_set_bytes))
                 return "overflow";
             out->has_working_set = true;

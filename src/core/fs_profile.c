@@ -84,6 +84,14 @@ const struct rf_fs_profile *rf_fs_profile_of(uint64_t magic)
     return &UNKNOWN;
 }
 
+const char *rf_fs_in_memory_reason(uint64_t magic)
+{
+    return magic && !rf_fs_profile_of(magic)->cold_read_possible
+               ? "the model file is on a filesystem whose pages are memory (tmpfs, ramfs): "
+                 "nothing is read from storage each token"
+               : NULL;
+}
+
 const struct rf_fs_profile *rf_fs_profiles(size_t *n)
 {
     if (n)

@@ -285,6 +285,7 @@ json_t *rf_report_admission_json(const struct rf_report *r)
     json_object_set_new(o, "anonymous_bytes", rf_json_u64(a->has_anonymous, a->anonymous_bytes));
     json_object_set_new(o, "working_set_bytes",
                         rf_json_u64(a->has_working_set, a->working_set_bytes));
+    json_object_set_new(o, "file_in_memory", rf_json_str(a->file_in_memory));
     json_object_set_new(o, "soft_target_bytes",
                         rf_json_u64(a->has_soft_target, a->soft_target_bytes));
     json_object_set_new(o, "excess_bytes", rf_json_u64(a->has_excess, a->excess_bytes));

@@ -103,6 +103,7 @@ int rf_session_admit_result(struct rf_session *s, const struct rf_operation_requ
     in.locked = admission_locked(s, now);
     in.mlock_requested = s->p.mlock_requested;
     in.streaming = s->p.policy == RF_POLICY_STREAMING;
+    in.file_in_memory = rf_fs_in_memory_reason(s->model.info.fs_magic);
     if (rf_admission_ctx_cells(request->n_ctx, request->n_prompt, request->n_predict,
                                RF_KV_CELL_PAD, &cells) == 0 &&
         ses_estimate_kv(&s->model.info, cells, &kv))
@@ -316,6 +317,9 @@ static int preload_decide(const char *path, bool use_extra_bufts, struct rf_sess
                                              "GGUF hyperparameters x padded context cells (f16)");
     in.mlock_requested = params.mlock_requested;
     in.streaming = params.policy == RF_POLICY_STREAMING;
+    uint64_t magic;
+    in.file_in_memory =
+        rfsys_fs_magic_path(path, &magic) == 0 ? rf_fs_in_memory_reason(magic) : NULL;
     in.has_target = params.has_target;
     in.target_bytes = params.target_bytes;
     in.reserve_bytes = params.reserve_bytes;

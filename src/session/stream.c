@@ -83,6 +83,12 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
         st->rep.plan_reason = "no enforced memory limit: nothing streams, nothing is pinned";
         return 0;
     }
+    if (in->file_in_memory) {
+        /* tmpfs, ramfs: the pages are memory already; nothing is read, nothing streams. */
+        st->rep.plan_reason = "the model file's pages are memory (tmpfs, ramfs): nothing is "
+                              "read from storage, nothing streams, nothing is pinned";
+        return 0;
+    }
     p.anonymous_bytes = in->anonymous.has ? in->anonymous.bytes : 0;
     p.kv_bytes = in->kv_cache.has ? in->kv_cache.bytes : 0;
     p.scratch_bytes = in->graph_scratch.has ? in->graph_scratch.bytes : 0;

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "ramforge/admission.h"
+#include "ramforge/fs_profile.h"
 #include "test_util.h"
 
 #define MIB UINT64_C(1048576)
@@ -449,6 +450,47 @@ static void test_kv_excess_named_without_target(void **state)
     assert_int_equal(rf_admission_decide(&in, &r), 0);
     assert_false(r.excess_likely_anonymous);
     assert_non_null(strstr(r.reason, "within the eligible-reclaimable estimate"));
+}
+
+/*
+ * Issue 20, fault 8: the same run as test_thrash with the model on tmpfs:
+ * its pages are memory, nothing is re-read from storage, so no thrash
+ * verdict; the charge still decides.
+ */
+static void test_file_in_memory_no_thrash(void **state)
+{
+    struct rf_admission_input in;
+    struct rf_cgroup_level l =
+        lvl("/sys/fs/cgroup/memory/t", 800 * MIB, true, 795 * MIB, true, 560 * MIB);
+    struct rf_admission_result r;
+
+    (void)state;
+    memset(&in, 0, sizeof(in));
+    in.process_rss = fig(760 * MIB);
+    in.anonymous = fig(40 * MIB);
+    in.kv_cache = fig(11 * MIB);
+    in.graph_scratch = fig(5 * MIB);
+    in.file_working_set = fig(1116 * MIB);
+    in.cgroups = &l;
+    in.n_cgroups = 1;
+    in.mode = RF_ADMISSION_ENFORCE;
+    in.file_in_memory = rf_fs_in_memory_reason(0x01021994); /* TMPFS_MAGIC */
+    assert_non_null(in.file_in_memory);
+    assert_null(rf_fs_in_memory_reason(0xEF53)); /* ext4: a cache of storage */
+    assert_null(rf_fs_in_memory_reason(0));      /* unknown filesystem */
+
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_int_equal(r.outcome, RF_ADMIT_ADMITTED);
+    assert_false(r.refused);
+    assert_false(r.thrash);
+    assert_false(r.cgroups[0].working_set_checked);
+    assert_non_null(strstr(r.reason, "the decode's working set was not compared: the model file "
+                                     "is on a filesystem whose pages are memory"));
+    /* A charge over the hard limit is still rejected. */
+    l.limit.bytes = 200 * MIB;
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_int_equal(r.outcome, RF_ADMIT_REJECTED);
+    assert_true(r.refused);
 }
 
 /* Fault 1: a working set larger than the limit thrashes; the charge alone fits. */
@@ -1057,6 +1099,7 @@ int main(void)
         cmocka_unit_test(test_ancestor_limit_binds),
         cmocka_unit_test(test_kv_excess_named_without_target),
         cmocka_unit_test(test_thrash),
+        cmocka_unit_test(test_file_in_memory_no_thrash),
         cmocka_unit_test(test_prompt_sets_kv),
         cmocka_unit_test(test_reclaimable_now),
         cmocka_unit_test(test_lock_note),

@@ -254,7 +254,7 @@ def _admission_figures(adm):
             "anonymous_bytes": None, "working_set_bytes": None}
     if _is_int(inputs.get("anonymous")):
         want["anonymous_bytes"] = inputs["anonymous"] + growth
-        if _is_int(inputs.get("file_working_set")):
+        if _is_int(inputs.get("file_working_set")) and not adm.get("file_in_memory"):
             want["working_set_bytes"] = inputs["file_working_set"] + want["anonymous_bytes"]
     return inputs, want
 

@@ -259,6 +259,7 @@ static bool sequential_param, hugepage_param;      /* the stream hints start_mar
 static uint64_t window_param = 16 * PAGE;          /* the window start_margin asks for */
 static uint64_t bandwidth_param, warm_token_param; /* B and t_c of the bound; 0: not given */
 static enum rf_admission_mode mode_param = RF_ADMISSION_ENFORCE; /* start_margin's mode */
+static uint64_t fs_magic_param; /* statfs f_type of the fake model's file; 0: not known */
 
 static struct rf_session *start_margin(struct fake *f, uint64_t limit_pages, uint64_t margin_pages)
 {
@@ -281,6 +282,7 @@ static struct rf_session *start_margin(struct fake *f, uint64_t limit_pages, uin
     p.storage_bandwidth_bytes_per_s = bandwidth_param;
     p.warm_token_ns = warm_token_param;
     m = fake_model();
+    m.info.fs_magic = fs_magic_param;
     assert_int_equal(rf_session_create_native(&m, &fake_ops, f, p, &s), 0);
     return s;
 }
@@ -465,6 +467,36 @@ static void test_fits_or_no_limit_pins_nothing(void **state)
     assert_int_equal(f.lock_calls, 0);
     doc = fake_report(s, RF_REPORT_OPERATION);
     assert_true(json_is_null(json_object_get(json_object_get(doc, "streaming"), "plan")));
+    json_decref(doc);
+    rf_session_free(s);
+}
+
+/*
+ * Issue 20, fault 8: the thrashing run of test_admitted_and_pinned with the
+ * model on tmpfs: its pages are memory, so no thrash verdict, no plan, no pin.
+ */
+static void test_file_in_memory_streams_nothing(void **state)
+{
+    bool pinned = false;
+    struct fake f;
+    struct rf_admission_result adm;
+    (void)state;
+    fs_magic_param = 0x01021994; /* TMPFS_MAGIC */
+    struct rf_session *s = start(&f, 100);
+    fs_magic_param = 0;
+    admit(s, &adm);
+    assert_false(adm.thrash);
+    assert_false(adm.refused);
+    assert_int_equal(adm.outcome, RF_ADMIT_ADMITTED);
+    assert_non_null(strstr(adm.reason, "working set was not compared"));
+    assert_int_equal(rf_session_stream_pin(s, &pinned), 0);
+    assert_false(pinned);
+    assert_int_equal(f.lock_calls, 0);
+    json_t *doc = fake_report(s, RF_REPORT_OPERATION);
+    json_t *st = json_object_get(doc, "streaming");
+    assert_true(json_is_null(json_object_get(st, "plan")));
+    assert_non_null(strstr(json_string_value(json_object_get(st, "plan_reason")),
+                           "pages are memory (tmpfs, ramfs)"));
     json_decref(doc);
     rf_session_free(s);
 }
@@ -671,6 +703,7 @@ int main(void)
         cmocka_unit_test(test_unpinned_at_operation_end),
         cmocka_unit_test(test_refused_mlock_falls_back),
         cmocka_unit_test(test_fits_or_no_limit_pins_nothing),
+        cmocka_unit_test(test_file_in_memory_streams_nothing),
         cmocka_unit_test(test_fixed_part_over_the_limit_is_rejected),
         cmocka_unit_test(test_too_small_for_streaming),
         cmocka_unit_test(test_sequential_streamed_ranges),

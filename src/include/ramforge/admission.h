@@ -145,6 +145,10 @@ struct rf_admission_input {
     bool mlock_requested;                   /* the load was asked to mlock the model */
     bool streaming;                         /* the run's policy is streaming: a thrash verdict
                                                does not name it as a way out */
+    const char *file_in_memory;             /* NULL: the model file's pages are a cache of
+                                               storage; else why they are memory itself (tmpfs,
+                                               ramfs): nothing is re-read from storage, so the
+                                               decode's working set is not compared (no thrash) */
 
     /* What the run will add; all of it is anonymous except mapped_weights. */
     struct rf_admission_figure kv_cache;         /* required */
@@ -285,7 +289,8 @@ struct rf_admission_result {
     uint64_t high_excess_bytes; /* the largest excess over a memory.high, bytes */
     size_t high_level;          /* cgroups[] index of that memory.high */
 
-    bool thrash; /* the working set does not fit a limit (hard or memory.high) */
+    bool thrash;                /* the working set does not fit a limit (hard or memory.high) */
+    const char *file_in_memory; /* the input's: why the working set was not compared, or NULL */
     bool has_thrash_level;
     size_t thrash_level; /* cgroups[] index where it fits least */
     bool has_working_set_fit;

@@ -62,6 +62,14 @@ struct rf_fs_profile {
  */
 const struct rf_fs_profile *rf_fs_profile_of(uint64_t magic);
 
+/*
+ * Why a file on the filesystem of statfs f_type MAGIC is memory rather than
+ * a cache of storage (a profile without cold_read_possible: tmpfs, ramfs),
+ * as one static sentence; NULL when its pages can be evicted and read again
+ * or the type is not known (0).
+ */
+const char *rf_fs_in_memory_reason(uint64_t magic);
+
 /* The table itself (for docs and tests): *n receives its length. */
 const struct rf_fs_profile *rf_fs_profiles(size_t *n);
 
