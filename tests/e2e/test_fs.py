@@ -182,10 +182,17 @@ def case_fs_tmpfs(c):
         check(len(w) == 1, f"one warning says the release was not attempted: {rep['warnings']}")
         check(err.count("warning: release not attempted") == 1, f"stderr: {err[-1500:]}")
         check("filesystem: tmpfs" in err, "human report names tmpfs")
+        # issue 20, fault 8: the pages are memory: no working set compared, no thrash verdict
+        adm = rep["admission"]
+        check("pages are memory (tmpfs, ramfs)" in (adm["file_in_memory"] or "") and
+              adm["working_set_bytes"] is None and not adm["thrash"],
+              f"admission on tmpfs: {adm.get('file_in_memory')!r}, {adm.get('working_set_bytes')}")
     # control: the same run on the local disk releases
     local = c.copy("control.gguf")
     rep, _ = report(c, local, "--residency-policy", "memory-bound", "--memory-target", "1MiB")
     check(rep["application"]["accepted_bytes"], f"control releases: {rep['application']}")
+    check(rep["admission"]["file_in_memory"] is None and
+          rep["admission"]["working_set_bytes"] is not None, "the local disk's admission")
 
 
 def case_fs_bench_tmpfs(c):
