@@ -452,6 +452,19 @@ static void test_kv_excess_named_without_target(void **state)
     assert_non_null(strstr(r.reason, "within the eligible-reclaimable estimate"));
 }
 
+/* test_thrash's run: tinyllama Q8_0 (every weight from the file) under the level l. */
+static void thrash_input(struct rf_admission_input *in, struct rf_cgroup_level *l)
+{
+    memset(in, 0, sizeof(*in));
+    in->process_rss = fig(760 * MIB);
+    in->anonymous = fig(40 * MIB);
+    in->kv_cache = fig(11 * MIB);
+    in->graph_scratch = fig(5 * MIB);
+    in->file_working_set = fig(1116 * MIB);
+    in->cgroups = l;
+    in->n_cgroups = 1;
+}
+
 /*
  * Issue 20, fault 8: the same run as test_thrash with the model on tmpfs:
  * its pages are memory, nothing is re-read from storage, so no thrash
@@ -465,14 +478,7 @@ static void test_file_in_memory_no_thrash(void **state)
     struct rf_admission_result r;
 
     (void)state;
-    memset(&in, 0, sizeof(in));
-    in.process_rss = fig(760 * MIB);
-    in.anonymous = fig(40 * MIB);
-    in.kv_cache = fig(11 * MIB);
-    in.graph_scratch = fig(5 * MIB);
-    in.file_working_set = fig(1116 * MIB);
-    in.cgroups = &l;
-    in.n_cgroups = 1;
+    thrash_input(&in, &l);
     in.mode = RF_ADMISSION_ENFORCE;
     in.file_in_memory = rf_fs_in_memory_reason(0x01021994); /* TMPFS_MAGIC */
     assert_non_null(in.file_in_memory);
@@ -502,14 +508,7 @@ static void test_thrash(void **state)
     struct rf_admission_result r;
 
     (void)state;
-    memset(&in, 0, sizeof(in));
-    in.process_rss = fig(760 * MIB);
-    in.anonymous = fig(40 * MIB);
-    in.kv_cache = fig(11 * MIB);
-    in.graph_scratch = fig(5 * MIB);
-    in.file_working_set = fig(1116 * MIB); /* tinyllama Q8_0: every weight from the file */
-    in.cgroups = &l;
-    in.n_cgroups = 1;
+    thrash_input(&in, &l);
 
     /*
      * Charge: 795 - 560 + 16 = 251 MiB fits. Working set: 1116 + 40 + 16 =
