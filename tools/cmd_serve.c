@@ -383,6 +383,9 @@ int cmd_serve(int argc, char **argv)
         .history = 64,
         .queue = 16,
         .timeout_s = 600,
+        .head_timeout_s = 10,
+        .max_connections = 256,
+        .max_per_address = 32,
     };
     struct serve sv = {.o = &o};
     char err[FORGE_ERR_MAX];

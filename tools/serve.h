@@ -41,7 +41,13 @@ struct serve_options {
     const char *api_key;          /* NULL: no key */
     long long profile_save_every; /* --profile-save-every K: save after every K requests;
                                      0: at shutdown only */
-    long long timeout_s;          /* connection inactivity timeout, seconds */
+    long long timeout_s;          /* connection inactivity timeout once a request's head is in,
+                                     seconds */
+    long long head_timeout_s;     /* --header-timeout: a connection that has not sent a
+                                     whole request head (first or next) is closed, seconds */
+    long long max_connections;    /* --max-connections: open connections, all addresses */
+    long long max_per_address;    /* --max-connections-per-address: open connections of one
+                                     client address */
 };
 
 /* Returns -1 to continue, or the exit status (0 after --help, 2 on a usage error). */

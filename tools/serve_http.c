@@ -2,7 +2,10 @@
  * ramforge serve's HTTP front on libmicrohttpd (one thread per connection):
  * routing, the API key, body limits, JSON bodies (jansson) in llama-server's
  * shapes, and the endpoints but the completions (serve_completion.c); the
- * replies and llama-server's error shape are serve_reply.c's.
+ * replies and llama-server's error shape are serve_reply.c's. Connections:
+ * at most --max-connections (and a few more for /health alone),
+ * --max-connections-per-address of one client address; --header-timeout
+ * until a request head is in, --timeout after.
  */
 #include "serve_http.h"
 
@@ -223,6 +226,21 @@ static enum MHD_Result route_request(struct serve *sv, struct MHD_Connection *c,
     return ret;
 }
 
+/*
+ * Connections accepted beyond --max-connections, for /health alone: with
+ * the table full of idle connections, a health check is still answered
+ * (every other request beyond the limit: 503).
+ */
+#define SERVE_HEALTH_RESERVE 4
+
+/* Whether more than --max-connections connections are open (this one among them). */
+static bool over_connection_limit(struct serve *sv)
+{
+    const union MHD_DaemonInfo *di =
+        MHD_get_daemon_info(sv->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    return di && di->num_connections > (unsigned long long)sv->o->max_connections;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -235,6 +253,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!rq)
             return MHD_NO;
         *con_cls = rq;
+        /* The head is in: the body and the reply get --timeout, not --header-timeout. */
+        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned int)sv->o->timeout_s);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > SERVE_BODY_MAX_BYTES)
             rq->too_big = true;
@@ -264,6 +284,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (atomic_load(&sv->stopping))
         return serve_reply_error(c, 503, "the server is shutting down");
+    if (strcmp(url, "/health") && strcmp(url, "/v1/health") && over_connection_limit(sv))
+        return serve_reply_error(c, 503,
+                                 "%lld connections are open (--max-connections): beyond them "
+                                 "only /health is answered",
+                                 sv->o->max_connections);
     return route_request(sv, c, url, method, rq);
 }
 
@@ -272,7 +297,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 {
     struct serve *sv = cls;
     struct conn_req *rq = *con_cls;
-    (void)c;
+    /* A keep-alive connection's next request head gets --header-timeout again. */
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
+                              (unsigned int)sv->o->head_timeout_s);
     if (!rq)
         return;
     if (rq->job) {
@@ -299,8 +326,10 @@ int serve_http_start(struct serve *sv)
     sv->daemon = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL,
         (uint16_t)sv->o->port, NULL, NULL, on_request, sv, MHD_OPTION_SOCK_ADDR, &addr,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)sv->o->timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, sv, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)sv->o->head_timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)sv->o->max_connections + SERVE_HEALTH_RESERVE,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)sv->o->max_per_address,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv, MHD_OPTION_END);
     if (!sv->daemon) {
         cli_error("cannot listen on %s:%lld: %s", sv->o->host, sv->o->port,
                   errno ? strerror(errno) : "libmicrohttpd refused");

@@ -65,8 +65,20 @@ static void usage(FILE *out)
             "      --api-key KEY             require 'Authorization: Bearer KEY' (or\n"
             "                                X-Api-Key) on every endpoint but /health and\n"
             "                                /models, as llama-server\n"
-            "      --timeout N               close a connection idle for N seconds (default\n"
-            "                                600)\n"
+            "      --timeout N               close a connection idle for N seconds once its\n"
+            "                                request head is in (default 600)\n"
+            "      --header-timeout N        close a connection that has not sent a whole\n"
+            "                                request head (its first, or the next on a\n"
+            "                                keep-alive connection) within N seconds, 1..3600\n"
+            "                                (default 10)\n"
+            "      --max-connections N       open connections, 1..65536 (default 256); 4 more\n"
+            "                                are accepted for /health alone (other requests\n"
+            "                                beyond N: 503), further ones are closed\n"
+            "      --max-connections-per-address N\n"
+            "                                open connections of one client address,\n"
+            "                                1..65536 (default 32); beyond them a new one is\n"
+            "                                closed at once, so one client cannot take every\n"
+            "                                slot and /health stays reachable\n"
             "      --residency-report-json PATH\n"
             "                                at exit (SIGINT, SIGTERM), write the session\n"
             "                                report (schema_version 1, every operation)\n"
@@ -89,6 +101,9 @@ enum {
     OPT_API_KEY,
     OPT_TIMEOUT,
     OPT_PROFILE_SAVE_EVERY,
+    OPT_HEAD_TIMEOUT,
+    OPT_MAX_CONNECTIONS,
+    OPT_MAX_PER_ADDRESS,
 };
 
 /* serve's own options (session_command.own): 0, the exit status, or -1 for an unknown code. */
@@ -127,6 +142,20 @@ static int serve_option(int c, const char *arg, void *ud)
         if (!cli_parse_int("timeout (--timeout)", arg, 1, 86400, &o->timeout_s))
             return RF_EXIT_USAGE;
         break;
+    case OPT_HEAD_TIMEOUT:
+        if (!cli_parse_int("request head timeout (--header-timeout)", arg, 1, 3600,
+                           &o->head_timeout_s))
+            return RF_EXIT_USAGE;
+        break;
+    case OPT_MAX_CONNECTIONS:
+        if (!cli_parse_int("connections (--max-connections)", arg, 1, 65536, &o->max_connections))
+            return RF_EXIT_USAGE;
+        break;
+    case OPT_MAX_PER_ADDRESS:
+        if (!cli_parse_int("connections of one address (--max-connections-per-address)", arg, 1,
+                           65536, &o->max_per_address))
+            return RF_EXIT_USAGE;
+        break;
     case OPT_PROFILE_SAVE_EVERY:
         if (!cli_parse_int("requests (--profile-save-every)", arg, 0, 1000000000,
                            &o->profile_save_every))
@@ -157,6 +186,9 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
         {"history", required_argument, NULL, OPT_HISTORY},
         {"api-key", required_argument, NULL, OPT_API_KEY},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"header-timeout", required_argument, NULL, OPT_HEAD_TIMEOUT},
+        {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
+        {"max-connections-per-address", required_argument, NULL, OPT_MAX_PER_ADDRESS},
         SESSION_LONGOPT_REPORT_JSON,
         SESSION_LONGOPT_PROFILE,
         SESSION_LONGOPT_PROFILE_HISTORY,

@@ -137,7 +137,10 @@ json_t *rf_report_application_json(const struct rf_report *r)
             at += len > 0 ? (size_t)len : 0;
         }
         return rf_report_absent_section(
-            r->n_applications ? why : "no release was requested (the policy does not mutate)",
+            r->n_applications   ? why
+            : r->policy_mutates ? "no release boundary ran in this operation (the policy "
+                                  "releases at after_session, after_verify or idle)"
+                                : "no release was requested (the policy does not mutate)",
             keys);
     }
     o = json_object();

@@ -340,7 +340,7 @@ static int apply_plan(struct rf_session *s, struct rf_report_application *app,
         rc = (int)after_i;
         goto out;
     }
-    app->after_label = after_label;
+    app->after_label = s->samples[after_i].label; /* after_label, with its round */
     before = &s->samples[before_i];
     const struct rf_residency_sample *after = &s->samples[after_i];
     app->mapping_delta = ses_delta(after->has_mapping, after->mapping_rss_bytes,
@@ -422,6 +422,30 @@ int ses_after_load(struct rf_session *s)
 
 /* ------------------------------------------------------------------ boundaries */
 
+/*
+ * The resources walk one execution when executions completed since the
+ * last walk, and only when the model is quiescent (otherwise a plan
+ * records why nothing may be selected).
+ */
+static int walk_if_quiescent(struct rf_session *s)
+{
+    struct rf_native_lifetime nl;
+    s->native->lifetime(s->ud, &nl);
+    if (!nl.quiescent || nl.in_flight_contexts || nl.active_contexts ||
+        nl.execution_generation == s->walked_generation)
+        return 0;
+    s->walked_generation = nl.execution_generation;
+    return lt_execution_boundary(s);
+}
+
+int ses_operation_walk(struct rf_session *s)
+{
+    const char *why;
+    if (!s->op.rep.has_native)
+        observe_native(s, "end_of_operation", &why);
+    return walk_if_quiescent(s);
+}
+
 int rf_session_boundary(struct rf_session *s, enum rf_boundary b)
 {
     static const char *const labels[][2] = {
@@ -442,19 +466,7 @@ int rf_session_boundary(struct rf_session *s, enum rf_boundary b)
     case RF_BOUNDARY_AFTER_VERIFY:
     case RF_BOUNDARY_IDLE: {
         ses_stream_unpin(s, labels[b][0]); /* pins never meet a release */
-        /*
-         * The resources walk one execution when executions completed since
-         * the last walk, and only at a quiescent boundary (otherwise the
-         * plan records why nothing may be selected).
-         */
-        struct rf_native_lifetime nl;
-        int rc = 0;
-        s->native->lifetime(s->ud, &nl);
-        if (nl.quiescent && nl.in_flight_contexts == 0 && nl.active_contexts == 0 &&
-            nl.execution_generation != s->walked_generation) {
-            rc = lt_execution_boundary(s);
-            s->walked_generation = nl.execution_generation;
-        }
+        int rc = walk_if_quiescent(s);
         if (rc == 0)
             rc = release_rounds(s, labels[b][0], labels[b][1]);
         if (rc < 0)

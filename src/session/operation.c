@@ -182,9 +182,49 @@ static void kernel_verdict(struct rf_session *s)
 /* ------------------------------------------------------------------ samples */
 
 /* Takes the next sample; returns its index or -ENOMEM. */
+/* Whether a sample of the current operation has this label. */
+static bool label_taken(const struct rf_session *s, const char *label)
+{
+    for (size_t i = s->op.first_sample; i < s->n_samples; i++)
+        if (s->samples[i].label && strcmp(s->samples[i].label, label) == 0)
+            return true;
+    return false;
+}
+
+/*
+ * The label of a new sample of the operation: label itself, or, when a
+ * sample of the operation already has it (a second release round, the
+ * verify session's end_of_session), label_K with the first K (2, 3, ...)
+ * not taken, interned in s->labels for the session's life (samples point
+ * at their label). NULL on -ENOMEM.
+ */
+static const char *unique_label(struct rf_session *s, const char *label)
+{
+    char buf[64];
+    const char *cand = label;
+    for (unsigned k = 2; label_taken(s, cand); k++) {
+        snprintf(buf, sizeof(buf), "%s_%u", label, k);
+        cand = buf;
+    }
+    if (cand == label)
+        return label;
+    for (size_t i = 0; i < s->n_labels; i++)
+        if (strcmp(s->labels[i], cand) == 0)
+            return s->labels[i];
+    char *own = strdup(cand);
+    if (!own ||
+        ses_grow((void **)&s->labels, &s->cap_labels, s->n_labels + 1, sizeof(*s->labels)) < 0) {
+        free(own);
+        return NULL;
+    }
+    return s->labels[s->n_labels++] = own;
+}
+
 long ses_take_sample(struct rf_session *s, const char *label, enum rf_measure_mapping what)
 {
-    if (ses_grow((void **)&s->samples, &s->cap_samples, s->n_samples + 1, sizeof(*s->samples)) < 0)
+    label = unique_label(s, label);
+    if (!label ||
+        ses_grow((void **)&s->samples, &s->cap_samples, s->n_samples + 1, sizeof(*s->samples)) < 0)
         return -ENOMEM;
     struct rf_residency_sample *smp = &s->samples[s->n_samples];
     uint64_t t0 = rf_now_ns();
@@ -342,6 +382,15 @@ static void take_page_snapshot(struct rf_session *s)
     rf_timing_add(&s->op.timing, RF_TIMER_OBSERVATION, rf_now_ns() - t0);
 }
 
+/* Whether this operation took an end_of_session sample (its context alive) before the last. */
+static bool ledger_after_context(const struct rf_session *s)
+{
+    for (size_t i = s->op.first_sample; i + 1 < s->n_samples; i++)
+        if (s->samples[i].label && strcmp(s->samples[i].label, "end_of_session") == 0)
+            return true;
+    return false;
+}
+
 static void end_warnings(struct rf_session *s)
 {
     struct rf_report *r = &s->op.rep;
@@ -355,10 +404,11 @@ static void end_warnings(struct rf_session *s)
         ses_add_warning(s, "KvCache and GraphScratch were not reported for this operation "
                            "(llama_get_memory_breakdown did not answer, or the application did "
                            "not supply them)");
-    ses_add_warning(s,
-                    "the ledger is sampled after the session was dropped: the session's KV cache "
-                    "and scratch were freed with it and are in ProcessRssPeak, not ProcessRss "
-                    "(residency.samples end_of_session has the RSS with them)");
+    if (ledger_after_context(s))
+        ses_add_warning(s, "the ledger is sampled after the session was dropped: the session's "
+                           "KV cache and scratch were freed with it and are in ProcessRssPeak, "
+                           "not ProcessRss (residency.samples end_of_session has the RSS with "
+                           "them)");
     ses_add_warning(s, "Runtime is unknown: allocator, loader and tokenizer memory are inside "
                        "ProcessRss");
     if (s->inv.totals.n_anonymous > 0)
@@ -432,8 +482,21 @@ int rf_session_operation_end(struct rf_session *s, const struct rf_operation_out
         return rc;
     ses_stream_op_end(s, out);
     if (s->p.policy != RF_POLICY_OFF) {
+        rc = ses_operation_walk(s);
+        if (rc < 0)
+            return rc;
         struct rf_residency_sample *last = s->n_samples ? &s->samples[s->n_samples - 1] : NULL;
-        /* The ledger's sample: Rss and Pss from one smaps read. */
+        /*
+         * The ledger's sample: Rss and Pss from one smaps read. A sample that
+         * did not read the mapping (end_of_session, its context alive) is not
+         * completed later: a sample is one moment, so the ledger gets its own.
+         */
+        if (last && last->mapping_not_read) {
+            long i = ses_take_sample(s, "end_of_operation", RF_MEASURE_MAPPING_SMAPS);
+            if (i < 0)
+                return (int)i;
+            last = &s->samples[i];
+        }
         if (last && (!last->mapping_source || strcmp(last->mapping_source, "smaps") != 0)) {
             uint64_t t0 = rf_now_ns();
             s->native->sample_mapping(s->ud, RF_MEASURE_MAPPING_SMAPS, last);

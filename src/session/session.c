@@ -104,6 +104,9 @@ static void session_free_arrays(struct rf_session *s)
     free(s->plans);
     free(s->apps);
     free(s->samples);
+    for (size_t i = 0; i < s->n_labels; i++)
+        free(s->labels[i]);
+    free(s->labels);
     free(s->op_starts);
 }
 

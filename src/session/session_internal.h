@@ -182,6 +182,8 @@ struct rf_session {
 
     struct rf_residency_sample *samples;
     size_t n_samples, cap_samples;
+    char **labels; /* sample labels with an ordinal ("after_release_2"), interned, owned */
+    size_t n_labels, cap_labels;
     struct rf_report_application *apps;
     size_t n_apps, cap_apps;
     struct rf_plan **plans; /* one per application; stable pointers */
@@ -232,7 +234,8 @@ void ses_op_free(struct session_op *op);
 /*
  * Takes the next sample through the native layer; its index or -ENOMEM.
  * The mapping is read as `what` says (smaps at every sample with
- * params.sample_smaps).
+ * params.sample_smaps). Labels are unique within an operation: a label the
+ * operation already has gets an ordinal ("after_release_2").
  */
 long ses_take_sample(struct rf_session *s, const char *label, enum rf_measure_mapping what);
 /* The latest sample, or NULL. */
@@ -247,6 +250,13 @@ struct rf_recon_value ses_delta(bool has_a, uint64_t after, bool has_b, uint64_t
 bool ses_file_changed(struct rf_session *s);
 /* The after_load boundary (boundary.c): inventory, lifetimes, sample, dead-page release. */
 int ses_after_load(struct rf_session *s);
+/*
+ * At an operation's end (boundary.c): the native facts when no boundary of
+ * the operation observed them, and the lifetimes' walk of the executions
+ * since the last walk when the model is quiescent (a request whose release
+ * waits for the idle boundary). 0 or -EPROTO (an illegal transition).
+ */
+int ses_operation_walk(struct rf_session *s);
 /* profile.c: the persisted profile's part of a new operation's report (and its orders). */
 void ses_profile_op_open(struct rf_session *s);
 /* profile.c: page states of every model file page now (op open, and again before staging). */

@@ -6,6 +6,7 @@ target it met. Usage: test_summary.py --ramforge PATH CASE
 """
 import json
 import os
+import re
 
 from e2e_util import ModelCtx as Ctx, check, run_main
 
@@ -20,6 +21,9 @@ def iec(n):
         u += 1
     return f"{v:.2f} {units[u]}"
 
+
+# A sample taken after a release: ...release, or ...release_K of a later round.
+AFTER_RELEASE = re.compile(r"release(_\d+)?$")
 
 GENERAL = ["warning: FileBackedResident is this process's mapping RSS",
            "warning: Runtime is unknown", "warning: a release request is not reclamation"]
@@ -37,12 +41,12 @@ def release_lines(doc):
     """The summary's release line (and its "then:" line) the JSON report of the same run
     implies: from the first sample with a mapping figure to the sample taken after the last
     release; samples after a release are the ones labelled "...release" (after_load_release,
-    after_release, after_verify_release, idle_release), a boundary's own first sample never
-    is. Another figure measured later (a boundary that released nothing) is the "then:"
+    after_release, after_verify_release, idle_release; a later round's carries its ordinal:
+    after_release_2), a boundary's own first sample never is. Another figure measured later (a boundary that released nothing) is the "then:"
     line."""
     samples = [s for s in doc["residency"]["samples"] if s.get("mapping_rss_bytes") is not None]
     first = samples[0]
-    ends = [i for i, s in enumerate(samples) if s["label"].endswith("release")]
+    ends = [i for i, s in enumerate(samples) if AFTER_RELEASE.search(s["label"])]
     check(ends, f"no sample after a release: {[s['label'] for s in samples]}")
     end, last = samples[ends[-1]], samples[-1]
     want = [f"release: mapping resident {iec(first['mapping_rss_bytes'])} -> "
@@ -130,8 +134,11 @@ def case_release_line(c):
             check(any(ln.startswith(w) for ln in lines), f"{wtype}: no line {w!r}:\n{err}")
         check(not any(ln.startswith("then: ") for ln in lines) or len(want) == 2,
               f"{wtype}: a then: line with the last release the last mapping sample")
-        check(end["label"].endswith("release"), f"{wtype}: the line ends at {end['label']}")
-        seen[wtype] = (end["label"], last["label"])
+        check(AFTER_RELEASE.search(end["label"]), f"{wtype}: the line ends at {end['label']}")
+        labels = [s["label"] for s in doc["residency"]["samples"]]
+        check(len(set(labels)) == len(labels), f"{wtype}: sample labels repeat: {labels}")
+        # the boundary, without the ordinal of a later round (after_verify_release_2)
+        seen[wtype] = tuple(re.sub(r"_\d+$", "", x) for x in (end["label"], last["label"]))
     # What each model does at the verify boundary (the cases the line must agree on).
     check(seen["q8_0"] == ("after_verify_release", "after_verify_release"),
           f"q8_0 released again after the verify session: {seen}")

@@ -212,11 +212,19 @@ static void test_thirteen_samples_one_operation(void **state)
     assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_AFTER_VERIFY), 0);
     assert_int_equal(rf_session_operation_end(s, NULL), 0);
 
-    static const char *const labels[] = {
-        "after_load",          "after_load_release", "after_staging",        "end_of_session",
-        "after_session",       "after_release",      "after_release",        "after_release",
-        "end_of_session",      "after_verify",       "after_verify_release", "after_verify_release",
-        "after_verify_release"};
+    static const char *const labels[] = {"after_load",
+                                         "after_load_release",
+                                         "after_staging",
+                                         "end_of_session",
+                                         "after_session",
+                                         "after_release",
+                                         "after_release_2",
+                                         "after_release_3",
+                                         "end_of_session_2",
+                                         "after_verify",
+                                         "after_verify_release",
+                                         "after_verify_release_2",
+                                         "after_verify_release_3"};
     const size_t n_labels = sizeof(labels) / sizeof(labels[0]);
     assert_int_equal(f.nat.samples, n_labels);
     json_t *doc = fake_report(s, RF_REPORT_OPERATION);
