@@ -12,7 +12,8 @@
  * Per operation the prediction is recorded from the staging plan, the
  * native prefetch's acceptance, the mapping RSS change, and per page from
  * a mincore pass over every file page before staging and the tensors the
- * dispatch trace named.
+ * dispatch trace named. The save (read-merge-write under a lock) is
+ * profile_save.c's.
  *
  * Also here: the dispatch trace of an operation (rf_session_dispatch_trace),
  * attributed to the inventory; a complete one is the access profile.
@@ -53,7 +54,7 @@ void ses_profile_free(struct rf_session *s)
 }
 
 /* The report fields of the persisted profile, in the open operation. */
-static void fill_report(struct rf_session *s)
+void ses_profile_fill_report(struct rf_session *s)
 {
     struct session_persist *ps = &s->persist;
     struct rf_report *r = &s->op.rep;
@@ -127,13 +128,13 @@ void ses_profile_op_open(struct rf_session *s)
         r->n_profile_order = s->n_profile_order;
         r->profile_source = ps->source;
     }
-    fill_report(s);
+    ses_profile_fill_report(s);
 }
 
-/* Reads path (at most RF_PROFILE_MAX_FILE_BYTES + 1 bytes) into *text. */
-static int read_capped(const char *path, char **text, size_t *len)
+int ses_profile_read(const char *path, char **text, size_t *len)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    /* O_NONBLOCK: a FIFO is refused below, not waited on in open(2) (no effect on a file). */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     struct stat st;
     if (fd < 0)
         return -errno;
@@ -177,6 +178,13 @@ static int read_capped(const char *path, char **text, size_t *len)
     return 0;
 }
 
+const char *ses_profile_read_error(int rc)
+{
+    return rc == -EFBIG    ? "larger than the profile size limit"
+           : rc == -EINVAL ? "not a regular file (a FIFO, device or directory is never read)"
+                           : rf_strerror(rc);
+}
+
 int rf_session_profile_open(struct rf_session *s, const char *path, size_t history_max, bool *used,
                             char err[RF_SESSION_PROFILE_ERR_MAX])
 {
@@ -204,7 +212,7 @@ int rf_session_profile_open(struct rf_session *s, const char *path, size_t histo
     ps->pred_reason = "no staging and no dispatch trace in this operation";
     if (s->native->identity && s->native->identity(s->ud, ps->identity, &ps->file_size_bytes) == 0)
         ps->has_identity = true;
-    rc = read_capped(path, &text, &len);
+    rc = ses_profile_read(path, &text, &len);
     if (rc == -ENOENT) {
         ps->writable = ps->has_identity;
         snprintf(ps->reason, sizeof(ps->reason),
@@ -214,8 +222,7 @@ int rf_session_profile_open(struct rf_session *s, const char *path, size_t histo
     }
     if (rc < 0) {
         snprintf(ps->reason, sizeof(ps->reason), "cannot read %s: %s%s", path,
-                 rc == -EFBIG ? "larger than the profile size limit" : rf_strerror(rc),
-                 "; it is not used and is left as it is");
+                 ses_profile_read_error(rc), "; it is not used and is left as it is");
         snprintf(err, RF_SESSION_PROFILE_ERR_MAX, "%s", ps->reason);
         if (rc == -ENOMEM)
             goto out;
@@ -251,6 +258,7 @@ int rf_session_profile_open(struct rf_session *s, const char *path, size_t histo
     ps->history_ns = rf_now_ns() - t1;
     ps->loaded = true;
     ps->writable = true;
+    ps->base_operations = ps->prof.operations;
     if (asprintf(&ps->source, "persisted profile %s (identity %s, %" PRIu64 " operation(s))", path,
                  ps->identity, ps->prof.operations) < 0) {
         ps->source = NULL;
@@ -363,9 +371,9 @@ static void record(struct rf_session *s, const struct rf_prediction *e)
     struct session_persist *ps = &s->persist;
     ps->pred = *e;
     ps->has_pred = true;
-    if (ps->has_identity)
-        rf_profile_history_push(&ps->prof, e);
-    fill_report(s);
+    if (ps->has_identity && rf_profile_history_push(&ps->prof, e) == 0)
+        ps->n_new_history++;
+    ses_profile_fill_report(s);
 }
 
 void ses_profile_trace(struct rf_session *s)
@@ -385,6 +393,7 @@ void ses_profile_trace(struct rf_session *s)
     }
     if (rc < 0)
         return;
+    ps->traced = true;
     /* The pages the operation used: file pages of the tensors the trace named and the
        graph reads from the file. */
     struct rf_file_range *used = calloc(d->n_tensors ? d->n_tensors : 1, sizeof(*used));
@@ -422,61 +431,6 @@ void ses_prediction_finish(struct rf_session *s)
     ps->pred_reason = "no dispatch trace: hits, misses and waste are unknown";
     record(s, &e);
     ps->has_pred = true;
-}
-
-static int emit_text(int fd, void *ctx)
-{
-    const char *text = ctx;
-    size_t len = strlen(text), done = 0;
-    while (done < len) {
-        ssize_t w = write(fd, text + done, len - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -errno;
-        done += (size_t)w;
-    }
-    return write(fd, "\n", 1) == 1 ? 0 : -errno;
-}
-
-int rf_session_profile_save(struct rf_session *s, bool *saved, char err[RF_SESSION_PROFILE_ERR_MAX])
-{
-    if (saved)
-        *saved = false;
-    if (!s || !err)
-        return -EINVAL;
-    struct session_persist *ps = &s->persist;
-    char *text = NULL;
-    int rc;
-
-    err[0] = 0;
-    if (!ps->path)
-        return -EINVAL;
-    ps->saved = false;
-    if (!ps->writable) {
-        snprintf(ps->save_reason, sizeof(ps->save_reason), "not saved: %s", ps->reason);
-        rc = 0;
-    } else if (!ps->prof.identity[0]) {
-        snprintf(ps->save_reason, sizeof(ps->save_reason),
-                 "not saved: no complete dispatch trace made a profile yet "
-                 "(run with --observe-dispatch)");
-        rc = 0;
-    } else if ((rc = rf_profile_to_text(&ps->prof, &text)) == 0 &&
-               (rc = rf_file_write_atomic(ps->path, emit_text, text)) == 0) {
-        ps->saved = true;
-        ps->save_reason[0] = 0;
-    } else {
-        snprintf(ps->save_reason, sizeof(ps->save_reason),
-                 "cannot save profile %s: %s; the previous file is left as it was", ps->path,
-                 rf_strerror(rc));
-    }
-    free(text);
-    if (!ps->saved)
-        snprintf(err, RF_SESSION_PROFILE_ERR_MAX, "%s", ps->save_reason);
-    if (saved)
-        *saved = ps->saved;
-    fill_report(s);
-    return rc;
 }
 
 /* ------------------------------------------------------------------ dispatch */

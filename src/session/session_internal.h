@@ -213,6 +213,10 @@ struct rf_session {
         const char *pred_reason;
         bool saved;
         char save_reason[RF_ERR_MAX];
+        /* what this process added since it read (or last saved) the file, for the merge */
+        uint64_t base_operations; /* prof.operations then (0: no file) */
+        size_t n_new_history;     /* history entries pushed since */
+        bool traced;              /* a complete trace of its own updated the tensors */
     } persist;
     /* The warning while the model file differs from the one loaded ("": it does not);
        also the refused_reason of the releases it stopped. */
@@ -268,6 +272,17 @@ void ses_prediction_finish(struct rf_session *s);
 /* profile.c: after a new inventory generation: the persisted profile's order over it (the
    report's order pointer follows; without a persisted profile it is cleared). */
 void ses_profile_reorder(struct rf_session *s);
+/* profile.c: the report fields of the persisted profile, in the open operation. */
+void ses_profile_fill_report(struct rf_session *s);
+/*
+ * profile.c: reads the profile file path (a regular file of at most
+ * RF_PROFILE_MAX_FILE_BYTES; a FIFO is refused without waiting) into *text
+ * (the caller frees) and *len. Errors: -errno of open/read, -EINVAL (not a
+ * regular file), -EFBIG, -ENOMEM.
+ */
+int ses_profile_read(const char *path, char **text, size_t *len);
+/* profile.c: the reason text of ses_profile_read's error rc (static). */
+const char *ses_profile_read_error(int rc);
 /* profile.c: frees the persisted state. */
 void ses_profile_free(struct rf_session *s);
 /* profile.c: per inventory entry, every page resident when the operation opened (mincore):

@@ -218,6 +218,62 @@ static void test_round_trip_and_history_bound(void **state)
 }
 
 /* Parses text and returns the error; why must mention needle. */
+/*
+ * Two processes read one profile (2 operations, history 1), each adds what
+ * its run made; the second to save merges into what the first saved: no
+ * update lost. Without a trace of its own the file's tensors stay.
+ */
+static void test_merge(void **state)
+{
+    (void)state;
+    const char *names[] = {"a", "b"};
+    struct rf_inventory inv;
+    struct rf_dispatch_summary d;
+    struct rf_profile base, a, b;
+    char why[160] = "";
+    fixture(names, (uint32_t[]){0, 1}, (uint64_t[]){1, 1}, 2, &inv, &d);
+    rf_profile_init(&base);
+    assert_int_equal(rf_profile_update(&base, &inv, &d, ID_A, 1000, why, sizeof(why)), 0);
+    assert_int_equal(rf_profile_update(&base, &inv, &d, ID_A, 1000, why, sizeof(why)), 0);
+    struct rf_prediction e0 = entry(1, ID_A), e1 = entry(2, ID_A), e2 = entry(3, ID_A);
+    assert_int_equal(rf_profile_history_push(&base, &e0), 0);
+    char *text = NULL;
+    assert_int_equal(rf_profile_to_text(&base, &text), 0);
+    /* a and b: the file as both read it */
+    assert_int_equal(rf_profile_parse(text, strlen(text), 3, &a, why, sizeof(why)), 0);
+    assert_int_equal(rf_profile_parse(text, strlen(text), 3, &b, why, sizeof(why)), 0);
+    free(text);
+    /* a: one traced operation (b first now) and a history entry; saved first */
+    fixture(names, (uint32_t[]){1, 0}, (uint64_t[]){1, 1}, 2, &inv, &d);
+    assert_int_equal(rf_profile_update(&a, &inv, &d, ID_A, 1000, why, sizeof(why)), 0);
+    assert_int_equal(rf_profile_history_push(&a, &e1), 0);
+    /* b: one traced operation of the old order, two entries; merged into a's file */
+    fixture(names, (uint32_t[]){0, 1}, (uint64_t[]){1, 1}, 2, &inv, &d);
+    assert_int_equal(rf_profile_update(&b, &inv, &d, ID_A, 1000, why, sizeof(why)), 0);
+    assert_int_equal(rf_profile_history_push(&b, &e1), 0);
+    assert_int_equal(rf_profile_history_push(&b, &e2), 0);
+    assert_int_equal(rf_profile_merge(&a, &b, 2, true, 2), 0);
+    assert_int_equal(a.operations, 4);
+    /* bound 3: the oldest of e0, e1 (a's), e1, e2 (b's) dropped */
+    assert_int_equal(a.n_history, 3);
+    assert_int_equal(a.history[0].operation, 2);
+    assert_int_equal(a.history[2].operation, 3);
+    /* b's trace is the latest: "a" first again */
+    assert_string_equal(a.tensors[0].name, "a");
+    assert_int_equal(a.tensors[0].first_rank, 0);
+    /* not traced: the file's tensors stay; no operation added */
+    a.tensors[0].first_rank = 7;
+    assert_int_equal(rf_profile_merge(&a, &b, b.operations, false, 0), 0);
+    assert_int_equal(a.operations, 4);
+    assert_int_equal(a.tensors[0].first_rank, 7);
+    assert_int_equal(a.n_history, 3);
+    assert_int_equal(rf_profile_merge(&a, &b, b.operations + 1, true, 0), -EINVAL);
+    assert_int_equal(rf_profile_merge(NULL, &b, 0, true, 0), -EINVAL);
+    rf_profile_free(&a);
+    rf_profile_free(&b);
+    rf_profile_free(&base);
+}
+
 static int parse_err(const char *text, const char *needle)
 {
     struct rf_profile q;
@@ -409,6 +465,7 @@ int main(void)
         cmocka_unit_test(test_incomplete_trace_refused),
         cmocka_unit_test(test_identity),
         cmocka_unit_test(test_round_trip_and_history_bound),
+        cmocka_unit_test(test_merge),
         cmocka_unit_test(test_parse_refusals),
         cmocka_unit_test(test_prediction_counts_per_page_model),
         cmocka_unit_test(test_prediction_report),

@@ -13,6 +13,7 @@ import os
 import random
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -319,7 +320,51 @@ def case_serve_wakeup(c):
     check(h["accepted_bytes"] is not None, f"the prefetch ran: {h}")
 
 
+def case_fifo(c):
+    """--profile naming a FIFO (or a directory): refused with one line at once, without
+    waiting in open(2) for a writer; the run goes on and the path is left as it is."""
+    model = c.model("tiny")
+    fifo, d = os.path.join(c.tmp, "p.fifo"), os.path.join(c.tmp, "pdir")
+    os.mkfifo(fifo)
+    os.mkdir(d)
+    for path in (fifo, d):
+        rep, p = c.profiled(model, path)  # run_ramforge's timeout: a blocked open fails
+        pers = rep["profile"]["persisted"]
+        check(not pers["used"] and "not a regular file" in pers["reason"], f"{path}: {pers}")
+        lines = warning_lines(p)
+        check(len(lines) == 2 and "not a regular file" in lines[0] and "not saved" in lines[1],
+              f"{path}: expected the rejection line and the not-saved line: {lines}")
+    check(stat.S_ISFIFO(os.stat(fifo).st_mode) and os.path.isdir(d), "left as they were")
+
+
+def case_concurrent(c):
+    """Runs sharing one profile at the same time lose no update: the saves re-read the file
+    under a lock and merge (operations and history entries add up)."""
+    model, prof = c.model("tiny"), os.path.join(c.tmp, "p.json")
+    c.profiled(model, prof)
+    doc = c.check_profile_file(prof)
+    check(doc["operations"] == 1 and len(doc["history"]) == 1, f"first run: {doc}")
+    n = 3
+    procs = []
+    for i in range(n):
+        rep = os.path.join(c.tmp, f"conc-{i}.json")
+        procs.append(subprocess.Popen(
+            [c.rf, "run", "-m", model, "-p", PROMPT, "-n", "4", "--residency-policy",
+             "reuse-aware", "--memory-target", "2MiB", "--observe-dispatch",
+             "--staging-budget", "1MiB", "--profile", prof, "--residency-report-json", rep],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        check(p.returncode == 0, f"concurrent run exited {p.returncode}: {err[-2000:]}")
+    doc = c.check_profile_file(prof)
+    check(doc["operations"] == 1 + n and len(doc["history"]) == 1 + n,
+          f"{n} concurrent runs: operations {doc['operations']}, history "
+          f"{len(doc['history'])} (expected {1 + n} each: updates lost)")
+
+
 CASES = {
+    "fifo": case_fifo,
+    "concurrent": case_concurrent,
     "round_trip": case_round_trip,
     "copy_and_other_model": case_copy_and_other_model,
     "rejected_files": case_rejected_files,

@@ -133,6 +133,19 @@ int rf_profile_orders(const struct rf_profile *p, const struct rf_inventory *inv
 
 /* Appends e, dropping the oldest entries past p->max_history. Errors: -EINVAL, -ENOMEM. */
 int rf_profile_history_push(struct rf_profile *p, const struct rf_prediction *e);
+/*
+ * Merges into disk (the profile file as it is now, parsed; same identity)
+ * what one process added to ours since it read the file, where ours had
+ * base_operations operations (0: no file then): the operations it added
+ * are counted on top of disk's; its tensors replace disk's when traced (a
+ * complete trace of its own updated them: the latest trace is the
+ * profile); its newest n_new_history history entries are appended to
+ * disk's, the oldest past ours' bound dropped. Errors: -EINVAL (NULL, or
+ * base_operations above ours'), -EOVERFLOW, -ENOMEM (disk then holds a
+ * part of the merge: not to be written).
+ */
+int rf_profile_merge(struct rf_profile *disk, const struct rf_profile *ours,
+                     uint64_t base_operations, bool traced, size_t n_new_history);
 
 /*
  * Parses a profile document of len bytes (need not be NUL-terminated)
