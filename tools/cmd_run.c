@@ -285,13 +285,20 @@ int cmd_run(int argc, char **argv)
             goto out;
         }
         bool pinned = false;
-        if (rf_session_stream_pin(s, &pinned) == 0 && !pinned) {
+        if (rf_session_stream_pin(s, &pinned) == 0) {
             const struct rf_stream_report *sr =
                 rf_session_report(s, RF_REPORT_OPERATION)->streaming;
-            if (sr && sr->fallback)
+            char b1[32], b2[32], b3[32];
+            if (!pinned && sr && sr->fallback)
                 cli_error("warning: streaming: %s (%s): the pins were undone and every weight "
                           "streams (plain behaviour)",
                           sr->pin_error_reason, rf_strerror(sr->pin_error));
+            else if (pinned && sr && sr->partial)
+                cli_error("warning: streaming: RLIMIT_MEMLOCK is below the plan's pins (%s of "
+                          "%s): %s pinned, the rest streams through the page cache",
+                          cli_format_bytes(sr->memlock_limit_bytes, false, b1, sizeof(b1)),
+                          cli_format_bytes(sr->pin_requested_bytes, false, b2, sizeof(b2)),
+                          cli_format_bytes(sr->pin_accepted_bytes, false, b3, sizeof(b3)));
         }
     }
 

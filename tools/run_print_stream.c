@@ -46,6 +46,11 @@ void run_print_streaming(FILE *f, const struct rf_report *r)
                                : "unknown",
                 sr->pin_error ? rf_strerror(sr->pin_error) : "undone at ",
                 sr->pin_error ? "" : (sr->unpinned_at ? sr->unpinned_at : "(still held)"));
+    if (sr->partial)
+        fprintf(f, "streaming: partial pins: RLIMIT_MEMLOCK %s is below the plan's %s; %s pinned\n",
+                cli_format_bytes(sr->memlock_limit_bytes, false, b2, sizeof(b2)),
+                cli_format_bytes(sr->pin_requested_bytes, false, b3, sizeof(b3)),
+                cli_format_bytes(sr->pin_accepted_bytes, false, b4, sizeof(b4)));
     if (sr->pinned)
         fprintf(f, "streaming: streamed layers advised %s, %s%s%s%s\n",
                 sr->sequential ? "MADV_SEQUENTIAL" : "not sequential",

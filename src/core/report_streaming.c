@@ -76,6 +76,11 @@ static json_t *pin_json(const struct rf_stream_report *sr)
                         sr->pin_error ? json_string(rf_strerror(sr->pin_error)) : json_null());
     json_object_set_new(o, "error_reason", rf_json_str(sr->pin_error_reason));
     json_object_set_new(o, "fallback", json_boolean(sr->fallback));
+    json_object_set_new(o, "requested_bytes",
+                        rf_json_u64(sr->pin_attempted, sr->pin_requested_bytes));
+    json_object_set_new(o, "partial", json_boolean(sr->partial));
+    json_object_set_new(o, "memlock_limit_bytes",
+                        rf_json_u64(sr->partial, sr->memlock_limit_bytes));
     json_object_set_new(o, "sequential", json_boolean(sr->sequential));
     json_object_set_new(o, "hugepage", json_boolean(sr->hugepage));
     json_object_set_new(o, "thp_enabled",

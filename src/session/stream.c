@@ -16,7 +16,9 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 static struct ses_stream *stream_of(struct rf_session *s)
 {
@@ -175,6 +177,66 @@ static bool advise(struct rf_session *s, enum forge_stream_advice advice, bool *
     return *owed && ar.first_error == 0;
 }
 
+/*
+ * The first room_bytes of ranges (whole pages, in their order): *n_out
+ * ranges in *out (the caller frees; NULL when none fits).
+ */
+static int ranges_within(const struct rf_file_range *r, size_t n, uint64_t page_bytes,
+                         uint64_t room_bytes, struct rf_file_range **out, size_t *n_out)
+{
+    uint64_t room_pages = page_bytes ? room_bytes / page_bytes : 0;
+    *out = NULL;
+    *n_out = 0;
+    if (!room_pages || !n)
+        return 0;
+    if (!(*out = malloc(n * sizeof(**out))))
+        return -ENOMEM;
+    for (size_t i = 0; i < n && room_pages; i++) {
+        struct rf_file_range c = r[i];
+        uint64_t k = rf_page_range_pages(c.pages);
+        if (k > room_pages)
+            c.pages.end_page = c.pages.first_page + room_pages;
+        room_pages -= k < room_pages ? k : room_pages;
+        (*out)[(*n_out)++] = c;
+    }
+    return 0;
+}
+
+/*
+ * After mlock refused the plan's pins whole (res over RLIMIT_MEMLOCK,
+ * without CAP_IPC_LOCK): the pins undone, the first RLIMIT_MEMLOCK bytes of
+ * them are pinned instead; res and the report say what was. Returns
+ * mlock's error of that attempt (0: pinned), or the first one when the
+ * limit leaves no page.
+ */
+static int pin_within_limit(struct rf_session *s, int err, struct forge_pin_result *res)
+{
+    struct ses_stream *st = stream_of(s);
+    struct rf_file_range *part = NULL;
+    size_t n = 0;
+    struct rlimit rl;
+    if ((err != -ENOMEM && err != -EAGAIN) || getrlimit(RLIMIT_MEMLOCK, &rl) < 0 ||
+        rl.rlim_cur == RLIM_INFINITY ||
+        ranges_within(st->plan.ranges, st->plan.n_ranges, s->inv.page_bytes, rl.rlim_cur, &part,
+                      &n) < 0 ||
+        n == 0) {
+        free(part);
+        return err;
+    }
+    ses_stream_unpin(s, "pin_over_memlock_limit");
+    memset(res, 0, sizeof(*res));
+    int rc = s->native->lock(s->ud, part, n, res);
+    free(part);
+    if (rc == 0)
+        st->held = true;
+    st->rep.pin_accepted_bytes = res->accepted_bytes;
+    st->rep.pin_ns += res->elapsed_ns;
+    err = rc < 0 ? rc : res->first_error;
+    st->rep.partial = err == 0;
+    st->rep.memlock_limit_bytes = err == 0 ? (uint64_t)rl.rlim_cur : 0;
+    return err;
+}
+
 int rf_session_stream_pin(struct rf_session *s, bool *pinned)
 {
     if (pinned)
@@ -190,11 +252,14 @@ int rf_session_stream_pin(struct rf_session *s, bool *pinned)
     int rc = s->native->lock ? s->native->lock(s->ud, st->plan.ranges, st->plan.n_ranges, &res)
                              : -ENOSYS;
     st->rep.pin_attempted = rc == 0;
+    st->rep.pin_requested_bytes = st->plan.pinned_bytes;
     st->rep.pin_accepted_bytes = res.accepted_bytes;
     st->rep.pin_ns = res.elapsed_ns;
     int err = rc < 0 ? rc : res.first_error;
     if (rc == 0)
         st->held = true; /* something may be locked: munlock is owed either way */
+    if (err && rc == 0)
+        err = pin_within_limit(s, err, &res);
     if (err) {
         st->rep.pin_error = err;
         st->rep.pin_error_reason = forge_pin_error_reason(err);
@@ -206,6 +271,10 @@ int rf_session_stream_pin(struct rf_session *s, bool *pinned)
     }
     st->rep.pinned = true;
     st->rep.has_locked = ses_mapping_locked(s, &st->rep.locked_bytes);
+    if (st->rep.partial)
+        ses_add_warning(s, "streaming: RLIMIT_MEMLOCK is below the plan's pins: only its first "
+                           "bytes are pinned (streaming.pin.partial, memlock_limit_bytes, "
+                           "accepted_bytes), the rest streams through the page cache");
     if (s->p.stream_sequential)
         st->rep.sequential = advise(s, FORGE_STREAM_SEQUENTIAL, &st->seq_advised);
     if (s->p.stream_hugepage) {

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <cmocka.h>
 #include <jansson.h>
@@ -39,6 +40,8 @@ struct fake {
     uint32_t locks[N_PAGES]; /* pins held per file page */
     uint64_t limit_bytes;    /* the cgroup's hard limit; 0: no cgroup */
     int lock_error;          /* nonzero: mlock fails on the last range with this */
+    uint64_t lock_limit;     /* nonzero: pages locked at most (RLIMIT_MEMLOCK): a range
+                                beyond them fails whole with -ENOMEM, as mlock(2) */
     uint64_t lock_calls, unlock_calls;
     uint32_t sequential[N_PAGES]; /* pages under MADV_SEQUENTIAL */
     uint32_t hugepage[N_PAGES];   /* pages under MADV_HUGEPAGE */
@@ -129,9 +132,11 @@ static int f_lock(void *ud, const struct rf_file_range *r, size_t n, struct forg
         uint64_t bytes = rf_page_range_pages(r[i].pages) * PAGE;
         out->requested_bytes += bytes;
         out->n_calls++;
-        if (f->lock_error && i == n - 1) {
+        if ((f->lock_error && i == n - 1) ||
+            (f->lock_limit && pins(f) + rf_page_range_pages(r[i].pages) > f->lock_limit)) {
             out->n_failed_calls++;
-            out->first_error = f->lock_error;
+            if (!out->first_error)
+                out->first_error = f->lock_error ? f->lock_error : -ENOMEM;
             continue;
         }
         for (uint64_t p = r[i].pages.first_page; p < r[i].pages.end_page; p++)
@@ -414,16 +419,34 @@ static void test_unpinned_at_operation_end(void **state)
     assert_int_equal(f.unlock_calls, 1);
 }
 
+/* Sets RLIMIT_MEMLOCK's soft limit to bytes; false (old untouched) when it cannot. */
+static bool set_memlock(uint64_t bytes, struct rlimit *old)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_MEMLOCK, old) < 0)
+        return false;
+    rl = *old;
+    rl.rlim_cur = bytes;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < bytes)
+        rl.rlim_max = bytes; /* raising it needs CAP_SYS_RESOURCE */
+    return setrlimit(RLIMIT_MEMLOCK, &rl) == 0;
+}
+
 static void test_refused_mlock_falls_back(void **state)
 {
     bool pinned = false;
     struct fake f;
     struct rf_admission_result adm;
+    struct rlimit old;
     (void)state;
+    /* RLIMIT_MEMLOCK 0: no page to pin within it, so no partial pin either */
+    assert_true(set_memlock(0, &old));
     struct rf_session *s = start(&f, 100);
     f.lock_error = -ENOMEM; /* RLIMIT_MEMLOCK: the last range is refused */
     admit(s, &adm);
-    assert_int_equal(rf_session_stream_pin(s, &pinned), 0);
+    int rc = rf_session_stream_pin(s, &pinned);
+    assert_int_equal(setrlimit(RLIMIT_MEMLOCK, &old), 0);
+    assert_int_equal(rc, 0);
     assert_false(pinned);
     assert_int_equal(pins(&f), 0); /* what was locked is undone */
     assert_int_equal(f.unlock_calls, 1);
@@ -438,6 +461,44 @@ static void test_refused_mlock_falls_back(void **state)
     json_decref(doc);
     rf_session_free(s);
     assert_int_equal(f.unlock_calls, 1);
+}
+
+/*
+ * RLIMIT_MEMLOCK of 6 pages (6 MiB: under the usual 8 MiB hard limit) under
+ * a plan of 65: mlock refuses the plan whole, so the first 6 pages (file
+ * order: blk.0-2's range, cut) are pinned instead, and the report says how
+ * much and why.
+ */
+static void test_partial_pins_within_memlock(void **state)
+{
+    bool pinned = false;
+    struct fake f;
+    struct rf_admission_result adm;
+    struct rlimit old;
+    (void)state;
+    if (!set_memlock(6 * PAGE, &old))
+        skip(); /* RLIMIT_MEMLOCK's hard limit is below 6 MiB and may not be raised */
+    struct rf_session *s = start(&f, 100);
+    f.lock_limit = 6;
+    admit(s, &adm);
+    int rc = rf_session_stream_pin(s, &pinned);
+    assert_int_equal(setrlimit(RLIMIT_MEMLOCK, &old), 0);
+    assert_int_equal(rc, 0);
+    assert_true(pinned);
+    assert_int_equal(pins(&f), 6);
+    json_t *doc = fake_report(s, RF_REPORT_OPERATION);
+    json_t *pin = json_object_get(json_object_get(doc, "streaming"), "pin");
+    assert_true(json_is_true(json_object_get(pin, "pinned")));
+    assert_true(json_is_true(json_object_get(pin, "partial")));
+    assert_false(json_is_true(json_object_get(pin, "fallback")));
+    assert_int_equal(json_integer_value(json_object_get(pin, "requested_bytes")), 65 * PAGE);
+    assert_int_equal(json_integer_value(json_object_get(pin, "memlock_limit_bytes")), 6 * PAGE);
+    assert_int_equal(json_integer_value(json_object_get(pin, "accepted_bytes")), 6 * PAGE);
+    assert_int_equal(json_integer_value(json_object_get(pin, "locked_bytes")), 6 * PAGE);
+    assert_true(fake_report_warnings(doc, "RLIMIT_MEMLOCK is below the plan's pins") > 0);
+    json_decref(doc);
+    rf_session_free(s);
+    assert_int_equal(pins(&f), 0); /* undone at free */
 }
 
 static void test_fits_or_no_limit_pins_nothing(void **state)
@@ -702,6 +763,7 @@ int main(void)
         cmocka_unit_test(test_unpinned_before_release_boundary),
         cmocka_unit_test(test_unpinned_at_operation_end),
         cmocka_unit_test(test_refused_mlock_falls_back),
+        cmocka_unit_test(test_partial_pins_within_memlock),
         cmocka_unit_test(test_fits_or_no_limit_pins_nothing),
         cmocka_unit_test(test_file_in_memory_streams_nothing),
         cmocka_unit_test(test_fixed_part_over_the_limit_is_rejected),

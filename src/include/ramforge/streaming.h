@@ -160,6 +160,10 @@ struct rf_stream_report {
     int pin_error;                     /* negative errno of a refused mlock; 0 none */
     const char *pin_error_reason;      /* static sentence; NULL none */
     bool fallback;                     /* pins refused: plain behaviour, a warning */
+    uint64_t pin_requested_bytes;      /* the plan's pins (plan.pinned_bytes), bytes */
+    bool partial;                      /* RLIMIT_MEMLOCK is below the plan's pins: the first
+                                          memlock_limit_bytes of them (file order) were pinned */
+    uint64_t memlock_limit_bytes;      /* RLIMIT_MEMLOCK (soft) when partial, bytes */
     bool sequential;                   /* the streamed ranges were MADV_SEQUENTIAL */
     bool hugepage;                     /* the streamed ranges were MADV_HUGEPAGE */
     bool has_thp_enabled;
