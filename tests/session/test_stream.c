@@ -432,21 +432,37 @@ static bool set_memlock(uint64_t bytes, struct rlimit *old)
     return setrlimit(RLIMIT_MEMLOCK, &rl) == 0;
 }
 
+/*
+ * start(f, 100), admitted, then rf_session_stream_pin with RLIMIT_MEMLOCK's
+ * soft limit at bytes (restored after) and the fake's lock as set; NULL
+ * when the limit cannot be set.
+ */
+static struct rf_session *pin_under_memlock(struct fake *f, uint64_t bytes, int lock_error,
+                                            uint64_t lock_limit, bool *pinned)
+{
+    struct rf_admission_result adm;
+    struct rlimit old;
+    if (!set_memlock(bytes, &old))
+        return NULL;
+    struct rf_session *s = start(f, 100);
+    f->lock_error = lock_error;
+    f->lock_limit = lock_limit;
+    admit(s, &adm);
+    int rc = rf_session_stream_pin(s, pinned);
+    assert_int_equal(setrlimit(RLIMIT_MEMLOCK, &old), 0);
+    assert_int_equal(rc, 0);
+    return s;
+}
+
 static void test_refused_mlock_falls_back(void **state)
 {
     bool pinned = false;
     struct fake f;
-    struct rf_admission_result adm;
-    struct rlimit old;
     (void)state;
-    /* RLIMIT_MEMLOCK 0: no page to pin within it, so no partial pin either */
-    assert_true(set_memlock(0, &old));
-    struct rf_session *s = start(&f, 100);
-    f.lock_error = -ENOMEM; /* RLIMIT_MEMLOCK: the last range is refused */
-    admit(s, &adm);
-    int rc = rf_session_stream_pin(s, &pinned);
-    assert_int_equal(setrlimit(RLIMIT_MEMLOCK, &old), 0);
-    assert_int_equal(rc, 0);
+    /* RLIMIT_MEMLOCK 0: no page to pin within it, so no partial pin either; the last range
+       is refused (-ENOMEM) */
+    struct rf_session *s = pin_under_memlock(&f, 0, -ENOMEM, 0, &pinned);
+    assert_non_null(s);
     assert_false(pinned);
     assert_int_equal(pins(&f), 0); /* what was locked is undone */
     assert_int_equal(f.unlock_calls, 1);
@@ -473,17 +489,10 @@ static void test_partial_pins_within_memlock(void **state)
 {
     bool pinned = false;
     struct fake f;
-    struct rf_admission_result adm;
-    struct rlimit old;
     (void)state;
-    if (!set_memlock(6 * PAGE, &old))
+    struct rf_session *s = pin_under_memlock(&f, 6 * PAGE, 0, 6, &pinned);
+    if (!s)
         skip(); /* RLIMIT_MEMLOCK's hard limit is below 6 MiB and may not be raised */
-    struct rf_session *s = start(&f, 100);
-    f.lock_limit = 6;
-    admit(s, &adm);
-    int rc = rf_session_stream_pin(s, &pinned);
-    assert_int_equal(setrlimit(RLIMIT_MEMLOCK, &old), 0);
-    assert_int_equal(rc, 0);
     assert_true(pinned);
     assert_int_equal(pins(&f), 6);
     json_t *doc = fake_report(s, RF_REPORT_OPERATION);
