@@ -30,8 +30,9 @@
 
 /* What the own-reads figures mean, said in the output itself. */
 #define OWN_READS_NOTE                                                                             \
-    "every page-cache figure was taken before ramforge read the GGUF header; that read "           \
-    "(without readahead) then brought brought_in_pages into the page cache, which stay there"
+    "every page-cache figure was taken before ramforge read the GGUF header; that read (with "     \
+    "O_DIRECT where the filesystem allows it: direct_io; otherwise without readahead) then "       \
+    "brought brought_in_pages into the page cache, which stay there"
 
 /* What --page-cache measures, said in the output itself. */
 #define PAGE_CACHE_NOTE                                                                            \
@@ -71,6 +72,7 @@ struct page_cache_view {
     const char *cachestat_why; /* when cachestat_rc < 0: why the figure is unknown */
     struct rfsys_cachestat cs;
     const struct before_read *before;
+    const char *direct_reason; /* why the header read was not O_DIRECT; NULL: it was */
 };
 
 /* What ramforge's own header read did to the page cache. */
@@ -85,6 +87,8 @@ static json_t *own_reads_json(const struct page_cache_view *v)
     json_object_set_new(o, "brought_in_pages", rf_json_u64(true, b->brought_in));
     json_object_set_new(o, "brought_in_bytes", jpage_bytes(b->brought_in, v->fp->page_bytes));
     json_object_set_new(o, "unobserved_pages", rf_json_u64(true, b->unobserved));
+    json_object_set_new(o, "direct_io", json_boolean(!v->direct_reason));
+    json_object_set_new(o, "direct_io_reason", rf_json_str(v->direct_reason));
     json_object_set_new(o, "note", json_string(OWN_READS_NOTE));
     return o;
 }
@@ -257,10 +261,13 @@ static void page_cache_table(const struct page_cache_view *v, const struct inspe
         printf("release on this filesystem: %s: %s\n", rf_fs_release_name(fs->release),
                fs->release_why);
     printf("ramforge's own reads: the GGUF header, %" PRIu64 " bytes (%" PRIu64
-           " pages), read without readahead after every figure above was taken; they brought "
+           " pages), read %s after every figure above was taken; they brought "
            "%" PRIu64 " pages (%s) into the page cache",
-           v->before->header_bytes, v->before->header_pages, v->before->brought_in,
+           v->before->header_bytes, v->before->header_pages,
+           v->direct_reason ? "without readahead" : "with O_DIRECT", v->before->brought_in,
            cli_format_bytes(v->before->brought_in * pb, raw, b1, sizeof(b1)));
+    if (v->direct_reason)
+        printf(" (no O_DIRECT: %s)", v->direct_reason);
     if (v->before->unobserved)
         printf(", %" PRIu64 " more not observed before the read", v->before->unobserved);
     printf("\n");
@@ -330,6 +337,7 @@ static int inspect_page_cache(const char *path, const struct inspect_table *shap
         goto out;
     }
     inspect_before_account(&before, table.header_read_bytes);
+    v.direct_reason = table.header_direct_reason;
     if ((uint64_t)fp.st.st_ino != table.mapping.inode ||
         major(fp.st.st_dev) != table.mapping.dev_major ||
         minor(fp.st.st_dev) != table.mapping.dev_minor ||

@@ -155,9 +155,15 @@ int forge_gguf_open(const char *path, struct gguf_context **out, struct stat *st
  * furthest byte of the file ramforge's own reads reached (+1): the header
  * is read without readahead, so the page cache gained at most the pages of
  * [0, *read_end_bytes). Written on failure too (what was read so far).
+ * With direct_reason (may be NULL) the header is read with O_DIRECT
+ * (aligned windows through a bounce buffer), so the page cache gains
+ * nothing; where the filesystem refuses O_DIRECT (open or the first read:
+ * EINVAL) it is read through the page cache as above and *direct_reason
+ * says so (static); NULL when every read was direct.
  */
 int forge_gguf_open_measured(const char *path, struct gguf_context **out, struct stat *st,
-                             uint64_t *read_end_bytes, char err[FORGE_ERR_MAX]);
+                             uint64_t *read_end_bytes, const char **direct_reason,
+                             char err[FORGE_ERR_MAX]);
 
 /*
  * Fills t[0 .. gguf_get_n_tensors(g)) from a header forge_gguf_open

@@ -8,7 +8,9 @@
  * then reads only the pages holding the bytes gguf asks for, not the
  * megabytes of tensor data after the header that sequential readahead
  * would bring in. The furthest byte read is counted, so a caller that
- * observes the page cache can say which pages its own read touched.
+ * observes the page cache can say which pages its own read touched. A
+ * caller that observes the page cache (inspect --page-cache) reads with
+ * O_DIRECT where the filesystem allows it: nothing enters the cache.
  */
 /* fopencookie needs _GNU_SOURCE, which the build defines */
 #include "forge_internal.h"
@@ -16,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -24,24 +27,76 @@
 
 #include "gguf.h"
 
+/* O_DIRECT reads: offsets, lengths and the buffer aligned to this (any block size up to a
+   page), in windows of DIRECT_WINDOW_BYTES (16 pages: a header is a few MiB at most). */
+#define DIRECT_ALIGN_BYTES 4096u
+#define DIRECT_WINDOW_BYTES (16u * DIRECT_ALIGN_BYTES)
+
+static const char DIRECT_REFUSED[] = "the filesystem refuses O_DIRECT: the header was read "
+                                     "through the page cache, without readahead";
+
 /* A read-only stdio stream over fd by pread, counting the furthest byte read. */
 struct header_reader {
     int fd;
     off_t pos;         /* stream position, bytes */
     uint64_t read_end; /* furthest byte offset read + 1, bytes */
+    /* O_DIRECT (fd opened with it): the last aligned window read; NULL: buffered reads */
+    unsigned char *win;
+    uint64_t win_off; /* file offset of win[0], bytes */
+    size_t win_len;   /* bytes of win read (short at the end of the file) */
 };
+
+/* pread of len bytes at off, EINTR retried: bytes read or -errno. */
+static ssize_t pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+    ssize_t got;
+    do
+        got = pread(fd, buf, len, (off_t)off);
+    while (got < 0 && errno == EINTR);
+    return got < 0 ? -errno : got;
+}
+
+/*
+ * Reads through the aligned window; a refused direct read (EINVAL: the
+ * filesystem's alignment or no O_DIRECT) drops O_DIRECT and the window.
+ */
+static ssize_t direct_read(struct header_reader *r, unsigned char *buf, size_t len, uint64_t off)
+{
+    size_t done = 0;
+    while (done < len) {
+        uint64_t at = off + done;
+        if (at < r->win_off || at >= r->win_off + r->win_len) {
+            uint64_t base = at - at % DIRECT_ALIGN_BYTES;
+            ssize_t got = pread_full(r->fd, r->win, DIRECT_WINDOW_BYTES, base);
+            if (got == -EINVAL && fcntl(r->fd, F_SETFL, fcntl(r->fd, F_GETFL) & ~O_DIRECT) == 0) {
+                free(r->win); /* buffered from now on */
+                r->win = NULL;
+                got = pread_full(r->fd, buf + done, len - done, at);
+                return got < 0 ? got : (ssize_t)done + got;
+            }
+            if (got < 0)
+                return got;
+            r->win_off = base;
+            r->win_len = (size_t)got;
+            if (at >= base + (uint64_t)got)
+                break; /* the end of the file */
+        }
+        size_t k = (size_t)(r->win_off + r->win_len - at);
+        k = k < len - done ? k : len - done;
+        memcpy(buf + done, r->win + (at - r->win_off), k);
+        done += k;
+    }
+    return (ssize_t)done;
+}
 
 /* rf_gguf_read_fn over a header_reader: pread, counting the furthest byte read. */
 static long check_read(void *ctx, uint64_t offset_bytes, void *buf, size_t len)
 {
     struct header_reader *r = ctx;
-    ssize_t got;
-
-    do
-        got = pread(r->fd, buf, len, (off_t)offset_bytes);
-    while (got < 0 && errno == EINTR);
+    ssize_t got =
+        r->win ? direct_read(r, buf, len, offset_bytes) : pread_full(r->fd, buf, len, offset_bytes);
     if (got < 0)
-        return -errno;
+        return (long)got;
     if (offset_bytes + (uint64_t)got > r->read_end)
         r->read_end = offset_bytes + (uint64_t)got;
     return (long)got;
@@ -85,49 +140,68 @@ static int header_seek(void *cookie, off64_t *off, int whence)
     return 0;
 }
 
-/* gguf's header parse of fd; *read_end is raised to the furthest byte read + 1. */
-static struct gguf_context *header_parse(int fd, uint64_t *read_end)
+/* gguf's header parse through r, from the start of the file (r->read_end raised). */
+static struct gguf_context *header_parse(struct header_reader *r)
 {
-    struct header_reader r = {.fd = fd, .pos = 0, .read_end = 0};
     cookie_io_functions_t io = {.read = header_read, .seek = header_seek};
     struct gguf_init_params gp = {.no_alloc = true, .ctx = NULL};
     struct gguf_context *g = NULL;
 
-    FILE *f = fopencookie(&r, "r", io);
+    r->pos = 0;
+    FILE *f = fopencookie(r, "r", io);
     if (f) {
         g = gguf_init_from_file_ptr(f, gp);
         fclose(f);
     }
-    if (r.read_end > *read_end)
-        *read_end = r.read_end;
     return g;
 }
 
 int forge_gguf_open(const char *path, struct gguf_context **out, struct stat *st,
                     char err[FORGE_ERR_MAX])
 {
-    return forge_gguf_open_measured(path, out, st, NULL, err);
+    return forge_gguf_open_measured(path, out, st, NULL, NULL, err);
+}
+
+/* Opens path for the header read: O_DIRECT with its window when asked and allowed. */
+static int open_reader(const char *path, const char **direct_reason, struct header_reader *r)
+{
+    memset(r, 0, sizeof(*r));
+    if (direct_reason) {
+        *direct_reason = DIRECT_REFUSED;
+        r->fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+        if (r->fd >= 0 &&
+            posix_memalign((void **)&r->win, DIRECT_ALIGN_BYTES, DIRECT_WINDOW_BYTES) != 0) {
+            close(r->fd);
+            return -ENOMEM;
+        }
+        if (r->fd >= 0 || errno != EINVAL)
+            return r->fd < 0 ? -errno : 0;
+    }
+    r->fd = open(path, O_RDONLY | O_CLOEXEC);
+    return r->fd < 0 ? -errno : 0;
 }
 
 int forge_gguf_open_measured(const char *path, struct gguf_context **out, struct stat *st,
-                             uint64_t *read_end_bytes, char err[FORGE_ERR_MAX])
+                             uint64_t *read_end_bytes, const char **direct_reason,
+                             char err[FORGE_ERR_MAX])
 {
-    uint64_t read_end = 0;
     unsigned char magic[4];
-    ssize_t got;
-    int fd, rc = 0;
+    struct header_reader r;
+    long got;
+    int rc;
 
     *out = NULL;
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        rc = -errno;
+    rc = open_reader(path, direct_reason, &r);
+    if (rc < 0) {
         snprintf(err, FORGE_ERR_MAX, "cannot open %s: %s", path, strerror(-rc));
+        if (read_end_bytes)
+            *read_end_bytes = 0;
         return rc;
     }
     /* before the first read: no readahead on this descriptor (advice only; without
        it the parse is the same, with readahead) */
-    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
-    if (fstat(fd, st) < 0) {
+    (void)posix_fadvise(r.fd, 0, 0, POSIX_FADV_RANDOM);
+    if (fstat(r.fd, st) < 0) {
         rc = -errno;
         snprintf(err, FORGE_ERR_MAX, "cannot stat %s: %s", path, strerror(-rc));
         goto out;
@@ -137,30 +211,25 @@ int forge_gguf_open_measured(const char *path, struct gguf_context **out, struct
         snprintf(err, FORGE_ERR_MAX, "%s: not a regular file", path);
         goto out;
     }
-    do
-        got = pread(fd, magic, sizeof(magic), 0);
-    while (got < 0 && errno == EINTR);
+    got = check_read(&r, 0, magic, sizeof(magic));
     if (got < 0) {
-        rc = -errno;
+        rc = (int)got;
         snprintf(err, FORGE_ERR_MAX, "cannot read %s: %s", path, strerror(-rc));
         goto out;
     }
-    read_end = (uint64_t)got;
-    if (got < (ssize_t)sizeof(magic) || memcmp(magic, "GGUF", 4) != 0) {
+    if (got < (long)sizeof(magic) || memcmp(magic, "GGUF", 4) != 0) {
         rc = -RF_EBADMODEL;
         snprintf(err, FORGE_ERR_MAX, "%s: not a GGUF file (bad magic)", path);
         goto out;
     }
     /* ramforge's own check first: gguf trusts sizes that can wrap. */
     char why[FORGE_ERR_MAX];
-    struct header_reader check = {.fd = fd, .pos = 0, .read_end = read_end};
-    rc = rf_gguf_header_check(check_read, &check, (uint64_t)st->st_size, NULL, why, sizeof(why));
-    read_end = check.read_end;
+    rc = rf_gguf_header_check(check_read, &r, (uint64_t)st->st_size, NULL, why, sizeof(why));
     if (rc < 0) {
         snprintf(err, FORGE_ERR_MAX, "%s: %s", path, why);
         goto out;
     }
-    struct gguf_context *g = header_parse(fd, &read_end);
+    struct gguf_context *g = header_parse(&r);
     if (!g) {
         rc = -RF_EBADMODEL;
         snprintf(err, FORGE_ERR_MAX, "%s: truncated or corrupt GGUF header", path);
@@ -184,8 +253,11 @@ int forge_gguf_open_measured(const char *path, struct gguf_context **out, struct
     *out = g;
 out:
     if (read_end_bytes)
-        *read_end_bytes = read_end;
-    close(fd);
+        *read_end_bytes = r.read_end;
+    if (direct_reason)
+        *direct_reason = r.win ? NULL : DIRECT_REFUSED;
+    free(r.win);
+    close(r.fd);
     return rc;
 }
 

@@ -9,6 +9,8 @@
 #include "forge_internal.h"
 
 #include "ramforge/forge_pages.h"
+#include "ramforge/fs_profile.h"
+#include "ramforge/pages.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -26,10 +28,18 @@ int forge_gguf_read_table(const char *path, struct forge_gguf_table *out, char e
     struct stat st;
     int rc;
 
+    uint64_t magic = 0;
     memset(out, 0, sizeof(*out));
-    rc = forge_gguf_open_measured(path, &g, &st, &out->header_read_bytes, err);
+    const char *in_memory =
+        rfsys_fs_magic_path(path, &magic) == 0 ? rf_fs_in_memory_reason(magic) : NULL;
+    rc = forge_gguf_open_measured(path, &g, &st, &out->header_read_bytes,
+                                  in_memory ? NULL : &out->header_direct_reason, err);
     if (rc < 0)
         return rc;
+    if (in_memory)
+        out->header_direct_reason = "the file's pages are memory (tmpfs, ramfs): O_DIRECT is "
+                                    "not used, and the header read brings in no page that was "
+                                    "not already there";
     int64_t n = gguf_get_n_tensors(g);
     uint64_t data_offset = gguf_get_data_offset(g);
     out->tensors = calloc(n > 0 ? (size_t)n : 1, sizeof(*out->tensors));

@@ -15,6 +15,9 @@ something else, and warnings said once (issue 13, faults 2, 3 and 4).
                 answers 0 pages, so that figure is unknown with the reason, while mincore
                 (through the mapping of the real file) agrees with fincore on the lower file.
   warnings_once   no warning twice on stderr or in the report's warnings.
+  fs_header_direct  inspect --page-cache reads the header with O_DIRECT where the filesystem
+                allows it: nothing of an evicted copy enters the page cache (fincore after ==
+                before); on tmpfs it says why not (issue 20, fault 13).
 """
 import contextlib
 import json
@@ -127,6 +130,33 @@ def case_fs_own_reads(c):
     print(f"evicted copy: fincore before {before}, after {after} pages; ramforge reported "
           f"{f['resident_pages']} and {own['brought_in_pages']} brought in by its "
           f"{own['header_read_bytes']}-byte header read")
+
+
+def case_fs_header_direct(c):
+    path = c.copy("direct.gguf")
+    evict_all(path)
+    _, before = fincore_res(path)
+    doc = c.page_cache(path)
+    _, after = fincore_res(path)
+    own = doc["page_cache"]["own_reads"]
+    fs = stat_fs_name(path)
+    if not own["direct_io"]:
+        raise Skip(f"the build tree's filesystem ({fs}) refuses O_DIRECT: "
+                   f"{own['direct_io_reason']}")
+    check(own["direct_io_reason"] is None and own["brought_in_pages"] == 0 and after == before,
+          f"O_DIRECT header read on {fs}: fincore {before} -> {after} pages, own reads {own}")
+    check(0 < own["header_read_bytes"] < os.path.getsize(path), f"header bytes {own}")
+    check(doc["page_cache"]["file"]["resident_pages"] == before, "figures before the read")
+    p = c.run("inspect", "--page-cache", path)
+    check("read with O_DIRECT" in p.stdout, f"table: {p.stdout[-600:]}")
+    with shm_dir() as d:
+        shm = os.path.join(d, "model.gguf")
+        shutil.copyfile(path, shm)
+        own = c.page_cache(shm)["page_cache"]["own_reads"]
+        check(not own["direct_io"] and "tmpfs" in (own["direct_io_reason"] or ""),
+              f"tmpfs: {own}")
+    print(f"{fs}: evicted copy, fincore {before} -> {after} pages around inspect's O_DIRECT "
+          f"header read of {own['header_read_bytes']} bytes")
 
 
 def case_fs_local(c):
@@ -285,6 +315,7 @@ CASES = {
     "fs_bench_tmpfs": case_fs_bench_tmpfs,
     "fs_overlayfs": case_fs_overlayfs,
     "warnings_once": case_warnings_once,
+    "fs_header_direct": case_fs_header_direct,
 }
 
 

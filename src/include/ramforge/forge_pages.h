@@ -187,17 +187,21 @@ struct forge_gguf_table {
     struct rf_tensor_meta *tensors; /* n_tensors, GGUF order; owned. mapping_index 0,
                                        access RF_ACCESS_UNKNOWN */
     size_t n_tensors;
-    struct rf_mapping_meta mapping; /* index 0, path, size, device, inode; validated false
-                                       and no fragment: nothing is mapped */
-    uint64_t data_offset_bytes;     /* GGUF data section offset */
-    uint64_t header_read_bytes;     /* ramforge read [0, this) of the file, without
-                                       readahead: the only pages its read could bring into
-                                       the page cache */
+    struct rf_mapping_meta mapping;   /* index 0, path, size, device, inode; validated false
+                                         and no fragment: nothing is mapped */
+    uint64_t data_offset_bytes;       /* GGUF data section offset */
+    uint64_t header_read_bytes;       /* ramforge read [0, this) of the file, without
+                                         readahead: the only pages its read could bring into
+                                         the page cache */
+    const char *header_direct_reason; /* static: why the header was not read with O_DIRECT
+                                         (the filesystem refuses it, or its pages are memory);
+                                         NULL: read with O_DIRECT, nothing entered the cache */
 };
 
 /*
  * Reads PATH's header with gguf (no tensor data, no llama.cpp model load,
- * so no page of the data section is read or prefetched) into *out (free
+ * so no page of the data section is read or prefetched; with O_DIRECT
+ * where the filesystem allows it, so no page enters the page cache) into *out (free
  * with forge_gguf_table_free). Errors: those of forge_gguf_check, -ENOMEM;
  * err says why.
  */
