@@ -499,6 +499,8 @@ int rf_plan_build(const struct rf_inventory *inv, const struct rf_plan_params *p
             goto out;
         }
         plan.selected[plan.n_selected++] = e->key.tensor_index;
+        plan.n_shared_dead_selected +=
+            conservative && p->dead_pages_only && e->shared_page_bytes != 0;
     }
 
     /* Release ranges and the figures derived from them. */
@@ -535,6 +537,13 @@ int rf_plan_build(const struct rf_inventory *inv, const struct rf_plan_params *p
                                    plan.target_met ? "<=" : ">", plan.soft_target_bytes);
         if (at < sizeof(plan.reason) && why_profile[0])
             at += (size_t)snprintf(plan.reason + at, sizeof(plan.reason) - at, "; %s", why_profile);
+        if (at < sizeof(plan.reason) && plan.n_shared_dead_selected)
+            at += (size_t)snprintf(
+                plan.reason + at, sizeof(plan.reason) - at,
+                "; conservative's rule (only tensors with zero shared page bytes) is waived for "
+                "dead file pages, never read again: %zu of the selected share pages, and a page "
+                "shared with a tensor not selected is kept (shared_bytes_protected)",
+                plan.n_shared_dead_selected);
         if (at < sizeof(plan.reason) && !plan.applied_profile)
             snprintf(plan.reason + at, sizeof(plan.reason) - at, " (inspection only)");
     }

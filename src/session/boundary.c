@@ -209,6 +209,11 @@ static int plan_and_apply(struct rf_session *s, const char *boundary, bool dead_
         s->op.rep.plan = plan;
         s->op.rep.plan_boundary = boundary;
     }
+    if (plan->n_shared_dead_selected)
+        ses_add_warning(s, "conservative released dead file pages of repacked weights that "
+                           "share pages, an exception to its zero-shared rule (never read "
+                           "again; a page shared with a tensor not selected is kept): see "
+                           "the after_load plan's reason");
     if (!rf_policy_mutates(s->p.policy)) {
         app->refused_reason = "the policy does not mutate";
         return 0;

@@ -348,14 +348,22 @@ static void test_conservative_no_target_dead_only(void **state)
     assert_int_equal(plan.release_pages, 3);
     assert_int_equal(plan.release_bytes, 3 * PAGE);
     assert_int_equal(plan.shared_bytes_protected, 0);
+    assert_null(strstr(plan.reason, "waived"));
 
-    /* The explicit after-load release (dead_pages_only) takes t5 too, its page protected. */
+    /*
+     * The explicit after-load release (dead_pages_only) takes t5 too, its page protected:
+     * the exception to conservative's zero-shared rule, said in the plan's reason.
+     */
     p.dead_pages_only = true;
     assert_int_equal(rf_plan_build(&inv, &p, &plan), 0);
     assert_int_equal(plan.n_selected, 3);
     assert_int_equal(plan.selected[2], 5);
     assert_int_equal(plan.release_bytes, 3 * PAGE);
     assert_int_equal(plan.shared_bytes_protected, PAGE); /* page 10 */
+    assert_int_equal(plan.n_shared_dead_selected, 1);
+    assert_non_null(strstr(plan.reason, "rule (only tensors with zero shared page bytes) is "
+                                        "waived for dead file pages, never read again: 1 of "
+                                        "the selected share pages"));
     rf_plan_free(&plan);
     rf_inventory_free(&inv);
 }

@@ -107,6 +107,9 @@ struct rf_plan {
     uint64_t release_bytes;          /* release_pages * page_bytes */
     uint64_t shared_bytes_protected; /* pages of selected tensors kept because an
                                         unselected file-backed tensor covers them, bytes */
+    size_t n_shared_dead_selected;   /* conservative's dead-file-pages release: selected
+                                        tensors with shared pages (the exception to its
+                                        zero-shared rule, said in reason) */
     bool has_estimated_resident_after;
     uint64_t estimated_resident_after_bytes; /* mapping_resident - release_bytes, floored
                                                 at 0: assumes released pages were resident */
