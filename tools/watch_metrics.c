@@ -152,11 +152,14 @@ static void per_proc(FILE *f, const struct watch_proc *p, int fam)
         }
         break;
     case 5:
+    case 6:
         if (p->released) {
-            series(f, "ramforge_watch_release_requested_bytes", p);
-            fprintf(f, "} %" PRIu64 "\n", p->rel_requested_bytes);
-            series(f, "ramforge_watch_release_accepted_bytes", p);
-            fprintf(f, "} %" PRIu64 "\n", p->rel_accepted_bytes);
+            series(f,
+                   fam == 5 ? "ramforge_watch_release_requested_bytes"
+                            : "ramforge_watch_release_accepted_bytes",
+                   p);
+            fprintf(f, "} %" PRIu64 "\n",
+                    fam == 5 ? p->rel_requested_bytes : p->rel_accepted_bytes);
         }
         break;
     }
@@ -177,8 +180,9 @@ int watch_metrics_text(struct watch_proc *const *procs, size_t n, char **out)
         {"ramforge_watch_layer_bytes", "gauge",
          "A layer's tensor pages mapped by the process (pagemap) or in the page cache, bytes."},
         {"ramforge_watch_release_requested_bytes", "gauge",
-         "Bytes the last --release-idle submitted to process_madvise (accepted: "
-         "ramforge_watch_release_accepted_bytes)."},
+         "Bytes the last --release-idle submitted to process_madvise."},
+        {"ramforge_watch_release_accepted_bytes", "gauge",
+         "Bytes process_madvise accepted at the last --release-idle."},
     };
     size_t len = 0;
     FILE *f = open_memstream(out, &len);
@@ -190,11 +194,8 @@ int watch_metrics_text(struct watch_proc *const *procs, size_t n, char **out)
     family(f, "ramforge_ledger_unknown", "gauge",
            "1 for a ledger category whose value is unknown (absent from ramforge_ledger_bytes).");
     ledger(f, procs, n, true);
-    for (int fam = 0; fam < 6; fam++) {
+    for (int fam = 0; fam < (int)(sizeof(fams) / sizeof(fams[0])); fam++) {
         family(f, fams[fam][0], fams[fam][1], fams[fam][2]);
-        if (fam == 5)
-            family(f, "ramforge_watch_release_accepted_bytes", "gauge",
-                   "Bytes process_madvise accepted at the last --release-idle.");
         for (size_t i = 0; i < n; i++)
             per_proc(f, procs[i], fam);
     }

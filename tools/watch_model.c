@@ -229,6 +229,11 @@ static void read_pages(struct watch_model *wm, const struct watch_proc *p, const
     }
     wm->has_table = true;
     wm->logical_bytes = wm->inv.totals.logical_bytes;
+    if (wm->inv.totals.n_file_backed == 0)
+        snprintf(wm->mapped_reason, sizeof(wm->mapped_reason),
+                 "the process maps no tensor data of this file (%zu mapping(s) of %" PRIu64
+                 " bytes): its weights are not mmap'd",
+                 wm->n_vmas, end - first);
     uint64_t file_pages = (wm->file_bytes + wm->page_bytes - 1) / wm->page_bytes;
     wm->mapped_states = calloc(file_pages ? file_pages : 1, 1);
     wm->cache_states = calloc(file_pages ? file_pages : 1, 1);
@@ -238,11 +243,11 @@ static void read_pages(struct watch_model *wm, const struct watch_proc *p, const
         goto out;
     }
     wm->mapped_source = "pagemap";
-    int pm = rfsys_pagemap_open(NULL, p->pid_s);
+    int pm = wm->mapped_reason[0] ? -ENODATA : rfsys_pagemap_open(NULL, p->pid_s);
     rc = pm < 0 ? pm : sample_mapped(wm, pm, file_pages);
     if (pm >= 0)
         close(pm);
-    if (rc < 0)
+    if (rc < 0 && !wm->mapped_reason[0])
         snprintf(wm->mapped_reason, sizeof(wm->mapped_reason), "/proc/%s/pagemap: %s", p->pid_s,
                  rf_strerror(rc));
     rc = rfsys_file_pages_open(path, &fp);
