@@ -323,6 +323,7 @@ out:
         free(procs[i]);
     }
     free(procs);
+    watch_model_cache_free();
     return status;
 }
 

@@ -29,6 +29,13 @@
 #define WATCH_SCHEMA_VERSION 1
 #define WATCH_MAX_MODELS 8     /* model files per process read; more are named in a note */
 #define WATCH_OTHER_LAYER (-1) /* tensors outside blk.N. (token_embd, output, norms) */
+/*
+ * smaps is read at most this often, seconds: its page walk (Pss needs each
+ * page's map count) costs about 9 ms on a 1 GiB model. Between two reads
+ * the mapping's Rss comes from the pagemap walk (the same present pages),
+ * Pss and Locked from the last smaps, with its age.
+ */
+#define WATCH_SMAPS_EVERY_S 10.0
 
 /* What the anonymous memory holds, said wherever its figure is. */
 #define WATCH_ANON_LABEL                                                                           \
@@ -83,6 +90,8 @@ struct watch_model {
     size_t n_vmas;
     struct rfsys_mapping_sum sum; /* smaps Rss, Pss, Locked of the file's VMAs */
     bool has_sum;
+    const char *rss_source; /* "smaps", or the pagemap walk's between two smaps reads */
+    double smaps_age_s;     /* seconds since the smaps read that gave Pss and Locked */
     char sum_reason[RF_ERR_MAX];
     bool has_table; /* the tensor table was read (the figures below) */
     char table_reason[RF_ERR_MAX];
@@ -101,6 +110,13 @@ struct watch_model {
     struct rf_inventory inv; /* the tensors' page ranges in this process's fragment */
     uint8_t *mapped_states;  /* per file page, owned */
     uint8_t *cache_states;   /* per file page, owned */
+};
+
+/* A model mapping's smaps sums, kept between two smaps reads. */
+struct watch_smaps_sum {
+    uint32_t dev_major, dev_minor;
+    uint64_t inode;
+    struct rfsys_mapping_sum sum;
 };
 
 enum watch_state {
@@ -122,7 +138,11 @@ struct watch_proc {
     int status_rc;
     struct rfsys_cgroup_tree cg;
     int cg_rc;
-    int maps_rc; /* smaps read */
+    int maps_rc; /* maps or smaps read */
+    bool has_smaps_at;
+    double smaps_at_s;                                   /* monotonic time of the last smaps read */
+    struct watch_smaps_sum smaps_last[WATCH_MAX_MODELS]; /* the model mappings' sums of that read */
+    size_t n_smaps_last;
     struct watch_model models[WATCH_MAX_MODELS];
     size_t n_models;
     size_t models_left_out; /* GGUF files past WATCH_MAX_MODELS */
@@ -162,10 +182,16 @@ int watch_find_all(int **out, size_t *n);
 bool watch_binding(const struct watch_proc *p, int *level, uint64_t *room_bytes);
 
 /* watch_model.c */
-/* Reads the model file of maps entry m into *wm (zeroed first); whole, never fails. */
-void watch_model_read(struct watch_model *wm, const struct watch_proc *p,
-                      const struct rfsys_maps *maps, size_t m);
+/*
+ * Reads the model file of maps entry m into *wm (zeroed first); never
+ * fails. fresh: maps is a read of smaps (its sums are kept in p), else of
+ * maps (Rss from the pagemap walk, Pss and Locked from p's last smaps).
+ */
+void watch_model_read(struct watch_model *wm, struct watch_proc *p, const struct rfsys_maps *maps,
+                      size_t m, bool fresh, double now_s);
 void watch_model_free(struct watch_model *wm);
+/* Frees the tensor tables kept across readings (at the end of the watch). */
+void watch_model_cache_free(void);
 /* True when PATH (or an open /proc/PID/map_files link) starts with the GGUF magic. */
 bool watch_is_gguf(const char *path);
 

@@ -56,7 +56,8 @@ static json_t *model_json(const struct watch_model *m)
     }
     const char *tr = nonempty(m->table_reason);
     return json_pack(
-        "{s:o,s:I,s:b,s:b,s:o,s:o,s:{s:I,s:o,s:o,s:o,s:o,s:s,s:o},s:o,s:o,s:o,s:{s:o,s:o,s:s,s:s,"
+        "{s:o,s:I,s:b,s:b,s:o,s:o,s:{s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:o,s:o,s:{s:o,s:o,s:s,s:"
+        "s,"
         "s:s},s:o,s:o,s:o}",
         "path", rf_json_str(m->path), "inode", (json_int_t)m->inode, "deleted", m->deleted,
         "replaced_on_disk", m->replaced, "file_bytes", rf_json_u64(m->has_table, m->file_bytes),
@@ -64,7 +65,8 @@ static json_t *model_json(const struct watch_model *m)
         (json_int_t)m->n_vmas, "virtual_bytes", rf_json_u64(m->has_sum, m->sum.virtual_bytes),
         "rss_bytes", rf_json_u64(m->has_sum, m->sum.rss_bytes), "pss_bytes",
         rf_json_u64(m->has_sum, m->sum.pss_bytes), "locked_bytes",
-        rf_json_u64(m->has_sum, m->sum.locked_bytes), "provenance", "smaps", "reason",
+        rf_json_u64(m->has_sum, m->sum.locked_bytes), "provenance", rf_json_str(m->rss_source),
+        "smaps_age_seconds", m->has_sum ? json_real(m->smaps_age_s) : json_null(), "reason",
         rf_json_str(nonempty(m->sum_reason)), "mapped",
         pages_json(&m->mapped, m->mapped_source, tr ? tr : m->mapped_reason), "page_cache",
         pages_json(&m->cache, m->cache_source, tr ? tr : m->cache_reason), "file_page_cache",

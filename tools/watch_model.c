@@ -21,6 +21,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "ramforge/fs_profile.h"
 #include "ramforge/intervals.h"
 
 bool watch_is_gguf(const char *path)
@@ -99,6 +100,7 @@ static int sample_mapped(struct watch_model *wm, int pagemap_fd, uint64_t file_p
 {
     uint64_t page = wm->page_bytes;
     int rc = 0;
+    bool scanned = true;
 
     memset(wm->mapped_states, RF_PAGE_NONRESIDENT, file_pages); /* not mapped: not present */
     for (size_t i = 0; i < wm->n_vmas && rc == 0; i++) {
@@ -109,8 +111,11 @@ static int sample_mapped(struct watch_model *wm, int pagemap_fd, uint64_t file_p
             continue;
         if (n > file_pages - first)
             n = file_pages - first;
-        rc = rfsys_pagemap_present(pagemap_fd, v->start_addr, n, wm->mapped_states + first);
+        bool s;
+        rc = rfsys_pagemap_present(pagemap_fd, v->start_addr, n, wm->mapped_states + first, &s);
+        scanned = scanned && s;
     }
+    wm->mapped_source = scanned ? "pagemap_scan" : "pagemap";
     if (rc < 0)
         memset(wm->mapped_states, RF_PAGE_UNKNOWN, file_pages);
     return rc;
@@ -138,89 +143,177 @@ static int layer_of(const char *name)
     return WATCH_OTHER_LAYER;
 }
 
-/* Per-layer and dead-weight sums over the inventory (union of pages per layer). */
+/* Positions of the inventory's entries ordered by first page (qsort over a copy). */
+static const struct rf_inventory *g_sort_inv;
+
+static int by_first_page(const void *a, const void *b)
+{
+    const struct rf_inventory_entry *x = &g_sort_inv->entries[*(const size_t *)a];
+    const struct rf_inventory_entry *y = &g_sort_inv->entries[*(const size_t *)b];
+    return x->pages.first_page < y->pages.first_page ? -1
+                                                     : x->pages.first_page > y->pages.first_page;
+}
+
+/*
+ * Per-layer, whole and dead-weight sums over the tensors' pages, in page
+ * order: a page two tensors share counts once, in the layer of the first.
+ */
 static int sum_layers(struct watch_model *wm)
 {
     const struct rf_inventory *inv = &wm->inv;
     int max_layer = -1;
-    uint64_t page = wm->page_bytes;
-    uint8_t *seen = NULL;
-    size_t file_pages = (size_t)((wm->file_bytes + page - 1) / page);
+    uint64_t page = wm->page_bytes, next = 0;
+    uint64_t file_pages = (wm->file_bytes + page - 1) / page;
+    size_t *order = malloc((inv->n ? inv->n : 1) * sizeof(*order));
 
-    for (size_t i = 0; i < inv->n; i++)
+    for (size_t i = 0; i < inv->n; i++) {
+        order[i] = i;
         if (layer_of(inv->entries[i].name) > max_layer)
             max_layer = layer_of(inv->entries[i].name);
+    }
     wm->n_layers = (size_t)(max_layer + 2); /* blk.0 .. blk.max, then the others */
     wm->layers = calloc(wm->n_layers, sizeof(*wm->layers));
-    seen = calloc(file_pages ? file_pages : 1, 1);
-    if (!wm->layers || !seen) {
-        free(seen);
+    if (!wm->layers || !order) {
+        free(order);
         return -ENOMEM;
     }
     for (size_t l = 0; l < wm->n_layers; l++)
         wm->layers[l].layer = l + 1 < wm->n_layers ? (int)l : WATCH_OTHER_LAYER;
-    /* A page shared by two tensors counts once, in the layer of the first (file order). */
-    for (size_t i = 0; i < inv->n; i++) {
-        const struct rf_inventory_entry *e = &inv->entries[i];
+    g_sort_inv = inv;
+    qsort(order, inv->n, sizeof(*order), by_first_page);
+    for (size_t k = 0; k < inv->n; k++) {
+        const struct rf_inventory_entry *e = &inv->entries[order[k]];
         int l = layer_of(e->name);
         struct watch_layer *wl = &wm->layers[l < 0 ? wm->n_layers - 1 : (size_t)l];
-        wl->logical_bytes += e->logical_bytes;
         bool copied = forge_gguf_tensor_copied(e->name, e->type_name);
+        wl->logical_bytes += e->logical_bytes;
         if (copied)
             wm->dead_logical_bytes += e->logical_bytes;
-        for (uint64_t pg = e->pages.first_page; e->file_backed && pg < e->pages.end_page; pg++) {
-            if (pg >= file_pages || seen[pg])
-                continue;
-            seen[pg] = 1;
-            struct rf_page_range one = {pg, pg + 1};
-            pages_add(&wl->mapped, wm->mapped_states, one, page);
-            pages_add(&wl->cache, wm->cache_states, one, page);
-            pages_add(&wm->mapped, wm->mapped_states, one, page);
-            pages_add(&wm->cache, wm->cache_states, one, page);
-            if (copied)
-                pages_add(&wm->dead, wm->mapped_states, one, page);
-        }
+        struct rf_page_range r = {e->pages.first_page > next ? e->pages.first_page : next,
+                                  e->pages.end_page < file_pages ? e->pages.end_page : file_pages};
+        if (!e->file_backed || r.end_page <= r.first_page)
+            continue;
+        next = r.end_page;
+        pages_add(&wl->mapped, wm->mapped_states, r, page);
+        pages_add(&wl->cache, wm->cache_states, r, page);
+        pages_add(&wm->mapped, wm->mapped_states, r, page);
+        pages_add(&wm->cache, wm->cache_states, r, page);
+        if (copied)
+            pages_add(&wm->dead, wm->mapped_states, r, page);
     }
-    free(seen);
+    free(order);
     return 0;
+}
+
+/*
+ * Tensor tables kept across readings, so that a file's header is parsed
+ * once, not once a second: keyed by device, inode, size and mtime, the
+ * least recently used replaced.
+ */
+#define TABLE_CACHE 8
+static struct cached_table {
+    bool used;
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+    uint64_t last_use; /* g_table_uses when last returned */
+    struct forge_gguf_table t;
+} g_tables[TABLE_CACHE];
+static uint64_t g_table_uses;
+
+void watch_model_cache_free(void)
+{
+    for (size_t i = 0; i < TABLE_CACHE; i++)
+        forge_gguf_table_free(&g_tables[i].t);
+    memset(g_tables, 0, sizeof(g_tables));
+}
+
+/* The tensor table of the file at path (borrowed from the cache), or NULL with err set. */
+static const struct forge_gguf_table *table_of(const char *path, char err[FORGE_ERR_MAX])
+{
+    struct cached_table *e = &g_tables[0];
+    struct stat st;
+
+    if (stat(path, &st) < 0) {
+        snprintf(err, FORGE_ERR_MAX, "cannot stat %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    for (size_t i = 0; i < TABLE_CACHE; i++) {
+        struct cached_table *c = &g_tables[i];
+        if (c->used && c->dev == st.st_dev && c->ino == st.st_ino && c->size == st.st_size &&
+            c->mtime.tv_sec == st.st_mtim.tv_sec && c->mtime.tv_nsec == st.st_mtim.tv_nsec) {
+            c->last_use = ++g_table_uses;
+            return &c->t;
+        }
+        if (!c->used || (e->used && c->last_use < e->last_use))
+            e = c;
+    }
+    forge_gguf_table_free(&e->t);
+    memset(e, 0, sizeof(*e));
+    if (forge_gguf_read_table(path, &e->t, err) < 0)
+        return NULL;
+    *e = (struct cached_table){true,       st.st_dev,      st.st_ino, st.st_size,
+                               st.st_mtim, ++g_table_uses, e->t};
+    return &e->t;
+}
+
+/* The page-cache state of every page of the file: cachestat where it counts, else mincore. */
+static int sample_cache(struct watch_model *wm, struct rfsys_file_pages *fp, uint64_t file_pages)
+{
+    int rc = 0;
+
+    if (fp->cachestat_error == 0 && rf_fs_profile_of(fp->fs_magic)->cachestat_valid) {
+        /* the cost follows the resident/nonresident runs, not the pages (mincore: per page) */
+        wm->cache_source = "cachestat";
+        return rfsys_cachestat_pages(fp->fd, fp->page_bytes, 0, file_pages, wm->cache_states, NULL);
+    }
+    wm->cache_source = rfsys_page_method_name(fp->method);
+    for (uint64_t at = 0; rc == 0 && at < file_pages; at += RF_PAGE_WINDOW_PAGES) {
+        uint64_t n =
+            file_pages - at < RF_PAGE_WINDOW_PAGES ? file_pages - at : RF_PAGE_WINDOW_PAGES;
+        rc = rfsys_file_pages_sample(fp, at, n, wm->cache_states + at);
+    }
+    return rc;
 }
 
 /* The tensor table, the inventory over the process's fragment, and both page observations. */
 static void read_pages(struct watch_model *wm, const struct watch_proc *p, const char *path)
 {
-    struct forge_gguf_table table;
+    const struct forge_gguf_table *table;
+    struct rf_mapping_meta mapping;
     struct rfsys_file_pages fp;
     char err[FORGE_ERR_MAX];
     uint64_t first = UINT64_MAX, end = 0;
     int rc;
 
-    memset(&table, 0, sizeof(table));
     memset(&fp, 0, sizeof(fp));
     fp.fd = -1;
-    rc = forge_gguf_read_table(path, &table, err);
-    if (rc < 0) {
+    table = table_of(path, err);
+    if (!table) {
         snprintf(wm->table_reason, sizeof(wm->table_reason), "%s", err);
         goto out;
     }
-    if (table.mapping.inode != wm->inode || table.mapping.dev_major != wm->dev_major ||
-        table.mapping.dev_minor != wm->dev_minor) {
+    mapping = table->mapping;
+    if (mapping.inode != wm->inode || mapping.dev_major != wm->dev_major ||
+        mapping.dev_minor != wm->dev_minor) {
         snprintf(wm->table_reason, sizeof(wm->table_reason),
                  "the file changed while it was read (inode %" PRIu64 ", the process maps %" PRIu64
                  ")",
-                 table.mapping.inode, wm->inode);
+                 mapping.inode, wm->inode);
         goto out;
     }
     wm->page_bytes = rfsys_page_bytes();
-    wm->file_bytes = table.mapping.file_size_bytes;
+    wm->file_bytes = mapping.file_size_bytes;
     for (size_t i = 0; i < wm->n_vmas; i++) {
         uint64_t e = wm->vmas[i].offset_bytes + (wm->vmas[i].end_addr - wm->vmas[i].start_addr);
         first = wm->vmas[i].offset_bytes < first ? wm->vmas[i].offset_bytes : first;
         end = e > end ? e : end;
     }
-    table.mapping.validated = true;
-    table.mapping.map_offset_bytes = first;
-    table.mapping.map_length_bytes = end - first;
-    rc = rf_inventory_build(table.tensors, table.n_tensors, &table.mapping, 1, wm->page_bytes, 1,
+    mapping.validated = true;
+    mapping.map_offset_bytes = first;
+    mapping.map_length_bytes = end - first;
+    rc = rf_inventory_build(table->tensors, table->n_tensors, &mapping, 1, wm->page_bytes, 1,
                             &wm->inv);
     if (rc < 0) {
         snprintf(wm->table_reason, sizeof(wm->table_reason), "cannot build the inventory: %s",
@@ -242,7 +335,6 @@ static void read_pages(struct watch_model *wm, const struct watch_proc *p, const
         snprintf(wm->table_reason, sizeof(wm->table_reason), "out of memory");
         goto out;
     }
-    wm->mapped_source = "pagemap";
     int pm = wm->mapped_reason[0] ? -ENODATA : rfsys_pagemap_open(NULL, p->pid_s);
     rc = pm < 0 ? pm : sample_mapped(wm, pm, file_pages);
     if (pm >= 0)
@@ -251,14 +343,8 @@ static void read_pages(struct watch_model *wm, const struct watch_proc *p, const
         snprintf(wm->mapped_reason, sizeof(wm->mapped_reason), "/proc/%s/pagemap: %s", p->pid_s,
                  rf_strerror(rc));
     rc = rfsys_file_pages_open(path, &fp);
-    if (rc == 0) {
-        wm->cache_source = rfsys_page_method_name(fp.method);
-        for (uint64_t at = 0; rc == 0 && at < file_pages; at += RF_PAGE_WINDOW_PAGES) {
-            uint64_t n =
-                file_pages - at < RF_PAGE_WINDOW_PAGES ? file_pages - at : RF_PAGE_WINDOW_PAGES;
-            rc = rfsys_file_pages_sample(&fp, at, n, wm->cache_states + at);
-        }
-    }
+    if (rc == 0)
+        rc = sample_cache(wm, &fp, file_pages);
     if (rc < 0) {
         memset(wm->cache_states, RF_PAGE_UNKNOWN, file_pages);
         snprintf(wm->cache_reason, sizeof(wm->cache_reason), "%s: %s",
@@ -273,11 +359,47 @@ static void read_pages(struct watch_model *wm, const struct watch_proc *p, const
     }
 out:
     rfsys_file_pages_close(&fp);
-    forge_gguf_table_free(&table);
 }
 
-void watch_model_read(struct watch_model *wm, const struct watch_proc *p,
-                      const struct rfsys_maps *maps, size_t m)
+/* The mapping's sums: smaps when fresh (kept in p), else the last smaps with the pagemap Rss. */
+static void mapping_sums(struct watch_model *wm, struct watch_proc *p,
+                         const struct rfsys_maps *maps, bool fresh, double now_s)
+{
+    if (fresh) {
+        int rc = rfsys_maps_sum_file(maps, wm->dev_major, wm->dev_minor, wm->inode, NULL, &wm->sum);
+        wm->has_sum = rc == 0 && wm->sum.complete;
+        wm->rss_source = "smaps";
+        if (!wm->has_sum)
+            snprintf(wm->sum_reason, sizeof(wm->sum_reason), "/proc/%s/smaps: %s", p->pid_s,
+                     rc < 0 ? rf_strerror(rc) : "a mapping had no smaps figures");
+        else if (p->n_smaps_last < WATCH_MAX_MODELS)
+            p->smaps_last[p->n_smaps_last++] =
+                (struct watch_smaps_sum){wm->dev_major, wm->dev_minor, wm->inode, wm->sum};
+        return;
+    }
+    for (size_t i = 0; i < p->n_smaps_last; i++) {
+        if (p->smaps_last[i].inode != wm->inode || p->smaps_last[i].dev_major != wm->dev_major ||
+            p->smaps_last[i].dev_minor != wm->dev_minor)
+            continue;
+        wm->sum = p->smaps_last[i].sum;
+        wm->has_sum = true;
+        wm->rss_source = "smaps";
+        wm->smaps_age_s = now_s - p->smaps_at_s;
+        if (wm->has_table && !wm->mapped_reason[0] && wm->mapped_source) {
+            struct rf_page_counts c = {0, 0, 0};
+            rf_page_counts_add(&c, wm->mapped_states,
+                               (wm->file_bytes + wm->page_bytes - 1) / wm->page_bytes);
+            wm->sum.rss_bytes = c.resident_pages * wm->page_bytes;
+            wm->rss_source = wm->mapped_source;
+        }
+        return;
+    }
+    snprintf(wm->sum_reason, sizeof(wm->sum_reason),
+             "smaps is read every %.0f s and not since this mapping appeared", WATCH_SMAPS_EVERY_S);
+}
+
+void watch_model_read(struct watch_model *wm, struct watch_proc *p, const struct rfsys_maps *maps,
+                      size_t m, bool fresh, double now_s)
 {
     const struct rfsys_mapping *mp = &maps->v[m];
     char path[4096 + 64];
@@ -293,12 +415,7 @@ void watch_model_read(struct watch_model *wm, const struct watch_proc *p,
         snprintf(wm->table_reason, sizeof(wm->table_reason), "out of memory");
         return;
     }
-    int rc = rfsys_maps_sum_file(maps, wm->dev_major, wm->dev_minor, wm->inode, NULL, &wm->sum);
-    wm->has_sum = rc == 0 && wm->sum.complete;
-    if (!wm->has_sum)
-        snprintf(wm->sum_reason, sizeof(wm->sum_reason), "/proc/%s/smaps: %s", p->pid_s,
-                 rc < 0 ? rf_strerror(rc) : "a mapping had no smaps figures");
-    if (open_mapped(wm, p->pid_s, path, sizeof(path)) < 0)
-        return;
-    read_pages(wm, p, path);
+    if (open_mapped(wm, p->pid_s, path, sizeof(path)) == 0)
+        read_pages(wm, p, path);
+    mapping_sums(wm, p, maps, fresh, now_s);
 }

@@ -55,12 +55,19 @@ static bool first_of_file(const struct rfsys_maps *maps, size_t i)
     return true;
 }
 
-static void read_models(struct watch_proc *p)
+static void read_models(struct watch_proc *p, double now_s)
 {
     struct rfsys_maps maps;
+    bool fresh = !p->has_smaps_at || now_s - p->smaps_at_s >= WATCH_SMAPS_EVERY_S;
 
     rfsys_maps_init(&maps);
-    p->maps_rc = rfsys_read_smaps(NULL, p->pid_s, &maps);
+    p->maps_rc =
+        fresh ? rfsys_read_smaps(NULL, p->pid_s, &maps) : rfsys_read_maps(NULL, p->pid_s, &maps);
+    if (fresh && p->maps_rc == 0) {
+        p->has_smaps_at = true;
+        p->smaps_at_s = now_s;
+        p->n_smaps_last = 0;
+    }
     for (size_t i = 0; p->maps_rc == 0 && i < maps.n; i++) {
         const struct rfsys_mapping *m = &maps.v[i];
         if (!m->inode || !m->path || !first_of_file(&maps, i) || !mapping_is_gguf(p->pid_s, m))
@@ -69,7 +76,7 @@ static void read_models(struct watch_proc *p)
             p->models_left_out++;
             continue;
         }
-        watch_model_read(&p->models[p->n_models++], p, &maps, i);
+        watch_model_read(&p->models[p->n_models++], p, &maps, i, fresh, now_s);
     }
     rfsys_maps_free(&maps);
 }
@@ -112,7 +119,7 @@ void watch_proc_read(struct watch_proc *p, double now_s)
     }
     p->status_rc = rfsys_read_status(NULL, p->pid_s, &p->status);
     p->cg_rc = rfsys_read_cgroup_tree(NULL, p->pid_s, &p->cg);
-    read_models(p);
+    read_models(p, now_s);
     /* Anonymous memory over the watch: RssAnon + VmSwap (what the process cannot drop). */
     if (p->status_rc == 0 && p->status.has_rss_anon) {
         uint64_t anon =

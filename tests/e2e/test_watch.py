@@ -169,7 +169,7 @@ def check_process(doc, model_path):
     rss = smaps_rss(doc["pid"], m["inode"])
     check(m["mapping"]["rss_bytes"] == rss,
           f"pid {doc['pid']}: watch Rss {m['mapping']['rss_bytes']} vs smaps {rss}")
-    check(m["mapped"]["resident_bytes"] is not None and m["mapped"]["provenance"] == "pagemap",
+    check(m["mapped"]["resident_bytes"] is not None and m["mapped"]["provenance"] in ("pagemap_scan", "pagemap"),
           f"pagemap figure: {m['mapped']}")
     fc = fincore_bytes(model_path)
     check(m["file_page_cache"]["resident_bytes"] == fc,

@@ -67,6 +67,7 @@ static void test_pagemap_present(void **state)
 {
     uint64_t page = rfsys_page_bytes();
     uint8_t states[N_PAGES], want[N_PAGES];
+    bool scanned;
     (void)state;
     int fd = rfsys_pagemap_open(NULL, "self");
     if (fd < 0)
@@ -80,19 +81,48 @@ static void test_pagemap_present(void **state)
         if (want[i] == RF_PAGE_RESIDENT)
             m[i * page] = 1;
     }
-    assert_int_equal(rfsys_pagemap_present(fd, (uint64_t)(uintptr_t)m, N_PAGES, states), 0);
+    assert_int_equal(rfsys_pagemap_present(fd, (uint64_t)(uintptr_t)m, N_PAGES, states, &scanned),
+                     0);
     assert_memory_equal(states, want, N_PAGES);
     /* advised out: no longer present */
     assert_int_equal(madvise(m, N_PAGES * page, MADV_DONTNEED), 0);
-    assert_int_equal(rfsys_pagemap_present(fd, (uint64_t)(uintptr_t)m, N_PAGES, states), 0);
+    assert_int_equal(rfsys_pagemap_present(fd, (uint64_t)(uintptr_t)m, N_PAGES, states, &scanned),
+                     0);
     for (int i = 0; i < N_PAGES; i++)
         assert_int_equal(states[i], RF_PAGE_NONRESIDENT);
     /* bad arguments: every state unknown */
-    assert_int_equal(rfsys_pagemap_present(fd, (uint64_t)(uintptr_t)m + 1, 1, states), -EINVAL);
+    assert_int_equal(rfsys_pagemap_present(fd, (uint64_t)(uintptr_t)m + 1, 1, states, &scanned),
+                     -EINVAL);
     assert_int_equal(states[0], RF_PAGE_UNKNOWN);
-    assert_int_equal(rfsys_pagemap_present(-1, (uint64_t)(uintptr_t)m, 1, states), -EINVAL);
-    assert_int_equal(rfsys_pagemap_present(fd, 0, 1, NULL), -EINVAL);
+    assert_int_equal(rfsys_pagemap_present(-1, (uint64_t)(uintptr_t)m, 1, states, &scanned),
+                     -EINVAL);
+    assert_int_equal(rfsys_pagemap_present(fd, 0, 1, NULL, &scanned), -EINVAL);
     munmap(m, N_PAGES * page);
+    close(fd);
+}
+
+/* A file that is not a pagemap refuses PAGEMAP_SCAN: the entries are read, bit 63 each. */
+static void test_pagemap_entries(void **state)
+{
+    uint64_t page = rfsys_page_bytes();
+    uint64_t entries[4] = {1ull << 63, 0, (1ull << 63) | 5, 1ull << 62 /* swapped */};
+    uint8_t states[4],
+        want[4] = {RF_PAGE_RESIDENT, RF_PAGE_NONRESIDENT, RF_PAGE_RESIDENT, RF_PAGE_NONRESIDENT};
+    char path[] = "/tmp/rf-pagemap-XXXXXX";
+    bool scanned = true;
+    (void)state;
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    assert_int_equal(pwrite(fd, entries, sizeof(entries), 10 * sizeof(uint64_t)),
+                     (ssize_t)sizeof(entries));
+    assert_int_equal(rfsys_pagemap_present(fd, 10 * page, 4, states, &scanned), 0);
+    assert_false(scanned);
+    assert_memory_equal(states, want, 4);
+    /* past the end of the file: a short read, every state unknown */
+    assert_int_equal(rfsys_pagemap_present(fd, 12 * page, 4, states, &scanned), -EIO);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(states[i], RF_PAGE_UNKNOWN);
     close(fd);
 }
 
@@ -136,9 +166,8 @@ static void test_process_madvise(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stat_fixture),
-        cmocka_unit_test(test_stat_live),
-        cmocka_unit_test(test_pagemap_present),
+        cmocka_unit_test(test_stat_fixture),    cmocka_unit_test(test_stat_live),
+        cmocka_unit_test(test_pagemap_present), cmocka_unit_test(test_pagemap_entries),
         cmocka_unit_test(test_process_madvise),
     };
     return rf_run_group_tests(tests, NULL, NULL);

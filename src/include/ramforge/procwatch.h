@@ -42,18 +42,21 @@ struct rfsys_proc_stat {
 int rfsys_read_proc_stat(const char *sysroot, const char *pid, struct rfsys_proc_stat *out);
 
 /*
- * The present bit (bit 63) of the pagemap entries of the n_pages pages
- * from the page-aligned virtual address addr, read from pagemap_fd (an
- * open /proc/PID/pagemap, rfsys_pagemap_open): states[i] becomes
- * RF_PAGE_RESIDENT when page i is present in the process's page tables
- * (what smaps counts as Rss), RF_PAGE_NONRESIDENT otherwise (never
- * touched, advised out, reclaimed, or swapped: bit 62, not counted as
- * present). Only the kernel's page tables are read; no page is faulted.
- * Errors (every state RF_PAGE_UNKNOWN): -EINVAL (NULL states, unaligned
- * addr, a range that wraps), -EIO (a short read), -errno of pread
+ * Whether each of the n_pages pages from the page-aligned virtual address
+ * addr is present in the page tables of the process whose pagemap_fd (an
+ * open /proc/PID/pagemap, rfsys_pagemap_open) is given: states[i] becomes
+ * RF_PAGE_RESIDENT when page i is present (what smaps counts as Rss),
+ * RF_PAGE_NONRESIDENT otherwise (never touched, advised out, reclaimed, or
+ * swapped). Asked with PAGEMAP_SCAN (Linux 6.7+: one answer per run of
+ * present pages; *scanned true), else by reading the entries' present bit
+ * (bit 63; *scanned false). Only the kernel's page tables are read; no
+ * page is faulted. Errors (every state RF_PAGE_UNKNOWN): -EINVAL (NULL
+ * states or scanned, unaligned addr, a range that wraps), -EIO (a short
+ * read or an answer outside the range), -errno of pread or the ioctl
  * (-EACCES, -ESRCH when the process exited, ...).
  */
-int rfsys_pagemap_present(int pagemap_fd, uint64_t addr, uint64_t n_pages, uint8_t *states);
+int rfsys_pagemap_present(int pagemap_fd, uint64_t addr, uint64_t n_pages, uint8_t *states,
+                          bool *scanned);
 
 /* One range of the other process's address space. */
 struct rfsys_range {
