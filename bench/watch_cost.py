@@ -25,6 +25,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -92,16 +93,22 @@ def main():
                 if not watched:
                     off.append(get(f"{base}/completion", body)["timings"]["predicted_per_second"])
                     continue
+                out = tempfile.TemporaryFile()
                 w = subprocess.Popen([a.ramforge, "watch", "-i", "1", "--json", str(srv.pid)],
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                                     stdout=out, stderr=subprocess.DEVNULL)
                 try:
-                    w.stdout.readline()  # the first reading is out: count from here
+                    deadline = time.monotonic() + 60
+                    while os.fstat(out.fileno()).st_size == 0:  # the first reading is out
+                        if w.poll() is not None or time.monotonic() > deadline:
+                            sys.exit("watch_cost: the watcher gave no reading")
+                        time.sleep(0.02)
                     c0, t0 = cpu_seconds(w.pid), time.monotonic()
                     on.append(get(f"{base}/completion", body)["timings"]["predicted_per_second"])
                     cpu.append((cpu_seconds(w.pid) - c0) / (time.monotonic() - t0))
                 finally:
                     w.terminate()
-                    w.wait()
+                    w.wait(30)
+                    out.close()
     finally:
         srv.terminate()
         srv.wait()

@@ -341,6 +341,7 @@ int cmd_watch(int argc, char **argv)
     }
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND; /* a second signal ends a watch blocked on a full stdout */
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     int rc = o.listen ? watch_listen_start(o.listen) : 0;
