@@ -20,7 +20,8 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_util import Failure, Skip, check, check_no_null, run_main, wait_for  # noqa: E402
+from e2e_util import (Failure, Skip, check, check_no_null, memory_child_cgroup,  # noqa: E402
+                      run_main, wait_for)
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
@@ -329,6 +330,50 @@ def case_robust(c):
             w.wait()
 
 
+# Run as pid 1 of a new pid namespace (unshare --pid --fork --mount-proc): the watched
+# process is killed and its pid given to a new one (ns_last_pid) between two readings.
+REUSE = r"""
+import json, subprocess, sys
+rf, model, mapper = sys.argv[1], sys.argv[2], sys.argv[3]
+def start():
+    p = subprocess.Popen([sys.executable, "-c", mapper, model, "4", "whole"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    return p
+a = start()
+w = subprocess.Popen([rf, "watch", "--json", "-i", "2", "-n", "3", str(a.pid)],
+                     stdout=subprocess.PIPE, text=True)
+first = json.loads(w.stdout.readline())
+a.kill()
+a.wait()
+with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+    f.write(str(a.pid - 1))
+b = start()
+out = [first] + [json.loads(line) for line in w.stdout]
+w.wait()
+print(json.dumps({"a": a.pid, "b": b.pid, "lines": out}))
+b.kill()
+"""
+
+
+def case_pid_reused(c):
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        raise Skip("needs root and unshare (util-linux): a pid namespace to reuse a pid in")
+    model = c.model()
+    p = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c",
+                        REUSE, c.rf, model, MAPPER], capture_output=True, text=True, timeout=120)
+    if p.returncode != 0 and "unshare failed" in p.stderr:
+        raise Skip(f"cannot create a pid namespace: {p.stderr.strip()}")
+    check(p.returncode == 0, f"pid reuse driver: {p.stderr}")
+    r = json.loads(p.stdout)
+    check(r["a"] == r["b"], f"the pid was not reused: {r['a']} then {r['b']}")
+    states = [d["state"] for d in r["lines"]]
+    check(states[0] == "running" and states[1] == "pid_reused" and len(states) == 2,
+          f"readings: {states}")
+    check(r["lines"][1]["models"] == [] and "start time" in r["lines"][1]["reason"],
+          str(r["lines"][1])[:300])
+
+
 def case_no_mmap(c):
     model = c.model()
     with mapper(model, 1, "header") as m:
@@ -374,6 +419,28 @@ def case_nonroot(c):
         check(" ? " in text or "denied" in text.lower(), text)
 
 
+def case_cgroup(c):
+    """A process in a child cgroup with a hard limit: that level binds, and the room before its
+    OOM kill is limit - usage + reclaimable cache there, named by its directory."""
+    model = c.model()
+    limit = 512 << 20
+    with memory_child_cgroup("rf-watch", limit) as enter, mapper(model, 64,
+                                                                   preexec_fn=enter) as m:
+        doc = lines(c, watch(c, "--once", "--json", str(m.pid)))[0]
+        cg = doc["cgroup"]
+        check(cg["levels"] and cg["levels"][0]["dir"].endswith(os.path.basename(enter.cgroup)),
+              f"the process's own cgroup first: {cg['levels'][:1]}")
+        own = cg["levels"][0]
+        check(own["limit_bytes"] == limit and not own["unlimited"], str(own))
+        with open(os.path.join(enter.cgroup, "memory.usage_in_bytes")) as f:
+            usage = int(f.read())
+        check(abs(own["usage_bytes"] - usage) <= 1 << 20, f"usage {own} vs {usage}")
+        check(cg["binding"] == own["dir"], f"binding {cg['binding']}")
+        check(cg["room_before_oom_bytes"] ==
+              limit - own["usage_bytes"] + own["reclaimable_bytes"], str(cg))
+        check(own["oom_kill"] == 0, str(own))
+
+
 def case_badinput(c):
     for argv, needle in [((), "no PID"), (("--all", "1"), "--all takes no PID"),
                          (("-i", "0", "1"), "--interval"), (("x1",), "PID"),
@@ -394,6 +461,7 @@ CASES = {"watch_all_serve": case_all_serve, "watch_all_llama_server": case_all_l
          "watch_prometheus": case_prometheus, "watch_release_idle": case_release_idle,
          "watch_robust": case_robust, "watch_no_mmap": case_no_mmap,
          "watch_replaced": case_replaced, "watch_nonroot": case_nonroot,
+         "watch_cgroup": case_cgroup, "watch_pid_reused": case_pid_reused,
          "watch_badinput": case_badinput}
 
 if __name__ == "__main__":
