@@ -21,7 +21,6 @@ the spread this prints, with the command line.
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,13 +28,8 @@ import tempfile
 import time
 import urllib.request
 
-PROMPT = "Hello my name is"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_idle import PROMPT, free_port  # noqa: E402
 
 
 def get(url, body=None, timeout=600):

@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,8 +19,10 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_util import (Failure, Skip, check, check_no_null, memory_child_cgroup,  # noqa: E402
-                      run_main, wait_for)
+from e2e_util import (Failure, ModelCtx, Skip, check, check_no_null,  # noqa: E402
+                      memory_child_cgroup, run_main, wait_for)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+from watch_cost import free_port, get as http_json, healthy as http_ok  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
@@ -41,46 +42,6 @@ s = sum(mm[i * 4096] for i in range(min(touch, len(mm) // 4096)))
 print("ready", flush=True)
 sys.stdin.read()
 """
-
-
-class Ctx:
-    def __init__(self, args, tmp):
-        self.rf = args.ramforge
-        self.schema = args.schema
-        self.tmp = tmp
-        self.models = {}
-
-    def model(self, preset="small"):
-        if preset not in self.models:
-            path = os.path.join(self.tmp, f"{preset}.gguf")
-            p = subprocess.run([self.rf, "mkmodel", "-P", preset, "-q", "-o", path],
-                               capture_output=True, text=True)
-            if p.returncode != 0 and "vocab" in p.stderr:
-                raise Skip(f"cannot generate a model: {p.stderr.strip()}")
-            check(p.returncode == 0, f"mkmodel: {p.stderr}")
-            self.models[preset] = path
-        return self.models[preset]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def http_json(url, body=None, timeout=60):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.loads(r.read())
-
-
-def http_ok(url):
-    try:
-        with urllib.request.urlopen(url, timeout=2) as r:
-            return r.status == 200
-    except OSError:
-        return False
 
 
 @contextlib.contextmanager
@@ -198,7 +159,7 @@ def watch_all_json(c, want):
 
 
 def case_all_serve(c):
-    model = c.model()
+    model = c.model("small")
     port, srv = rf_serve(c, model)
     with srv as s:
         http_json(f"http://127.0.0.1:{port}/completion", {"prompt": "Hello", "n_predict": 4})
@@ -208,7 +169,7 @@ def case_all_serve(c):
 
 
 def case_all_llama_server(c):
-    model = c.model()
+    model = c.model("small")
     lport, ls = llama_server(model)
     port, srv = rf_serve(c, model)
     with ls as l, srv as s:
@@ -223,7 +184,7 @@ def case_prometheus(c):
     if not prom or not promtool:
         raise Skip("Debian's prometheus (with promtool) is not installed "
                    "(scripts/install-deps.sh installs it)")
-    model = c.model()
+    model = c.model("small")
     port, srv = rf_serve(c, model)
     wport, pport = free_port(), free_port()
     with srv as s:
@@ -276,7 +237,7 @@ def case_prometheus(c):
 
 
 def case_release_idle(c):
-    model = c.model()
+    model = c.model("small")
     try:
         port, srv = llama_server(model)
         kind = "llama-server"
@@ -306,7 +267,7 @@ def case_release_idle(c):
 
 
 def case_robust(c):
-    model = c.model()
+    model = c.model("small")
     with mapper(model, 64) as a, mapper(model, 16) as b:
         w = subprocess.Popen([c.rf, "watch", "--json", "-i", "0.2", "-n", "200", str(a.pid),
                               str(b.pid)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -359,7 +320,7 @@ b.kill()
 def case_pid_reused(c):
     if os.geteuid() != 0 or not shutil.which("unshare"):
         raise Skip("needs root and unshare (util-linux): a pid namespace to reuse a pid in")
-    model = c.model()
+    model = c.model("small")
     p = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c",
                         REUSE, c.rf, model, MAPPER], capture_output=True, text=True, timeout=120)
     if p.returncode != 0 and "unshare failed" in p.stderr:
@@ -375,7 +336,7 @@ def case_pid_reused(c):
 
 
 def case_no_mmap(c):
-    model = c.model()
+    model = c.model("small")
     with mapper(model, 1, "header") as m:
         doc = lines(c, watch(c, "--once", "--json", str(m.pid)))[0]
         check(len(doc["models"]) == 1, str(doc["models"])[:300])
@@ -385,7 +346,7 @@ def case_no_mmap(c):
 
 
 def case_replaced(c):
-    model = c.model()
+    model = c.model("small")
     path = os.path.join(c.tmp, "replaced.gguf")
     shutil.copyfile(model, path)
     with mapper(path, 32) as m:
@@ -405,7 +366,7 @@ def case_nonroot(c):
         raise Skip("needs root: the watched process must belong to another user")
     if not shutil.which("setpriv"):
         raise Skip("setpriv (util-linux) is not installed")
-    model = c.model()
+    model = c.model("small")
     with mapper(model, 8) as m:
         p = subprocess.run([*NOBODY, c.rf, "watch", "--once", "--json", str(m.pid)],
                            capture_output=True, text=True)
@@ -422,7 +383,7 @@ def case_nonroot(c):
 def case_cgroup(c):
     """A process in a child cgroup with a hard limit: that level binds, and the room before its
     OOM kill is limit - usage + reclaimable cache there, named by its directory."""
-    model = c.model()
+    model = c.model("small")
     limit = 512 << 20
     with memory_child_cgroup("rf-watch", limit) as enter, mapper(model, 64,
                                                                    preexec_fn=enter) as m:
@@ -465,4 +426,4 @@ CASES = {"watch_all_serve": case_all_serve, "watch_all_llama_server": case_all_l
          "watch_badinput": case_badinput}
 
 if __name__ == "__main__":
-    run_main(CASES, Ctx, "rf-watch-")
+    run_main(CASES, ModelCtx, "rf-watch-")
