@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void watch_proc_init(struct watch_proc *p, int pid)
 {
@@ -36,13 +37,53 @@ const char *watch_model_label(const struct watch_proc *p)
     return p->n_models ? p->models[0].path : "";
 }
 
+/*
+ * Files already classified, by device and inode, so that --all opens each
+ * file once, not each of its mappings in every process at every reading:
+ * an open-addressing table, emptied when full.
+ */
+#define CLASSIFIED_SLOTS 4096 /* a power of two; 96 KiB */
+static struct classified {
+    bool used, gguf;
+    uint32_t dev_major, dev_minor;
+    uint64_t inode;
+} g_classified[CLASSIFIED_SLOTS];
+static size_t g_n_classified;
+
+static struct classified *classified_slot(const struct rfsys_mapping *m)
+{
+    size_t h = (size_t)((m->inode * 0x9E3779B97F4A7C15ull) ^ m->dev_minor ^
+                        ((uint64_t)m->dev_major << 20)) &
+               (CLASSIFIED_SLOTS - 1);
+    for (;; h = (h + 1) & (CLASSIFIED_SLOTS - 1)) {
+        struct classified *c = &g_classified[h];
+        if (!c->used ||
+            (c->inode == m->inode && c->dev_major == m->dev_major && c->dev_minor == m->dev_minor))
+            return c;
+    }
+}
+
 /* The map_files link of mapping m, or its path: what watch_is_gguf opens. */
 static bool mapping_is_gguf(const char *pid, const struct rfsys_mapping *m)
 {
+    struct classified *c = classified_slot(m);
+    if (c->used)
+        return c->gguf;
+    if (g_n_classified >= CLASSIFIED_SLOTS / 2) {
+        memset(g_classified, 0, sizeof(g_classified));
+        g_n_classified = 0;
+        c = classified_slot(m);
+    }
     char link[96];
     snprintf(link, sizeof(link), "/proc/%s/map_files/%" PRIx64 "-%" PRIx64, pid, m->start_addr,
              m->end_addr);
-    return watch_is_gguf(link) || (m->path && m->path[0] == '/' && watch_is_gguf(m->path));
+    bool gguf = watch_is_gguf(link) || (m->path && m->path[0] == '/' && watch_is_gguf(m->path));
+    /* a file that could not be opened is asked again next time (another process may allow it) */
+    if (gguf || access(link, F_OK) == 0) {
+        *c = (struct classified){true, gguf, m->dev_major, m->dev_minor, m->inode};
+        g_n_classified++;
+    }
+    return gguf;
 }
 
 /* Whether mapping i is the first of its file (dev, inode) in maps. */
