@@ -75,6 +75,8 @@ void watch_view(FILE *f, const struct watch_reading *r, struct watch_proc *const
         int level;
         uint64_t room;
         bool has_room = watch_binding(p, &level, &room);
+        char maps_why[64];
+        snprintf(maps_why, sizeof(maps_why), "maps: %s", rf_strerror(p->maps_rc));
         if (st && p->has_growth)
             cli_format_signed_bytes((int64_t)p->growth_bytes_per_min, g, sizeof(g));
         else
@@ -87,7 +89,7 @@ void watch_view(FILE *f, const struct watch_reading *r, struct watch_proc *const
                 opt_bytes(st && s->has_vm_swap, s->vm_swap_bytes, raw, d, sizeof(d)),
                 opt_bytes(has_room, room, raw, e, sizeof(e)),
                 m                ? m->path
-                : p->maps_rc < 0 ? rf_strerror(p->maps_rc)
+                : p->maps_rc < 0 ? maps_why
                                  : "(no GGUF mapping)");
         if (p->released)
             fprintf(f, "%7s release: requested %" PRIu64 ", accepted %" PRIu64 " bytes%s\n", "",
