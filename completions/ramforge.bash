@@ -25,6 +25,8 @@ _ramforge_opts_serve="-m --model --host --port -c --ctx-size -n --n-predict -t -
     --staging-budget --queue --history --api-key --timeout --residency-report-json
     --profile --profile-history --profile-save-every -v --verbose -h --help
     --header-timeout --max-connections --max-connections-per-address"
+_ramforge_opts_watch="-a --all -i --interval -n --iterations --once -j --json -b --bytes
+    --metrics-file --listen --release-idle --memory-target --release-mode -h --help"
 _ramforge_columns="INDEX NAME LAYER TYPE TENSORS RANGE PAGES SIZE RES NONRES UNKNOWN RES_BYTES
     PERCENT SAMPLED FILE"
 _ramforge_policies="off observe conservative memory-bound reuse-aware active streaming"
@@ -58,7 +60,11 @@ _ramforge_value()
     [[ $cmd == inspect && $opt == -n ]] && return 1 # inspect's -n is --noheadings
     case $opt in
     --residency-policy) COMPREPLY=($(compgen -W "$_ramforge_policies" -- "$cur")) ;;
-    --release-mode) COMPREPLY=($(compgen -W "dontneed pageout" -- "$cur")) ;;
+    --release-mode)
+        case $cmd in
+        watch) COMPREPLY=($(compgen -W "cold pageout" -- "$cur")) ;;
+        *) COMPREPLY=($(compgen -W "dontneed pageout" -- "$cur")) ;;
+        esac ;;
     --admission) COMPREPLY=($(compgen -W "enforce warn off" -- "$cur")) ;;
     --dead-file-pages) COMPREPLY=($(compgen -W "release keep" -- "$cur")) ;;
     -T | --type) COMPREPLY=($(compgen -W "f32 f16 q8_0 q4_0" -- "$cur")) ;;
@@ -80,7 +86,8 @@ _ramforge_value()
         --dispatch-events | --dispatch-sample-pages | -r | --repetitions | --policy-args | \
         --run-args | --host | --port | --idle-seconds | --queue | --history | --api-key | \
         --timeout | --memory-limit | --profile-history | --profile-save-every | \
-        --header-timeout | --max-connections | --max-connections-per-address)
+        --header-timeout | --max-connections | --max-connections-per-address | \
+        -i | --interval | --iterations | --listen | --release-idle)
         COMPREPLY=() ;; # a number, size or text: nothing to offer
     *) return 1 ;;
     esac
@@ -95,14 +102,14 @@ _ramforge()
 
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
-        run | inspect | mkmodel | bench | serve) cmd=${COMP_WORDS[i]}; break ;;
+        run | inspect | mkmodel | bench | serve | watch) cmd=${COMP_WORDS[i]}; break ;;
         esac
     done
     if [[ -z $cmd ]]; then
         if [[ $cur == -* ]]; then
             COMPREPLY=($(compgen -W "-h --help -V --version" -- "$cur"))
         else
-            COMPREPLY=($(compgen -W "run inspect mkmodel bench serve" -- "$cur"))
+            COMPREPLY=($(compgen -W "run inspect mkmodel bench serve watch" -- "$cur"))
         fi
         return 0
     fi

@@ -3,7 +3,7 @@
  *
  * Dispatches the subcommands: run (inference under the memory ledger),
  * inspect (the tensor inventory), mkmodel (generated test models), bench,
- * serve (HTTP).
+ * serve (HTTP), watch (running processes, from outside).
  */
 #include <stdio.h>
 #include <string.h>
@@ -29,6 +29,8 @@ static void usage(FILE *out)
             "            conditions (warm, isolated-nonresident): results.tsv, summary.json\n"
             "  serve     llama-server's HTTP endpoints over one model kept under a memory\n"
             "            target, with an idle release between requests and /metrics\n"
+            "  watch     the memory ledger of running llama.cpp processes, read from outside:\n"
+            "            terminal view, JSON lines, Prometheus text\n"
             "\n"
             "Options:\n"
             "  -h, --help     show this help\n"
@@ -65,14 +67,17 @@ int main(int argc, char **argv)
                  {"inspect", cmd_inspect},
                  {"mkmodel", cmd_mkmodel},
                  {"serve", cmd_serve},
-                 {"bench", cmd_bench}};
+                 {"bench", cmd_bench},
+                 /* running processes, from outside */
+                 {"watch", cmd_watch}};
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         if (!strcmp(cmd, table[i].name)) {
             cli_set_command(table[i].name);
             return cli_finish_stdout(table[i].fn(argc - 1, argv + 1));
         }
     }
-    static const char *const commands[] = {"run", "inspect", "mkmodel", "bench", "serve", "help"};
+    static const char *const commands[] = {"run",   "inspect", "mkmodel", "bench",
+                                           "serve", "help",    "watch"};
     const char *best = cli_closest(cmd, commands, sizeof(commands) / sizeof(commands[0]));
     if (best)
         cli_usage_error("unknown command '%s'; did you mean '%s'?", cmd, best);

@@ -90,9 +90,19 @@ static uint32_t arch_u32(const struct gguf_context *g, const char *arch, const c
 }
 
 /* Types llama.cpp's CPU backend repacks into CPU_REPACK buffers on x86 with AVX2. */
-static bool repacked_type(enum ggml_type t)
+static const enum ggml_type repacked_types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_IQ4_NL};
+
+bool forge_gguf_tensor_copied(const char *name, const char *type_name)
 {
-    return t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_K || t == GGML_TYPE_IQ4_NL;
+    /* Matrices of a repacked type (layers' and output.weight) are copied; token_embd is read
+       by rows. */
+    if (!name || !type_name || !__builtin_cpu_supports("avx2") ||
+        (strncmp(name, "blk.", 4) != 0 && strcmp(name, "output.weight") != 0))
+        return false;
+    for (size_t i = 0; i < sizeof(repacked_types) / sizeof(repacked_types[0]); i++)
+        if (!strcmp(type_name, ggml_type_name(repacked_types[i])))
+            return true;
+    return false;
 }
 
 int forge_gguf_estimate(const char *path, bool use_extra_bufts, struct forge_gguf_estimate *out,
@@ -122,15 +132,11 @@ int forge_gguf_estimate(const char *path, bool use_extra_bufts, struct forge_ggu
     if (kt >= 0 && gguf_get_kv_type(g, kt) == GGUF_TYPE_ARRAY)
         out->n_vocab = (uint64_t)gguf_get_arr_n(g, kt);
     out->n_tensors = (uint64_t)gguf_get_n_tensors(g);
-    bool repack = use_extra_bufts && __builtin_cpu_supports("avx2");
     for (int64_t i = 0; i < gguf_get_n_tensors(g); i++) {
         const char *name = gguf_get_tensor_name(g, i);
         uint64_t bytes = gguf_get_tensor_size(g, i);
-        /* Matrices of a repacked type (layers' and output.weight) are copied; token_embd is
-           read by rows. */
-        bool copied = repack &&
-                      (strncmp(name, "blk.", 4) == 0 || strcmp(name, "output.weight") == 0) &&
-                      repacked_type(gguf_get_tensor_type(g, i));
+        bool copied = use_extra_bufts &&
+                      forge_gguf_tensor_copied(name, ggml_type_name(gguf_get_tensor_type(g, i)));
         bool rows_only = strcmp(name, "token_embd.weight") == 0;
         uint64_t *sum = copied      ? &out->repacked_bytes
                         : rows_only ? NULL

@@ -377,15 +377,11 @@ int rfsys_pagemap_open(const char *sysroot, const char *pid)
     return fd < 0 ? -errno : fd;
 }
 
-/*
- * Present bytes of [start, end) (page aligned, from maps) by PAGEMAP_SCAN:
- * the kernel returns the present pages as merged ranges, PM_SCAN_REGIONS
- * at a time, and where it stopped (walk_end).
- */
-static int present_bytes(int fd, uint64_t start, uint64_t end, uint64_t *bytes)
+int rfsys__pagemap_scan(int fd, uint64_t start, uint64_t end,
+                        int (*region)(void *ctx, uint64_t start, uint64_t end), void *ctx)
 {
     struct pm_region vec[PM_SCAN_REGIONS];
-    uint64_t cur = start, sum = 0;
+    uint64_t cur = start;
 
     while (cur < end) {
         struct pm_scan_arg a = {
@@ -403,16 +399,30 @@ static int present_bytes(int fd, uint64_t start, uint64_t end, uint64_t *bytes)
         if (n < 0)
             return errno == ENOTTY ? -EOPNOTSUPP : -errno;
         for (long i = 0; i < n; i++) {
-            if (vec[i].end < vec[i].start ||
-                __builtin_add_overflow(sum, vec[i].end - vec[i].start, &sum))
-                return -EOVERFLOW;
+            if (vec[i].end < vec[i].start || vec[i].start < start || vec[i].end > end)
+                return -EIO;
+            int rc = region(ctx, vec[i].start, vec[i].end);
+            if (rc < 0)
+                return rc;
         }
         if (a.walk_end <= cur || a.walk_end > end)
             return -EIO; /* no progress: not an answer this code understands */
         cur = a.walk_end;
     }
-    *bytes = sum;
     return 0;
+}
+
+static int add_region(void *ctx, uint64_t start, uint64_t end)
+{
+    uint64_t *sum = ctx;
+    return __builtin_add_overflow(*sum, end - start, sum) ? -EOVERFLOW : 0;
+}
+
+/* Present bytes of [start, end) (page aligned, from maps) by PAGEMAP_SCAN. */
+static int present_bytes(int fd, uint64_t start, uint64_t end, uint64_t *bytes)
+{
+    *bytes = 0;
+    return rfsys__pagemap_scan(fd, start, end, add_region, bytes);
 }
 
 int rfsys_maps_resident_file(const struct rfsys_maps *maps, int pagemap_fd, uint32_t dev_major,

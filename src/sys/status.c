@@ -1,6 +1,6 @@
 /*
  * /proc/<pid>/status: the process's own memory figures (VmRSS, VmHWM,
- * RssAnon, RssFile, RssShmem, VmLck), in bytes; and /proc/meminfo: the
+ * RssAnon, RssFile, RssShmem, VmLck, VmSwap), in bytes; and /proc/meminfo: the
  * host's (MemTotal, MemAvailable, SwapTotal, SwapFree).
  *
  * Both are a few KiB of "Name:\tvalue" lines; only the size fields named
@@ -32,6 +32,7 @@ static int parse_status_line(char *line, struct rfsys_status *st)
         {"RssFile", &st->has_rss_file, &st->rss_file_bytes},
         {"RssShmem", &st->has_rss_shmem, &st->rss_shmem_bytes},
         {"VmLck", &st->has_vm_lck, &st->vm_lck_bytes},
+        {"VmSwap", &st->has_vm_swap, &st->vm_swap_bytes},
     };
     char *colon = strchr(line, ':');
     size_t i;

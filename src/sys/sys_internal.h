@@ -57,6 +57,17 @@ int rfsys__parse_u64(const char **sp, int base, uint64_t *out);
  */
 int rfsys__parse_kb(const char *s, uint64_t *bytes_out);
 
+/*
+ * maps.c: PAGEMAP_SCAN (Linux 6.7+) of [start, end) (page aligned) on an
+ * open pagemap fd: region(ctx, s, e) for each merged run [s, e) of pages
+ * present in the page tables, in address order; a negative return of
+ * region stops the walk and is returned. Errors: -EOPNOTSUPP (no
+ * PAGEMAP_SCAN, or fd is not a pagemap file), -EIO (an answer outside the
+ * range or without progress), -errno of the ioctl.
+ */
+int rfsys__pagemap_scan(int fd, uint64_t start, uint64_t end,
+                        int (*region)(void *ctx, uint64_t start, uint64_t end), void *ctx);
+
 /* cgroup.c: the memory controller's location and its value files. */
 
 /*

@@ -37,6 +37,7 @@ ENUMS = [
     ("mkmodel", "--preset", ["tiny", "small", "tinyllama"]),
     ("bench", "--conditions", ["warm", "isolated-nonresident"]),
     ("bench", "--policies", POLICIES),
+    ("watch", "--release-mode", ["cold", "pageout"]),
 ]
 
 

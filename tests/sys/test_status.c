@@ -30,6 +30,8 @@ static void test_full_status(void **state)
     assert_int_equal(st.rss_shmem_bytes, 4194304ULL); /* 4096 kB */
     assert_true(st.has_vm_lck);
     assert_int_equal(st.vm_lck_bytes, 0);
+    assert_true(st.has_vm_swap); /* "VmSwap: 0 kB": known, zero */
+    assert_int_equal(st.vm_swap_bytes, 0);
 }
 
 /* Junk lines, an unknown malformed field, missing fields, no final newline. */
@@ -47,6 +49,7 @@ static void test_partial_status(void **state)
     assert_false(st.has_rss_file);
     assert_false(st.has_rss_shmem);
     assert_false(st.has_vm_lck);
+    assert_false(st.has_vm_swap);
     assert_int_equal(st.rss_anon_bytes, 0);
 }
 

@@ -219,6 +219,16 @@ int forge_gguf_read_table(const char *path, struct forge_gguf_table *out, char e
 int forge_gguf_identity(const char *path, char out[RF_PROFILE_IDENTITY_MAX],
                         uint64_t *file_size_bytes, char err[FORGE_ERR_MAX]);
 
+/*
+ * Whether llama.cpp's CPU backend (v0.4.0, v0.5.0, with its default extra
+ * buffer types) copies the tensor NAME of ggml type TYPE_NAME ("q4_0", ...)
+ * into an anonymous CPU_REPACK buffer on this host (x86 with AVX2): a
+ * layer matrix or output.weight of type Q4_0, Q4_K or IQ4_NL. Its file
+ * pages are then read once at load and never again. The header rule
+ * forge_gguf_estimate uses; false for NULL.
+ */
+bool forge_gguf_tensor_copied(const char *name, const char *type_name);
+
 /* Frees the table; leaves it empty. NULL is a no-op. */
 void forge_gguf_table_free(struct forge_gguf_table *t);
 

@@ -56,6 +56,8 @@ struct rfsys_status {
     uint64_t rss_shmem_bytes; /* RssShmem, bytes */
     bool has_vm_lck;
     uint64_t vm_lck_bytes; /* VmLck: mlocked, bytes */
+    bool has_vm_swap;
+    uint64_t vm_swap_bytes; /* VmSwap: anonymous memory swapped out, bytes */
 };
 
 /*
