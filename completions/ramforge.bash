@@ -11,7 +11,8 @@ _ramforge_opts_run="-m --model -p --prompt -f --file -n --n-predict -t --threads
     --no-stream-hugepage --stream-prefetch-layers --no-stream-prefetch
     --observe-dispatch --dispatch-events
     --dispatch-sample-pages --residency-report --residency-report-json --metrics-file
-    --residency-svg --profile --profile-history --no-repack --mlock --hold -v --verbose -h --help"
+    --residency-svg --profile --profile-history --no-repack --mlock --hold -v --verbose -h --help
+    -q --quiet --memory-limit"
 _ramforge_opts_inspect="-m --model -J --json -b --bytes --no-probe --no-repack --page-cache
     --residency-page-budget --residency-svg -c --ctx-size --memory-limit --admission
     -o --output -n --noheadings --by-layer -v --verbose -h --help"

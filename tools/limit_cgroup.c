@@ -5,6 +5,7 @@
 #include "limit_cgroup.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -64,8 +65,11 @@ static int finish(const struct rfsys_cgroup_child *cg, int wstatus, bool quiet)
         cli_error("the run was killed by signal %d (%s)", WTERMSIG(wstatus),
                   strsignal(WTERMSIG(wstatus)));
     else if (!quiet)
-        fprintf(stderr, "  memory cgroup of --memory-limit: limit %s, peak %s (this run only)%s\n",
-                limit, peak, st.has_failcnt && st.failcnt ? ", limit reached" : "");
+        fprintf(stderr,
+                "  memory cgroup of --memory-limit: limit %s (%" PRIu64 " bytes), peak %s (this "
+                "run only)%s\n",
+                limit, st.has_limit ? st.limit_bytes : 0, peak,
+                st.has_failcnt && st.failcnt ? ", limit reached" : "");
     return status;
 }
 

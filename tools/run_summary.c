@@ -361,7 +361,8 @@ void run_print_summary(FILE *f, const struct rf_report *r)
     fprintf(f, "\n== ramforge: %s, policy %s", or_default(r->model_desc, "model"),
             or_default(r->policy, "unknown"));
     if (r->has_target)
-        fprintf(f, ", target %s", iec(r->target_bytes, b1, sizeof(b1)));
+        fprintf(f, ", target %s (%" PRIu64 " bytes)", iec(r->target_bytes, b1, sizeof(b1)),
+                r->target_bytes);
     if (r->release_mode)
         fprintf(f, ", release %s", r->release_mode);
     fputs(" ==\n", f);
