@@ -24,7 +24,8 @@ _ramforge_opts_bench="-m --model -o --output -p --prompt -n --n-predict -t --thr
 _ramforge_opts_serve="-m --model --host --port -c --ctx-size -n --n-predict -t --threads
     --residency-policy --memory-target --safety-reserve --release-mode --idle-seconds
     --staging-budget --queue --history --api-key --timeout --residency-report-json
-    --profile --profile-history --profile-save-every -v --verbose -h --help"
+    --profile --profile-history --profile-save-every -v --verbose -h --help
+    -q --quiet --memory-limit"
 _ramforge_columns="INDEX NAME LAYER TYPE TENSORS RANGE PAGES SIZE RES NONRES UNKNOWN RES_BYTES
     PERCENT SAMPLED FILE"
 _ramforge_policies="off observe conservative memory-bound reuse-aware active streaming"

@@ -63,7 +63,7 @@ static int write_reports(struct rf_session *s, const struct run_options *o)
 {
     if (o->human_report)
         run_print_report(rf_session_report(s, RF_REPORT_OPERATION), o->sess.verbose);
-    else if (!o->quiet)
+    else if (!o->sess.quiet)
         run_print_summary(stderr, rf_session_report(s, RF_REPORT_OPERATION));
     if (run_json_to_stdout(o)) {
         char *text = NULL;
@@ -223,7 +223,8 @@ int cmd_run(int argc, char **argv)
         return RF_EXIT_FAILURE;
     if (o.svg_path && !run_report_path_usable(o.svg_path, o.sess.model))
         return RF_EXIT_FAILURE;
-    if (o.has_memory_limit && (rc = limit_cgroup_enter("rf-run-", o.memory_limit, o.quiet)) >= 0)
+    if (o.sess.has_memory_limit &&
+        (rc = limit_cgroup_enter("rf-run-", o.sess.memory_limit, o.sess.quiet)) >= 0)
         return rc; /* the parent: the run was the child's, in the cgroup */
     run_svg_init(&svg);
     if (o.sess.verbose)

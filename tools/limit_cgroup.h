@@ -4,9 +4,10 @@
  * (ramforge/cgroup_child.h; cgroup v1 or v2), so "keep it under N" is a
  * cap the kernel holds. The command forks: the child joins the cgroup and
  * does the work; the parent waits, says what the cgroup recorded, removes
- * it and exits with the child's status. On SIGINT, SIGTERM or SIGHUP the
- * parent's handler (bench_cleanup.h) kills the child, removes the cgroup
- * and re-raises the signal: no cgroup is left behind.
+ * it and exits with the child's status. SIGINT, SIGTERM or SIGHUP to the
+ * parent is passed on to the child (serve stops gracefully); once the child
+ * ended, the cgroup is removed and the parent ends as the child did: no
+ * cgroup is left behind (only SIGKILL of the parent can leave one).
  */
 #ifndef RAMFORGE_LIMIT_CGROUP_H
 #define RAMFORGE_LIMIT_CGROUP_H

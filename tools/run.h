@@ -29,9 +29,6 @@ struct run_options {
     long long dispatch_events;                           /* observer capacity, events */
     long long dispatch_sample_pages; /* pre-dispatch sampling per weight source; 0: off */
     bool human_report;               /* --residency-report: the details after the summary */
-    bool quiet;                      /* -q: no summary (the text only) */
-    bool has_memory_limit;           /* --memory-limit: run in a child memory cgroup of its own */
-    uint64_t memory_limit;           /* its hard limit, bytes */
     const char *metrics_path;        /* --metrics-file: Prometheus text (ramforge/metrics.h) */
     const char *svg_path; /* --residency-svg: the residency picture (ramforge/residency_svg.h) */
     bool repack;

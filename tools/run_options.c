@@ -207,7 +207,6 @@ enum {
     OPT_STREAM_HUGEPAGE,
     OPT_STREAM_PREFETCH,
     OPT_NO_STREAM_PREFETCH,
-    OPT_MEMORY_LIMIT,
 };
 
 /* Largest prompt file -f reads, bytes (16 MiB: far beyond any context). */
@@ -316,14 +315,6 @@ static int run_option(int c, const char *arg, void *ud)
     case OPT_REPORT:
         o->human_report = true;
         break;
-    case 'q':
-        o->quiet = true;
-        break;
-    case OPT_MEMORY_LIMIT:
-        if (!cli_parse_size("--memory-limit", arg, false, &o->memory_limit))
-            return RF_EXIT_USAGE;
-        o->has_memory_limit = true;
-        break;
     case OPT_METRICS_FILE:
         o->metrics_path = arg;
         break;
@@ -400,8 +391,8 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         SESSION_LONGOPT_RELEASE_MODE,
         {"verify-session", no_argument, NULL, OPT_VERIFY},
         {"residency-report", no_argument, NULL, OPT_REPORT},
-        {"quiet", no_argument, NULL, 'q'},
-        {"memory-limit", required_argument, NULL, OPT_MEMORY_LIMIT},
+        SESSION_LONGOPT_QUIET,
+        SESSION_LONGOPT_MEMORY_LIMIT,
         SESSION_LONGOPT_REPORT_JSON,
         {"metrics-file", required_argument, NULL, OPT_METRICS_FILE},
         {"residency-svg", required_argument, NULL, OPT_RESIDENCY_SVG},
@@ -430,7 +421,7 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
     };
     struct run_parse rp = {.o = o};
     const struct session_command cmd = {.longopts = opts,
-                                        .shortopts = ":" SESSION_SHORTOPTS "p:f:s:q",
+                                        .shortopts = ":" SESSION_SHORTOPTS "p:f:s:",
                                         .usage = usage,
                                         .own = run_option,
                                         .ud = &rp};
@@ -439,7 +430,7 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
     int rc = session_options_parse(&cmd, argc, argv, &o->sess);
     if (rc >= 0)
         return rc;
-    if (o->quiet && o->human_report) {
+    if (so->quiet && o->human_report) {
         cli_usage_error("-q/--quiet and --residency-report contradict each other: use one");
         return RF_EXIT_USAGE;
     }

@@ -110,6 +110,14 @@ static void print_where(FILE *f, const struct rf_report *r)
     if (anon && anon->value_bytes)
         fprintf(f, "    repacked weight copies       %11s anonymous (release cannot return it)\n",
                 iec(anon->value_bytes, b1, sizeof(b1)));
+    if (anon && anon->value_bytes && r->inventory && r->inventory->totals.anonymous_logical_bytes)
+        fprintf(f,
+                "      their sources, %s of the file, are never read again: %s; --no-repack "
+                "avoids both\n",
+                iec(r->inventory->totals.anonymous_logical_bytes, b1, sizeof(b1)),
+                r->policy_mutates && r->release_dead_file_pages
+                    ? "released after the load (--dead-file-pages release)"
+                    : "--residency-policy conservative releases them");
     if (kv || scratch)
         fprintf(f,
                 "    KV cache + graph scratch     %11s + %s, freed with the session (in the "

@@ -69,8 +69,7 @@ void rf_admission_headline(const struct rf_admission_result *a, char *buf, size_
         if (a->streaming)
             snprintf(buf, len,
                      "streams: %" PRIu64 " bytes of weights read per token, %" PRIu64
-                     " bytes of them stay cached under the limit of %" PRIu64
-                     " bytes; the rest is re-read each token",
+                     " bytes stay cached under the limit of %" PRIu64 " bytes, the rest re-read",
                      ws->bytes, a->working_set_fit_bytes, thrash_limit(a));
         else
             snprintf(buf, len,
