@@ -142,18 +142,18 @@ static bool admit_before_load(const struct run_options *o, struct rf_session_par
     return go;
 }
 
-/* The measured mapping RSS after release against the soft target, on stderr. */
+/* The measured mapping RSS after release against the soft target, on stderr (one line). */
 static void warn_above_target(struct rf_session *s)
 {
     const struct rf_report *r = rf_session_report(s, RF_REPORT_OPERATION);
     const struct rf_residency_sample *last = r->n_samples ? &r->samples[r->n_samples - 1] : NULL;
     if (r->policy_mutates && r->plan && r->plan->has_soft_target && last && last->has_mapping &&
         last->mapping_rss_bytes > r->plan->soft_target_bytes) {
-        char b1[32], b2[32], text[2048];
-        cli_error("warning: the measured mapping RSS of %s is above the soft target of %s: %s",
+        char b1[32], b2[32];
+        cli_error("warning: the measured mapping RSS of %s is above the soft target of %s (the "
+                  "plan's reason: --residency-report)",
                   cli_format_bytes(last->mapping_rss_bytes, false, b1, sizeof(b1)),
-                  cli_format_bytes(r->plan->soft_target_bytes, false, b2, sizeof(b2)),
-                  cli_iec_text(r->plan->reason, text, sizeof(text)));
+                  cli_format_bytes(r->plan->soft_target_bytes, false, b2, sizeof(b2)));
     }
 }
 

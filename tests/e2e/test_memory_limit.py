@@ -92,6 +92,11 @@ def case_limit_streaming_cold(c):
               str(limit), check_rc=None)
     check("not bound: the model mapping held" in p.stderr and "iflag=nocache" in p.stderr,
           f"no note that the limit could not bind: {p.stderr[-800:]}")
+    check("warning: admission: will thrash:" in p.stderr and
+          "way out: --residency-policy streaming" in p.stderr, p.stderr[:800])
+    long = [ln for ln in p.stderr.splitlines() if ln.startswith("ramforge: warning")
+            and len(ln) > 160]
+    check(not long, f"warning lines over 160 characters: {long}")
     check(not leftovers(parent), f"cgroups left behind: {leftovers(parent)}")
 
 
