@@ -306,10 +306,11 @@ static void print_speed(FILE *f, const struct rf_report *r)
     const struct rf_timing *t = r->timing;
     char b1[32];
 
+    double tps;
+
     fprintf(f, "  %zu tokens", r->n_tokens);
-    if (t && t->has[RF_TIMER_DECODE] && t->ns[RF_TIMER_DECODE] && r->n_tokens >= 2)
-        fprintf(f, ", decode %.2f tok/s",
-                (double)(r->n_tokens - 1) * 1e9 / (double)t->ns[RF_TIMER_DECODE]);
+    if (rf_report_decode_tokens_per_s(r, &tps))
+        fprintf(f, ", decode %.2f tok/s", tps);
     if (t && t->has[RF_TIMER_TTFT])
         fprintf(f, ", first token after %s", cli_format_ns(t->ns[RF_TIMER_TTFT], b1, sizeof(b1)));
     if (r->streaming && r->streaming->has_read_bytes)
