@@ -67,16 +67,26 @@ static void ledger_metrics(FILE *f, const struct rf_report *r, const char *m)
         fprintf(f, ",category=\"%s\"} 1\n", rf_ledger_category_name(l->entries[c].category));
     }
     const struct rf_residency_sample *last = r->n_samples ? &r->samples[r->n_samples - 1] : NULL;
+    /* The figures without the sample's name (a label that changed value broke a graph's
+       series); which sample they are is its own info series. */
     family(f, "ramforge_mapping_rss_bytes", "gauge",
            "Resident bytes of the model mappings at the operation's last sample.");
     if (last && last->has_mapping) {
         series(f, "ramforge_mapping_rss_bytes", m);
-        fprintf(f, ",sample=\"%s\"} %" PRIu64 "\n", last->label, last->mapping_rss_bytes);
+        fprintf(f, "} %" PRIu64 "\n", last->mapping_rss_bytes);
     }
     family(f, "ramforge_process_rss_bytes", "gauge", "VmRSS at the operation's last sample.");
     if (last && last->has_process_rss) {
         series(f, "ramforge_process_rss_bytes", m);
-        fprintf(f, ",sample=\"%s\"} %" PRIu64 "\n", last->label, last->process_rss_bytes);
+        fprintf(f, "} %" PRIu64 "\n", last->process_rss_bytes);
+    }
+    family(f, "ramforge_operation_last_sample_info", "gauge",
+           "1, labelled with the boundary of the operation's last sample (the two gauges above).");
+    if (last && last->label) {
+        series(f, "ramforge_operation_last_sample_info", m);
+        fputc(',', f);
+        rf_metrics_label(f, "sample", last->label);
+        fputs("} 1\n", f);
     }
 }
 

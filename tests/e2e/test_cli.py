@@ -754,10 +754,12 @@ def case_metrics_file(c):
     ledger, unknown = check_ledger_metrics(m, doc["ledger"]["entries"])
     check(len(ledger) + len(unknown) == len(doc["ledger"]["entries"]), "one series per category")
     last = doc["residency"]["samples"][-1]
-    check(m[("ramforge_mapping_rss_bytes", (("sample", last["label"]),))] ==
-          last["mapping_rss_bytes"], f"mapping RSS at {last['label']}")
-    check(m[("ramforge_process_rss_bytes", (("sample", last["label"]),))] ==
-          last["process_rss_bytes"], f"process RSS at {last['label']}")
+    check(m[("ramforge_mapping_rss_bytes", ())] == last["mapping_rss_bytes"],
+          f"mapping RSS at {last['label']}")
+    check(m[("ramforge_process_rss_bytes", ())] == last["process_rss_bytes"],
+          f"process RSS at {last['label']}")
+    check(m[("ramforge_operation_last_sample_info", (("sample", last["label"]),))] == 1,
+          f"the last sample's name {last['label']} (issue 24: not a label of the gauges)")
     adm = doc["admission"]
     outcomes = {dict(k[1])["outcome"]: v for k, v in m.items()
                 if k[0] == "ramforge_operation_admission"}

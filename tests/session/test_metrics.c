@@ -91,7 +91,9 @@ static void test_report_text(void **state)
         "ramforge_ledger_bytes{model=\"dir/m \\\"1\\\".gguf\",category=\"FileBackedResident\","
         "provenance=\"exact_measured\"} 8192",
         "ramforge_ledger_unknown{model=\"dir/m \\\"1\\\".gguf\",category=\"KvCache\"} 1",
-        "ramforge_mapping_rss_bytes{model=\"dir/m \\\"1\\\".gguf\",sample=\"after_release\"} 4096",
+        "ramforge_mapping_rss_bytes{model=\"dir/m \\\"1\\\".gguf\"} 4096",
+        "ramforge_operation_last_sample_info{model=\"dir/m \\\"1\\\".gguf\","
+        "sample=\"after_release\"} 1",
         "ramforge_operation_admission{model=\"dir/m \\\"1\\\".gguf\","
         "outcome=\"admitted_with_warning\"} 1",
         "ramforge_operation_admission{model=\"dir/m \\\"1\\\".gguf\",outcome=\"admitted\"} 0",
