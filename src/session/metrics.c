@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,11 +37,15 @@ void rf_metrics_label(FILE *f, const char *name, const char *value)
     fputc('"', f);
 }
 
-/* name{model="..." (the caller closes the braces). */
-static void series(FILE *f, const char *name, const char *model)
+/* name{model="<the file's name>",path="<its canonical path>" (the caller closes the braces):
+   one model, one series, however -m spelled its path. */
+static void series(FILE *f, const char *name, const char *path)
 {
+    const char *slash = path ? strrchr(path, '/') : NULL;
     fprintf(f, "%s{", name);
-    rf_metrics_label(f, "model", model);
+    rf_metrics_label(f, "model", slash ? slash + 1 : path);
+    fputc(',', f);
+    rf_metrics_label(f, "path", path);
 }
 
 /* The operation's ledger and its last sample. */
@@ -232,6 +237,9 @@ static int metrics_text(const struct rf_report *op, const struct rf_report *sess
     if (!op || !out)
         return -EINVAL;
     *out = NULL;
+    char canon[PATH_MAX];
+    if (model && realpath(model, canon)) /* else the path as given */
+        model = canon;
     FILE *f = open_memstream(&text, &len);
     if (!f)
         return -ENOMEM;
