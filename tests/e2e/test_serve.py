@@ -107,7 +107,8 @@ class Server:
             for s in fam.samples:
                 own = s.name.startswith(("llamacpp:", "ramforge_requests", "ramforge_admission_",
                                          "ramforge_idle", "ramforge_staging_",
-                                         "ramforge_residency_state", "ramforge_operations_"))
+                                         "ramforge_residency_state", "ramforge_operations_",
+                                         "ramforge_live_"))
                 canon = os.path.realpath(self.model)
                 check(s.labels.get("model") == (None if own else os.path.basename(canon))
                       and s.labels.get("path") == (None if own else canon),

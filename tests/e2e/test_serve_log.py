@@ -4,6 +4,8 @@
   serve_log           one stderr line per request (status, tokens, first token, tok/s)
                       and per idle release (bytes requested, accepted, observed); with
                       -q neither
+  serve_live_metrics  /metrics' ramforge_live_* gauges are read at scrape time (VmRSS
+                      against /proc/PID/status beside the scrape)
   serve_memory_limit  serve in a child memory cgroup rf-serve-<pid> of its own (root, a
                       v1 memory cgroup): requests answered there; SIGTERM stops it
                       gracefully (exit 0, the session report written) and the cgroup is
@@ -13,6 +15,7 @@ Exit 0 pass, 1 fail, 77 skip.
 """
 import glob
 import os
+import re
 import signal
 import time
 
@@ -76,7 +79,25 @@ def case_serve_memory_limit(c):
     check(not glob.glob(os.path.join(parent, "rf-serve-*")), "serve cgroups left behind")
 
 
-CASES = {"serve_log": case_serve_log, "serve_memory_limit": case_serve_memory_limit}
+def case_serve_live_metrics(c):
+    """The live gauges are read at scrape time: VmRSS within 10% of /proc/PID/status's read
+    beside each of two scrapes; the cgroup's usage positive where there is a controller."""
+    model = c.model()
+    with Server(c, model) as sv:
+        complete(sv)
+        for _ in range(2):
+            m = sv.metrics()
+            with open(f"/proc/{sv.proc.pid}/status") as f:
+                rss = int(re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M).group(1)) * 1024
+            live = m.get(("ramforge_live_process_rss_bytes", ()))
+            check(live is not None and abs(live - rss) <= rss // 10,
+                  f"live VmRSS {live} against /proc's {rss}")
+        cur = m.get(("ramforge_live_cgroup_current_bytes", ()))
+        check(cur is None or cur > 0, f"cgroup current {cur}")
+
+
+CASES = {"serve_log": case_serve_log, "serve_memory_limit": case_serve_memory_limit,
+         "serve_live_metrics": case_serve_live_metrics}
 
 if __name__ == "__main__":
     run_main(CASES, ModelCtx, "rf-serve-log-")
