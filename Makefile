@@ -36,10 +36,24 @@ $(DEMO_MODEL): | build
 	@mkdir -p $(dir $@)
 	$(BUILD)/ramforge mkmodel --preset $(DEMO_PRESET) --type $(DEMO_TYPE) --seed 42 -o $@
 
-demo: build $(DEMO_MODEL)
-	$(BUILD)/ramforge run -m $(DEMO_MODEL) -p "Hello my name is" -n 16 \
-	    --residency-report --residency-report-json $(BUILD)/demo-report.json
-	@echo "ramforge: JSON report written to $(BUILD)/demo-report.json"
+# make demo: the build and the model quietly (their output in DEMO_LOG), then the run and its
+# summary, why the text is gibberish, and three next steps: under 40 lines in all.
+DEMO_LOG = $(BUILD)/demo-build.log
+demo:
+	@mkdir -p $(BUILD)
+	@echo "ramforge demo: building llama.cpp (pinned), ramforge and a TinyLlama-shaped model; log: $(DEMO_LOG)"
+	@$(MAKE) --no-print-directory build $(DEMO_MODEL) >$(DEMO_LOG) 2>&1 || \
+	    { tail -n 15 $(DEMO_LOG); echo "ramforge demo: the build failed; the whole log: $(DEMO_LOG)"; exit 1; }
+	@echo '$$ ramforge run -m $(DEMO_MODEL) -p "Hello my name is" -n 16'
+	@$(BUILD)/ramforge run -m $(DEMO_MODEL) -p "Hello my name is" -n 16 \
+	    --residency-report-json $(BUILD)/demo-report.json
+	@echo
+	@echo "The text is gibberish on purpose: mkmodel gave the model random weights (ramforge never"
+	@echo "downloads a model). The JSON report of this run: $(BUILD)/demo-report.json. Next steps:"
+	@echo "  $(BUILD)/ramforge run -m YOUR.gguf -n 16                   where a real model's memory goes"
+	@echo "  $(BUILD)/ramforge inspect -c 4096 --memory-limit 2Gi YOUR.gguf   would it fit the container?"
+	@echo "  $(BUILD)/ramforge run -m YOUR.gguf --memory-limit 1Gi --residency-policy streaming   (root)"
+	@echo "README.md, 'How do I ...', has the rest."
 
 check: build
 	@cd $(BUILD) && ctest --output-on-failure

@@ -11,7 +11,8 @@ _ramforge_opts_run="-m --model -p --prompt -f --file -n --n-predict -t --threads
     --no-stream-hugepage --stream-prefetch-layers --no-stream-prefetch
     --observe-dispatch --dispatch-events
     --dispatch-sample-pages --residency-report --residency-report-json --metrics-file
-    --residency-svg --profile --profile-history --no-repack --mlock --hold -v --verbose -h --help"
+    --residency-svg --profile --profile-history --no-repack --mlock --hold -v --verbose -h --help
+    -q --quiet --memory-limit"
 _ramforge_opts_inspect="-m --model -J --json -b --bytes --no-probe --no-repack --page-cache
     --residency-page-budget --residency-svg -c --ctx-size --memory-limit --admission
     -o --output -n --noheadings --by-layer -v --verbose -h --help"
@@ -24,7 +25,7 @@ _ramforge_opts_serve="-m --model --host --port -c --ctx-size -n --n-predict -t -
     --residency-policy --memory-target --safety-reserve --release-mode --idle-seconds
     --staging-budget --queue --history --api-key --timeout --residency-report-json
     --profile --profile-history --profile-save-every -v --verbose -h --help
-    --header-timeout --max-connections --max-connections-per-address"
+    --header-timeout --max-connections --max-connections-per-address -q --quiet --memory-limit"
 _ramforge_opts_watch="-a --all -i --interval -n --iterations --once -j --json -b --bytes
     --metrics-file --listen --release-idle --memory-target --release-mode -h --help"
 _ramforge_columns="INDEX NAME LAYER TYPE TENSORS RANGE PAGES SIZE RES NONRES UNKNOWN RES_BYTES

@@ -14,37 +14,16 @@
 #include "bench_report.h"
 #include "bench_spawn.h"
 #include "cli.h"
+#include "limit_cgroup.h"
 #include "ramforge/json_util.h"
 
 int bench_limit_cgroup_create(const struct bench_options *o, size_t k,
                               struct rfsys_cgroup_child *cg, char *reason, size_t len)
 {
     char name[64];
-    int rc;
 
     snprintf(name, sizeof(name), BENCH_CGROUP_PREFIX "%ld-%zu", (long)getpid(), k + 1);
-    sigset_t old;
-    bench_cleanup_block(&old); /* no signal between the mkdir and its registration */
-    rc = rfsys_cgroup_child_create(NULL, "self", name, o->memory_limit, cg);
-    if (rc == 0)
-        bench_cleanup_set_cgroup(cg);
-    bench_cleanup_restore(&old);
-    if (rc == 0)
-        return 0;
-    if (rc == -EOPNOTSUPP && cg->version == RFSYS_CGROUP_NONE)
-        snprintf(reason, len, "--memory-limit: no memory cgroup controller found for bench");
-    else if (rc == -EOPNOTSUPP)
-        snprintf(reason, len,
-                 "--memory-limit: %s has no memory.max (the memory controller is not enabled "
-                 "in the parent's cgroup.subtree_control)",
-                 cg->path);
-    else if (rc == -EACCES || rc == -EPERM || rc == -EROFS)
-        snprintf(reason, len, "--memory-limit: cannot create the cgroup %s: %s (needs root)",
-                 cg->path, strerror(-rc));
-    else
-        snprintf(reason, len, "--memory-limit: cannot create the cgroup %s: %s",
-                 cg->path[0] ? cg->path : name, strerror(-rc));
-    return rc;
+    return limit_cgroup_create(name, o->memory_limit, cg, reason, len);
 }
 
 static void set_u(struct bench_row *r, enum bench_metric m, bool has, uint64_t u)

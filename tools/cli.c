@@ -443,3 +443,26 @@ bool cli_parse_profile_history(const char *s, long long *out)
 {
     return cli_parse_int("entries (--profile-history)", s, 1, RF_PROFILE_MAX_HISTORY, out);
 }
+
+const char *cli_wrap(const char *text, char *buf, size_t len)
+{
+    size_t n = 0, col = 0;
+
+    for (const char *w = text; *w && n + 1 < len;) {
+        size_t wl = strcspn(w, " ");
+        if (col && col + 1 + wl > 79) {
+            buf[n++] = '\n';
+            col = 0;
+        } else if (col) {
+            buf[n++] = ' ';
+            col++;
+        }
+        for (size_t i = 0; i < wl && n + 1 < len; i++, col++)
+            buf[n++] = w[i];
+        w += wl;
+        w += strspn(w, " ");
+    }
+    if (len)
+        buf[n] = '\0';
+    return buf;
+}

@@ -124,6 +124,9 @@ const char *cli_format_signed_bytes(int64_t bytes, char *buf, size_t len);
 /* Formats nanoseconds as "12.3 ms". buf >= 32. */
 const char *cli_format_ns(uint64_t ns, char *buf, size_t len);
 
+/* text wrapped at 79 columns on spaces (no indent) into buf of len bytes, cut to fit; buf. */
+const char *cli_wrap(const char *text, char *buf, size_t len);
+
 int cmd_run(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_mkmodel(int argc, char **argv);

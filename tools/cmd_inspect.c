@@ -99,6 +99,8 @@ static void usage(FILE *out)
                  "                   group's tensors, so a page two tensors share counts twice\n"
                  "  -v, --verbose    show llama.cpp's log\n"
                  "  -h, --help       show this help\n");
+    char wrapped[512];
+    fprintf(out, "\n%s\n", cli_wrap(RF_SIZE_RULE, wrapped, sizeof(wrapped)));
 }
 
 static void print_table(const struct rf_inventory *inv, bool raw)

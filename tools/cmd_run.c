@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "limit_cgroup.h"
 #include "ramforge/defaults.h"
 #include "ramforge/error.h"
 #include "ramforge/forge_ahead.h"
@@ -62,6 +63,8 @@ static int write_reports(struct rf_session *s, const struct run_options *o)
 {
     if (o->human_report)
         run_print_report(rf_session_report(s, RF_REPORT_OPERATION), o->sess.verbose);
+    else if (!o->sess.quiet)
+        run_print_summary(stderr, rf_session_report(s, RF_REPORT_OPERATION));
     if (run_json_to_stdout(o)) {
         char *text = NULL;
         int rc = rf_session_report_json(s, RF_REPORT_OPERATION, &text);
@@ -118,10 +121,7 @@ static bool admit_before_load(const struct run_options *o, struct rf_session_par
     } else if (!*decided_out) {
         /* no enforced limit: nothing to decide before the load */
     } else if (adm->refused) {
-        char text[2048];
-        cli_error("admission refused the run before loading (%s, --admission %s): %s",
-                  rf_admission_outcome_name(adm->outcome), rf_admission_mode_name(adm->mode),
-                  cli_iec_text(adm->reason, text, sizeof(text)));
+        run_print_admission(adm, " before loading", o->sess.verbose);
         go = false;
         int rc = 0;
         if (run_json_to_stdout(o)) {
@@ -135,27 +135,25 @@ static bool admit_before_load(const struct run_options *o, struct rf_session_par
         }
         if (rc < 0)
             cli_error("cannot write %s: %s", o->sess.json_path, rf_strerror(rc));
-    } else if (adm->outcome != RF_ADMIT_ADMITTED) {
-        char text[2048];
-        cli_error("warning: admission before loading %s: %s",
-                  rf_admission_outcome_name(adm->outcome),
-                  cli_iec_text(adm->reason, text, sizeof(text)));
+    } else if (adm->outcome != RF_ADMIT_ADMITTED && o->sess.verbose) {
+        /* Without -v said once, by the admission after the load (the report keeps both). */
+        run_print_admission(adm, " before loading", true);
     }
     return go;
 }
 
-/* The measured mapping RSS after release against the soft target, on stderr. */
+/* The measured mapping RSS after release against the soft target, on stderr (one line). */
 static void warn_above_target(struct rf_session *s)
 {
     const struct rf_report *r = rf_session_report(s, RF_REPORT_OPERATION);
     const struct rf_residency_sample *last = r->n_samples ? &r->samples[r->n_samples - 1] : NULL;
     if (r->policy_mutates && r->plan && r->plan->has_soft_target && last && last->has_mapping &&
         last->mapping_rss_bytes > r->plan->soft_target_bytes) {
-        char b1[32], b2[32], text[2048];
-        cli_error("warning: the measured mapping RSS of %s is above the soft target of %s: %s",
+        char b1[32], b2[32];
+        cli_error("warning: the measured mapping RSS of %s is above the soft target of %s (the "
+                  "plan's reason: --residency-report)",
                   cli_format_bytes(last->mapping_rss_bytes, false, b1, sizeof(b1)),
-                  cli_format_bytes(r->plan->soft_target_bytes, false, b2, sizeof(b2)),
-                  cli_iec_text(r->plan->reason, text, sizeof(text)));
+                  cli_format_bytes(r->plan->soft_target_bytes, false, b2, sizeof(b2)));
     }
 }
 
@@ -225,6 +223,9 @@ int cmd_run(int argc, char **argv)
         return RF_EXIT_FAILURE;
     if (o.svg_path && !run_report_path_usable(o.svg_path, o.sess.model))
         return RF_EXIT_FAILURE;
+    if (o.sess.has_memory_limit &&
+        (rc = limit_cgroup_enter("rf-run-", o.sess.memory_limit, o.sess.quiet)) >= 0)
+        return rc; /* the parent: the run was the child's, in the cgroup */
     run_svg_init(&svg);
     if (o.sess.verbose)
         rf_log_set(cli_log_sink, NULL);
@@ -264,22 +265,18 @@ int cmd_run(int argc, char **argv)
         struct rf_operation_request req = {.n_ctx = (uint32_t)o.sess.n_ctx,
                                            .n_predict = (uint32_t)o.sess.n_predict};
         struct rf_admission_result adm;
-        char text[2048];
         forge_tokenize_count(rf_session_forge_model(s), o.prompt, &req.n_prompt);
         rc = rf_session_admit_result(s, &req, &adm);
         if (rc == 0 && adm.lock_note[0])
             cli_error("warning: %s", adm.lock_note);
         if (rc == 0 && adm.refused) {
-            cli_error("admission refused the run (%s, --admission %s): %s",
-                      rf_admission_outcome_name(adm.outcome), rf_admission_mode_name(adm.mode),
-                      cli_iec_text(adm.reason, text, sizeof(text)));
+            run_print_admission(&adm, "", o.sess.verbose);
             rf_session_operation_end(s, NULL);
             write_reports(s, &o);
             goto out;
         }
         if (rc == 0 && adm.outcome != RF_ADMIT_ADMITTED)
-            cli_error("warning: admission %s: %s", rf_admission_outcome_name(adm.outcome),
-                      cli_iec_text(adm.reason, text, sizeof(text)));
+            run_print_admission(&adm, "", o.sess.verbose);
         if (o.sess.has_staging && (rc = rf_session_stage(s, o.sess.staging_budget)) < 0) {
             cli_error("%s: cannot plan staging: %s", o.sess.model, rf_strerror(rc));
             goto out;

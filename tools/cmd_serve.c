@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "limit_cgroup.h"
 #include "ramforge/defaults.h"
 #include "ramforge/error.h"
 #include "ramforge/forge_observer.h"
@@ -161,6 +162,23 @@ static bool release_waits_for_idle(const struct serve_options *o)
     return o->idle_seconds > 0 && rf_policy_mutates(o->sess.policy);
 }
 
+/* One line per request on stderr (not with -q): status, tokens, first token, decode rate. */
+static void log_request(const struct serve *sv, struct serve_job *j)
+{
+    if (sv->o->sess.quiet)
+        return;
+    pthread_mutex_lock(&j->mu);
+    double ttft_ms = (double)j->prompt_ns / 1e6,
+           tps = j->decode_ns && j->n_tokens > 1
+                     ? (double)(j->n_tokens - 1) * 1e9 / (double)j->decode_ns
+                     : 0.0;
+    fprintf(stderr,
+            "%s serve: request: %d, %zu prompt + %zu generated tokens, first token after "
+            "%.1f ms, %.2f tok/s\n",
+            RF_PROGRAM, j->status, j->n_prompt, j->n_tokens, ttft_ms, tps);
+    pthread_mutex_unlock(&j->mu);
+}
+
 /* Runs one queued request through the session's boundaries and answers it. */
 static void run_job(struct serve *sv, struct serve_job *j)
 {
@@ -172,8 +190,10 @@ static void run_job(struct serve *sv, struct serve_job *j)
         serve_job_finish(j, 499, "the client closed the connection before the request ran");
         return;
     }
-    if (observing && !admit_and_stage(sv, j))
+    if (observing && !admit_and_stage(sv, j)) {
+        log_request(sv, j);
         return;
+    }
     struct token_sink sink = {sv, j};
     struct forge_generate_params gp = {
         .prompt_tokens = j->prompt_tokens,
@@ -227,6 +247,7 @@ static void run_job(struct serve *sv, struct serve_job *j)
         pthread_mutex_unlock(&j->mu);
         serve_job_finish(j, 200, NULL);
     }
+    log_request(sv, j);
     forge_generate_result_free(&gen);
 }
 
@@ -269,6 +290,34 @@ static enum serve_residency idle_outcome(const struct rf_report *r, bool mutates
     return SERVE_RESIDENT;
 }
 
+/* One line per idle release on stderr (not with -q): bytes requested, accepted, observed. */
+static void log_idle(const struct rf_report *r)
+{
+    uint64_t requested = 0, accepted = 0;
+    int64_t observed = 0;
+    bool attempted = false, known = true;
+    char b1[32], b2[32], b3[32];
+
+    for (size_t i = 0; r && i < r->n_applications; i++) {
+        const struct rf_report_application *a = &r->applications[i];
+        if (!a->attempted)
+            continue;
+        attempted = true;
+        requested += a->requested_bytes;
+        accepted += a->accepted_bytes;
+        known = known && a->mapping_delta.has_value;
+        observed += a->mapping_delta.has_value ? a->mapping_delta.value : 0;
+    }
+    if (!attempted) {
+        fprintf(stderr, "%s serve: idle: nothing released\n", RF_PROGRAM);
+        return;
+    }
+    fprintf(stderr, "%s serve: idle release: requested %s, accepted %s, observed mapping RSS %s\n",
+            RF_PROGRAM, cli_format_bytes(requested, false, b1, sizeof(b1)),
+            cli_format_bytes(accepted, false, b2, sizeof(b2)),
+            known ? cli_format_signed_bytes(observed, b3, sizeof(b3)) : "unknown");
+}
+
 /* The idle boundary: the policy's release with the model quiescent, then its report. */
 static void run_idle(struct serve *sv)
 {
@@ -277,9 +326,11 @@ static void run_idle(struct serve *sv)
     int rc = rf_session_boundary(sv->session, RF_BOUNDARY_IDLE);
     if (rc < 0)
         cli_error("the idle boundary failed: %s", rf_strerror(rc));
+    const struct rf_report *r = rf_session_report(sv->session, RF_REPORT_OPERATION);
     enum serve_residency state =
-        idle_outcome(rf_session_report(sv->session, RF_REPORT_OPERATION),
-                     rf_policy_mutates(sv->o->sess.policy), rc, why, sizeof(why));
+        idle_outcome(r, rf_policy_mutates(sv->o->sess.policy), rc, why, sizeof(why));
+    if (!sv->o->sess.quiet)
+        log_idle(r);
     int orc = rf_session_operation_end(sv->session, NULL);
     if (orc < 0)
         cli_error("cannot end the idle operation: %s", rf_strerror(orc));
@@ -396,6 +447,9 @@ int cmd_serve(int argc, char **argv)
     int rc = serve_parse_options(argc, argv, &o);
     if (rc >= 0)
         return rc;
+    if (o.sess.has_memory_limit &&
+        (rc = limit_cgroup_enter("rf-serve-", o.sess.memory_limit, o.sess.quiet)) >= 0)
+        return rc; /* the parent: the server was the child, in the cgroup */
     cli_default_threads(&o.sess.n_threads);
     if (o.sess.verbose)
         rf_log_set(cli_log_sink, NULL);

@@ -53,7 +53,7 @@ static void print_fit(const struct fit_options *f, const struct rf_admission_res
            "llama.cpp), before loading: GGUF-header estimates, nothing loaded\n",
            f->model, cells, f->n_ctx);
     printf("what the run would add or hold:\n");
-    print_input(a, "mapped_weights", "weights mapped", raw);
+    print_input(a, "mapped_weights", "to read in", raw);
     print_input(a, "model_cached", "already cached", raw);
     print_input(a, "repacked_weights", "repacked copies", raw);
     print_input(a, "loader_growth", "loader metadata", raw);
@@ -61,22 +61,26 @@ static void print_fit(const struct fit_options *f, const struct rf_admission_res
     print_input(a, "kv_cache", "KV cache", raw);
     print_input(a, "graph_scratch", "graph scratch", raw);
     print_input(a, "file_working_set", "read per token", raw);
-    print_input(a, "process_rss", "process now", raw);
+    print_input(a, "process_rss", "this command now", raw);
     if (a->has_request)
-        printf("  %-18s %12s  (process now + repacked copies + loader + page tables + KV cache + "
-               "the model "
-               "file)\n",
+        printf("  %-18s %12s  (the process at the end of the load: this command's size + "
+               "repacked copies + loader + page tables + KV cache + the whole model file)\n",
                "projected memory", cli_format_bytes(a->request_bytes, raw, b1, sizeof(b1)));
     if (a->has_binding) {
         const struct rf_admission_level_check *c = &a->cgroups[a->binding];
-        printf("binding limit: %s%s %s, usage %s (reclaimable cache %s): room %s; projected "
-               "charge %s\n",
+        printf("binding limit: %s%s %s (%" PRIu64 " bytes)\n",
                f->has_limit ? "--memory-limit" : "cgroup ", f->has_limit ? "" : c->level.dir,
-               cli_format_bytes(c->level.limit.bytes, raw, b1, sizeof(b1)),
+               cli_format_bytes(c->level.limit.bytes, raw, b1, sizeof(b1)), c->level.limit.bytes);
+        printf("  %-18s %12s  (%s)\n", "in use now",
                cli_format_bytes(c->level.usage.bytes, raw, b2, sizeof(b2)),
-               cli_format_bytes(c->reclaimable_bytes, raw, b3, sizeof(b3)),
-               cli_format_bytes(c->room_bytes, raw, b4, sizeof(b4)),
-               cli_format_bytes(c->projected_bytes, raw, b5, sizeof(b5)));
+               f->has_limit ? "this command alone, as the run would start" : "the cgroup's usage");
+        printf("  %-18s %12s  (clean unmapped page cache the kernel can drop)\n", "reclaimable",
+               cli_format_bytes(c->reclaimable_bytes, raw, b3, sizeof(b3)));
+        printf("  %-18s %12s  (limit - in use + reclaimable)\n", "room",
+               cli_format_bytes(c->room_bytes, raw, b4, sizeof(b4)));
+        printf("  %-18s %12s  (in use - reclaimable + the run's anonymous growth; the file's "
+               "pages are page cache: the working set decides them, not the charge)\n",
+               "to be charged", cli_format_bytes(c->projected_bytes, raw, b5, sizeof(b5)));
     } else if (a->host_binding) {
         printf("binding limit: the host (no enforced memory limit in this process's cgroups%s): "
                "it can give %s (%s); projected %s\n",
@@ -88,10 +92,20 @@ static void print_fit(const struct fit_options *f, const struct rf_admission_res
                "give --memory-limit SIZE to check a container's limit\n",
                a->n_cgroups ? "" : ": no memory controller");
     }
-    char reason[sizeof(a->reason) * 2];
+    char head[512], ways[1024], text[2048];
+    rf_admission_headline(a, head, sizeof(head));
     printf("verdict: %s%s: %s\n", rf_admission_outcome_name(a->outcome),
            a->refused ? " (run would refuse it, exit 1)" : "",
-           cli_iec_text(a->reason, reason, sizeof(reason)));
+           cli_iec_text(head, text, sizeof(text)));
+    rf_admission_ways_out(a, ways, sizeof(ways));
+    for (char *line = ways, *next; *line; line = next) {
+        next = line + strcspn(line, "\n");
+        if (*next)
+            *next++ = '\0';
+        printf("  way out: %s\n", cli_iec_text(line, text, sizeof(text)));
+    }
+    char reason[sizeof(a->reason) * 2];
+    printf("reason: %s\n", cli_iec_text(a->reason, reason, sizeof(reason)));
     if (a->n_unknown) {
         printf("not counted (unknown before the load):");
         for (size_t i = 0; i < a->n_unknown; i++)

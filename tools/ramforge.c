@@ -2,7 +2,7 @@
  * ramforge: where a llama.cpp model's memory is, with proof.
  *
  * Dispatches the subcommands: run (inference under the memory ledger),
- * inspect (the tensor inventory), mkmodel (generated test models), bench,
+ * inspect (the fit check and the tensor inventory), mkmodel (generated test models), bench,
  * serve (HTTP), watch (running processes, from outside).
  */
 #include <stdio.h>
@@ -20,10 +20,10 @@ static void usage(FILE *out)
             "Memory ledger and residency reports for llama.cpp inference.\n"
             "\n"
             "Commands:\n"
-            "  run       load a GGUF model (mmap), generate greedily, and report where its\n"
-            "            memory is: inventory, ledger, reconciliation, timing\n"
-            "  inspect   the model's tensor inventory: page ranges, shared pages,\n"
-            "            reclaimable estimates, eligibility (no prompt is run)\n"
+            "  run       load a GGUF model (mmap), generate greedily, and print where its\n"
+            "            memory went and the speed (--memory-limit: under a real cap)\n"
+            "  inspect   the fit check (-c N [--memory-limit SIZE]: would a run fit, before\n"
+            "            loading) and the model's tensor inventory (no prompt is run)\n"
             "  mkmodel   generate a llama-architecture test model with llama.cpp's API\n"
             "  bench     'run' as a process per repetition over policies and verified cache\n"
             "            conditions (warm, isolated-nonresident): results.tsv, summary.json\n"

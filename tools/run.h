@@ -28,8 +28,8 @@ struct run_options {
     bool has_dispatch_events, has_dispatch_sample_pages; /* given on the command line */
     long long dispatch_events;                           /* observer capacity, events */
     long long dispatch_sample_pages; /* pre-dispatch sampling per weight source; 0: off */
-    bool human_report;
-    const char *metrics_path; /* --metrics-file: Prometheus text (ramforge/metrics.h) */
+    bool human_report;               /* --residency-report: the details after the summary */
+    const char *metrics_path;        /* --metrics-file: Prometheus text (ramforge/metrics.h) */
     const char *svg_path; /* --residency-svg: the residency picture (ramforge/residency_svg.h) */
     bool repack;
     bool mlock;
@@ -88,6 +88,13 @@ void run_print_report(const struct rf_report *r, bool verbose);
 
 /* The answer first (run_summary.c): where the memory went, the limit, before -> after. */
 void run_print_summary(FILE *f, const struct rf_report *r);
+
+/*
+ * An admission decision that is not a plain fit, on stderr: one line (the
+ * headline, "refused" or "warning"; when: "" or " before loading"), the
+ * ways out with what each saves, and with verbose the reason in full.
+ */
+void run_print_admission(const struct rf_admission_result *a, const char *when, bool verbose);
 
 /* Whether a report warning holds for every run of its kind (documented; shown with -v). */
 bool run_warning_is_general(const char *w);

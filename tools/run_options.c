@@ -21,13 +21,16 @@
 
 static void usage(FILE *out)
 {
+    char wrapped[512];
     fprintf(out,
             "Usage: %s run -m MODEL [-p PROMPT] [-n N] [OPTIONS]\n"
             "\n"
             "Load MODEL through llama.cpp (mmap), generate N tokens greedily (the decode\n"
-            "loop of llama.cpp's examples/simple), print the generated text on stdout, and\n"
-            "account for the model's memory; with a mutating policy, release cold weight\n"
-            "pages at safe boundaries (after load, after the session is dropped).\n"
+            "loop of llama.cpp's examples/simple), print the generated text on stdout and,\n"
+            "after it on stderr (as time(1) does), the summary: where the memory went, the\n"
+            "limit, decode tok/s, time to first token and the thread count. With a\n"
+            "mutating policy, release cold weight pages at safe boundaries (after load,\n"
+            "after the session is dropped).\n"
             "\n"
             "Options:\n"
             "  -m, --model PATH              GGUF model (required)\n"
@@ -77,13 +80,16 @@ static void usage(FILE *out)
             "                                when the decode reaches layer L, 0..4 (default 0:\n"
             "                                off; measured slower with the hugepage hint)\n"
             "      --no-stream-prefetch      same as --stream-prefetch-layers 0 (the default)\n"
+            "      --memory-limit SIZE       run in a fresh child memory cgroup of this\n"
+            "                                command's own with that hard limit (cgroup v1\n"
+            "                                or v2; root or a delegated cgroup): a cap the\n"
+            "                                kernel holds, not a figure; removed at exit,\n"
+            "                                also on SIGINT/SIGTERM/SIGHUP\n"
             "      --memory-target SIZE      memory target (required by memory-bound and\n"
             "                                active). The plan brings the model mapping's\n"
             "                                resident bytes under target - reserve; admission\n"
             "                                compares the run's projected memory (RSS + KV\n"
-            "                                cache) with it and warns. SIZE is bytes or 512MiB,\n"
-            "                                2Gi, 1.5GiB, 300MB (IEC K, Ki, KiB, M, ... =\n"
-            "                                1024; SI KB, MB, GB, TB = 1000)\n"
+            "                                cache) with it and warns (a target, not a cap)\n"
             "      --safety-reserve SIZE     taken off the target: soft target = target -\n"
             "                                reserve (default 0)\n"
             "      --release-mode MODE       dontneed (MADV_DONTNEED: drops the mapping's RSS,\n"
@@ -139,22 +145,26 @@ static void usage(FILE *out)
             "                                prediction, and saved atomically at the end\n"
             "      --profile-history N       prediction history entries the profile keeps\n"
             "                                (1..4096, default 32)\n"
-            "      --residency-report        print the human-readable report on stderr\n"
+            "  -q, --quiet                   no summary on stderr: the generated text only\n"
+            "      --residency-report        after the summary, the details (ledger, plan,\n"
+            "                                releases, timing, every warning) on stderr\n"
             "      --residency-report-json PATH\n"
             "                                write the JSON operation report (schema_version 1)\n"
             "                                to PATH (temporary file + rename: never partial);\n"
             "                                '-': to standard output, which then holds only\n"
             "                                the report (the generated text goes to stderr)\n"
             "      --metrics-file PATH       write the operation's ledger, last sample,\n"
-            "                                admission, staging and releases as Prometheus\n"
-            "                                text (serve's /metrics names, label model=-m's\n"
+            "                                admission, staging, releases and speed as\n"
+            "                                Prometheus text (serve's /metrics names; labels\n"
+            "                                model, the file's name, and path, its canonical\n"
             "                                path) for node_exporter's textfile collector\n"
             "                                (temporary file + rename: never partial)\n"
             "      --residency-svg PATH      draw page-cache residency (mincore) as SVG: rows\n"
             "                                of layers, columns of tensor kinds, a panel per\n"
             "                                boundary (after load, end of session, end of run)\n"
             "      --no-repack               load without llama.cpp's extra buffer types\n"
-            "                                (no CPU_REPACK copies of Q4_0 weights)\n"
+            "                                (use_extra_bufts false: no CPU_REPACK copies of\n"
+            "                                Q4_0 weights; less memory, slower decode)\n"
             "      --mlock                   lock the model mapping (release is then refused\n"
             "                                by the kernel and reported as ReleaseFailed)\n"
             "      --hold                    after the report, keep the model loaded until\n"
@@ -164,6 +174,8 @@ static void usage(FILE *out)
             "  -v, --verbose                 show llama.cpp's log\n"
             "  -h, --help                    show this help\n"
             "\n"
+            "%s\n"
+            "\n"
             "Figures carry their provenance: exact_measured (read from /proc or the cgroup),\n"
             "native_logical (sizes from the GGUF table or llama.cpp: not residency),\n"
             "requested and native_accepted (bytes submitted to and accepted by madvise: not\n"
@@ -171,7 +183,7 @@ static void usage(FILE *out)
             "added into one total. Admission: see --admission; exceeding only the soft\n"
             "target or memory.high is a warning. README.md, 'How admission decides'.\n"
             "README.md, 'Reading the report', explains every ledger category.\n",
-            RF_PROGRAM);
+            RF_PROGRAM, cli_wrap(RF_SIZE_RULE, wrapped, sizeof(wrapped)));
 }
 
 /* run's own long-only options (the shared ones: session_options.h). */
@@ -380,6 +392,8 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         SESSION_LONGOPT_RELEASE_MODE,
         {"verify-session", no_argument, NULL, OPT_VERIFY},
         {"residency-report", no_argument, NULL, OPT_REPORT},
+        SESSION_LONGOPT_QUIET,
+        SESSION_LONGOPT_MEMORY_LIMIT,
         SESSION_LONGOPT_REPORT_JSON,
         {"metrics-file", required_argument, NULL, OPT_METRICS_FILE},
         {"residency-svg", required_argument, NULL, OPT_RESIDENCY_SVG},
@@ -417,6 +431,10 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
     int rc = session_options_parse(&cmd, argc, argv, &o->sess);
     if (rc >= 0)
         return rc;
+    if (so->quiet && o->human_report) {
+        cli_usage_error("-q/--quiet and --residency-report contradict each other: use one");
+        return RF_EXIT_USAGE;
+    }
     if (rp.prompt_file && rp.prompt_given) {
         cli_usage_error("-p/--prompt and -f/--file both give the prompt: use one");
         return RF_EXIT_USAGE;

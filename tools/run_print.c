@@ -36,9 +36,13 @@ static void print_ledger(FILE *f, const struct rf_report *r)
     fprintf(f, "ledger (categories are not additive; no total):\n");
     for (int c = 0; c < RF_LEDGER_N_CATEGORIES; c++) {
         const struct rf_ledger_entry *e = &r->ledger->entries[c];
-        fprintf(f, "  %-20s %12s  %-15s %s\n", rf_ledger_category_name((enum rf_ledger_category)c),
+        fprintf(f, "  %-20s %12s  %-15s %s%s\n",
+                rf_ledger_category_name((enum rf_ledger_category)c),
                 e->has_value ? cli_format_bytes(e->value_bytes, false, b1, sizeof(b1)) : "unknown",
-                rf_provenance_name(e->provenance), e->has_value ? e->source : e->note);
+                rf_provenance_name(e->provenance), e->has_value ? e->source : e->note,
+                c == RF_LEDGER_CGROUP_PEAK && e->has_value
+                    ? " (the cgroup's peak over its lifetime, not this run's)"
+                    : "");
     }
     const struct rf_reconciliation *rc = r->reconciliation;
     fprintf(f, "reconciliation (signed differences, not overhead):\n");

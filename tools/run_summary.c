@@ -25,6 +25,27 @@ static const char *const general_warnings[] = {
     "some weights are read from anonymous repacked copies",
 };
 
+void run_print_admission(const struct rf_admission_result *a, const char *when, bool verbose)
+{
+    char head[512], ways[1024], text[2048];
+
+    rf_admission_headline(a, head, sizeof(head));
+    if (a->refused)
+        cli_error("admission refused the run%s (%s, --admission %s): %s", when,
+                  rf_admission_outcome_name(a->outcome), rf_admission_mode_name(a->mode), head);
+    else
+        cli_error("warning: admission%s: %s", when, head);
+    rf_admission_ways_out(a, ways, sizeof(ways));
+    for (char *line = ways, *next; *line; line = next) {
+        next = line + strcspn(line, "\n");
+        if (*next)
+            *next++ = '\0';
+        fprintf(stderr, "  way out: %s\n", cli_iec_text(line, text, sizeof(text)));
+    }
+    if (verbose)
+        fprintf(stderr, "  in full: %s\n", cli_iec_text(a->reason, text, sizeof(text)));
+}
+
 bool run_warning_is_general(const char *w)
 {
     for (size_t i = 0; w && i < sizeof(general_warnings) / sizeof(general_warnings[0]); i++)
@@ -89,6 +110,14 @@ static void print_where(FILE *f, const struct rf_report *r)
     if (anon && anon->value_bytes)
         fprintf(f, "    repacked weight copies       %11s anonymous (release cannot return it)\n",
                 iec(anon->value_bytes, b1, sizeof(b1)));
+    if (anon && anon->value_bytes && r->inventory && r->inventory->totals.anonymous_logical_bytes)
+        fprintf(f,
+                "      their sources, %s of the file, are never read again: %s; --no-repack "
+                "avoids both\n",
+                iec(r->inventory->totals.anonymous_logical_bytes, b1, sizeof(b1)),
+                r->policy_mutates && r->release_dead_file_pages
+                    ? "released after the load (--dead-file-pages release)"
+                    : "--residency-policy conservative releases them");
     if (kv || scratch)
         fprintf(f,
                 "    KV cache + graph scratch     %11s + %s, freed with the session (in the "
@@ -118,9 +147,17 @@ static void print_limit(FILE *f, const struct rf_report *r)
 
     if (a && a->has_binding) {
         const struct rf_admission_level_check *c = &a->cgroups[a->binding];
-        fprintf(f, "  binding limit %s (cgroup %s): usage %s at admission, room %s\n",
-                iec(c->level.limit.bytes, b1, sizeof(b1)), c->level.dir,
-                iec(c->level.usage.bytes, b2, sizeof(b2)), iec(c->room_bytes, b3, sizeof(b3)));
+        fprintf(f,
+                "  binding limit %s: usage %s at admission, room %s (counting what the kernel "
+                "can reclaim%s)\n",
+                iec(c->level.limit.bytes, b1, sizeof(b1)),
+                iec(c->level.usage.bytes, b2, sizeof(b2)), iec(c->room_bytes, b3, sizeof(b3)),
+                a->streaming ? ": the streamed weights' pages too" : "");
+        fprintf(f, "    cgroup %s", c->level.dir);
+        if (r->ledger && r->ledger->entries[RF_LEDGER_CGROUP_PEAK].has_value)
+            fprintf(f, "; CgroupPeak %s is its lifetime peak (this run's only with --memory-limit)",
+                    iec(r->ledger->entries[RF_LEDGER_CGROUP_PEAK].value_bytes, b1, sizeof(b1)));
+        fputc('\n', f);
     } else if (a && a->host_binding) {
         fprintf(f,
                 "  binding limit: the host (no cgroup enforces a limit): %s available at "
@@ -236,6 +273,54 @@ static void print_release(FILE *f, const struct rf_report *r)
                 cli_format_signed_bytes(cg, b1, sizeof(b1)));
 }
 
+/*
+ * The model's file pages charged elsewhere: the model mapping resident above
+ * the binding hard limit means its pages were charged to the cgroup that
+ * first read them (cached before the run), so the limit could not bind them.
+ */
+static void print_unbound(FILE *f, const struct rf_report *r)
+{
+    const struct rf_admission_result *a = r->admission;
+    uint64_t most = 0;
+    char b1[32], b2[32];
+
+    if (!a || !a->has_binding)
+        return;
+    for (size_t i = 0; i < r->n_samples; i++)
+        if (r->samples[i].has_mapping && r->samples[i].mapping_rss_bytes > most)
+            most = r->samples[i].mapping_rss_bytes;
+    if (most <= a->cgroups[a->binding].level.limit.bytes)
+        return;
+    fprintf(f,
+            "  not bound: the model mapping held %s, over the %s limit: its cached pages are "
+            "charged to the cgroup that read them first\n",
+            iec(most, b1, sizeof(b1)),
+            iec(a->cgroups[a->binding].level.limit.bytes, b2, sizeof(b2)));
+    fprintf(f, "    to start cold, evict the file first: dd if=%s iflag=nocache count=0\n",
+            or_default(r->model_path, "MODEL"));
+}
+
+/* Decode tokens/s, the time to the first token and the thread count. */
+static void print_speed(FILE *f, const struct rf_report *r)
+{
+    const struct rf_timing *t = r->timing;
+    char b1[32];
+
+    double tps;
+
+    fprintf(f, "  %zu tokens", r->n_tokens);
+    if (rf_report_decode_tokens_per_s(r, &tps))
+        fprintf(f, ", decode %.2f tok/s", tps);
+    if (t && t->has[RF_TIMER_TTFT])
+        fprintf(f, ", first token after %s", cli_format_ns(t->ns[RF_TIMER_TTFT], b1, sizeof(b1)));
+    if (r->streaming && r->streaming->has_read_bytes)
+        fprintf(f, ", %s read from storage", iec(r->streaming->read_bytes, b1, sizeof(b1)));
+    if (r->n_threads > 0)
+        fprintf(f, "; %d thread%s (-t; default the physical cores: fewer on a busy host)",
+                (int)r->n_threads, r->n_threads == 1 ? "" : "s");
+    fputc('\n', f);
+}
+
 /* The soft target: what the plan aimed at it (the mapping) and what the process is. */
 static void print_target(FILE *f, const struct rf_report *r)
 {
@@ -285,12 +370,14 @@ void run_print_summary(FILE *f, const struct rf_report *r)
     fprintf(f, "\n== ramforge: %s, policy %s", or_default(r->model_desc, "model"),
             or_default(r->policy, "unknown"));
     if (r->has_target)
-        fprintf(f, ", target %s", iec(r->target_bytes, b1, sizeof(b1)));
+        fprintf(f, ", target %s (%" PRIu64 " bytes)", iec(r->target_bytes, b1, sizeof(b1)),
+                r->target_bytes);
     if (r->release_mode)
         fprintf(f, ", release %s", r->release_mode);
     fputs(" ==\n", f);
     print_where(f, r);
     print_limit(f, r);
+    print_unbound(f, r);
     if (r->policy_mutates)
         print_release(f, r);
     print_target(f, r);
@@ -304,4 +391,5 @@ void run_print_summary(FILE *f, const struct rf_report *r)
         fprintf(f, "  the kernel: %s%s\n",
                 r->cgroup_verdict->hit_limit ? "the cgroup hit its limit" : "",
                 r->cgroup_verdict->oom_killed ? ", OOM kill" : "");
+    print_speed(f, r);
 }

@@ -3,7 +3,8 @@
  * names where they overlap (tools/server/server-context.cpp, metrics
  * handler: llamacpp:prompt_tokens_total, llamacpp:tokens_predicted_total,
  * llamacpp:requests_processing, ...), then the server's own counters
- * (requests, admission outcomes, staging, idle boundaries), then the
+ * (requests, admission outcomes, staging, idle boundaries), the live
+ * figures read at scrape time (VmRSS, the cgroup's usage and limit), then the
  * report's families from the writer `run --metrics-file` shares
  * (ramforge/metrics.h): the last operation's ledger, last sample,
  * admission and staging, and the session's releases, each series with the
@@ -15,6 +16,7 @@
 
 #include "ramforge/metrics.h"
 #include "ramforge/session_ext.h"
+#include "ramforge/sys.h"
 #include "serve.h"
 
 const char *serve_residency_name(enum serve_residency r)
@@ -41,6 +43,33 @@ static void metric_u64(FILE *f, const char *name, const char *type, const char *
 {
     family(f, name, type, help);
     fprintf(f, "%s %" PRIu64 "\n", name, v);
+}
+
+/*
+ * Read at scrape time, unlike the report's families (the last operation's): the process's
+ * VmRSS and its memory cgroup's usage and effective hard limit, exact_measured, each absent
+ * when it could not be read (or, the limit, when none is set).
+ */
+static void live_metrics(FILE *f)
+{
+    struct rfsys_status st;
+    struct rfsys_cgroup_memory cg;
+    bool has_cg =
+        rfsys_read_cgroup_memory(NULL, "self", &cg) == 0 && cg.version != RFSYS_CGROUP_NONE;
+
+    family(f, "ramforge_live_process_rss_bytes", "gauge",
+           "VmRSS read at scrape time (/proc/self/status).");
+    if (rfsys_read_status(NULL, "self", &st) == 0 && st.has_vm_rss)
+        fprintf(f, "ramforge_live_process_rss_bytes %" PRIu64 "\n", st.vm_rss_bytes);
+    family(f, "ramforge_live_cgroup_current_bytes", "gauge",
+           "The memory cgroup's usage read at scrape time (memory.current or "
+           "memory.usage_in_bytes).");
+    if (has_cg && cg.has_current)
+        fprintf(f, "ramforge_live_cgroup_current_bytes %" PRIu64 "\n", cg.current_bytes);
+    family(f, "ramforge_live_cgroup_limit_bytes", "gauge",
+           "The memory cgroup's effective hard limit read at scrape time; absent when none.");
+    if (has_cg && cg.has_limit && !cg.limit_unlimited)
+        fprintf(f, "ramforge_live_cgroup_limit_bytes %" PRIu64 "\n", cg.limit_bytes);
 }
 
 /* The counters kept by the server itself (under sv->mu). */
@@ -98,6 +127,7 @@ char *serve_metrics_text(struct serve *sv)
     if (!f)
         return NULL;
     server_metrics(f, sv);
+    live_metrics(f);
     pthread_mutex_lock(&sv->session_mu);
     metric_u64(f, "ramforge_operations_total", "counter",
                "Operations ended (the load, each request, each idle boundary).",

@@ -82,6 +82,12 @@ static void usage(FILE *out)
             "      --residency-report-json PATH\n"
             "                                at exit (SIGINT, SIGTERM), write the session\n"
             "                                report (schema_version 1, every operation)\n"
+            "      --memory-limit SIZE       serve in a fresh child memory cgroup of its own\n"
+            "                                with that hard limit (as run's; root or a\n"
+            "                                delegated cgroup); removed at exit\n"
+            "  -q, --quiet                   no line on stderr per request (status, tokens,\n"
+            "                                time to first token, tok/s) and per idle release\n"
+            "                                (bytes requested, accepted, observed)\n"
             "  -v, --verbose                 show llama.cpp's log\n"
             "  -h, --help                    show this help\n"
             "\n"
@@ -193,6 +199,8 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
         SESSION_LONGOPT_PROFILE,
         SESSION_LONGOPT_PROFILE_HISTORY,
         {"profile-save-every", required_argument, NULL, OPT_PROFILE_SAVE_EVERY},
+        SESSION_LONGOPT_MEMORY_LIMIT,
+        SESSION_LONGOPT_QUIET,
         SESSION_LONGOPT_VERBOSE,
         SESSION_LONGOPT_HELP,
         {NULL, 0, NULL, 0},

@@ -17,6 +17,14 @@ static int shared_option(int c, const char *arg, struct session_options *so)
     case 'v':
         so->verbose = true;
         return 0;
+    case 'q':
+        so->quiet = true;
+        return 0;
+    case SESSION_OPT_MEMORY_LIMIT:
+        if (!cli_parse_size("--memory-limit", arg, false, &so->memory_limit))
+            return RF_EXIT_USAGE;
+        so->has_memory_limit = true;
+        return 0;
     case 'n':
         return cli_parse_int("token count (-n)", arg, 1, 1000000, &so->n_predict) ? 0
                                                                                   : RF_EXIT_USAGE;

@@ -41,6 +41,9 @@ struct session_options {
     const char *json_path;             /* --residency-report-json PATH; NULL: none */
     const char *profile_path;          /* --profile PATH; NULL: none */
     long long profile_history;         /* --profile-history N entries; 0: the default */
+    bool quiet;                        /* -q/--quiet: no summary (run), no log lines (serve) */
+    bool has_memory_limit;             /* --memory-limit: in a child memory cgroup of its own */
+    uint64_t memory_limit;             /* --memory-limit SIZE, bytes (limit_cgroup.h) */
 };
 
 /* getopt_long codes of the shared long-only options. */
@@ -53,11 +56,12 @@ enum {
     SESSION_OPT_REPORT_JSON,
     SESSION_OPT_PROFILE,
     SESSION_OPT_PROFILE_HISTORY,
+    SESSION_OPT_MEMORY_LIMIT,
     SESSION_OPT_END, /* a command's own long-only options start here */
 };
 
 /* The shared short options, for the command's optstring (after its leading ':'). */
-#define SESSION_SHORTOPTS "m:n:t:c:vh"
+#define SESSION_SHORTOPTS "m:n:t:c:vhq"
 
 /* The shared getopt_long entries. */
 #define SESSION_LONGOPT_MODEL                                                                      \
@@ -107,6 +111,14 @@ enum {
 #define SESSION_LONGOPT_PROFILE_HISTORY                                                            \
     {                                                                                              \
         "profile-history", required_argument, NULL, SESSION_OPT_PROFILE_HISTORY                    \
+    }
+#define SESSION_LONGOPT_MEMORY_LIMIT                                                               \
+    {                                                                                              \
+        "memory-limit", required_argument, NULL, SESSION_OPT_MEMORY_LIMIT                          \
+    }
+#define SESSION_LONGOPT_QUIET                                                                      \
+    {                                                                                              \
+        "quiet", no_argument, NULL, 'q'                                                            \
     }
 #define SESSION_LONGOPT_VERBOSE                                                                    \
     {                                                                                              \

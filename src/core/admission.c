@@ -22,8 +22,6 @@
     "page release may not address it: the excess is likely anonymous (KV cache, graph scratch, "   \
     "runtime, repacked copies)"
 
-#define RF_WAYS_OUT "ways out: a smaller model, or a larger limit"
-
 /* The least room for weights that lets a decode progress by evicting and re-reading them:
    the floor of the streaming window's minimum (streaming.h), one layer at least. */
 #define RF_ADMIT_MIN_WINDOW_BYTES (RF_STREAM_MIN_WINDOW_BYTES / 2)
@@ -186,15 +184,24 @@ static void thrash_sentence(const struct rf_admission_input *in, struct rf_admis
 
     out->has_working_set_fit = true;
     out->working_set_fit_bytes = fit;
-    decide(out, o, RF_ADMIT_CAUSE_THRASH,
-           "will thrash: %" PRIu64 " bytes of weights are read from the file each token and only "
-           "%" PRIu64 " bytes fit under the %s of %" PRIu64 " bytes of cgroup %s (beside %" PRIu64
-           " bytes of anonymous memory and %" PRIu64
-           " bytes of other unreclaimable charges); " RF_WAYS_OUT "%s",
-           in->file_working_set.bytes, fit, kind, limit, c->level.dir, out->anonymous_bytes,
-           rf_admission_sat_sub(limit, room),
-           in->streaming ? ""
-                         : ", or --residency-policy streaming (pins what fits, streams the rest)");
+    if (in->streaming) /* re-reading what does not fit is what streaming does: no "thrash" */
+        decide(out, o, RF_ADMIT_CAUSE_THRASH,
+               "streams: %" PRIu64 " bytes of weights are read from the file each token and "
+               "%" PRIu64 " bytes of them stay cached under the %s of %" PRIu64
+               " bytes of cgroup %s (beside %" PRIu64 " bytes of anonymous memory and %" PRIu64
+               " bytes of other unreclaimable charges); the rest is re-read from storage each "
+               "token; a larger limit makes the decode faster",
+               in->file_working_set.bytes, fit, kind, limit, c->level.dir, out->anonymous_bytes,
+               rf_admission_sat_sub(limit, room));
+    else
+        decide(out, o, RF_ADMIT_CAUSE_THRASH,
+               "will thrash: %" PRIu64 " bytes of weights are read from the file each token and "
+               "only %" PRIu64 " bytes fit under the %s of %" PRIu64 " bytes of cgroup %s (beside "
+               "%" PRIu64 " bytes of anonymous memory and %" PRIu64
+               " bytes of other unreclaimable charges); ways out: a larger limit, a smaller "
+               "model, or --residency-policy streaming (pins what fits, streams the rest)",
+               in->file_working_set.bytes, fit, kind, limit, c->level.dir, out->anonymous_bytes,
+               rf_admission_sat_sub(limit, room));
 }
 
 /* Fills lock_note when a requested lock did not take (fully). */
@@ -237,6 +244,7 @@ static void copy_inputs(const struct rf_admission_input *in, struct rf_admission
     out->mode = in->mode;
     out->phase = in->phase;
     out->file_in_memory = in->file_in_memory;
+    out->streaming = in->streaming;
     record(out, "process_rss", &in->process_rss);
     record(out, "anonymous", &in->anonymous);
     if (!pre)

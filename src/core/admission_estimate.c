@@ -94,9 +94,18 @@ bool rf_admission_check_level(const struct rf_admission_input *in, struct rf_adm
     if (in->phase == RF_ADMISSION_PRE_LOAD && in->model_cached.has)
         c->reclaimable_bytes = rf_admission_sat_sub(c->reclaimable_bytes, in->model_cached.bytes);
     base = usage - c->reclaimable_bytes;
+    others = rf_admission_sat_sub(base, in->process_rss.bytes);
+    /* Under streaming, after the load: this process's mapped file pages charged here (at
+       most the charge beyond its anonymous memory) are the stream's, evicted and re-read
+       under the limit (the working set and the plan decide), never a charge the kernel
+       kills for; a cold model's would otherwise count in the charge and the working set. */
+    if (in->streaming && in->phase != RF_ADMISSION_PRE_LOAD && in->anonymous.has) {
+        uint64_t file = rf_admission_sat_sub(in->process_rss.bytes, in->anonymous.bytes),
+                 beyond = rf_admission_sat_sub(base, in->anonymous.bytes);
+        base -= file < beyond ? file : beyond;
+    }
     if (__builtin_add_overflow(base, out->growth_bytes, &c->projected_bytes))
         return false;
-    others = rf_admission_sat_sub(base, in->process_rss.bytes);
     if (in->phase == RF_ADMISSION_PRE_LOAD && in->model_cached.has)
         others = rf_admission_sat_sub(others, in->model_cached.bytes);
     if (c->enforced) {

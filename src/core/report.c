@@ -16,6 +16,16 @@
 
 #include "ramforge/error.h"
 
+bool rf_report_decode_tokens_per_s(const struct rf_report *r, double *out)
+{
+    *out = 0;
+    if (!r || !r->timing || !r->timing->has[RF_TIMER_DECODE] || !r->timing->ns[RF_TIMER_DECODE] ||
+        r->n_tokens < 2)
+        return false;
+    *out = (double)(r->n_tokens - 1) * 1e9 / (double)r->timing->ns[RF_TIMER_DECODE];
+    return true;
+}
+
 void rf_token_fingerprint(const int32_t *tokens, size_t n, char out[32])
 {
     uint64_t h = 0xcbf29ce484222325ull;

@@ -1,6 +1,9 @@
 /*
- * Byte-size parsing for the CLI's --target and --reserve: "512MiB", "2G",
- * "1.5 GiB", "2GB", "4Gi" (as Kubernetes writes it). Integers only, no floating point: the integer
+ * Byte-size parsing for every SIZE of the CLI: "512MiB", "2G", "1.5 GiB",
+ * "2GB", "4Gi". One rule, Kubernetes' (RF_SIZE_RULE, policy.h): Ki, Mi,
+ * Gi, ... and KiB, MiB, GiB, ... are powers of 1024; K, M, G, ... and KB,
+ * MB, GB, ... powers of 1000, so a limit copied from a pod spec means what
+ * the pod's limit means. Integers only, no floating point: the integer
  * part is multiplied with overflow checks and the fraction is reduced digit by digit, so "0.1KB" is
  * exactly 100 bytes and every result is the exact floor of the decimal value.
  */
@@ -16,29 +19,29 @@ struct size_suffix {
 
 static const struct size_suffix suffixes[] = {
     {"B", 1},
-    {"K", 1ULL << 10},
-    {"KiB", 1ULL << 10},
     {"Ki", 1ULL << 10},
-    {"M", 1ULL << 20},
-    {"MiB", 1ULL << 20},
+    {"KiB", 1ULL << 10},
     {"Mi", 1ULL << 20},
-    {"G", 1ULL << 30},
-    {"GiB", 1ULL << 30},
+    {"MiB", 1ULL << 20},
     {"Gi", 1ULL << 30},
-    {"T", 1ULL << 40},
-    {"TiB", 1ULL << 40},
+    {"GiB", 1ULL << 30},
     {"Ti", 1ULL << 40},
-    {"P", 1ULL << 50},
-    {"PiB", 1ULL << 50},
+    {"TiB", 1ULL << 40},
     {"Pi", 1ULL << 50},
-    {"E", 1ULL << 60},
-    {"EiB", 1ULL << 60},
+    {"PiB", 1ULL << 50},
     {"Ei", 1ULL << 60},
+    {"EiB", 1ULL << 60},
+    {"K", 1000ULL},
     {"KB", 1000ULL},
+    {"M", 1000000ULL},
     {"MB", 1000000ULL},
+    {"G", 1000000000ULL},
     {"GB", 1000000000ULL},
+    {"T", 1000000000000ULL},
     {"TB", 1000000000000ULL},
+    {"P", 1000000000000000ULL},
     {"PB", 1000000000000000ULL},
+    {"E", 1000000000000000000ULL},
     {"EB", 1000000000000000000ULL},
 };
 

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,11 +37,15 @@ void rf_metrics_label(FILE *f, const char *name, const char *value)
     fputc('"', f);
 }
 
-/* name{model="..." (the caller closes the braces). */
-static void series(FILE *f, const char *name, const char *model)
+/* name{model="<the file's name>",path="<its canonical path>" (the caller closes the braces):
+   one model, one series, however -m spelled its path. */
+static void series(FILE *f, const char *name, const char *path)
 {
+    const char *slash = path ? strrchr(path, '/') : NULL;
     fprintf(f, "%s{", name);
-    rf_metrics_label(f, "model", model);
+    rf_metrics_label(f, "model", slash ? slash + 1 : path);
+    fputc(',', f);
+    rf_metrics_label(f, "path", path);
 }
 
 /* The operation's ledger and its last sample. */
@@ -67,16 +72,26 @@ static void ledger_metrics(FILE *f, const struct rf_report *r, const char *m)
         fprintf(f, ",category=\"%s\"} 1\n", rf_ledger_category_name(l->entries[c].category));
     }
     const struct rf_residency_sample *last = r->n_samples ? &r->samples[r->n_samples - 1] : NULL;
+    /* The figures without the sample's name (a label that changed value broke a graph's
+       series); which sample they are is its own info series. */
     family(f, "ramforge_mapping_rss_bytes", "gauge",
            "Resident bytes of the model mappings at the operation's last sample.");
     if (last && last->has_mapping) {
         series(f, "ramforge_mapping_rss_bytes", m);
-        fprintf(f, ",sample=\"%s\"} %" PRIu64 "\n", last->label, last->mapping_rss_bytes);
+        fprintf(f, "} %" PRIu64 "\n", last->mapping_rss_bytes);
     }
     family(f, "ramforge_process_rss_bytes", "gauge", "VmRSS at the operation's last sample.");
     if (last && last->has_process_rss) {
         series(f, "ramforge_process_rss_bytes", m);
-        fprintf(f, ",sample=\"%s\"} %" PRIu64 "\n", last->label, last->process_rss_bytes);
+        fprintf(f, "} %" PRIu64 "\n", last->process_rss_bytes);
+    }
+    family(f, "ramforge_operation_last_sample_info", "gauge",
+           "1, labelled with the boundary of the operation's last sample (the two gauges above).");
+    if (last && last->label) {
+        series(f, "ramforge_operation_last_sample_info", m);
+        fputc(',', f);
+        rf_metrics_label(f, "sample", last->label);
+        fputs("} 1\n", f);
     }
 }
 
@@ -110,6 +125,51 @@ static void operation_metrics(FILE *f, const struct rf_report *r, const char *m)
         series(f, "ramforge_operation_staging_accepted_bytes", m);
         fprintf(f, "} %" PRIu64 "\n", r->staging_accepted_bytes);
     }
+}
+
+/* One gauge of the operation, absent (the family alone) when unknown. */
+static void op_gauge(FILE *f, const char *m, const char *name, const char *help, bool has, double v)
+{
+    family(f, name, "gauge", help);
+    if (has) {
+        series(f, name, m);
+        /* bytes and counts exactly, rates and times to 9 significant digits */
+        if (v == (double)(uint64_t)v && v < 9007199254740992.0)
+            fprintf(f, "} %" PRIu64 "\n", (uint64_t)v);
+        else
+            fprintf(f, "} %.9g\n", v);
+    }
+}
+
+/* The operation's speed and storage traffic: what a dashboard graphs across requests. */
+static void speed_metrics(FILE *f, const struct rf_report *r, const char *m)
+{
+    const struct rf_timing *t = r->timing;
+    const struct rf_stream_report *io = r->streaming;
+    double tps;
+    bool has_tps = rf_report_decode_tokens_per_s(r, &tps);
+
+    op_gauge(f, m, "ramforge_operation_decode_tokens_per_second",
+             "Decode rate of the operation: (generated tokens - 1) / decode time.", has_tps, tps);
+    op_gauge(f, m, "ramforge_operation_ttft_seconds",
+             "Time from the operation's inference start to its first sampled token.",
+             t && t->has[RF_TIMER_TTFT], t ? (double)t->ns[RF_TIMER_TTFT] / 1e9 : 0);
+    op_gauge(f, m, "ramforge_operation_model_load_seconds",
+             "Time the model load took (the session's; the same for every operation).",
+             t && t->has[RF_TIMER_MODEL_LOAD], t ? (double)t->ns[RF_TIMER_MODEL_LOAD] / 1e9 : 0);
+    op_gauge(f, m, "ramforge_operation_tokens_generated", "Tokens the operation generated.",
+             r->n_tokens > 0 || (t && t->has[RF_TIMER_DECODE]), (double)r->n_tokens);
+    op_gauge(f, m, "ramforge_operation_storage_read_bytes",
+             "Bytes the operation fetched from storage (/proc/self/io read_bytes delta).",
+             io && io->has_read_bytes, io ? (double)io->read_bytes : 0);
+    const struct rf_admission_result *a = r->admission;
+    const struct rf_cgroup_level *bind = a && a->has_binding ? &a->cgroups[a->binding].level : NULL;
+    op_gauge(f, m, "ramforge_cgroup_limit_bytes",
+             "The binding cgroup hard limit at the operation's admission (the least room).",
+             bind != NULL, bind ? (double)bind->limit.bytes : 0);
+    op_gauge(f, m, "ramforge_operation_major_faults",
+             "Major page faults of the operation (/proc/self/stat majflt delta).",
+             io && io->has_major_faults, io ? (double)io->major_faults : 0);
 }
 
 void rf_release_totals_add(struct rf_release_totals *t, const struct rf_report_application *apps,
@@ -177,11 +237,15 @@ static int metrics_text(const struct rf_report *op, const struct rf_report *sess
     if (!op || !out)
         return -EINVAL;
     *out = NULL;
+    char canon[PATH_MAX];
+    if (model && realpath(model, canon)) /* else the path as given */
+        model = canon;
     FILE *f = open_memstream(&text, &len);
     if (!f)
         return -ENOMEM;
     ledger_metrics(f, op, model);
     operation_metrics(f, op, model);
+    speed_metrics(f, op, model);
     release_metrics(f, session ? session : op, dropped, model);
     if (fclose(f) != 0) {
         free(text);

@@ -238,7 +238,6 @@ static struct rf_admission_figure cached_bytes(const char *path)
 static void streaming_preload(struct rf_admission_result *out)
 {
     const struct rf_admission_level_check *c = &out->cgroups[out->thrash_level];
-    size_t len = strlen(out->reason);
     uint64_t need;
 
     if (out->has_thrash_level && c->working_set_checked && !c->working_set_fits &&
@@ -248,18 +247,19 @@ static void streaming_preload(struct rf_admission_result *out)
         out->outcome = RF_ADMIT_REJECTED;
         out->cause = RF_ADMIT_CAUSE_HARD_LIMIT;
         out->refused = out->mode != RF_ADMISSION_OFF;
-        snprintf(out->reason + len, sizeof(out->reason) - len,
-                 " Streaming cannot help: the projected anonymous memory and a minimum window of "
-                 "%llu bytes exceed the %llu bytes of room under the hard limit: the kernel would "
-                 "kill the run, so it is rejected.",
-                 (unsigned long long)(RF_STREAM_MIN_WINDOW_BYTES / 2),
-                 (unsigned long long)c->run_room_bytes);
+        rf_admission_append(
+            out,
+            "Streaming cannot help: the projected anonymous memory and a minimum window of "
+            "%llu bytes exceed the %llu bytes of room under the hard limit: the kernel would "
+            "kill the run, so it is rejected.",
+            (unsigned long long)(RF_STREAM_MIN_WINDOW_BYTES / 2),
+            (unsigned long long)c->run_room_bytes);
         return;
     }
     out->refused = false;
     out->outcome = RF_ADMIT_WARNING;
-    snprintf(out->reason + len, sizeof(out->reason) - len,
-             " Under --residency-policy streaming the admission after the load decides.");
+    rf_admission_append(out, "Under --residency-policy streaming the admission after the load "
+                             "decides.");
 }
 
 /* The pre-load decision from PATH's header against the hierarchy tree (borrowed). */

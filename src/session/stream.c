@@ -115,16 +115,16 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
     }
     if (a->cause != RF_ADMIT_CAUSE_THRASH)
         return 0; /* refused or warned for another cause: the verdict stands */
-    size_t len = strlen(a->reason);
     if (st->plan.fits) {
         st->apply = true;
         st->rep.plan_reason = NULL;
         a->outcome = RF_ADMIT_WARNING;
         a->refused = false;
-        snprintf(a->reason + len, sizeof(a->reason) - len,
-                 " Admitted under --residency-policy streaming: %s (an estimate; the file is "
-                 "read again each token).",
-                 st->plan.reason);
+        rf_admission_append(
+            a,
+            "Admitted under --residency-policy streaming: %s (an estimate; the file is "
+            "read again each token).",
+            st->plan.reason);
     } else {
         const struct rf_admission_level_check *c = &a->cgroups[a->thrash_level];
         uint64_t need;
@@ -134,19 +134,18 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
             need > p.limit_bytes;
 
         st->rep.plan_reason = "the fixed part and a minimum window do not fit: not applied";
-        snprintf(a->reason + len, sizeof(a->reason) - len, " Streaming cannot help: %s.",
-                 st->plan.reason);
+        rf_admission_append(a, "Streaming cannot help: %s.", st->plan.reason);
         if (hard && over) {
             /* Under the hard limit the kernel kills, whatever the mode says of thrashing. */
             a->outcome = RF_ADMIT_REJECTED;
             a->cause = RF_ADMIT_CAUSE_HARD_LIMIT;
             a->refused = a->mode != RF_ADMISSION_OFF;
-            len = strlen(a->reason);
-            snprintf(a->reason + len, sizeof(a->reason) - len,
-                     " The fixed part and a minimum window exceed the %" PRIu64
-                     " bytes of room under the hard limit of cgroup %s: the kernel would kill the "
-                     "run, so it is rejected.",
-                     p.limit_bytes, c->level.dir);
+            rf_admission_append(
+                a,
+                "The fixed part and a minimum window exceed the %" PRIu64
+                " bytes of room under the hard limit of cgroup %s: the kernel would kill the "
+                "run, so it is rejected.",
+                p.limit_bytes, c->level.dir);
         }
     }
     return 0;

@@ -830,6 +830,105 @@ static void test_soft_limit_high(void **state)
     assert_non_null(strstr(r.reason, "soft limit (memory.high)"));
 }
 
+/*
+ * Issue 20 fault 13, issue 24 item 3: under streaming a working set over the
+ * limit "streams", it does not "thrash", and no way out names a smaller model
+ * or streaming; the headline is one short line; the ways out carry figures.
+ */
+static void test_streaming_words(void **state)
+{
+    struct rf_admission_input in;
+    struct rf_cgroup_level l =
+        lvl("/sys/fs/cgroup/memory/t", 800 * MIB, true, 795 * MIB, true, 560 * MIB);
+    struct rf_admission_result r;
+    char head[512], ways[1024];
+
+    (void)state;
+    thrash_input(&in, &l);
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    rf_admission_headline(&r, head, sizeof(head));
+    assert_true(strncmp(head, "will thrash: 1170210816 bytes of weights read per token", 55) == 0);
+    assert_true(strlen(head) <= 160);
+    assert_null(strstr(head, "/sys/fs/cgroup"));
+    rf_admission_ways_out(&r, ways, sizeof(ways));
+    assert_non_null(strstr(ways, "a limit larger by 390070272 bytes")); /* 1116 - 744 MiB */
+    assert_non_null(strstr(ways, "half the context (-c) saves 5767168 bytes"));
+    assert_non_null(strstr(ways, "--residency-policy streaming"));
+
+    in.streaming = true;
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_int_equal(r.cause, RF_ADMIT_CAUSE_THRASH);
+    assert_true(strncmp(r.reason, "streams: 1170210816 bytes of weights", 36) == 0);
+    assert_null(strstr(r.reason, "will thrash"));
+    assert_null(strstr(r.reason, "smaller model"));
+    rf_admission_headline(&r, head, sizeof(head));
+    assert_true(strncmp(head, "streams: ", 9) == 0);
+    assert_true(strlen(head) <= 160);
+    rf_admission_ways_out(&r, ways, sizeof(ways));
+    assert_null(strstr(ways, "streaming"));
+    assert_non_null(strstr(ways, "a limit larger by"));
+
+    /* a plain fit has no way out */
+    l.limit.bytes = 4000 * MIB;
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_int_equal(r.outcome, RF_ADMIT_ADMITTED);
+    rf_admission_ways_out(&r, ways, sizeof(ways));
+    assert_string_equal(ways, "");
+}
+
+/* Issue 20 fault 13: two sentences of the reason are never glued. */
+static void test_append_ends_sentence(void **state)
+{
+    struct rf_admission_result r;
+
+    (void)state;
+    memset(&r, 0, sizeof(r));
+    snprintf(r.reason, sizeof(r.reason), "the charge fits (memory.stat)");
+    rf_admission_append(&r, "Under --residency-policy streaming the admission after the load "
+                            "decides.");
+    assert_string_equal(r.reason, "the charge fits (memory.stat). Under --residency-policy "
+                                  "streaming the admission after the load decides.");
+    rf_admission_append(&r, "Next %d.", 2);
+    assert_true(strstr(r.reason, "decides. Next 2.") != NULL);
+    memset(&r, 0, sizeof(r));
+    rf_admission_append(&r, "First.");
+    assert_string_equal(r.reason, "First.");
+    rf_admission_append(NULL, "nothing");
+}
+
+/*
+ * Issue 24 item 2: a cold model under streaming in a cgroup of its own. Its
+ * mapped pages are charged to that cgroup (usage 839 MiB of an 840 MiB limit
+ * after the load); without streaming the charge counts them and the run is
+ * rejected; under streaming they are the stream's (the plan decides).
+ */
+static void test_streaming_cold_cgroup(void **state)
+{
+    struct rf_admission_input in;
+    struct rf_cgroup_level l = lvl("/cg/rf-run-1", 840 * MIB, true, 839 * MIB, true, 0);
+    struct rf_admission_result r;
+
+    (void)state;
+    thrash_input(&in, &l);
+    in.process_rss = fig(839 * MIB);
+    in.anonymous = fig(19 * MIB);
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_int_equal(r.cause, RF_ADMIT_CAUSE_HARD_LIMIT);
+    assert_int_equal(r.outcome, RF_ADMIT_REJECTED);
+    in.streaming = true;
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_int_equal(r.projected_charge_bytes, (19 + 16) * MIB); /* anonymous + growth */
+    assert_int_equal(r.cause, RF_ADMIT_CAUSE_THRASH);
+    assert_int_equal(r.outcome, RF_ADMIT_WARNING);
+    assert_false(r.refused);
+    /* before the load nothing is mapped yet: the rule does not apply */
+    in.phase = RF_ADMISSION_PRE_LOAD;
+    in.mapped_weights = fig(1116 * MIB);
+    in.repacked_weights = fig(0);
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_true(r.projected_charge_bytes > 839 * MIB);
+}
+
 /* Admission from GGUF-header estimates before the load. */
 static void test_pre_load(void **state)
 {
@@ -1098,6 +1197,9 @@ int main(void)
         cmocka_unit_test(test_ancestor_limit_binds),
         cmocka_unit_test(test_kv_excess_named_without_target),
         cmocka_unit_test(test_thrash),
+        cmocka_unit_test(test_streaming_words),
+        cmocka_unit_test(test_append_ends_sentence),
+        cmocka_unit_test(test_streaming_cold_cgroup),
         cmocka_unit_test(test_file_in_memory_no_thrash),
         cmocka_unit_test(test_prompt_sets_kv),
         cmocka_unit_test(test_reclaimable_now),

@@ -129,21 +129,22 @@ static void test_parse_size_table(void **state)
         {"512 MiB", 0, 536870912ULL},
         {"512mib", 0, 536870912ULL},
         {"512MIB", 0, 536870912ULL},
-        {"2G", 0, 2147483648ULL},
-        {"2g", 0, 2147483648ULL},
+        {"2G", 0, 2000000000ULL}, /* decimal, as Kubernetes reads it */
+        {"2g", 0, 2000000000ULL},
         {"2GiB", 0, 2147483648ULL},
         {"2GB", 0, 2000000000ULL},
         {"2gb", 0, 2000000000ULL},
-        {"1K", 0, 1024},
+        {"1K", 0, 1000},
         {"1KiB", 0, 1024},
         {"1KB", 0, 1000},
         {"1kb", 0, 1000},
-        {"3M", 0, 3 * MiB},
+        {"3M", 0, 3000000},
+        {"3Mi", 0, 3 * MiB},
         {"3MB", 0, 3000000},
-        {"1T", 0, 1ULL << 40},
+        {"1T", 0, 1000000000000ULL},
         {"1TiB", 0, 1ULL << 40},
         {"1TB", 0, 1000000000000ULL},
-        {"1P", 0, 1ULL << 50},
+        {"1P", 0, 1000000000000000ULL},
         {"1PB", 0, 1000000000000000ULL},
         {"15EiB", 0, 15ULL << 60},
         {"1EB", 0, 1000000000000000000ULL},
@@ -159,11 +160,12 @@ static void test_parse_size_table(void **state)
         {"10 b", 0, 10},
         {"1.5GiB", 0, 1610612736ULL},
         {"1.5 GiB", 0, 1610612736ULL},
-        {"0.5K", 0, 512},
+        {"0.5K", 0, 500},
+        {"0.5Ki", 0, 512},
         {"0.1KB", 0, 100},
-        {"0.1K", 0, 102},    /* 102.4 floored */
-        {"0.999K", 0, 1022}, /* 1022.976 floored */
-        {"1.0000000000000000000000001K", 0, 1024},
+        {"0.1Ki", 0, 102},    /* 102.4 floored */
+        {"0.999Ki", 0, 1022}, /* 1022.976 floored */
+        {"1.0000000000000000000000001Ki", 0, 1024},
         {"0.3333333333333333333333333333GB", 0, 333333333},
         {"2.25MiB", 0, 2359296},
         {"18446744073709551615", 0, UINT64_MAX},
@@ -172,8 +174,11 @@ static void test_parse_size_table(void **state)
         {"18446744073709551616", -EOVERFLOW, 0},
         {"99999999999999999999999", -EOVERFLOW, 0},
         {"16EiB", -EOVERFLOW, 0},
-        {"16E", -EOVERFLOW, 0},
+        {"16Ei", -EOVERFLOW, 0},
+        {"19E", -EOVERFLOW, 0},
+        {"18E", 0, 18000000000000000000ULL},
         {"18446744073709551615K", -EOVERFLOW, 0},
+        {"18446744073709551615Ki", -EOVERFLOW, 0},
         {"17179869184GiB", -EOVERFLOW, 0},                     /* 2^34 GiB = 2^64 */
         {"17179869183.9999999999999999999GiB", 0, UINT64_MAX}, /* 2^64 - 2^30 + (2^30 - 1) */
         {"18446744073709551.615KB", 0, UINT64_MAX},
@@ -183,6 +188,7 @@ static void test_parse_size_table(void **state)
         {"0", -EINVAL, 0},
         {"0MiB", -EINVAL, 0},
         {"0.0001K", -EINVAL, 0}, /* floors to zero bytes */
+        {"0.0001Ki", -EINVAL, 0},
         {"-1M", -EINVAL, 0},
         {"-1", -EINVAL, 0},
         {"+1M", -EINVAL, 0},
@@ -232,8 +238,8 @@ static void test_parse_size_fractions_exact(void **state)
     static const struct {
         const char *suffix;
         uint64_t mult;
-    } units[] = {
-        {"K", 1024}, {"MiB", 1ULL << 20}, {"GB", 1000000000ULL}, {"TiB", 1ULL << 40}, {"KB", 1000}};
+    } units[] = {{"K", 1000},           {"Ki", 1024},        {"MiB", 1ULL << 20},
+                 {"GB", 1000000000ULL}, {"TiB", 1ULL << 40}, {"KB", 1000}};
     size_t u;
     unsigned whole, milli;
 

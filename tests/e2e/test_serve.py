@@ -96,8 +96,9 @@ class Server:
         return events
 
     def metrics(self):
-        """/metrics parsed: (name, labels but model) -> value. The report's series
-        (ramforge_ledger_*, ramforge_release_*, ...) carry model=-m's path; the server's
+        """/metrics parsed: (name, labels but model and path) -> value. The report's series
+        (ramforge_ledger_*, ramforge_release_*, ...) carry model=the file's name and
+        path=its canonical path; the server's
         own counters carry no model label."""
         from prometheus_client.parser import text_string_to_metric_families
         text = self.ok("GET", "/metrics")
@@ -106,10 +107,14 @@ class Server:
             for s in fam.samples:
                 own = s.name.startswith(("llamacpp:", "ramforge_requests", "ramforge_admission_",
                                          "ramforge_idle", "ramforge_staging_",
-                                         "ramforge_residency_state", "ramforge_operations_"))
-                check(s.labels.get("model") == (None if own else self.model),
-                      f"{s.name}{s.labels}: model label")
-                labels = tuple(sorted((k, v) for k, v in s.labels.items() if k != "model"))
+                                         "ramforge_residency_state", "ramforge_operations_",
+                                         "ramforge_live_"))
+                canon = os.path.realpath(self.model)
+                check(s.labels.get("model") == (None if own else os.path.basename(canon))
+                      and s.labels.get("path") == (None if own else canon),
+                      f"{s.name}{s.labels}: model and path labels")
+                labels = tuple(sorted((k, v) for k, v in s.labels.items()
+                                      if k not in ("model", "path")))
                 samples[(s.name, labels)] = s.value
         return samples
 

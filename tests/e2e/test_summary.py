@@ -72,7 +72,7 @@ def case_run_summary(c):
     led = {e["category"]: e["value_bytes"] for e in doc["ledger"]["entries"]}
     released, _, last = release_lines(doc)
     want = released + [
-        "policy memory-bound, target 64.00 MiB, release pageout",
+        "policy memory-bound, target 64.00 MiB (67108864 bytes), release pageout",
         f"process RSS {iec(led['ProcessRss'])} at the end (peak {iec(led['ProcessRssPeak'])})",
         f"{iec(led['FileBackedResident'])} resident, of {iec(led['FileBackedLogical'])} of "
         "weights mapped",

@@ -29,9 +29,9 @@ static unsigned __int128 unit(const char *s)
     for (int i = 0; i < 6; i++) {
         if (l[0] != iec[i][0])
             continue;
-        if (n == 1 || (n == 3 && l[1] == 'i' && l[2] == 'b'))
+        if ((n == 2 && l[1] == 'i') || (n == 3 && l[1] == 'i' && l[2] == 'b'))
             return (unsigned __int128)1 << (10 * (i + 1));
-        if (n == 2 && l[1] == 'b') {
+        if (n == 1 || (n == 2 && l[1] == 'b')) {
             unsigned __int128 u = 1;
             for (int k = 0; k <= i; k++)
                 u *= 1000;

@@ -88,20 +88,32 @@ static void test_report_text(void **state)
     assert_int_equal(rf_metrics_text(NULL, &session, "m", &t), -EINVAL);
     assert_int_equal(rf_metrics_text(&op, &session, "dir/m \"1\".gguf", &t), 0);
     const char *lines[] = {
-        "ramforge_ledger_bytes{model=\"dir/m \\\"1\\\".gguf\",category=\"FileBackedResident\","
+        "ramforge_ledger_bytes{model=\"m \\\"1\\\".gguf\",path=\"dir/m "
+        "\\\"1\\\".gguf\",category=\"FileBackedResident\","
         "provenance=\"exact_measured\"} 8192",
-        "ramforge_ledger_unknown{model=\"dir/m \\\"1\\\".gguf\",category=\"KvCache\"} 1",
-        "ramforge_mapping_rss_bytes{model=\"dir/m \\\"1\\\".gguf\",sample=\"after_release\"} 4096",
-        "ramforge_operation_admission{model=\"dir/m \\\"1\\\".gguf\","
+        "ramforge_ledger_unknown{model=\"m \\\"1\\\".gguf\",path=\"dir/m "
+        "\\\"1\\\".gguf\",category=\"KvCache\"} 1",
+        "ramforge_mapping_rss_bytes{model=\"m \\\"1\\\".gguf\",path=\"dir/m \\\"1\\\".gguf\"} 4096",
+        "ramforge_operation_last_sample_info{model=\"m \\\"1\\\".gguf\",path=\"dir/m "
+        "\\\"1\\\".gguf\","
+        "sample=\"after_release\"} 1",
+        "ramforge_operation_admission{model=\"m \\\"1\\\".gguf\",path=\"dir/m \\\"1\\\".gguf\","
         "outcome=\"admitted_with_warning\"} 1",
-        "ramforge_operation_admission{model=\"dir/m \\\"1\\\".gguf\",outcome=\"admitted\"} 0",
-        "ramforge_operation_admission_refused{model=\"dir/m \\\"1\\\".gguf\"} 0",
-        "ramforge_release_applications_total{model=\"dir/m \\\"1\\\".gguf\"} 2",
-        "ramforge_release_requested_bytes_total{model=\"dir/m \\\"1\\\".gguf\"} 16384",
-        "ramforge_release_accepted_bytes_total{model=\"dir/m \\\"1\\\".gguf\"} 12288",
-        "ramforge_release_observed_delta_bytes{model=\"dir/m \\\"1\\\".gguf\","
+        "ramforge_operation_admission{model=\"m \\\"1\\\".gguf\",path=\"dir/m "
+        "\\\"1\\\".gguf\",outcome=\"admitted\"} 0",
+        "ramforge_operation_admission_refused{model=\"m \\\"1\\\".gguf\",path=\"dir/m "
+        "\\\"1\\\".gguf\"} 0",
+        "ramforge_release_applications_total{model=\"m \\\"1\\\".gguf\",path=\"dir/m "
+        "\\\"1\\\".gguf\"} 2",
+        "ramforge_release_requested_bytes_total{model=\"m \\\"1\\\".gguf\",path=\"dir/m "
+        "\\\"1\\\".gguf\"} 16384",
+        "ramforge_release_accepted_bytes_total{model=\"m \\\"1\\\".gguf\",path=\"dir/m "
+        "\\\"1\\\".gguf\"} 12288",
+        "ramforge_release_observed_delta_bytes{model=\"m \\\"1\\\".gguf\",path=\"dir/m "
+        "\\\"1\\\".gguf\","
         "measure=\"mapping_rss\"} -12288",
-        "ramforge_release_observed_delta_bytes{model=\"dir/m \\\"1\\\".gguf\","
+        "ramforge_release_observed_delta_bytes{model=\"m \\\"1\\\".gguf\",path=\"dir/m "
+        "\\\"1\\\".gguf\","
         "measure=\"process_rss\"} 100",
         "# TYPE ramforge_operation_staging_selected_bytes gauge",
     };

@@ -289,6 +289,7 @@ struct rf_admission_result {
     uint64_t high_excess_bytes; /* the largest excess over a memory.high, bytes */
     size_t high_level;          /* cgroups[] index of that memory.high */
 
+    bool streaming;             /* the input's: the run streams (no "thrash" for re-reads) */
     bool thrash;                /* the working set does not fit a limit (hard or memory.high) */
     const char *file_in_memory; /* the input's: why the working set was not compared, or NULL */
     bool has_thrash_level;
@@ -361,6 +362,35 @@ struct rf_admission_result {
  * with reserve_bytes >= target_bytes ("target below the safety reserve").
  */
 int rf_admission_decide(const struct rf_admission_input *in, struct rf_admission_result *out);
+
+/*
+ * Appends a sentence to a->reason (fmt, printf-style): the sentence before
+ * it is ended with a full stop first when it has none, and the new one is
+ * set off by one space, so two sentences are never glued. Cut at the
+ * buffer's end. a NULL: nothing.
+ */
+void rf_admission_append(struct rf_admission_result *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/*
+ * The decision in one line for a terminal, into buf (len bytes, cut to
+ * fit): what was compared and the outcome's figures in bytes, at most
+ * about 160 characters once the CLI writes the bytes in IEC units; no
+ * cgroup path (the reason and the report name it). Under streaming a
+ * working set over the limit reads "streams: ...", never "will thrash".
+ * a or buf NULL, or len 0: nothing.
+ */
+void rf_admission_headline(const struct rf_admission_result *a, char *buf, size_t len);
+
+/*
+ * The ways out of a decision that is not a plain fit, one per line
+ * ("\n"-separated, no trailing newline), each with the bytes it would
+ * save: --no-repack (the repacked copies), a smaller -c (the KV cache), a
+ * larger limit (by the excess or the part of the working set that does not
+ * fit), --residency-policy streaming (a run not already streaming whose
+ * excess is file pages). "" when none applies. Into buf (len bytes, cut).
+ */
+void rf_admission_ways_out(const struct rf_admission_result *a, char *buf, size_t len);
 
 /*
  * The eligible-reclaimable estimate now: what a release could return,

@@ -48,13 +48,14 @@ bool rf_policy_requires_target(enum rf_policy_profile p); /* memory-bound, activ
 
 /*
  * Parses a byte size: decimal digits, then optionally one space and a
- * suffix, matched case-insensitively:
+ * suffix, matched case-insensitively, by one rule (RF_SIZE_RULE, the
+ * sentence --help, ramforge(1) and the README print):
  *
  *   B                            x 1
- *   K Ki KiB  M Mi MiB           x 1024^1..2   (IEC; Ki, Mi, ... as
- *   G Gi GiB  T Ti TiB           x 1024^3..4    Kubernetes writes them)
- *   P Pi PiB  E Ei EiB           x 1024^5..6
- *   KB MB GB TB PB EB            x 1000^1..6   (SI)
+ *   Ki KiB  Mi MiB  Gi GiB       x 1024^1..3   (binary)
+ *   Ti TiB  Pi PiB  Ei EiB       x 1024^4..6
+ *   K KB  M MB  G GB             x 1000^1..3   (decimal, as Kubernetes
+ *   T TB  P PB  E EB             x 1000^4..6    and the SI read them)
  *
  * With a K..E suffix the number may carry a decimal fraction ("1.5GiB");
  * the result is floored to whole bytes and computed exactly in integers.
@@ -67,6 +68,12 @@ bool rf_policy_requires_target(enum rf_policy_profile p); /* memory-bound, activ
  * unchanged on error.
  */
 int rf_parse_size(const char *s, uint64_t *out_bytes);
+
+/* The size rule in one sentence: every --help, ramforge(1) and the README print it as it is. */
+#define RF_SIZE_RULE                                                                               \
+    "SIZE is bytes, or a number with a suffix: Ki, Mi, Gi, Ti (or KiB, MiB, GiB, TiB) are powers " \
+    "of 1024; K, M, G, T (or KB, MB, GB, TB) are powers of 1000, as Kubernetes reads them "        \
+    "(systemd and Docker read 2G as 2Gi: write Gi for them)."
 
 /* Inputs of rf_plan_build. Start from rf_plan_default_params(). */
 struct rf_plan_params {

@@ -253,6 +253,13 @@ struct rf_report {
 /* FNV-1a 64 over the little-endian bytes of the token ids: "fnv1a64:<16 hex>". */
 void rf_token_fingerprint(const int32_t *tokens, size_t n, char out[32]);
 
+/*
+ * The decode rate: (generated tokens - 1) / the decode timer (first sampled
+ * token to the last), tokens per second. false (*out 0) when r is NULL, the
+ * timer is unknown or zero, or fewer than two tokens were generated.
+ */
+bool rf_report_decode_tokens_per_s(const struct rf_report *r, double *out);
+
 #ifdef __cplusplus
 }
 #endif

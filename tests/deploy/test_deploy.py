@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""The deployment examples of docs/deploy/ (issue 24 item 9, issue 21 item 11), exercised as
+far as this machine allows; README.md, "Where it runs", says what is and is not tested.
+
+  units       each systemd unit passes `systemd-analyze verify` (its binaries pointed at
+              this build and at the pinned llama.cpp's llama-server; skipped with the
+              reason when that is absent) with nothing on stderr; MemoryMax= is set, and
+              the fit check of ExecStartPre runs here against a small model under a
+              --memory-limit equal to MemoryMax (exit 0), and refuses under 8 MiB (exit 1)
+  pod         pod.yaml parses (python3-yaml); every pod has a memory limit equal to its
+              init container's --memory-limit, and the Prometheus scrape annotations on
+              the serving port; the init container's command runs here (exit 0; under
+              8 MiB exit 1), and the serve container's command serves /health and
+              /metrics here (on 127.0.0.1, port 0), stopped by SIGTERM (exit 0)
+  dockerfile  no container runtime runs here, so the image is not built: its bases are
+              Debian 12, every COPY source exists in the repository, every make target it
+              runs exists, every Debian package it installs is known to apt, and the
+              runtime packages hold every library this build's ramforge loads (ldd)
+
+Usage: test_deploy.py --ramforge BIN CASE.  Exit 0 pass, 1 fail, 77 skip.
+"""
+import glob
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+from e2e_util import ModelCtx, Skip, check, run_main  # noqa: E402
+
+SOURCE = os.path.normpath(os.path.join(HERE, "..", ".."))
+DEPLOY = os.path.join(SOURCE, "docs", "deploy")
+INSTALLED = "/usr/local/bin/ramforge"
+
+
+def llama_server():
+    """The pinned llama.cpp's llama-server (scripts/build-llama.sh's cache), or None."""
+    cache = os.environ.get("RAMFORGE_CACHE", "/var/cache/ramforge")
+    found = sorted(glob.glob(os.path.join(cache, "llama-v0.5.0-*", "bin", "llama-server")))
+    return found[0] if found else None
+
+
+def systemd_size(text):
+    """A systemd size (K, M, G, T: powers of 1024, as systemd reads them) in bytes."""
+    m = re.fullmatch(r"(\d+)([KMGT]?)", text.strip())
+    check(m is not None, f"MemoryMax={text} is not a plain size")
+    return int(m.group(1)) * 1024 ** " KMGT".index(m.group(2) or " ")
+
+
+def unit_value(text, key):
+    """A unit's KEY= value with its continuation lines joined, or None."""
+    joined = re.sub(r"\\\n\s*", " ", text)
+    m = re.search(rf"^{key}=(.*)$", joined, re.M)
+    return m.group(1).strip() if m else None
+
+
+def case_units(c):
+    if not shutil.which("systemd-analyze"):
+        raise Skip("systemd-analyze is not installed")
+    model = c.model()
+    server = llama_server()
+    for name in ("ramforge-serve.service", "ramforge-exec.service"):
+        with open(os.path.join(DEPLOY, name)) as f:
+            text = f.read()
+        if "llama-server" in text and not server:
+            print(f"SKIP part: {name}: no llama-server in the pinned llama.cpp's prefix")
+            continue
+        local = text.replace(INSTALLED, os.path.abspath(c.rf))
+        if server:
+            local = local.replace("/usr/local/bin/llama-server", server)
+        path = c.path(name)
+        with open(path, "w") as f:
+            f.write(local)
+        p = subprocess.run(["systemd-analyze", "verify", "--man=no", path],
+                           capture_output=True, text=True, timeout=120)
+        check(p.returncode == 0 and not p.stderr.strip(),
+              f"systemd-analyze verify {name}: exit {p.returncode}: {p.stderr}")
+        limit = systemd_size(unit_value(text, "MemoryMax") or "")
+        pre = shlex.split(unit_value(local, "ExecStartPre").replace("${MODEL}", model))
+        check(pre[1:3] == ["inspect", "-c"], f"{name}: ExecStartPre is not the fit check")
+        c.run(*pre[1:], "--memory-limit", str(limit))
+        c.run(*pre[1:], "--memory-limit", "8Mi", check_rc=1)
+
+
+def pods():
+    import yaml  # python3-yaml
+    with open(os.path.join(DEPLOY, "pod.yaml")) as f:
+        return list(yaml.safe_load_all(f))
+
+
+def k8s_bytes(q):
+    """A Kubernetes memory quantity (Ki, Mi, Gi binary; K, M, G decimal) in bytes."""
+    m = re.fullmatch(r"(\d+)(Ki|Mi|Gi|Ti|K|M|G|T)?", q)
+    check(m is not None, f"memory quantity {q!r}")
+    unit = m.group(2) or ""
+    mult = 1024 ** (" KMGT".index(unit[0])) if unit.endswith("i") else \
+        1000 ** (" KMGT".index(unit or " "))
+    return int(m.group(1)) * mult
+
+
+def serve_here(c, argv):
+    """Runs a serve command here on 127.0.0.1:0; checks /health and /metrics; SIGTERM."""
+    argv = list(argv)
+    argv[argv.index("--host") + 1] = "127.0.0.1"
+    argv[argv.index("--port") + 1] = "0"
+    proc = subprocess.Popen([c.rf, *argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        line = proc.stderr.readline()
+        check("serving" in line, f"serve did not start: {line!r}")
+        port = int(line.rsplit(":", 1)[1].strip().strip("/"))
+        for path in ("/health", "/metrics"):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=60) as r:
+                check(r.status == 200, f"{path}: {r.status}")
+        proc.send_signal(signal.SIGTERM)
+        check(proc.wait(timeout=120) == 0, f"serve exited {proc.returncode} on SIGTERM")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+        proc.stdout.close()
+
+
+def case_pod(c):
+    try:
+        docs = pods()
+    except ImportError:
+        raise Skip("python3-yaml is not installed")
+    model = c.model()
+    check(len(docs) == 2 and all(d["kind"] == "Pod" for d in docs), "two pods")
+    for pod in docs:
+        spec, ann = pod["spec"], pod["metadata"]["annotations"]
+        main = spec["containers"][0]
+        port = main["ports"][0]["containerPort"]
+        check(ann.get("prometheus.io/scrape") == "true" and
+              ann.get("prometheus.io/port") == str(port) and
+              ann.get("prometheus.io/path") == "/metrics", f"scrape annotations {ann}")
+        limit = k8s_bytes(main["resources"]["limits"]["memory"])
+        init = spec["initContainers"][0]["command"]
+        check(init[:3] == ["ramforge", "inspect", "-c"] and "--memory-limit" in init,
+              f"the init container is not the fit check: {init}")
+        given = init[init.index("--memory-limit") + 1]
+        local = [a.replace("/models/model.gguf", model) for a in init]
+        p = c.run(*local[1:], "--json")
+        check(json.loads(p.stdout)["memory_limit_bytes"] == limit,
+              f"{pod['metadata']['name']}: --memory-limit {given} is not limits.memory {limit}")
+        c.run(*local[1:])
+        small = list(local)
+        small[small.index("--memory-limit") + 1] = "8Mi"
+        c.run(*small[1:], check_rc=1)
+        cmd = [a.replace("/models/model.gguf", model) for a in main["command"]]
+        if cmd[1] == "serve":
+            serve_here(c, cmd)
+        else:
+            check(cmd[1] == "exec" and "--" in cmd and "llama-server" in cmd, f"{cmd}")
+            help_ = subprocess.run([c.rf, "exec", "--help"], capture_output=True, text=True)
+            if help_.returncode != 0:
+                print("SKIP part: `ramforge exec` is not built in this tree: the exec pod's "
+                      "command is not run")
+                continue
+            opts = cmd[2:cmd.index("--")]
+            for o in (x for x in opts if x.startswith("--")):
+                check(o in help_.stdout, f"ramforge exec --help lacks {o}")
+
+
+def case_dockerfile(c):
+    with open(os.path.join(DEPLOY, "Dockerfile")) as f:
+        text = f.read()
+    joined = re.sub(r"\\\n\s*", " ", text)
+    lines = [ln.strip() for ln in joined.splitlines() if ln.strip() and
+             not ln.lstrip().startswith("#")]
+    froms = [ln.split()[1] for ln in lines if ln.startswith("FROM ")]
+    check(froms and all(re.fullmatch(r"debian:12(-slim)?", f) for f in froms),
+          f"bases {froms}")
+    for ln in lines:
+        if ln.startswith("COPY ") and "--from=" not in ln:
+            for src in ln.split()[1:-1]:
+                check(os.path.exists(os.path.join(SOURCE, src)), f"COPY source {src} missing")
+    runs = " && ".join(ln[4:] for ln in lines if ln.startswith("RUN "))
+    targets = set(re.findall(r"\bmake ([a-z]+)", runs))
+    check({"deps", "build", "install"} <= targets, f"make targets {targets}")
+    p = subprocess.run(["make", "-C", SOURCE, "-pqn"], capture_output=True, text=True)
+    for t in targets:
+        check(re.search(rf"^{t}:", p.stdout, re.M), f"the Makefile has no target {t}")
+    pkgs = set()
+    for m in re.finditer(r"apt-get install ([^&;]*)", runs):
+        pkgs |= {w for w in m.group(1).split() if not w.startswith("-")}
+    if not shutil.which("apt-cache"):
+        raise Skip("no apt-cache: the packages cannot be checked")
+    for pkg in sorted(pkgs):
+        p = subprocess.run(["apt-cache", "show", "--no-all-versions", pkg],
+                           capture_output=True, text=True)
+        check(p.returncode == 0 and "Package:" in p.stdout, f"apt does not know {pkg}")
+    runtime = [ln for ln in lines if ln.startswith("RUN ") and "install" in ln][-1]
+    rpkgs = {w for w in re.search(r"apt-get install ([^&;]*)", runtime).group(1).split()
+             if not w.startswith("-")}
+    ldd = subprocess.run(["ldd", c.rf], capture_output=True, text=True).stdout
+    # the runtime packages and what they depend on, recursively (Debian's metadata here)
+    deps = subprocess.run(["apt-cache", "depends", "--recurse", "--no-recommends",
+                           "--no-suggests", "--no-conflicts", "--no-breaks", "--no-replaces",
+                           "--no-enhances", *sorted(rpkgs)], capture_output=True, text=True)
+    closure = rpkgs | {w.split(":")[0] for w in
+                       re.findall(r"^\s*(?:\|?Depends: |PreDepends: )?<?([\w.+-]+(?::\w+)?)>?$",
+                                  deps.stdout, re.M)}
+    checked = 0
+    for ln in ldd.splitlines():
+        m = re.match(r"\s*(\S+) => (/\S+)", ln)
+        if not m or m.group(2).startswith("/var/cache/ramforge"):
+            continue  # llama.cpp's libraries: copied from the build stage
+        real = os.path.realpath(m.group(2))
+        owners = set()
+        for path in {m.group(2), real, real[4:] if real.startswith("/usr/") else "/usr" + real}:
+            q = subprocess.run(["dpkg", "-S", path], capture_output=True, text=True)
+            owners |= {o.split(":")[0] for o in q.stdout.split(": ")[0].split(", ")
+                       if q.returncode == 0}
+        owners.discard("")
+        check(owners, f"dpkg knows no package of {real} ({m.group(1)})")
+        check(owners & closure, f"{m.group(1)} ({owners}) is in none of {sorted(rpkgs)} "
+              "nor their dependencies")
+        checked += 1
+    check(checked >= 5, f"only {checked} libraries checked: {ldd}")
+
+
+CASES = {"units": case_units, "pod": case_pod, "dockerfile": case_dockerfile}
+
+if __name__ == "__main__":
+    run_main(CASES, ModelCtx, "ramforge-deploy-")

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""End-to-end cases of `ramforge run --memory-limit SIZE` (issue 24 item 2): the run in a
+fresh child memory cgroup of its own, a cap the kernel holds, never left behind. As root on
+cgroup v1 here (the v2 path logic is tests/sys's rfsys_cgroup_child_* on fixture trees).
+
+  limit_streaming_cold  a tinyllama Q8_0 copy evicted from the page cache, run under
+                        0.75 x its size with --residency-policy streaming: admitted, run
+                        in rf-run-<pid> (the report's binding cgroup), reads from storage
+                        (/proc/self/io), the report matches the schema, no cgroup is left
+                        and then, the file cached (charged to the parent cgroup): the
+                        summary says the limit could not bind its pages and gives the
+                        eviction command
+  limit_signal          SIGTERM to the command while the run holds the model (--hold):
+                        the cgroup is gone once the command ended, as on SIGINT
+  limit_no_root         as uid 65534: one line naming the cgroup and "needs root", exit 1
+
+Exit 0 pass, 1 fail, 77 skip (no root or no v1 memory cgroup).
+"""
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "schema"))
+import validate_report  # noqa: E402
+from e2e_util import Skip, asan_build, check, memory_cgroup_v1, run_main, run_ramforge  # noqa
+
+PROMPT = "Hello my name is"
+
+
+class Ctx:
+    def __init__(self, args, tmp):
+        self.rf = args.ramforge
+        self.schema = args.schema
+        self.tmp = tmp  # under ctest's working directory (a disk): evictable
+
+    def run(self, *argv, check_rc=0, **kw):
+        return run_ramforge(self.rf, argv, check_rc, timeout=900, **kw)
+
+    def model(self, preset="tinyllama"):
+        path = os.path.join(self.tmp, f"{preset}-q8_0.gguf")
+        if not os.path.exists(path):
+            self.run("mkmodel", "--preset", preset, "--type", "q8_0", "-q", "-o", path)
+            with open(path, "rb") as f:
+                os.fsync(f.fileno())
+        return path
+
+
+def evict(path):
+    with open(path, "rb") as f:
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+def leftovers(parent):
+    return glob.glob(os.path.join(parent, "rf-run-*"))
+
+
+def case_limit_streaming_cold(c):
+    if asan_build(c.rf):
+        raise Skip("an ASan build: its shadow memory is charged to the cgroup the test sizes")
+    parent = memory_cgroup_v1()
+    model = c.model()
+    evict(model)
+    limit = os.path.getsize(model) * 3 // 4 // 4096 * 4096  # v1 rounds to pages
+    js = os.path.join(c.tmp, "cold.json")
+    p = c.run("run", "-m", model, "-p", PROMPT, "-n", "4", "-t", "2", "--memory-limit",
+              str(limit), "--residency-policy", "streaming", "--residency-report-json", js)
+    with open(js) as f:
+        doc = json.load(f)
+    adm = doc["admission"]
+    cg = [g for g in adm["cgroups"] if g["binding"]][0]
+    check(os.path.basename(cg["dir"]).startswith("rf-run-") and cg["limit"]["bytes"] == limit,
+          f"not run in its own cgroup of {limit} bytes: {cg['dir']} {cg['limit']}")
+    check(not adm["refused"], adm["reason"][-300:])
+    check(doc["output"]["n_generated_tokens"] == 4, f"{doc['output']['n_generated_tokens']} tokens")
+    read = doc["streaming"]["io"]["read_bytes"]
+    check(read is not None and read > limit // 4, f"read {read} bytes from storage")
+    check("streams:" in p.stderr and "will thrash" not in p.stderr and
+          "smaller model" not in p.stderr, f"the admission line: {p.stderr[:600]}")
+    long = [ln for ln in p.stderr.splitlines() if ln.startswith("ramforge: warning")
+            and len(ln) > 160]
+    check(not long, f"warning lines over 160 characters: {long}")
+    check(f"limit {limit / 2**20:.2f} MiB ({limit} bytes)" in p.stderr, p.stderr[-600:])
+    check(not leftovers(parent), f"cgroups left behind: {leftovers(parent)}")
+    errors = validate_report.validate(c.schema, js)
+    check(not errors, f"the report does not match the schema: {errors[:3]}")
+    # now cached (the removed cgroup's charges moved to its parent): the limit cannot bind
+    p = c.run("run", "-m", model, "-p", PROMPT, "-n", "2", "-t", "2", "--memory-limit",
+              str(limit), check_rc=None)
+    check("not bound: the model mapping held" in p.stderr and "iflag=nocache" in p.stderr,
+          f"no note that the limit could not bind: {p.stderr[-800:]}")
+    check("warning: admission: will thrash:" in p.stderr and
+          "way out: --residency-policy streaming" in p.stderr, p.stderr[:800])
+    long = [ln for ln in p.stderr.splitlines() if ln.startswith("ramforge: warning")
+            and len(ln) > 160]
+    check(not long, f"warning lines over 160 characters: {long}")
+    check(not leftovers(parent), f"cgroups left behind: {leftovers(parent)}")
+
+
+def case_limit_signal(c):
+    parent = memory_cgroup_v1()
+    model = c.model("tiny")
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        proc = subprocess.Popen([c.rf, "run", "-m", model, "-n", "2", "--memory-limit", "2Gi",
+                                 "--hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        mine = os.path.join(parent, f"rf-run-{proc.pid}")
+        deadline = time.monotonic() + 120
+        held = False
+        while time.monotonic() < deadline and proc.poll() is None and not held:
+            try:
+                with open(os.path.join(mine, "cgroup.procs")) as f:
+                    held = bool(f.read().split())
+            except OSError:
+                pass
+            if not held:
+                time.sleep(0.05)  # polled with a deadline
+        check(held, f"the run never joined {mine}")
+        # wait for --hold's line: the model is loaded
+        line = ""
+        while time.monotonic() < deadline and "holding pid" not in line:
+            line = proc.stderr.readline()
+            check(line or proc.poll() is None, "the run ended before holding")
+        proc.send_signal(sig)
+        proc.wait(timeout=60)
+        proc.stdin.close()
+        proc.stdout.close()
+        proc.stderr.close()
+        check(proc.returncode == -sig, f"{sig!r}: exit {proc.returncode}")
+        check(not os.path.exists(mine), f"{mine} left behind after {sig!r}")
+
+
+def case_limit_no_root(c):
+    memory_cgroup_v1()
+    model = c.model("tiny")
+    os.chmod(c.tmp, 0o755)
+    p = c.run("run", "-m", model, "-n", "2", "--memory-limit", "1Gi", check_rc=1,
+              preexec_fn=lambda: (os.setgid(65534), os.setuid(65534)))
+    lines = p.stderr.strip().splitlines()
+    check(len(lines) == 1 and "--memory-limit: cannot create the cgroup" in lines[0] and
+          "needs root" in lines[0], f"stderr: {p.stderr}")
+
+
+CASES = {"limit_streaming_cold": case_limit_streaming_cold, "limit_signal": case_limit_signal,
+         "limit_no_root": case_limit_no_root}
+
+if __name__ == "__main__":
+    run_main(CASES, Ctx, "ramforge-limit-", tmp_dir=os.getcwd())

@@ -1,0 +1,158 @@
+/*
+ * --memory-limit: the command's work in a child memory cgroup of its own
+ * (see limit_cgroup.h).
+ */
+#include "limit_cgroup.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench_cleanup.h"
+#include "cli.h"
+#include "ramforge/timing.h"
+
+int limit_cgroup_create(const char *name, uint64_t limit_bytes, struct rfsys_cgroup_child *cg,
+                        char *reason, size_t len)
+{
+    sigset_t old;
+    bench_cleanup_block(&old); /* no signal between the mkdir and its registration */
+    int rc = rfsys_cgroup_child_create(NULL, "self", name, limit_bytes, cg);
+    if (rc == 0)
+        bench_cleanup_set_cgroup(cg);
+    bench_cleanup_restore(&old);
+    if (rc == 0)
+        return 0;
+    if (rc == -EOPNOTSUPP && cg->version == RFSYS_CGROUP_NONE)
+        snprintf(reason, len, "--memory-limit: no memory cgroup controller found");
+    else if (rc == -EOPNOTSUPP)
+        snprintf(reason, len,
+                 "--memory-limit: %s has no memory.max (the memory controller is not enabled "
+                 "in the parent's cgroup.subtree_control)",
+                 cg->path);
+    else if (rc == -EACCES || rc == -EPERM || rc == -EROFS)
+        snprintf(reason, len, "--memory-limit: cannot create the cgroup %s: %s (needs root)",
+                 cg->path, strerror(-rc));
+    else
+        snprintf(reason, len, "--memory-limit: cannot create the cgroup %s: %s",
+                 cg->path[0] ? cg->path : name, strerror(-rc));
+    return rc;
+}
+
+/* After the child ended: what the cgroup recorded, on stderr; the exit status. stop: the
+   stop signal passed on to the child (0: none). */
+static int finish(const struct rfsys_cgroup_child *cg, int wstatus, bool quiet, int stop)
+{
+    struct rfsys_cgroup_child_stats st;
+    char b1[32], b2[32];
+    bool killed = WIFSIGNALED(wstatus);
+    int status = killed ? RF_EXIT_FAILURE : WEXITSTATUS(wstatus);
+
+    if (rfsys_cgroup_child_read(cg, &st) < 0)
+        memset(&st, 0, sizeof(st));
+    const char *limit = st.has_limit && !st.limit_max
+                            ? cli_format_bytes(st.limit_bytes, false, b1, sizeof(b1))
+                            : "unknown";
+    const char *peak =
+        st.has_peak ? cli_format_bytes(st.peak_bytes, false, b2, sizeof(b2)) : "unknown";
+    if (killed && st.has_oom_kill && st.oom_kill > 0)
+        cli_error("the kernel's OOM killer killed the run in its memory cgroup (limit %s, peak "
+                  "%s): try a larger --memory-limit or --residency-policy streaming",
+                  limit, peak);
+    else if (killed && WTERMSIG(wstatus) != stop) /* a stop signal passed on: said by none */
+        cli_error("the run was killed by signal %d (%s)", WTERMSIG(wstatus),
+                  strsignal(WTERMSIG(wstatus)));
+    else if (!quiet)
+        fprintf(stderr,
+                "  memory cgroup of --memory-limit: limit %s (%" PRIu64 " bytes), peak %s (this "
+                "run only)%s\n",
+                limit, st.has_limit ? st.limit_bytes : 0, peak,
+                st.has_failcnt && st.failcnt ? ", limit reached" : "");
+    return status;
+}
+
+/* Bounds the wait for a busy cgroup to empty: a loaded host can take seconds to move an
+   exited process's last charges (rfsys_cgroup_child_remove itself waits about a second). */
+#define REMOVE_DEADLINE_NS (10 * 1000000000ULL)
+
+/* rfsys_cgroup_child_remove, retried while -EBUSY until REMOVE_DEADLINE_NS: 0 or -errno. */
+static int remove_cgroup(const struct rfsys_cgroup_child *cg)
+{
+    uint64_t deadline = rf_now_ns() + REMOVE_DEADLINE_NS;
+    int rc;
+
+    while ((rc = rfsys_cgroup_child_remove(cg)) == -EBUSY && rf_now_ns() < deadline)
+        ;
+    return rc;
+}
+
+int limit_cgroup_enter(const char *prefix, uint64_t limit_bytes, bool quiet)
+{
+    struct rfsys_cgroup_child cg;
+    char name[64], reason[RFSYS_CGROUP_CHILD_PATH_MAX + 128];
+    sigset_t set, old;
+    siginfo_t info;
+    int fd, rc, wstatus = 0, status = RF_EXIT_FAILURE, got = 0;
+    pid_t pid;
+
+    memset(&cg, 0, sizeof(cg));
+    snprintf(name, sizeof(name), "%s%ld", prefix, (long)getpid());
+    /* From before the mkdir to the rmdir, the stop signals and SIGCHLD wait in sigwaitinfo. */
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &set, &old);
+    if (limit_cgroup_create(name, limit_bytes, &cg, reason, sizeof(reason)) < 0) {
+        cli_error("%s", reason);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        return RF_EXIT_FAILURE;
+    }
+    if ((fd = rfsys_cgroup_child_open_procs(&cg)) < 0) {
+        cli_error("--memory-limit: cannot open %s/cgroup.procs: %s", cg.path, strerror(-fd));
+        goto out;
+    }
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0) {
+        rc = rfsys_cgroup_child_join(fd);
+        close(fd);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        if (rc == 0)
+            return -1;
+        cli_error("--memory-limit: cannot join the cgroup %s: %s", cg.path, strerror(-rc));
+        _exit(RF_EXIT_FAILURE);
+    }
+    close(fd);
+    if (pid < 0) {
+        cli_error("--memory-limit: cannot fork: %s", strerror(errno));
+        goto out;
+    }
+    /* The child does the work; a stop signal is passed on to it (serve stops gracefully). */
+    for (;;) {
+        int sig = sigwaitinfo(&set, &info);
+        if (sig == SIGCHLD && waitpid(pid, &wstatus, WNOHANG) == pid)
+            break;
+        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+            got = sig;
+            kill(pid, sig);
+        }
+    }
+    status = finish(&cg, wstatus, quiet || got, got);
+out:
+    if (remove_cgroup(&cg) < 0)
+        cli_error("--memory-limit: cannot remove the cgroup %s", cg.path);
+    bench_cleanup_set_cgroup(NULL);
+    if (got && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == got) {
+        signal(got, SIG_DFL); /* end as the child did: killed by that signal */
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        raise(got);
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return status;
+}

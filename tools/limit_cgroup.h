@@ -1,0 +1,42 @@
+/*
+ * --memory-limit SIZE of run and serve (and bench's runs): a fresh child
+ * memory cgroup of the command's own with that hard limit
+ * (ramforge/cgroup_child.h; cgroup v1 or v2), so "keep it under N" is a
+ * cap the kernel holds. The command forks: the child joins the cgroup and
+ * does the work; the parent waits, says what the cgroup recorded, removes
+ * it and exits with the child's status. SIGINT, SIGTERM or SIGHUP to the
+ * parent is passed on to the child (serve stops gracefully); once the child
+ * ended, the cgroup is removed and the parent ends as the child did: no
+ * cgroup is left behind (only SIGKILL of the parent can leave one).
+ */
+#ifndef RAMFORGE_LIMIT_CGROUP_H
+#define RAMFORGE_LIMIT_CGROUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ramforge/cgroup_child.h"
+
+/*
+ * rfsys_cgroup_child_create of NAME below this process's memory cgroup with
+ * limit_bytes, handed to bench_cleanup's signal handler (no signal between
+ * the mkdir and that). Returns 0, or -errno with reason (len bytes) a line
+ * naming what failed and why (root needed, no memory controller, v2
+ * controller not delegated).
+ */
+int limit_cgroup_create(const char *name, uint64_t limit_bytes, struct rfsys_cgroup_child *cg,
+                        char *reason, size_t len);
+
+/*
+ * Runs the rest of the command in a fresh child cgroup named
+ * PREFIX<pid> with limit_bytes. Returns -1 in the child, which goes on
+ * with the command inside the cgroup; in the parent, after the child
+ * ended and the cgroup was removed, the exit status to return (the
+ * child's; 1 when it was killed, said on stderr with the cgroup's
+ * figures, or when the cgroup could not be made, said). quiet: no line
+ * of the cgroup's figures after a normal exit.
+ */
+int limit_cgroup_enter(const char *prefix, uint64_t limit_bytes, bool quiet);
+
+#endif
