@@ -108,9 +108,11 @@ static void hook_loaded(struct llama_model *model, const char *path, bool mmap, 
     if (p.policy == RF_POLICY_OFF)
         return;
     if (!mmap) {
-        exec_engine.host->say("exec: %s is not managed: loaded without mmap (the ledger "
-                              "measures the mapping)",
-                              path);
+        /* llama-server's --fit pass loads without mmap before its real load: said only -v */
+        if (c->verbose)
+            exec_engine.host->say("exec: %s is not managed: loaded without mmap (the ledger "
+                                  "measures the mapping)",
+                                  path);
         return;
     }
     p.mlock_requested = mlock;
