@@ -108,7 +108,11 @@ static void hook_loaded(struct llama_model *model, const char *path, bool mmap, 
     if (p.policy == RF_POLICY_OFF)
         return;
     if (!mmap) {
-        /* llama-server's --fit pass loads without mmap before its real load: said only -v */
+        /* llama-server's --fit pass loads without mmap before its real load: said only -v,
+           or at exit when no load of the process was managed */
+        pthread_mutex_lock(&exec_engine.table_mu);
+        exec_engine.loads_without_mmap++;
+        pthread_mutex_unlock(&exec_engine.table_mu);
         if (c->verbose)
             exec_engine.host->say("exec: %s is not managed: loaded without mmap (the ledger "
                                   "measures the mapping)",
@@ -330,6 +334,9 @@ __attribute__((destructor)) static void engine_exit(void)
     if (!exec_engine.host)
         return;
     pthread_mutex_lock(&exec_engine.table_mu);
+    if (exec_engine.loads == 0 && exec_engine.loads_without_mmap > 0 && !exec_engine.cfg.verbose)
+        exec_engine.host->say("exec: no model was managed: every load was without mmap (the "
+                              "ledger measures the mapping)");
     exec_engine.stopping = true;
     pthread_cond_broadcast(&exec_engine.idle_cv);
     pthread_mutex_unlock(&exec_engine.table_mu);

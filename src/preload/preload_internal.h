@@ -96,7 +96,8 @@ struct exec_engine {
     pthread_mutex_t table_mu, session_mu;
     pthread_cond_t idle_cv; /* table_mu: a submission or a stop */
     struct exec_model models[EXEC_MAX_MODELS];
-    unsigned loads; /* models loaded so far (numbers them) */
+    unsigned loads;              /* models managed so far (numbers them) */
+    unsigned loads_without_mmap; /* loads not managed: no mmap */
     struct exec_ctx {
         struct llama_context *ctx;
         struct exec_model *m;
