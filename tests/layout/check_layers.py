@@ -41,6 +41,7 @@ RANK = {name: i for i, name in enumerate(LAYERS)}
 # belong higher than their own includes say: their layer, by who owns them.
 LAYER_OF_HEADER = {
     "defaults.h": "tools",  # the programs' defaults (the prompt): no library code uses them
+    "forge_exec.h": "forge",  # the seam of ramforge exec's shim (forge) and engine (preload)
 }
 
 # llama.cpp's headers (llama.h, llama-ext.h, llama-model.h, ...), ggml's
