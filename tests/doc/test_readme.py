@@ -37,6 +37,10 @@ SKIP = [
     (r"^(LLAMA_PREFIX=|export PKG_CONFIG_PATH=|cc embed\.c|build-embed/)",
      "builds and runs the example against an installed prefix: tests/install does"),
     (r"^RF_BENCH_DRIVER=", "a benchmark of several minutes (see its own header)"),
+    (r"^(build/)?ramforge exec\b.*-- llama-server\b",
+     "serves until stopped; tests/preload and tests/server_suite drive exec"),
+    (r"^python3 tests/preload/exec_figures\.py\b",
+     "a benchmark of several minutes (see its own header)"),
 ]
 
 # Models the README names -> (preset, type) generated for the test.

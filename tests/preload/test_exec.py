@@ -245,6 +245,32 @@ def case_idle_alive(c):
     check(wait_max < 1.0, f"a submission waited {wait_max} s in ramforge")
 
 
+def case_staging_after_idle(c):
+    """--staging-budget: the first decode after an idle release (context alive) stages the
+    weights the graph reads, within the budget, before it runs."""
+    model = c.model("small")
+    rep, prom = c.path("st.json"), c.path("st.prom")
+    h = Hold(c, model, c.exec_argv("--residency-policy", "memory-bound", "--memory-target", "5M",
+                                   "--idle-seconds", "1", "--staging-budget", "100M",
+                                   "--residency-report-json", rep, "--metrics-file", prom),
+             "staging")
+    try:
+        h.cmd("gen 4")
+        wait_for(lambda: os.path.exists(prom) and metrics(prom).get(
+            "ramforge_exec_idle_alive_boundaries_total", [({}, 0)])[0][1] >= 1, 30,
+            "the idle boundary")
+        h.cmd("gen 4")
+    finally:
+        h.close()
+    with open(rep) as f:
+        doc = json.load(f)
+    st = doc["staging"]
+    check(st["attempted"] and 0 < st["accepted_bytes"] <= st["budget_bytes"] == 100 << 20,
+          f"staging {st}")
+    check(doc["operation"]["operations"] == 3, f"load, the first and the staged operation: "
+          f"{doc['operation']}")
+
+
 def case_no_libllama(c):
     """A program without libllama runs; exec says in one line the preload does nothing."""
     p = run(c.exec_argv() + ["/bin/true"])
