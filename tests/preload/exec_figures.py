@@ -2,9 +2,11 @@
 """The figures README.md's "ramforge with llama-server" quotes, measured on this machine.
 
 Usage: exec_figures.py --ramforge BUILD/ramforge --server LLAMA_SERVER --hold BUILD/exec_hold
-                       --model MODEL [--rounds 3] [--requests 4] [--n-predict 32]
+                       --model MODEL [--speed-model MODEL] [--rounds 3] [--requests 4]
+                       [--n-predict 32]
 
-1. decode tok/s: llama-server bare and under `ramforge exec` (observe), started alternately
+1. decode tok/s (on --speed-model, default --model): llama-server bare and under
+   `ramforge exec` (observe), started alternately
    --rounds times, --requests greedy /completion requests each after one warm-up; the medians
    of timings.predicted_per_second and their ratio; tokens compared.
 2. idle: `ramforge exec --residency-policy memory-bound --memory-target 25% --idle-seconds 2`
@@ -13,6 +15,9 @@ Usage: exec_figures.py --ramforge BUILD/ramforge --server LLAMA_SERVER --hold BU
 3. a decode arriving during the release: exec_hold's single-token decodes started 1000..1196
    ms after the last (--idle-seconds 1, memory-bound at 25%), bare and under exec: the
    slowest against the bare median, and ramforge_exec_submit_wait_max_seconds.
+4. what the interposers add to a call: exec_hold's `calls 200000` (llama_synchronize and
+   llama_get_logits_ith, the calls that end a lease), this thread's CPU time per pair, bare
+   and under exec (CPU time: robust to the other processes of a loaded machine).
 Prints one line per figure; exits 1 when tokens differ.
 """
 import argparse
@@ -48,10 +53,10 @@ def metric(path, name):
 
 
 class Server:
-    def __init__(self, a, prefix, port, log):
+    def __init__(self, a, prefix, port, log, model=None):
         self.port = port
         self.log = open(log, "w")
-        self.p = subprocess.Popen(prefix + [a.server, "-m", a.model, "--host", "127.0.0.1",
+        self.p = subprocess.Popen(prefix + [a.server, "-m", model or a.model, "--host", "127.0.0.1",
                                             "--port", str(port), "-c", "1024", "-np", "1"],
                                   stdout=self.log, stderr=self.log)
         end = time.time() + 300
@@ -88,7 +93,8 @@ def tok_s(a, tmp):
     for r in range(a.rounds):
         for mode in ("bare", "exec"):
             prefix = [a.ramforge, "exec", "--"] if mode == "exec" else []
-            s = Server(a, prefix, 18600 + r * 2 + (mode == "exec"), f"{tmp}/{mode}{r}.log")
+            s = Server(a, prefix, 18600 + r * 2 + (mode == "exec"), f"{tmp}/{mode}{r}.log",
+                       a.speed_model)
             try:
                 s.complete(4)
                 for _ in range(a.requests):
@@ -99,7 +105,7 @@ def tok_s(a, tmp):
                 s.close()
     mb, me = statistics.median(rates["bare"]), statistics.median(rates["exec"])
     same = tokens["bare"] == tokens["exec"]
-    print(f"decode: bare median {mb:.2f} tok/s, exec median {me:.2f} tok/s, exec/bare "
+    print(f"decode ({os.path.basename(a.speed_model)}): bare median {mb:.2f} tok/s, exec median {me:.2f} tok/s, exec/bare "
           f"{me / mb:.3f} ({len(rates['bare'])} requests each, {a.rounds} alternating rounds); "
           f"tokens identical: {same}")
     return same, tokens["bare"]
@@ -126,6 +132,12 @@ def idle(a, tmp, bare_tokens):
             res = s.complete(a.n_predict)
         finally:
             s.close()
+        if bare_tokens is None:  # another model than the speed run's: its own bare request
+            b = Server(a, [], 18652, f"{tmp}/idle-bare.log")
+            try:
+                bare_tokens = b.complete(a.n_predict)["tokens"]
+            finally:
+                b.close()
         same = res["tokens"] == bare_tokens
         ok &= same
         print(f"idle ({mode}): model mapping Rss {before} B before, {after} B after the idle "
@@ -170,20 +182,38 @@ def during_release(a, tmp):
           f"longest a submission waited in ramforge (gate and bookkeeping) {wait * 1e3:.2f} ms")
 
 
+def call_cost(a):
+    ns = {}
+    for mode, prefix in (("bare", []), ("exec", [a.ramforge, "exec", "--"])):
+        p = subprocess.Popen(prefix + [a.hold, a.speed_model, "Hello my name is", "256"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True)
+        p.stdin.write("gen 1\ncalls 200000\ncalls 200000\ncalls 200000\nquit\n")
+        p.stdin.close()
+        lines = p.stdout.read().split("\n")
+        p.wait(timeout=300)
+        ns[mode] = statistics.median(int(x.split()[1]) for x in lines if x.startswith("call_"))
+    print(f"a synchronize + get_logits pair: {ns['bare']:.0f} ns bare, {ns['exec']:.0f} ns under "
+          f"exec (thread CPU time, median of 3 x 200000): {ns['exec'] - ns['bare']:.0f} ns added")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ramforge", required=True)
     ap.add_argument("--server", required=True)
     ap.add_argument("--hold", required=True)
     ap.add_argument("--model", required=True)
+    ap.add_argument("--speed-model")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--requests", type=int, default=4)
     ap.add_argument("--n-predict", type=int, default=32)
     a = ap.parse_args()
+    a.speed_model = a.speed_model or a.model
     with tempfile.TemporaryDirectory(prefix="ramforge-exec-figures-") as tmp:
         same, tokens = tok_s(a, tmp)
-        same &= idle(a, tmp, tokens)
+        same &= idle(a, tmp, tokens if a.speed_model == a.model else None)
         during_release(a, tmp)
+        call_cost(a)
     return 0 if same else 1
 
 

@@ -7,6 +7,9 @@
  *                "tokens ID ID ..."
  *   decode_at D  wait until D ms after the end of the last decode (polling the
  *                clock), then decode one token: "decode_ns NS" (the call's time)
+ *   calls N      N x (llama_synchronize + llama_get_logits_ith), the calls that end
+ *                a lease: "call_ns NS", this thread's CPU time per pair (what an
+ *                interposer adds to them, robust to other processes' load)
  *   quit         free the context and the model, exit 0
  * Usage: exec_hold MODEL PROMPT N_CTX
  */
@@ -22,6 +25,13 @@ static uint64_t now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
@@ -101,6 +111,13 @@ int main(int argc, char **argv)
             next = greedy(ctx, vocab);
             last_end = now_ns();
             printf("decode_ns %llu\n", (unsigned long long)(last_end - t0));
+        } else if (sscanf(line, "calls %ld", &n) == 1 && started && n > 0) {
+            uint64_t t0 = thread_cpu_ns();
+            for (long i = 0; i < n; i++) {
+                llama_synchronize(ctx);
+                llama_get_logits_ith(ctx, -1);
+            }
+            printf("call_ns %llu\n", (unsigned long long)((thread_cpu_ns() - t0) / (uint64_t)n));
         } else if (strncmp(line, "quit", 4) == 0) {
             break;
         } else {
