@@ -44,7 +44,22 @@ static struct exec_ctx *ctx_of(const struct llama_context *ctx)
     return NULL;
 }
 
-/* This model's path for the process-wide template: the first model's as is, later ones .N. */
+/*
+ * The lowest number no managed model holds (1, 2, ...): a model loaded again after its
+ * free (llama-server's --sleep-idle-seconds) keeps the paths of the first. Under table_mu.
+ */
+static unsigned free_number(void)
+{
+    unsigned n = 1;
+    for (bool taken = true; taken; n += taken) {
+        taken = false;
+        for (size_t i = 0; i < EXEC_MAX_MODELS; i++)
+            taken |= exec_engine.models[i].model && exec_engine.models[i].number == n;
+    }
+    return n;
+}
+
+/* This model's path for the process-wide template: number 1's as is, the others' .N. */
 static void numbered(char *out, size_t size, const char *tmpl, unsigned number)
 {
     if (!tmpl[0] || number <= 1)
@@ -86,7 +101,10 @@ static int hook_before_load(const char *path, bool use_extra_bufts, bool mmap, b
                               rf_admission_outcome_name(adm->outcome),
                               rf_admission_mode_name(adm->mode), adm->reason);
         char report[PATH_MAX];
-        numbered(report, sizeof(report), c->report, exec_engine.loads + 1);
+        pthread_mutex_lock(&exec_engine.table_mu);
+        unsigned number = free_number();
+        pthread_mutex_unlock(&exec_engine.table_mu);
+        numbered(report, sizeof(report), c->report, number);
         if (report[0] && (arc = rf_session_preload_report_write(path, p, adm, report)) < 0)
             exec_engine.host->say("exec: cannot write %s: %s", report, rf_strerror(arc));
         rc = -1;
@@ -135,7 +153,8 @@ static void hook_loaded(struct llama_model *model, const char *path, bool mmap, 
         memset(m, 0, sizeof(*m));
         m->model = model;
         m->s = s;
-        m->number = ++exec_engine.loads;
+        m->number = free_number();
+        exec_engine.loads++;
         snprintf(m->path, sizeof(m->path), "%s", path);
         numbered(m->report, sizeof(m->report), c->report, m->number);
         numbered(m->metrics, sizeof(m->metrics), c->metrics, m->number);

@@ -69,7 +69,7 @@ struct exec_model {
     struct llama_model *model; /* the program's; NULL: a free slot */
     struct rf_session *s;      /* session_mu */
     char path[PATH_MAX];
-    unsigned number;        /* 1, 2, ...: the order of the loads in this process */
+    unsigned number;        /* 1, 2, ...: the lowest no other managed model held at its load */
     bool op_open;           /* session_mu: an operation is open (the load's, or one whose
                                bookkeeping ran) */
     char report[PATH_MAX];  /* this model's report path; "" none */
@@ -96,7 +96,7 @@ struct exec_engine {
     pthread_mutex_t table_mu, session_mu;
     pthread_cond_t idle_cv; /* table_mu: a submission or a stop */
     struct exec_model models[EXEC_MAX_MODELS];
-    unsigned loads;              /* models managed so far (numbers them) */
+    unsigned loads;              /* models managed so far */
     unsigned loads_without_mmap; /* loads not managed: no mmap */
     struct exec_ctx {
         struct llama_context *ctx;
