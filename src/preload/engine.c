@@ -277,7 +277,6 @@ static void hook_context_freeing(struct llama_context *ctx)
 
 static void hook_submit(struct llama_context *ctx, int32_t n_tokens)
 {
-    uint64_t t0 = rf_now_ns();
     settle(ctx); /* a second submission on a context: the first completes before it */
     pthread_mutex_lock(&exec_engine.table_mu);
     struct exec_ctx *e = ctx_of(ctx);
@@ -287,6 +286,7 @@ static void hook_submit(struct llama_context *ctx, int32_t n_tokens)
     pthread_mutex_unlock(&exec_engine.table_mu);
     if (!m)
         return;
+    uint64_t t0 = rf_now_ns();
     if (book) {
         if (pthread_mutex_trylock(&exec_engine.session_mu) == 0) {
             exec_op_begin(m, n_ctx, n_tokens);
@@ -295,8 +295,9 @@ static void hook_submit(struct llama_context *ctx, int32_t n_tokens)
             book = false;
         }
     }
+    uint64_t t1 = rf_now_ns();
     rf_session_lease_begin(m->s); /* waits while a release's madvise pass runs */
-    uint64_t waited = rf_now_ns() - t0;
+    uint64_t gate_ns = rf_now_ns() - t1, book_ns = t1 - t0;
     pthread_mutex_lock(&exec_engine.table_mu);
     e = ctx_of(ctx);
     if (e) {
@@ -311,8 +312,10 @@ static void hook_submit(struct llama_context *ctx, int32_t n_tokens)
     else if (m->submits_bookkept <= m->submits_closed)
         m->bookkeeping_skipped++;
     m->last_submit_ns = rf_now_ns();
-    if (waited > m->wait_max_ns)
-        m->wait_max_ns = waited;
+    if (gate_ns > m->gate_wait_max_ns)
+        m->gate_wait_max_ns = gate_ns;
+    if (book_ns > m->bookkeeping_max_ns)
+        m->bookkeeping_max_ns = book_ns;
     pthread_mutex_unlock(&exec_engine.table_mu);
 }
 

@@ -150,9 +150,13 @@ static char *exec_families(struct exec_model *m)
          (double)m->idle_boundaries},
         {"ramforge_exec_idle_alive_boundaries_total", "counter",
          "Idle boundaries run with contexts alive.", (double)m->idle_alive_boundaries},
-        {"ramforge_exec_submit_wait_max_seconds", "gauge",
-         "The longest a submission waited in ramforge (bookkeeping and the gate).",
-         (double)m->wait_max_ns / 1e9},
+        {"ramforge_exec_gate_wait_max_seconds", "gauge",
+         "The longest a submission waited in the execution gate (a release's madvise pass).",
+         (double)m->gate_wait_max_ns / 1e9},
+        {"ramforge_exec_bookkeeping_max_seconds", "gauge",
+         "The longest an operation's bookkeeping delayed its first submission (admission, "
+         "staging, pins).",
+         (double)m->bookkeeping_max_ns / 1e9},
     };
     pthread_mutex_unlock(&exec_engine.table_mu);
     for (size_t i = 0; i < sizeof(fam) / sizeof(fam[0]); i++) {

@@ -85,7 +85,10 @@ struct exec_model {
     bool idle_released;        /* the last idle boundary released bytes: stage next */
     uint64_t operations;       /* operations ended (the load's included) */
     uint64_t idle_boundaries, idle_alive_boundaries;
-    uint64_t wait_max_ns;         /* the longest a submission waited (bookkeeping + gate) */
+    uint64_t gate_wait_max_ns;    /* the longest a submission waited in the gate (a release's
+                                     madvise pass) */
+    uint64_t bookkeeping_max_ns;  /* the longest an operation's bookkeeping took (admission,
+                                     staging, pins: the first submission of an operation) */
     uint64_t bookkeeping_skipped; /* submissions that found a boundary running */
 };
 

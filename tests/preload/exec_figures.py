@@ -14,7 +14,8 @@ Usage: exec_figures.py --ramforge BUILD/ramforge --server LLAMA_SERVER --hold BU
    release against the target, and the first request after it (prompt_ms, tokens).
 3. a decode arriving during the release: exec_hold's single-token decodes started 1000..1196
    ms after the last (--idle-seconds 1, memory-bound at 25%), bare and under exec: the
-   slowest against the bare median, and ramforge_exec_submit_wait_max_seconds.
+   slowest against the bare median, ramforge_exec_gate_wait_max_seconds (the longest wait in
+   the gate: a release's madvise pass) and ramforge_exec_bookkeeping_max_seconds.
 4. what the interposers add to a call: exec_hold's `calls 200000` (llama_synchronize and
    llama_get_logits_ith, the calls that end a lease), this thread's CPU time per pair, bare
    and under exec (CPU time: robust to the other processes of a loaded machine).
@@ -175,11 +176,13 @@ def during_release(a, tmp):
             p.wait(timeout=300)
         out[mode] = ns
     med = statistics.median(out["bare"])
-    wait = metric(prom, "ramforge_exec_submit_wait_max_seconds") or 0
+    wait = metric(prom, "ramforge_exec_gate_wait_max_seconds") or 0
+    book = metric(prom, "ramforge_exec_bookkeeping_max_seconds") or 0
     print(f"a decode arriving around the idle release ({len(offsets)} single-token decodes "
           f"1000..{offsets[-1]} ms after the last): bare median {med / 1e6:.1f} ms, max "
           f"{max(out['bare']) / 1e6:.1f} ms; exec max {max(out['exec']) / 1e6:.1f} ms; the "
-          f"longest a submission waited in ramforge (gate and bookkeeping) {wait * 1e3:.2f} ms")
+          f"longest wait in the gate (a release's madvise pass) {wait * 1e3:.2f} ms, the "
+          f"longest operation bookkeeping {book * 1e3:.2f} ms")
 
 
 def call_cost(a):
