@@ -112,6 +112,19 @@ def case_probe_no_recursion(c):
           f"memory-bound: {counts['memory-bound']}, expected ({n}, {n + 1}) (the probe once)")
 
 
+def case_streaming(c):
+    """--residency-policy streaming under exec: tokens unchanged, the report's streaming
+    section (without a limit: active, no plan, so no pins) as `ramforge run` writes it."""
+    model = c.model("small")
+    bare = simple(c, model).stdout
+    rep = c.path("stream.json")
+    p = simple(c, model, "--residency-policy", "streaming", "--residency-report-json", rep)
+    check(p.stdout == bare, "streaming under exec changed the tokens")
+    with open(rep) as f:
+        st = json.load(f)["streaming"]
+    check(st["active"] and st["plan"] is None and st["plan_reason"], f"streaming {st}")
+
+
 def case_report_metrics(c):
     """The session report (valid against the schema, the load's operation and the run's) and
     the textfile (every sample labelled with the process and the model)."""
