@@ -12,6 +12,7 @@ LLAMA_PREFIX ?=
 PREFIX ?= /usr/local
 
 .PHONY: all deps llama build install demo check check-llama tsan asan fuzz clean
+.PHONY: llama-server server-suite
 
 all: build
 
@@ -20,10 +21,12 @@ deps:
 
 llama: deps
 	@scripts/build-llama.sh >/dev/null
+	@scripts/build-llama-server.sh >/dev/null
 
 $(BUILD)/CMakeCache.txt: | deps
 	@prefix="$(LLAMA_PREFIX)"; \
-	if [ -z "$$prefix" ]; then prefix=$$(scripts/build-llama.sh | tail -n 1) || exit 1; fi; \
+	if [ -z "$$prefix" ]; then prefix=$$(scripts/build-llama.sh | tail -n 1) || exit 1; \
+	    scripts/build-llama-server.sh >/dev/null || exit 1; fi; \
 	cmake -S . -B $(BUILD) -DRAMFORGE_LLAMA_PREFIX="$$prefix" >/dev/null
 
 build: $(BUILD)/CMakeCache.txt
@@ -55,10 +58,24 @@ demo:
 	@echo "  $(BUILD)/ramforge run -m YOUR.gguf --memory-limit 1Gi --residency-policy streaming   (root)"
 	@echo "README.md, 'How do I ...', has the rest."
 
-check: build
+check: build llama-server
 	@cd $(BUILD) && ctest --output-on-failure
 	@$(MAKE) --no-print-directory tsan
 	@$(MAKE) --no-print-directory asan
+
+# llama-server from the pin into the pinned prefix (scripts/build-llama-server.sh, 5-10
+# minutes once), for tests/server_suite; with a user's LLAMA_PREFIX, that prefix's own.
+# `make server-suite`: every file of llama.cpp's server test-suite in SUITE_MODES, counted.
+SUITE_MODES ?= bare exec serve
+llama-server: | deps
+	@[ -n "$(LLAMA_PREFIX)" ] || scripts/build-llama-server.sh >/dev/null
+
+server-suite: build llama-server
+	@prefix="$(LLAMA_PREFIX)"; \
+	if [ -z "$$prefix" ]; then prefix=$$(scripts/build-llama.sh | tail -n 1) || exit 1; fi; \
+	/usr/bin/python3 tests/server_suite/run_suite.py --ramforge $(BUILD)/ramforge \
+	    --prefix "$$prefix" --work $(BUILD)/server_suite/all --files all \
+	    $(foreach m,$(SUITE_MODES),--mode $(m))
 
 # The unit and e2e suites (ctest) against a second llama.cpp, in build-llama-check/: by
 # default the previous pin (LLAMA_CHECK_TAG, built and cached by scripts/build-llama.sh),

@@ -28,6 +28,9 @@ _ramforge_opts_serve="-m --model --host --port -c --ctx-size -n --n-predict -t -
     --header-timeout --max-connections --max-connections-per-address -q --quiet --memory-limit"
 _ramforge_opts_watch="-a --all -i --interval -n --iterations --once -j --json -b --bytes
     --metrics-file --listen --release-idle --memory-target --release-mode -h --help"
+_ramforge_opts_exec="--residency-policy --memory-target --safety-reserve --release-mode
+    --admission -c --ctx-size --idle-seconds --staging-budget --history --residency-report-json
+    --metrics-file -v --verbose -h --help"
 _ramforge_columns="INDEX NAME LAYER TYPE TENSORS RANGE PAGES SIZE RES NONRES UNKNOWN RES_BYTES
     PERCENT SAMPLED FILE"
 _ramforge_policies="off observe conservative memory-bound reuse-aware active streaming"
@@ -103,14 +106,14 @@ _ramforge()
 
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
-        run | inspect | mkmodel | bench | serve | watch) cmd=${COMP_WORDS[i]}; break ;;
+        run | inspect | mkmodel | bench | serve | watch | exec) cmd=${COMP_WORDS[i]}; break ;;
         esac
     done
     if [[ -z $cmd ]]; then
         if [[ $cur == -* ]]; then
             COMPREPLY=($(compgen -W "-h --help -V --version" -- "$cur"))
         else
-            COMPREPLY=($(compgen -W "run inspect mkmodel bench serve watch" -- "$cur"))
+            COMPREPLY=($(compgen -W "run inspect mkmodel bench serve watch exec" -- "$cur"))
         fi
         return 0
     fi

@@ -1,37 +1,66 @@
 #!/usr/bin/env bash
-# Builds llama-server from the same pinned llama.cpp source as scripts/build-llama.sh
-# (node-llama-cpp's gitRelease.bundle, scripts/llama-pin.sh), for bench/serve_idle.py's
-# comparison; RAMFORGE_LLAMA_TAG picks the llama.cpp tag as there.
-# Cached like llama.cpp under $RAMFORGE_CACHE (default /var/cache/ramforge); prints the
-# binary's path. About 5 minutes on 2 cores the first time.
+# Builds llama-server from the same pinned llama.cpp source and CMake flags as
+# scripts/build-llama.sh and installs it into that script's cache prefix: bin/llama-server
+# with RUNPATH $ORIGIN/../lib, so it loads the cached libllama.so and libggml*.so (the
+# build ID ramforge checks), plus any shared library only the server needs (libmtmd.so)
+# in lib/, and the source's tools/server/tests in share/ramforge/server-tests (the
+# suite tests/server_suite runs). Marks the prefix with .server-complete, so a second
+# run (and CI) reuses it; prints the binary's path. About 5-10 minutes on 2 cores the
+# first time. RAMFORGE_CACHE and RAMFORGE_LLAMA_TAG as for scripts/build-llama.sh.
 set -euo pipefail
 
+here=$(dirname "$0")
 # shellcheck source=scripts/llama-pin.sh
-. "$(dirname "$0")/llama-pin.sh"
-FLAGS=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF
-       -DLLAMA_BUILD_COMMON=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON
-       -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_OPENSSL=OFF)
+. "$here/llama-pin.sh"
+prefix=$("$here/build-llama.sh" | tail -n 1)
+server="$prefix/bin/llama-server"
 
-cache="${RAMFORGE_CACHE:-/var/cache/ramforge}"
-key=$(printf '%s\n' "$NPM_PKG" "$LLAMA_TAG" "${FLAGS[@]}" | sha256sum | cut -c1-12)
-dir="$cache/llama-server-$LLAMA_TAG-$key"
-
-if [ -x "$dir/llama-server" ]; then
-    echo "$dir/llama-server"
+if [ -f "$prefix/.server-complete" ]; then
+    echo "$server"
     exit 0
 fi
-mkdir -p "$cache"
+
+cache=$(dirname "$prefix")
 work=$(mktemp -d "$cache/work.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 (cd "$work" && npm pack --silent "$NPM_PKG" >/dev/null)
 tar -xzf "$work"/node-llama-cpp-*.tgz -C "$work" package/llama/gitRelease.bundle
 git clone -q "$work/package/llama/gitRelease.bundle" "$work/src" 2>/dev/null
-echo "build-llama-server: building llama-server $LLAMA_TAG (about 5 minutes on 2 cores)" >&2
-cmake -S "$work/src" -B "$work/build" "${FLAGS[@]}" >"$work/configure.log" 2>&1 ||
+
+# The library build's flags, then the switches that add the server (they do not change
+# libllama's ABI) and its RUNPATH, set at link time so the binary can be copied as is.
+echo "build-llama-server: building llama-server $LLAMA_TAG (about 5-10 minutes on 2 cores)" >&2
+cmake -S "$work/src" -B "$work/build" "${LLAMA_FLAGS[@]}" \
+      -DLLAMA_BUILD_COMMON=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
+      -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON "-DCMAKE_INSTALL_RPATH=\$ORIGIN/../lib" \
+      >"$work/configure.log" 2>&1 ||
     { tail -20 "$work/configure.log" >&2; exit 1; }
 cmake --build "$work/build" -j"$(nproc)" --target llama-server >"$work/build.log" 2>&1 ||
     { tail -40 "$work/build.log" >&2; exit 1; }
-mkdir -p "$dir"
-cp "$work/build/bin/llama-server" "$dir/llama-server.tmp"
-mv "$dir/llama-server.tmp" "$dir/llama-server"
-echo "$dir/llama-server"
+
+# Shared libraries the server needs that the library prefix lacks (libmtmd.so): copied
+# with their symlinks; the cached libllama and libggml* are never replaced.
+mkdir -p "$prefix/bin" "$prefix/lib"
+needed() { readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
+queue=("$work/build/bin/llama-server")
+while [ "${#queue[@]}" -gt 0 ]; do
+    obj=${queue[0]}
+    queue=("${queue[@]:1}")
+    for lib in $(needed "$obj"); do
+        [ -e "$prefix/lib/$lib" ] && continue
+        [ -e "$work/build/bin/$lib" ] || continue
+        base=${lib%%.so*}
+        cp -P "$work/build/bin/$base".so* "$prefix/lib/"
+        queue+=("$work/build/bin/$lib")
+    done
+done
+cp "$work/build/bin/llama-server" "$server.tmp"
+mv "$server.tmp" "$server"
+if LD_LIBRARY_PATH= ldd "$server" | grep -q 'not found'; then
+    LD_LIBRARY_PATH= ldd "$server" >&2
+    echo "build-llama-server: $server has unresolved libraries" >&2
+    exit 1
+fi
+llama_copy_server_tests "$work/src" "$prefix"
+touch "$prefix/.server-complete"
+echo "$server"

@@ -15,15 +15,9 @@ set -euo pipefail
 
 # shellcheck source=scripts/llama-pin.sh
 . "$(dirname "$0")/llama-pin.sh"
-FLAGS=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON
-       -DLLAMA_BUILD_COMMON=OFF -DLLAMA_BUILD_APP=OFF -DGGML_NATIVE=OFF
-       -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF
-       -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF
-       -DLLAMA_OPENSSL=OFF "-DCMAKE_INSTALL_RPATH=\$ORIGIN"
-       -DCMAKE_INSTALL_LIBDIR=lib)
 
 cache="${RAMFORGE_CACHE:-/var/cache/ramforge}"
-key=$(printf '%s\n' "$NPM_PKG" "$LLAMA_TAG" "${FLAGS[@]}" | sha256sum | cut -c1-12)
+key=$(printf '%s\n' "$NPM_PKG" "$LLAMA_TAG" "${LLAMA_FLAGS[@]}" | sha256sum | cut -c1-12)
 prefix="$cache/llama-$LLAMA_TAG-$key"
 
 if [ -f "$prefix/.complete" ]; then
@@ -55,7 +49,7 @@ git clone -q "$work/package/llama/gitRelease.bundle" "$work/src" 2>/dev/null
 
 echo "build-llama: building llama.cpp $LLAMA_TAG (about 6 minutes on 2 cores)" >&2
 rm -rf "$prefix"
-cmake -S "$work/src" -B "$work/build" "${FLAGS[@]}" \
+cmake -S "$work/src" -B "$work/build" "${LLAMA_FLAGS[@]}" \
       -DCMAKE_INSTALL_PREFIX="$prefix" >"$work/configure.log" 2>&1 ||
     { tail -20 "$work/configure.log" >&2; exit 1; }
 cmake --build "$work/build" -j"$(nproc)" >"$work/build.log" 2>&1 ||
@@ -70,6 +64,7 @@ cp "$work/src/models/ggml-vocab-llama-spm.gguf" "$prefix/share/ramforge/"
 cp "$work/src/examples/simple/simple.cpp" "$prefix/share/ramforge/"
 cp -r "$work/src/src" "$prefix/share/ramforge/llama-src-headers"
 find "$prefix/share/ramforge/llama-src-headers" -type f ! -name '*.h' -delete
+llama_copy_server_tests "$work/src" "$prefix"
 echo "$LLAMA_TAG $(git -C "$work/src" rev-parse --short HEAD)" > "$prefix/share/ramforge/llama.cpp.version"
 touch "$prefix/.complete"
 echo "$prefix"

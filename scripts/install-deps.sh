@@ -5,6 +5,7 @@ set -euo pipefail
 
 PACKAGES=(cmake make gcc g++ pkg-config git python3 python3-jsonschema libjansson-dev nettle-dev libcmocka-dev
           util-linux vmtouch libmicrohttpd-dev python3-prometheus-client curl
+          python3-pytest python3-requests python3-wget python3-filelock
           man-db mandoc bash-completion librsvg2-bin jq clang libclang-rt-14-dev clang-format)
 # ramforge watch's e2e: a real Prometheus (with promtool) scraping --listen.
 PACKAGES+=(prometheus)

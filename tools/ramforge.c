@@ -31,6 +31,8 @@ static void usage(FILE *out)
             "            target, with an idle release between requests and /metrics\n"
             "  watch     the memory ledger of running llama.cpp processes, read from outside:\n"
             "            terminal view, JSON lines, Prometheus text\n"
+            "  exec      run an unmodified llama.cpp program (llama-server) with ramforge's\n"
+            "            preload: a session for every model it loads\n"
             "\n"
             "Options:\n"
             "  -h, --help     show this help\n"
@@ -69,7 +71,9 @@ int main(int argc, char **argv)
                  {"serve", cmd_serve},
                  {"bench", cmd_bench},
                  /* running processes, from outside */
-                 {"watch", cmd_watch}};
+                 {"watch", cmd_watch},
+                 /* an unmodified llama.cpp program with the preload */
+                 {"exec", cmd_exec}};
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         if (!strcmp(cmd, table[i].name)) {
             cli_set_command(table[i].name);
@@ -77,7 +81,7 @@ int main(int argc, char **argv)
         }
     }
     static const char *const commands[] = {"run",   "inspect", "mkmodel", "bench",
-                                           "serve", "help",    "watch"};
+                                           "serve", "help",    "watch",   "exec"};
     const char *best = cli_closest(cmd, commands, sizeof(commands) / sizeof(commands[0]));
     if (best)
         cli_usage_error("unknown command '%s'; did you mean '%s'?", cmd, best);

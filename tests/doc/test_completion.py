@@ -38,6 +38,9 @@ ENUMS = [
     ("bench", "--conditions", ["warm", "isolated-nonresident"]),
     ("bench", "--policies", POLICIES),
     ("watch", "--release-mode", ["cold", "pageout"]),
+    ("exec", "--residency-policy", POLICIES),
+    ("exec", "--release-mode", ["dontneed", "pageout"]),
+    ("exec", "--admission", ["enforce", "warn", "off"]),
 ]
 
 
