@@ -11,6 +11,7 @@
 #include "preload_internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,10 +160,13 @@ static char *exec_families(struct exec_model *m)
          (double)m->bookkeeping_max_ns / 1e9},
     };
     pthread_mutex_unlock(&exec_engine.table_mu);
+    char canon[PATH_MAX];
+    if (!realpath(m->path, canon)) /* else the path as given */
+        snprintf(canon, sizeof(canon), "%s", m->path);
     for (size_t i = 0; i < sizeof(fam) / sizeof(fam[0]); i++) {
         fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s{process=\"%ld\",", fam[i].name, fam[i].help,
                 fam[i].name, fam[i].type, fam[i].name, (long)getpid());
-        rf_metrics_label(f, "model", m->path);
+        rf_metrics_model_labels(f, canon);
         fprintf(f, "} %.9g\n", fam[i].v);
     }
     if (fclose(f) != 0) {

@@ -37,15 +37,19 @@ void rf_metrics_label(FILE *f, const char *name, const char *value)
     fputc('"', f);
 }
 
-/* name{model="<the file's name>",path="<its canonical path>" (the caller closes the braces):
-   one model, one series, however -m spelled its path. */
-static void series(FILE *f, const char *name, const char *path)
+void rf_metrics_model_labels(FILE *f, const char *path)
 {
     const char *slash = path ? strrchr(path, '/') : NULL;
-    fprintf(f, "%s{", name);
     rf_metrics_label(f, "model", slash ? slash + 1 : path);
     fputc(',', f);
     rf_metrics_label(f, "path", path);
+}
+
+/* name{model=...,path=... (the caller closes the braces). */
+static void series(FILE *f, const char *name, const char *path)
+{
+    fprintf(f, "%s{", name);
+    rf_metrics_model_labels(f, path);
 }
 
 /* The operation's ledger and its last sample. */

@@ -144,7 +144,10 @@ def case_report_metrics(c):
     ms = metrics(prom)
     for name, samples in ms.items():
         for labels, _ in samples:
-            check(labels.get("process") == str(p.pid) and labels.get("model") == model,
+            # model is the file's name, path its canonical path (one series per model)
+            check(labels.get("process") == str(p.pid) and
+                  labels.get("model") == os.path.basename(model) and
+                  labels.get("path", os.path.realpath(model)) == os.path.realpath(model),
                   f"{name}: labels {labels}")
     check(one(ms, "ramforge_exec_operations_total") == 2, "two operations counted")
     check(one(ms, "ramforge_exec_contexts_alive") == 0, "no context at the end")
@@ -267,7 +270,7 @@ def case_staging_after_idle(c):
     model = c.model("small")
     rep, prom = c.path("st.json"), c.path("st.prom")
     h = Hold(c, model, c.exec_argv("--residency-policy", "memory-bound", "--memory-target", "5M",
-                                   "--idle-seconds", "1", "--staging-budget", "100M",
+                                   "--idle-seconds", "1", "--staging-budget", "100Mi",
                                    "--residency-report-json", rep, "--metrics-file", prom),
              "staging")
     try:

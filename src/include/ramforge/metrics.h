@@ -84,6 +84,10 @@ void rf_release_totals_add(struct rf_release_totals *t, const struct rf_report_a
  */
 void rf_metrics_label(FILE *f, const char *name, const char *value);
 
+/* model="<the file's name>",path="<path>" for the canonical path of a model file: one model,
+   one series, however -m spelled its path (no braces, no trailing comma). */
+void rf_metrics_model_labels(FILE *f, const char *path);
+
 /*
  * Writes text to path atomically: a temporary file in the same directory
  * (path.tmp.XXXXXX), fsync'd, mode 0644, renamed over path, so a
