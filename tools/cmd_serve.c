@@ -33,48 +33,6 @@
 #include "ramforge/timing.h"
 #include "serve.h"
 
-/* Grows *buf (elements of size el) to hold need; false on ENOMEM. */
-static bool grow(void **buf, size_t *cap, size_t need, size_t el)
-{
-    if (need <= *cap)
-        return true;
-    size_t ncap = *cap ? *cap * 2 : 64;
-    while (ncap < need)
-        ncap *= 2;
-    void *p = realloc(*buf, ncap * el);
-    if (!p)
-        return false;
-    *buf = p;
-    *cap = ncap;
-    return true;
-}
-
-struct token_sink {
-    struct serve *sv;
-    struct serve_job *job;
-};
-
-/* forge_generate's per-token hook: publish the piece; stop when the client left or on shutdown. */
-static bool on_token(int32_t id, const char *piece, size_t len, void *ud)
-{
-    struct token_sink *t = ud;
-    struct serve_job *j = t->job;
-    bool ok = true;
-    pthread_mutex_lock(&j->mu);
-    if (grow((void **)&j->text, &j->text_cap, j->text_len + len + 1, 1) &&
-        grow((void **)&j->tokens, &j->tokens_cap, j->n_tokens + 1, sizeof(int32_t))) {
-        memcpy(j->text + j->text_len, piece, len);
-        j->text_len += len;
-        j->text[j->text_len] = '\0';
-        j->tokens[j->n_tokens++] = id;
-    } else {
-        ok = false;
-    }
-    pthread_cond_broadcast(&j->cv);
-    pthread_mutex_unlock(&j->mu);
-    return ok && !atomic_load(&j->cancelled) && !atomic_load(&t->sv->stopping);
-}
-
 /* forge_generate's hook: the request's context is alive, its buffers allocated. */
 static void end_of_session(void *ud)
 {
@@ -174,24 +132,14 @@ static void run_job(struct serve *sv, struct serve_job *j)
     }
     if (observing && !admit_and_stage(sv, j))
         return;
-    struct token_sink sink = {sv, j};
     struct forge_generate_params gp = {
-        .prompt_tokens = j->prompt_tokens,
-        .n_prompt_tokens = j->n_prompt,
-        .n_predict = j->n_predict,
         .n_threads = (int32_t)sv->o->sess.n_threads,
         .on_session_end = observing ? end_of_session : NULL,
         .user_data = sv,
-        .temperature = j->temperature,
-        .top_k = j->top_k,
-        .top_p = j->top_p,
-        .min_p = j->min_p,
-        .seed = j->seed,
-        .on_token = on_token,
-        .token_user_data = &sink,
         .observer = serve_profile_observer(sv),
     };
-    int rc = forge_generate(sv->model, &gp, &gen, err);
+    int rc = 0;
+    bool word = serve_generate(sv, j, &gp, &gen, err, &rc);
     pthread_mutex_lock(&sv->session_mu);
     if (rc == 0)
         serve_profile_trace(sv);
@@ -221,7 +169,7 @@ static void run_job(struct serve *sv, struct serve_job *j)
         sv->processing = false; /* counted before the answer is released to the client */
         pthread_mutex_unlock(&sv->mu);
         pthread_mutex_lock(&j->mu);
-        j->stop_type = gen.cancelled ? "none" : gen.stopped_eog ? "eos" : "limit";
+        j->stop_type = word ? "word" : gen.cancelled ? "none" : gen.stopped_eog ? "eos" : "limit";
         j->prompt_ns = gen.prompt_ns;
         j->decode_ns = gen.decode_ns;
         pthread_mutex_unlock(&j->mu);
@@ -383,6 +331,8 @@ int cmd_serve(int argc, char **argv)
         .history = 64,
         .queue = 16,
         .timeout_s = 600,
+        .seed = -1,
+        .cors_origin = "*",
     };
     struct serve sv = {.o = &o};
     char err[FORGE_ERR_MAX];

@@ -42,6 +42,10 @@ struct serve_options {
     long long profile_save_every; /* --profile-save-every K: save after every K requests;
                                      0: at shutdown only */
     long long timeout_s;          /* connection inactivity timeout, seconds */
+    const char *alias;            /* --alias: the model's name in answers; NULL: -m's path */
+    long long seed;               /* --seed: a request's seed when it gives none; -1: random */
+    const char *cors_origin;      /* --cors-origin: "*" (default, any Origin reflected), a
+                                     comma-separated list, or NULL (--cors-origin none) */
 };
 
 /* Returns -1 to continue, or the exit status (0 after --help, 2 on a usage error). */
@@ -112,6 +116,16 @@ void serve_profile_trace(struct serve *sv);
 void serve_profile_after_request(struct serve *sv);
 /* At shutdown: the last save (false: it failed) and the observer freed. */
 bool serve_profile_close(struct serve *sv);
+
+/*
+ * Generates j (serve_generate.c): gp's server part (threads, hooks,
+ * observer) given, the job's prompt and samplers added, each token
+ * published to j with its probabilities; a stop string of j ends the
+ * generation and is cut off j's text. *rc is forge_generate's. Returns
+ * true when a stop string ended it (j->stopping_word).
+ */
+bool serve_generate(struct serve *sv, struct serve_job *j, struct forge_generate_params *gp,
+                    struct forge_generate_result *gen, char err[FORGE_ERR_MAX], int *rc);
 
 /* "resident", "idle_released", "idle_release_refused", "staging" (serve_metrics.c). */
 const char *serve_residency_name(enum serve_residency r);

@@ -12,8 +12,9 @@ static void usage(FILE *out)
             "Usage: %s serve -m MODEL [OPTIONS]\n"
             "\n"
             "Serve MODEL over HTTP with llama-server's endpoints (/completion,\n"
-            "/v1/completions, /tokenize, /detokenize, /health, /props, /v1/models,\n"
-            "/metrics) plus /residency, one request at a time, each in its own context\n"
+            "/v1/completions, /v1/chat/completions, /apply-template, /tokenize,\n"
+            "/detokenize, /health, /props, /slots, /v1/models, /metrics) plus /residency, one "
+            "request at a time, each in its own context\n"
             "that is dropped before the next (a quiescent boundary). Per request:\n"
             "admission (503 with the reason when refused), staging after an idle release,\n"
             "generation, the after_session boundary of the policy, the operation report.\n"
@@ -67,6 +68,13 @@ static void usage(FILE *out)
             "                                /models, as llama-server\n"
             "      --timeout N               close a connection idle for N seconds (default\n"
             "                                600)\n"
+            "      --alias NAME              the model's name in /v1/models and the answers\n"
+            "                                (default: -m's path)\n"
+            "      --seed N                  seed of a request that gives none, 0..2^32-2\n"
+            "                                (default -1: random)\n"
+            "      --cors-origin LIST        Origins answered with Access-Control-Allow-*\n"
+            "                                headers: '*' (default: any, reflected, as\n"
+            "                                llama-server), a comma-separated list, or none\n"
             "      --residency-report-json PATH\n"
             "                                at exit (SIGINT, SIGTERM), write the session\n"
             "                                report (schema_version 1, every operation)\n"
@@ -75,7 +83,10 @@ static void usage(FILE *out)
             "\n"
             "Errors answer llama-server's shape {\"error\":{\"code\",\"message\",\"type\"}}:\n"
             "400 bad body, 401 key, 404, 405, 413 body over 1 MiB, 503 queue full,\n"
-            "admission refused or shutting down. README.md, 'Serving'.\n",
+            "admission refused or shutting down. A request field serve does not\n"
+            "implement is refused with 400 naming it, never ignored; /v1/chat/completions\n"
+            "uses the model's chat template through llama_chat_apply_template.\n"
+            "README.md, 'Serving', lists the fields.\n",
             RF_PROGRAM);
 }
 
@@ -89,7 +100,19 @@ enum {
     OPT_API_KEY,
     OPT_TIMEOUT,
     OPT_PROFILE_SAVE_EVERY,
+    OPT_ALIAS,
+    OPT_SEED,
+    OPT_CORS_ORIGIN,
 };
+
+/* An option's text must not be empty (false: said so). */
+static bool non_empty(const char *what, const char *arg)
+{
+    if (*arg)
+        return true;
+    cli_usage_error("%s is empty", what);
+    return false;
+}
 
 /* serve's own options (session_command.own): 0, the exit status, or -1 for an unknown code. */
 static int serve_option(int c, const char *arg, void *ud)
@@ -117,11 +140,10 @@ static int serve_option(int c, const char *arg, void *ud)
             return RF_EXIT_USAGE;
         break;
     case OPT_API_KEY:
-        if (!*arg) {
-            cli_usage_error("the API key is empty");
+    case OPT_ALIAS:
+        if (!non_empty(c == OPT_ALIAS ? "the alias (--alias)" : "the API key", arg))
             return RF_EXIT_USAGE;
-        }
-        o->api_key = arg;
+        *(c == OPT_ALIAS ? &o->alias : &o->api_key) = arg;
         break;
     case OPT_TIMEOUT:
         if (!cli_parse_int("timeout (--timeout)", arg, 1, 86400, &o->timeout_s))
@@ -131,6 +153,15 @@ static int serve_option(int c, const char *arg, void *ud)
         if (!cli_parse_int("requests (--profile-save-every)", arg, 0, 1000000000,
                            &o->profile_save_every))
             return RF_EXIT_USAGE;
+        break;
+    case OPT_SEED:
+        if (!cli_parse_int("seed (--seed)", arg, -1, 4294967294LL, &o->seed))
+            return RF_EXIT_USAGE;
+        break;
+    case OPT_CORS_ORIGIN:
+        if (!non_empty("the CORS origins (--cors-origin: '*', a list or none)", arg))
+            return RF_EXIT_USAGE;
+        o->cors_origin = strcmp(arg, "none") ? arg : NULL;
         break;
     default:
         return -1;
@@ -157,6 +188,9 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
         {"history", required_argument, NULL, OPT_HISTORY},
         {"api-key", required_argument, NULL, OPT_API_KEY},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"alias", required_argument, NULL, OPT_ALIAS},
+        {"seed", required_argument, NULL, OPT_SEED},
+        {"cors-origin", required_argument, NULL, OPT_CORS_ORIGIN},
         SESSION_LONGOPT_REPORT_JSON,
         SESSION_LONGOPT_PROFILE,
         SESSION_LONGOPT_PROFILE_HISTORY,

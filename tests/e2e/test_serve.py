@@ -610,7 +610,7 @@ def case_bad_bodies(c):
         expect_error(sv, "POST", "/completion", {"prompt": "word " * 200}, 400,
                      "does not fit the context")
         expect_error(sv, "POST", "/completion", {"prompt": [1, 99999999]}, 400, "token 1")
-        expect_error(sv, "POST", "/completion", {"prompt": [1, "a"]}, 400, "token 1")
+        expect_error(sv, "POST", "/completion", {"prompt": [1, 2.5]}, 400, "token 1")
         expect_error(sv, "POST", "/v1/completions", {"prompt": PROMPT, "max_tokens": 0}, 400,
                      "n_predict")
         expect_error(sv, "POST", "/tokenize", {"content": 5}, 400, "content")
