@@ -164,6 +164,9 @@ static void run_job(struct serve *sv, struct serve_job *j)
         sv->prompt_tokens_total += gen.n_prompt;
         sv->tokens_predicted_total += gen.n_tokens;
         sv->prompt_ns_total += gen.prompt_ns;
+        sv->n_decode_total += gen.n_tokens + gen.stopped_eog; /* a decode before each sample */
+        if (gen.n_prompt + gen.n_tokens > sv->n_tokens_max)
+            sv->n_tokens_max = gen.n_prompt + gen.n_tokens;
         sv->decode_ns_total += gen.decode_ns;
         sv->cancelled_total += gen.cancelled;
         sv->processing = false; /* counted before the answer is released to the client */

@@ -94,6 +94,10 @@ struct serve {
     /* counters since start */
     uint64_t prompt_tokens_total, tokens_predicted_total, requests_total;
     uint64_t prompt_ns_total, decode_ns_total;
+    uint64_t n_decode_total; /* llama_decode calls: one per sampled token */
+    uint64_t n_tokens_max;   /* the most tokens a request's context held (prompt + generated) */
+    /* /metrics' throughput gauges: the counters when /metrics last read them */
+    uint64_t bucket_prompt_tokens, bucket_prompt_ns, bucket_predicted, bucket_decode_ns;
     uint64_t rejected_queue_full, cancelled_total;
     uint64_t admission[4]; /* per rf_admission_outcome */
     uint64_t admission_refused;

@@ -294,6 +294,7 @@ json_t *serve_answer_merge(json_t *answers, enum serve_api api)
             sum[k] += json_integer_value(json_object_get(json_object_get(a, "usage"), keys[k]));
     }
     json_object_set_new(o, "choices", choices);
+    json_object_del(o, "timings"); /* the first prompt's: not the request's */
     json_t *usage = json_object_get(o, "usage");
     for (int k = 0; k < 3; k++)
         json_object_set_new(usage, keys[k], json_integer(sum[k]));

@@ -336,7 +336,8 @@ enum MHD_Result serve_handle_completion(struct serve *sv, struct MHD_Connection 
             one = serve_answer_final(sv, rq->job, 0, rq->job->text_len, 0);
             pthread_mutex_unlock(&rq->job->mu);
             st = one ? 0 : 500;
-            serve_answer_index(one, api, i);
+            if (n > 1)
+                serve_answer_index(one, api, i);
             json_array_append_new(answers, one);
         }
     }
