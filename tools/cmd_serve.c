@@ -335,7 +335,7 @@ int cmd_serve(int argc, char **argv)
         .queue = 16,
         .timeout_s = 600,
         .seed = -1,
-        .cors_origin = "*",
+        .cors_origins = "*",
     };
     struct serve sv = {.o = &o};
     char err[FORGE_ERR_MAX];

@@ -44,8 +44,8 @@ struct serve_options {
     long long timeout_s;          /* connection inactivity timeout, seconds */
     const char *alias;            /* --alias: the model's name in answers; NULL: -m's path */
     long long seed;               /* --seed: a request's seed when it gives none; -1: random */
-    const char *cors_origin;      /* --cors-origin: "*" (default, any Origin reflected), a
-                                     comma-separated list, or NULL (--cors-origin none) */
+    const char *cors_origins;     /* --cors-origins: "*" (default, any Origin reflected), a
+                                    comma-separated list, or NULL (--cors-origins none) */
 };
 
 /* Returns -1 to continue, or the exit status (0 after --help, 2 on a usage error). */

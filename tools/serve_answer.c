@@ -130,8 +130,8 @@ static json_t *completion_json(struct serve *sv, const struct serve_job *j, size
 {
     json_t *o = json_pack("{s:i,s:o,s:o,s:b,s:i,s:I,s:I}", "index", 0, "content",
                           rf_json_text(j->text ? j->text + from : "", to - from, NULL), "tokens",
-                          token_json(j->tokens + t0, j->return_tokens ? t1 - t0 : 0), "stop", final,
-                          "id_slot", 0, "tokens_predicted", (json_int_t)j->n_tokens,
+                          token_json(j->tokens + t0, j->return_tokens || !final ? t1 - t0 : 0),
+                          "stop", final, "id_slot", 0, "tokens_predicted", (json_int_t)j->n_tokens,
                           "tokens_evaluated", (json_int_t)j->n_prompt);
     if (!o)
         return NULL;

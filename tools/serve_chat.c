@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "serve_fields.h"
 #include "serve_http.h"
 
 /* A message's content: a string, or an array of {"type":"text","text"} parts (joined). */
@@ -134,15 +135,9 @@ enum MHD_Result serve_handle_apply_template(struct serve *sv, struct MHD_Connect
                                             json_t *body)
 {
     char msg[512], *text = NULL;
-    const char *key;
-    json_t *v;
-    json_object_foreach(body, key, v) if (strcmp(key, "messages"))
-    {
-        return serve_reply_error(c, 400,
-                                 "'%s' is not implemented by ramforge serve's "
-                                 "/apply-template",
-                                 key);
-    }
+    static const char *const known[] = {"messages", NULL};
+    if (!serve_keys_in(body, known, "/apply-template", msg, sizeof(msg)))
+        return serve_reply_error(c, 400, "%s", msg);
     int st = serve_chat_prompt(sv, body, &text, msg, sizeof(msg));
     if (st)
         return serve_reply_error(c, (unsigned)st, "%s", msg);

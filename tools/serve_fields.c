@@ -108,6 +108,18 @@ static bool listed(const char *const *list, const char *key)
 }
 
 /* Every key of body honoured by api, or false with msg naming the first that is not. */
+bool serve_keys_in(json_t *body, const char *const *known, const char *what, char *msg, size_t len)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(body, key, v) if (!listed(known, key))
+    {
+        snprintf(msg, len, "'%s' is not implemented by ramforge serve's %s", key, what);
+        return false;
+    }
+    return true;
+}
+
 bool serve_fields_known(json_t *body, enum serve_api api, char *msg, size_t len)
 {
     const char *key;
@@ -386,7 +398,8 @@ static int parse_sampling(const struct serve_request_env *env, json_t *body, enu
     j->top_p = (float)top_p;
     j->min_p = (float)min_p;
     j->seed = seed < 0 ? env->seed : (uint32_t)seed;
-    j->repeat_last_n = (int32_t)last_n;
+    /* -1: the whole context, as llama-server (llama.cpp's sampler takes -1 for 0: off) */
+    j->repeat_last_n = last_n == -1 ? (int32_t)env->n_ctx_limit : (int32_t)last_n;
     j->repeat_penalty = (float)rep;
     j->frequency_penalty = (float)freq;
     j->presence_penalty = (float)pres;

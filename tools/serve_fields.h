@@ -28,6 +28,9 @@ bool serve_field_string(json_t *body, const char *key, json_t **out, char *msg, 
 /* A boolean. */
 bool serve_field_bool(json_t *body, const char *key, bool *out, char *msg, size_t len);
 
+/* Every key of body is in known (NULL-terminated), or false naming the first not (in what). */
+bool serve_keys_in(json_t *body, const char *const *known, const char *what, char *msg, size_t len);
+
 /* Every key of body is honoured by api (serve_fields_*), or false naming the first that is not. */
 bool serve_fields_known(json_t *body, enum serve_api api, char *msg, size_t len);
 

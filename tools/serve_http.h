@@ -42,7 +42,7 @@ enum MHD_Result serve_reply_error(struct MHD_Connection *c, unsigned status, con
 
 /*
  * The headers every answer carries (serve_reply.c): Process-Start-Time-Unix
- * and, for an Origin --cors-origin allows, Access-Control-Allow-Origin and
+ * and, for an Origin --cors-origins allows, Access-Control-Allow-Origin and
  * -Credentials (an OPTIONS preflight: -Methods and -Headers too).
  */
 void serve_add_headers(struct serve *sv, struct MHD_Connection *c, struct MHD_Response *r);

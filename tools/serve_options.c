@@ -72,9 +72,11 @@ static void usage(FILE *out)
             "                                (default: -m's path)\n"
             "      --seed N                  seed of a request that gives none, 0..2^32-2\n"
             "                                (default -1: random)\n"
-            "      --cors-origin LIST        Origins answered with Access-Control-Allow-*\n"
+            "      --cors-origins LIST       Origins answered with Access-Control-Allow-*\n"
             "                                headers: '*' (default: any, reflected, as\n"
-            "                                llama-server), a comma-separated list, or none\n"
+            "                                llama-server), 'localhost' (http://localhost,\n"
+            "                                127.0.0.1 or [::1], any port), a comma-\n"
+            "                                separated list, or none\n"
             "      --residency-report-json PATH\n"
             "                                at exit (SIGINT, SIGTERM), write the session\n"
             "                                report (schema_version 1, every operation)\n"
@@ -102,7 +104,7 @@ enum {
     OPT_PROFILE_SAVE_EVERY,
     OPT_ALIAS,
     OPT_SEED,
-    OPT_CORS_ORIGIN,
+    OPT_CORS_ORIGINS,
 };
 
 /* An option's text must not be empty (false: said so). */
@@ -158,10 +160,10 @@ static int serve_option(int c, const char *arg, void *ud)
         if (!cli_parse_int("seed (--seed)", arg, -1, 4294967294LL, &o->seed))
             return RF_EXIT_USAGE;
         break;
-    case OPT_CORS_ORIGIN:
-        if (!non_empty("the CORS origins (--cors-origin: '*', a list or none)", arg))
+    case OPT_CORS_ORIGINS:
+        if (!non_empty("the CORS origins (--cors-origins: '*', localhost, a list or none)", arg))
             return RF_EXIT_USAGE;
-        o->cors_origin = strcmp(arg, "none") ? arg : NULL;
+        o->cors_origins = strcmp(arg, "none") ? arg : NULL;
         break;
     default:
         return -1;
@@ -190,7 +192,7 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"alias", required_argument, NULL, OPT_ALIAS},
         {"seed", required_argument, NULL, OPT_SEED},
-        {"cors-origin", required_argument, NULL, OPT_CORS_ORIGIN},
+        {"cors-origins", required_argument, NULL, OPT_CORS_ORIGINS},
         SESSION_LONGOPT_REPORT_JSON,
         SESSION_LONGOPT_PROFILE,
         SESSION_LONGOPT_PROFILE_HISTORY,

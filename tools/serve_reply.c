@@ -39,11 +39,30 @@ void serve_reply_init(struct serve *sv)
     reply_server = sv;
 }
 
-/* Whether --cors-origin allows origin ("*": any; else a comma-separated list). */
+/* origin is http(s)://localhost, 127.0.0.1 or [::1], with or without a port. */
+static bool origin_is_local(const char *origin)
+{
+    static const char *const hosts[] = {"localhost", "127.0.0.1", "[::1]"};
+    const char *h = strstr(origin, "://");
+    h = h ? h + 3 : origin;
+    for (size_t i = 0; i < sizeof(hosts) / sizeof(hosts[0]); i++) {
+        size_t n = strlen(hosts[i]);
+        if (!strncasecmp(h, hosts[i], n) && (h[n] == '\0' || h[n] == ':' || h[n] == '/'))
+            return true;
+    }
+    return false;
+}
+
+/*
+ * Whether --cors-origins allows origin ("*": any; "localhost": a local
+ * origin, as llama-server's special value; else a comma-separated list).
+ */
 static bool origin_allowed(const char *list, const char *origin)
 {
     if (!strcmp(list, "*"))
         return true;
+    if (!strcmp(list, "localhost"))
+        return origin_is_local(origin);
     size_t n = strlen(origin);
     for (const char *p = list; *p;) {
         const char *e = strchr(p, ',');
@@ -63,7 +82,7 @@ void serve_add_headers(struct serve *sv, struct MHD_Connection *c, struct MHD_Re
     snprintf(start, sizeof(start), "%llu", (unsigned long long)sv->t_start_s);
     MHD_add_response_header(r, "Process-Start-Time-Unix", start);
     const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
-    if (!origin || !sv->o->cors_origin || !origin_allowed(sv->o->cors_origin, origin))
+    if (!origin || !sv->o->cors_origins || !origin_allowed(sv->o->cors_origins, origin))
         return;
     MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
     MHD_add_response_header(r, "Access-Control-Allow-Credentials", "true");

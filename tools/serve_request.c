@@ -240,10 +240,14 @@ int serve_parse_tokenize(json_t *body, const char **content, bool *add_special, 
                          bool *with_pieces, char *msg, size_t len)
 {
     json_t *c = json_object_get(body, "content");
+    static const char *const known[] = {"content", "add_special", "parse_special", "with_pieces",
+                                        NULL};
     *content = NULL;
     *add_special = false;
     *parse_special = true;
     *with_pieces = false;
+    if (!serve_keys_in(body, known, "/tokenize", msg, len))
+        return 400;
     if (!json_is_string(c)) {
         snprintf(msg, len, "'content' must be a string");
         return 400;
@@ -260,9 +264,12 @@ int serve_parse_tokenize(json_t *body, const char **content, bool *add_special, 
 int serve_parse_detokenize(const struct serve_request_env *env, json_t *body, int32_t **tokens,
                            size_t *n, char *msg, size_t len)
 {
+    static const char *const known[] = {"tokens", NULL};
     json_t *a = json_object_get(body, "tokens");
     *tokens = NULL;
     *n = 0;
+    if (!serve_keys_in(body, known, "/detokenize", msg, len))
+        return 400;
     if (!json_is_array(a)) {
         snprintf(msg, len, "'tokens' must be an array of token ids");
         return 400;

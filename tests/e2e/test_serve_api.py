@@ -224,7 +224,7 @@ def case_chat(c):
 
 def case_cors_slots(c):
     model = c.model()
-    with Server(c, model, "--api-key", "k", "--cors-origin",
+    with Server(c, model, "--api-key", "k", "--cors-origins",
                 "http://a.example,http://b.example") as sv:
         st, _, r = sv.request("OPTIONS", "/completions", headers={
             "Origin": "http://b.example", "Access-Control-Request-Method": "POST"})
@@ -244,6 +244,13 @@ def case_cors_slots(c):
         expect_error(sv, "POST", "/slots/0?action=save", {"filename": "x"}, 501, "slots action",
                      headers={"Authorization": "Bearer k"})
         expect_error(sv, "GET", "/slots", None, 401, "API Key")
+    with Server(c, model, "--cors-origins", "localhost") as sv:
+        for origin, ok in (("http://localhost:8080", True), ("http://[::1]", True),
+                           ("http://127.0.0.1:3000", True), ("http://localhost.evil.com", False),
+                           ("http://evil.com", False)):
+            _, _, r = sv.request("OPTIONS", "/completions", headers={"Origin": origin})
+            check(r.getheader("Access-Control-Allow-Origin") == (origin if ok else None),
+                  f"--cors-origins localhost and {origin}")
     # is_sleeping: true while the idle boundary has released the weights
     with Server(c, c.model("small"), "--residency-policy", "memory-bound", "--memory-target",
                 str(4 << 20), "--idle-seconds", "1") as sv:
