@@ -335,6 +335,7 @@ int cmd_serve(int argc, char **argv)
         .queue = 16,
         .timeout_s = 600,
         .seed = -1,
+        .temperature = 0.8,
         .cors_origins = "*",
     };
     struct serve sv = {.o = &o};

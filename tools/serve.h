@@ -44,6 +44,9 @@ struct serve_options {
     long long timeout_s;          /* connection inactivity timeout, seconds */
     const char *alias;            /* --alias: the model's name in answers; NULL: -m's path */
     long long seed;               /* --seed: a request's seed when it gives none; -1: random */
+    bool no_slots;                /* --no-slots: /slots answers 501, as llama-server's */
+    double temperature;           /* --temp: a request's temperature when it gives none */
+    bool sleep;                   /* --sleep-idle-seconds given (llama-server's sleep) */
     const char *cors_origins;     /* --cors-origins: "*" (default, any Origin reflected), a
                                     comma-separated list, or NULL (--cors-origins none) */
 };

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "serve_fields.h"
 #include "serve_http.h"
 
 #ifndef RAMFORGE_VERSION
@@ -97,6 +98,21 @@ static json_t *settings_json(struct serve *sv, const struct serve_job *j)
                      (double)j->frequency_penalty, "ignore_eos", j->ignore_eos, "n_probs",
                      (json_int_t)j->n_probs, "post_sampling_probs", j->post_sampling_probs,
                      "grammar", rf_json_str(j->grammar ? j->grammar : ""));
+}
+
+json_t *serve_answer_defaults(struct serve *sv)
+{
+    struct serve_job j = {.return_tokens = true};
+    struct serve_request_env env = serve_request_env_of(sv);
+    char msg[256];
+    json_t *empty = json_object();
+    int st =
+        empty ? serve_parse_fields(&env, empty, SERVE_API_COMPLETION, &j, msg, sizeof(msg)) : 500;
+    json_decref(empty);
+    j.n_predict = (int32_t)sv->o->sess.n_predict;
+    json_t *o = st ? NULL : settings_json(sv, &j);
+    serve_request_free(&j);
+    return o;
 }
 
 static const char *model_name(struct serve *sv)

@@ -40,6 +40,7 @@ struct serve_request_env serve_request_env_of(struct serve *sv)
                                       .n_predict = sv->o->sess.n_predict,
                                       .seed = sv->o->seed < 0 ? SERVE_SEED_RANDOM
                                                               : (uint32_t)sv->o->seed,
+                                      .temperature = sv->o->temperature,
                                       .tokenize = model_tokenize,
                                       .grammar_check = model_grammar_check,
                                       .ctx = sv->model};
@@ -280,8 +281,10 @@ static int run_one(struct serve *sv, struct MHD_Connection *c, struct conn_req *
     int st = serve_parse_completion(&env, body, api, j, msg, len);
     if (st)
         return st;
-    if (!j->prompt_text &&
-        forge_detokenize(sv->model, j->prompt_tokens, j->n_prompt, &j->prompt_text) < 0) {
+    /* "prompt" as llama-server echoes it: the tokens' text, special ones rendered ("<s> ...") */
+    free(j->prompt_text);
+    j->prompt_text = NULL;
+    if (forge_detokenize(sv->model, j->prompt_tokens, j->n_prompt, &j->prompt_text) < 0) {
         snprintf(msg, len, "cannot detokenize the prompt");
         return 400;
     }

@@ -350,7 +350,7 @@ static int parse_sampling(const struct serve_request_env *env, json_t *body, enu
                           struct serve_job *j, char *msg, size_t len)
 {
     long long seed = -1, top_k = 40, last_n = 64, n_cmpl = 1, n_probs = 0;
-    double temp = 0.8, top_p = 0.95, min_p = 0.05, rep = 1.0, freq = 0.0, pres = 0.0;
+    double temp = env->temperature, top_p = 0.95, min_p = 0.05, rep = 1.0, freq = 0.0, pres = 0.0;
     bool post = false;
     if (!serve_field_int_range(body, "seed", -1, UINT32_MAX, &seed, msg, len) ||
         !serve_field_int_range(body, "top_k", INT32_MIN, INT32_MAX, &top_k, msg, len) ||

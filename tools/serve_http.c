@@ -123,13 +123,13 @@ static enum MHD_Result handle_props(struct serve *sv, struct MHD_Connection *c)
                   "staging_budget_bytes", (json_int_t)sv->o->sess.staging_budget, "processing",
                   sv->processing, "queued", (json_int_t)sv->queue.n);
     pthread_mutex_unlock(&sv->mu);
-    json_t *o = json_pack("{s:{s:I,s:{s:I}},s:i,s:o,s:o,s:o,s:s,s:b,s:o}",
-                          "default_generation_settings", "n_ctx", (json_int_t)sv->n_ctx_limit,
-                          "params", "n_predict", (json_int_t)sv->o->sess.n_predict, "total_slots",
-                          1, "model_path", rf_json_str(sv->o->sess.model), "model_alias",
-                          rf_json_str(sv->o->alias ? sv->o->alias : sv->o->sess.model),
-                          "chat_template", rf_json_str(tmpl ? tmpl : ""), "build_info", build,
-                          "is_sleeping", sleeping, "residency", res);
+    json_t *o =
+        json_pack("{s:{s:I,s:o},s:i,s:o,s:o,s:o,s:s,s:b,s:o}", "default_generation_settings",
+                  "n_ctx", (json_int_t)sv->n_ctx_limit, "params", serve_answer_defaults(sv),
+                  "total_slots", 1, "model_path", rf_json_str(sv->o->sess.model), "model_alias",
+                  rf_json_str(sv->o->alias ? sv->o->alias : sv->o->sess.model), "chat_template",
+                  rf_json_str(tmpl ? tmpl : ""), "build_info", build, "is_sleeping", sleeping,
+                  "residency", res);
     return serve_reply_json(c, 200, o);
 }
 
@@ -158,6 +158,10 @@ static enum MHD_Result handle_residency(struct serve *sv, struct MHD_Connection 
 /* /slots: the one slot and its state (each request's context is freed at its end). */
 static enum MHD_Result handle_slots(struct serve *sv, struct MHD_Connection *c)
 {
+    if (sv->o->no_slots)
+        return serve_reply_error(c, 501,
+                                 "This server does not support slots endpoint. Start it "
+                                 "with `--slots`");
     pthread_mutex_lock(&sv->mu);
     bool busy = sv->processing;
     pthread_mutex_unlock(&sv->mu);

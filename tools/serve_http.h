@@ -77,6 +77,12 @@ json_t *serve_answer_partial(struct serve *sv, const struct serve_job *j, size_t
 json_t *serve_answer_final(struct serve *sv, const struct serve_job *j, size_t from, size_t to,
                            size_t t0);
 
+/*
+ * The generation settings of a request without fields (the server's
+ * defaults, /props' default_generation_settings.params); NULL: no memory.
+ */
+json_t *serve_answer_defaults(struct serve *sv);
+
 /* Sets the index of prompt i in an answer (/completion's, or its choice's). */
 void serve_answer_index(json_t *o, enum serve_api api, size_t i);
 

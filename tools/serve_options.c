@@ -1,7 +1,9 @@
 /* ramforge serve's command line: the options, their checks and the usage text. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "serve.h"
@@ -72,6 +74,15 @@ static void usage(FILE *out)
             "                                (default: -m's path)\n"
             "      --seed N                  seed of a request that gives none, 0..2^32-2\n"
             "                                (default -1: random)\n"
+            "      --slots                   answer /slots (default)\n"
+            "      --no-slots                /slots answers 501, as llama-server's\n"
+            "      --temp T                  temperature of a request that gives none, 0..100\n"
+            "                                (default 0.8)\n"
+            "      --sleep-idle-seconds N    llama-server's sleep as serve does it:\n"
+            "                                --idle-seconds N and, unless --memory-target is\n"
+            "                                given, memory-bound to one page (the idle\n"
+            "                                release takes every weight page it can; /props\n"
+            "                                is_sleeping is true once it did)\n"
             "      --cors-origins LIST       Origins answered with Access-Control-Allow-*\n"
             "                                headers: '*' (default: any, reflected, as\n"
             "                                llama-server), 'localhost' (http://localhost,\n"
@@ -105,6 +116,10 @@ enum {
     OPT_ALIAS,
     OPT_SEED,
     OPT_CORS_ORIGINS,
+    OPT_SLOTS,
+    OPT_NO_SLOTS,
+    OPT_TEMP,
+    OPT_SLEEP,
 };
 
 /* An option's text must not be empty (false: said so). */
@@ -165,6 +180,25 @@ static int serve_option(int c, const char *arg, void *ud)
             return RF_EXIT_USAGE;
         o->cors_origins = strcmp(arg, "none") ? arg : NULL;
         break;
+    case OPT_TEMP: {
+        char *end = NULL;
+        o->temperature = strtod(arg, &end);
+        if (!*arg || *end || !(o->temperature >= 0.0 && o->temperature <= 100.0)) {
+            cli_usage_error("invalid temperature (--temp) '%s': expected a number in 0..100", arg);
+            return RF_EXIT_USAGE;
+        }
+        break;
+    }
+    case OPT_SLEEP:
+        if (!cli_parse_int("idle time (--sleep-idle-seconds)", arg, 1, 86400 * 365,
+                           &o->idle_seconds))
+            return RF_EXIT_USAGE;
+        o->sleep = true;
+        break;
+    case OPT_SLOTS:
+    case OPT_NO_SLOTS:
+        o->no_slots = c == OPT_NO_SLOTS;
+        break;
     default:
         return -1;
     }
@@ -193,6 +227,10 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
         {"alias", required_argument, NULL, OPT_ALIAS},
         {"seed", required_argument, NULL, OPT_SEED},
         {"cors-origins", required_argument, NULL, OPT_CORS_ORIGINS},
+        {"slots", no_argument, NULL, OPT_SLOTS},
+        {"temp", required_argument, NULL, OPT_TEMP},
+        {"sleep-idle-seconds", required_argument, NULL, OPT_SLEEP},
+        {"no-slots", no_argument, NULL, OPT_NO_SLOTS},
         SESSION_LONGOPT_REPORT_JSON,
         SESSION_LONGOPT_PROFILE,
         SESSION_LONGOPT_PROFILE_HISTORY,
@@ -211,6 +249,12 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
     int rc = session_options_parse(&cmd, argc, argv, &o->sess);
     if (rc >= 0)
         return rc;
+    if (o->sleep && !o->sess.has_target) { /* llama-server's sleep: release what can be */
+        if (o->sess.policy == RF_POLICY_OBSERVE)
+            o->sess.policy = RF_POLICY_MEMORY_BOUND;
+        o->sess.has_target = true;
+        o->sess.target_bytes = (uint64_t)sysconf(_SC_PAGESIZE);
+    }
     if (!cli_check_target(so->policy, so->has_target, so->target_bytes, so->reserve_bytes))
         return RF_EXIT_USAGE;
     if (so->policy == RF_POLICY_OFF && (o->idle_seconds || so->has_staging || so->has_target))

@@ -71,7 +71,8 @@ int serve_split_prompts(json_t *body, json_t ***prompts, size_t *n_prompts, char
     *prompts = NULL;
     *n_prompts = 0;
     if (json_is_array(p)) {
-        /* several prompts unless it holds a token id (a mixed or token prompt) */
+        /* several prompts unless it holds a token id (a mixed or token prompt); strings,
+           arrays and {"prompt_string"} objects are prompts of their own */
         several = json_array_size(p) > 0;
         json_array_foreach(p, i, e) several = several && !json_is_integer(e);
         n = several ? json_array_size(p) : 1;
@@ -96,6 +97,14 @@ int serve_split_prompts(json_t *body, json_t ***prompts, size_t *n_prompts, char
 static int parse_prompt(const struct serve_request_env *env, json_t *prompt, struct serve_job *j,
                         char *msg, size_t len)
 {
+    if (json_is_object(prompt)) { /* llama-server's JSON prompt: its text, no media */
+        static const char *const known[] = {"prompt_string", NULL};
+        json_t *text = NULL;
+        if (!serve_keys_in(prompt, known, "'prompt' object (multimodal prompts)", msg, len) ||
+            !serve_field_string(prompt, "prompt_string", &text, msg, len) || !text)
+            return text ? 400 : (snprintf(msg, len, "'prompt' object: no 'prompt_string'"), 400);
+        prompt = text;
+    }
     json_t *one = json_is_string(prompt) ? json_pack("[O]", prompt) : json_incref(prompt), *e;
     size_t i;
     int st = 0;

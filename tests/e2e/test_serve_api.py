@@ -244,7 +244,8 @@ def case_cors_slots(c):
         expect_error(sv, "POST", "/slots/0?action=save", {"filename": "x"}, 501, "slots action",
                      headers={"Authorization": "Bearer k"})
         expect_error(sv, "GET", "/slots", None, 401, "API Key")
-    with Server(c, model, "--cors-origins", "localhost") as sv:
+    with Server(c, model, "--cors-origins", "localhost", "--no-slots") as sv:
+        expect_error(sv, "GET", "/slots", None, 501, "does not support slots endpoint")
         for origin, ok in (("http://localhost:8080", True), ("http://[::1]", True),
                            ("http://127.0.0.1:3000", True), ("http://localhost.evil.com", False),
                            ("http://evil.com", False)):
@@ -300,6 +301,10 @@ def case_seed_metrics(c):
               f"--seed 7: {a['generation_settings']}")
         check(sv.ok("POST", "/completion", {**body, "seed": 7})["tokens"] == a["tokens"],
               "the request's seed 7 is the server's")
+        params = sv.ok("GET", "/props")["default_generation_settings"]["params"]
+        check(params["seed"] == 7 and abs(params["temperature"] - 0.8) < 1e-6 and
+              params["top_k"] == 40,
+              f"/props: the defaults a request without fields gets: {params}")
         text = sv.ok("GET", "/metrics")
         for name, kind in (("llamacpp:prompt_tokens_total", "counter"),
                            ("llamacpp:prompt_tokens_cached_total", "counter"),
