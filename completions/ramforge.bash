@@ -24,7 +24,8 @@ _ramforge_opts_serve="-m --model --host --port -c --ctx-size -n --n-predict -t -
     --residency-policy --memory-target --safety-reserve --release-mode --idle-seconds
     --staging-budget --queue --history --api-key --timeout --residency-report-json
     --profile --profile-history --profile-save-every -v --verbose -h --help
-    --alias --seed --cors-origins --slots --no-slots --temp --sleep-idle-seconds"
+    --alias --seed --cors-origins --slots --no-slots --temp --sleep-idle-seconds
+    --tags"
 _ramforge_columns="INDEX NAME LAYER TYPE TENSORS RANGE PAGES SIZE RES NONRES UNKNOWN RES_BYTES
     PERCENT SAMPLED FILE"
 _ramforge_policies="off observe conservative memory-bound reuse-aware active streaming"
@@ -80,7 +81,7 @@ _ramforge_value()
         --dispatch-events | --dispatch-sample-pages | -r | --repetitions | --policy-args | \
         --run-args | --host | --port | --idle-seconds | --queue | --history | --api-key | \
         --timeout | --memory-limit | --profile-history | --profile-save-every | \
-        --alias | --cors-origins | --temp | --sleep-idle-seconds)
+        --alias | --cors-origins | --temp | --sleep-idle-seconds | --tags)
         COMPREPLY=() ;; # a number, size or text: nothing to offer
     *) return 1 ;;
     esac

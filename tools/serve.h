@@ -42,7 +42,10 @@ struct serve_options {
     long long profile_save_every; /* --profile-save-every K: save after every K requests;
                                      0: at shutdown only */
     long long timeout_s;          /* connection inactivity timeout, seconds */
-    const char *alias;            /* --alias: the model's name in answers; NULL: -m's path */
+    const char *alias;            /* --alias A[,B...]: the model's names (/v1/models' aliases); the
+                                     alphabetically first names it in answers; NULL: -m's path */
+    char alias_first[256];        /* that first alias ("": none) */
+    const char *tags;             /* --tags T[,U...]: /v1/models' tags; NULL: none */
     long long seed;               /* --seed: a request's seed when it gives none; -1: random */
     bool no_slots;                /* --no-slots: /slots answers 501, as llama-server's */
     double temperature;           /* --temp: a request's temperature when it gives none */
@@ -50,6 +53,9 @@ struct serve_options {
     const char *cors_origins;     /* --cors-origins: "*" (default, any Origin reflected), a
                                     comma-separated list, or NULL (--cors-origins none) */
 };
+
+/* The model's name in answers: --alias's first, else -m's path. */
+const char *serve_model_name(const struct serve_options *o);
 
 /* Returns -1 to continue, or the exit status (0 after --help, 2 on a usage error). */
 int serve_parse_options(int argc, char **argv, struct serve_options *o);

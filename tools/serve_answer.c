@@ -117,7 +117,7 @@ json_t *serve_answer_defaults(struct serve *sv)
 
 static const char *model_name(struct serve *sv)
 {
-    return sv->o->alias ? sv->o->alias : sv->o->sess.model;
+    return serve_model_name(sv->o);
 }
 
 /* response_fields: only the paths asked for, each under its own name (a/b: nested). */

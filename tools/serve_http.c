@@ -95,14 +95,36 @@ static enum MHD_Result handle_detokenize(struct serve *sv, struct MHD_Connection
     return serve_reply_json(c, 200, o);
 }
 
+static int by_string(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A comma-separated option as a sorted JSON array of its names (none: []); NULL: no memory. */
+static json_t *names_json(const char *csv)
+{
+    char *copy = strdup(csv ? csv : ""), *names[64], *save = NULL;
+    size_t n = 0;
+    json_t *a = copy ? json_array() : NULL;
+    for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t && n < 64;
+         t = strtok_r(NULL, ",", &save))
+        names[n++] = t;
+    qsort(names, n, sizeof(names[0]), by_string);
+    for (size_t i = 0; a && i < n; i++)
+        json_array_append_new(a, rf_json_str(names[i]));
+    free(copy);
+    return a;
+}
+
 static json_t *models_json(struct serve *sv)
 {
-    return json_pack("{s:s,s:[{s:o,s:s,s:I,s:s,s:{s:i,s:i,s:i,s:I,s:I}}]}", "object", "list",
-                     "data", "id", rf_json_str(sv->o->alias ? sv->o->alias : sv->o->sess.model),
-                     "object", "model", "created", (json_int_t)sv->t_start_s, "owned_by",
-                     "llamacpp", "meta", "n_vocab", sv->info.n_vocab, "n_ctx_train",
-                     sv->info.n_ctx_train, "n_embd", sv->info.n_embd, "n_params",
-                     (json_int_t)sv->info.n_params, "size", (json_int_t)sv->info.size_bytes);
+    return json_pack("{s:s,s:[{s:o,s:o,s:o,s:s,s:I,s:s,s:{s:i,s:i,s:i,s:I,s:I}}]}", "object",
+                     "list", "data", "id", rf_json_str(serve_model_name(sv->o)), "aliases",
+                     names_json(sv->o->alias), "tags", names_json(sv->o->tags), "object", "model",
+                     "created", (json_int_t)sv->t_start_s, "owned_by", "llamacpp", "meta",
+                     "n_vocab", sv->info.n_vocab, "n_ctx_train", sv->info.n_ctx_train, "n_embd",
+                     sv->info.n_embd, "n_params", (json_int_t)sv->info.n_params, "size",
+                     (json_int_t)sv->info.size_bytes);
 }
 
 static enum MHD_Result handle_props(struct serve *sv, struct MHD_Connection *c)
@@ -123,13 +145,12 @@ static enum MHD_Result handle_props(struct serve *sv, struct MHD_Connection *c)
                   "staging_budget_bytes", (json_int_t)sv->o->sess.staging_budget, "processing",
                   sv->processing, "queued", (json_int_t)sv->queue.n);
     pthread_mutex_unlock(&sv->mu);
-    json_t *o =
-        json_pack("{s:{s:I,s:o},s:i,s:o,s:o,s:o,s:s,s:b,s:o}", "default_generation_settings",
-                  "n_ctx", (json_int_t)sv->n_ctx_limit, "params", serve_answer_defaults(sv),
-                  "total_slots", 1, "model_path", rf_json_str(sv->o->sess.model), "model_alias",
-                  rf_json_str(sv->o->alias ? sv->o->alias : sv->o->sess.model), "chat_template",
-                  rf_json_str(tmpl ? tmpl : ""), "build_info", build, "is_sleeping", sleeping,
-                  "residency", res);
+    json_t *o = json_pack(
+        "{s:{s:I,s:o},s:i,s:o,s:o,s:o,s:s,s:b,s:o}", "default_generation_settings", "n_ctx",
+        (json_int_t)sv->n_ctx_limit, "params", serve_answer_defaults(sv), "total_slots", 1,
+        "model_path", rf_json_str(sv->o->sess.model), "model_alias",
+        rf_json_str(serve_model_name(sv->o)), "chat_template", rf_json_str(tmpl ? tmpl : ""),
+        "build_info", build, "is_sleeping", sleeping, "residency", res);
     return serve_reply_json(c, 200, o);
 }
 

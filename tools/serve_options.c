@@ -32,7 +32,7 @@ static void usage(FILE *out)
             "                                n_predict), tokens (default: the model's\n"
             "                                training context)\n"
             "  -n, --n-predict N             a request's n_predict when it gives none\n"
-            "                                (default 128)\n"
+            "                                (default 128; -1: up to the context)\n"
             "  -t, --threads N               threads, 1..1024 (default: the physical cores,\n"
             "                                as llama.cpp's tools)\n"
             "      --residency-policy P      off, observe (default), conservative,\n"
@@ -70,8 +70,10 @@ static void usage(FILE *out)
             "                                /models, as llama-server\n"
             "      --timeout N               close a connection idle for N seconds (default\n"
             "                                600)\n"
-            "      --alias NAME              the model's name in /v1/models and the answers\n"
-            "                                (default: -m's path)\n"
+            "      --alias NAME[,NAME...]    the model's names (/v1/models' aliases); the\n"
+            "                                alphabetically first is its id and its name in\n"
+            "                                the answers, as llama-server (default: -m's path)\n"
+            "      --tags TAG[,TAG...]       /v1/models' tags (default: none)\n"
             "      --seed N                  seed of a request that gives none, 0..2^32-2\n"
             "                                (default -1: random)\n"
             "      --slots                   answer /slots (default)\n"
@@ -120,7 +122,13 @@ enum {
     OPT_NO_SLOTS,
     OPT_TEMP,
     OPT_SLEEP,
+    OPT_TAGS,
 };
+
+const char *serve_model_name(const struct serve_options *o)
+{
+    return o->alias_first[0] ? o->alias_first : o->sess.model;
+}
 
 /* An option's text must not be empty (false: said so). */
 static bool non_empty(const char *what, const char *arg)
@@ -195,6 +203,11 @@ static int serve_option(int c, const char *arg, void *ud)
             return RF_EXIT_USAGE;
         o->sleep = true;
         break;
+    case OPT_TAGS:
+        if (!non_empty("the tags (--tags)", arg))
+            return RF_EXIT_USAGE;
+        o->tags = arg;
+        break;
     case OPT_SLOTS:
     case OPT_NO_SLOTS:
         o->no_slots = c == OPT_NO_SLOTS;
@@ -225,6 +238,7 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
         {"api-key", required_argument, NULL, OPT_API_KEY},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"alias", required_argument, NULL, OPT_ALIAS},
+        {"tags", required_argument, NULL, OPT_TAGS},
         {"seed", required_argument, NULL, OPT_SEED},
         {"cors-origins", required_argument, NULL, OPT_CORS_ORIGINS},
         {"slots", no_argument, NULL, OPT_SLOTS},
@@ -243,12 +257,20 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
                                         .shortopts = ":" SESSION_SHORTOPTS,
                                         .usage = usage,
                                         .own = serve_option,
-                                        .ud = o};
+                                        .ud = o,
+                                        .n_predict_to_context = true};
     const struct session_options *so = &o->sess;
 
     int rc = session_options_parse(&cmd, argc, argv, &o->sess);
     if (rc >= 0)
         return rc;
+    for (const char *p = o->alias; p && *p;) { /* the first alias in byte order, as std::set */
+        size_t n = strcspn(p, ",");
+        if (n && n < sizeof(o->alias_first) &&
+            (!o->alias_first[0] || strncmp(p, o->alias_first, sizeof(o->alias_first)) < 0))
+            snprintf(o->alias_first, sizeof(o->alias_first), "%.*s", (int)n, p);
+        p += n + (p[n] == ',');
+    }
     if (o->sleep && !o->sess.has_target) { /* llama-server's sleep: release what can be */
         if (o->sess.policy == RF_POLICY_OBSERVE)
             o->sess.policy = RF_POLICY_MEMORY_BOUND;

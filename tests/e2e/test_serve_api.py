@@ -171,7 +171,7 @@ def case_chat(c):
     model = c.model("small")
     msgs = [{"role": "system", "content": "You are a test."},
             {"role": "user", "content": "Say something."}]
-    with Server(c, model, "--alias", "ramforge-test") as sv:
+    with Server(c, model, "--alias", "zz-other,ramforge-test", "--tags", "chat,small") as sv:
         tmpl = sv.ok("POST", "/apply-template", {"messages": msgs})["prompt"]
         check(tmpl == "<|im_start|>system\nYou are a test.<|im_end|>\n<|im_start|>user\n"
               "Say something.<|im_end|>\n<|im_start|>assistant\n", f"chatml: {tmpl!r}")
@@ -215,7 +215,9 @@ def case_chat(c):
                                                     "temperature": 0, "logprobs": True,
                                                     "top_logprobs": 2})
         check(len(lp["choices"][0]["logprobs"]["content"]) == 3, f"chat logprobs: {lp}")
-        check(sv.ok("GET", "/v1/models")["data"][0]["id"] == "ramforge-test", "alias in models")
+        m = sv.ok("GET", "/v1/models")["data"][0]
+        check(m["id"] == "ramforge-test" and m["aliases"] == ["ramforge-test", "zz-other"] and
+              m["tags"] == ["chat", "small"], f"aliases: the first in order names it: {m}")
         props = sv.ok("GET", "/props")
         check(props["model_alias"] == "ramforge-test" and "im_start" in props["chat_template"],
               f"/props: {props}")
@@ -294,7 +296,9 @@ def case_stream_one_token(c):
 
 
 def case_seed_metrics(c):
-    with Server(c, c.model("small"), "--seed", "7") as sv:
+    with Server(c, c.model("small"), "--seed", "7", "-n", "-1", "-c", "64") as sv:
+        doc = sv.ok("POST", "/completion", {"prompt": PROMPT, "ignore_eos": True})
+        check(doc["tokens_predicted"] == 64 - 5, f"-n -1: up to the context: {doc}")
         body = {"prompt": PROMPT, "n_predict": 8, "temperature": 1.0}
         a, b = sv.ok("POST", "/completion", body), sv.ok("POST", "/completion", body)
         check(a["tokens"] == b["tokens"] and a["generation_settings"]["seed"] == 7,
@@ -321,9 +325,9 @@ def case_seed_metrics(c):
             check(f"# TYPE {name} {kind}\n" in text and f"# HELP {name} " in text,
                   f"{name} {kind}")
         m = sv.metrics()
-        check(m[("llamacpp:n_decode_total", ())] == 24, "a decode a sampled token: 3 x 8")
+        check(m[("llamacpp:n_decode_total", ())] == 59 + 24, "a decode a sampled token: 59 + 3 x 8")
         # a counter without _total: prometheus_client's parser names its sample with one
-        check(m[("llamacpp:n_tokens_max_total", ())] == 5 + 8, "prompt + generated")
+        check(m[("llamacpp:n_tokens_max_total", ())] == 64, "prompt + generated, at most")
     return 0
 
 
