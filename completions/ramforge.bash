@@ -25,7 +25,7 @@ _ramforge_opts_serve="-m --model --host --port -c --ctx-size -n --n-predict -t -
     --staging-budget --queue --history --api-key --timeout --residency-report-json
     --profile --profile-history --profile-save-every -v --verbose -h --help
     --alias --seed --cors-origins --slots --no-slots --temp --sleep-idle-seconds
-    --tags"
+    --tags --chat-template"
 _ramforge_columns="INDEX NAME LAYER TYPE TENSORS RANGE PAGES SIZE RES NONRES UNKNOWN RES_BYTES
     PERCENT SAMPLED FILE"
 _ramforge_policies="off observe conservative memory-bound reuse-aware active streaming"
@@ -81,7 +81,8 @@ _ramforge_value()
         --dispatch-events | --dispatch-sample-pages | -r | --repetitions | --policy-args | \
         --run-args | --host | --port | --idle-seconds | --queue | --history | --api-key | \
         --timeout | --memory-limit | --profile-history | --profile-save-every | \
-        --alias | --cors-origins | --temp | --sleep-idle-seconds | --tags)
+        --alias | --cors-origins | --temp | --sleep-idle-seconds | --tags | \
+        --chat-template)
         COMPREPLY=() ;; # a number, size or text: nothing to offer
     *) return 1 ;;
     esac

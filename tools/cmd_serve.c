@@ -375,7 +375,7 @@ int cmd_serve(int argc, char **argv)
         goto out;
     }
     sv.model = rf_session_forge_model(sv.session);
-    if (!serve_profile_open(&sv))
+    if (!serve_profile_open(&sv) || !serve_chat_template_check(&sv))
         goto out;
     forge_model_get_info(sv.model, &sv.info);
     sv.n_ctx_limit = o.sess.n_ctx

@@ -50,6 +50,8 @@ struct serve_options {
     bool no_slots;                /* --no-slots: /slots answers 501, as llama-server's */
     double temperature;           /* --temp: a request's temperature when it gives none */
     bool sleep;                   /* --sleep-idle-seconds given (llama-server's sleep) */
+    const char *chat_template;    /* --chat-template: a template or a built-in name of
+                                     llama.cpp's; NULL: the model's */
     const char *cors_origins;     /* --cors-origins: "*" (default, any Origin reflected), a
                                     comma-separated list, or NULL (--cors-origins none) */
 };
@@ -139,6 +141,9 @@ bool serve_profile_close(struct serve *sv);
  */
 bool serve_generate(struct serve *sv, struct serve_job *j, struct forge_generate_params *gp,
                     struct forge_generate_result *gen, char err[FORGE_ERR_MAX], int *rc);
+
+/* --chat-template is one llama.cpp applies (false: said so on stderr); true without it. */
+bool serve_chat_template_check(struct serve *sv);
 
 /* "resident", "idle_released", "idle_release_refused", "staging" (serve_metrics.c). */
 const char *serve_residency_name(enum serve_residency r);

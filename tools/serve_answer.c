@@ -282,9 +282,13 @@ json_t *serve_answer_final(struct serve *sv, const struct serve_job *j, size_t f
 {
     if (j->api == SERVE_API_COMPLETION)
         return completion_json(sv, j, from, to, t0, j->n_tokens, true);
-    if (j->api == SERVE_API_OAI)
-        return oai_json(sv, j, from, to, t0, j->n_tokens, true);
-    return chat_final(sv, j, from, to);
+    json_t *o = j->api == SERVE_API_OAI ? oai_json(sv, j, from, to, t0, j->n_tokens, true)
+                                        : chat_final(sv, j, from, to);
+    if (o && j->verbose) { /* llama-server's debugging field: the /completion object */
+        json_t *v = completion_json(sv, j, 0, j->text_len, 0, j->n_tokens, true);
+        json_object_set_new(json_is_array(o) ? json_array_get(o, 0) : o, "__verbose", v);
+    }
+    return o;
 }
 
 void serve_answer_index(json_t *o, enum serve_api api, size_t i)

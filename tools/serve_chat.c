@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
+#include "ramforge/error.h"
 #include "serve_fields.h"
 #include "serve_http.h"
 
@@ -112,7 +114,7 @@ int serve_chat_prompt(struct serve *sv, json_t *body, char **text, char *msg, si
         st = 400;
         goto out;
     }
-    int rc = forge_chat_apply(sv->model, fm, n, true, text);
+    int rc = forge_chat_apply(sv->model, sv->o->chat_template, fm, n, true, text);
     if (rc < 0) {
         snprintf(msg, len,
                  rc == -ENOMEM ? "out of memory"
@@ -144,4 +146,41 @@ enum MHD_Result serve_handle_apply_template(struct serve *sv, struct MHD_Connect
     json_t *o = json_pack("{s:o}", "prompt", rf_json_str(text));
     free(text);
     return serve_reply_json(c, 200, o);
+}
+
+bool serve_chat_template_check(struct serve *sv)
+{
+    const struct forge_chat_message hi = {"user", "hi"};
+    char *text = NULL;
+    if (!sv->o->chat_template)
+        return true;
+    int rc = forge_chat_apply(sv->model, sv->o->chat_template, &hi, 1, true, &text);
+    free(text);
+    if (rc < 0)
+        cli_error("--chat-template '%s': %s", sv->o->chat_template,
+                  rc == -ENOMEM ? "out of memory"
+                                : "not a template llama.cpp's llama_chat_apply_template "
+                                  "recognises (a built-in name such as chatml or llama3, or "
+                                  "one of their templates)");
+    return rc == 0;
+}
+
+enum MHD_Result serve_handle_input_tokens(struct serve *sv, struct MHD_Connection *c, json_t *body)
+{
+    char msg[512], *text = NULL;
+    int32_t *t = NULL;
+    size_t n = 0;
+    static const char *const known[] = {"messages", NULL};
+    if (!serve_keys_in(body, known, "/chat/completions/input_tokens", msg, sizeof(msg)))
+        return serve_reply_error(c, 400, "%s", msg);
+    int st = serve_chat_prompt(sv, body, &text, msg, sizeof(msg));
+    if (st)
+        return serve_reply_error(c, (unsigned)st, "%s", msg);
+    int rc = forge_tokenize(sv->model, text, true, true, &t, &n);
+    free(text);
+    free(t);
+    if (rc < 0)
+        return serve_reply_error(c, rc == -ENOMEM ? 500 : 400, "cannot tokenize the chat: %s",
+                                 rf_strerror(rc));
+    return serve_reply_json(c, 200, json_pack("{s:I}", "input_tokens", (json_int_t)n));
 }

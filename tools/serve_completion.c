@@ -41,6 +41,7 @@ struct serve_request_env serve_request_env_of(struct serve *sv)
                                       .seed = sv->o->seed < 0 ? SERVE_SEED_RANDOM
                                                               : (uint32_t)sv->o->seed,
                                       .temperature = sv->o->temperature,
+                                      .verbose = sv->o->sess.verbose,
                                       .tokenize = model_tokenize,
                                       .grammar_check = model_grammar_check,
                                       .ctx = sv->model};
@@ -344,7 +345,13 @@ enum MHD_Result serve_handle_completion(struct serve *sv, struct MHD_Connection 
             json_array_append_new(answers, one);
         }
     }
-    if (st)
+    if (st && rq->job && rq->job->exceeds_context)
+        ret = serve_reply_json(c, 400,
+                               json_pack("{s:{s:i,s:s,s:s,s:I,s:I}}", "error", "code", 400,
+                                         "message", msg, "type", "exceed_context_size_error",
+                                         "n_prompt_tokens", (json_int_t)rq->job->n_prompt, "n_ctx",
+                                         (json_int_t)sv->n_ctx_limit));
+    else if (st)
         ret = serve_reply_error(c, (unsigned)st, "%s", msg);
     else if (n == 1)
         ret = serve_reply_json(c, 200, json_incref(json_array_get(answers, 0)));

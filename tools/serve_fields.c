@@ -92,6 +92,7 @@ const char *const serve_fields_common[] = {"stream",
                                            "n_cmpl",
                                            "cache_prompt",
                                            "model",
+                                           "verbose",
                                            NULL};
 /* /completion and /v1/completions besides ("logprobs": OpenAI's n_probs). */
 const char *const serve_fields_completion[] = {"prompt", "logprobs", NULL};
@@ -415,7 +416,8 @@ static int parse_output(json_t *body, struct serve_job *j, char *msg, size_t len
     json_t *so = json_object_get(body, "stream_options");
     if (!serve_field_bool(body, "stream", &j->stream, msg, len) ||
         !serve_field_bool(body, "return_tokens", &j->return_tokens, msg, len) ||
-        !serve_field_bool(body, "timings_per_token", &j->timings_per_token, msg, len))
+        !serve_field_bool(body, "timings_per_token", &j->timings_per_token, msg, len) ||
+        !serve_field_bool(body, "verbose", &j->verbose, msg, len))
         return 400;
     bool cache_prompt = true;
     if (!serve_field_bool(body, "cache_prompt", &cache_prompt, msg, len))
@@ -445,6 +447,7 @@ int serve_parse_fields(const struct serve_request_env *env, json_t *body, enum s
                        struct serve_job *j, char *msg, size_t len)
 {
     int st;
+    j->verbose = env->verbose;
     if ((st = parse_sampling(env, body, api, j, msg, len)) ||
         (st = parse_output(body, j, msg, len)) || (st = parse_stop(body, j, msg, len)) ||
         (st = parse_logit_bias(env, body, j, msg, len)))

@@ -131,7 +131,7 @@ static enum MHD_Result handle_props(struct serve *sv, struct MHD_Connection *c)
 {
     char build[160];
     serve_build_info(build, sizeof(build));
-    const char *tmpl = forge_chat_template(sv->model);
+    const char *tmpl = sv->o->chat_template ? sv->o->chat_template : forge_chat_template(sv->model);
     pthread_mutex_lock(&sv->mu);
     bool sleeping = sv->residency == SERVE_IDLE_RELEASED;
     json_t *res =
@@ -213,6 +213,7 @@ enum {
     R_APPLY_TEMPLATE,
     R_SLOTS,
     R_SLOT_ACTION,
+    R_INPUT_TOKENS,
 };
 
 static const struct route routes[] = {
@@ -231,6 +232,8 @@ static const struct route routes[] = {
     {"/v1/chat/completions", "POST", false, R_CHAT},
     {"/chat/completions", "POST", false, R_CHAT},
     {"/apply-template", "POST", false, R_APPLY_TEMPLATE},
+    {"/chat/completions/input_tokens", "POST", false, R_INPUT_TOKENS},
+    {"/v1/chat/completions/input_tokens", "POST", false, R_INPUT_TOKENS},
     {"/slots", "GET", false, R_SLOTS},
     {"/slots/", "POST", false, R_SLOT_ACTION}, /* /slots/<id>?action=save|restore|erase */
 };
@@ -288,6 +291,8 @@ static enum MHD_Result route_request(struct serve *sv, struct MHD_Connection *c,
         ret = handle_detokenize(sv, c, body);
     else if (r->id == R_APPLY_TEMPLATE)
         ret = serve_handle_apply_template(sv, c, body);
+    else if (r->id == R_INPUT_TOKENS)
+        ret = serve_handle_input_tokens(sv, c, body);
     else
         ret = serve_handle_completion(sv, c, rq, body,
                                       r->id == R_OAI    ? SERVE_API_OAI

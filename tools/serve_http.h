@@ -100,6 +100,10 @@ json_t *serve_answer_merge(json_t *answers, enum serve_api api);
  */
 int serve_chat_prompt(struct serve *sv, json_t *body, char **text, char *msg, size_t len);
 
+/* POST /chat/completions/input_tokens: {"messages"} -> {"input_tokens"}, the chat's prompt tokens.
+ */
+enum MHD_Result serve_handle_input_tokens(struct serve *sv, struct MHD_Connection *c, json_t *body);
+
 /* POST /apply-template: {"messages"} -> {"prompt"}. */
 enum MHD_Result serve_handle_apply_template(struct serve *sv, struct MHD_Connection *c,
                                             json_t *body);

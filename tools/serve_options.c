@@ -78,6 +78,10 @@ static void usage(FILE *out)
             "                                (default -1: random)\n"
             "      --slots                   answer /slots (default)\n"
             "      --no-slots                /slots answers 501, as llama-server's\n"
+            "      --chat-template T         the chat template: one of llama.cpp's built-in\n"
+            "                                names (chatml, llama3, command-r, ...) or a\n"
+            "                                template llama_chat_apply_template recognises\n"
+            "                                (default: the model's; checked at start)\n"
             "      --temp T                  temperature of a request that gives none, 0..100\n"
             "                                (default 0.8)\n"
             "      --sleep-idle-seconds N    llama-server's sleep as serve does it:\n"
@@ -123,6 +127,7 @@ enum {
     OPT_TEMP,
     OPT_SLEEP,
     OPT_TAGS,
+    OPT_CHAT_TEMPLATE,
 };
 
 const char *serve_model_name(const struct serve_options *o)
@@ -203,6 +208,11 @@ static int serve_option(int c, const char *arg, void *ud)
             return RF_EXIT_USAGE;
         o->sleep = true;
         break;
+    case OPT_CHAT_TEMPLATE:
+        if (!non_empty("the chat template (--chat-template)", arg))
+            return RF_EXIT_USAGE;
+        o->chat_template = arg;
+        break;
     case OPT_TAGS:
         if (!non_empty("the tags (--tags)", arg))
             return RF_EXIT_USAGE;
@@ -239,6 +249,7 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"alias", required_argument, NULL, OPT_ALIAS},
         {"tags", required_argument, NULL, OPT_TAGS},
+        {"chat-template", required_argument, NULL, OPT_CHAT_TEMPLATE},
         {"seed", required_argument, NULL, OPT_SEED},
         {"cors-origins", required_argument, NULL, OPT_CORS_ORIGINS},
         {"slots", no_argument, NULL, OPT_SLOTS},

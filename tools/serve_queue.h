@@ -53,6 +53,8 @@ struct serve_job {
     bool return_tokens;     /* "tokens" of /completion's answer (default true) */
     bool timings_per_token; /* timings in every streamed event */
     bool include_usage;     /* stream_options.include_usage (chat) */
+    bool verbose;           /* "__verbose" in OpenAI answers (default: serve -v) */
+    bool exceeds_context;   /* the 400 is llama-server's exceed_context_size_error */
     char **response_fields; /* n_response_fields paths, owned; 0: the whole answer */
     size_t n_response_fields;
     uint64_t t_queued_ns;

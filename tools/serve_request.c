@@ -204,6 +204,7 @@ int serve_parse_completion(const struct serve_request_env *env, json_t *body, en
     if ((st = serve_parse_fields(env, body, api, j, msg, len)))
         return st;
     if (j->n_prompt >= env->n_ctx_limit) {
+        j->exceeds_context = true;
         snprintf(msg, len, "the prompt of %zu tokens does not fit the context of %u tokens (-c)",
                  j->n_prompt, env->n_ctx_limit);
         return 400;

@@ -25,6 +25,7 @@ struct serve_request_env {
     long long n_predict;  /* n_predict of a body without one; -1: the room left */
     uint32_t seed;        /* seed of a body without one (--seed); SERVE_SEED_RANDOM: random */
     double temperature;   /* temperature of a body without one (--temp, default 0.8) */
+    bool verbose;         /* "verbose" of a body without one (serve -v, as llama-server's) */
     /* forge_tokenize's contract: *tokens (n ids) the caller frees; 0 or -errno. */
     int (*tokenize)(void *ctx, const char *text, bool add_special, bool parse_special,
                     int32_t **tokens, size_t *n);

@@ -207,8 +207,8 @@ const char *forge_chat_template(struct forge_model *m)
     return m ? llama_model_chat_template(m->model, NULL) : NULL;
 }
 
-int forge_chat_apply(struct forge_model *m, const struct forge_chat_message *msgs, size_t n,
-                     bool add_assistant, char **text)
+int forge_chat_apply(struct forge_model *m, const char *tmpl, const struct forge_chat_message *msgs,
+                     size_t n, bool add_assistant, char **text)
 {
     if (!m || (!msgs && n) || !text)
         return -EINVAL;
@@ -222,7 +222,8 @@ int forge_chat_apply(struct forge_model *m, const struct forge_chat_message *msg
         total += strlen(msgs[i].role) + strlen(msgs[i].content) + 32;
     }
     int rc = -EINVAL;
-    const char *tmpl = forge_chat_template(m);
+    if (!tmpl)
+        tmpl = forge_chat_template(m);
     for (int attempt = 0; attempt < 2 && total <= INT32_MAX; attempt++) {
         char *buf = malloc(total + 1);
         if (!buf) {

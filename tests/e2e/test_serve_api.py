@@ -10,6 +10,7 @@ a streamed event, --seed and llama-server's metric names.
 import json
 import os
 import re
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -211,6 +212,13 @@ def case_chat(c):
                 ({"messages": msgs, "tools": []}, "'tools'"),
                 ({"messages": msgs, "top_logprobs": 2}, "requires 'logprobs'")):
             expect_error(sv, "POST", "/v1/chat/completions", body, 400, needle)
+        n_in = sv.ok("POST", "/chat/completions/input_tokens", {"messages": msgs})
+        check(n_in == {"input_tokens": ref["tokens_evaluated"]}, f"input_tokens: {n_in}")
+        verbose = sv.ok("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 2,
+                                                         "verbose": True})
+        check(verbose["__verbose"]["prompt"] == "<s> " + tmpl, f"__verbose: {verbose}")
+        check("__verbose" not in sv.ok("POST", "/v1/chat/completions",
+                                       {"messages": msgs, "max_tokens": 2}), "not asked")
         lp = sv.ok("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 3,
                                                     "temperature": 0, "logprobs": True,
                                                     "top_logprobs": 2})
@@ -221,6 +229,16 @@ def case_chat(c):
         props = sv.ok("GET", "/props")
         check(props["model_alias"] == "ramforge-test" and "im_start" in props["chat_template"],
               f"/props: {props}")
+    with Server(c, model, "--chat-template", "llama3") as sv:
+        p = sv.ok("POST", "/apply-template", {"messages": msgs})["prompt"]
+        check(p == "<|start_header_id|>system<|end_header_id|>\n\nYou are a test.<|eot_id|>"
+              "<|start_header_id|>user<|end_header_id|>\n\nSay something.<|eot_id|>"
+              "<|start_header_id|>assistant<|end_header_id|>\n\n", f"--chat-template llama3: {p!r}")
+        st, doc, _ = sv.request("POST", "/v1/chat/completions", {"messages": msgs * 100})
+        check(st == 400 and doc["error"]["type"] == "exceed_context_size_error", f"{doc}")
+    p = subprocess.run([c.rf, "serve", "-m", model, "--port", "0", "--chat-template", "bogus"],
+                       capture_output=True, text=True, timeout=120)
+    check(p.returncode == 1 and "--chat-template 'bogus'" in p.stderr, f"bogus: {p.stderr}")
     return 0
 
 

@@ -463,14 +463,16 @@ struct forge_chat_message {
 const char *forge_chat_template(struct forge_model *m);
 
 /*
- * msgs through the model's chat template (llama_chat_apply_template: the
- * templates llama.cpp recognises, without a Jinja engine), with the
- * assistant's opening when add_assistant. *text is NUL-terminated, the
- * caller frees. Any thread. Returns 0, -EINVAL (NULL argument, a template
- * llama.cpp does not recognise), -ENOMEM.
+ * msgs through a chat template (llama_chat_apply_template: the templates
+ * llama.cpp recognises, without a Jinja engine): tmpl, a template or the
+ * name of one of llama.cpp's built-in ones ("llama3", "chatml", ...;
+ * borrowed), or NULL for the model's. With the assistant's opening when
+ * add_assistant. *text is NUL-terminated, the caller frees. Any thread.
+ * Returns 0, -EINVAL (NULL argument, a template llama.cpp does not
+ * recognise), -ENOMEM.
  */
-int forge_chat_apply(struct forge_model *m, const struct forge_chat_message *msgs, size_t n,
-                     bool add_assistant, char **text);
+int forge_chat_apply(struct forge_model *m, const char *tmpl, const struct forge_chat_message *msgs,
+                     size_t n, bool add_assistant, char **text);
 
 /* Model generation (ramforge mkmodel). */
 enum forge_mkmodel_preset {
