@@ -133,14 +133,22 @@ out:
     return st;
 }
 
+/* The prompt text of a body holding "messages" only (what: the endpoint); 0, 400 or 500. */
+static int messages_only(struct serve *sv, json_t *body, const char *what, char **text, char *msg,
+                         size_t len)
+{
+    static const char *const known[] = {"messages", NULL};
+    *text = NULL;
+    if (!serve_keys_in(body, known, what, msg, len))
+        return 400;
+    return serve_chat_prompt(sv, body, text, msg, len);
+}
+
 enum MHD_Result serve_handle_apply_template(struct serve *sv, struct MHD_Connection *c,
                                             json_t *body)
 {
     char msg[512], *text = NULL;
-    static const char *const known[] = {"messages", NULL};
-    if (!serve_keys_in(body, known, "/apply-template", msg, sizeof(msg)))
-        return serve_reply_error(c, 400, "%s", msg);
-    int st = serve_chat_prompt(sv, body, &text, msg, sizeof(msg));
+    int st = messages_only(sv, body, "/apply-template", &text, msg, sizeof(msg));
     if (st)
         return serve_reply_error(c, (unsigned)st, "%s", msg);
     json_t *o = json_pack("{s:o}", "prompt", rf_json_str(text));
@@ -170,10 +178,7 @@ enum MHD_Result serve_handle_input_tokens(struct serve *sv, struct MHD_Connectio
     char msg[512], *text = NULL;
     int32_t *t = NULL;
     size_t n = 0;
-    static const char *const known[] = {"messages", NULL};
-    if (!serve_keys_in(body, known, "/chat/completions/input_tokens", msg, sizeof(msg)))
-        return serve_reply_error(c, 400, "%s", msg);
-    int st = serve_chat_prompt(sv, body, &text, msg, sizeof(msg));
+    int st = messages_only(sv, body, "/chat/completions/input_tokens", &text, msg, sizeof(msg));
     if (st)
         return serve_reply_error(c, (unsigned)st, "%s", msg);
     int rc = forge_tokenize(sv->model, text, true, true, &t, &n);
