@@ -25,7 +25,9 @@ _ramforge_opts_serve="-m --model --host --port -c --ctx-size -n --n-predict -t -
     --residency-policy --memory-target --safety-reserve --release-mode --idle-seconds
     --staging-budget --queue --history --api-key --timeout --residency-report-json
     --profile --profile-history --profile-save-every -v --verbose -h --help
-    --header-timeout --max-connections --max-connections-per-address -q --quiet --memory-limit"
+    --header-timeout --max-connections --max-connections-per-address -q --quiet --memory-limit
+    --alias --seed --cors-origins --slots --no-slots --temp --sleep-idle-seconds
+    --tags --chat-template"
 _ramforge_opts_watch="-a --all -i --interval -n --iterations --once -j --json -b --bytes
     --metrics-file --listen --release-idle --memory-target --release-mode -h --help"
 _ramforge_opts_exec="--residency-policy --memory-target --safety-reserve --release-mode
@@ -91,7 +93,9 @@ _ramforge_value()
         --run-args | --host | --port | --idle-seconds | --queue | --history | --api-key | \
         --timeout | --memory-limit | --profile-history | --profile-save-every | \
         --header-timeout | --max-connections | --max-connections-per-address | \
-        -i | --interval | --iterations | --listen | --release-idle)
+        -i | --interval | --iterations | --listen | --release-idle | \
+        --alias | --cors-origins | --temp | --sleep-idle-seconds | --tags | \
+        --chat-template)
         COMPREPLY=() ;; # a number, size or text: nothing to offer
     *) return 1 ;;
     esac

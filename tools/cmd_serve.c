@@ -34,48 +34,6 @@
 #include "ramforge/timing.h"
 #include "serve.h"
 
-/* Grows *buf (elements of size el) to hold need; false on ENOMEM. */
-static bool grow(void **buf, size_t *cap, size_t need, size_t el)
-{
-    if (need <= *cap)
-        return true;
-    size_t ncap = *cap ? *cap * 2 : 64;
-    while (ncap < need)
-        ncap *= 2;
-    void *p = realloc(*buf, ncap * el);
-    if (!p)
-        return false;
-    *buf = p;
-    *cap = ncap;
-    return true;
-}
-
-struct token_sink {
-    struct serve *sv;
-    struct serve_job *job;
-};
-
-/* forge_generate's per-token hook: publish the piece; stop when the client left or on shutdown. */
-static bool on_token(int32_t id, const char *piece, size_t len, void *ud)
-{
-    struct token_sink *t = ud;
-    struct serve_job *j = t->job;
-    bool ok = true;
-    pthread_mutex_lock(&j->mu);
-    if (grow((void **)&j->text, &j->text_cap, j->text_len + len + 1, 1) &&
-        grow((void **)&j->tokens, &j->tokens_cap, j->n_tokens + 1, sizeof(int32_t))) {
-        memcpy(j->text + j->text_len, piece, len);
-        j->text_len += len;
-        j->text[j->text_len] = '\0';
-        j->tokens[j->n_tokens++] = id;
-    } else {
-        ok = false;
-    }
-    pthread_cond_broadcast(&j->cv);
-    pthread_mutex_unlock(&j->mu);
-    return ok && !atomic_load(&j->cancelled) && !atomic_load(&t->sv->stopping);
-}
-
 /* forge_generate's hook: the request's context is alive, its buffers allocated. */
 static void end_of_session(void *ud)
 {
@@ -194,24 +152,14 @@ static void run_job(struct serve *sv, struct serve_job *j)
         log_request(sv, j);
         return;
     }
-    struct token_sink sink = {sv, j};
     struct forge_generate_params gp = {
-        .prompt_tokens = j->prompt_tokens,
-        .n_prompt_tokens = j->n_prompt,
-        .n_predict = j->n_predict,
         .n_threads = (int32_t)sv->o->sess.n_threads,
         .on_session_end = observing ? end_of_session : NULL,
         .user_data = sv,
-        .temperature = j->temperature,
-        .top_k = j->top_k,
-        .top_p = j->top_p,
-        .min_p = j->min_p,
-        .seed = j->seed,
-        .on_token = on_token,
-        .token_user_data = &sink,
         .observer = serve_profile_observer(sv),
     };
-    int rc = forge_generate(sv->model, &gp, &gen, err);
+    int rc = 0;
+    bool word = serve_generate(sv, j, &gp, &gen, err, &rc);
     pthread_mutex_lock(&sv->session_mu);
     if (rc == 0)
         serve_profile_trace(sv);
@@ -236,12 +184,15 @@ static void run_job(struct serve *sv, struct serve_job *j)
         sv->prompt_tokens_total += gen.n_prompt;
         sv->tokens_predicted_total += gen.n_tokens;
         sv->prompt_ns_total += gen.prompt_ns;
+        sv->n_decode_total += gen.n_tokens + gen.stopped_eog; /* a decode before each sample */
+        if (gen.n_prompt + gen.n_tokens > sv->n_tokens_max)
+            sv->n_tokens_max = gen.n_prompt + gen.n_tokens;
         sv->decode_ns_total += gen.decode_ns;
         sv->cancelled_total += gen.cancelled;
         sv->processing = false; /* counted before the answer is released to the client */
         pthread_mutex_unlock(&sv->mu);
         pthread_mutex_lock(&j->mu);
-        j->stop_type = gen.cancelled ? "none" : gen.stopped_eog ? "eos" : "limit";
+        j->stop_type = word ? "word" : gen.cancelled ? "none" : gen.stopped_eog ? "eos" : "limit";
         j->prompt_ns = gen.prompt_ns;
         j->decode_ns = gen.decode_ns;
         pthread_mutex_unlock(&j->mu);
@@ -437,6 +388,9 @@ int cmd_serve(int argc, char **argv)
         .head_timeout_s = 10,
         .max_connections = 256,
         .max_per_address = 32,
+        .seed = -1,
+        .temperature = 0.8,
+        .cors_origins = "*",
     };
     struct serve sv = {.o = &o};
     char err[FORGE_ERR_MAX];
@@ -478,7 +432,7 @@ int cmd_serve(int argc, char **argv)
         goto out;
     }
     sv.model = rf_session_forge_model(sv.session);
-    if (!serve_profile_open(&sv))
+    if (!serve_profile_open(&sv) || !serve_chat_template_check(&sv))
         goto out;
     forge_model_get_info(sv.model, &sv.info);
     sv.n_ctx_limit = o.sess.n_ctx

@@ -48,7 +48,22 @@ struct serve_options {
     long long max_connections;    /* --max-connections: open connections, all addresses */
     long long max_per_address;    /* --max-connections-per-address: open connections of one
                                      client address */
+    const char *alias;            /* --alias A[,B...]: the model's names (/v1/models' aliases); the
+                                     alphabetically first names it in answers; NULL: -m's path */
+    char alias_first[256];        /* that first alias ("": none) */
+    const char *tags;             /* --tags T[,U...]: /v1/models' tags; NULL: none */
+    long long seed;               /* --seed: a request's seed when it gives none; -1: random */
+    bool no_slots;                /* --no-slots: /slots answers 501, as llama-server's */
+    double temperature;           /* --temp: a request's temperature when it gives none */
+    bool sleep;                   /* --sleep-idle-seconds given (llama-server's sleep) */
+    const char *chat_template;    /* --chat-template: a template or a built-in name of
+                                     llama.cpp's; NULL: the model's */
+    const char *cors_origins;     /* --cors-origins: "*" (default, any Origin reflected), a
+                                    comma-separated list, or NULL (--cors-origins none) */
 };
+
+/* The model's name in answers: --alias's first, else -m's path. */
+const char *serve_model_name(const struct serve_options *o);
 
 /* Returns -1 to continue, or the exit status (0 after --help, 2 on a usage error). */
 int serve_parse_options(int argc, char **argv, struct serve_options *o);
@@ -96,6 +111,10 @@ struct serve {
     /* counters since start */
     uint64_t prompt_tokens_total, tokens_predicted_total, requests_total;
     uint64_t prompt_ns_total, decode_ns_total;
+    uint64_t n_decode_total; /* llama_decode calls: one per sampled token */
+    uint64_t n_tokens_max;   /* the most tokens a request's context held (prompt + generated) */
+    /* /metrics' throughput gauges: the counters when /metrics last read them */
+    uint64_t bucket_prompt_tokens, bucket_prompt_ns, bucket_predicted, bucket_decode_ns;
     uint64_t rejected_queue_full, cancelled_total;
     uint64_t admission[4]; /* per rf_admission_outcome */
     uint64_t admission_refused;
@@ -118,6 +137,19 @@ void serve_profile_trace(struct serve *sv);
 void serve_profile_after_request(struct serve *sv);
 /* At shutdown: the last save (false: it failed) and the observer freed. */
 bool serve_profile_close(struct serve *sv);
+
+/*
+ * Generates j (serve_generate.c): gp's server part (threads, hooks,
+ * observer) given, the job's prompt and samplers added, each token
+ * published to j with its probabilities; a stop string of j ends the
+ * generation and is cut off j's text. *rc is forge_generate's. Returns
+ * true when a stop string ended it (j->stopping_word).
+ */
+bool serve_generate(struct serve *sv, struct serve_job *j, struct forge_generate_params *gp,
+                    struct forge_generate_result *gen, char err[FORGE_ERR_MAX], int *rc);
+
+/* --chat-template is one llama.cpp applies (false: said so on stderr); true without it. */
+bool serve_chat_template_check(struct serve *sv);
 
 /* "resident", "idle_released", "idle_release_refused", "staging" (serve_metrics.c). */
 const char *serve_residency_name(enum serve_residency r);

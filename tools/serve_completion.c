@@ -1,7 +1,9 @@
 /*
- * ramforge serve's completion endpoints (serve_http.h): /completion and
- * /v1/completions in llama-server's and OpenAI's shapes, whole or as
- * server-sent events.
+ * ramforge serve's completion endpoints (serve_http.h): /completion,
+ * /v1/completions and /v1/chat/completions in llama-server's and OpenAI's
+ * shapes, whole or as server-sent events (one token an event, as
+ * llama-server; text held back while it may be the start of a stop string
+ * or of a UTF-8 sequence). The JSON of the answers is serve_answer.c's.
  *
  * A request's connection thread waits for its job in steps of
  * SERVE_POLL_MS and checks its socket for a hang-up (POLLRDHUP) between
@@ -26,17 +28,27 @@ static int model_tokenize(void *ctx, const char *text, bool add_special, bool pa
     return forge_tokenize(ctx, text, add_special, parse_special, tokens, n);
 }
 
+static int model_grammar_check(void *ctx, const char *grammar)
+{
+    return forge_grammar_check(ctx, grammar);
+}
+
 struct serve_request_env serve_request_env_of(struct serve *sv)
 {
     return (struct serve_request_env){.n_vocab = sv->info.n_vocab,
                                       .n_ctx_limit = sv->n_ctx_limit,
                                       .n_predict = sv->o->sess.n_predict,
+                                      .seed = sv->o->seed < 0 ? SERVE_SEED_RANDOM
+                                                              : (uint32_t)sv->o->seed,
+                                      .temperature = sv->o->temperature,
+                                      .verbose = sv->o->sess.verbose,
                                       .tokenize = model_tokenize,
+                                      .grammar_check = model_grammar_check,
                                       .ctx = sv->model};
 }
 
 /* Bytes of s[0..n) that end on a whole UTF-8 sequence (an incomplete tail held back). */
-static size_t utf8_complete_len(const char *s, size_t n)
+size_t serve_utf8_complete_len(const char *s, size_t n)
 {
     for (size_t back = 1; back <= 4 && back <= n; back++) {
         unsigned char c = (unsigned char)s[n - back];
@@ -59,11 +71,7 @@ static bool client_gone(struct MHD_Connection *c)
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
-/*
- * Waits (j->mu held) until j is done or, with progress, has more than
- * n_seen tokens; cancels j and returns false when the client hangs up.
- */
-static bool wait_job(struct MHD_Connection *c, struct serve_job *j, bool progress, size_t n_seen)
+bool serve_wait_job(struct MHD_Connection *c, struct serve_job *j, bool progress, size_t n_seen)
 {
     while (!j->done && !(progress && j->n_tokens > n_seen)) {
         struct timespec ts;
@@ -82,77 +90,6 @@ static bool wait_job(struct MHD_Connection *c, struct serve_job *j, bool progres
     return true;
 }
 
-/* --- responses ------------------------------------------------------------------------------ */
-
-static json_t *token_json(const int32_t *t, size_t n)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(a, json_integer(t[i]));
-    return a;
-}
-
-static json_t *timings_json(const struct serve_job *j)
-{
-    double prompt_ms = (double)j->prompt_ns / 1e6, pred_ms = (double)j->decode_ns / 1e6;
-    size_t n_after_first = j->n_tokens > 1 ? j->n_tokens - 1 : 0;
-    return json_pack("{s:I,s:f,s:f,s:I,s:f,s:f}", "prompt_n", (json_int_t)j->n_prompt, "prompt_ms",
-                     prompt_ms, "prompt_per_second",
-                     prompt_ms > 0 ? (double)j->n_prompt / prompt_ms * 1e3 : 0.0, "predicted_n",
-                     (json_int_t)j->n_tokens, "predicted_ms", pred_ms, "predicted_per_second",
-                     pred_ms > 0 ? (double)n_after_first / pred_ms * 1e3 : 0.0);
-}
-
-static json_t *settings_json(struct serve *sv, const struct serve_job *j)
-{
-    return json_pack("{s:I,s:I,s:f,s:I,s:f,s:f,s:I,s:b}", "n_ctx", (json_int_t)sv->n_ctx_limit,
-                     "n_predict", (json_int_t)j->n_predict, "temperature", (double)j->temperature,
-                     "top_k", (json_int_t)j->top_k, "top_p", (double)j->top_p, "min_p",
-                     (double)j->min_p, "seed", (json_int_t)j->seed, "stream", j->stream);
-}
-
-/* llama-server's /completion object for text[from..to) and tokens[t0..t1); final: stop. */
-static json_t *completion_json(struct serve *sv, const struct serve_job *j, size_t from, size_t to,
-                               size_t t0, size_t t1, bool final)
-{
-    json_t *o = json_pack("{s:i,s:o,s:o,s:b,s:i,s:I,s:I}", "index", 0, "content",
-                          rf_json_text(j->text ? j->text + from : "", to - from, NULL), "tokens",
-                          token_json(j->tokens + t0, t1 - t0), "stop", final, "id_slot", 0,
-                          "tokens_predicted", (json_int_t)j->n_tokens, "tokens_evaluated",
-                          (json_int_t)j->n_prompt);
-    if (final && o) {
-        json_object_set_new(o, "model", rf_json_str(sv->o->sess.model));
-        json_object_set_new(o, "stop_type", json_string(j->stop_type));
-        json_object_set_new(o, "truncated", json_false());
-        json_object_set_new(o, "timings", timings_json(j));
-        json_object_set_new(o, "generation_settings", settings_json(sv, j));
-    }
-    return o;
-}
-
-/* OpenAI's text_completion object for text[from..to); final: finish_reason and usage. */
-static json_t *oai_json(struct serve *sv, const struct serve_job *j, size_t from, size_t to,
-                        bool final)
-{
-    char id[64];
-    snprintf(id, sizeof(id), "cmpl-%016llx", (unsigned long long)j->t_queued_ns);
-    const char *finish = !final ? NULL : !strcmp(j->stop_type, "eos") ? "stop" : "length";
-    json_t *choice = json_pack(
-        "{s:o,s:i,s:n,s:o}", "text", rf_json_text(j->text ? j->text + from : "", to - from, NULL),
-        "index", 0, "logprobs", "finish_reason", finish ? json_string(finish) : json_null());
-    json_t *o = json_pack("{s:s,s:s,s:I,s:o,s:[o]}", "id", id, "object", "text_completion",
-                          "created", (json_int_t)time(NULL), "model",
-                          rf_json_str(sv->o->sess.model), "choices", choice);
-    if (final && o)
-        json_object_set_new(o, "usage",
-                            json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)j->n_prompt,
-                                      "completion_tokens", (json_int_t)j->n_tokens, "total_tokens",
-                                      (json_int_t)(j->n_prompt + j->n_tokens)));
-    if (final && o)
-        json_object_set_new(o, "timings", timings_json(j));
-    return o;
-}
-
 /* --- streaming ------------------------------------------------------------------------------ */
 
 struct stream {
@@ -160,65 +97,115 @@ struct stream {
     struct serve_job *job; /* a reference */
     struct MHD_Connection *conn;
     size_t sent_text, sent_tokens; /* what the events so far carried */
-    char *pending;                 /* the event being written */
+    char *pending;                 /* the events being written */
     size_t pending_len, pending_off;
     bool final_sent, done_sent;
 };
 
-/* Appends "data: <json>\n\n" (j stolen) as the pending event. */
-static void stream_event(struct stream *st, json_t *j, const char *raw)
+/* Appends "data: <json>\n\n" (j stolen; an array: one event each) to the pending events. */
+static bool stream_event(struct stream *st, json_t *j, const char *raw)
 {
+    if (json_is_array(j)) {
+        size_t i;
+        json_t *e;
+        bool ok = true;
+        json_array_foreach(j, i, e) ok = ok && stream_event(st, json_incref(e), NULL);
+        json_decref(j);
+        return ok;
+    }
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
-    const char *body = raw ? raw : text ? text : "{}";
+    const char *body = raw ? raw : text;
+    if (!body)
+        return false;
+    if (st->pending_off == st->pending_len)
+        st->pending_len = st->pending_off = 0;
     size_t n = strlen(body) + 9;
-    free(st->pending);
-    st->pending = malloc(n);
-    if (st->pending)
-        st->pending_len = (size_t)snprintf(st->pending, n, "data: %s\n\n", body);
-    st->pending_off = 0;
+    char *p = realloc(st->pending, st->pending_len + n);
+    if (p) {
+        st->pending = p;
+        st->pending_len += (size_t)snprintf(p + st->pending_len, n, "data: %s\n\n", body);
+    }
     free(text);
+    return p != NULL;
 }
 
-/* MHD's content reader: blocks for the next tokens, writes one event at a time. */
+/* Bytes at the end of j's text that may begin a stop string (held back while generating). */
+static size_t stop_prefix_len(const struct serve_job *j)
+{
+    size_t hold = 0;
+    for (size_t i = 0; i < j->n_stop; i++) {
+        size_t wl = strlen(j->stop[i]);
+        for (size_t k = wl - 1; k > hold; k--)
+            if (k <= j->text_len && !memcmp(j->text + j->text_len - k, j->stop[i], k)) {
+                hold = k;
+                break;
+            }
+    }
+    return hold;
+}
+
+/*
+ * The next event of st (j->mu held): the tokens after sent_tokens up to
+ * the first whose text can be sent; NULL when none can yet.
+ */
+static json_t *next_event(struct stream *st, struct serve_job *j)
+{
+    size_t t1 = st->sent_tokens, end = st->sent_text;
+    size_t limit = j->text_len - (j->done ? 0 : stop_prefix_len(j));
+    while (t1 < j->n_tokens) {
+        size_t e = j->ends[t1++];
+        e = e < limit ? e : limit;
+        if (!j->done)
+            e = serve_utf8_complete_len(j->text, e);
+        if (e > end)
+            end = e;
+        if (end > st->sent_text)
+            break;
+    }
+    if (t1 == st->sent_tokens || (end == st->sent_text && !j->done))
+        return NULL;
+    json_t *ev = serve_answer_partial(st->sv, j, st->sent_text, end, st->sent_tokens, t1);
+    st->sent_text = end;
+    st->sent_tokens = t1;
+    return ev;
+}
+
+/* MHD's content reader: blocks for the next token, writes its event. */
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     struct stream *st = cls;
     struct serve_job *j = st->job;
     (void)pos;
-    while (!st->pending || st->pending_off == st->pending_len) {
+    while (st->pending_off == st->pending_len) {
         if (st->done_sent)
             return MHD_CONTENT_READER_END_OF_STREAM;
         if (st->final_sent) {
             st->done_sent = true;
-            if (j->api != SERVE_API_OAI)
+            if (j->api == SERVE_API_COMPLETION)
                 return MHD_CONTENT_READER_END_OF_STREAM;
             stream_event(st, NULL, "[DONE]");
             break;
         }
         pthread_mutex_lock(&j->mu);
-        if (!wait_job(st->conn, j, true, st->sent_tokens)) {
-            pthread_mutex_unlock(&j->mu);
-            return MHD_CONTENT_READER_END_WITH_ERROR;
+        json_t *ev = NULL;
+        while (!(ev = next_event(st, j)) && !(j->done && st->sent_tokens == j->n_tokens)) {
+            if (!serve_wait_job(st->conn, j, true, j->n_tokens)) {
+                pthread_mutex_unlock(&j->mu);
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
         }
-        size_t to = j->done ? j->text_len : utf8_complete_len(j->text, j->text_len);
-        size_t t1 = j->n_tokens;
-        bool final = j->done;
-        json_t *ev;
-        if (final && j->status != 200) {
-            ev = json_pack("{s:{s:i,s:s,s:s}}", "error", "code", j->status, "message", j->message,
-                           "type", serve_error_type(j->status));
-        } else if (j->api == SERVE_API_OAI) {
-            ev = oai_json(st->sv, j, st->sent_text, to, final);
-        } else {
-            ev = completion_json(st->sv, j, st->sent_text, to, st->sent_tokens, t1, final);
+        if (!ev) { /* done, every token sent: the final event */
+            st->final_sent = true;
+            if (j->status != 200)
+                ev = json_pack("{s:{s:i,s:s,s:s}}", "error", "code", j->status, "message",
+                               j->message, "type", serve_error_type(j->status));
+            else
+                ev = serve_answer_final(st->sv, j, st->sent_text, j->text_len, st->sent_tokens);
+            st->sent_text = j->text_len;
         }
-        st->sent_text = to;
-        st->sent_tokens = t1;
-        st->final_sent = final;
         pthread_mutex_unlock(&j->mu);
-        stream_event(st, ev, NULL);
-        if (!st->pending)
+        if (!stream_event(st, ev, NULL))
             return MHD_CONTENT_READER_END_WITH_ERROR;
     }
     size_t n = st->pending_len - st->pending_off;
@@ -239,56 +226,143 @@ static void stream_free(void *cls)
     free(st);
 }
 
+static enum MHD_Result reply_stream(struct serve *sv, struct MHD_Connection *c, struct serve_job *j)
+{
+    struct stream *s = calloc(1, sizeof(*s));
+    if (!s)
+        return serve_reply_error(c, 500, "out of memory");
+    s->sv = sv;
+    s->job = j;
+    s->conn = c;
+    pthread_mutex_lock(&j->mu);
+    j->refs++;
+    pthread_mutex_unlock(&j->mu);
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free);
+    if (!r) {
+        stream_free(s);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    serve_add_headers(sv, c, r);
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* --- the handler ----------------------------------------------------------------------------- */
+
+/*
+ * Parses body for one prompt into a new job (rq->job, the connection's
+ * reference, replacing the previous one), queues it and waits for it.
+ * Returns 0 or the HTTP status of an error (msg).
+ */
+static int run_one(struct serve *sv, struct MHD_Connection *c, struct conn_req *rq, json_t *body,
+                   enum serve_api api, const char *chat_prompt, bool *alive, char *msg, size_t len)
+{
+    struct serve_job *j = serve_job_new();
+    if (!j) {
+        snprintf(msg, len, "out of memory");
+        return 500;
+    }
+    if (rq->job) {
+        serve_job_put(rq->job);
+    } else { /* the connection is bound to a job from now on (on_completed undoes it) */
+        pthread_mutex_lock(&sv->mu);
+        sv->connections_with_job++;
+        pthread_mutex_unlock(&sv->mu);
+    }
+    rq->job = j;
+    if (chat_prompt && !(j->prompt_text = strdup(chat_prompt))) {
+        snprintf(msg, len, "out of memory");
+        return 500;
+    }
+    struct serve_request_env env = serve_request_env_of(sv);
+    int st = serve_parse_completion(&env, body, api, j, msg, len);
+    if (st)
+        return st;
+    /* "prompt" as llama-server echoes it: the tokens' text, special ones rendered ("<s> ...") */
+    free(j->prompt_text);
+    j->prompt_text = NULL;
+    if (forge_detokenize(sv->model, j->prompt_tokens, j->n_prompt, &j->prompt_text) < 0) {
+        snprintf(msg, len, "cannot detokenize the prompt");
+        return 400;
+    }
+    if (!serve_enqueue(sv, j, msg, len))
+        return 503;
+    pthread_mutex_lock(&j->mu);
+    *alive = serve_wait_job(c, j, j->stream, 0);
+    int status = j->done && j->status != 200 ? j->status : 0;
+    if (status)
+        snprintf(msg, len, "%s", j->message);
+    pthread_mutex_unlock(&j->mu);
+    return status;
+}
+
 enum MHD_Result serve_handle_completion(struct serve *sv, struct MHD_Connection *c,
                                         struct conn_req *rq, json_t *body, enum serve_api api)
 {
-    char msg[512];
-    struct serve_job *j = serve_job_new();
-    if (!j)
-        return serve_reply_error(c, 500, "out of memory");
-    rq->job = j; /* the connection's reference */
-    pthread_mutex_lock(&sv->mu);
-    sv->connections_with_job++;
-    pthread_mutex_unlock(&sv->mu);
-    struct serve_request_env env = serve_request_env_of(sv);
-    int st = serve_parse_completion(&env, body, api, j, msg, sizeof(msg));
-    if (st)
-        return serve_reply_error(c, (unsigned)st, "%s", msg);
-    if (!serve_enqueue(sv, j, msg, sizeof(msg)))
-        return serve_reply_error(c, 503, "%s", msg);
-    pthread_mutex_lock(&j->mu);
-    bool alive = wait_job(c, j, j->stream, 0);
-    bool ok = j->status == 200 || !j->done;
-    pthread_mutex_unlock(&j->mu);
-    if (!alive)
-        return MHD_NO; /* the client left: close */
-    if (!ok)
-        return serve_reply_error(c, (unsigned)j->status, "%s", j->message);
-    if (j->stream) {
-        struct stream *s = calloc(1, sizeof(*s));
-        if (!s)
-            return serve_reply_error(c, 500, "out of memory");
-        s->sv = sv;
-        s->job = j;
-        s->conn = c;
-        pthread_mutex_lock(&j->mu);
-        j->refs++;
-        pthread_mutex_unlock(&j->mu);
-        struct MHD_Response *r =
-            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free);
-        if (!r) {
-            stream_free(s);
-            return MHD_NO;
+    char msg[768];
+    json_t **prompts = NULL, *answers = json_array(), *one = NULL;
+    size_t n = 1;
+    char *chat = NULL;
+    bool alive = true;
+    int st = 0;
+    enum MHD_Result ret = MHD_NO;
+    if (api == SERVE_API_CHAT)
+        st = serve_chat_prompt(sv, body, &chat, msg, sizeof(msg));
+    else
+        st = serve_split_prompts(body, &prompts, &n, msg, sizeof(msg));
+    json_t *b = st ? NULL : json_copy(body);
+    if (!st && (!answers || !b))
+        st = 500, snprintf(msg, sizeof(msg), "out of memory");
+    json_t *stream = json_object_get(body, "stream");
+    if (!st && n > 1 && json_is_true(stream))
+        st = 400, snprintf(msg, sizeof(msg),
+                           "'stream' with %zu prompts is not implemented by "
+                           "ramforge serve: one prompt a streamed request",
+                           n);
+    for (size_t i = 0; !st && i < n; i++) {
+        if (prompts)
+            json_object_set(b, "prompt", prompts[i]);
+        st = run_one(sv, c, rq, b, api, chat, &alive, msg, sizeof(msg));
+        if (!alive) {
+            ret = MHD_NO; /* the client left: close */
+            goto out;
         }
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-        enum MHD_Result ret = MHD_queue_response(c, 200, r);
-        MHD_destroy_response(r);
-        return ret;
+        if (!st && rq->job->stream) {
+            ret = reply_stream(sv, c, rq->job);
+            goto out;
+        }
+        if (!st) {
+            pthread_mutex_lock(&rq->job->mu);
+            one = serve_answer_final(sv, rq->job, 0, rq->job->text_len, 0);
+            pthread_mutex_unlock(&rq->job->mu);
+            st = one ? 0 : 500;
+            if (n > 1)
+                serve_answer_index(one, api, i);
+            json_array_append_new(answers, one);
+        }
     }
-    pthread_mutex_lock(&j->mu);
-    json_t *o = api == SERVE_API_OAI ? oai_json(sv, j, 0, j->text_len, true)
-                                     : completion_json(sv, j, 0, j->text_len, 0, j->n_tokens, true);
-    pthread_mutex_unlock(&j->mu);
-    return serve_reply_json(c, 200, o);
+    if (st && rq->job && rq->job->exceeds_context)
+        ret = serve_reply_json(c, 400,
+                               json_pack("{s:{s:i,s:s,s:s,s:I,s:I}}", "error", "code", 400,
+                                         "message", msg, "type", "exceed_context_size_error",
+                                         "n_prompt_tokens", (json_int_t)rq->job->n_prompt, "n_ctx",
+                                         (json_int_t)sv->n_ctx_limit));
+    else if (st)
+        ret = serve_reply_error(c, (unsigned)st, "%s", msg);
+    else if (n == 1)
+        ret = serve_reply_json(c, 200, json_incref(json_array_get(answers, 0)));
+    else
+        ret = serve_reply_json(c, 200, serve_answer_merge(answers, api));
+out:
+    for (size_t i = 0; prompts && i < n; i++)
+        json_decref(prompts[i]);
+    free(prompts);
+    free(chat);
+    json_decref(b);
+    json_decref(answers);
+    return ret;
 }

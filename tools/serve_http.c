@@ -21,10 +21,7 @@
 #include "cli.h"
 #include "ramforge/session.h"
 #include "ramforge/timing.h"
-
-#ifndef RAMFORGE_VERSION
-#define RAMFORGE_VERSION "0.0.0"
-#endif
+#include "ramforge/utf8.h"
 
 /* The authorization of a request: Bearer KEY, or X-Api-Key: KEY. */
 static bool authorized(struct serve *sv, struct MHD_Connection *c)
@@ -56,13 +53,26 @@ static enum MHD_Result handle_tokenize(struct serve *sv, struct MHD_Connection *
                                  rf_strerror(rc));
     json_t *a = json_array();
     for (size_t i = 0; i < n; i++) {
-        char *piece = NULL;
-        if (with_pieces && forge_detokenize(sv->model, &t[i], 1, &piece) == 0)
-            json_array_append_new(a,
-                                  json_pack("{s:i,s:o}", "id", t[i], "piece", rf_json_str(piece)));
-        else
+        char piece[256];
+        size_t len = 0;
+        if (!with_pieces || forge_token_piece(sv->model, t[i], piece, sizeof(piece), &len) < 0) {
             json_array_append_new(a, json_integer(t[i]));
-        free(piece);
+            continue;
+        }
+        /* llama-server: the piece as text, or its bytes when it is not UTF-8 */
+        char *clean = NULL;
+        size_t clean_len = 0;
+        bool valid = false;
+        if (rf_utf8_sanitize(piece, len, &clean, &clean_len, &valid) < 0)
+            valid = false;
+        json_t *text = valid ? json_stringn(clean, clean_len) : NULL;
+        free(clean);
+        if (!text) {
+            text = json_array();
+            for (size_t k = 0; k < len; k++)
+                json_array_append_new(text, json_integer((unsigned char)piece[k]));
+        }
+        json_array_append_new(a, json_pack("{s:i,s:o}", "id", t[i], "piece", text));
     }
     free(t);
     return serve_reply_json(c, 200, json_pack("{s:o}", "tokens", a));
@@ -88,12 +98,34 @@ static enum MHD_Result handle_detokenize(struct serve *sv, struct MHD_Connection
     return serve_reply_json(c, 200, o);
 }
 
+static int by_string(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A comma-separated option as a sorted JSON array of its names (none: []); NULL: no memory. */
+static json_t *names_json(const char *csv)
+{
+    char *copy = strdup(csv ? csv : ""), *names[64], *save = NULL;
+    size_t n = 0;
+    json_t *a = copy ? json_array() : NULL;
+    for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t && n < 64;
+         t = strtok_r(NULL, ",", &save))
+        names[n++] = t;
+    qsort(names, n, sizeof(names[0]), by_string);
+    for (size_t i = 0; a && i < n; i++)
+        json_array_append_new(a, rf_json_str(names[i]));
+    free(copy);
+    return a;
+}
+
 static json_t *models_json(struct serve *sv)
 {
-    return json_pack("{s:s,s:[{s:o,s:s,s:I,s:s,s:{s:i,s:i,s:i,s:I,s:I}}]}", "object", "list",
-                     "data", "id", rf_json_str(sv->o->sess.model), "object", "model", "created",
-                     (json_int_t)sv->t_start_s, "owned_by", "llamacpp", "meta", "n_vocab",
-                     sv->info.n_vocab, "n_ctx_train", sv->info.n_ctx_train, "n_embd",
+    return json_pack("{s:s,s:[{s:o,s:o,s:o,s:s,s:I,s:s,s:{s:i,s:i,s:i,s:I,s:I}}]}", "object",
+                     "list", "data", "id", rf_json_str(serve_model_name(sv->o)), "aliases",
+                     names_json(sv->o->alias), "tags", names_json(sv->o->tags), "object", "model",
+                     "created", (json_int_t)sv->t_start_s, "owned_by", "llamacpp", "meta",
+                     "n_vocab", sv->info.n_vocab, "n_ctx_train", sv->info.n_ctx_train, "n_embd",
                      sv->info.n_embd, "n_params", (json_int_t)sv->info.n_params, "size",
                      (json_int_t)sv->info.size_bytes);
 }
@@ -101,9 +133,10 @@ static json_t *models_json(struct serve *sv)
 static enum MHD_Result handle_props(struct serve *sv, struct MHD_Connection *c)
 {
     char build[160];
-    snprintf(build, sizeof(build), "ramforge %s (llama.cpp %s)", RAMFORGE_VERSION,
-             forge_llama_version());
+    serve_build_info(build, sizeof(build));
+    const char *tmpl = sv->o->chat_template ? sv->o->chat_template : forge_chat_template(sv->model);
     pthread_mutex_lock(&sv->mu);
+    bool sleeping = sv->residency == SERVE_IDLE_RELEASED;
     json_t *res =
         json_pack("{s:s,s:o,s:s,s:b,s:I,s:I,s:I,s:b,s:I,s:b,s:I}", "state",
                   serve_residency_name(sv->residency), "idle_release_reason",
@@ -115,11 +148,12 @@ static enum MHD_Result handle_props(struct serve *sv, struct MHD_Connection *c)
                   "staging_budget_bytes", (json_int_t)sv->o->sess.staging_budget, "processing",
                   sv->processing, "queued", (json_int_t)sv->queue.n);
     pthread_mutex_unlock(&sv->mu);
-    json_t *o = json_pack("{s:{s:I,s:{s:I}},s:i,s:o,s:s,s:s,s:o}", "default_generation_settings",
-                          "n_ctx", (json_int_t)sv->n_ctx_limit, "params", "n_predict",
-                          (json_int_t)sv->o->sess.n_predict, "total_slots", 1, "model_path",
-                          rf_json_str(sv->o->sess.model), "chat_template", "", "build_info", build,
-                          "residency", res);
+    json_t *o = json_pack(
+        "{s:{s:I,s:o},s:i,s:o,s:o,s:o,s:s,s:b,s:o}", "default_generation_settings", "n_ctx",
+        (json_int_t)sv->n_ctx_limit, "params", serve_answer_defaults(sv), "total_slots", 1,
+        "model_path", rf_json_str(sv->o->sess.model), "model_alias",
+        rf_json_str(serve_model_name(sv->o)), "chat_template", rf_json_str(tmpl ? tmpl : ""),
+        "build_info", build, "is_sleeping", sleeping, "residency", res);
     return serve_reply_json(c, 200, o);
 }
 
@@ -145,6 +179,22 @@ static enum MHD_Result handle_residency(struct serve *sv, struct MHD_Connection 
     return serve_reply_text(c, 200, text, "application/json; charset=utf-8");
 }
 
+/* /slots: the one slot and its state (each request's context is freed at its end). */
+static enum MHD_Result handle_slots(struct serve *sv, struct MHD_Connection *c)
+{
+    if (sv->o->no_slots)
+        return serve_reply_error(c, 501,
+                                 "This server does not support slots endpoint. Start it "
+                                 "with `--slots`");
+    pthread_mutex_lock(&sv->mu);
+    bool busy = sv->processing;
+    pthread_mutex_unlock(&sv->mu);
+    return serve_reply_json(c, 200,
+                            json_pack("[{s:i,s:I,s:b,s:b}]", "id", 0, "n_ctx",
+                                      (json_int_t)sv->n_ctx_limit, "speculative", 0,
+                                      "is_processing", busy));
+}
+
 struct route {
     const char *path;
     const char *method;
@@ -161,7 +211,12 @@ enum {
     R_TOKENIZE,
     R_DETOKENIZE,
     R_METRICS,
-    R_RESIDENCY
+    R_RESIDENCY,
+    R_CHAT,
+    R_APPLY_TEMPLATE,
+    R_SLOTS,
+    R_SLOT_ACTION,
+    R_INPUT_TOKENS,
 };
 
 static const struct route routes[] = {
@@ -177,15 +232,27 @@ static const struct route routes[] = {
     {"/detokenize", "POST", false, R_DETOKENIZE},
     {"/metrics", "GET", false, R_METRICS},
     {"/residency", "GET", false, R_RESIDENCY},
+    {"/v1/chat/completions", "POST", false, R_CHAT},
+    {"/chat/completions", "POST", false, R_CHAT},
+    {"/apply-template", "POST", false, R_APPLY_TEMPLATE},
+    {"/chat/completions/input_tokens", "POST", false, R_INPUT_TOKENS},
+    {"/v1/chat/completions/input_tokens", "POST", false, R_INPUT_TOKENS},
+    {"/slots", "GET", false, R_SLOTS},
+    {"/slots/", "POST", false, R_SLOT_ACTION}, /* /slots/<id>?action=save|restore|erase */
 };
 
 static enum MHD_Result route_request(struct serve *sv, struct MHD_Connection *c, const char *url,
                                      const char *method, struct conn_req *rq)
 {
     const struct route *r = NULL;
-    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
-        if (!strcmp(routes[i].path, url))
+    if (!strcmp(method, "OPTIONS")) /* CORS preflight: before the key, as llama-server */
+        return serve_reply_text(c, 200, strdup(""), "text/plain");
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+        size_t n = strlen(routes[i].path);
+        if (!strcmp(routes[i].path, url) ||
+            (routes[i].path[n - 1] == '/' && !strncmp(routes[i].path, url, n) && url[n]))
             r = &routes[i];
+    }
     if (!r)
         return serve_reply_error(c, 404, "File Not Found");
     if (!r->public_ && !authorized(sv, c))
@@ -207,6 +274,12 @@ static enum MHD_Result route_request(struct serve *sv, struct MHD_Connection *c,
         return serve_reply_text(c, 200, serve_metrics_text(sv), "text/plain; version=0.0.4");
     case R_RESIDENCY:
         return handle_residency(sv, c);
+    case R_SLOTS:
+        return handle_slots(sv, c);
+    case R_SLOT_ACTION:
+        return serve_reply_error(c, 501,
+                                 "This server does not support slots action: ramforge serve "
+                                 "frees each request's context at its end, nothing to save");
     default:
         break;
     }
@@ -219,9 +292,15 @@ static enum MHD_Result route_request(struct serve *sv, struct MHD_Connection *c,
         ret = handle_tokenize(sv, c, body);
     else if (r->id == R_DETOKENIZE)
         ret = handle_detokenize(sv, c, body);
+    else if (r->id == R_APPLY_TEMPLATE)
+        ret = serve_handle_apply_template(sv, c, body);
+    else if (r->id == R_INPUT_TOKENS)
+        ret = serve_handle_input_tokens(sv, c, body);
     else
         ret = serve_handle_completion(sv, c, rq, body,
-                                      r->id == R_OAI ? SERVE_API_OAI : SERVE_API_COMPLETION);
+                                      r->id == R_OAI    ? SERVE_API_OAI
+                                      : r->id == R_CHAT ? SERVE_API_CHAT
+                                                        : SERVE_API_COMPLETION);
     json_decref(body);
     return ret;
 }
@@ -323,6 +402,7 @@ int serve_http_start(struct serve *sv)
         cli_error("invalid --host '%s': expected an IPv4 address such as 127.0.0.1", sv->o->host);
         return -EINVAL;
     }
+    serve_reply_init(sv);
     sv->daemon = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL,
         (uint16_t)sv->o->port, NULL, NULL, on_request, sv, MHD_OPTION_SOCK_ADDR, &addr,

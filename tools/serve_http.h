@@ -40,13 +40,76 @@ enum MHD_Result serve_reply_json(struct MHD_Connection *c, unsigned status, json
 enum MHD_Result serve_reply_error(struct MHD_Connection *c, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/*
+ * The headers every answer carries (serve_reply.c): Process-Start-Time-Unix
+ * and, for an Origin --cors-origins allows, Access-Control-Allow-Origin and
+ * -Credentials (an OPTIONS preflight: -Methods and -Headers too).
+ */
+void serve_add_headers(struct serve *sv, struct MHD_Connection *c, struct MHD_Response *r);
+
+/* The server serve_reply_* answer for (its headers); set once by serve_http_start. */
+void serve_reply_init(struct serve *sv);
+
 /* --- the completion endpoints (serve_completion.c) --- */
+
+/* Bytes of s[0..n) that end on a whole UTF-8 sequence (an incomplete tail held back). */
+size_t serve_utf8_complete_len(const char *s, size_t n);
+
+/*
+ * Waits (j->mu held) until j is done or, with progress, has more than
+ * n_seen tokens; cancels j and returns false when the client hangs up.
+ */
+bool serve_wait_job(struct MHD_Connection *c, struct serve_job *j, bool progress, size_t n_seen);
 
 /* What parsing a request needs from the server: its model's tokenizer and limits. */
 struct serve_request_env serve_request_env_of(struct serve *sv);
 
+/* --- the answers' JSON (serve_answer.c), j->mu held --- */
+
+/* "ramforge V (llama.cpp V)": /props' build_info, OpenAI's system_fingerprint. */
+void serve_build_info(char *buf, size_t len);
+
+/* A streamed event (or, for chat, an array of chunks) of text[from..to), tokens [t0, t1). */
+json_t *serve_answer_partial(struct serve *sv, const struct serve_job *j, size_t from, size_t to,
+                             size_t t0, size_t t1);
+
+/* The whole answer of a done job, or (streamed) its last event(s) after from/t0. */
+json_t *serve_answer_final(struct serve *sv, const struct serve_job *j, size_t from, size_t to,
+                           size_t t0);
+
 /*
- * /completion, /completions and /v1/completions: queues the job rq->job
+ * The generation settings of a request without fields (the server's
+ * defaults, /props' default_generation_settings.params); NULL: no memory.
+ */
+json_t *serve_answer_defaults(struct serve *sv);
+
+/* Sets the index of prompt i in an answer (/completion's, or its choice's). */
+void serve_answer_index(json_t *o, enum serve_api api, size_t i);
+
+/* The answer of several prompts: /completion's array, or one OpenAI object (new reference). */
+json_t *serve_answer_merge(json_t *answers, enum serve_api api);
+
+/* --- chat (serve_chat.c) --- */
+
+/*
+ * The prompt text of a chat body's "messages" through the model's chat
+ * template (forge_chat_apply); *text the caller frees. Refuses (400) what
+ * it does not implement: a content part but text, tools,
+ * response_format other than text, a final assistant message. Returns 0,
+ * 400 or 500 with msg.
+ */
+int serve_chat_prompt(struct serve *sv, json_t *body, char **text, char *msg, size_t len);
+
+/* POST /chat/completions/input_tokens: {"messages"} -> {"input_tokens"}, the chat's prompt tokens.
+ */
+enum MHD_Result serve_handle_input_tokens(struct serve *sv, struct MHD_Connection *c, json_t *body);
+
+/* POST /apply-template: {"messages"} -> {"prompt"}. */
+enum MHD_Result serve_handle_apply_template(struct serve *sv, struct MHD_Connection *c,
+                                            json_t *body);
+
+/*
+ * /completion, /completions, /v1/completions, /v1/chat/completions: queues the job rq->job
  * (the connection's reference), waits for it, and answers it whole or, with
  * "stream", as server-sent events.
  */

@@ -70,6 +70,48 @@ static void live_metrics(FILE *f)
            "The memory cgroup's effective hard limit read at scrape time; absent when none.");
     if (has_cg && cg.has_limit && !cg.limit_unlimited)
         fprintf(f, "ramforge_live_cgroup_limit_bytes %" PRIu64 "\n", cg.limit_bytes);
+/* tokens / ns in tokens per second, 0 without time. */
+static double per_second(uint64_t tokens, uint64_t ns)
+{
+    return ns ? (double)tokens / ((double)ns / 1e9) : 0.0;
+}
+
+/*
+ * llama-server's other series where serve has the figure (under sv->mu):
+ * nothing is cached and nothing drafted (one slot, no prompt cache, no
+ * speculative decoding), so those counters are 0; the throughput gauges
+ * cover the time since the last /metrics, as llama-server's.
+ */
+static void llama_server_more(FILE *f, struct serve *sv)
+{
+    metric_u64(f, "llamacpp:prompt_tokens_cached_total", "counter",
+               "Number of prompt tokens served from the cache.", 0);
+    metric_u64(f, "llamacpp:n_decode_total", "counter", "Total number of llama_decode() calls",
+               sv->n_decode_total);
+    metric_u64(f, "llamacpp:n_tokens_max", "counter", "Largest observed n_tokens.",
+               sv->n_tokens_max);
+    metric_u64(f, "llamacpp:spec_decode_num_draft_tokens_total", "counter",
+               "Total number of draft tokens generated.", 0);
+    metric_u64(f, "llamacpp:spec_decode_num_accepted_tokens_total", "counter",
+               "Total number of draft tokens accepted.", 0);
+    metric_u64(f, "llamacpp:spec_decode_num_drafts_total", "counter",
+               "Total number of speculative decoding drafts.", 0);
+    family(f, "llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.");
+    fprintf(f, "llamacpp:prompt_tokens_seconds %.6f\n",
+            per_second(sv->prompt_tokens_total - sv->bucket_prompt_tokens,
+                       sv->prompt_ns_total - sv->bucket_prompt_ns));
+    family(f, "llamacpp:predicted_tokens_seconds", "gauge",
+           "Average generation throughput in tokens/s.");
+    fprintf(f, "llamacpp:predicted_tokens_seconds %.6f\n",
+            per_second(sv->tokens_predicted_total - sv->bucket_predicted,
+                       sv->decode_ns_total - sv->bucket_decode_ns));
+    family(f, "llamacpp:n_busy_slots_per_decode", "gauge",
+           "Average number of busy slots per llama_decode() call");
+    fprintf(f, "llamacpp:n_busy_slots_per_decode %d\n", sv->n_decode_total ? 1 : 0);
+    sv->bucket_prompt_tokens = sv->prompt_tokens_total;
+    sv->bucket_prompt_ns = sv->prompt_ns_total;
+    sv->bucket_predicted = sv->tokens_predicted_total;
+    sv->bucket_decode_ns = sv->decode_ns_total;
 }
 
 /* The counters kept by the server itself (under sv->mu). */
@@ -84,6 +126,7 @@ static void server_metrics(FILE *f, struct serve *sv)
                "Number of generation tokens processed.", sv->tokens_predicted_total);
     family(f, "llamacpp:tokens_predicted_seconds_total", "counter", "Predict process time");
     fprintf(f, "llamacpp:tokens_predicted_seconds_total %.6f\n", (double)sv->decode_ns_total / 1e9);
+    llama_server_more(f, sv);
     metric_u64(f, "llamacpp:requests_processing", "gauge", "Number of requests processing.",
                sv->processing);
     metric_u64(f, "llamacpp:requests_deferred", "gauge", "Number of requests deferred.",

@@ -1,7 +1,9 @@
 /* ramforge serve's command line: the options, their checks and the usage text. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "serve.h"
@@ -12,8 +14,9 @@ static void usage(FILE *out)
             "Usage: %s serve -m MODEL [OPTIONS]\n"
             "\n"
             "Serve MODEL over HTTP with llama-server's endpoints (/completion,\n"
-            "/v1/completions, /tokenize, /detokenize, /health, /props, /v1/models,\n"
-            "/metrics) plus /residency, one request at a time, each in its own context\n"
+            "/v1/completions, /v1/chat/completions, /apply-template, /tokenize,\n"
+            "/detokenize, /health, /props, /slots, /v1/models, /metrics) plus /residency, one "
+            "request at a time, each in its own context\n"
             "that is dropped before the next (a quiescent boundary). Per request:\n"
             "admission (503 with the reason when refused), staging after an idle release,\n"
             "generation, the after_session boundary of the policy, the operation report.\n"
@@ -29,7 +32,7 @@ static void usage(FILE *out)
             "                                n_predict), tokens (default: the model's\n"
             "                                training context)\n"
             "  -n, --n-predict N             a request's n_predict when it gives none\n"
-            "                                (default 128)\n"
+            "                                (default 128; -1: up to the context)\n"
             "  -t, --threads N               threads, 1..1024 (default: the physical cores,\n"
             "                                as llama.cpp's tools)\n"
             "      --residency-policy P      off, observe (default), conservative,\n"
@@ -79,6 +82,30 @@ static void usage(FILE *out)
             "                                1..65536 (default 32); beyond them a new one is\n"
             "                                closed at once, so one client cannot take every\n"
             "                                slot and /health stays reachable\n"
+            "      --alias NAME[,NAME...]    the model's names (/v1/models' aliases); the\n"
+            "                                alphabetically first is its id and its name in\n"
+            "                                the answers, as llama-server (default: -m's path)\n"
+            "      --tags TAG[,TAG...]       /v1/models' tags (default: none)\n"
+            "      --seed N                  seed of a request that gives none, 0..2^32-2\n"
+            "                                (default -1: random)\n"
+            "      --slots                   answer /slots (default)\n"
+            "      --no-slots                /slots answers 501, as llama-server's\n"
+            "      --chat-template T         the chat template: one of llama.cpp's built-in\n"
+            "                                names (chatml, llama3, command-r, ...) or a\n"
+            "                                template llama_chat_apply_template recognises\n"
+            "                                (default: the model's; checked at start)\n"
+            "      --temp T                  temperature of a request that gives none, 0..100\n"
+            "                                (default 0.8)\n"
+            "      --sleep-idle-seconds N    llama-server's sleep as serve does it:\n"
+            "                                --idle-seconds N and, unless --memory-target is\n"
+            "                                given, memory-bound to one page (the idle\n"
+            "                                release takes every weight page it can; /props\n"
+            "                                is_sleeping is true once it did)\n"
+            "      --cors-origins LIST       Origins answered with Access-Control-Allow-*\n"
+            "                                headers: '*' (default: any, reflected, as\n"
+            "                                llama-server), 'localhost' (http://localhost,\n"
+            "                                127.0.0.1 or [::1], any port), a comma-\n"
+            "                                separated list, or none\n"
             "      --residency-report-json PATH\n"
             "                                at exit (SIGINT, SIGTERM), write the session\n"
             "                                report (schema_version 1, every operation)\n"
@@ -93,7 +120,10 @@ static void usage(FILE *out)
             "\n"
             "Errors answer llama-server's shape {\"error\":{\"code\",\"message\",\"type\"}}:\n"
             "400 bad body, 401 key, 404, 405, 413 body over 1 MiB, 503 queue full,\n"
-            "admission refused or shutting down. README.md, 'Serving'.\n",
+            "admission refused or shutting down. A request field serve does not\n"
+            "implement is refused with 400 naming it, never ignored; /v1/chat/completions\n"
+            "uses the model's chat template through llama_chat_apply_template.\n"
+            "README.md, 'Serving', lists the fields.\n",
             RF_PROGRAM);
 }
 
@@ -110,7 +140,30 @@ enum {
     OPT_HEAD_TIMEOUT,
     OPT_MAX_CONNECTIONS,
     OPT_MAX_PER_ADDRESS,
+    OPT_ALIAS,
+    OPT_SEED,
+    OPT_CORS_ORIGINS,
+    OPT_SLOTS,
+    OPT_NO_SLOTS,
+    OPT_TEMP,
+    OPT_SLEEP,
+    OPT_TAGS,
+    OPT_CHAT_TEMPLATE,
 };
+
+const char *serve_model_name(const struct serve_options *o)
+{
+    return o->alias_first[0] ? o->alias_first : o->sess.model;
+}
+
+/* An option's text must not be empty (false: said so). */
+static bool non_empty(const char *what, const char *arg)
+{
+    if (*arg)
+        return true;
+    cli_usage_error("%s is empty", what);
+    return false;
+}
 
 /* serve's own options (session_command.own): 0, the exit status, or -1 for an unknown code. */
 static int serve_option(int c, const char *arg, void *ud)
@@ -138,11 +191,10 @@ static int serve_option(int c, const char *arg, void *ud)
             return RF_EXIT_USAGE;
         break;
     case OPT_API_KEY:
-        if (!*arg) {
-            cli_usage_error("the API key is empty");
+    case OPT_ALIAS:
+        if (!non_empty(c == OPT_ALIAS ? "the alias (--alias)" : "the API key", arg))
             return RF_EXIT_USAGE;
-        }
-        o->api_key = arg;
+        *(c == OPT_ALIAS ? &o->alias : &o->api_key) = arg;
         break;
     case OPT_TIMEOUT:
         if (!cli_parse_int("timeout (--timeout)", arg, 1, 86400, &o->timeout_s))
@@ -166,6 +218,44 @@ static int serve_option(int c, const char *arg, void *ud)
         if (!cli_parse_int("requests (--profile-save-every)", arg, 0, 1000000000,
                            &o->profile_save_every))
             return RF_EXIT_USAGE;
+        break;
+    case OPT_SEED:
+        if (!cli_parse_int("seed (--seed)", arg, -1, 4294967294LL, &o->seed))
+            return RF_EXIT_USAGE;
+        break;
+    case OPT_CORS_ORIGINS:
+        if (!non_empty("the CORS origins (--cors-origins: '*', localhost, a list or none)", arg))
+            return RF_EXIT_USAGE;
+        o->cors_origins = strcmp(arg, "none") ? arg : NULL;
+        break;
+    case OPT_TEMP: {
+        char *end = NULL;
+        o->temperature = strtod(arg, &end);
+        if (!*arg || *end || !(o->temperature >= 0.0 && o->temperature <= 100.0)) {
+            cli_usage_error("invalid temperature (--temp) '%s': expected a number in 0..100", arg);
+            return RF_EXIT_USAGE;
+        }
+        break;
+    }
+    case OPT_SLEEP:
+        if (!cli_parse_int("idle time (--sleep-idle-seconds)", arg, 1, 86400 * 365,
+                           &o->idle_seconds))
+            return RF_EXIT_USAGE;
+        o->sleep = true;
+        break;
+    case OPT_CHAT_TEMPLATE:
+        if (!non_empty("the chat template (--chat-template)", arg))
+            return RF_EXIT_USAGE;
+        o->chat_template = arg;
+        break;
+    case OPT_TAGS:
+        if (!non_empty("the tags (--tags)", arg))
+            return RF_EXIT_USAGE;
+        o->tags = arg;
+        break;
+    case OPT_SLOTS:
+    case OPT_NO_SLOTS:
+        o->no_slots = c == OPT_NO_SLOTS;
         break;
     default:
         return -1;
@@ -195,6 +285,15 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
         {"header-timeout", required_argument, NULL, OPT_HEAD_TIMEOUT},
         {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
         {"max-connections-per-address", required_argument, NULL, OPT_MAX_PER_ADDRESS},
+        {"alias", required_argument, NULL, OPT_ALIAS},
+        {"tags", required_argument, NULL, OPT_TAGS},
+        {"chat-template", required_argument, NULL, OPT_CHAT_TEMPLATE},
+        {"seed", required_argument, NULL, OPT_SEED},
+        {"cors-origins", required_argument, NULL, OPT_CORS_ORIGINS},
+        {"slots", no_argument, NULL, OPT_SLOTS},
+        {"temp", required_argument, NULL, OPT_TEMP},
+        {"sleep-idle-seconds", required_argument, NULL, OPT_SLEEP},
+        {"no-slots", no_argument, NULL, OPT_NO_SLOTS},
         SESSION_LONGOPT_REPORT_JSON,
         SESSION_LONGOPT_PROFILE,
         SESSION_LONGOPT_PROFILE_HISTORY,
@@ -209,12 +308,26 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
                                         .shortopts = ":" SESSION_SHORTOPTS,
                                         .usage = usage,
                                         .own = serve_option,
-                                        .ud = o};
+                                        .ud = o,
+                                        .n_predict_to_context = true};
     const struct session_options *so = &o->sess;
 
     int rc = session_options_parse(&cmd, argc, argv, &o->sess);
     if (rc >= 0)
         return rc;
+    for (const char *p = o->alias; p && *p;) { /* the first alias in byte order, as std::set */
+        size_t n = strcspn(p, ",");
+        if (n && n < sizeof(o->alias_first) &&
+            (!o->alias_first[0] || strncmp(p, o->alias_first, sizeof(o->alias_first)) < 0))
+            snprintf(o->alias_first, sizeof(o->alias_first), "%.*s", (int)n, p);
+        p += n + (p[n] == ',');
+    }
+    if (o->sleep && !o->sess.has_target) { /* llama-server's sleep: release what can be */
+        if (o->sess.policy == RF_POLICY_OBSERVE)
+            o->sess.policy = RF_POLICY_MEMORY_BOUND;
+        o->sess.has_target = true;
+        o->sess.target_bytes = (uint64_t)sysconf(_SC_PAGESIZE);
+    }
     if (!cli_check_target(so->policy, so->has_target, so->target_bytes, so->reserve_bytes))
         return RF_EXIT_USAGE;
     if (so->policy == RF_POLICY_OFF && (o->idle_seconds || so->has_staging || so->has_target))

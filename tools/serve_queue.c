@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "serve.h"
+#include "serve_request.h"
 
 struct serve_job *serve_job_new(void)
 {
@@ -20,6 +21,8 @@ struct serve_job *serve_job_new(void)
     atomic_init(&j->cancelled, false);
     j->refs = 1;
     j->stop_type = "none";
+    j->stopping_word = "";
+    j->return_tokens = true;
     return j;
 }
 
@@ -34,9 +37,14 @@ void serve_job_put(struct serve_job *j)
         return;
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
-    free(j->prompt_tokens);
+    serve_request_free(j);
     free(j->text);
     free(j->tokens);
+    free(j->ends);
+    free(j->probs);
+    free(j->top_ids);
+    free(j->top_p_of);
+    free(j->top_n);
     free(j);
 }
 

@@ -16,9 +16,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ramforge/forge.h"
+
 enum serve_api {
     SERVE_API_COMPLETION = 0, /* llama-server's /completion */
     SERVE_API_OAI,            /* OpenAI's /v1/completions */
+    SERVE_API_CHAT,           /* OpenAI's /v1/chat/completions */
 };
 
 /*
@@ -31,23 +34,48 @@ struct serve_job {
     bool stream;
     int32_t *prompt_tokens; /* owned */
     size_t n_prompt;
+    char *prompt_text; /* the prompt as llama-server echoes it ("prompt"), owned */
     int32_t n_predict;
     float temperature, top_p, min_p;
     int32_t top_k;
     uint32_t seed;
+    struct forge_logit_bias *logit_bias; /* n_logit_bias, owned */
+    size_t n_logit_bias;
+    bool penalties; /* one of the three penalties is not neutral */
+    int32_t repeat_last_n;
+    float repeat_penalty, frequency_penalty, presence_penalty;
+    char *grammar; /* GBNF, owned; NULL: none */
+    bool ignore_eos;
+    int32_t n_probs; /* 0: none */
+    bool post_sampling_probs;
+    char **stop; /* n_stop stop strings, owned */
+    size_t n_stop;
+    bool return_tokens;     /* "tokens" of /completion's answer (default true) */
+    bool timings_per_token; /* timings in every streamed event */
+    bool include_usage;     /* stream_options.include_usage (chat) */
+    bool verbose;           /* "__verbose" in OpenAI answers (default: serve -v) */
+    bool exceeds_context;   /* the 400 is llama-server's exceed_context_size_error */
+    char **response_fields; /* n_response_fields paths, owned; 0: the whole answer */
+    size_t n_response_fields;
     uint64_t t_queued_ns;
     /* output, under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    char *text; /* generated text so far, NUL-terminated, owned */
+    char *text; /* generated text so far, NUL-terminated, owned (a stop string cut off) */
     size_t text_len, text_cap;
     int32_t *tokens; /* generated ids so far, owned */
+    size_t *ends;    /* text bytes after each token (may exceed text_len after a stop) */
     size_t n_tokens, tokens_cap;
+    float *probs;     /* with n_probs: each token's probability, then n_probs ids/probs */
+    int32_t *top_ids; /* n_tokens * n_probs */
+    float *top_p_of;  /* n_tokens * n_probs */
+    size_t *top_n;    /* entries of each token's top */
     bool done;
     atomic_bool cancelled;         /* the client left: stop after the current token */
     int status;                    /* HTTP status when done: 200, or an error's */
     char message[768];             /* the error's message */
-    const char *stop_type;         /* "eos", "limit", "none" (cancelled) */
+    const char *stop_type;         /* "eos", "limit", "word", "none" (cancelled) */
+    const char *stopping_word;     /* the stop string met (one of stop[]), or "" */
     uint64_t prompt_ns, decode_ns; /* timings of the generation */
     /* ownership */
     int refs;

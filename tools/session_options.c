@@ -8,7 +8,8 @@
 #include "cli.h"
 
 /* One shared option: 0 when taken, RF_EXIT_USAGE after the message, -1 when not shared. */
-static int shared_option(int c, const char *arg, struct session_options *so)
+static int shared_option(const struct session_command *cmd, int c, const char *arg,
+                         struct session_options *so)
 {
     switch (c) {
     case 'm':
@@ -26,8 +27,15 @@ static int shared_option(int c, const char *arg, struct session_options *so)
         so->has_memory_limit = true;
         return 0;
     case 'n':
-        return cli_parse_int("token count (-n)", arg, 1, 1000000, &so->n_predict) ? 0
-                                                                                  : RF_EXIT_USAGE;
+        if (!cli_parse_int("token count (-n)", arg, cmd->n_predict_to_context ? -1 : 1, 1000000,
+                           &so->n_predict))
+            return RF_EXIT_USAGE;
+        if (so->n_predict == 0) { /* serve's -1..1000000 but 0 */
+            cli_usage_error("invalid token count (-n) '0': expected -1 (up to the context) or "
+                            "1..1000000");
+            return RF_EXIT_USAGE;
+        }
+        return 0;
     case 't':
         return cli_parse_int("thread count (-t)", arg, 1, 1024, &so->n_threads) ? 0 : RF_EXIT_USAGE;
     case 'c':
@@ -79,7 +87,7 @@ int session_options_parse(const struct session_command *cmd, int argc, char **ar
             cmd->usage(stdout);
             return 0;
         }
-        int rc = shared_option(c, optarg, so);
+        int rc = shared_option(cmd, c, optarg, so);
         if (rc < 0)
             rc = cmd->own(c, optarg, cmd->ud);
         if (rc < 0)

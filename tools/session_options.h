@@ -24,17 +24,18 @@
 
 /* What the shared options asked for; the command sets the defaults before parsing. */
 struct session_options {
-    const char *model;             /* -m/--model PATH (required) */
-    bool verbose;                  /* -v/--verbose: llama.cpp's and the library's log */
-    long long n_predict;           /* -n/--n-predict N, 1..1000000 (serve: a request's default) */
-    long long n_threads;           /* -t/--threads N, 1..1024; 0: not given */
-    long long n_ctx;               /* -c/--ctx-size N, tokens, 1..16777216; 0: not given */
-    enum rf_policy_profile policy; /* --residency-policy P */
-    bool has_target;               /* --memory-target given */
-    uint64_t target_bytes;         /* --memory-target SIZE, bytes */
-    bool has_reserve;              /* --safety-reserve given */
-    uint64_t reserve_bytes;        /* --safety-reserve SIZE, bytes; 0 allowed */
-    bool has_release_mode;         /* --release-mode given */
+    const char *model;                 /* -m/--model PATH (required) */
+    bool verbose;                      /* -v/--verbose: llama.cpp's and the library's log */
+    long long n_predict;               /* -n/--n-predict N, 1..1000000 (serve: a request's default,
+                                          -1 too: up to the context) */
+    long long n_threads;               /* -t/--threads N, 1..1024; 0: not given */
+    long long n_ctx;                   /* -c/--ctx-size N, tokens, 1..16777216; 0: not given */
+    enum rf_policy_profile policy;     /* --residency-policy P */
+    bool has_target;                   /* --memory-target given */
+    uint64_t target_bytes;             /* --memory-target SIZE, bytes */
+    bool has_reserve;                  /* --safety-reserve given */
+    uint64_t reserve_bytes;            /* --safety-reserve SIZE, bytes; 0 allowed */
+    bool has_release_mode;             /* --release-mode given */
     enum rf_release_mode release_mode; /* --release-mode dontneed|pageout */
     bool has_staging;                  /* --staging-budget given */
     uint64_t staging_budget;           /* --staging-budget SIZE, bytes */
@@ -141,7 +142,8 @@ struct session_command {
      */
     int (*own)(int c, const char *arg, void *ud);
     void *ud;
-    bool no_model; /* exec: no -m (PROGRAM loads its model); argv ends before PROGRAM */
+    bool no_model;             /* exec: no -m (PROGRAM loads its model); argv ends before PROGRAM */
+    bool n_predict_to_context; /* -n -1 allowed: up to the context (serve's request default) */
 };
 
 /*

@@ -172,4 +172,32 @@ int forge_gguf_open_measured(const char *path, struct gguf_context **out, struct
  */
 void forge_tensor_table_fill(const struct gguf_context *g, struct rf_tensor_meta *t);
 
+/* --- sampling (sample.c) --- */
+
+struct llama_sampler;
+struct llama_vocab;
+struct llama_token_data;
+
+/* Scratch of forge_sample with n_probs > 0, zeroed before the first token. */
+struct forge_sample_probs {
+    struct llama_token_data *cand; /* n_vocab candidates */
+    int32_t *ids;                  /* n_probs */
+    float *p;                      /* n_probs */
+    struct forge_token_probs out;  /* what on_token receives */
+};
+
+/* The sampler chain of p (see forge_generate_params), or NULL (out of memory, a bad grammar). */
+struct llama_sampler *forge_sampler_chain(const struct llama_vocab *vocab,
+                                          const struct forge_generate_params *p);
+
+/*
+ * Samples the next token of ctx's last logits through chain (accepted
+ * into it) into *id; with p->n_probs > 0, fills pr->out. 0, -ENOMEM, -EIO.
+ */
+int forge_sample(struct llama_sampler *chain, struct llama_context *ctx,
+                 const struct forge_generate_params *p, struct forge_sample_probs *pr, int32_t *id);
+
+/* Frees the scratch of forge_sample (zeroed: no-op). */
+void forge_sample_probs_free(struct forge_sample_probs *pr);
+
 #endif

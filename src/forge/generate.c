@@ -4,7 +4,8 @@
  * or after n_predict tokens), with an explicit, timed llama_synchronize
  * after each llama_decode. Greedy by default (one greedy sampler, as
  * simple); with a temperature, llama.cpp's sampler chain top_k -> top_p ->
- * min_p -> temp -> dist(seed), the order of llama-server's defaults. An observer, when given, is
+ * min_p -> temp -> dist(seed), the order of llama-server's defaults, after
+ * the optional logit bias, penalties and grammar (sample.c). An observer, when given, is
  * the context's cb_eval and is bound to it while the context lives.
  */
 #include "forge_internal.h"
@@ -123,35 +124,13 @@ int forge_detokenize(struct forge_model *m, const int32_t *tokens, size_t n, cha
     return -EIO;
 }
 
-/* The sampler chain of p: greedy at temperature <= 0, else top_k/top_p/min_p/temp/dist. */
-static struct llama_sampler *sampler_chain(const struct forge_generate_params *p)
-{
-    struct llama_sampler_chain_params sp = llama_sampler_chain_default_params();
-    sp.no_perf = true;
-    struct llama_sampler *smpl = llama_sampler_chain_init(sp);
-    if (!smpl)
-        return NULL;
-    if (p->temperature <= 0.0f) {
-        llama_sampler_chain_add(smpl, llama_sampler_init_greedy());
-        return smpl;
-    }
-    if (p->top_k > 0)
-        llama_sampler_chain_add(smpl, llama_sampler_init_top_k(p->top_k));
-    if (p->top_p < 1.0f)
-        llama_sampler_chain_add(smpl, llama_sampler_init_top_p(p->top_p, 1));
-    if (p->min_p > 0.0f)
-        llama_sampler_chain_add(smpl, llama_sampler_init_min_p(p->min_p, 1));
-    llama_sampler_chain_add(smpl, llama_sampler_init_temp(p->temperature));
-    llama_sampler_chain_add(smpl, llama_sampler_init_dist(p->seed));
-    return smpl;
-}
-
 int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
                    struct forge_generate_result *out, char err[FORGE_ERR_MAX])
 {
     const struct llama_vocab *vocab = llama_model_get_vocab(m->model);
     struct forge_context *fc = NULL;
     struct llama_sampler *smpl = NULL;
+    struct forge_sample_probs probs = {0};
     size_t text_len = 0, text_cap = 0;
     int rc = 0;
 
@@ -226,9 +205,12 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     out->n_threads = llama_n_threads(fc->ctx);
     out->has_memory_breakdown =
         forge_memory_breakdown(fc->ctx, &out->kv_cache_bytes, &out->compute_bytes) == 0;
-    smpl = sampler_chain(p);
+    smpl = forge_sampler_chain(vocab, p);
     if (!smpl) {
-        rc = -ENOMEM;
+        snprintf(err, FORGE_ERR_MAX,
+                 "cannot build the sampler chain (a grammar llama.cpp "
+                 "rejects, or out of memory)");
+        rc = p->grammar && *p->grammar ? -EINVAL : -ENOMEM;
         goto out;
     }
 
@@ -245,7 +227,12 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
         if (n_pos == 0)
             out->prompt_ns = rf_now_ns() - t_inf;
         n_pos += batch_n;
-        llama_token id = llama_sampler_sample(smpl, fc->ctx, -1);
+        llama_token id;
+        rc = forge_sample(smpl, fc->ctx, p, &probs, &id);
+        if (rc < 0) {
+            snprintf(err, FORGE_ERR_MAX, "cannot sample at position %d", n_pos);
+            goto out;
+        }
         if (out->n_tokens == 0) {
             t_first = rf_now_ns();
             out->ttft_ns = t_first - t_inf;
@@ -262,7 +249,8 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
             snprintf(err, FORGE_ERR_MAX, "cannot convert token %d to text", id);
             goto out;
         }
-        if (p->on_token && !p->on_token(id, piece, (size_t)piece_n, p->token_user_data)) {
+        if (p->on_token && !p->on_token(id, piece, (size_t)piece_n,
+                                        p->n_probs > 0 ? &probs.out : NULL, p->token_user_data)) {
             out->cancelled = true;
             break;
         }
@@ -281,6 +269,7 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     }
 out:
     llama_sampler_free(smpl);
+    forge_sample_probs_free(&probs);
     if (fc) {
         struct forge_context_lifetime cl;
         forge_context_lifetime_state(fc, &cl);

@@ -32,6 +32,11 @@
 #include "gguf.h"
 #include "llama.h"
 
+/* The chat template written into every generated model (llama.cpp's chatml). */
+#define MKMODEL_CHAT_TEMPLATE                                                                      \
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "                   \
+    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}"        \
+    "{{ '<|im_start|>assistant\\n' }}{% endif %}"
 /* Rows quantized per ggml_backend_tensor_set call: bounds the float buffer. */
 #define MKMODEL_ROWS_PER_CHUNK 256
 
@@ -283,6 +288,9 @@ static int write_standard_tensors(const char *in_path, const char *out_path, enu
     }
     gguf_set_kv(dst, src);
     gguf_set_val_u32(dst, "general.file_type", llama_ftype_of(wtype));
+    /* chatml, which llama_chat_apply_template recognises and llama-server's Jinja runs alike
+       (set here: llama_model_save_to_file does not keep it) */
+    gguf_set_val_str(dst, "tokenizer.chat_template", MKMODEL_CHAT_TEMPLATE);
     for (int64_t i = 0; i < gguf_get_n_tensors(src); i++) {
         const char *tn = gguf_get_tensor_name(src, i);
         if (is_standard(tn))

@@ -334,7 +334,8 @@ def case_badinput(c):
               f"{cmd} {argv}: no --help hint in {p.stderr!r}")
     # run and serve parse the options they share once (tools/session_options.c): the same bad
     # value gets the same message and status, each with its own command's --help hint.
-    for argv in (["-n", "0"], ["-t", "x"], ["-c", "0"], ["--residency-policy", "bogus"],
+    # (-n's range differs: serve also takes -1, up to the context; its 0 is refused below)
+    for argv in (["-n", "x"], ["-t", "x"], ["-c", "0"], ["--residency-policy", "bogus"],
                  ["--memory-target", "0"], ["--safety-reserve", "x"], ["--release-mode", "x"],
                  ["--staging-budget", "0"], ["--profile-history", "0"], ["--memory-target"]):
         r = c.run("run", "-m", model, *argv, check_rc=2)
@@ -342,6 +343,9 @@ def case_badinput(c):
         check("Try 'ramforge run --help'" in r.stderr and
               r.stderr.replace("'ramforge run --help'", "'ramforge serve --help'") == s.stderr,
               f"{argv}: run said {r.stderr!r}, serve {s.stderr!r}")
+    expect_error(c, ["run", "-m", model, "-n", "0"], 2, "must be between 1 and 1000000")
+    expect_error(c, ["serve", "-m", model, "-n", "0"], 2, "expected -1 (up to the context)")
+    expect_error(c, ["run", "-m", model, "-n", "-1"], 2, "must be between 1 and 1000000")
     expect_error(c, ["run", "-m", model, "-t", "-3"], 2, "invalid thread count")
     expect_error(c, ["run", "-m", model, "--residency-policy", "bogus"], 2,
                  "unknown residency policy 'bogus'")

@@ -612,10 +612,13 @@ def case_bad_bodies(c):
                      "n_predict")
         expect_error(sv, "POST", "/completion", {"prompt": PROMPT, "n_predict": 100}, 400,
                      "context")
-        expect_error(sv, "POST", "/completion", {"prompt": "word " * 200}, 400,
-                     "does not fit the context")
+        # llama-server's exceed_context_size_error: its type and two figures besides (issue 23)
+        st, doc, _ = sv.request("POST", "/completion", {"prompt": "word " * 200})
+        check(st == 400 and doc["error"]["type"] == "exceed_context_size_error" and
+              doc["error"]["n_ctx"] == 64 and doc["error"]["n_prompt_tokens"] > 64 and
+              "does not fit the context" in doc["error"]["message"], f"too long: {doc}")
         expect_error(sv, "POST", "/completion", {"prompt": [1, 99999999]}, 400, "token 1")
-        expect_error(sv, "POST", "/completion", {"prompt": [1, "a"]}, 400, "token 1")
+        expect_error(sv, "POST", "/completion", {"prompt": [1, 2.5]}, 400, "token 1")
         expect_error(sv, "POST", "/v1/completions", {"prompt": PROMPT, "max_tokens": 0}, 400,
                      "n_predict")
         expect_error(sv, "POST", "/tokenize", {"content": 5}, 400, "content")

@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
         if (st != 0 && st != 400 && st != 500)
             abort();
-        free(j.prompt_tokens);
+        serve_request_free(&j);
     }
     const char *content;
     bool add_special, parse_special, with_pieces;

@@ -298,13 +298,34 @@ int forge_model_release(struct forge_model *m, const struct rf_file_range *range
 struct forge_observer;
 struct forge_ahead;
 
+/* A bias added to one token's logit (llama_logit_bias); -INFINITY: never sampled. */
+struct forge_logit_bias {
+    int32_t token;
+    float bias;
+};
+
+/*
+ * The probabilities of one generated token (forge_generate_params.n_probs
+ * > 0), as llama-server's n_probs: before the sampling chain, the softmax
+ * of the raw logits; with post_sampling_probs, the candidates the chain
+ * left (at most n_probs of them). Borrowed for the on_token call.
+ */
+struct forge_token_probs {
+    float p;            /* the generated token's probability */
+    size_t n;           /* entries below, most probable first */
+    const int32_t *ids; /* n token ids */
+    const float *p_top; /* n probabilities */
+};
+
 /*
  * Called after each generated token with its id and text piece (len bytes,
- * not NUL-terminated; a piece may be a partial UTF-8 sequence). Return
- * false to stop the generation after this token (a client gone, a
- * shutdown): the result then has cancelled set.
+ * not NUL-terminated; a piece may be a partial UTF-8 sequence) and, with
+ * n_probs > 0, its probabilities (else NULL). Return false to stop the
+ * generation after this token (a client gone, a shutdown, a stop string):
+ * the result then has cancelled set.
  */
-typedef bool (*forge_token_fn)(int32_t id, const char *piece, size_t len, void *user_data);
+typedef bool (*forge_token_fn)(int32_t id, const char *piece, size_t len,
+                               const struct forge_token_probs *probs, void *user_data);
 
 struct forge_generate_params {
     const char *prompt;           /* UTF-8, tokenized with add_special = true, parse_special = true;
@@ -336,7 +357,24 @@ struct forge_generate_params {
     float top_p;
     float min_p;
     uint32_t seed;
-    forge_token_fn on_token; /* may be NULL */
+    /*
+     * llama-server's further samplers, all off at their zero values, in
+     * its order: logit_bias, penalties, grammar, then the chain above.
+     * penalties: llama_sampler_init_penalties(penalty_last_n, repeat,
+     * freq, present) over the generated tokens. grammar: GBNF whose start
+     * rule is "root" (llama_sampler_init_grammar; forge_grammar_check
+     * first). ignore_eos: every end-of-generation token biased -INFINITY.
+     */
+    const struct forge_logit_bias *logit_bias; /* n_logit_bias entries, borrowed */
+    size_t n_logit_bias;
+    bool penalties;
+    int32_t penalty_last_n;
+    float penalty_repeat, penalty_freq, penalty_present;
+    const char *grammar; /* borrowed; NULL or "": none */
+    bool ignore_eos;
+    int32_t n_probs;          /* > 0: on_token receives the top n_probs probabilities */
+    bool post_sampling_probs; /* probabilities after the chain instead of before */
+    forge_token_fn on_token;  /* may be NULL */
     void *token_user_data;
 };
 
@@ -403,6 +441,47 @@ int forge_tokenize(struct forge_model *m, const char *text, bool add_special, bo
  * a token outside [0, n_vocab)), -ENOMEM, -EIO.
  */
 int forge_detokenize(struct forge_model *m, const int32_t *tokens, size_t n, char **text);
+
+/*
+ * Whether grammar (GBNF, start rule "root") parses for m's vocabulary, as
+ * forge_generate's grammar sampler will take it. Any thread. Returns 0, or
+ * -EINVAL (NULL argument, a grammar llama.cpp rejects), -ENOMEM.
+ */
+int forge_grammar_check(struct forge_model *m, const char *grammar);
+
+/*
+ * The text of one token as generation emits it (llama_token_to_piece,
+ * special tokens rendered, the leading space kept): into buf (size bytes),
+ * its length in *len (not NUL-terminated; may be a partial UTF-8
+ * sequence). Any thread. Returns 0, -EINVAL (NULL argument, id outside
+ * the vocabulary), -ENOSPC (buf too small).
+ */
+int forge_token_piece(struct forge_model *m, int32_t id, char *buf, size_t size, size_t *len);
+
+/* One message of a chat (llama_chat_message): role and content, borrowed. */
+struct forge_chat_message {
+    const char *role;
+    const char *content;
+};
+
+/*
+ * The chat template m carries (tokenizer.chat_template), or NULL when it
+ * has none (forge_chat_apply then uses llama.cpp's chatml, as
+ * llama-server). Owned by the model.
+ */
+const char *forge_chat_template(struct forge_model *m);
+
+/*
+ * msgs through a chat template (llama_chat_apply_template: the templates
+ * llama.cpp recognises, without a Jinja engine): tmpl, a template or the
+ * name of one of llama.cpp's built-in ones ("llama3", "chatml", ...;
+ * borrowed), or NULL for the model's. With the assistant's opening when
+ * add_assistant. *text is NUL-terminated, the caller frees. Any thread.
+ * Returns 0, -EINVAL (NULL argument, a template llama.cpp does not
+ * recognise), -ENOMEM.
+ */
+int forge_chat_apply(struct forge_model *m, const char *tmpl, const struct forge_chat_message *msgs,
+                     size_t n, bool add_assistant, char **text);
 
 /* Model generation (ramforge mkmodel). */
 enum forge_mkmodel_preset {
