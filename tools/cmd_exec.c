@@ -223,7 +223,8 @@ int cmd_exec(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     struct exec_options o = {.sess = {.policy = RF_POLICY_OBSERVE}, .admission = RF_ADMISSION_WARN};
-    const struct session_command cmd = {longopts, "+:c:vh", usage, own_option, &o, true};
+    const struct session_command cmd = {longopts,   "+:c:vh", usage,
+                                        own_option, &o,       .no_model = true};
     char program[PATH_MAX], preload[PATH_MAX], engine[PATH_MAX];
 
     int end = 1; /* exec's own arguments end at "--" */

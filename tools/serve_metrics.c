@@ -70,6 +70,8 @@ static void live_metrics(FILE *f)
            "The memory cgroup's effective hard limit read at scrape time; absent when none.");
     if (has_cg && cg.has_limit && !cg.limit_unlimited)
         fprintf(f, "ramforge_live_cgroup_limit_bytes %" PRIu64 "\n", cg.limit_bytes);
+}
+
 /* tokens / ns in tokens per second, 0 without time. */
 static double per_second(uint64_t tokens, uint64_t ns)
 {
