@@ -37,6 +37,8 @@ SKIP = [
     (r"^(LLAMA_PREFIX=|export PKG_CONFIG_PATH=|cc embed\.c|build-embed/)",
      "builds and runs the example against an installed prefix: tests/install does"),
     (r"^RF_BENCH_DRIVER=", "a benchmark of several minutes (see its own header)"),
+    (r"^(make server-suite|tests/server_suite/run_suite\.py)\b",
+     "llama.cpp's server test-suite: ctest server_suite_* runs its fast files"),
 ]
 
 # Models the README names -> (preset, type) generated for the test.
