@@ -24,6 +24,9 @@ _ramforge_opts_serve="-m --model --host --port -c --ctx-size -n --n-predict -t -
     --residency-policy --memory-target --safety-reserve --release-mode --idle-seconds
     --staging-budget --queue --history --api-key --timeout --residency-report-json
     --profile --profile-history --profile-save-every -v --verbose -h --help"
+_ramforge_opts_exec="--residency-policy --memory-target --safety-reserve --release-mode
+    --admission -c --ctx-size --idle-seconds --staging-budget --history --residency-report-json
+    --metrics-file -v --verbose -h --help"
 _ramforge_columns="INDEX NAME LAYER TYPE TENSORS RANGE PAGES SIZE RES NONRES UNKNOWN RES_BYTES
     PERCENT SAMPLED FILE"
 _ramforge_policies="off observe conservative memory-bound reuse-aware active streaming"
@@ -93,14 +96,14 @@ _ramforge()
 
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
-        run | inspect | mkmodel | bench | serve) cmd=${COMP_WORDS[i]}; break ;;
+        run | inspect | mkmodel | bench | serve | exec) cmd=${COMP_WORDS[i]}; break ;;
         esac
     done
     if [[ -z $cmd ]]; then
         if [[ $cur == -* ]]; then
             COMPREPLY=($(compgen -W "-h --help -V --version" -- "$cur"))
         else
-            COMPREPLY=($(compgen -W "run inspect mkmodel bench serve" -- "$cur"))
+            COMPREPLY=($(compgen -W "run inspect mkmodel bench serve exec" -- "$cur"))
         fi
         return 0
     fi

@@ -129,6 +129,7 @@ int cmd_inspect(int argc, char **argv);
 int cmd_mkmodel(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_exec(int argc, char **argv);
 
 /* The log sink the CLI installs: llama.cpp and library messages on stderr with --verbose. */
 void cli_log_sink(enum rf_log_level level, const char *msg, void *user_data);

@@ -29,6 +29,8 @@ static void usage(FILE *out)
             "            conditions (warm, isolated-nonresident): results.tsv, summary.json\n"
             "  serve     llama-server's HTTP endpoints over one model kept under a memory\n"
             "            target, with an idle release between requests and /metrics\n"
+            "  exec      run an unmodified llama.cpp program (llama-server) with ramforge's\n"
+            "            preload: a session for every model it loads\n"
             "\n"
             "Options:\n"
             "  -h, --help     show this help\n"
@@ -61,18 +63,18 @@ int main(int argc, char **argv)
     static const struct {
         const char *name; /* held once: every usage error of the command names it */
         int (*fn)(int, char **);
-    } table[] = {{"run", cmd_run},
-                 {"inspect", cmd_inspect},
-                 {"mkmodel", cmd_mkmodel},
-                 {"serve", cmd_serve},
-                 {"bench", cmd_bench}};
+    } table[] = {
+        {"run", cmd_run},     {"inspect", cmd_inspect}, {"mkmodel", cmd_mkmodel},
+        {"serve", cmd_serve}, {"bench", cmd_bench},     {"exec", cmd_exec}, /* ramforge exec */
+    };
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         if (!strcmp(cmd, table[i].name)) {
             cli_set_command(table[i].name);
             return cli_finish_stdout(table[i].fn(argc - 1, argv + 1));
         }
     }
-    static const char *const commands[] = {"run", "inspect", "mkmodel", "bench", "serve", "help"};
+    static const char *const commands[] = {"run",   "inspect", "mkmodel", "bench",
+                                           "serve", "exec",    "help"};
     const char *best = cli_closest(cmd, commands, sizeof(commands) / sizeof(commands[0]));
     if (best)
         cli_usage_error("unknown command '%s'; did you mean '%s'?", cmd, best);

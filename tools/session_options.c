@@ -1,5 +1,5 @@
 /*
- * The options run and serve share (session_options.h): one getopt_long
+ * The options run, serve and exec share (session_options.h): one getopt_long
  * loop, one parser of the shared options, one mapping to
  * rf_session_params.
  */
@@ -79,7 +79,7 @@ int session_options_parse(const struct session_command *cmd, int argc, char **ar
         if (rc > 0)
             return rc;
     }
-    if (!cli_check_model_operands(argc, argv, so->model))
+    if (!cli_check_model_operands(argc, argv, cmd->no_model ? "" : so->model))
         return RF_EXIT_USAGE;
     return -1;
 }

@@ -129,13 +129,14 @@ struct session_command {
      */
     int (*own)(int c, const char *arg, void *ud);
     void *ud;
+    bool no_model; /* exec: no -m (PROGRAM loads its model); argv ends before PROGRAM */
 };
 
 /*
  * The one getopt_long loop of a session command: refuses llama.cpp's
  * flags (cli_reject_llama_flags), resets optind, parses argv into *so and
- * the command's own options through cmd->own, then requires -m and no
- * operand left (cli_check_model_operands). Returns -1 to continue, or the
+ * the command's own options through cmd->own, then requires -m (unless
+ * cmd->no_model) and no operand left (cli_check_model_operands). Returns -1 to continue, or the
  * exit status (0 after --help, 2 on a usage error, with the message
  * printed).
  */

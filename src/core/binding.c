@@ -18,7 +18,8 @@ void rf_binding_observe(struct rf_binding *b, const struct rf_native_lifetime *l
     b->boundary = boundary;
 }
 
-bool rf_binding_may_select(const struct rf_binding *b, const char **reason)
+/* The rule of both calls; allow_alive waives "zero active contexts". */
+static bool may_select(const struct rf_binding *b, bool allow_alive, const char **reason)
 {
     const struct rf_native_lifetime *lt = &b->last;
     const char *why = NULL;
@@ -35,11 +36,24 @@ bool rf_binding_may_select(const struct rf_binding *b, const char **reason)
         why = "the observation is of another model instance";
     else if (lt->in_flight_contexts > 0)
         why = "contexts are in flight";
-    else if (lt->active_contexts > 0)
+    else if (lt->active_contexts > 0 && !allow_alive)
         why = "contexts are alive (the session was not dropped)";
-    else if (!lt->quiescent)
+    else if (!lt->quiescent && !allow_alive)
         why = "the model is not quiescent";
     if (reason)
-        *reason = why ? why : "bound, contract 1, observed quiescent";
+        *reason = why                       ? why
+                  : lt->active_contexts > 0 ? "bound, contract 1, contexts alive and none in "
+                                              "flight (the idle boundary with contexts alive)"
+                                            : "bound, contract 1, observed quiescent";
     return why == NULL;
+}
+
+bool rf_binding_may_select(const struct rf_binding *b, const char **reason)
+{
+    return may_select(b, false, reason);
+}
+
+bool rf_binding_may_select_alive(const struct rf_binding *b, const char **reason)
+{
+    return may_select(b, true, reason);
 }

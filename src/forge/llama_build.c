@@ -9,14 +9,13 @@
 #include "llama_build.h"
 
 #include <dlfcn.h>
-#include <elf.h>
 #include <errno.h>
-#include <link.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "ramforge/elf_info.h"
 #include "ramforge/error.h"
 
 #include "llama.h"
@@ -46,69 +45,11 @@ const char *forge_llama_version(void)
     return RAMFORGE_LLAMA_VERSION;
 }
 
-/* The loaded object that holds addr, and its GNU build ID as hex. */
-struct note_search {
-    uintptr_t addr;
-    char *build_id;
-    size_t size;
-    int rc;
-};
-
-/* Hex of the NT_GNU_BUILD_ID note in the PT_NOTE segment [p, end); false: none. */
-static bool build_id_note(const unsigned char *p, const unsigned char *end, char *out, size_t size)
-{
-    while (p + sizeof(ElfW(Nhdr)) <= end) {
-        const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
-        const unsigned char *name = p + sizeof(*n);
-        const unsigned char *desc = name + ((n->n_namesz + 3) & ~3u);
-        if (desc + n->n_descsz > end)
-            return false;
-        if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && memcmp(name, "GNU", 4) == 0 &&
-            n->n_descsz * 2 < size) {
-            for (size_t i = 0; i < n->n_descsz; i++)
-                snprintf(out + 2 * i, 3, "%02x", desc[i]);
-            return true;
-        }
-        p = desc + ((n->n_descsz + 3) & ~3u);
-    }
-    return false;
-}
-
-static int find_note(struct dl_phdr_info *info, size_t size, void *ud)
-{
-    struct note_search *ns = ud;
-    bool holds = false;
-    (void)size;
-    for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
-        if (ph->p_type == PT_LOAD && ns->addr >= start && ns->addr < start + ph->p_memsz)
-            holds = true;
-    }
-    if (!holds)
-        return 0;
-    ns->rc = -ENOENT;
-    for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        const unsigned char *p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
-        if (ph->p_type == PT_NOTE && build_id_note(p, p + ph->p_memsz, ns->build_id, ns->size)) {
-            ns->rc = 0;
-            break;
-        }
-    }
-    return 1;
-}
-
 /* The process's libllama: the object defining llama_backend_init. */
 static int running_libllama(char *path, size_t path_size, char *build_id, size_t build_id_size)
 {
-    Dl_info di;
-    struct note_search ns = {(uintptr_t)&llama_backend_init, build_id, build_id_size, -ENOENT};
-    if (!dladdr((void *)&llama_backend_init, &di) || !di.dli_fname)
-        return -ENOENT;
-    snprintf(path, path_size, "%s", di.dli_fname);
-    dl_iterate_phdr(find_note, &ns);
-    return ns.rc;
+    return rfsys_build_id_at((const void *)&llama_backend_init, path, path_size, build_id,
+                             build_id_size);
 }
 
 static const char *running_version(void)

@@ -504,6 +504,16 @@ void forge_model_lease_end(struct forge_model *m)
     forge_gate_complete(&m->gate);
 }
 
+void forge_model_context_opened(struct forge_model *m)
+{
+    forge_gate_context_opened(&m->gate);
+}
+
+void forge_model_context_closed(struct forge_model *m)
+{
+    forge_gate_context_closed(&m->gate);
+}
+
 void forge_model_free(struct forge_model *m)
 {
     if (!m)

@@ -111,7 +111,8 @@ static bool observe_native(struct rf_session *s, const char *boundary, const cha
     s->op.rep.has_native = true;
     s->op.rep.native = nl;
     s->op.rep.native_boundary = boundary;
-    return rf_binding_may_select(&s->binding, why);
+    return s->alive_ok ? rf_binding_may_select_alive(&s->binding, why)
+                       : rf_binding_may_select(&s->binding, why);
 }
 
 /* ------------------------------------------------------------------ release */
@@ -422,6 +423,38 @@ int ses_after_load(struct rf_session *s)
 
 /* ------------------------------------------------------------------ boundaries */
 
+/*
+ * A boundary after executions (after_session, after_verify, idle; with
+ * s->alive_ok, idle with contexts alive): the pins undone, one execution
+ * walked, then the release rounds.
+ */
+static int execution_boundary(struct rf_session *s, const char *label, const char *after_label)
+{
+    ses_stream_unpin(s, label); /* pins never meet a release */
+    /*
+     * The resources walk one execution when executions completed since
+     * the last walk, and only at a quiescent boundary, or with contexts
+     * alive but none in flight at the idle boundary that allows them
+     * (otherwise the plan records why nothing may be selected).
+     */
+    struct rf_native_lifetime nl;
+    int rc = 0;
+    s->native->lifetime(s->ud, &nl);
+    bool settled = s->alive_ok
+                       ? nl.in_flight_contexts == 0
+                       : nl.quiescent && nl.in_flight_contexts == 0 && nl.active_contexts == 0;
+    if (settled && nl.execution_generation != s->walked_generation) {
+        rc = lt_execution_boundary(s);
+        s->walked_generation = nl.execution_generation;
+    }
+    if (rc == 0)
+        rc = release_rounds(s, label, after_label);
+    if (rc < 0)
+        ses_add_warning(s, "a boundary failed: its plan or release is incomplete (see "
+                           "application)");
+    return rc;
+}
+
 int rf_session_boundary(struct rf_session *s, enum rf_boundary b)
 {
     static const char *const labels[][2] = {
@@ -440,30 +473,21 @@ int rf_session_boundary(struct rf_session *s, enum rf_boundary b)
     }
     case RF_BOUNDARY_AFTER_SESSION:
     case RF_BOUNDARY_AFTER_VERIFY:
-    case RF_BOUNDARY_IDLE: {
-        ses_stream_unpin(s, labels[b][0]); /* pins never meet a release */
-        /*
-         * The resources walk one execution when executions completed since
-         * the last walk, and only at a quiescent boundary (otherwise the
-         * plan records why nothing may be selected).
-         */
-        struct rf_native_lifetime nl;
-        int rc = 0;
-        s->native->lifetime(s->ud, &nl);
-        if (nl.quiescent && nl.in_flight_contexts == 0 && nl.active_contexts == 0 &&
-            nl.execution_generation != s->walked_generation) {
-            rc = lt_execution_boundary(s);
-            s->walked_generation = nl.execution_generation;
-        }
-        if (rc == 0)
-            rc = release_rounds(s, labels[b][0], labels[b][1]);
-        if (rc < 0)
-            ses_add_warning(s, "a boundary failed: its plan or release is incomplete (see "
-                               "application)");
-        return rc;
-    }
+    case RF_BOUNDARY_IDLE:
+        return execution_boundary(s, labels[b][0], labels[b][1]);
     }
     return -EINVAL;
+}
+
+int rf_session_idle_alive_boundary(struct rf_session *s)
+{
+    if (!s || s->p.policy == RF_POLICY_OFF)
+        return -EINVAL;
+    ses_op_open(s);
+    s->alive_ok = true;
+    int rc = execution_boundary(s, "idle_alive", "idle_alive_release");
+    s->alive_ok = false;
+    return rc;
 }
 
 int rf_session_refresh(struct rf_session *s)

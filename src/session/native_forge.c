@@ -96,6 +96,16 @@ static void fn_lease_end(void *ud)
     forge_model_lease_end(ud);
 }
 
+static void fn_context_opened(void *ud)
+{
+    forge_model_context_opened(ud);
+}
+
+static void fn_context_closed(void *ud)
+{
+    forge_model_context_closed(ud);
+}
+
 static int fn_lock(void *ud, const struct rf_file_range *ranges, size_t n,
                    struct forge_pin_result *out)
 {
@@ -145,6 +155,8 @@ const struct rf_session_native rf_session_forge_native = {
     .identity = fn_identity,
     .lease_begin = fn_lease_begin,
     .lease_end = fn_lease_end,
+    .context_opened = fn_context_opened,
+    .context_closed = fn_context_closed,
     .lock = fn_lock,
     .unlock = fn_unlock,
     .advise_stream = fn_advise_stream,

@@ -299,3 +299,14 @@ void rf_session_lease_end(struct rf_session *s)
     if (held > 0)
         s->native->lease_end(s->ud);
 }
+
+int rf_session_context_alive(struct rf_session *s, bool opened)
+{
+    if (!s)
+        return -EINVAL;
+    void (*fn)(void *) = opened ? s->native->context_opened : s->native->context_closed;
+    if (!fn)
+        return -ENOSYS;
+    fn(s->ud);
+    return 0;
+}

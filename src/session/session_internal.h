@@ -59,6 +59,9 @@ struct rf_session_native {
     /* The execution lease around a decode. */
     void (*lease_begin)(void *ud);
     void (*lease_end)(void *ud);
+    /* A context of the application's own opened / freed; NULL: not counted (-ENOSYS). */
+    void (*context_opened)(void *ud);
+    void (*context_closed)(void *ud);
     /* The streaming policy's pins: forge_model_pin / forge_model_unpin's contracts
        (mlock / munlock of validated file ranges); NULL: the layer cannot pin. */
     int (*lock)(void *ud, const struct rf_file_range *ranges, size_t n,
@@ -178,6 +181,7 @@ struct rf_session {
     uint64_t operations_dropped; /* operations whose samples and plans the cap dropped */
     struct rf_release_totals dropped_releases; /* the attempted applications the cap dropped */
     uint64_t walked_generation; /* native execution generation the lifetimes walked */
+    bool alive_ok;              /* the boundary running allows alive contexts (idle_alive) */
     uint64_t invalidated;       /* resources of older generations made Invalidated */
 
     struct rf_residency_sample *samples;

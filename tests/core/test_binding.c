@@ -98,11 +98,38 @@ static void test_refusals(void **state)
     assert_false(rf_binding_may_select(&b, NULL));
 }
 
+/* ramforge exec's idle boundary: contexts alive are allowed, in flight never. */
+static void test_alive_allowed(void **state)
+{
+    (void)state;
+    struct rf_binding b;
+    const char *why;
+    struct rf_native_lifetime lt = quiet(42);
+
+    rf_binding_bind(&b, 42);
+    lt.active_contexts = 2;
+    lt.quiescent = false;
+    rf_binding_observe(&b, &lt, "idle_alive");
+    assert_false(rf_binding_may_select(&b, NULL));
+    assert_true(rf_binding_may_select_alive(&b, &why));
+    assert_string_equal(why, "bound, contract 1, contexts alive and none in flight (the idle "
+                             "boundary with contexts alive)");
+    lt.in_flight_contexts = 1;
+    rf_binding_observe(&b, &lt, "idle_alive");
+    assert_false(rf_binding_may_select_alive(&b, &why));
+    assert_string_equal(why, "contexts are in flight");
+    lt = quiet(43);
+    rf_binding_observe(&b, &lt, "idle_alive");
+    assert_false(rf_binding_may_select_alive(&b, &why));
+    assert_string_equal(why, "the observation is of another model instance");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_allowed_only_when_quiescent),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_alive_allowed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,6 +37,9 @@ ENUMS = [
     ("mkmodel", "--preset", ["tiny", "small", "tinyllama"]),
     ("bench", "--conditions", ["warm", "isolated-nonresident"]),
     ("bench", "--policies", POLICIES),
+    ("exec", "--residency-policy", POLICIES),
+    ("exec", "--release-mode", ["dontneed", "pageout"]),
+    ("exec", "--admission", ["enforce", "warn", "off"]),
 ]
 
 

@@ -25,7 +25,7 @@ from e2e_util import Skip, check, run_main  # noqa: E402
 
 SOURCE = os.path.normpath(os.path.join(HERE, "..", ".."))
 MAN_PAGE = os.path.join(SOURCE, "doc", "ramforge.1")
-COMMANDS = ("run", "inspect", "mkmodel", "bench", "serve")
+COMMANDS = ("run", "inspect", "mkmodel", "bench", "serve", "exec")
 SECTIONS = ("NAME", "SYNOPSIS", "DESCRIPTION", "COMMANDS", "REPORT FIGURES", "EXIT STATUS",
             "ENVIRONMENT", "FILES", "SEE ALSO")
 # An option as --help prints it: -x or --long-name, not inside a word.

@@ -8,7 +8,8 @@ private header of another layer:
   core     includes only core
   sys      includes only core and sys
   forge    includes only core, sys and forge
-  session  includes core, sys, forge and session (never tools)
+  session  includes core, sys, forge and session (never preload or tools)
+  preload  includes core, sys, forge, session and preload (never tools)
   tools    includes any layer
   llama.cpp, ggml and gguf headers are included only from src/forge/.
 
@@ -33,13 +34,14 @@ import re
 import sys
 
 # Lowest first: a layer may include itself and the layers before it.
-LAYERS = ("core", "sys", "forge", "session", "tools")
+LAYERS = ("core", "sys", "forge", "session", "preload", "tools")
 RANK = {name: i for i, name in enumerate(LAYERS)}
 
 # Headers of an include dir that declare no function defined in the tree and
 # belong higher than their own includes say: their layer, by who owns them.
 LAYER_OF_HEADER = {
     "defaults.h": "tools",  # the programs' defaults (the prompt): no library code uses them
+    "forge_exec.h": "forge",  # the seam of ramforge exec's shim (forge) and engine (preload)
 }
 
 # llama.cpp's headers (llama.h, llama-ext.h, llama-model.h, ...), ggml's
@@ -220,7 +222,7 @@ def check(root, show_map=False):
     for rel in tree.files:
         if not tree.in_header_dir(rel) and tree.dir_layer(rel)[0] is None:
             violations.append((rel, 1, "in no layer: not under src/{%s}/, tools/ or an include dir"
-                               % ",".join(LAYERS[:4])))
+                               % ",".join(LAYERS[:5])))
             continue
         layer, _ = tree.layer_of(rel)
         if layer is None:

@@ -57,8 +57,9 @@ void fake_native_lifetime(void *ud, struct rf_native_lifetime *out)
         .has_contract = true,
         .contract_version = RF_CONTRACT_VERSION,
         .instance_id = FAKE_NATIVE_INSTANCE,
-        .quiescent = n->in_flight == 0,
+        .quiescent = n->in_flight == 0 && n->alive == 0,
         .in_flight_contexts = n->in_flight,
+        .active_contexts = n->alive,
         .execution_generation = n->generation,
     };
 }
@@ -75,6 +76,16 @@ void fake_native_lease_end(void *ud)
     n->generation++;
     if (n->on_lease_end)
         n->on_lease_end(n);
+}
+
+void fake_native_context_opened(void *ud)
+{
+    ((struct fake_native *)ud)->alive++;
+}
+
+void fake_native_context_closed(void *ud)
+{
+    ((struct fake_native *)ud)->alive--;
 }
 
 int fake_native_page_source(void *ud, struct forge_page_source *out)

@@ -44,6 +44,7 @@ struct fake_native {
     /* what the layer saw */
     uint64_t samples;    /* samples taken */
     uint32_t in_flight;  /* leases held now */
+    uint32_t alive;      /* contexts alive (rf_session_context_alive) */
     uint64_t generation; /* executions completed */
 };
 
@@ -61,6 +62,8 @@ void fake_native_sample_mapping(void *ud, enum rf_measure_mapping what,
 void fake_native_lifetime(void *ud, struct rf_native_lifetime *out);
 void fake_native_lease_begin(void *ud);
 void fake_native_lease_end(void *ud);
+void fake_native_context_opened(void *ud);
+void fake_native_context_closed(void *ud);
 /* "mincore" pages of page_bytes; the file cache is unknown. */
 int fake_native_page_source(void *ud, struct forge_page_source *out);
 /* Every page resident. */
@@ -74,7 +77,8 @@ void fake_native_page_pass_end(void *pass);
     .sample_mapping = fake_native_sample_mapping, .page_source = fake_native_page_source,          \
     .page_pass_begin = fake_native_page_pass_begin, .page_sampler = fake_native_sampler,           \
     .page_pass_end = fake_native_page_pass_end, .lease_begin = fake_native_lease_begin,            \
-    .lease_end = fake_native_lease_end
+    .lease_end = fake_native_lease_end, .context_opened = fake_native_context_opened,              \
+    .context_closed = fake_native_context_closed
 
 /*
  * A model over n tensors in one mapping (both borrowed), with n_layer

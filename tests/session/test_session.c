@@ -297,6 +297,47 @@ static void test_operations_have_their_own_reports(void **state)
     rf_session_free(s);
 }
 
+/*
+ * ramforge exec's idle boundary: with a context alive (and none in flight)
+ * the strict idle boundary selects nothing, the idle_alive one releases to
+ * the target, and the report's native section says the context was alive;
+ * a lease in flight refuses both.
+ */
+static void test_idle_alive_boundary(void **state)
+{
+    (void)state;
+    struct fake f = {
+        .nat.resident_bytes = 5 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1, .refuse_range = -1};
+    struct rf_session *s = start(&f, keep_dead(2 * TENSOR_BYTES));
+    assert_int_equal(rf_session_context_alive(s, true), 0);
+    assert_int_equal(f.nat.alive, 1);
+    execute(s, &f, 0);
+    assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_IDLE), 0);
+    assert_int_equal(rf_session_released_bytes(s), 0);
+    json_t *doc = fake_report(s, RF_REPORT_OPERATION);
+    assert_string_equal(json_string_value(path(doc, "native", "observed_at")), "idle");
+    json_decref(doc);
+
+    assert_int_equal(rf_session_idle_alive_boundary(s), 0);
+    assert_true(rf_session_released_bytes(s) > 0);
+    doc = fake_report(s, RF_REPORT_OPERATION);
+    assert_string_equal(json_string_value(path(doc, "native", "observed_at")), "idle_alive");
+    assert_int_equal(json_integer_value(path(doc, "native", "active_contexts")), 1);
+    json_decref(doc);
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+
+    /* In flight: nothing may be selected, contexts alive or not. */
+    assert_int_equal(rf_session_lease_begin(s), 0);
+    assert_int_equal(rf_session_idle_alive_boundary(s), 0);
+    assert_int_equal(rf_session_released_bytes(s), 0);
+    rf_session_lease_end(s);
+    assert_int_equal(rf_session_context_alive(s, false), 0);
+    assert_int_equal(f.nat.alive, 0);
+    assert_int_equal(rf_session_context_alive(NULL, true), -EINVAL);
+    assert_int_equal(rf_session_idle_alive_boundary(NULL), -EINVAL);
+    rf_session_free(s);
+}
+
 /* The admission record named name; fails when absent. */
 static const struct rf_admission_record *record_of(const struct rf_admission_result *a,
                                                    const char *name)
@@ -823,6 +864,7 @@ int main(void)
         cmocka_unit_test(test_admission_locked_read_or_unknown),
         cmocka_unit_test(test_thirteen_samples_one_operation),
         cmocka_unit_test(test_operations_have_their_own_reports),
+        cmocka_unit_test(test_idle_alive_boundary),
         cmocka_unit_test(test_busy_gate),
         cmocka_unit_test(test_refused_range),
         cmocka_unit_test(test_apply_refusals),

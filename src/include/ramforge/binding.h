@@ -60,6 +60,16 @@ void rf_binding_observe(struct rf_binding *b, const struct rf_native_lifetime *l
  */
 bool rf_binding_may_select(const struct rf_binding *b, const char **reason);
 
+/*
+ * As rf_binding_may_select, for the idle boundary of a program that keeps
+ * its contexts (ramforge exec, docs/EXEC.md): contexts may be alive (the
+ * native quiescent flag, which counts them, is waived too) but none may
+ * be in flight. The native release's gate stays the final enforcement: a
+ * decode in flight when the release takes the gate makes it fail with
+ * EBUSY; one submitted while the release runs waits for its end.
+ */
+bool rf_binding_may_select_alive(const struct rf_binding *b, const char **reason);
+
 #ifdef __cplusplus
 }
 #endif

@@ -131,6 +131,15 @@ int forge_model_wrap(struct llama_model *model, const char *path,
 void forge_model_lease_begin(struct forge_model *m);
 void forge_model_lease_end(struct forge_model *m);
 
+/*
+ * A context the application created itself (llama_init_from_model outside
+ * forge, as ramforge exec sees it) opened / was freed: counted in the gate
+ * as alive (forge_model_lifetime.active_contexts), as forge's own are.
+ * Every close must match an open.
+ */
+void forge_model_context_opened(struct forge_model *m);
+void forge_model_context_closed(struct forge_model *m);
+
 /* Frees the model and everything it owns (not a wrapped model's llama_model). NULL is a no-op. */
 void forge_model_free(struct forge_model *m);
 

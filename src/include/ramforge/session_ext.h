@@ -219,6 +219,29 @@ struct rf_report;
  */
 const struct rf_report *rf_session_report(struct rf_session *s, enum rf_report_scope scope);
 
+/*
+ * A context the application created from the session's model itself
+ * (llama_init_from_model; ramforge exec's preload sees it) was opened
+ * (opened true) or freed (false): counted as alive in the native lifetime facts, as the contexts
+ * forge makes are, so the report's native section and the strict
+ * boundaries see it. Every close must match an open. Thread-safe like the
+ * lease calls. Errors: -EINVAL (NULL s), -ENOSYS (a native layer that
+ * does not count contexts).
+ */
+int rf_session_context_alive(struct rf_session *s, bool opened);
+
+/*
+ * The idle boundary of a program that keeps its contexts between
+ * operations (llama-server keeps its KV cache): as RF_BOUNDARY_IDLE, but
+ * selection requires only that no context is in flight (contexts alive are
+ * allowed: rf_binding_may_select_alive), labels "idle_alive" /
+ * "idle_alive_release"; the report's native section records the contexts
+ * alive. The release still runs under the gate's exclusive side: a decode
+ * submitted meanwhile waits for the madvise pass to end (docs/EXEC.md says
+ * why this is safe and what it costs). Errors as rf_session_boundary.
+ */
+int rf_session_idle_alive_boundary(struct rf_session *s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,70 @@
+/*
+ * The seam between ramforge exec's two preloaded parts (docs/EXEC.md):
+ * the shim (libramforge-preload.so, src/forge/exec_shim.c), which stands
+ * between an unmodified program and its libllama, and the engine
+ * (libramforge-exec.so, src/preload/), which binds an rf_session to every
+ * model the program loads. The shim links no llama.cpp: it loads the
+ * engine (dlopen, RTLD_DEEPBIND) at the first model load, only when the
+ * process's libllama is the build ramforge was made against, and calls it
+ * through this table. Types and names only: no function is defined here.
+ */
+#ifndef RAMFORGE_FORGE_EXEC_H
+#define RAMFORGE_FORGE_EXEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct llama_model;
+struct llama_context;
+
+/* What the shim gives the engine. */
+struct forge_exec_host {
+    /* Writes "ramforge: <text>\n" to standard error in one write(2) (the host's stdout is
+       never touched). */
+    void (*say)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+    const char *shim_path; /* the shim's file (dladdr); static */
+    /* libllama's own llama_synchronize and llama_n_ctx (the engine includes no llama.cpp
+       header): real calls, never the shim's definitions. */
+    void (*synchronize)(struct llama_context *ctx);
+    uint32_t (*n_ctx)(const struct llama_context *ctx);
+};
+
+/*
+ * The engine's hooks, called by the shim's interposers with the nesting
+ * guard held (a llama_* call made inside a hook, or by libllama itself
+ * inside an interposed call, goes straight to libllama). Every hook takes
+ * only the engine's own locks. Pointers are the program's (borrowed).
+ */
+struct forge_exec_hooks {
+    /* Before llama_model_load_from_file(path): 0 to load, -1 to refuse (the shim returns NULL;
+       the engine said why and wrote the report). */
+    int (*before_load)(const char *path, bool use_extra_bufts, bool mmap, bool mlock);
+    /* After a successful load: bind a session (mmap only). */
+    void (*loaded)(struct llama_model *model, const char *path, bool mmap, bool mlock);
+    /* Before llama_model_free(model): the last boundary, the report, the session freed. */
+    void (*model_freeing)(struct llama_model *model);
+    /* After llama_init_from_model(model) returned ctx (not NULL); n_ctx as asked (0: the
+       model's). */
+    void (*context_created)(struct llama_model *model, struct llama_context *ctx, uint32_t n_ctx);
+    /* Before llama_free(ctx): its lease ended, the context no longer counted. */
+    void (*context_freeing)(struct llama_context *ctx);
+    /* Before llama_decode/llama_encode(ctx): the operation opened, the lease taken. */
+    void (*submit)(struct llama_context *ctx, int32_t n_tokens);
+    /* After it: rc its return; a failed submission ends the lease. */
+    void (*submitted)(struct llama_context *ctx, int32_t rc);
+    /* After llama_synchronize or a llama_get_logits* / llama_get_embeddings* (each
+       synchronizes): completion observed, the lease ended. */
+    void (*completed)(struct llama_context *ctx);
+};
+
+/* The engine's one exported symbol, and its type. */
+#define FORGE_EXEC_ENGINE_ENTRY "rf_exec_engine_init"
+typedef const struct forge_exec_hooks *(*forge_exec_engine_init_fn)(
+    const struct forge_exec_host *host);
+
+/* The environment the shim reads (ramforge exec sets them; docs/EXEC.md lists the engine's). */
+#define FORGE_EXEC_ENV_ENGINE                                                                      \
+    "RAMFORGE_EXEC_ENGINE" /* the engine's path; default: beside the                               \
+                              shim */
+
+#endif

@@ -1,0 +1,382 @@
+/*
+ * The engine of ramforge exec (libramforge-exec.so): loaded by the shim
+ * at a process's first model load, it binds an rf_session to every model
+ * the program loads with mmap (rf_session_wrap), counts the program's
+ * contexts, holds the execution lease of each submission until that
+ * context synchronizes, and decides admission before each load from the
+ * GGUF header. Its one exported symbol is rf_exec_engine_init; the rest
+ * is hidden. The boundaries and figures are engine_ops.c's.
+ */
+#include "preload_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ramforge/admission.h"
+#include "ramforge/report_json.h"
+#include "ramforge/session_ext.h"
+#include "ramforge/timing.h"
+
+struct exec_engine exec_engine = {
+    .table_mu = PTHREAD_MUTEX_INITIALIZER,
+    .session_mu = PTHREAD_MUTEX_INITIALIZER,
+    .idle_cv = PTHREAD_COND_INITIALIZER,
+};
+
+/* The model slot of model, or NULL (not managed). Under table_mu. */
+static struct exec_model *model_of(const struct llama_model *model)
+{
+    for (size_t i = 0; model && i < EXEC_MAX_MODELS; i++)
+        if (exec_engine.models[i].model == model)
+            return &exec_engine.models[i];
+    return NULL;
+}
+
+/* The context entry of ctx, or NULL. Under table_mu. */
+static struct exec_ctx *ctx_of(const struct llama_context *ctx)
+{
+    for (size_t i = 0; i < exec_engine.n_ctxs; i++)
+        if (exec_engine.ctxs[i].ctx == ctx)
+            return &exec_engine.ctxs[i];
+    return NULL;
+}
+
+/*
+ * The lowest number no managed model holds (1, 2, ...): a model loaded again after its
+ * free (llama-server's --sleep-idle-seconds) keeps the paths of the first. Under table_mu.
+ */
+static unsigned free_number(void)
+{
+    unsigned n = 1;
+    for (bool taken = true; taken; n += taken) {
+        taken = false;
+        for (size_t i = 0; i < EXEC_MAX_MODELS; i++)
+            taken |= exec_engine.models[i].model && exec_engine.models[i].number == n;
+    }
+    return n;
+}
+
+/* This model's path for the process-wide template: number 1's as is, the others' .N. */
+static void numbered(char *out, size_t size, const char *tmpl, unsigned number)
+{
+    if (!tmpl[0] || number <= 1)
+        snprintf(out, size, "%s", tmpl);
+    else
+        snprintf(out, size, "%s.%u", tmpl, number);
+}
+
+static void log_sink(enum rf_log_level level, const char *msg, void *ud)
+{
+    (void)ud;
+    if (level >= RF_LOG_WARN)
+        exec_engine.host->say("exec: %s", msg);
+}
+
+static int hook_before_load(const char *path, bool use_extra_bufts, bool mmap, bool mlock)
+{
+    const struct exec_config *c = &exec_engine.cfg;
+    struct rf_session_params p = c->params;
+    struct rf_admission_result *adm = NULL;
+    struct rf_operation_request req = {.n_ctx = c->n_ctx};
+    char err[RF_ERR_MAX];
+    bool decided = false;
+    int rc = 0;
+
+    (void)mmap;
+    if (p.policy == RF_POLICY_OFF || p.admission_mode == RF_ADMISSION_OFF)
+        return 0;
+    p.mlock_requested = mlock;
+    adm = calloc(1, sizeof(*adm));
+    if (!adm)
+        return 0; /* fail open: the after-load figures still come */
+    int arc = rf_session_preload_admit(path, use_extra_bufts, p, &req, adm, &decided, err);
+    if (arc < 0) {
+        /* llama.cpp will say what it thinks of the file; admission could not read it */
+        exec_engine.host->say("exec: no admission before loading %s: %s", path, err);
+    } else if (decided && adm->refused) {
+        exec_engine.host->say("exec: admission refused loading %s (%s, --admission %s): %s", path,
+                              rf_admission_outcome_name(adm->outcome),
+                              rf_admission_mode_name(adm->mode), adm->reason);
+        char report[PATH_MAX];
+        pthread_mutex_lock(&exec_engine.table_mu);
+        unsigned number = free_number();
+        pthread_mutex_unlock(&exec_engine.table_mu);
+        numbered(report, sizeof(report), c->report, number);
+        if (report[0] && (arc = rf_session_preload_report_write(path, p, adm, report)) < 0)
+            exec_engine.host->say("exec: cannot write %s: %s", report, rf_strerror(arc));
+        rc = -1;
+    } else if (decided && adm->outcome != RF_ADMIT_ADMITTED && c->verbose) {
+        exec_engine.host->say("exec: warning: admission before loading %s: %s: %s", path,
+                              rf_admission_outcome_name(adm->outcome), adm->reason);
+    }
+    free(adm);
+    return rc;
+}
+
+static void hook_loaded(struct llama_model *model, const char *path, bool mmap, bool mlock)
+{
+    const struct exec_config *c = &exec_engine.cfg;
+    struct rf_session_params p = c->params;
+    struct rf_session *s = NULL;
+    char err[RF_ERR_MAX];
+
+    if (p.policy == RF_POLICY_OFF)
+        return;
+    if (!mmap) {
+        /* llama-server's --fit pass loads without mmap before its real load: said only -v,
+           or at exit when no load of the process was managed */
+        pthread_mutex_lock(&exec_engine.table_mu);
+        exec_engine.loads_without_mmap++;
+        pthread_mutex_unlock(&exec_engine.table_mu);
+        if (c->verbose)
+            exec_engine.host->say("exec: %s is not managed: loaded without mmap (the ledger "
+                                  "measures the mapping)",
+                                  path);
+        return;
+    }
+    p.mlock_requested = mlock;
+    p.entry_ns = rf_now_ns();
+    int rc = rf_session_wrap(model, path, p, &s, err);
+    if (rc < 0) {
+        exec_engine.host->say("exec: %s is not managed: %s", path, err);
+        return;
+    }
+    pthread_mutex_lock(&exec_engine.table_mu);
+    struct exec_model *m = model_of(NULL);
+    for (size_t i = 0; !m && i < EXEC_MAX_MODELS; i++)
+        if (!exec_engine.models[i].model)
+            m = &exec_engine.models[i];
+    if (m) {
+        memset(m, 0, sizeof(*m));
+        m->model = model;
+        m->s = s;
+        m->number = free_number();
+        exec_engine.loads++;
+        snprintf(m->path, sizeof(m->path), "%s", path);
+        numbered(m->report, sizeof(m->report), c->report, m->number);
+        numbered(m->metrics, sizeof(m->metrics), c->metrics, m->number);
+    }
+    bool start_idle = m && c->idle_ns && !exec_engine.idle_started;
+    exec_engine.idle_started |= start_idle;
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    if (!m) {
+        exec_engine.host->say("exec: %s is not managed: %d models are already", path,
+                              EXEC_MAX_MODELS);
+        rf_session_free(s);
+        return;
+    }
+    if (start_idle && pthread_create(&exec_engine.idle_tid, NULL, exec_idle_thread, NULL) != 0)
+        exec_engine.host->say("exec: cannot start the idle thread: no idle boundary");
+    if (c->verbose)
+        exec_engine.host->say("exec: managing %s (policy %s, pid %ld)", path,
+                              rf_policy_name(p.policy), (long)getpid());
+    pthread_mutex_lock(&exec_engine.session_mu);
+    m->op_open = true; /* the load's operation (after_load boundary) ends before any decode */
+    exec_op_end(m, -1);
+    pthread_mutex_unlock(&exec_engine.session_mu);
+}
+
+static void hook_model_freeing(struct llama_model *model)
+{
+    pthread_mutex_lock(&exec_engine.table_mu);
+    struct exec_model *m = model_of(model);
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    if (!m)
+        return;
+    pthread_mutex_lock(&exec_engine.session_mu);
+    exec_op_end(m, RF_BOUNDARY_AFTER_SESSION);
+    rf_session_free(m->s);
+    pthread_mutex_lock(&exec_engine.table_mu);
+    m->s = NULL;
+    m->model = NULL;
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    pthread_mutex_unlock(&exec_engine.session_mu);
+}
+
+static void hook_context_created(struct llama_model *model, struct llama_context *ctx,
+                                 uint32_t n_ctx)
+{
+    pthread_mutex_lock(&exec_engine.table_mu);
+    struct exec_model *m = model_of(model);
+    struct exec_ctx *e = NULL;
+    if (m && exec_engine.n_ctxs == exec_engine.cap_ctxs) {
+        size_t cap = exec_engine.cap_ctxs ? 2 * exec_engine.cap_ctxs : 8;
+        void *p = realloc(exec_engine.ctxs, cap * sizeof(*exec_engine.ctxs));
+        if (p) {
+            exec_engine.ctxs = p;
+            exec_engine.cap_ctxs = cap;
+        }
+    }
+    if (m && exec_engine.n_ctxs < exec_engine.cap_ctxs) {
+        e = &exec_engine.ctxs[exec_engine.n_ctxs++];
+        *e = (struct exec_ctx){
+            .ctx = ctx, .m = m, .n_ctx = n_ctx ? n_ctx : exec_engine.host->n_ctx(ctx)};
+        m->contexts++;
+        m->last_n_ctx = e->n_ctx;
+        rf_session_context_alive(m->s, true);
+    }
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    if (m && !e)
+        exec_engine.host->say("exec: out of memory: a context of %s is not counted", m->path);
+}
+
+/* Ends e's lease when a submission is in flight (completion observed). Under table_mu. */
+static void complete(struct exec_ctx *e)
+{
+    if (!e->in_flight)
+        return;
+    e->in_flight = false;
+    e->m->in_flight--;
+    rf_session_lease_end(e->m->s);
+}
+
+/*
+ * Before ctx is freed or submitted again: a submission still in flight is
+ * synchronized and its
+ * lease ended. The synchronization (libllama's own) runs outside table_mu.
+ */
+static void settle(struct llama_context *ctx)
+{
+    pthread_mutex_lock(&exec_engine.table_mu);
+    struct exec_ctx *e = ctx_of(ctx);
+    bool in_flight = e && e->in_flight;
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    if (!in_flight)
+        return;
+    exec_engine.host->synchronize(ctx);
+    pthread_mutex_lock(&exec_engine.table_mu);
+    if ((e = ctx_of(ctx)))
+        complete(e);
+    pthread_mutex_unlock(&exec_engine.table_mu);
+}
+
+static void hook_context_freeing(struct llama_context *ctx)
+{
+    settle(ctx);
+    pthread_mutex_lock(&exec_engine.table_mu);
+    struct exec_ctx *e = ctx_of(ctx);
+    struct exec_model *m = e ? e->m : NULL;
+    bool last = false;
+    if (e) {
+        complete(e);
+        rf_session_context_alive(m->s, false);
+        last = --m->contexts == 0;
+        *e = exec_engine.ctxs[--exec_engine.n_ctxs];
+    }
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    if (last) {
+        /* No context left: the strict after_session boundary ends the operation. */
+        pthread_mutex_lock(&exec_engine.session_mu);
+        exec_op_end(m, RF_BOUNDARY_AFTER_SESSION);
+        pthread_mutex_unlock(&exec_engine.session_mu);
+    }
+}
+
+static void hook_submit(struct llama_context *ctx, int32_t n_tokens)
+{
+    uint64_t t0 = rf_now_ns();
+    settle(ctx); /* a second submission on a context: the first completes before it */
+    pthread_mutex_lock(&exec_engine.table_mu);
+    struct exec_ctx *e = ctx_of(ctx);
+    struct exec_model *m = e ? e->m : NULL;
+    bool book = m && m->submits_bookkept <= m->submits_closed;
+    uint32_t n_ctx = e ? e->n_ctx : 0;
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    if (!m)
+        return;
+    if (book) {
+        if (pthread_mutex_trylock(&exec_engine.session_mu) == 0) {
+            exec_op_begin(m, n_ctx, n_tokens);
+            pthread_mutex_unlock(&exec_engine.session_mu);
+        } else {
+            book = false;
+        }
+    }
+    rf_session_lease_begin(m->s); /* waits while a release's madvise pass runs */
+    uint64_t waited = rf_now_ns() - t0;
+    pthread_mutex_lock(&exec_engine.table_mu);
+    e = ctx_of(ctx);
+    if (e) {
+        e->in_flight = true;
+        m->in_flight++;
+    } else {
+        rf_session_lease_end(m->s); /* freed meanwhile by another thread: nothing to hold */
+    }
+    m->submits++;
+    if (book)
+        m->submits_bookkept = m->submits;
+    else if (m->submits_bookkept <= m->submits_closed)
+        m->bookkeeping_skipped++;
+    m->last_submit_ns = rf_now_ns();
+    if (waited > m->wait_max_ns)
+        m->wait_max_ns = waited;
+    pthread_mutex_unlock(&exec_engine.table_mu);
+}
+
+static void hook_submitted(struct llama_context *ctx, int32_t rc)
+{
+    if (rc == 0)
+        return;
+    pthread_mutex_lock(&exec_engine.table_mu);
+    struct exec_ctx *e = ctx_of(ctx);
+    if (e)
+        complete(e); /* nothing was submitted, or it stopped: no lease to hold */
+    pthread_mutex_unlock(&exec_engine.table_mu);
+}
+
+static void hook_completed(struct llama_context *ctx)
+{
+    pthread_mutex_lock(&exec_engine.table_mu);
+    struct exec_ctx *e = ctx_of(ctx);
+    if (e)
+        complete(e);
+    pthread_mutex_unlock(&exec_engine.table_mu);
+}
+
+static const struct forge_exec_hooks hooks = {
+    .before_load = hook_before_load,
+    .loaded = hook_loaded,
+    .model_freeing = hook_model_freeing,
+    .context_created = hook_context_created,
+    .context_freeing = hook_context_freeing,
+    .submit = hook_submit,
+    .submitted = hook_submitted,
+    .completed = hook_completed,
+};
+
+/* At exit: every open operation ended and every model's figures written. */
+__attribute__((destructor)) static void engine_exit(void)
+{
+    if (!exec_engine.host)
+        return;
+    pthread_mutex_lock(&exec_engine.table_mu);
+    if (exec_engine.loads == 0 && exec_engine.loads_without_mmap > 0 && !exec_engine.cfg.verbose)
+        exec_engine.host->say("exec: no model was managed: every load was without mmap (the "
+                              "ledger measures the mapping)");
+    exec_engine.stopping = true;
+    pthread_cond_broadcast(&exec_engine.idle_cv);
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    pthread_mutex_lock(&exec_engine.session_mu);
+    for (size_t i = 0; i < EXEC_MAX_MODELS; i++)
+        if (exec_engine.models[i].s)
+            exec_op_end(&exec_engine.models[i], -1);
+    pthread_mutex_unlock(&exec_engine.session_mu);
+}
+
+__attribute__((visibility("default"))) const struct forge_exec_hooks *
+rf_exec_engine_init(const struct forge_exec_host *host)
+{
+    char why[RF_ERR_MAX];
+    exec_engine.host = host;
+    if (exec_config_read(&exec_engine.cfg, why, sizeof(why)) < 0) {
+        host->say("exec: %s: models are not managed", why);
+        exec_engine.host = NULL;
+        return NULL;
+    }
+    if (exec_engine.cfg.verbose)
+        rf_log_set(log_sink, NULL);
+    return &hooks;
+}

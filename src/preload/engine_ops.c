@@ -1,0 +1,246 @@
+/*
+ * The operations of a program ramforge does not drive (docs/EXEC.md): an
+ * operation opens at the first submission after the load or after the
+ * boundary that ended the previous one, and ends at the next of: the idle
+ * boundary (no submission for --idle-seconds and none in flight; contexts
+ * alive or not), the last context freed (after_session), the model freed,
+ * or the process's exit. Each ends with rf_session_operation_end, kept in
+ * the session's bounded history, and the figures rewritten atomically:
+ * the session report and the node_exporter textfile.
+ */
+#include "preload_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ramforge/metrics.h"
+#include "ramforge/session_ext.h"
+#include "ramforge/timing.h"
+
+/* Whether m has submissions since the last operation ended (table_mu inside). */
+static bool submitted_since(struct exec_model *m, uint64_t *submits)
+{
+    pthread_mutex_lock(&exec_engine.table_mu);
+    *submits = m->submits;
+    bool since = m->submits > m->submits_closed;
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    return since;
+}
+
+void exec_op_begin(struct exec_model *m, uint32_t n_ctx, int32_t n_tokens)
+{
+    const struct exec_config *c = &exec_engine.cfg;
+    struct rf_operation_request req = {.n_ctx = n_ctx,
+                                       .n_prompt = n_tokens > 0 ? (uint32_t)n_tokens : 0};
+    m->op_open = true;
+    if (c->params.policy == RF_POLICY_OFF)
+        return;
+    if (c->params.admission_mode != RF_ADMISSION_OFF)
+        rf_session_admit(m->s, &req); /* recorded: a submission is never refused */
+    pthread_mutex_lock(&exec_engine.table_mu);
+    bool stage = m->idle_released && c->has_staging;
+    m->idle_released = false;
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    if (stage)
+        rf_session_stage(m->s, c->staging_bytes);
+    rf_session_stream_pin(m->s, NULL); /* streaming: undone at the operation's boundary */
+}
+
+/* Ends the operation: its report frozen, the submissions so far counted, the figures out. */
+static void op_close(struct exec_model *m, uint64_t submits)
+{
+    int rc = rf_session_operation_end(m->s, NULL);
+    if (rc < 0)
+        exec_engine.host->say("exec: %s: cannot end the operation: %s", m->path, rf_strerror(rc));
+    m->op_open = false;
+    pthread_mutex_lock(&exec_engine.table_mu);
+    m->submits_closed = submits;
+    m->operations++;
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    exec_write_figures(m);
+}
+
+void exec_op_end(struct exec_model *m, int b)
+{
+    uint64_t submits;
+    bool ran = submitted_since(m, &submits);
+    if (!ran && !m->op_open)
+        return;
+    if (b >= 0 && ran && exec_engine.cfg.params.policy != RF_POLICY_OFF) {
+        int rc = rf_session_boundary(m->s, (enum rf_boundary)b);
+        if (rc < 0)
+            exec_engine.host->say("exec: %s: the boundary failed: %s", m->path, rf_strerror(rc));
+    }
+    op_close(m, submits);
+}
+
+void exec_op_idle(struct exec_model *m, bool alive)
+{
+    uint64_t submits;
+    if (!submitted_since(m, &submits))
+        return;
+    uint64_t t0 = rf_now_ns();
+    int rc =
+        alive ? rf_session_idle_alive_boundary(m->s) : rf_session_boundary(m->s, RF_BOUNDARY_IDLE);
+    uint64_t released = rf_session_released_bytes(m->s);
+    if (rc < 0)
+        exec_engine.host->say("exec: %s: the idle boundary failed: %s", m->path, rf_strerror(rc));
+    pthread_mutex_lock(&exec_engine.table_mu);
+    m->idle_boundaries++;
+    m->idle_alive_boundaries += alive;
+    m->idle_released = released > 0;
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    if (exec_engine.cfg.verbose)
+        exec_engine.host->say("exec: %s: idle boundary (%s) released %llu bytes in %.1f ms",
+                              m->path, alive ? "contexts alive" : "no context",
+                              (unsigned long long)released, (double)(rf_now_ns() - t0) / 1e6);
+    op_close(m, submits);
+}
+
+/* text with process="<pid>" before every model label (a new string, NULL on ENOMEM). */
+static char *with_process(const char *text)
+{
+    static const char key[] = "{model=\"";
+    char label[48];
+    int n_label = snprintf(label, sizeof(label), "{process=\"%ld\",model=\"", (long)getpid());
+    size_t n = 0;
+    for (const char *p = text; (p = strstr(p, key)); p += sizeof(key) - 1)
+        n++;
+    char *out = malloc(strlen(text) + n * (size_t)n_label + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (const char *p = text, *q; *p; p = q + sizeof(key) - 1) {
+        if (!(q = strstr(p, key))) {
+            strcpy(o, p);
+            return out;
+        }
+        memcpy(o, p, (size_t)(q - p));
+        o += q - p;
+        memcpy(o, label, (size_t)n_label);
+        o += n_label;
+    }
+    *o = '\0';
+    return out;
+}
+
+/* The engine's own families (ramforge_exec_*), appended to the session's. */
+static char *exec_families(struct exec_model *m)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    pthread_mutex_lock(&exec_engine.table_mu);
+    const struct {
+        const char *name, *type, *help;
+        double v;
+    } fam[] = {
+        {"ramforge_exec_contexts_alive", "gauge", "Contexts of the model the program holds.",
+         m->contexts},
+        {"ramforge_exec_submissions_total", "counter",
+         "llama_decode and llama_encode calls on the model's contexts.", (double)m->submits},
+        {"ramforge_exec_operations_total", "counter", "Operations ended (the load's included).",
+         (double)m->operations},
+        {"ramforge_exec_idle_boundaries_total", "counter", "Idle boundaries run.",
+         (double)m->idle_boundaries},
+        {"ramforge_exec_idle_alive_boundaries_total", "counter",
+         "Idle boundaries run with contexts alive.", (double)m->idle_alive_boundaries},
+        {"ramforge_exec_submit_wait_max_seconds", "gauge",
+         "The longest a submission waited in ramforge (bookkeeping and the gate).",
+         (double)m->wait_max_ns / 1e9},
+    };
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    for (size_t i = 0; i < sizeof(fam) / sizeof(fam[0]); i++) {
+        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s{process=\"%ld\",", fam[i].name, fam[i].help,
+                fam[i].name, fam[i].type, fam[i].name, (long)getpid());
+        rf_metrics_label(f, "model", m->path);
+        fprintf(f, "} %.9g\n", fam[i].v);
+    }
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+void exec_write_figures(struct exec_model *m)
+{
+    int rc;
+    if (m->report[0] && (rc = rf_session_report_write(m->s, RF_REPORT_SESSION, m->report)) < 0)
+        exec_engine.host->say("exec: cannot write %s: %s", m->report, rf_strerror(rc));
+    if (!m->metrics[0])
+        return;
+    char *text = NULL, *labelled = NULL, *own = NULL, *all = NULL;
+    rc = rf_session_metrics_text(m->s, m->path, &text);
+    if (rc == 0 && (!(labelled = with_process(text)) || !(own = exec_families(m)) ||
+                    asprintf(&all, "%s%s", labelled, own) < 0)) {
+        all = NULL;
+        rc = -ENOMEM;
+    }
+    if (rc == 0)
+        rc = rf_metrics_write_file(all, m->metrics);
+    if (rc < 0)
+        exec_engine.host->say("exec: cannot write %s: %s", m->metrics, rf_strerror(rc));
+    free(text);
+    free(labelled);
+    free(own);
+    free(all);
+}
+
+/* The model whose idle boundary is due now (alive: contexts kept), else the next due time. */
+static struct exec_model *due_model(uint64_t now, bool *alive, uint64_t *next)
+{
+    const uint64_t idle = exec_engine.cfg.idle_ns;
+    *next = now + idle;
+    for (size_t i = 0; i < EXEC_MAX_MODELS; i++) {
+        struct exec_model *m = &exec_engine.models[i];
+        if (!m->s || m->submits <= m->submits_closed || m->in_flight)
+            continue;
+        uint64_t due = m->last_submit_ns + idle;
+        if (due <= now) {
+            *alive = m->contexts > 0;
+            return m;
+        }
+        if (due < *next)
+            *next = due;
+    }
+    return NULL;
+}
+
+void *exec_idle_thread(void *ud)
+{
+    (void)ud;
+    pthread_mutex_lock(&exec_engine.table_mu);
+    while (!exec_engine.stopping) {
+        bool alive = false;
+        uint64_t now = rf_now_ns(), next;
+        struct exec_model *m = due_model(now, &alive, &next);
+        if (m) {
+            pthread_mutex_unlock(&exec_engine.table_mu);
+            pthread_mutex_lock(&exec_engine.session_mu);
+            if (m->s)
+                exec_op_idle(m, alive);
+            pthread_mutex_unlock(&exec_engine.session_mu);
+            pthread_mutex_lock(&exec_engine.table_mu);
+            continue;
+        }
+        /* rf_now_ns is CLOCK_MONOTONIC; the condition variable waits on CLOCK_REALTIME. */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t wait = next - now + 1000000; /* 1 ms past the due time */
+        ts.tv_sec += (time_t)(wait / 1000000000ull);
+        ts.tv_nsec += (long)(wait % 1000000000ull);
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&exec_engine.idle_cv, &exec_engine.table_mu, &ts);
+    }
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    return NULL;
+}

@@ -1,0 +1,127 @@
+/*
+ * The engine of ramforge exec (libramforge-exec.so), private to
+ * src/preload: its configuration from the environment (engine_env.c),
+ * the tables of models and contexts and the hooks the shim calls
+ * (engine.c), and the boundaries, operations and figures written out
+ * (engine_ops.c). docs/EXEC.md describes the whole.
+ *
+ * Threads and locks. The hooks run on the program's threads; one idle
+ * thread of the engine's own runs the idle boundaries. Two locks, both the
+ * engine's, never held across a libllama call of the program:
+ *   table_mu    the model and context tables and every figure of an
+ *               exec_model below except the session; held briefly;
+ *   session_mu  every rf_session_* call but the lease and context counts
+ *               (which the session makes thread-safe); taken after
+ *               table_mu is released, never the other way round.
+ * A submission that finds session_mu taken (a boundary running) does not
+ * wait for it: it skips the operation's bookkeeping (the next submission
+ * does it) and waits only in the gate, for a madvise pass in progress.
+ */
+#ifndef RAMFORGE_PRELOAD_INTERNAL_H
+#define RAMFORGE_PRELOAD_INTERNAL_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ramforge/admission.h"
+#include "ramforge/forge_exec.h"
+#include "ramforge/session.h"
+
+#define EXEC_MAX_MODELS 16 /* models one process may have managed at once */
+
+/* The environment ramforge exec sets (docs/EXEC.md); each child process inherits it. */
+#define EXEC_ENV_POLICY "RAMFORGE_EXEC_POLICY"             /* rf_policy_parse's names */
+#define EXEC_ENV_TARGET "RAMFORGE_EXEC_TARGET_BYTES"       /* decimal bytes */
+#define EXEC_ENV_RESERVE "RAMFORGE_EXEC_RESERVE_BYTES"     /* decimal bytes */
+#define EXEC_ENV_RELEASE_MODE "RAMFORGE_EXEC_RELEASE_MODE" /* dontneed | pageout */
+#define EXEC_ENV_ADMISSION "RAMFORGE_EXEC_ADMISSION"       /* enforce | warn | off */
+#define EXEC_ENV_STAGING "RAMFORGE_EXEC_STAGING_BYTES"     /* decimal bytes; absent: none */
+#define EXEC_ENV_IDLE "RAMFORGE_EXEC_IDLE_SECONDS"         /* 0: no idle boundary */
+#define EXEC_ENV_CTX "RAMFORGE_EXEC_CTX_SIZE"              /* tokens, admission before load */
+#define EXEC_ENV_HISTORY "RAMFORGE_EXEC_HISTORY"           /* operations kept in the report */
+#define EXEC_ENV_REPORT "RAMFORGE_EXEC_REPORT_JSON"        /* path; %p: the pid */
+#define EXEC_ENV_METRICS "RAMFORGE_EXEC_METRICS_FILE"      /* path; %p: the pid */
+#define EXEC_ENV_VERBOSE "RAMFORGE_EXEC_VERBOSE"           /* 1: a line per boundary */
+
+/* What the environment asked for. */
+struct exec_config {
+    struct rf_session_params params; /* policy, target, reserve, release and admission modes,
+                                        history */
+    bool has_staging;
+    uint64_t staging_bytes; /* staging budget after an idle release, bytes */
+    uint64_t idle_ns;       /* 0: no idle boundary */
+    uint32_t n_ctx;         /* the context admission before the load assumes; 0: unknown */
+    char report[PATH_MAX];  /* "" : none; %p expanded */
+    char metrics[PATH_MAX]; /* "" : none; %p expanded */
+    bool verbose;
+};
+
+/*
+ * Reads the configuration from the environment into *out. Returns 0, or
+ * -EINVAL with why (one line) naming the variable and its bad value.
+ */
+int exec_config_read(struct exec_config *out, char *why, size_t why_size);
+
+/* One model the program loaded, and its session. */
+struct exec_model {
+    struct llama_model *model; /* the program's; NULL: a free slot */
+    struct rf_session *s;      /* session_mu */
+    char path[PATH_MAX];
+    unsigned number;        /* 1, 2, ...: the lowest no other managed model held at its load */
+    bool op_open;           /* session_mu: an operation is open (the load's, or one whose
+                               bookkeeping ran) */
+    char report[PATH_MAX];  /* this model's report path; "" none */
+    char metrics[PATH_MAX]; /* this model's metrics path; "" none */
+    /* table_mu: */
+    uint32_t contexts;         /* contexts alive */
+    uint32_t in_flight;        /* contexts between submission and completion */
+    uint64_t submits;          /* submissions (decode, encode) since the load */
+    uint64_t submits_closed;   /* submits at the last boundary that ended an operation */
+    uint64_t submits_bookkept; /* submits when the open operation's bookkeeping ran */
+    uint64_t last_submit_ns;   /* CLOCK_MONOTONIC of the last submission */
+    uint32_t last_n_ctx;       /* n_ctx of the last context created */
+    bool idle_released;        /* the last idle boundary released bytes: stage next */
+    uint64_t operations;       /* operations ended (the load's included) */
+    uint64_t idle_boundaries, idle_alive_boundaries;
+    uint64_t wait_max_ns;         /* the longest a submission waited (bookkeeping + gate) */
+    uint64_t bookkeeping_skipped; /* submissions that found a boundary running */
+};
+
+/* The engine: its configuration, tables and the idle thread. */
+struct exec_engine {
+    const struct forge_exec_host *host;
+    struct exec_config cfg;
+    pthread_mutex_t table_mu, session_mu;
+    pthread_cond_t idle_cv; /* table_mu: a submission or a stop */
+    struct exec_model models[EXEC_MAX_MODELS];
+    unsigned loads;              /* models managed so far */
+    unsigned loads_without_mmap; /* loads not managed: no mmap */
+    struct exec_ctx {
+        struct llama_context *ctx;
+        struct exec_model *m;
+        uint32_t n_ctx;
+        bool in_flight;
+    } * ctxs;
+    size_t n_ctxs, cap_ctxs;
+    bool idle_started, stopping;
+    pthread_t idle_tid;
+};
+
+extern struct exec_engine exec_engine;
+
+/* engine_ops.c, under session_mu unless said. */
+
+/* Opens the operation of m's submissions: admission, staging after an idle release, pins. */
+void exec_op_begin(struct exec_model *m, uint32_t n_ctx, int32_t n_tokens);
+/* Ends the open operation with boundary b (-1: none, at exit), then writes the figures. */
+void exec_op_end(struct exec_model *m, int b);
+/* The idle boundary (alive: contexts kept), the operation ended, the figures written. */
+void exec_op_idle(struct exec_model *m, bool alive);
+/* Writes the session report and the metrics file of m. */
+void exec_write_figures(struct exec_model *m);
+/* The idle thread's body (engine_ops.c); started at the first managed model. */
+void *exec_idle_thread(void *ud);
+
+#endif

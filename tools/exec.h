@@ -1,0 +1,26 @@
+/* ramforge exec: shared by the command (cmd_exec.c) and its checks of PROGRAM (exec_check.c). */
+#ifndef RAMFORGE_TOOLS_EXEC_H
+#define RAMFORGE_TOOLS_EXEC_H
+
+#include <limits.h>
+#include <stdbool.h>
+
+/*
+ * PROGRAM's full path as execvp would find it (a name without '/' searched
+ * in PATH) into out. Prints the reason and returns false when there is none.
+ */
+bool exec_find_program(const char *program, char out[PATH_MAX]);
+
+/*
+ * Whether the preload can stand between the program at path and its
+ * libllama. Refuses (prints one line, returns false) when the program links
+ * llama.cpp statically (and points to `ramforge watch`), is statically
+ * linked, or runs a libllama of another build than ramforge's (naming
+ * both). Says in one line that the preload will do nothing when the
+ * program does not link libllama, and returns true (its children may).
+ * A file that is not ELF (a script) is not checked: its interpreter's
+ * children are, by the preload, at their first model load.
+ */
+bool exec_check_program(const char *path);
+
+#endif
