@@ -30,6 +30,7 @@ import http.client
 import json
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -73,7 +74,11 @@ class Proc:
     def __init__(self, argv, port_from_stderr):
         self.p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                   text=True)
-        self.port = port_from_stderr(self.p)
+        try:
+            self.port = port_from_stderr(self.p)
+        except BaseException:  # not started, or SIGTERM while starting: no orphan
+            self.stop()
+            raise
 
     def stop(self):
         self.p.terminate()
@@ -274,6 +279,8 @@ def main():
     ap.add_argument("--llama-server", default="",
                     help="the pinned llama-server (scripts/build-llama-server.sh prints it)")
     args = ap.parse_args()
+    # SIGTERM unwinds like ^C: the running server is stopped and the copies removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     tmp = tempfile.mkdtemp(prefix="rf-serve-idle-")
     try:
         for src in args.model:
