@@ -130,6 +130,8 @@ def outcomes(junit):
     """{test id: 'passed'|'failed'|'skipped'} from pytest's JUnit XML."""
     res = {}
     for case in ET.parse(junit).getroot().iter("testcase"):
+        if not case.get("name"):  # the empty entry of an interrupted run
+            continue
         tid = case.get("classname", "").replace(".", "/") + ".py::" + case.get("name", "")
         tags = {child.tag for child in case}
         if tags & {"failure", "error"}:
