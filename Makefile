@@ -65,8 +65,10 @@ check: build llama-server
 
 # llama-server from the pin into the pinned prefix (scripts/build-llama-server.sh, 5-10
 # minutes once), for tests/server_suite; with a user's LLAMA_PREFIX, that prefix's own.
-# `make server-suite`: every file of llama.cpp's server test-suite in SUITE_MODES, counted.
+# `make server-suite`: llama.cpp's server test-suite (SUITE_FILES: all, fast or a comma-
+# separated list; over an hour for all here) in SUITE_MODES, counted (tests/server_suite).
 SUITE_MODES ?= bare exec serve
+SUITE_FILES ?= all
 llama-server: | deps
 	@[ -n "$(LLAMA_PREFIX)" ] || scripts/build-llama-server.sh >/dev/null
 
@@ -74,7 +76,7 @@ server-suite: build llama-server
 	@prefix="$(LLAMA_PREFIX)"; \
 	if [ -z "$$prefix" ]; then prefix=$$(scripts/build-llama.sh | tail -n 1) || exit 1; fi; \
 	/usr/bin/python3 tests/server_suite/run_suite.py --ramforge $(BUILD)/ramforge \
-	    --prefix "$$prefix" --work $(BUILD)/server_suite/all --files all \
+	    --prefix "$$prefix" --work $(BUILD)/server_suite/all --files $(SUITE_FILES) \
 	    $(foreach m,$(SUITE_MODES),--mode $(m))
 
 # The unit and e2e suites (ctest) against a second llama.cpp, in build-llama-check/: by

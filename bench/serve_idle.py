@@ -1,16 +1,25 @@
 #!/usr/bin/env python3
-"""What an idle `ramforge serve` costs, side by side in one run.
+"""What an idle llama.cpp server costs, side by side in one run: llama-server bare and
+with its sleep, under `ramforge exec`, and `ramforge serve`.
 
-For each model: (a) always resident (observe), (b) idle release to a target of
-25% of the file with dontneed and with pageout, (c) llama-server built
-from the same pinned source (scripts/build-llama-server.sh) with
---sleep-idle-seconds, when --llama-server PATH is given (skipped otherwise,
-with the reason). Each configuration: start the server on a private copy of the
-model, one warm request, wait idle, then measure the idle process (VmRSS), the
-model file's page cache (fincore), the cgroup charge (memory.current or
-memory.usage_in_bytes of the server's cgroup: cgroup-wide), then the first
-request after idle: client-side TTFT (to the first SSE event), decode tok/s
-(the server's timings) and token identity with (a). Medians of -r runs.
+For each model, the rows (configurations):
+  llama-server        the pinned llama-server (scripts/build-llama-server.sh), always
+                      resident                                   [--llama-server PATH]
+  llama-server-sleep  the same with --sleep-idle-seconds        [--llama-server PATH]
+  exec-dontneed       ramforge exec, memory-bound to 25% of the file, idle release with
+  exec-pageout        dontneed / pageout        [--llama-server PATH and `ramforge exec`]
+  serve-resident      ramforge serve (observe), for reference
+  serve-dontneed      ramforge serve, the same idle release as exec's rows
+  serve-pageout
+A row that cannot run is printed as skipped with the reason. Each run: start the server
+on a private copy of the model, one warm request, wait idle, then measure the idle
+process (VmRSS), the model file's page cache (fincore), the cgroup charge (memory.current
+or memory.usage_in_bytes of the server's cgroup: cgroup-wide), then the first request
+after idle: client-side TTFT (to the first SSE event), decode tok/s (the server's
+timings) and token identity with the first row. For the sleep and the pageout rows, a
+second series of runs evicts the model file from the page cache while idle (what memory
+pressure reclaims first: POSIX_FADV_DONTNEED drops the file's pages no process maps)
+and measures the wake TTFT after that ("evicted"). Medians of -r runs.
 
     bench/serve_idle.py --ramforge build/ramforge -m build/models/tinyllama-q8_0.gguf \\
         -m build/models/tinyllama-q4_0.gguf -t 2 -r 3 \\
@@ -21,6 +30,7 @@ import http.client
 import json
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -64,7 +74,11 @@ class Proc:
     def __init__(self, argv, port_from_stderr):
         self.p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                   text=True)
-        self.port = port_from_stderr(self.p)
+        try:
+            self.port = port_from_stderr(self.p)
+        except BaseException:  # not started, or SIGTERM while starting: no orphan
+            self.stop()
+            raise
 
     def stop(self):
         self.p.terminate()
@@ -135,15 +149,29 @@ def llama_server_port(port):
     return wait
 
 
-def one_run(args, model, name, argv, idle):
-    if name == "llama-server":
+def evict(path):
+    """Drops the file's page-cache pages that no process maps (memory pressure's first)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def one_run(args, model, argv, llama, evicted):
+    """The idle figures and the wake request of one server start; with evicted, only the
+    wake TTFT after the file was evicted while idle."""
+    if llama:
         port = free_port()
         proc = Proc(argv + ["--port", str(port)], llama_server_port(port))
     else:
         proc = Proc(argv, ramforge_port)
     try:
         stream_request(proc.port, args.n)  # warm
-        time.sleep(idle + 2)
+        time.sleep(args.idle_seconds + 2)
+        if evicted:
+            evict(model)
+            return {"evicted": stream_request(proc.port, args.n)[0]}
         m = {"rss": rss_of(proc.p.pid), "cache": page_cache(model),
              "cgroup": cgroup_charge(proc.p.pid)}
         m["ttft"], m["tokens"], m["tps"] = stream_request(proc.port, args.n)
@@ -156,6 +184,90 @@ def mib(v):
     return f"{v / 2**20:8.1f}" if v is not None else "       -"
 
 
+def ms(v):
+    return f"{v * 1e3:8.1f}" if v is not None else "       -"
+
+
+def has_exec(rf):
+    return subprocess.run([rf, "exec", "--help"], capture_output=True).returncode == 0
+
+
+def configs(args, copy, target):
+    """[(row, argv or None, is llama-server, skip reason, measure evicted)]."""
+    idle = ["--idle-seconds", str(args.idle_seconds)]
+    release = lambda mode: ["--residency-policy", "memory-bound", "--memory-target",
+                            str(target), "--release-mode", mode]
+    serve = [args.ramforge, "serve", "-m", copy, "--port", "0", "-t", str(args.threads)]
+    ls = [args.llama_server, "-m", copy, "--host", "127.0.0.1", "-t", str(args.threads),
+          "--no-webui"]
+    no_ls = "" if args.llama_server else "no --llama-server PATH (scripts/build-llama-server.sh)"
+    no_exec = no_ls or ("" if has_exec(args.ramforge) else
+                        f"{args.ramforge} has no exec command (issue 21, items 1-8)")
+    rows = [("llama-server", ls, True, no_ls, False),
+            ("llama-server-sleep", ls + ["--sleep-idle-seconds", str(args.idle_seconds)],
+             True, no_ls, True)]
+    for mode in ("dontneed", "pageout"):
+        rows.append((f"exec-{mode}", [args.ramforge, "exec"] + idle + release(mode) +
+                     ["--"] + ls, True, no_exec, mode == "pageout"))
+    rows.append(("serve-resident", serve + ["--residency-policy", "observe"], False, "",
+                 False))
+    for mode in ("dontneed", "pageout"):
+        rows.append((f"serve-{mode}", serve + idle + release(mode), False, "",
+                     mode == "pageout"))
+    return rows
+
+
+def median(runs, k):
+    vals = [r[k] for r in runs if r.get(k) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def bench_model(args, src, tmp):
+    copy = os.path.join(tmp, os.path.basename(src))
+    shutil.copyfile(src, copy)  # pageout and the eviction must not evict the caller's file
+    with open(copy, "rb+") as f:
+        os.fsync(f.fileno())
+    size = os.path.getsize(copy)
+    target = size // 4
+    print(f"\n{os.path.basename(src)}: {size / 2**20:.1f} MiB, target "
+          f"{target / 2**20:.1f} MiB (25%), -n {args.n}, -t {args.threads}, "
+          f"idle {args.idle_seconds} s, medians of {args.repetitions}")
+    print(f"{'config':18} {'idle RSS':>9} {'cache':>9} {'cgroup':>9} {'TTFT ms':>8} "
+          f"{'evicted':>8} {'tok/s':>7}  tokens")
+    ref, rows = None, {}
+    for name, argv, llama, why, with_evicted in configs(args, copy, target):
+        if why:
+            print(f"{name:18} skipped: {why}")
+            continue
+        runs = [one_run(args, copy, argv, llama, False) for _ in range(args.repetitions)]
+        ev = [one_run(args, copy, argv, llama, True)
+              for _ in range(args.repetitions if with_evicted else 0)]
+        med = {k: median(runs, k) for k in ("rss", "cache", "cgroup", "ttft", "tps")}
+        med["evicted"] = median(ev, "evicted")
+        if ref is None:
+            ref = runs[0]["tokens"]
+        same = all(r["tokens"] == ref for r in runs)
+        rows[name] = med
+        tps = f"{med['tps']:7.2f}" if med["tps"] is not None else "      -"
+        print(f"{name:18} {mib(med['rss'])} {mib(med['cache'])} {mib(med['cgroup'])} "
+              f"{ms(med['ttft'])} {ms(med['evicted'])} {tps}  "
+              f"{'identical' if same else 'DIFFER'}")
+    return rows
+
+
+def ratios(rows):
+    """The goals of issue 21 as ratios, where both rows ran."""
+    def ratio(a, ka, b, kb):
+        x, y = rows.get(a, {}).get(ka), rows.get(b, {}).get(kb)
+        return f"{x / y:.2f}" if x and y else "-"
+    print(f"exec-dontneed tok/s / llama-server: "
+          f"{ratio('exec-dontneed', 'tps', 'llama-server', 'tps')}")
+    print(f"exec-dontneed wake TTFT / llama-server-sleep wake: "
+          f"{ratio('exec-dontneed', 'ttft', 'llama-server-sleep', 'ttft')}")
+    print(f"exec-pageout evicted wake / llama-server-sleep evicted wake: "
+          f"{ratio('exec-pageout', 'evicted', 'llama-server-sleep', 'evicted')}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ramforge", default="build/ramforge")
@@ -164,62 +276,15 @@ def main():
     ap.add_argument("-n", type=int, default=16)
     ap.add_argument("-r", "--repetitions", type=int, default=3)
     ap.add_argument("--idle-seconds", type=int, default=2)
-    ap.add_argument("--llama-server", default="", help="llama-server binary for (c)")
+    ap.add_argument("--llama-server", default="",
+                    help="the pinned llama-server (scripts/build-llama-server.sh prints it)")
     args = ap.parse_args()
+    # SIGTERM unwinds like ^C: the running server is stopped and the copies removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     tmp = tempfile.mkdtemp(prefix="rf-serve-idle-")
     try:
         for src in args.model:
-            copy = os.path.join(tmp, os.path.basename(src))
-            shutil.copyfile(src, copy)  # pageout must not evict the caller's file
-            with open(copy, "rb+") as f:
-                os.fsync(f.fileno())
-            size = os.path.getsize(copy)
-            target = size // 4
-            base = [args.ramforge, "serve", "-m", copy, "--port", "0", "-t", str(args.threads)]
-            idle = ["--idle-seconds", str(args.idle_seconds)]
-            configs = [
-                ("resident", base + ["--residency-policy", "observe"]),
-                ("idle-dontneed", base + idle + ["--residency-policy", "memory-bound",
-                                                 "--memory-target", str(target),
-                                                 "--release-mode", "dontneed"]),
-                ("idle-pageout", base + idle + ["--residency-policy", "memory-bound",
-                                                "--memory-target", str(target),
-                                                "--release-mode", "pageout"]),
-            ]
-            if args.llama_server:
-                configs.append(("llama-server", [args.llama_server, "-m", copy, "--host",
-                                                 "127.0.0.1", "-t", str(args.threads),
-                                                 "--no-webui", "--sleep-idle-seconds",
-                                                 str(args.idle_seconds)]))
-            print(f"\n{os.path.basename(src)}: {size / 2**20:.1f} MiB, target "
-                  f"{target / 2**20:.1f} MiB (25%), -n {args.n}, -t {args.threads}, "
-                  f"medians of {args.repetitions}")
-            print(f"{'config':14} {'idle RSS':>9} {'cache':>9} {'cgroup':>9} "
-                  f"{'TTFT ms':>8} {'tok/s':>7}  tokens")
-            ref, rows = None, {}
-            for name, argv in configs:
-                runs = [one_run(args, copy, name, argv, args.idle_seconds)
-                        for _ in range(args.repetitions)]
-                med = {k: statistics.median(r[k] for r in runs if r[k] is not None)
-                       if any(r[k] is not None for r in runs) else None
-                       for k in ("rss", "cache", "cgroup", "ttft", "tps")}
-                if ref is None:
-                    ref = runs[0]["tokens"]
-                same = all(r["tokens"] == ref for r in runs)
-                rows[name] = med
-                print(f"{name:14} {mib(med['rss'])} {mib(med['cache'])} {mib(med['cgroup'])} "
-                      f"{med['ttft'] * 1e3:8.1f} {med['tps']:7.2f}  "
-                      f"{'identical' if same else 'DIFFER'}")
-            if "llama-server" in rows:
-                ls = rows["llama-server"]
-                for name in ("resident", "idle-dontneed", "idle-pageout"):
-                    r = rows[name]
-                    ratio = [f"{k} {r[k] / ls[k]:.2f}" if r[k] and ls[k] else f"{k} -"
-                             for k in ("rss", "cache", "ttft", "tps")]
-                    print(f"ratio {name} / llama-server: {', '.join(ratio)}")
-            else:
-                print("llama-server    skipped: no --llama-server PATH given (build it from "
-                      "the pin: DESIGN.md, -DLLAMA_BUILD_SERVER=ON, target llama-server)")
+            ratios(bench_model(args, src, tmp))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -38,6 +38,8 @@ SKIP = [
      "builds and runs the example against an installed prefix: tests/install does"),
     (r"^RF_BENCH_DRIVER=", "a benchmark of several minutes (see its own header)"),
     (r"^bench/watch_cost\.py\b", "a benchmark of several minutes (see its own header)"),
+    (r"^(make server-suite|tests/server_suite/run_suite\.py)\b",
+     "llama.cpp's server test-suite: ctest server_suite_* runs its fast files"),
     (r"^(build/)?ramforge exec\b.*-- llama-server\b",
      "serves until stopped; tests/preload and tests/server_suite drive exec"),
     (r"^python3 tests/preload/exec_figures\.py\b",

@@ -130,6 +130,8 @@ def outcomes(junit):
     """{test id: 'passed'|'failed'|'skipped'} from pytest's JUnit XML."""
     res = {}
     for case in ET.parse(junit).getroot().iter("testcase"):
+        if not case.get("name"):  # the empty entry of an interrupted run
+            continue
         tid = case.get("classname", "").replace(".", "/") + ".py::" + case.get("name", "")
         tags = {child.tag for child in case}
         if tags & {"failure", "error"}:
@@ -227,8 +229,12 @@ def main():
         summary(a, mode, res, desel, refusals)
     bare = results.get("bare")
     if a.write_expect and bare is not None:
+        passed = sorted(t for t, v in bare.items() if v == "passed")
         with open(a.write_expect, "w") as f:
-            f.writelines(t + "\n" for t in sorted(t for t, v in bare.items() if v == "passed"))
+            f.write(f"# The tests of {a.files} that pass on the pinned llama-server, bare, "
+                    f"with {os.path.basename(model)}:\n# {len(passed)} of {len(bare)} run. "
+                    f"Remade by run_suite.py ... --files {a.files} --write-expect FILE\n")
+            f.writelines(t + "\n" for t in passed)
     if a.expect:
         must = [t for t in open(a.expect).read().split("\n") if t and not t.startswith("#")]
         for mode, res in results.items():
