@@ -55,7 +55,59 @@ static struct rf_session_params session_params(const struct run_options *o, uint
     p.stream_window_bytes = o->stream_window;
     p.stream_sequential = o->stream_sequential;
     p.stream_hugepage = o->stream_hugepage;
+    /* N ahead and the one computed are locked; one more layer of room for reclaim to take
+       from (without it the read-ahead's own pages were reclaimed before use: docs/STREAMING.md) */
+    p.stream_locked_layers = o->stream_lock_ahead ? (uint32_t)o->stream_lock_ahead + 2 : 0;
     return p;
+}
+
+/* --stream-lock-ahead: the locking read-ahead over the plan's streamed ranges, when pinned. */
+static struct forge_ahead *lock_ahead(struct rf_session *s, uint32_t layers)
+{
+    const struct rf_stream_report *sr = rf_session_report(s, RF_REPORT_OPERATION)->streaming;
+    struct forge_ahead *a = NULL;
+    if (!sr || !sr->pinned || !sr->plan || sr->plan->n_stream_ranges == 0)
+        return NULL; /* nothing streams: streaming.plan_reason says why */
+    int rc = forge_ahead_create_locking(rf_session_forge_model(s), sr->plan->stream_ranges,
+                                        sr->plan->n_stream_ranges, layers + 1, &a);
+    if (rc < 0)
+        cli_error("warning: streaming: no lock-ahead read: %s", rf_strerror(rc));
+    return a;
+}
+
+/* The read-ahead's and the decode's figures, for the report's streaming object. */
+static void stream_figures(struct rf_session *s, struct forge_ahead *ahead, uint32_t distance,
+                           const struct forge_generate_result *gen)
+{
+    struct rf_stream_decode d = {
+        .decode_ns = gen->decode_ns,
+        .tokens = gen->n_tokens > 1 ? gen->n_tokens - 1 : 0,
+        .has_io = gen->has_decode_io,
+        .read_bytes = gen->decode_read_bytes,
+        .major_faults = gen->decode_major_faults,
+        .has_cpu = gen->has_decode_cpu,
+        .user_ns = gen->decode_user_ns,
+        .system_ns = gen->decode_system_ns,
+    };
+    rf_session_stream_decode(s, &d);
+    if (!ahead)
+        return;
+    struct forge_ahead_stats as;
+    forge_ahead_stats(ahead, &as);
+    struct rf_stream_prefetch sp = {
+        .on = true,
+        .distance = distance,
+        .layers_posted = as.layers_posted,
+        .layers_prefetched = as.layers_prefetched,
+        .requested_bytes = as.requested_bytes,
+        .failed_calls = as.failed_calls,
+        .locking = as.locking,
+        .window_layers = as.window_layers,
+        .read_ns = as.read_ns,
+        .wait_ns = as.wait_ns,
+        .waits = as.waits,
+    };
+    rf_session_stream_prefetch(s, &sp);
 }
 
 static int write_reports(struct rf_session *s, const struct run_options *o)
@@ -322,24 +374,14 @@ int cmd_run(int argc, char **argv)
         (rc = forge_ahead_create(rf_session_forge_model(s), (uint32_t)o.stream_prefetch, &ahead)) <
             0)
         cli_error("warning: streaming: no layer-ahead prefetch: %s", rf_strerror(rc));
+    if (o.sess.policy == RF_POLICY_STREAMING && o.stream_lock_ahead > 0)
+        ahead = lock_ahead(s, (uint32_t)o.stream_lock_ahead);
     gp.ahead = ahead;
     if (forge_generate(rf_session_forge_model(s), &gp, &gen, err) < 0) {
         cli_error("%s: %s", o.sess.model, err);
         goto out;
     }
-    if (ahead) {
-        struct forge_ahead_stats as;
-        forge_ahead_stats(ahead, &as);
-        struct rf_stream_prefetch sp = {
-            .on = true,
-            .distance = (uint32_t)o.stream_prefetch,
-            .layers_posted = as.layers_posted,
-            .layers_prefetched = as.layers_prefetched,
-            .requested_bytes = as.requested_bytes,
-            .failed_calls = as.failed_calls,
-        };
-        rf_session_stream_prefetch(s, &sp);
-    }
+    stream_figures(s, ahead, (uint32_t)o.stream_prefetch, &gen);
     if (observer && (rc = rf_session_dispatch_trace(s, observer)) < 0) {
         cli_error("cannot attribute the dispatch trace: %s", rf_strerror(rc));
         goto out;

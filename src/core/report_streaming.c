@@ -1,8 +1,8 @@
 /*
  * The report's `streaming` object (streaming.h's rf_stream_report): the
  * operation's storage traffic, and under the streaming policy the plan,
- * the pins and the per-token bound. One object, so that bench reads its
- * keys in one place.
+ * the pins, the per-token bounds and where the decode's reads went. One
+ * object, so that bench reads its keys in one place.
  */
 #include "ramforge/error.h"
 #include "ramforge/json_util.h"
@@ -106,13 +106,22 @@ static json_t *bound_json(const struct rf_stream_report *sr)
                         sr->has_bound && sr->has_achieved && sr->bound_token_ns > 0
                             ? json_real((double)sr->achieved_token_ns / (double)sr->bound_token_ns)
                             : json_null());
+    json_object_set_new(o, "overlap_limit_token_ns",
+                        rf_json_u64(sr->has_overlap_limit, sr->overlap_limit_token_ns));
+    json_object_set_new(o, "ratio_to_overlap_limit",
+                        sr->has_overlap_limit && sr->has_achieved && sr->overlap_limit_token_ns > 0
+                            ? json_real((double)sr->achieved_token_ns /
+                                        (double)sr->overlap_limit_token_ns)
+                            : json_null());
     json_object_set_new(
         o, "formula",
         json_string("bound = t_c + max(0, W - R) / B: t_c the warm per-token compute time "
                     "(0 when not given), W the plan's working_set_bytes, R its limit_bytes - "
                     "fixed_bytes (what any policy could keep resident; the plan's margin and "
                     "window are its own choice), B the storage bandwidth (not measured by run: "
-                    "given by the caller, as bench measures it)"));
+                    "given by the caller, as bench measures it); the additive bound: no read "
+                    "overlaps the compute. overlap limit = max(t_c, max(0, W - R) / B): every "
+                    "read overlaps the compute"));
     return o;
 }
 
@@ -126,10 +135,62 @@ static json_t *prefetch_json(const struct rf_stream_prefetch *p)
     json_object_set_new(o, "layers_prefetched", json_integer((json_int_t)p->layers_prefetched));
     json_object_set_new(o, "requested_bytes", rf_json_u64(true, p->requested_bytes));
     json_object_set_new(o, "failed_calls", json_integer((json_int_t)p->failed_calls));
-    json_object_set_new(o, "mechanism",
-                        json_string("a helper thread, posted the layer each decode reaches by "
-                                    "cb_eval, posix_fadvise(POSIX_FADV_WILLNEED) over the "
-                                    "layer's file extent on its own read-only descriptor"));
+    json_object_set_new(o, "locking", json_boolean(p->locking));
+    json_object_set_new(o, "window_layers", p->locking ? json_integer(p->window_layers) : json_null());
+    json_object_set_new(o, "read_ns", rf_json_u64(p->locking, p->read_ns));
+    json_object_set_new(o, "wait_ns", rf_json_u64(p->locking, p->wait_ns));
+    json_object_set_new(o, "waits", rf_json_u64(p->locking, p->waits));
+    json_object_set_new(
+        o, "mechanism",
+        json_string(p->locking
+                        ? "a helper thread, posted the layer each decode computes by cb_eval, "
+                          "mlock (reads and pins) of the next streamed layers' pages in the "
+                          "mapping, window_layers locked at once, each munlocked once computed; "
+                          "the decode waits for a streamed layer not locked yet (wait_ns)"
+                        : "a helper thread, posted the layer each decode reaches by "
+                          "cb_eval, posix_fadvise(POSIX_FADV_WILLNEED) over the "
+                          "layer's file extent on its own read-only descriptor"));
+    return o;
+}
+
+/* The decode's reads: achieved bandwidth, and how much of the reading the compute hid. */
+static json_t *decode_json(const struct rf_stream_report *sr)
+{
+    const struct rf_stream_decode *d = &sr->decode;
+    const struct rf_stream_prefetch *pf = &sr->prefetch;
+    bool io = d->on && d->has_io, cpu = d->on && d->has_cpu;
+    bool bw = io && d->decode_ns > 0, ov = pf->on && pf->locking && pf->read_ns > 0;
+    double hidden = ov && pf->wait_ns < pf->read_ns
+                        ? 1.0 - (double)pf->wait_ns / (double)pf->read_ns
+                        : 0.0;
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "decode_ns", rf_json_u64(d->on, d->decode_ns));
+    json_object_set_new(o, "tokens", rf_json_u64(d->on, d->tokens));
+    json_object_set_new(o, "read_bytes", rf_json_u64(io, d->read_bytes));
+    json_object_set_new(o, "read_bytes_per_token",
+                        rf_json_u64(io && d->tokens > 0, d->tokens ? d->read_bytes / d->tokens : 0));
+    json_object_set_new(o, "major_faults", rf_json_u64(io, d->major_faults));
+    json_object_set_new(
+        o, "read_bandwidth_bytes_per_s",
+        rf_json_u64(bw, bw ? (uint64_t)((double)d->read_bytes * 1e9 / (double)d->decode_ns) : 0));
+    json_object_set_new(o, "user_ns", rf_json_u64(cpu, d->user_ns));
+    json_object_set_new(o, "system_ns", rf_json_u64(cpu, d->system_ns));
+    json_object_set_new(o, "overlapped_fraction", ov ? json_real(hidden) : json_null());
+    json_object_set_new(
+        o, "overlapped_reason",
+        json_string(ov ? "1 - prefetch.wait_ns / prefetch.read_ns over the operation: the part "
+                         "of the read-ahead thread's mlock time the decode did not wait for"
+                  : pf->on ? "the fadvise read-ahead does not time its reads: not measured"
+                           : "no read-ahead thread: the streamed pages are read by the decode "
+                             "threads' own page faults, each waited for by the thread that "
+                             "faulted (perf recipe in docs/STREAMING.md)"));
+    json_object_set_new(
+        o, "source",
+        json_string("/proc/self/io read_bytes and /proc/self/stat majflt, getrusage(RUSAGE_SELF) "
+                    "user and system time, read at the first token and the last; "
+                    "read_bandwidth = read_bytes / decode_ns; null: not given by the caller"));
     return o;
 }
 
@@ -148,5 +209,6 @@ json_t *rf_stream_report_json(const struct rf_stream_report *sr)
     json_object_set_new(o, "bound", sr->active ? bound_json(sr) : json_null());
     json_object_set_new(o, "prefetch",
                         sr->prefetch.on ? prefetch_json(&sr->prefetch) : json_null());
+    json_object_set_new(o, "decode", decode_json(sr));
     return o;
 }

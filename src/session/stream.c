@@ -94,6 +94,7 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
     p.scratch_bytes = in->graph_scratch.has ? in->graph_scratch.bytes : 0;
     p.window_bytes = s->p.stream_window_bytes;
     p.margin_bytes = s->p.stream_margin_bytes;
+    p.locked_layers = s->p.stream_locked_layers;
     int rc = rf_stream_plan_build(&s->inv, &p, &st->plan);
     if (rc < 0) {
         st->rep.plan_reason = "the streaming plan could not be built (overflow or no memory)";
@@ -248,6 +249,16 @@ int rf_session_stream_prefetch(struct rf_session *s, const struct rf_stream_pref
     return 0;
 }
 
+int rf_session_stream_decode(struct rf_session *s, const struct rf_stream_decode *d)
+{
+    if (!s || !d)
+        return -EINVAL;
+    ses_op_open(s);
+    stream_of(s)->rep.decode = *d;
+    stream_of(s)->rep.decode.on = true;
+    return 0;
+}
+
 /* a - b when both are known and a >= b. */
 static bool delta(bool has_a, uint64_t a, bool has_b, uint64_t b, uint64_t *out)
 {
@@ -282,10 +293,12 @@ void ses_stream_op_end(struct rf_session *s, const struct rf_operation_output *o
         uint64_t ns,
             r_bytes = pl->limit_bytes > pl->fixed_bytes ? pl->limit_bytes - pl->fixed_bytes : 0;
         uint64_t excess = pl->working_set_bytes > r_bytes ? pl->working_set_bytes - r_bytes : 0;
-        if (!__builtin_mul_overflow(excess, (uint64_t)1000000000, &ns) &&
-            !__builtin_add_overflow(ns / r->bandwidth_bytes_per_s, r->warm_token_ns, &ns)) {
-            r->has_bound = true;
-            r->bound_token_ns = ns;
+        if (!__builtin_mul_overflow(excess, (uint64_t)1000000000, &ns)) {
+            ns /= r->bandwidth_bytes_per_s; /* the streamed part's read time */
+            /* reads hidden behind the compute, or the compute behind the reads */
+            r->has_overlap_limit = true;
+            r->overlap_limit_token_ns = ns > r->warm_token_ns ? ns : r->warm_token_ns;
+            r->has_bound = !__builtin_add_overflow(ns, r->warm_token_ns, &r->bound_token_ns);
         }
     }
 }

@@ -67,6 +67,10 @@ struct rf_stream_params {
                                  (rf_stream_default_window) */
     uint64_t margin_bytes;    /* safety margin under the limit; 0: default
                                  (rf_stream_default_margin) */
+    uint32_t locked_layers;   /* a locking read-ahead needs this many layers of window (the
+                                 layers it holds locked and room for reclaim to take from,
+                                 docs/STREAMING.md); the default and the minimum window then
+                                 hold that many largest layers; 0: none */
 };
 
 /* The plan. Arrays are owned; free with rf_stream_plan_free. */
@@ -119,7 +123,8 @@ uint64_t rf_stream_default_margin(uint64_t limit_bytes);
 /*
  * Plans the pinned set over inv with p (file-top comment). The minimum
  * window (what admission needs besides the fixed part) is one largest
- * layer, at least RF_STREAM_MIN_WINDOW_BYTES / 2. out->fits is false when
+ * layer (p->locked_layers of them when more), at least
+ * RF_STREAM_MIN_WINDOW_BYTES / 2. out->fits is false when
  * fixed + min window + margin exceeds the limit: nothing is pinned then.
  * A plan that pins nothing (the budget is below the head group) is not an
  * error: the reason says so.
@@ -139,6 +144,27 @@ struct rf_stream_prefetch {
     uint64_t layers_prefetched; /* layers the thread issued POSIX_FADV_WILLNEED for */
     uint64_t requested_bytes;   /* their file extents, summed (pages already cached included) */
     uint64_t failed_calls;      /* fadvise calls that failed */
+    bool locking;               /* the locking mode (--stream-lock-ahead): the thread mlocked
+                                   the next streamed layers and munlocked each after use;
+                                   layers_prefetched counts layers locked, requested_bytes the
+                                   bytes locked, failed_calls failed mlock/munlock calls */
+    uint32_t window_layers;     /* locking: layers locked at once, the computed one included */
+    uint64_t read_ns;           /* locking: the thread's time in mlock (reading), summed */
+    uint64_t wait_ns;           /* locking: the decode's time waiting for a layer, summed */
+    uint64_t waits;             /* locking: layers the decode waited for */
+};
+
+/* What the decode (the tokens after the first) cost, measured by the caller around it. */
+struct rf_stream_decode {
+    bool on;                 /* given (rf_session_stream_decode) */
+    uint64_t decode_ns;      /* wall time of the decode */
+    uint64_t tokens;         /* tokens it decoded (generated tokens - 1) */
+    bool has_io;             /* the two below were measured */
+    uint64_t read_bytes;     /* /proc/self/io read_bytes over the decode */
+    uint64_t major_faults;   /* /proc/self/stat majflt over the decode */
+    bool has_cpu;            /* the two below were measured */
+    uint64_t user_ns;        /* getrusage user time over the decode, every thread */
+    uint64_t system_ns;      /* getrusage system time over the decode (faults, reclaim) */
 };
 
 /*
@@ -184,6 +210,9 @@ struct rf_stream_report {
     bool has_achieved;
     uint64_t achieved_token_ns;         /* decode time / decoded tokens, ns */
     struct rf_stream_prefetch prefetch; /* the layer-ahead prefetch; on false: none */
+    struct rf_stream_decode decode;     /* the decode's reads and CPU time; on false: none */
+    bool has_overlap_limit;
+    uint64_t overlap_limit_token_ns; /* max(t_c, max(0, W - (limit - fixed)) / B), ns */
 };
 
 #ifdef __cplusplus
