@@ -381,7 +381,8 @@ int cmd_run(int argc, char **argv)
         cli_error("%s: %s", o.sess.model, err);
         goto out;
     }
-    stream_figures(s, ahead, (uint32_t)o.stream_prefetch, &gen);
+    stream_figures(s, ahead, (uint32_t)(o.stream_prefetch ? o.stream_prefetch : o.stream_lock_ahead),
+                   &gen);
     if (observer && (rc = rf_session_dispatch_trace(s, observer)) < 0) {
         cli_error("cannot attribute the dispatch trace: %s", rf_strerror(rc));
         goto out;

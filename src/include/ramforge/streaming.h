@@ -139,7 +139,8 @@ int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_
 /* What the layer-ahead prefetch thread did in one operation (forge_ahead.h). */
 struct rf_stream_prefetch {
     bool on;                    /* a prefetch thread ran during the operation's session */
-    uint32_t distance;          /* layers ahead: at layer L, layer L + distance - 1 */
+    uint32_t distance;          /* layers ahead: at layer L, layer L + distance - 1 (fadvise);
+                                   layers locked ahead of the computed one (locking) */
     uint64_t layers_posted;     /* layer changes the cb_eval callback posted */
     uint64_t layers_prefetched; /* layers the thread issued POSIX_FADV_WILLNEED for */
     uint64_t requested_bytes;   /* their file extents, summed (pages already cached included) */
