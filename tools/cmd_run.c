@@ -55,24 +55,7 @@ static struct rf_session_params session_params(const struct run_options *o, uint
     p.stream_window_bytes = o->stream_window;
     p.stream_sequential = o->stream_sequential;
     p.stream_hugepage = o->stream_hugepage;
-    /* N ahead and the one computed are locked; one more layer of room for reclaim to take
-       from (without it the read-ahead's own pages were reclaimed before use: docs/STREAMING.md) */
-    p.stream_locked_layers = o->stream_lock_ahead ? (uint32_t)o->stream_lock_ahead + 2 : 0;
     return p;
-}
-
-/* --stream-lock-ahead: the locking read-ahead over the plan's streamed ranges, when pinned. */
-static struct forge_ahead *lock_ahead(struct rf_session *s, uint32_t layers)
-{
-    const struct rf_stream_report *sr = rf_session_report(s, RF_REPORT_OPERATION)->streaming;
-    struct forge_ahead *a = NULL;
-    if (!sr || !sr->pinned || !sr->plan || sr->plan->n_stream_ranges == 0)
-        return NULL; /* nothing streams: streaming.plan_reason says why */
-    int rc = forge_ahead_create_locking(rf_session_forge_model(s), sr->plan->stream_ranges,
-                                        sr->plan->n_stream_ranges, layers + 1, &a);
-    if (rc < 0)
-        cli_error("warning: streaming: no lock-ahead read: %s", rf_strerror(rc));
-    return a;
 }
 
 /* The read-ahead's and the decode's figures, for the report's streaming object. */
@@ -101,11 +84,6 @@ static void stream_figures(struct rf_session *s, struct forge_ahead *ahead, uint
         .layers_prefetched = as.layers_prefetched,
         .requested_bytes = as.requested_bytes,
         .failed_calls = as.failed_calls,
-        .locking = as.locking,
-        .window_layers = as.window_layers,
-        .read_ns = as.read_ns,
-        .wait_ns = as.wait_ns,
-        .waits = as.waits,
     };
     rf_session_stream_prefetch(s, &sp);
 }
@@ -374,15 +352,12 @@ int cmd_run(int argc, char **argv)
         (rc = forge_ahead_create(rf_session_forge_model(s), (uint32_t)o.stream_prefetch, &ahead)) <
             0)
         cli_error("warning: streaming: no layer-ahead prefetch: %s", rf_strerror(rc));
-    if (o.sess.policy == RF_POLICY_STREAMING && o.stream_lock_ahead > 0)
-        ahead = lock_ahead(s, (uint32_t)o.stream_lock_ahead);
     gp.ahead = ahead;
     if (forge_generate(rf_session_forge_model(s), &gp, &gen, err) < 0) {
         cli_error("%s: %s", o.sess.model, err);
         goto out;
     }
-    stream_figures(s, ahead, (uint32_t)(o.stream_prefetch ? o.stream_prefetch : o.stream_lock_ahead),
-                   &gen);
+    stream_figures(s, ahead, (uint32_t)o.stream_prefetch, &gen);
     if (observer && (rc = rf_session_dispatch_trace(s, observer)) < 0) {
         cli_error("cannot attribute the dispatch trace: %s", rf_strerror(rc));
         goto out;

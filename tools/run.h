@@ -24,7 +24,6 @@ struct run_options {
     bool stream_sequential;    /* false: --no-stream-sequential */
     bool stream_hugepage;      /* false: --no-stream-hugepage */
     long long stream_prefetch; /* --stream-prefetch-layers, layers ahead; 0: off */
-    long long stream_lock_ahead; /* --stream-lock-ahead, layers locked ahead; 0: off */
     bool observe_dispatch;
     bool has_dispatch_events, has_dispatch_sample_pages; /* given on the command line */
     long long dispatch_events;                           /* observer capacity, events */

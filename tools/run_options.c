@@ -77,12 +77,6 @@ static void usage(FILE *out)
             "                                when the decode reaches layer L, 0..4 (default 0:\n"
             "                                off; measured slower with the hugepage hint)\n"
             "      --no-stream-prefetch      same as --stream-prefetch-layers 0 (the default)\n"
-            "      --stream-lock-ahead N     with streaming, a helper thread mlocks (reads and\n"
-            "                                pins) the next N streamed layers while the decode\n"
-            "                                computes, each munlocked once computed, 1..3\n"
-            "                                (default 0: off); the window holds N + 2 layers\n"
-            "                                (N ahead, the one computed, one for reclaim to\n"
-            "                                take from), counted in admission\n"
             "      --memory-target SIZE      memory target (required by memory-bound and\n"
             "                                active). The plan brings the model mapping's\n"
             "                                resident bytes under target - reserve; admission\n"
@@ -202,7 +196,6 @@ enum {
     OPT_STREAM_HUGEPAGE,
     OPT_STREAM_PREFETCH,
     OPT_NO_STREAM_PREFETCH,
-    OPT_STREAM_LOCK_AHEAD,
 };
 
 /* Largest prompt file -f reads, bytes (16 MiB: far beyond any context). */
@@ -340,11 +333,6 @@ static int run_option(int c, const char *arg, void *ud)
     case OPT_NO_STREAM_PREFETCH:
         o->stream_prefetch = 0;
         break;
-    case OPT_STREAM_LOCK_AHEAD:
-        if (!cli_parse_int("layer count (--stream-lock-ahead)", arg, 0, 3,
-                           &o->stream_lock_ahead))
-            return RF_EXIT_USAGE;
-        break;
     case OPT_STREAM_WINDOW:
         if (!cli_parse_size("--stream-window", arg, false, &o->stream_window))
             return RF_EXIT_USAGE;
@@ -414,7 +402,6 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         {"no-stream-hugepage", no_argument, NULL, OPT_STREAM_HUGEPAGE},
         {"stream-prefetch-layers", required_argument, NULL, OPT_STREAM_PREFETCH},
         {"no-stream-prefetch", no_argument, NULL, OPT_NO_STREAM_PREFETCH},
-        {"stream-lock-ahead", required_argument, NULL, OPT_STREAM_LOCK_AHEAD},
         SESSION_LONGOPT_VERBOSE,
         SESSION_LONGOPT_HELP,
         {NULL, 0, NULL, 0},
@@ -467,15 +454,9 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
                         "matched to the model's inventory");
         return RF_EXIT_USAGE;
     }
-    if (o->stream_lock_ahead > 0 && o->stream_prefetch > 0) {
-        cli_usage_error("--stream-lock-ahead and --stream-prefetch-layers are two read-aheads: "
-                        "give one");
-        return RF_EXIT_USAGE;
-    }
     if (so->policy != RF_POLICY_STREAMING) {
         const char *ignored = o->stream_window         ? "--stream-window"
                               : o->stream_prefetch > 0 ? "--stream-prefetch-layers"
-                              : o->stream_lock_ahead > 0 ? "--stream-lock-ahead"
                               : !o->stream_hugepage    ? "--no-stream-hugepage"
                               : !o->stream_sequential  ? "--no-stream-sequential"
                                                        : NULL;

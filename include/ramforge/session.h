@@ -132,10 +132,6 @@ struct rf_session_params {
     bool stream_hugepage;   /* also madvise(MADV_HUGEPAGE) the streamed layers while pinned
                                (MADV_NOHUGEPAGE when the pins are undone); default true:
                                2.0x the decode speed measured in docs/STREAMING.md */
-    uint32_t stream_locked_layers; /* the caller runs a locking read-ahead (forge_ahead.h)
-                                      whose locked layers and room for reclaim take this many
-                                      layers: the plan's default and minimum window hold that
-                                      many layers (admission counts them); 0 (default): none */
 };
 
 RF_API struct rf_session_params rf_session_default_params(void);

@@ -135,34 +135,23 @@ static json_t *prefetch_json(const struct rf_stream_prefetch *p)
     json_object_set_new(o, "layers_prefetched", json_integer((json_int_t)p->layers_prefetched));
     json_object_set_new(o, "requested_bytes", rf_json_u64(true, p->requested_bytes));
     json_object_set_new(o, "failed_calls", json_integer((json_int_t)p->failed_calls));
-    json_object_set_new(o, "locking", json_boolean(p->locking));
-    json_object_set_new(o, "window_layers", p->locking ? json_integer(p->window_layers) : json_null());
-    json_object_set_new(o, "read_ns", rf_json_u64(p->locking, p->read_ns));
-    json_object_set_new(o, "wait_ns", rf_json_u64(p->locking, p->wait_ns));
-    json_object_set_new(o, "waits", rf_json_u64(p->locking, p->waits));
-    json_object_set_new(
-        o, "mechanism",
-        json_string(p->locking
-                        ? "a helper thread, posted the layer each decode computes by cb_eval, "
-                          "mlock (reads and pins) of the next streamed layers' pages in the "
-                          "mapping, window_layers locked at once, each munlocked once computed; "
-                          "the decode waits for a streamed layer not locked yet (wait_ns)"
-                        : "a helper thread, posted the layer each decode reaches by "
-                          "cb_eval, posix_fadvise(POSIX_FADV_WILLNEED) over the "
-                          "layer's file extent on its own read-only descriptor"));
+    json_object_set_new(o, "mechanism",
+                        json_string("a helper thread, posted the layer each decode reaches by "
+                                    "cb_eval, posix_fadvise(POSIX_FADV_WILLNEED) over the "
+                                    "layer's file extent on its own read-only descriptor"));
     return o;
 }
 
-/* The decode's reads: achieved bandwidth, and how much of the reading the compute hid. */
+/*
+ * The decode's reads: achieved bandwidth, CPU time, and the fraction of the
+ * reads that overlapped compute, which no reader of this tree measures: the
+ * streamed pages are read by the decode's own faults (or fadvise, untimed).
+ */
 static json_t *decode_json(const struct rf_stream_report *sr)
 {
     const struct rf_stream_decode *d = &sr->decode;
-    const struct rf_stream_prefetch *pf = &sr->prefetch;
     bool io = d->on && d->has_io, cpu = d->on && d->has_cpu;
-    bool bw = io && d->decode_ns > 0, ov = pf->on && pf->locking && pf->read_ns > 0;
-    double hidden = ov && pf->wait_ns < pf->read_ns
-                        ? 1.0 - (double)pf->wait_ns / (double)pf->read_ns
-                        : 0.0;
+    bool bw = io && d->decode_ns > 0;
     json_t *o = json_object();
     if (!o)
         return NULL;
@@ -177,15 +166,14 @@ static json_t *decode_json(const struct rf_stream_report *sr)
         rf_json_u64(bw, bw ? (uint64_t)((double)d->read_bytes * 1e9 / (double)d->decode_ns) : 0));
     json_object_set_new(o, "user_ns", rf_json_u64(cpu, d->user_ns));
     json_object_set_new(o, "system_ns", rf_json_u64(cpu, d->system_ns));
-    json_object_set_new(o, "overlapped_fraction", ov ? json_real(hidden) : json_null());
+    json_object_set_new(o, "overlapped_fraction", json_null());
     json_object_set_new(
         o, "overlapped_reason",
-        json_string(ov ? "1 - prefetch.wait_ns / prefetch.read_ns over the operation: the part "
-                         "of the read-ahead thread's mlock time the decode did not wait for"
-                  : pf->on ? "the fadvise read-ahead does not time its reads: not measured"
-                           : "no read-ahead thread: the streamed pages are read by the decode "
-                             "threads' own page faults, each waited for by the thread that "
-                             "faulted (perf recipe in docs/STREAMING.md)"));
+        json_string(sr->prefetch.on
+                        ? "the fadvise read-ahead does not time its reads: not measured"
+                        : "no read-ahead thread: the streamed pages are read by the decode "
+                          "threads' own page faults, each waited for by the thread that "
+                          "faulted (docs/STREAMING.md)"));
     json_object_set_new(
         o, "source",
         json_string("/proc/self/io read_bytes and /proc/self/stat majflt, getrusage(RUSAGE_SELF) "

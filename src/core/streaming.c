@@ -313,13 +313,11 @@ static int budget(const struct rf_stream_params *p, struct rf_stream_plan *out)
     out->fixed_bytes = fixed;
     out->margin_bytes =
         p->margin_bytes ? p->margin_bytes : rf_stream_default_margin(p->limit_bytes);
-    uint64_t layers = out->largest_layer_bytes; /* what the read-ahead locks at once */
-    if (p->locked_layers > 1 &&
-        __builtin_mul_overflow(layers, (uint64_t)p->locked_layers, &layers))
-        return -EOVERFLOW;
-    out->window_bytes = p->window_bytes ? p->window_bytes : rf_stream_default_window(layers);
-    out->min_window_bytes =
-        layers > RF_STREAM_MIN_WINDOW_BYTES / 2 ? layers : RF_STREAM_MIN_WINDOW_BYTES / 2;
+    out->window_bytes =
+        p->window_bytes ? p->window_bytes : rf_stream_default_window(out->largest_layer_bytes);
+    out->min_window_bytes = out->largest_layer_bytes > RF_STREAM_MIN_WINDOW_BYTES / 2
+                                ? out->largest_layer_bytes
+                                : RF_STREAM_MIN_WINDOW_BYTES / 2;
     if (__builtin_add_overflow(fixed, out->min_window_bytes, &need) ||
         __builtin_add_overflow(need, out->margin_bytes, &need))
         return -EOVERFLOW;

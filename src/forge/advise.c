@@ -346,32 +346,3 @@ out:
     free(c);
     return rc;
 }
-
-int forge_ranges_addresses(struct forge_model *m, const struct rf_file_range *ranges, size_t n,
-                           uint64_t *va)
-{
-    const uint64_t page = rfsys_page_bytes();
-    struct rfsys_maps maps;
-    struct checked_range c;
-
-    if (!m || (n > 0 && (!ranges || !va)))
-        return -EINVAL;
-    int rc = forge_gate_try_release(&m->gate);
-    if (rc < 0)
-        return rc;
-    rfsys_maps_init(&maps);
-    rc = rfsys_read_maps(NULL, "self", &maps);
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        if (ranges[i].pages.end_page <= ranges[i].pages.first_page) {
-            va[i] = 0;
-            continue;
-        }
-        validate(m, &maps, &ranges[i], page, &c);
-        if (c.err)
-            rc = c.err;
-        va[i] = c.va;
-    }
-    rfsys_maps_free(&maps);
-    forge_gate_end_release(&m->gate);
-    return rc;
-}

@@ -143,19 +143,6 @@ int forge_advise_ranges(struct forge_model *m, const struct rf_file_range *range
                         int *range_errors);
 
 /*
- * The addresses of ranges in the model's file mapping, validated as
- * forge_advise_ranges validates them (one read of /proc/self/maps, under the
- * exclusive side of the gate taken without blocking), for a caller that
- * will lock or populate them later without the gate (forge_ahead.h's
- * locking mode: mlock is not a release). va (n entries) receives each
- * range's first address, 0 for an empty range. Returns 0, or -EINVAL,
- * -EBUSY, -ENOMEM, the maps read error, or -EFAULT / -EOVERFLOW for the
- * first range that does not validate (va then partly filled).
- */
-int forge_ranges_addresses(struct forge_model *m, const struct rf_file_range *ranges, size_t n,
-                           uint64_t *va);
-
-/*
  * forge_gguf_check, keeping the parsed header: on success *out is a gguf
  * context (no tensor data) the caller frees with gguf_free, and *st the
  * file's stat.

@@ -318,7 +318,6 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
         decode_mark(&mark_end);
         decode_figures(&mark_first, &mark_end, out);
     }
-    forge_ahead_settle(p->ahead); /* no lock of its thread outlives the decode */
     if (p->on_session_end)
         p->on_session_end(p->user_data);
     if (!out->text) {
@@ -327,7 +326,6 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
             rc = -ENOMEM;
     }
 out:
-    forge_ahead_settle(p->ahead);
     llama_sampler_free(smpl);
     if (fc) {
         struct forge_context_lifetime cl;

@@ -94,7 +94,6 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
     p.scratch_bytes = in->graph_scratch.has ? in->graph_scratch.bytes : 0;
     p.window_bytes = s->p.stream_window_bytes;
     p.margin_bytes = s->p.stream_margin_bytes;
-    p.locked_layers = s->p.stream_locked_layers;
     int rc = rf_stream_plan_build(&s->inv, &p, &st->plan);
     if (rc < 0) {
         st->rep.plan_reason = "the streaming plan could not be built (overflow or no memory)";

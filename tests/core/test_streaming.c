@@ -250,43 +250,6 @@ static void test_does_not_fit(void **state)
     rf_inventory_free(&inv);
 }
 
-/*
- * A locking read-ahead holding 4 layers (10 MiB each) at once: the minimum
- * and the default window hold 4 layers, so admission counts them; a fixed
- * part that fits with one layer's window no longer does.
- */
-static void test_locked_layers(void **state)
-{
-    struct rf_inventory inv;
-    struct rf_stream_plan plan;
-    (void)state;
-    build_model(&inv, false, RF_ACCESS_FILE_BACKED);
-    rf_stream_plan_init(&plan);
-    struct rf_stream_params p = params(100 * MIB, 55 * MIB, 0, 5 * MIB);
-    p.locked_layers = 4;
-    assert_int_equal(rf_stream_plan_build(&inv, &p, &plan), 0);
-    assert_true(plan.fits); /* 55 + 40 + 5 = 100 */
-    assert_int_equal(plan.min_window_bytes, 40 * MIB);
-    assert_int_equal(plan.window_bytes, 40 * MIB);
-    assert_int_equal(plan.pin_budget_bytes, 0);
-    rf_stream_plan_free(&plan);
-    p = params(100 * MIB, 56 * MIB, 0, 5 * MIB);
-    assert_int_equal(rf_stream_plan_build(&inv, &p, &plan), 0);
-    assert_true(plan.fits); /* without the read-ahead: 56 + 16 + 5 */
-    rf_stream_plan_free(&plan);
-    p.locked_layers = 4;
-    assert_int_equal(rf_stream_plan_build(&inv, &p, &plan), 0);
-    assert_false(plan.fits);
-    assert_int_equal(plan.n_pinned, 0);
-    rf_stream_plan_free(&plan);
-    p.locked_layers = UINT32_MAX;
-    p.window_bytes = 1;
-    assert_int_equal(rf_stream_plan_build(&inv, &p, &plan), 0); /* 10 MiB x 2^32 fits 64 bits */
-    assert_false(plan.fits);
-    rf_stream_plan_free(&plan);
-    rf_inventory_free(&inv);
-}
-
 static void test_errors_and_overflow(void **state)
 {
     struct rf_inventory inv;
@@ -446,7 +409,6 @@ int main(void)
         cmocka_unit_test(test_tied_embeddings_pinned),
         cmocka_unit_test(test_anonymous_never_pinned),
         cmocka_unit_test(test_does_not_fit),
-        cmocka_unit_test(test_locked_layers),
         cmocka_unit_test(test_errors_and_overflow),
         cmocka_unit_test(test_random),
     };

@@ -16,14 +16,6 @@ folder however the case ends (pass, fail, skip, an exception or SIGTERM).
   streaming_repack  Q4_0 with repacking, limited just under its decode working
                     set: no weight read from an anonymous repacked copy is
                     pinned, tokens unchanged
-  streaming_lock_ahead
-                    --stream-lock-ahead 1 in a child memory cgroup at 0.75x the file
-                    (cold: the model evicted first when vmtouch is there): the
-                    helper thread read and locked the streamed layers, the window
-                    holds three layers and the plan stays under the limit, tokens
-                    are those of `off`; with --verify the after_session boundary
-                    (where the pins are undone, after the thread is settled) and a
-                    verify session follow, with the same tokens
   streaming_mlock_refused
                     as uid 65534 (no CAP_IPC_LOCK) with RLIMIT_MEMLOCK 64 KiB:
                     the refusal is reported with its reason, the run falls back
@@ -35,8 +27,6 @@ import json
 import re
 import os
 import resource
-import shutil
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "schema"))
@@ -137,6 +127,12 @@ def case_streaming_limit(c):
     check(pin["pinned"] and pin["locked_bytes"] == plan["pinned_bytes"],
           f"smaps Locked {pin['locked_bytes']} vs pinned {plan['pinned_bytes']}")
     check(pin["unpinned_at"] == "after_session", f"unpinned at {pin['unpinned_at']}")
+    # issue 25: the decode's reads and CPU time, measured; no reader measures the overlap
+    dec = st["decode"]
+    check(dec["tokens"] == int(N_PREDICT) - 1 and dec["read_bytes"] is not None and
+          dec["read_bandwidth_bytes_per_s"] is not None and dec["user_ns"] is not None,
+          f"decode {dec}")
+    check(dec["overlapped_fraction"] is None and dec["overlapped_reason"], f"decode {dec}")
     # MADV_HUGEPAGE on the streamed ranges: accepted wherever the kernel has THP
     check(pin["thp_enabled"] in ("always", "madvise", "never", None),
           f"THP mode {pin['thp_enabled']}")
@@ -184,39 +180,6 @@ def case_streaming_repack(c):
           f"smaps Locked {rep['streaming']['pin']['locked_bytes']} vs {plan['pinned_bytes']}")
 
 
-def case_streaming_lock_ahead(c):
-    if asan_build(c.rf):
-        raise Skip("an ASan build: its shadow memory and quarantine grow the anonymous memory "
-                   "past the cgroup limit this test sizes")
-    model = c.model("q8_0")
-    off, _ = c.report("off", model, "--residency-policy", "off")
-    if shutil.which("vmtouch"):  # cold, as bench's isolated-nonresident: the load fills the cgroup
-        subprocess.run(["vmtouch", "-e", "-q", model], check=True)
-    size = os.path.getsize(model)
-    with memory_child_cgroup("ramforge-e2e-stream", size * 3 // 4) as enter:
-        rep, _ = c.report("lock", model, "--residency-policy", "streaming",
-                          "--stream-lock-ahead", "1", "--verify", preexec_fn=enter)
-    check(tokens(rep) == tokens(off), "the locking read-ahead changed the tokens")
-    v = rep["output"]["verify_session"]
-    check(v["run"] and v["tokens_identical"], f"verify session {v}")
-    st = rep["streaming"]
-    plan, pin, pf, dec = st["plan"], st["pin"], st["prefetch"], st["decode"]
-    check(plan is not None and pin["pinned"], f"nothing pinned: {st['plan_reason']}")
-    check(plan["window_bytes"] == plan["min_window_bytes"] and
-          plan["window_bytes"] * plan["n_layers"] >= 3 * plan["working_set_bytes"] * 9 // 10,
-          f"the window {plan['window_bytes']} does not hold three layers of "
-          f"{plan['working_set_bytes']} / {plan['n_layers']}")
-    check(plan["pinned_bytes"] + plan["fixed_bytes"] + plan["window_bytes"] +
-          plan["margin_bytes"] <= plan["limit_bytes"], f"over the limit: {plan}")
-    check(pf is not None and pf["locking"] and pf["window_layers"] == 2 and
-          pf["layers_prefetched"] > 0 and pf["failed_calls"] == 0 and pf["read_ns"] > 0,
-          f"the locking read-ahead did not run: {pf}")
-    check(pin["unpinned_at"] == "after_session", f"unpinned at {pin['unpinned_at']}")
-    check(dec["read_bytes"] is not None and dec["read_bandwidth_bytes_per_s"] is not None and
-          0 <= dec["overlapped_fraction"] <= 1, f"decode {dec}")
-    check(st["bound"]["overlap_limit_token_ns"] is None, "an overlap limit without B")
-
-
 def case_streaming_mlock_refused(c):
     if os.geteuid() != 0:
         raise Skip("not root: cannot switch to uid 65534")
@@ -246,7 +209,6 @@ CASES = {
     "streaming_limit": case_streaming_limit,
     "streaming_repack": case_streaming_repack,
     "streaming_mlock_refused": case_streaming_mlock_refused,
-    "streaming_lock_ahead": case_streaming_lock_ahead,
 }
 
 

@@ -12,21 +12,6 @@
  * scheduler computes the graph up to that node before asking further (one
  * split per layer). One layer of lookahead: the latest posted layer wins,
  * a layer the thread has not reached when a newer one is posted is skipped.
- *
- * The locking mode (forge_ahead_create_locking) reads ahead into the
- * mapping instead and keeps what it read until it is used: the thread
- * mlocks (which reads the pages in and pins them) the streamed pieces of
- * the next layers, in the decode's order and across the end of a pass
- * into the next token's, keeping at most `window` layers locked, the one
- * being computed included; once the decode has computed a layer the thread
- * munlocks it (reclaim may take it again). The callback posts the
- * layer at the data phase of its first node (the previous layer is then
- * computed) and, when the layer streams and the thread has not locked it
- * yet, waits for it: that wait is the read time the compute did not hide.
- * mlock and munlock are not releases; the ranges are validated against
- * /proc/self/maps under the gate at create, and forge_generate settles the
- * prefetcher (joins the thread, every lock of its own undone) before it
- * returns, so no lock of the thread survives into a boundary.
  */
 #ifndef RAMFORGE_FORGE_AHEAD_H
 #define RAMFORGE_FORGE_AHEAD_H
@@ -39,7 +24,6 @@
 struct forge_ahead;
 
 #define FORGE_AHEAD_MAX_DISTANCE 4
-#define FORGE_AHEAD_MAX_WINDOW 4 /* locking mode: most layers locked at once */
 
 /* What the prefetcher did since create (read with forge_ahead_stats after the generation). */
 struct forge_ahead_stats {
@@ -50,14 +34,6 @@ struct forge_ahead_stats {
     uint64_t failed_calls;      /* of which failed */
     int first_error;            /* negative errno of the first failure; 0: none */
     uint32_t n_layers;          /* layers with a file extent */
-    bool locking;               /* the locking mode: layers_prefetched counts layers locked,
-                                   requested_bytes the bytes mlock accepted, calls the mlock
-                                   and munlock calls */
-    uint32_t window_layers;     /* locking: layers locked at once, the computed one included */
-    uint64_t read_ns;           /* locking: time in mlock (reading the layers), summed */
-    uint64_t wait_ns;           /* locking: time the decode waited for a layer, summed */
-    uint64_t waits;             /* locking: layers the decode waited for */
-    uint64_t layers_unlocked;   /* locking: layers munlocked after use (or at settle) */
 };
 
 /*
@@ -71,27 +47,7 @@ struct forge_ahead_stats {
  */
 int forge_ahead_create(struct forge_model *m, uint32_t distance, struct forge_ahead **out);
 
-/*
- * The locking mode over ranges (n file page ranges of m's mapping, the
- * streaming plan's stream_ranges: the pages W reads that are not pinned),
- * with window layers (1..FORGE_AHEAD_MAX_WINDOW) locked at once. Each
- * range is validated (forge_ranges_addresses: takes the gate, so call it
- * with no context in flight) and cut by the layers' page extents; a page
- * two layers share is unlocked with the first. The thread starts reading
- * at once. Errors: -EINVAL, -ENOMEM, -EBUSY, -EFAULT (a range outside the
- * validated mapping), a pthread_create error as negative errno.
- */
-int forge_ahead_create_locking(struct forge_model *m, const struct rf_file_range *ranges, size_t n,
-                               uint32_t window, struct forge_ahead **out);
-
-/*
- * Locking mode: stops and joins the thread, which munlocks every layer it
- * holds; the callback then neither posts nor waits. forge_generate calls it
- * before it returns. A no-op for NULL, the fadvise mode, or a second call.
- */
-void forge_ahead_settle(struct forge_ahead *a);
-
-/* Stops and joins the thread (settles), closes the descriptor, frees; NULL is a no-op. */
+/* Stops and joins the thread, closes the descriptor, frees; NULL is a no-op. */
 void forge_ahead_free(struct forge_ahead *a);
 
 /*
@@ -102,7 +58,6 @@ void forge_ahead_free(struct forge_ahead *a);
  */
 void forge_ahead_context_params(struct forge_ahead *a, struct forge_context_params *p);
 
-/* Thread-safe (the locking mode reads its times under its mutex). */
-void forge_ahead_stats(struct forge_ahead *a, struct forge_ahead_stats *out);
+void forge_ahead_stats(const struct forge_ahead *a, struct forge_ahead_stats *out);
 
 #endif

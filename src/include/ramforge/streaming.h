@@ -67,10 +67,6 @@ struct rf_stream_params {
                                  (rf_stream_default_window) */
     uint64_t margin_bytes;    /* safety margin under the limit; 0: default
                                  (rf_stream_default_margin) */
-    uint32_t locked_layers;   /* a locking read-ahead needs this many layers of window (the
-                                 layers it holds locked and room for reclaim to take from,
-                                 docs/STREAMING.md); the default and the minimum window then
-                                 hold that many largest layers; 0: none */
 };
 
 /* The plan. Arrays are owned; free with rf_stream_plan_free. */
@@ -123,8 +119,7 @@ uint64_t rf_stream_default_margin(uint64_t limit_bytes);
 /*
  * Plans the pinned set over inv with p (file-top comment). The minimum
  * window (what admission needs besides the fixed part) is one largest
- * layer (p->locked_layers of them when more), at least
- * RF_STREAM_MIN_WINDOW_BYTES / 2. out->fits is false when
+ * layer, at least RF_STREAM_MIN_WINDOW_BYTES / 2. out->fits is false when
  * fixed + min window + margin exceeds the limit: nothing is pinned then.
  * A plan that pins nothing (the budget is below the head group) is not an
  * error: the reason says so.
@@ -139,20 +134,11 @@ int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_
 /* What the layer-ahead prefetch thread did in one operation (forge_ahead.h). */
 struct rf_stream_prefetch {
     bool on;                    /* a prefetch thread ran during the operation's session */
-    uint32_t distance;          /* layers ahead: at layer L, layer L + distance - 1 (fadvise);
-                                   layers locked ahead of the computed one (locking) */
+    uint32_t distance;          /* layers ahead: at layer L, layer L + distance - 1 */
     uint64_t layers_posted;     /* layer changes the cb_eval callback posted */
     uint64_t layers_prefetched; /* layers the thread issued POSIX_FADV_WILLNEED for */
     uint64_t requested_bytes;   /* their file extents, summed (pages already cached included) */
     uint64_t failed_calls;      /* fadvise calls that failed */
-    bool locking;               /* the locking mode (--stream-lock-ahead): the thread mlocked
-                                   the next streamed layers and munlocked each after use;
-                                   layers_prefetched counts layers locked, requested_bytes the
-                                   bytes locked, failed_calls failed mlock/munlock calls */
-    uint32_t window_layers;     /* locking: layers locked at once, the computed one included */
-    uint64_t read_ns;           /* locking: the thread's time in mlock (reading), summed */
-    uint64_t wait_ns;           /* locking: the decode's time waiting for a layer, summed */
-    uint64_t waits;             /* locking: layers the decode waited for */
 };
 
 /* What the decode (the tokens after the first) cost, measured by the caller around it. */
