@@ -59,6 +59,36 @@ static struct rf_session_params session_params(const struct run_options *o, uint
     return p;
 }
 
+/* The read-ahead's and the decode's figures, for the report's streaming object. */
+static void stream_figures(struct rf_session *s, struct forge_ahead *ahead, uint32_t distance,
+                           const struct forge_generate_result *gen)
+{
+    struct rf_stream_decode d = {
+        .decode_ns = gen->decode_ns,
+        .tokens = gen->n_tokens > 1 ? gen->n_tokens - 1 : 0,
+        .has_io = gen->has_decode_io,
+        .read_bytes = gen->decode_read_bytes,
+        .major_faults = gen->decode_major_faults,
+        .has_cpu = gen->has_decode_cpu,
+        .user_ns = gen->decode_user_ns,
+        .system_ns = gen->decode_system_ns,
+    };
+    rf_session_stream_decode(s, &d);
+    if (!ahead)
+        return;
+    struct forge_ahead_stats as;
+    forge_ahead_stats(ahead, &as);
+    struct rf_stream_prefetch sp = {
+        .on = true,
+        .distance = distance,
+        .layers_posted = as.layers_posted,
+        .layers_prefetched = as.layers_prefetched,
+        .requested_bytes = as.requested_bytes,
+        .failed_calls = as.failed_calls,
+    };
+    rf_session_stream_prefetch(s, &sp);
+}
+
 static int write_reports(struct rf_session *s, const struct run_options *o)
 {
     if (o->human_report)
@@ -331,19 +361,7 @@ int cmd_run(int argc, char **argv)
         cli_error("%s: %s", o.sess.model, err);
         goto out;
     }
-    if (ahead) {
-        struct forge_ahead_stats as;
-        forge_ahead_stats(ahead, &as);
-        struct rf_stream_prefetch sp = {
-            .on = true,
-            .distance = (uint32_t)o.stream_prefetch,
-            .layers_posted = as.layers_posted,
-            .layers_prefetched = as.layers_prefetched,
-            .requested_bytes = as.requested_bytes,
-            .failed_calls = as.failed_calls,
-        };
-        rf_session_stream_prefetch(s, &sp);
-    }
+    stream_figures(s, ahead, (uint32_t)o.stream_prefetch, &gen);
     if (observer && (rc = rf_session_dispatch_trace(s, observer)) < 0) {
         cli_error("cannot attribute the dispatch trace: %s", rf_strerror(rc));
         goto out;

@@ -93,17 +93,19 @@ bool rf_admission_check_level(const struct rf_admission_input *in, struct rf_adm
     /* Before the load the model's cached pages are unmapped cache; the load maps them. */
     if (in->phase == RF_ADMISSION_PRE_LOAD && in->model_cached.has)
         c->reclaimable_bytes = rf_admission_sat_sub(c->reclaimable_bytes, in->model_cached.bytes);
-    base = usage - c->reclaimable_bytes;
-    others = rf_admission_sat_sub(base, in->process_rss.bytes);
-    /* Under streaming, after the load: this process's mapped file pages charged here (at
-       most the charge beyond its anonymous memory) are the stream's, evicted and re-read
-       under the limit (the working set and the plan decide), never a charge the kernel
-       kills for; a cold model's would otherwise count in the charge and the working set. */
-    if (in->streaming && in->phase != RF_ADMISSION_PRE_LOAD && in->anonymous.has) {
-        uint64_t file = rf_admission_sat_sub(in->process_rss.bytes, in->anonymous.bytes),
-                 beyond = rf_admission_sat_sub(base, in->anonymous.bytes);
-        base -= file < beyond ? file : beyond;
+    /*
+     * Under streaming, after the load, the model mapping's resident unlocked pages (clean,
+     * mapped: not in reclaimable_file) are what the policy lets the kernel reclaim; the
+     * streaming plan checks its fixed part and window against the hard limit itself.
+     */
+    uint64_t own = 0; /* (the process's RSS holds them: others below counts them once) */
+    if (in->phase == RF_ADMISSION_AFTER_LOAD && in->streaming && in->mapping_rss.has) {
+        own = rf_admission_sat_sub(in->mapping_rss.bytes, in->locked.has ? in->locked.bytes : 0);
+        own = own < usage - c->reclaimable_bytes ? own : usage - c->reclaimable_bytes;
     }
+    others = rf_admission_sat_sub(usage - c->reclaimable_bytes, in->process_rss.bytes);
+    c->reclaimable_bytes += own;
+    base = usage - c->reclaimable_bytes;
     if (__builtin_add_overflow(base, out->growth_bytes, &c->projected_bytes))
         return false;
     if (in->phase == RF_ADMISSION_PRE_LOAD && in->model_cached.has)

@@ -1,8 +1,8 @@
 /*
  * The report's `streaming` object (streaming.h's rf_stream_report): the
  * operation's storage traffic, and under the streaming policy the plan,
- * the pins and the per-token bound. One object, so that bench reads its
- * keys in one place.
+ * the pins, the per-token bounds and where the decode's reads went. One
+ * object, so that bench reads its keys in one place.
  */
 #include "ramforge/error.h"
 #include "ramforge/json_util.h"
@@ -111,13 +111,22 @@ static json_t *bound_json(const struct rf_stream_report *sr)
                         sr->has_bound && sr->has_achieved && sr->bound_token_ns > 0
                             ? json_real((double)sr->achieved_token_ns / (double)sr->bound_token_ns)
                             : json_null());
+    json_object_set_new(o, "overlap_limit_token_ns",
+                        rf_json_u64(sr->has_overlap_limit, sr->overlap_limit_token_ns));
+    json_object_set_new(o, "ratio_to_overlap_limit",
+                        sr->has_overlap_limit && sr->has_achieved && sr->overlap_limit_token_ns > 0
+                            ? json_real((double)sr->achieved_token_ns /
+                                        (double)sr->overlap_limit_token_ns)
+                            : json_null());
     json_object_set_new(
         o, "formula",
         json_string("bound = t_c + max(0, W - R) / B: t_c the warm per-token compute time "
                     "(0 when not given), W the plan's working_set_bytes, R its limit_bytes - "
                     "fixed_bytes (what any policy could keep resident; the plan's margin and "
                     "window are its own choice), B the storage bandwidth (not measured by run: "
-                    "given by the caller, as bench measures it)"));
+                    "given by the caller, as bench measures it); the additive bound: no read "
+                    "overlaps the compute. overlap limit = max(t_c, max(0, W - R) / B): every "
+                    "read overlaps the compute"));
     return o;
 }
 
@@ -138,6 +147,46 @@ static json_t *prefetch_json(const struct rf_stream_prefetch *p)
     return o;
 }
 
+/*
+ * The decode's reads: achieved bandwidth, CPU time, and the fraction of the
+ * reads that overlapped compute, which no reader of this tree measures: the
+ * streamed pages are read by the decode's own faults (or fadvise, untimed).
+ */
+static json_t *decode_json(const struct rf_stream_report *sr)
+{
+    const struct rf_stream_decode *d = &sr->decode;
+    bool io = d->on && d->has_io, cpu = d->on && d->has_cpu;
+    bool bw = io && d->decode_ns > 0;
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "decode_ns", rf_json_u64(d->on, d->decode_ns));
+    json_object_set_new(o, "tokens", rf_json_u64(d->on, d->tokens));
+    json_object_set_new(o, "read_bytes", rf_json_u64(io, d->read_bytes));
+    json_object_set_new(o, "read_bytes_per_token",
+                        rf_json_u64(io && d->tokens > 0, d->tokens ? d->read_bytes / d->tokens : 0));
+    json_object_set_new(o, "major_faults", rf_json_u64(io, d->major_faults));
+    json_object_set_new(
+        o, "read_bandwidth_bytes_per_s",
+        rf_json_u64(bw, bw ? (uint64_t)((double)d->read_bytes * 1e9 / (double)d->decode_ns) : 0));
+    json_object_set_new(o, "user_ns", rf_json_u64(cpu, d->user_ns));
+    json_object_set_new(o, "system_ns", rf_json_u64(cpu, d->system_ns));
+    json_object_set_new(o, "overlapped_fraction", json_null());
+    json_object_set_new(
+        o, "overlapped_reason",
+        json_string(sr->prefetch.on
+                        ? "the fadvise read-ahead does not time its reads: not measured"
+                        : "no read-ahead thread: the streamed pages are read by the decode "
+                          "threads' own page faults, each waited for by the thread that "
+                          "faulted (docs/STREAMING.md)"));
+    json_object_set_new(
+        o, "source",
+        json_string("/proc/self/io read_bytes and /proc/self/stat majflt, getrusage(RUSAGE_SELF) "
+                    "user and system time, read at the first token and the last; "
+                    "read_bandwidth = read_bytes / decode_ns; null: not given by the caller"));
+    return o;
+}
+
 json_t *rf_stream_report_json(const struct rf_stream_report *sr)
 {
     if (!sr)
@@ -153,5 +202,6 @@ json_t *rf_stream_report_json(const struct rf_stream_report *sr)
     json_object_set_new(o, "bound", sr->active ? bound_json(sr) : json_null());
     json_object_set_new(o, "prefetch",
                         sr->prefetch.on ? prefetch_json(&sr->prefetch) : json_null());
+    json_object_set_new(o, "decode", decode_json(sr));
     return o;
 }

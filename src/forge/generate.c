@@ -12,12 +12,14 @@
 
 #include "ramforge/forge_ahead.h"
 #include "ramforge/forge_observer.h"
+#include "ramforge/sys.h"
 #include "ramforge/timing.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "llama.h"
 
@@ -124,6 +126,43 @@ int forge_detokenize(struct forge_model *m, const int32_t *tokens, size_t n, cha
     return -EIO;
 }
 
+/* What the decode costs so far: storage reads and the process's CPU time (decode_io). */
+struct decode_mark {
+    struct rfsys_io io;
+    bool has_io, has_cpu;
+    uint64_t user_ns, system_ns;
+};
+
+static void decode_mark(struct decode_mark *d)
+{
+    struct rusage ru;
+    memset(&ru, 0, sizeof(ru));
+    d->has_io = rfsys_read_io(NULL, "self", &d->io) == 0 && d->io.has_read_bytes &&
+                d->io.has_major_faults;
+    d->has_cpu = getrusage(RUSAGE_SELF, &ru) == 0;
+    d->user_ns = (uint64_t)ru.ru_utime.tv_sec * 1000000000u + (uint64_t)ru.ru_utime.tv_usec * 1000u;
+    d->system_ns =
+        (uint64_t)ru.ru_stime.tv_sec * 1000000000u + (uint64_t)ru.ru_stime.tv_usec * 1000u;
+}
+
+/* out's decode figures: what changed from a (first token) to b (last). */
+static void decode_figures(const struct decode_mark *a, const struct decode_mark *b,
+                           struct forge_generate_result *out)
+{
+    out->has_decode_io = a->has_io && b->has_io && b->io.read_bytes >= a->io.read_bytes &&
+                         b->io.major_faults >= a->io.major_faults;
+    if (out->has_decode_io) {
+        out->decode_read_bytes = b->io.read_bytes - a->io.read_bytes;
+        out->decode_major_faults = b->io.major_faults - a->io.major_faults;
+    }
+    out->has_decode_cpu = a->has_cpu && b->has_cpu && b->user_ns >= a->user_ns &&
+                          b->system_ns >= a->system_ns;
+    if (out->has_decode_cpu) {
+        out->decode_user_ns = b->user_ns - a->user_ns;
+        out->decode_system_ns = b->system_ns - a->system_ns;
+    }
+}
+
 int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
                    struct forge_generate_result *out, char err[FORGE_ERR_MAX])
 {
@@ -218,6 +257,7 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     int32_t *batch = out->prompt_tokens;
     int32_t batch_n = n_prompt;
     uint64_t t_first = 0;
+    struct decode_mark mark_first = {0};
     for (int32_t n_pos = 0; n_pos + batch_n < n_prompt + p->n_predict;) {
         if (decode_sync(fc, batch, (size_t)batch_n, &out->sync_ns) < 0) {
             snprintf(err, FORGE_ERR_MAX, "llama_decode failed at position %d", n_pos);
@@ -234,6 +274,7 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
             goto out;
         }
         if (out->n_tokens == 0) {
+            decode_mark(&mark_first);
             t_first = rf_now_ns();
             out->ttft_ns = t_first - t_inf;
         }
@@ -260,6 +301,11 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     uint64_t t_end = rf_now_ns();
     out->inference_ns = t_end - t_inf;
     out->decode_ns = t_first ? t_end - t_first : 0;
+    if (t_first) {
+        struct decode_mark mark_end;
+        decode_mark(&mark_end);
+        decode_figures(&mark_first, &mark_end, out);
+    }
     if (p->on_session_end)
         p->on_session_end(p->user_data);
     if (!out->text) {

@@ -316,6 +316,16 @@ int rf_session_stream_prefetch(struct rf_session *s, const struct rf_stream_pref
     return 0;
 }
 
+int rf_session_stream_decode(struct rf_session *s, const struct rf_stream_decode *d)
+{
+    if (!s || !d)
+        return -EINVAL;
+    ses_op_open(s);
+    stream_of(s)->rep.decode = *d;
+    stream_of(s)->rep.decode.on = true;
+    return 0;
+}
+
 /* a - b when both are known and a >= b. */
 static bool delta(bool has_a, uint64_t a, bool has_b, uint64_t b, uint64_t *out)
 {
@@ -350,10 +360,12 @@ void ses_stream_op_end(struct rf_session *s, const struct rf_operation_output *o
         uint64_t ns,
             r_bytes = pl->limit_bytes > pl->fixed_bytes ? pl->limit_bytes - pl->fixed_bytes : 0;
         uint64_t excess = pl->working_set_bytes > r_bytes ? pl->working_set_bytes - r_bytes : 0;
-        if (!__builtin_mul_overflow(excess, (uint64_t)1000000000, &ns) &&
-            !__builtin_add_overflow(ns / r->bandwidth_bytes_per_s, r->warm_token_ns, &ns)) {
-            r->has_bound = true;
-            r->bound_token_ns = ns;
+        if (!__builtin_mul_overflow(excess, (uint64_t)1000000000, &ns)) {
+            ns /= r->bandwidth_bytes_per_s; /* the streamed part's read time */
+            /* reads hidden behind the compute, or the compute behind the reads */
+            r->has_overlap_limit = true;
+            r->overlap_limit_token_ns = ns > r->warm_token_ns ? ns : r->warm_token_ns;
+            r->has_bound = !__builtin_add_overflow(ns, r->warm_token_ns, &r->bound_token_ns);
         }
     }
 }

@@ -567,6 +567,38 @@ static void test_thrash(void **state)
     assert_string_equal(r.unknown_components[r.n_unknown - 1], "FileWorkingSet");
 }
 
+/*
+ * Issue 25: a cold load fills the cgroup with the model's own mapped pages
+ * (not unmapped cache, so not reclaimable_file). Under streaming they are
+ * what the policy lets the kernel reclaim: the charge fits, the run room
+ * (others) is unchanged, the thrash verdict stands; other policies, and
+ * the locked part, are not counted.
+ */
+static void test_streaming_own_mapping_reclaimable(void **state)
+{
+    struct rf_admission_input in;
+    struct rf_cgroup_level l =
+        lvl("/sys/fs/cgroup/memory/t", 800 * MIB, true, 798 * MIB, true, 1 * MIB);
+    struct rf_admission_result r;
+
+    (void)state;
+    thrash_input(&in, &l);
+    in.mapping_rss = fig(720 * MIB);
+    /* 798 - 1 + 16 = 813 MiB over the limit: rejected, whatever the policy */
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_int_equal(r.cause, RF_ADMIT_CAUSE_HARD_LIMIT);
+    in.streaming = true;
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_int_equal(r.cause, RF_ADMIT_CAUSE_THRASH); /* 813 - 720 = 93 MiB fits */
+    assert_true(r.cgroups[0].fits);
+    assert_int_equal(r.projected_charge_bytes, 93 * MIB);
+    assert_int_equal(r.cgroups[0].run_room_bytes, (800 - 37) * MIB); /* others 797 - 760 */
+    assert_true(r.thrash);
+    in.locked = fig(710 * MIB); /* locked pages are not reclaimable: 813 - 10 = 803 */
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_int_equal(r.cause, RF_ADMIT_CAUSE_HARD_LIMIT);
+}
+
 /* Fault 5: the tokenized prompt and llama.cpp's padding set the KV cache. */
 static void test_prompt_sets_kv(void **state)
 {
@@ -912,6 +944,7 @@ static void test_streaming_cold_cgroup(void **state)
     thrash_input(&in, &l);
     in.process_rss = fig(839 * MIB);
     in.anonymous = fig(19 * MIB);
+    in.mapping_rss = fig(820 * MIB); /* the cold model's pages the load read, unlocked */
     assert_int_equal(rf_admission_decide(&in, &r), 0);
     assert_int_equal(r.cause, RF_ADMIT_CAUSE_HARD_LIMIT);
     assert_int_equal(r.outcome, RF_ADMIT_REJECTED);
@@ -1200,6 +1233,7 @@ int main(void)
         cmocka_unit_test(test_streaming_words),
         cmocka_unit_test(test_append_ends_sentence),
         cmocka_unit_test(test_streaming_cold_cgroup),
+        cmocka_unit_test(test_streaming_own_mapping_reclaimable),
         cmocka_unit_test(test_file_in_memory_no_thrash),
         cmocka_unit_test(test_prompt_sets_kv),
         cmocka_unit_test(test_reclaimable_now),

@@ -1112,6 +1112,31 @@ static void test_streaming_section(void **state)
     assert_json_int(at(at(st, "pin", NULL), "locked_bytes", NULL), 8192);
     assert_json_null(at(at(st, "pin", NULL), "error", NULL));
     assert_true(json_real_value(at(at(st, "bound", NULL), "ratio_to_bound", NULL)) == 1.5);
+    assert_json_null(at(at(st, "bound", NULL), "overlap_limit_token_ns", NULL));
+    /* no decode figures given: the object's values are null; no read-ahead: no overlap */
+    assert_json_null(at(at(st, "decode", NULL), "read_bandwidth_bytes_per_s", NULL));
+    assert_json_null(at(at(st, "decode", NULL), "overlapped_fraction", NULL));
+    assert_true(strlen(json_string_value(at(at(st, "decode", NULL), "overlapped_reason", NULL))) >
+                0);
+    json_decref(doc);
+
+    /* the decode's reads: 600 MB in 0.5 s is 1.2 GB/s; the overlap limit 120 ns: 1.25x */
+    sr.has_overlap_limit = true;
+    sr.overlap_limit_token_ns = 120;
+    sr.decode = (struct rf_stream_decode){.on = true, .decode_ns = 500000000, .tokens = 3,
+                                          .has_io = true, .read_bytes = 600000000,
+                                          .major_faults = 7, .has_cpu = true, .user_ns = 9,
+                                          .system_ns = 4};
+    doc = report_of(&f.r);
+    st = at(doc, "streaming", NULL);
+    json_t *d = at(st, "decode", NULL);
+    assert_json_int(at(d, "read_bandwidth_bytes_per_s", NULL), 1200000000);
+    assert_json_int(at(d, "read_bytes_per_token", NULL), 200000000);
+    assert_json_int(at(d, "system_ns", NULL), 4);
+    assert_json_null(at(d, "overlapped_fraction", NULL));
+    assert_json_int(at(at(st, "bound", NULL), "overlap_limit_token_ns", NULL), 120);
+    assert_true(json_real_value(at(at(st, "bound", NULL), "ratio_to_overlap_limit", NULL)) ==
+                1.25);
     json_decref(doc);
     rf_inventory_free(&f.inv);
 }

@@ -127,6 +127,12 @@ def case_streaming_limit(c):
     check(pin["pinned"] and pin["locked_bytes"] == plan["pinned_bytes"],
           f"smaps Locked {pin['locked_bytes']} vs pinned {plan['pinned_bytes']}")
     check(pin["unpinned_at"] == "after_session", f"unpinned at {pin['unpinned_at']}")
+    # issue 25: the decode's reads and CPU time, measured; no reader measures the overlap
+    dec = st["decode"]
+    check(dec["tokens"] == int(N_PREDICT) - 1 and dec["read_bytes"] is not None and
+          dec["read_bandwidth_bytes_per_s"] is not None and dec["user_ns"] is not None,
+          f"decode {dec}")
+    check(dec["overlapped_fraction"] is None and dec["overlapped_reason"], f"decode {dec}")
     # MADV_HUGEPAGE on the streamed ranges: accepted wherever the kernel has THP
     check(pin["thp_enabled"] in ("always", "madvise", "never", None),
           f"THP mode {pin['thp_enabled']}")

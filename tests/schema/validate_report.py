@@ -259,10 +259,9 @@ def _admission_figures(adm):
     return inputs, want
 
 
-def _admission_cgroup_errors(i, c, growth, others_minus, cached, stream_file=None):
-    """Errors of one checked cgroup of the admission section. stream_file: under streaming
-    after the load, (process RSS - anonymous, anonymous): the mapped file pages charged
-    beyond the anonymous memory are the stream's, not the charge (admission_estimate.c)."""
+def _admission_cgroup_errors(i, c, growth, others_minus, cached, own=0):
+    """Errors of one checked cgroup of the admission section (own: the model mapping's
+    resident unlocked bytes that count as reclaimable under streaming after the load)."""
     errors = []
     limit = c.get("limit", {}).get("bytes")
     usage = c.get("usage", {}).get("bytes")
@@ -270,13 +269,12 @@ def _admission_cgroup_errors(i, c, growth, others_minus, cached, stream_file=Non
     if not (_is_int(limit) and _is_int(usage)):
         return ["$.admission.cgroups[%d]: checked without a limit and a usage" % i]
     reclaimable = max(0, min(dropable, usage) - cached) if _is_int(dropable) else 0
+    others = max(0, usage - reclaimable - others_minus)
+    reclaimable += min(own, usage - reclaimable)
     base = usage - reclaimable
-    run_room = max(0, limit - max(0, base - others_minus))
-    if stream_file:
-        base -= min(stream_file[0], max(0, base - stream_file[1]))
     want = {"reclaimable_bytes": reclaimable, "room_bytes": max(0, limit - base),
             "projected_bytes": base + growth, "fits": base + growth <= limit,
-            "run_room_bytes": run_room}
+            "run_room_bytes": max(0, limit - others)}
     for key, value in want.items():
         if c.get(key) != value:
             errors.append("$.admission.cgroups[%d].%s: %r, the figures give %r"
@@ -301,14 +299,14 @@ def _admission_errors(doc):
         others_minus += cached
     cgroups = adm["cgroups"]
     checked = [(i, c) for i, c in enumerate(cgroups) if isinstance(c, dict) and c.get("checked")]
-    stream_file = None
-    policy = doc.get("policy") if isinstance(doc.get("policy"), dict) else {}
-    if policy.get("profile") == "streaming" and adm.get("phase") != "pre_load" and \
-            _is_int(inputs.get("anonymous")):
-        stream_file = (max(0, inputs["process_rss"] - inputs["anonymous"]), inputs["anonymous"])
+    own = 0  # issue 25: under streaming, after the load, the mapping's unlocked pages
+    if adm.get("phase") != "pre_load" and \
+            _section(doc, "policy").get("profile") == "streaming" and \
+            _is_int(inputs.get("mapping_rss")):
+        locked = inputs.get("locked") if _is_int(inputs.get("locked")) else 0
+        own = max(0, inputs["mapping_rss"] - locked)
     for i, c in checked:
-        errors += _admission_cgroup_errors(i, c, want["growth_bytes"], others_minus, cached,
-                                           stream_file)
+        errors += _admission_cgroup_errors(i, c, want["growth_bytes"], others_minus, cached, own)
     least = None
     for i, c in checked:
         if _is_int(c.get("room_bytes")) and (least is None or

@@ -714,10 +714,18 @@ static void test_bound_uses_limit_minus_fixed(void **state)
     assert_int_equal(rf_session_stream_pin(s, &pinned), 0);
     assert_true(pinned);
     struct rf_operation_output out = {.n_tokens = 5, .decode_ns = 4000000000ull};
+    struct rf_stream_decode dec = {.decode_ns = 4000000000ull, .tokens = 4, .has_io = true,
+                                   .read_bytes = 8 * PAGE};
+    assert_int_equal(rf_session_stream_decode(s, &dec), 0);
+    assert_int_equal(rf_session_stream_decode(s, NULL), -EINVAL);
     assert_int_equal(rf_session_operation_end(s, &out), 0);
     json_t *doc = fake_report(s, RF_REPORT_OPERATION);
     json_t *st = json_object_get(doc, "streaming");
     json_t *plan = json_object_get(st, "plan"), *bound = json_object_get(st, "bound");
+    /* 8 pages over 4 s: 2 MiB/s; the decode object is the caller's, as given */
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(st, "decode"),
+                                                        "read_bandwidth_bytes_per_s")),
+                     2 * PAGE);
     uint64_t w = (uint64_t)json_integer_value(json_object_get(plan, "working_set_bytes"));
     uint64_t r = (uint64_t)json_integer_value(json_object_get(plan, "limit_bytes")) -
                  (uint64_t)json_integer_value(json_object_get(plan, "fixed_bytes"));
@@ -733,6 +741,9 @@ static void test_bound_uses_limit_minus_fixed(void **state)
     /* W - pinned (24 pages) would be 3 s, W - resident_bytes (a margin more) 0.6-0.75 s;
        W - R is 1-2 pages at 125 ms */
     assert_true(expect > 3000000 + 125000000ull && expect < 3000000 + 250000000ull);
+    /* the overlap limit: max(t_c, (W - R) / B), the reads (over 125 ms) here */
+    assert_int_equal(json_integer_value(json_object_get(bound, "overlap_limit_token_ns")),
+                     expect - 3000000);
     assert_int_equal(json_integer_value(json_object_get(bound, "achieved_token_ns")), 1000000000);
     json_decref(doc);
     rf_session_free(s);

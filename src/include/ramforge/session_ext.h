@@ -23,6 +23,7 @@ extern "C" {
 
 struct forge_observer;
 struct rf_stream_prefetch; /* ramforge/streaming.h */
+struct rf_stream_decode;   /* ramforge/streaming.h */
 
 /*
  * Loads the GGUF model at path through llama.cpp (mmap) with model params
@@ -140,6 +141,15 @@ int rf_session_stream_pin(struct rf_session *s, bool *pinned);
  * (copied). Call before rf_session_operation_end. -EINVAL: NULL argument.
  */
 int rf_session_stream_prefetch(struct rf_session *s, const struct rf_stream_prefetch *p);
+
+/*
+ * Records what the operation's decode cost (its reads from storage and CPU
+ * time, measured by the caller around the tokens after the first:
+ * forge_generate_result's decode figures), for the report's
+ * streaming.decode (copied). Call before rf_session_operation_end.
+ * -EINVAL: NULL argument.
+ */
+int rf_session_stream_decode(struct rf_session *s, const struct rf_stream_decode *d);
 
 /*
  * Attributes a dispatch observer's events (forge_observer.h, borrowed) to

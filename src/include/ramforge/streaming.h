@@ -141,6 +141,19 @@ struct rf_stream_prefetch {
     uint64_t failed_calls;      /* fadvise calls that failed */
 };
 
+/* What the decode (the tokens after the first) cost, measured by the caller around it. */
+struct rf_stream_decode {
+    bool on;                 /* given (rf_session_stream_decode) */
+    uint64_t decode_ns;      /* wall time of the decode */
+    uint64_t tokens;         /* tokens it decoded (generated tokens - 1) */
+    bool has_io;             /* the two below were measured */
+    uint64_t read_bytes;     /* /proc/self/io read_bytes over the decode */
+    uint64_t major_faults;   /* /proc/self/stat majflt over the decode */
+    bool has_cpu;            /* the two below were measured */
+    uint64_t user_ns;        /* getrusage user time over the decode, every thread */
+    uint64_t system_ns;      /* getrusage system time over the decode (faults, reclaim) */
+};
+
 /*
  * What the streaming policy did in one operation, for the report's
  * `streaming` object (present for every policy: the storage traffic is
@@ -188,6 +201,9 @@ struct rf_stream_report {
     bool has_achieved;
     uint64_t achieved_token_ns;         /* decode time / decoded tokens, ns */
     struct rf_stream_prefetch prefetch; /* the layer-ahead prefetch; on false: none */
+    struct rf_stream_decode decode;     /* the decode's reads and CPU time; on false: none */
+    bool has_overlap_limit;
+    uint64_t overlap_limit_token_ns; /* max(t_c, max(0, W - (limit - fixed)) / B), ns */
 };
 
 #ifdef __cplusplus
