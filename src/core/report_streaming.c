@@ -113,11 +113,11 @@ static json_t *bound_json(const struct rf_stream_report *sr)
                             : json_null());
     json_object_set_new(o, "overlap_limit_token_ns",
                         rf_json_u64(sr->has_overlap_limit, sr->overlap_limit_token_ns));
-    json_object_set_new(o, "ratio_to_overlap_limit",
-                        sr->has_overlap_limit && sr->has_achieved && sr->overlap_limit_token_ns > 0
-                            ? json_real((double)sr->achieved_token_ns /
-                                        (double)sr->overlap_limit_token_ns)
-                            : json_null());
+    json_object_set_new(
+        o, "ratio_to_overlap_limit",
+        sr->has_overlap_limit && sr->has_achieved && sr->overlap_limit_token_ns > 0
+            ? json_real((double)sr->achieved_token_ns / (double)sr->overlap_limit_token_ns)
+            : json_null());
     json_object_set_new(
         o, "formula",
         json_string("bound = t_c + max(0, W - R) / B: t_c the warm per-token compute time "
@@ -163,8 +163,9 @@ static json_t *decode_json(const struct rf_stream_report *sr)
     json_object_set_new(o, "decode_ns", rf_json_u64(d->on, d->decode_ns));
     json_object_set_new(o, "tokens", rf_json_u64(d->on, d->tokens));
     json_object_set_new(o, "read_bytes", rf_json_u64(io, d->read_bytes));
-    json_object_set_new(o, "read_bytes_per_token",
-                        rf_json_u64(io && d->tokens > 0, d->tokens ? d->read_bytes / d->tokens : 0));
+    json_object_set_new(
+        o, "read_bytes_per_token",
+        rf_json_u64(io && d->tokens > 0, d->tokens ? d->read_bytes / d->tokens : 0));
     json_object_set_new(o, "major_faults", rf_json_u64(io, d->major_faults));
     json_object_set_new(
         o, "read_bandwidth_bytes_per_s",
