@@ -137,8 +137,8 @@ static void decode_mark(struct decode_mark *d)
 {
     struct rusage ru;
     memset(&ru, 0, sizeof(ru));
-    d->has_io = rfsys_read_io(NULL, "self", &d->io) == 0 && d->io.has_read_bytes &&
-                d->io.has_major_faults;
+    d->has_io =
+        rfsys_read_io(NULL, "self", &d->io) == 0 && d->io.has_read_bytes && d->io.has_major_faults;
     d->has_cpu = getrusage(RUSAGE_SELF, &ru) == 0;
     d->user_ns = (uint64_t)ru.ru_utime.tv_sec * 1000000000u + (uint64_t)ru.ru_utime.tv_usec * 1000u;
     d->system_ns =
@@ -155,8 +155,8 @@ static void decode_figures(const struct decode_mark *a, const struct decode_mark
         out->decode_read_bytes = b->io.read_bytes - a->io.read_bytes;
         out->decode_major_faults = b->io.major_faults - a->io.major_faults;
     }
-    out->has_decode_cpu = a->has_cpu && b->has_cpu && b->user_ns >= a->user_ns &&
-                          b->system_ns >= a->system_ns;
+    out->has_decode_cpu =
+        a->has_cpu && b->has_cpu && b->user_ns >= a->user_ns && b->system_ns >= a->system_ns;
     if (out->has_decode_cpu) {
         out->decode_user_ns = b->user_ns - a->user_ns;
         out->decode_system_ns = b->system_ns - a->system_ns;

@@ -1123,9 +1123,14 @@ static void test_streaming_section(void **state)
     /* the decode's reads: 600 MB in 0.5 s is 1.2 GB/s; the overlap limit 120 ns: 1.25x */
     sr.has_overlap_limit = true;
     sr.overlap_limit_token_ns = 120;
-    sr.decode = (struct rf_stream_decode){.on = true, .decode_ns = 500000000, .tokens = 3,
-                                          .has_io = true, .read_bytes = 600000000,
-                                          .major_faults = 7, .has_cpu = true, .user_ns = 9,
+    sr.decode = (struct rf_stream_decode){.on = true,
+                                          .decode_ns = 500000000,
+                                          .tokens = 3,
+                                          .has_io = true,
+                                          .read_bytes = 600000000,
+                                          .major_faults = 7,
+                                          .has_cpu = true,
+                                          .user_ns = 9,
                                           .system_ns = 4};
     doc = report_of(&f.r);
     st = at(doc, "streaming", NULL);
@@ -1135,8 +1140,7 @@ static void test_streaming_section(void **state)
     assert_json_int(at(d, "system_ns", NULL), 4);
     assert_json_null(at(d, "overlapped_fraction", NULL));
     assert_json_int(at(at(st, "bound", NULL), "overlap_limit_token_ns", NULL), 120);
-    assert_true(json_real_value(at(at(st, "bound", NULL), "ratio_to_overlap_limit", NULL)) ==
-                1.25);
+    assert_true(json_real_value(at(at(st, "bound", NULL), "ratio_to_overlap_limit", NULL)) == 1.25);
     json_decref(doc);
     rf_inventory_free(&f.inv);
 }

@@ -714,8 +714,8 @@ static void test_bound_uses_limit_minus_fixed(void **state)
     assert_int_equal(rf_session_stream_pin(s, &pinned), 0);
     assert_true(pinned);
     struct rf_operation_output out = {.n_tokens = 5, .decode_ns = 4000000000ull};
-    struct rf_stream_decode dec = {.decode_ns = 4000000000ull, .tokens = 4, .has_io = true,
-                                   .read_bytes = 8 * PAGE};
+    struct rf_stream_decode dec = {
+        .decode_ns = 4000000000ull, .tokens = 4, .has_io = true, .read_bytes = 8 * PAGE};
     assert_int_equal(rf_session_stream_decode(s, &dec), 0);
     assert_int_equal(rf_session_stream_decode(s, NULL), -EINVAL);
     assert_int_equal(rf_session_operation_end(s, &out), 0);

@@ -384,21 +384,21 @@ struct forge_generate_result {
     size_t n_prompt;
     int32_t *tokens; /* n_tokens generated ids, owned */
     size_t n_tokens;
-    char *text;               /* generated text (pieces of tokens), owned, NUL-terminated */
-    uint32_t n_ctx;           /* the context size used */
-    uint64_t context_init_ns; /* llama_init_from_model */
-    uint64_t prompt_ns;       /* first llama_decode (prompt processing) */
-    uint64_t ttft_ns;         /* inference start to first sampled token */
-    uint64_t decode_ns;       /* decode of generated tokens after the first */
+    char *text;                   /* generated text (pieces of tokens), owned, NUL-terminated */
+    uint32_t n_ctx;               /* the context size used */
+    uint64_t context_init_ns;     /* llama_init_from_model */
+    uint64_t prompt_ns;           /* first llama_decode (prompt processing) */
+    uint64_t ttft_ns;             /* inference start to first sampled token */
+    uint64_t decode_ns;           /* decode of generated tokens after the first */
     bool has_decode_io;           /* the two below were read at the first token and the last */
     uint64_t decode_read_bytes;   /* /proc/self/io read_bytes over decode_ns, bytes */
     uint64_t decode_major_faults; /* /proc/self/stat majflt over decode_ns */
     bool has_decode_cpu;          /* getrusage(RUSAGE_SELF) answered at both ends */
     uint64_t decode_user_ns;      /* the process's user CPU time over decode_ns, every thread */
     uint64_t decode_system_ns;    /* its system CPU time (faults, reclaim) over decode_ns */
-    uint64_t sync_ns;         /* explicit llama_synchronize calls, summed */
-    uint64_t inference_ns;    /* prompt processing start to the last token */
-    int32_t n_threads;        /* llama_n_threads of the context used */
+    uint64_t sync_ns;             /* explicit llama_synchronize calls, summed */
+    uint64_t inference_ns;        /* prompt processing start to the last token */
+    int32_t n_threads;            /* llama_n_threads of the context used */
     uint64_t context_execution_generation; /* completed executions of that context */
     bool has_memory_breakdown;             /* llama_get_memory_breakdown answered */
     uint64_t kv_cache_bytes;               /* context (KV cache) buffers, bytes */
