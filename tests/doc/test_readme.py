@@ -40,7 +40,7 @@ SKIP = [
     (r"^bench/watch_cost\.py\b", "a benchmark of several minutes (see its own header)"),
     (r"^(make server-suite|tests/server_suite/run_suite\.py)\b",
      "llama.cpp's server test-suite: ctest server_suite_* runs its fast files"),
-    (r"^(build/)?ramforge exec\b.*-- llama-server\b",
+    (r"^(build/)?ramforge exec\b.*-- (\S*/)?llama-server\b",
      "serves until stopped; tests/preload and tests/server_suite drive exec"),
     (r"^python3 tests/preload/exec_figures\.py\b",
      "a benchmark of several minutes (see its own header)"),
