@@ -214,6 +214,8 @@ def case_dockerfile(c):
         m = re.match(r"\s*(\S+) => (/\S+)", ln)
         if not m or m.group(2).startswith("/var/cache/ramforge"):
             continue  # llama.cpp's libraries: copied from the build stage
+        if re.match(r"lib(a|ub|t|l)san\.", m.group(1)):
+            continue  # a sanitizer build's runtime (make asan), never in the image
         real = os.path.realpath(m.group(2))
         owners = set()
         for path in {m.group(2), real, real[4:] if real.startswith("/usr/") else "/usr" + real}:
