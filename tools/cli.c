@@ -256,6 +256,18 @@ const char *cli_format_signed_bytes(int64_t bytes, char *buf, size_t len)
     return buf;
 }
 
+const char *cli_format_change(int64_t bytes, char *buf, size_t len)
+{
+    char mag[32];
+    uint64_t m = bytes < 0 ? (uint64_t)0 - (uint64_t)bytes : (uint64_t)bytes;
+    if (!bytes)
+        snprintf(buf, len, "did not change");
+    else
+        snprintf(buf, len, "%s by %s", bytes < 0 ? "fell" : "rose",
+                 cli_format_bytes(m, false, mag, sizeof(mag)));
+    return buf;
+}
+
 const char *cli_iec_text(const char *in, char *buf, size_t len)
 {
     static const char unit[] = " bytes";

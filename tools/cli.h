@@ -121,6 +121,10 @@ const char *cli_iec_text(const char *in, char *buf, size_t len);
  */
 const char *cli_format_signed_bytes(int64_t bytes, char *buf, size_t len);
 
+/* A measured change in words, IEC units, into buf: "fell by 858.17 MiB", "rose by 1.00 KiB",
+ * "did not change". Returns buf. */
+const char *cli_format_change(int64_t bytes, char *buf, size_t len);
+
 /* Formats nanoseconds as "12.3 ms". buf >= 32. */
 const char *cli_format_ns(uint64_t ns, char *buf, size_t len);
 

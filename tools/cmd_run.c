@@ -305,7 +305,9 @@ int cmd_run(int argc, char **argv)
             write_reports(s, &o);
             goto out;
         }
-        if (rc == 0 && adm.outcome != RF_ADMIT_ADMITTED)
+        /* A releasing policy's soft target is judged after the release (warn_above_target). */
+        if (rc == 0 && adm.outcome != RF_ADMIT_ADMITTED &&
+            !(adm.cause == RF_ADMIT_CAUSE_SOFT_TARGET && rf_policy_mutates(o.sess.policy)))
             run_print_admission(&adm, "", o.sess.verbose);
         if (o.sess.has_staging && (rc = rf_session_stage(s, o.sess.staging_budget)) < 0) {
             cli_error("%s: cannot plan staging: %s", o.sess.model, rf_strerror(rc));

@@ -241,13 +241,16 @@ static enum serve_residency idle_outcome(const struct rf_report *r, bool mutates
     return SERVE_RESIDENT;
 }
 
-/* One line per idle release on stderr (not with -q): bytes requested, accepted, observed. */
+/* One line per idle release on stderr (not with -q): bytes requested, accepted, and the
+ * measured change of the mapping RSS with the figure it reached (the sample after the last
+ * release). */
 static void log_idle(const struct rf_report *r)
 {
     uint64_t requested = 0, accepted = 0;
     int64_t observed = 0;
     bool attempted = false, known = true;
-    char b1[32], b2[32], b3[32];
+    const char *after = NULL;
+    char b1[32], b2[32], b3[48], b4[32];
 
     for (size_t i = 0; r && i < r->n_applications; i++) {
         const struct rf_report_application *a = &r->applications[i];
@@ -258,15 +261,23 @@ static void log_idle(const struct rf_report *r)
         accepted += a->accepted_bytes;
         known = known && a->mapping_delta.has_value;
         observed += a->mapping_delta.has_value ? a->mapping_delta.value : 0;
+        after = a->after_label ? a->after_label : after;
     }
     if (!attempted) {
         fprintf(stderr, "%s serve: idle: nothing released\n", RF_PROGRAM);
         return;
     }
-    fprintf(stderr, "%s serve: idle release: requested %s, accepted %s, observed mapping RSS %s\n",
+    const struct rf_residency_sample *end = NULL;
+    for (size_t i = r->n_samples; after && !end && i-- > 0;)
+        if (r->samples[i].has_mapping && r->samples[i].label &&
+            strcmp(r->samples[i].label, after) == 0)
+            end = &r->samples[i];
+    fprintf(stderr, "%s serve: idle release: requested %s, accepted %s; mapping RSS %s%s%s\n",
             RF_PROGRAM, cli_format_bytes(requested, false, b1, sizeof(b1)),
             cli_format_bytes(accepted, false, b2, sizeof(b2)),
-            known ? cli_format_signed_bytes(observed, b3, sizeof(b3)) : "unknown");
+            known ? cli_format_change(observed, b3, sizeof(b3)) : "change unknown",
+            !end ? "" : known && !observed ? ", at " : ", to ",
+            end ? cli_format_bytes(end->mapping_rss_bytes, false, b4, sizeof(b4)) : "");
 }
 
 /* The idle boundary: the policy's release with the model quiescent, then its report. */

@@ -25,6 +25,14 @@ static const char *signed_iec(struct rf_recon_value v, char *buf, size_t len)
     return cli_format_signed_bytes(v.value, buf, len);
 }
 
+/* A measured change in words ("fell by 1.00 MiB"), or that it is unknown. */
+static const char *change(struct rf_recon_value v, char *buf, size_t len)
+{
+    if (!v.has_value)
+        return "change unknown";
+    return cli_format_change(v.value, buf, len);
+}
+
 static void print_ledger(FILE *f, const struct rf_report *r)
 {
     char b1[32], b2[32];
@@ -103,7 +111,7 @@ static void print_admission(FILE *f, const struct rf_report *r)
 {
     const struct rf_admission_result *a = r->admission;
     const struct rf_cgroup_verdict *v = r->cgroup_verdict;
-    char b1[32], b2[32], b3[32], b4[32], text[2048];
+    char b1[32], b2[32], b3[32], b4[32], text[RF_ADMISSION_REASON_MAX];
 
     fprintf(f, "admission (%s, mode %s%s): %s: %s\n", rf_admission_phase_name(a->phase),
             rf_admission_mode_name(a->mode), a->refused ? ", refused" : "",
@@ -158,14 +166,14 @@ static void print_policy(FILE *f, const struct rf_report *r, bool verbose)
         }
         fprintf(f,
                 "release at %s (%s): requested %s, accepted %s, %" PRIu64
-                " ranges refused%s%s; observed mapping RSS %s, process RSS %s, cgroup %s\n",
+                " ranges refused%s%s; measured: mapping RSS %s, process RSS %s, cgroup charge "
+                "%s\n",
                 or_text(a->boundary, "a boundary"), or_text(r->release_mode, "no release mode"),
                 cli_format_bytes(a->requested_bytes, false, b1, sizeof(b1)),
                 cli_format_bytes(a->accepted_bytes, false, b2, sizeof(b2)), a->n_failed,
                 a->first_error ? ": " : "", a->first_error ? strerror(-a->first_error) : "",
-                signed_iec(a->mapping_delta, b3, sizeof(b3)),
-                signed_iec(a->rss_delta, b4, sizeof(b4)),
-                signed_iec(a->cgroup_delta, b5, sizeof(b5)));
+                change(a->mapping_delta, b3, sizeof(b3)), change(a->rss_delta, b4, sizeof(b4)),
+                change(a->cgroup_delta, b5, sizeof(b5)));
     }
     if (r->has_native && verbose)
         fprintf(f,

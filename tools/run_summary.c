@@ -27,7 +27,7 @@ static const char *const general_warnings[] = {
 
 void run_print_admission(const struct rf_admission_result *a, const char *when, bool verbose)
 {
-    char head[512], ways[1024], text[2048];
+    char head[512], ways[1024], text[RF_ADMISSION_REASON_MAX];
 
     rf_admission_headline(a, head, sizeof(head));
     if (a->refused)
@@ -147,12 +147,14 @@ static void print_limit(FILE *f, const struct rf_report *r)
 
     if (a && a->has_binding) {
         const struct rf_admission_level_check *c = &a->cgroups[a->binding];
+        char b4[32];
         fprintf(f,
-                "  binding limit %s: usage %s at admission, room %s (counting what the kernel "
-                "can reclaim%s)\n",
+                "  binding limit %s: the cgroup's charge at admission %s, %s of it reclaimable "
+                "cache; room %s = the limit - the charge the kernel cannot reclaim%s\n",
                 iec(c->level.limit.bytes, b1, sizeof(b1)),
-                iec(c->level.usage.bytes, b2, sizeof(b2)), iec(c->room_bytes, b3, sizeof(b3)),
-                a->streaming ? ": the streamed weights' pages too" : "");
+                iec(c->level.usage.bytes, b2, sizeof(b2)),
+                iec(c->reclaimable_bytes, b4, sizeof(b4)), iec(c->room_bytes, b3, sizeof(b3)),
+                a->streaming ? " (the streamed weights' pages count as reclaimable)" : "");
         fprintf(f, "    cgroup %s", c->level.dir);
         if (r->ledger && r->ledger->entries[RF_LEDGER_CGROUP_PEAK].has_value)
             fprintf(f, "; CgroupPeak %s is its lifetime peak (this run's only with --memory-limit)",
@@ -269,8 +271,7 @@ static void print_release(FILE *f, const struct rf_report *r)
                     ? ": dontneed unmaps, it does not evict"
                     : "");
     else
-        fprintf(f, "  cgroup charge: %s over the releases\n",
-                cli_format_signed_bytes(cg, b1, sizeof(b1)));
+        fprintf(f, "  cgroup charge: %s over the releases\n", cli_format_change(cg, b1, sizeof(b1)));
 }
 
 /*
@@ -298,6 +299,39 @@ static void print_unbound(FILE *f, const struct rf_report *r)
             iec(a->cgroups[a->binding].level.limit.bytes, b2, sizeof(b2)));
     fprintf(f, "    to start cold, evict the file first: dd if=%s iflag=nocache count=0\n",
             or_default(r->model_path, "MODEL"));
+}
+
+/*
+ * A process RSS (at the end or its peak) above the binding limit, explained:
+ * RSS counts every page the process maps, also file pages charged to
+ * another cgroup and shared pages; the limit holds only this cgroup's charge.
+ */
+static void print_rss_over_limit(FILE *f, const struct rf_report *r)
+{
+    const struct rf_admission_result *a = r->admission;
+    const struct rf_ledger_entry *rss = entry(r, RF_LEDGER_PROCESS_RSS),
+                                 *peak = entry(r, RF_LEDGER_PROCESS_RSS_PEAK),
+                                 *charge = entry(r, RF_LEDGER_CGROUP_CURRENT);
+    uint64_t limit, most;
+    char b1[32], b2[32], b3[32];
+
+    if (a && a->has_binding)
+        limit = a->cgroups[a->binding].level.limit.bytes;
+    else if (r->has_cgroup_limit && !r->cgroup_limit_unlimited)
+        limit = r->cgroup_limit_bytes;
+    else
+        return;
+    most = rss ? rss->value_bytes : 0;
+    if (peak && peak->value_bytes > most)
+        most = peak->value_bytes;
+    if (most <= limit)
+        return;
+    fprintf(f,
+            "  process RSS %s is above the %s limit: RSS counts every page the process maps, "
+            "also file pages charged to another cgroup (cached before the run) and shared "
+            "pages; the limit holds this cgroup's own charge, %s at the end\n",
+            iec(most, b1, sizeof(b1)), iec(limit, b2, sizeof(b2)),
+            charge ? iec(charge->value_bytes, b3, sizeof(b3)) : "not read");
 }
 
 /* Decode tokens/s, the time to the first token and the thread count. */
@@ -378,6 +412,7 @@ void run_print_summary(FILE *f, const struct rf_report *r)
     print_where(f, r);
     print_limit(f, r);
     print_unbound(f, r);
+    print_rss_over_limit(f, r);
     if (r->policy_mutates)
         print_release(f, r);
     print_target(f, r);
@@ -386,7 +421,11 @@ void run_print_summary(FILE *f, const struct rf_report *r)
                 r->verify_tokens_equal ? "identical" : "DIFFERENT");
     if (r->admission)
         fprintf(f, "  admission: %s%s\n", rf_admission_outcome_name(r->admission->outcome),
-                r->admission->outcome == RF_ADMIT_ADMITTED ? "" : " (see the admission line)");
+                r->admission->outcome == RF_ADMIT_ADMITTED ? ""
+                : r->admission->cause == RF_ADMIT_CAUSE_SOFT_TARGET && r->policy_mutates
+                    ? " (the projection before the release was over the soft target: the soft "
+                      "target line says where the release left the run)"
+                    : " (see the admission line)");
     if (r->cgroup_verdict && (r->cgroup_verdict->hit_limit || r->cgroup_verdict->oom_killed))
         fprintf(f, "  the kernel: %s%s\n",
                 r->cgroup_verdict->hit_limit ? "the cgroup hit its limit" : "",

@@ -36,17 +36,14 @@ static void copy_str(char *dst, size_t size, const char *src)
     dst[len] = '\0';
 }
 
-/* Appends to the reason, truncating at its end. */
+/* Appends a clause to the reason, whole or not at all (rf_admission_reason_add). */
 __attribute__((format(printf, 2, 3))) static void note(struct rf_admission_result *out,
                                                        const char *fmt, ...)
 {
-    size_t len = strlen(out->reason);
     va_list ap;
 
-    if (len + 1 >= sizeof(out->reason))
-        return;
     va_start(ap, fmt);
-    vsnprintf(out->reason + len, sizeof(out->reason) - len, fmt, ap);
+    rf_admission_reason_add(out, false, fmt, ap);
     va_end(ap);
 }
 
@@ -57,16 +54,15 @@ __attribute__((format(printf, 4, 5))) static void decide(struct rf_admission_res
                                                          ...)
 {
     va_list ap;
-    size_t len;
 
     out->outcome = o;
     out->cause = c;
     out->reason[0] = '\0';
+    out->reason_cut = false;
     if (out->phase == RF_ADMISSION_PRE_LOAD)
         note(out, "before the load, from GGUF-header estimates: ");
-    len = strlen(out->reason);
     va_start(ap, fmt);
-    vsnprintf(out->reason + len, sizeof(out->reason) - len, fmt, ap);
+    rf_admission_reason_add(out, false, fmt, ap);
     va_end(ap);
 }
 
@@ -164,7 +160,7 @@ static bool least(const struct rf_admission_result *out, bool run_room, size_t *
         const struct rf_admission_level_check *c = &out->cgroups[i];
         uint64_t v = run_room ? c->run_room_bytes : c->room_bytes;
 
-        if (!c->checked || (run_room && !c->working_set_checked))
+        if (!c->checked || (run_room && (!c->working_set_checked || c->working_set_unbound)))
             continue;
         if (!found ||
             v < (run_room ? out->cgroups[*at].run_room_bytes : out->cgroups[*at].room_bytes)) {
@@ -469,6 +465,11 @@ static void decide_known(const struct rf_admission_input *in, struct rf_admissio
         out->has_thrash_level = true;
         out->thrash_level = at;
     }
+    for (size_t i = out->n_cgroups; i-- > 0;)
+        if (out->cgroups[i].working_set_unbound) {
+            out->has_unbound = true;
+            out->unbound_level = i;
+        }
 
     /* 3. the charge over a hard limit: the host's when no cgroup binds */
     if (out->has_hard_excess && out->host_binding) {
@@ -544,7 +545,10 @@ static void decide_known(const struct rf_admission_input *in, struct rf_admissio
         note_reclaimable(out, c);
         return;
     }
-    decide_soft(in, out);
+    if (out->has_unbound) /* 5b. */
+        rf_admission_not_bound(in, out);
+    else
+        decide_soft(in, out);
 }
 
 int rf_admission_decide(const struct rf_admission_input *in, struct rf_admission_result *out)

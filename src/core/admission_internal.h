@@ -5,7 +5,25 @@
 #ifndef RAMFORGE_CORE_ADMISSION_INTERNAL_H
 #define RAMFORGE_CORE_ADMISSION_INTERNAL_H
 
+#include <stdarg.h>
+
 #include "ramforge/admission.h"
+
+/*
+ * Adds fmt's text to out->reason whole, as a new sentence (sentence true:
+ * the one before ended with a full stop) or glued on as a clause; what
+ * does not fit is left out, with every later part, and RF_ADMISSION_CUT
+ * ends the reason (reason_cut). Never cuts a part in the middle.
+ */
+void rf_admission_reason_add(struct rf_admission_result *a, bool sentence, const char *fmt,
+                             va_list ap);
+
+/*
+ * Rule 5b (admission_text.c): the working set fits out->unbound_level's run
+ * room only because that limit cannot bind the model's pages: outcome
+ * AdmittedWithWarning, cause not_bound, and the reason saying so.
+ */
+void rf_admission_not_bound(const struct rf_admission_input *in, struct rf_admission_result *out);
 
 /* a - b floored at 0. */
 static inline uint64_t rf_admission_sat_sub(uint64_t a, uint64_t b)

@@ -29,6 +29,7 @@ static const char *const cause_names[] = {
     [RF_ADMIT_CAUSE_THRASH] = "thrash",
     [RF_ADMIT_CAUSE_SOFT_LIMIT] = "soft_limit",
     [RF_ADMIT_CAUSE_SOFT_TARGET] = "soft_target",
+    [RF_ADMIT_CAUSE_NOT_BOUND] = "not_bound",
 };
 
 static const char *const bound_names[] = {

@@ -5,12 +5,35 @@
  * a decision with the bytes each would save. Bytes are written as "N
  * bytes" for the CLI to put in IEC units.
  */
-#include "ramforge/admission.h"
+#include "admission_internal.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+
+void rf_admission_reason_add(struct rf_admission_result *a, bool sentence, const char *fmt,
+                             va_list ap)
+{
+    static const char cut[] = ". " RF_ADMISSION_CUT;
+    char piece[RF_ADMISSION_REASON_MAX];
+    size_t len = strnlen(a->reason, sizeof(a->reason) - 1);
+    const char *sep = !sentence || !len ? "" : a->reason[len - 1] == '.' ? " " : ". ";
+
+    if (a->reason_cut)
+        return;
+    int n = vsnprintf(piece, sizeof(piece), fmt, ap);
+    if (n < 0)
+        return;
+    /* What is kept leaves room for the cut note, so the note always fits whole. */
+    if ((size_t)n < sizeof(piece) && len + strlen(sep) + (size_t)n < sizeof(a->reason) - sizeof(cut)) {
+        snprintf(a->reason + len, sizeof(a->reason) - len, "%s%s", sep, piece);
+        return;
+    }
+    a->reason_cut = true;
+    snprintf(a->reason + len, sizeof(a->reason) - len, "%s",
+             len && a->reason[len - 1] == '.' ? cut + 1 : len ? cut : cut + 2);
+}
 
 void rf_admission_append(struct rf_admission_result *a, const char *fmt, ...)
 {
@@ -18,15 +41,31 @@ void rf_admission_append(struct rf_admission_result *a, const char *fmt, ...)
 
     if (!a || !fmt)
         return;
-    size_t len = strnlen(a->reason, sizeof(a->reason) - 1);
-    if (len && a->reason[len - 1] != '.' && len + 2 < sizeof(a->reason))
-        a->reason[len++] = '.';
-    if (len && len + 2 < sizeof(a->reason))
-        a->reason[len++] = ' ';
-    a->reason[len] = '\0';
     va_start(ap, fmt);
-    vsnprintf(a->reason + len, sizeof(a->reason) - len, fmt, ap);
+    rf_admission_reason_add(a, true, fmt, ap);
     va_end(ap);
+}
+
+void rf_admission_not_bound(const struct rf_admission_input *in, struct rf_admission_result *out)
+{
+    const struct rf_admission_level_check *c = &out->cgroups[out->unbound_level];
+
+    out->outcome = RF_ADMIT_WARNING;
+    out->cause = RF_ADMIT_CAUSE_NOT_BOUND;
+    out->reason[0] = '\0';
+    out->reason_cut = false;
+    rf_admission_append(
+        out,
+        "not bound: %" PRIu64 " bytes of weights are read from the file each token and only %" PRIu64
+        " bytes would fit under the hard limit of %" PRIu64 " bytes of cgroup %s, but at least %" PRIu64
+        " bytes of the model's pages are charged to another cgroup (the model mapping's RSS of %" PRIu64
+        " bytes is over this cgroup's whole charge of %" PRIu64
+        " bytes: the file was cached before the run). The limit cannot evict those pages: they "
+        "stay cached, the decode does not thrash, and the limit does not cap the weights. To make "
+        "it bind, evict the file from the page cache before the run.",
+        in->file_working_set.bytes, rf_admission_sat_sub(c->run_room_bytes, out->anonymous_bytes),
+        c->level.limit.bytes, c->level.dir, c->unbound_bytes, in->mapping_rss.bytes,
+        c->level.usage.bytes);
 }
 
 static const struct rf_admission_record *record_of(const struct rf_admission_result *a,
@@ -103,6 +142,12 @@ void rf_admission_headline(const struct rf_admission_result *a, char *buf, size_
                  "the projected process memory of %" PRIu64 " bytes exceeds the soft target of "
                  "%" PRIu64 " bytes by %" PRIu64 " bytes",
                  a->request_bytes, a->soft_target_bytes, a->excess_bytes);
+    } else if (a->cause == RF_ADMIT_CAUSE_NOT_BOUND && a->has_unbound) {
+        const struct rf_admission_level_check *c = &a->cgroups[a->unbound_level];
+        snprintf(buf, len,
+                 "not bound: at least %" PRIu64 " bytes of the model's pages are charged to "
+                 "another cgroup: the limit of %" PRIu64 " bytes cannot evict them",
+                 c->unbound_bytes, c->level.limit.bytes);
     } else if (a->cause == RF_ADMIT_CAUSE_FITS && a->has_binding) {
         const struct rf_admission_level_check *c = &a->cgroups[a->binding];
         snprintf(buf, len,
@@ -133,6 +178,13 @@ __attribute__((format(printf, 4, 5))) static void way(char *buf, size_t len, siz
     *n += l;
 }
 
+/* saved is at least RF_ADMISSION_WAY_MIN_PERCENT percent of need (overflow-safe). */
+static bool meaningful(uint64_t saved, uint64_t need)
+{
+    return saved >= need / 100 * RF_ADMISSION_WAY_MIN_PERCENT +
+                        need % 100 * RF_ADMISSION_WAY_MIN_PERCENT / 100;
+}
+
 void rf_admission_ways_out(const struct rf_admission_result *a, char *buf, size_t len)
 {
     size_t n = 0;
@@ -148,16 +200,26 @@ void rf_admission_ways_out(const struct rf_admission_result *a, char *buf, size_
                                      *ws = record_of(a, "file_working_set");
     bool thrash = a->cause == RF_ADMIT_CAUSE_THRASH && a->has_working_set_fit && ws;
 
+    if (a->cause == RF_ADMIT_CAUSE_NOT_BOUND) {
+        way(buf, len, &n,
+            "to make the limit bind, evict the model file from the page cache before the run");
+        return;
+    }
     if (a->has_hard_excess)
         way(buf, len, &n, "a limit larger by %" PRIu64 " bytes (the projected excess)",
             a->hard_excess_bytes);
     else if (thrash && ws->bytes > a->working_set_fit_bytes)
         way(buf, len, &n, "a limit larger by %" PRIu64 " bytes keeps every weight cached",
             ws->bytes - a->working_set_fit_bytes);
-    if (rp && rp->bytes)
+    /* The excess a partial way out answers; it is named only when it saves a tenth of it. */
+    uint64_t need = a->has_hard_excess ? a->hard_excess_bytes
+                    : thrash          ? rf_admission_sat_sub(ws->bytes, a->working_set_fit_bytes)
+                    : a->cause == RF_ADMIT_CAUSE_SOFT_LIMIT ? a->high_excess_bytes
+                                                            : a->excess_bytes;
+    if (rp && rp->bytes && meaningful(rp->bytes, need))
         way(buf, len, &n, "--no-repack saves the %" PRIu64 " bytes of repacked weight copies",
             rp->bytes);
-    if (kv && kv->bytes >= 2)
+    if (kv && kv->bytes >= 2 && meaningful(kv->bytes / 2, need))
         way(buf, len, &n, "half the context (-c) saves %" PRIu64 " bytes of the KV cache",
             kv->bytes / 2);
     if (!a->streaming && (thrash || (a->has_hard_excess && !a->excess_likely_anonymous)))

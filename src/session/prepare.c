@@ -168,8 +168,13 @@ int rf_session_admit_result(struct rf_session *s, const struct rf_operation_requ
     }
     const struct rf_admission_result *a = &s->op.admission;
     s->op.rep.admission = a;
-    if (a->outcome == RF_ADMIT_WARNING)
+    /* A releasing policy's soft target is judged after the release (operation.c). */
+    if (a->outcome == RF_ADMIT_WARNING &&
+        !(a->cause == RF_ADMIT_CAUSE_SOFT_TARGET && rf_policy_mutates(s->p.policy)))
         ses_add_warning(s, a->thrash ? "admission: the run will thrash (see admission.reason)"
+                           : a->cause == RF_ADMIT_CAUSE_NOT_BOUND
+                               ? "admission: the limit cannot bind the model's pages, charged to "
+                                 "another cgroup (see admission.reason)"
                            : a->cause == RF_ADMIT_CAUSE_SOFT_TARGET
                                ? "admission: the process's projected memory (RSS + KV cache) "
                                  "exceeds the soft target; the release plan aims only the "

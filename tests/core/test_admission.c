@@ -95,7 +95,8 @@ static void test_names(void **state)
     assert_null(rf_admission_outcome_name((enum rf_admission_outcome)(-1)));
     assert_string_equal(rf_admission_cause_name(RF_ADMIT_CAUSE_THRASH), "thrash");
     assert_string_equal(rf_admission_cause_name(RF_ADMIT_CAUSE_SOFT_TARGET), "soft_target");
-    assert_null(rf_admission_cause_name((enum rf_admission_cause)7));
+    assert_string_equal(rf_admission_cause_name(RF_ADMIT_CAUSE_NOT_BOUND), "not_bound");
+    assert_null(rf_admission_cause_name((enum rf_admission_cause)8));
     assert_string_equal(rf_admission_bound_name(RF_ADMIT_BOUND_HARD_LIMIT), "hard_limit");
     assert_null(rf_admission_bound_name((enum rf_admission_bound)4));
     assert_string_equal(rf_admission_phase_name(RF_ADMISSION_PRE_LOAD), "pre_load");
@@ -499,6 +500,61 @@ static void test_file_in_memory_no_thrash(void **state)
     assert_true(r.refused);
 }
 
+/*
+ * s24read item 3: test_thrash's run in a fresh cgroup of its own (usage 60
+ * MiB) on a warm file: the model mapping holds 720 MiB, 660 MiB more than
+ * the cgroup's whole charge, so those pages are charged elsewhere and the
+ * limit cannot evict them: not bound, never "will thrash". A cold mapping
+ * (100 MiB resident: 40 MiB unbound) still thrashes; streaming is left to
+ * the streaming plan.
+ */
+static void test_not_bound(void **state)
+{
+    struct rf_admission_input in;
+    struct rf_cgroup_level l = lvl("/sys/fs/cgroup/memory/rf-run-1", 800 * MIB, true, 60 * MIB,
+                                   true, 0);
+    struct rf_admission_result r;
+    char head[512], ways[1024];
+
+    (void)state;
+    thrash_input(&in, &l);
+    in.mapping_rss = fig(720 * MIB);
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_int_equal(r.outcome, RF_ADMIT_WARNING);
+    assert_int_equal(r.cause, RF_ADMIT_CAUSE_NOT_BOUND);
+    assert_string_equal(rf_admission_cause_name(r.cause), "not_bound");
+    assert_false(r.thrash);
+    assert_true(r.has_unbound);
+    assert_int_equal(r.unbound_level, 0);
+    assert_int_equal(r.cgroups[0].unbound_bytes, 660 * MIB);
+    assert_true(r.cgroups[0].working_set_unbound);
+    assert_null(strstr(r.reason, "thrash:"));
+    assert_non_null(strstr(r.reason, "at least 692060160 bytes of the model's pages are charged to "
+                                     "another cgroup"));
+    rf_admission_headline(&r, head, sizeof(head));
+    assert_true(strncmp(head, "not bound: ", 11) == 0);
+    rf_admission_ways_out(&r, ways, sizeof(ways));
+    assert_non_null(strstr(ways, "evict the model file"));
+    assert_null(strstr(ways, "streaming"));
+    in.mode = RF_ADMISSION_ENFORCE; /* a warning, never a refusal */
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_false(r.refused);
+    in.mode = RF_ADMISSION_WARN;
+
+    in.mapping_rss = fig(100 * MIB);
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_int_equal(r.cause, RF_ADMIT_CAUSE_THRASH);
+    assert_true(r.thrash);
+    assert_false(r.has_unbound);
+    assert_int_equal(r.cgroups[0].unbound_bytes, 40 * MIB);
+
+    in.mapping_rss = fig(720 * MIB);
+    in.streaming = true;
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_false(r.has_unbound);
+    assert_int_equal(r.cgroups[0].unbound_bytes, 0);
+}
+
 /* Fault 1: a working set larger than the limit thrashes; the charge alone fits. */
 static void test_thrash(void **state)
 {
@@ -884,8 +940,14 @@ static void test_streaming_words(void **state)
     assert_null(strstr(head, "/sys/fs/cgroup"));
     rf_admission_ways_out(&r, ways, sizeof(ways));
     assert_non_null(strstr(ways, "a limit larger by 390070272 bytes")); /* 1116 - 744 MiB */
-    assert_non_null(strstr(ways, "half the context (-c) saves 5767168 bytes"));
+    /* s24read item 2: 5.5 MiB is under a tenth of the 372 MiB that do not fit: not named */
+    assert_null(strstr(ways, "half the context"));
     assert_non_null(strstr(ways, "--residency-policy streaming"));
+    in.kv_cache = fig(100 * MIB); /* 50 MiB saved: over a tenth of the (now 461 MiB) excess */
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    rf_admission_ways_out(&r, ways, sizeof(ways));
+    assert_non_null(strstr(ways, "half the context (-c) saves 52428800 bytes"));
+    in.kv_cache = fig(11 * MIB);
 
     in.streaming = true;
     assert_int_equal(rf_admission_decide(&in, &r), 0);
@@ -926,6 +988,45 @@ static void test_append_ends_sentence(void **state)
     rf_admission_append(&r, "First.");
     assert_string_equal(r.reason, "First.");
     rf_admission_append(NULL, "nothing");
+}
+
+/*
+ * Issue 24 (s24read item 1): a reason longer than its buffer is never cut in
+ * the middle of a sentence: each sentence is there whole or not at all, and
+ * the reason ends saying it was cut.
+ */
+static void test_append_never_cuts_a_sentence(void **state)
+{
+    struct rf_admission_result r;
+    char want[64];
+    int n = 0;
+
+    (void)state;
+    memset(&r, 0, sizeof(r));
+    snprintf(r.reason, sizeof(r.reason), "the charge fits");
+    /* A realistic streaming sentence (the one the trial saw cut) among many. */
+    for (int i = 0; i < 200; i++)
+        rf_admission_append(&r,
+                            "Sentence %03d: admitted under --residency-policy streaming: 1 bytes "
+                            "stream each token (an estimate; the file is read again each token).",
+                            i);
+    assert_true(r.reason_cut);
+    size_t rl = strlen(r.reason), cl = strlen(RF_ADMISSION_CUT);
+    assert_true(rl > cl);
+    assert_string_equal(r.reason + rl - cl, RF_ADMISSION_CUT);
+    for (int i = 0; i < 200; i++) {
+        snprintf(want, sizeof(want), "Sentence %03d: ", i);
+        const char *at = strstr(r.reason, want);
+        if (!at)
+            break;
+        n++;
+        assert_non_null(strstr(at, "read again each token). ")); /* whole, then the next */
+    }
+    assert_true(n > 20 && n < 200);
+    snprintf(want, sizeof(want), "Sentence %03d: ", n);
+    assert_null(strstr(r.reason, want)); /* nothing after the first one left out */
+    rf_admission_append(&r, "Short.");
+    assert_string_equal(r.reason + rl - cl, RF_ADMISSION_CUT); /* later ones are left out too */
 }
 
 /*
@@ -1230,8 +1331,10 @@ int main(void)
         cmocka_unit_test(test_ancestor_limit_binds),
         cmocka_unit_test(test_kv_excess_named_without_target),
         cmocka_unit_test(test_thrash),
+        cmocka_unit_test(test_not_bound),
         cmocka_unit_test(test_streaming_words),
         cmocka_unit_test(test_append_ends_sentence),
+        cmocka_unit_test(test_append_never_cuts_a_sentence),
         cmocka_unit_test(test_streaming_cold_cgroup),
         cmocka_unit_test(test_streaming_own_mapping_reclaimable),
         cmocka_unit_test(test_file_in_memory_no_thrash),

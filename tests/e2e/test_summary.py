@@ -147,7 +147,24 @@ def case_release_line(c):
     print(seen)
 
 
-CASES = {"run_summary": case_run_summary, "release_line": case_release_line}
+def case_soft_target_after_release(c):
+    """The soft target is judged after the release (s24read item 2): a memory-bound run whose
+    projected process memory is over an 8 MiB target but whose release brings the mapping
+    under it prints no warning about the target and no way out (the summary says "(met)"). A
+    mapping left above the target is warned about after the run (warn_above_target, cmd_run.c:
+    the measured mapping against the soft target), the only soft-target warning of a releasing
+    policy; no small model here leaves its mapping above a target, so that path is not run."""
+    model = c.model("small", "q8_0")
+    p = c.run("run", "-m", model, "-n", "4", "-t", "1", "--residency-policy", "memory-bound",
+              "--memory-target", "8MiB")
+    met = [ln for ln in p.stderr.splitlines() if "soft target 8.00 MiB:" in ln]
+    check(len(met) == 1 and "(met)" in met[0], f"soft target line {met}:\n{p.stderr}")
+    check("ramforge: warning" not in p.stderr and "exceeds the soft target" not in p.stderr and
+          "way out" not in p.stderr, f"a warning about a target the release met:\n{p.stderr}")
+
+
+CASES = {"run_summary": case_run_summary, "release_line": case_release_line,
+         "soft_target_after_release": case_soft_target_after_release}
 
 if __name__ == "__main__":
     run_main(CASES, Ctx, "ramforge-summary-")

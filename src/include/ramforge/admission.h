@@ -68,9 +68,11 @@ extern "C" {
 #define RF_ADMISSION_MAX_UNKNOWN 8       /* unknown components listed per decision */
 #define RF_ADMISSION_NAME_MAX 64         /* a component name, including the NUL */
 #define RF_ADMISSION_SOURCE_MAX 600      /* a figure's source, including the NUL */
-#define RF_ADMISSION_REASON_MAX 1024     /* the reason, including the NUL */
+#define RF_ADMISSION_REASON_MAX 4096     /* the reason, including the NUL */
 #define RF_ADMISSION_NOTE_MAX RF_ERR_MAX /* the lock note, including the NUL */
 #define RF_ADMISSION_MAX_RECORDS 12      /* scalar inputs recorded in the result */
+/* What ends a reason that outgrew RF_ADMISSION_REASON_MAX (the report's figures have the rest). */
+#define RF_ADMISSION_CUT "[The rest of the reason did not fit its buffer: see the report's figures.]"
 
 /* enum rf_admission_outcome and enum rf_admission_mode are in ramforge/types.h. */
 
@@ -92,9 +94,12 @@ enum rf_admission_cause {
     RF_ADMIT_CAUSE_THRASH,      /* the decode working set does not fit a limit */
     RF_ADMIT_CAUSE_SOFT_LIMIT,  /* the projected charge exceeds v2 memory.high */
     RF_ADMIT_CAUSE_SOFT_TARGET, /* the request exceeds target - reserve */
+    RF_ADMIT_CAUSE_NOT_BOUND,   /* the working set fits only because the limit cannot bind the
+                                   model's pages (charged to another cgroup) */
 };
 
-/* "fits", "unknown", "overflow", "hard_limit", "thrash", "soft_limit", "soft_target"; NULL. */
+/* "fits", "unknown", "overflow", "hard_limit", "thrash", "soft_limit", "soft_target",
+ * "not_bound"; NULL. */
 const char *rf_admission_cause_name(enum rf_admission_cause c);
 
 /* Which excess excess_likely_anonymous classifies. */
@@ -226,6 +231,11 @@ struct rf_admission_level_check {
     bool high_fits;               /* projected <= memory.high */
     uint64_t high_run_room_bytes; /* memory.high - others, floored at 0 */
     bool high_working_set_fits;   /* working set <= high run room (true when not compared) */
+    uint64_t unbound_bytes;       /* after the load, not streaming: the model mapping's RSS
+                                     over this level's usage, so at least these bytes of the
+                                     model's pages are charged to another cgroup (cached before
+                                     the run) and this limit cannot evict them; else 0 */
+    bool working_set_unbound;     /* over the run room, but not once unbound_bytes are taken out */
 };
 
 /* The decision. Figures are present only where they could be computed. */
@@ -296,6 +306,8 @@ struct rf_admission_result {
     size_t thrash_level; /* cgroups[] index where it fits least */
     bool has_working_set_fit;
     uint64_t working_set_fit_bytes; /* at that level: run room - anonymous ("only M fit") */
+    bool has_unbound;    /* some level's working set fits only without its unbound_bytes */
+    size_t unbound_level; /* cgroups[] index of the first such level */
 
     size_t n_cgroups;
     struct rf_admission_level_check cgroups[RF_CGROUP_MAX_LEVELS];
@@ -305,6 +317,7 @@ struct rf_admission_result {
     size_t n_records;
 
     char reason[RF_ADMISSION_REASON_MAX];  /* sentences, no trailing newline */
+    bool reason_cut; /* a part did not fit: left out whole, the reason ends with RF_ADMISSION_CUT */
     char lock_note[RF_ADMISSION_NOTE_MAX]; /* "" unless a requested mlock did not take */
 
     char unknown_components[RF_ADMISSION_MAX_UNKNOWN][RF_ADMISSION_NAME_MAX]; /* copies */
@@ -338,10 +351,14 @@ struct rf_admission_result {
  *      growth over MemAvailable + SwapFree (or, MemAvailable unknown,
  *      request over MemTotal + SwapTotal)                               -> Rejected
  *      neither MemAvailable nor MemTotal known                           -> Unknown
- *   5. the working set over some level's run room                        -> Rejected (enforce)
+ *   5. the working set over some level's run room (less that level's
+ *      unbound_bytes: the model's pages charged to another cgroup)       -> Rejected (enforce)
  *                                                                          or AdmittedWithWarning
  *      less than RF_STREAM_MIN_WINDOW_BYTES / 2 of weights fit there, not
  *      streaming (the kernel kills rather than thrashes)                 -> Rejected (hard_limit)
+ *   5b. the working set over a level's run room, but not without its
+ *      unbound_bytes: the limit cannot bind the model's pages        -> AdmittedWithWarning
+ *                                                                          (cause not_bound)
  *   6. over a memory.high (charge or working set)                        -> AdmittedWithWarning
  *   7. request over the soft target                                      -> AdmittedWithWarning
  *   8. otherwise                                                         -> Admitted
@@ -366,8 +383,10 @@ int rf_admission_decide(const struct rf_admission_input *in, struct rf_admission
 /*
  * Appends a sentence to a->reason (fmt, printf-style): the sentence before
  * it is ended with a full stop first when it has none, and the new one is
- * set off by one space, so two sentences are never glued. Cut at the
- * buffer's end. a NULL: nothing.
+ * set off by one space, so two sentences are never glued. Never cut in the
+ * middle: a sentence that does not fit whole is left out, and so is every
+ * later one, and the reason ends with RF_ADMISSION_CUT instead (reason_cut
+ * set). a NULL: nothing.
  */
 void rf_admission_append(struct rf_admission_result *a, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -389,7 +408,12 @@ void rf_admission_headline(const struct rf_admission_result *a, char *buf, size_
  * larger limit (by the excess or the part of the working set that does not
  * fit), --residency-policy streaming (a run not already streaming whose
  * excess is file pages). "" when none applies. Into buf (len bytes, cut).
+ * The rule for a partial way out (--no-repack, a smaller -c): it is named
+ * only when it saves at least RF_ADMISSION_WAY_MIN_PERCENT percent of the
+ * excess it answers (the bytes over the hard limit, memory.high or the
+ * soft target, or the weights that do not fit under the limit).
  */
+#define RF_ADMISSION_WAY_MIN_PERCENT 10
 void rf_admission_ways_out(const struct rf_admission_result *a, char *buf, size_t len);
 
 /*
