@@ -329,11 +329,16 @@ bool cli_parse_size(const char *opt, const char *arg, bool allow_zero, uint64_t 
     /* Reports carry byte counts as JSON integers: at most INT64_MAX (8 EiB - 1). */
     if (rc == 0 && *out > (uint64_t)INT64_MAX)
         rc = -EOVERFLOW;
+    char hint[160];
     if (rc == -EOVERFLOW)
         cli_usage_error("invalid size for %s '%s': too large (at most 8 EiB - 1)", opt, arg);
+    else if (rc == -EDOM)
+        cli_usage_error("invalid size for %s '%s': not a whole number of bytes", opt, arg);
+    else if (rc < 0 && rf_size_hint(arg, hint, sizeof(hint)))
+        cli_usage_error("invalid size for %s '%s': %s", opt, arg, hint);
     else if (rc < 0)
         cli_usage_error("invalid size for %s '%s': expected a positive size such as "
-                        "512MiB, 2Gi, 2G or 300000000",
+                        "512Mi, 2Gi, 2G, 1e9 or 300000000",
                         opt, arg);
     return rc == 0;
 }

@@ -99,7 +99,7 @@ static void usage(FILE *out)
                  "                   group's tensors, so a page two tensors share counts twice\n"
                  "  -v, --verbose    show llama.cpp's log\n"
                  "  -h, --help       show this help\n");
-    char wrapped[512];
+    char wrapped[1024]; /* RF_SIZE_RULE, wrapped */
     fprintf(out, "\n%s\n", cli_wrap(RF_SIZE_RULE, wrapped, sizeof(wrapped)));
 }
 

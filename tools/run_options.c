@@ -21,7 +21,7 @@
 
 static void usage(FILE *out)
 {
-    char wrapped[512];
+    char wrapped[1024]; /* RF_SIZE_RULE, wrapped */
     fprintf(out,
             "Usage: %s run -m MODEL [-p PROMPT] [-n N] [OPTIONS]\n"
             "\n"

@@ -1,48 +1,34 @@
 /*
- * Byte-size parsing for every SIZE of the CLI: "512MiB", "2G", "1.5 GiB",
- * "2GB", "4Gi". One rule, Kubernetes' (RF_SIZE_RULE, policy.h): Ki, Mi,
- * Gi, ... and KiB, MiB, GiB, ... are powers of 1024; K, M, G, ... and KB,
- * MB, GB, ... powers of 1000, so a limit copied from a pod spec means what
- * the pod's limit means. Integers only, no floating point: the integer
- * part is multiplied with overflow checks and the fraction is reduced digit by digit, so "0.1KB" is
- * exactly 100 bytes and every result is the exact floor of the decimal value.
+ * Byte-size parsing for every SIZE of the CLI, by one rule, Kubernetes'
+ * for a memory quantity (RF_SIZE_RULE, policy.h): "512Mi", "2G", "1.5Gi",
+ * "1e9", "2k". Ki, Mi, Gi, Ti, Pi, Ei are powers of 1024 (KiB ... EiB
+ * too, ramforge's one addition); k, M, G, T, P, E powers of 1000; a
+ * decimal exponent ("e9", "E-3"); suffixes are case-sensitive as in
+ * Kubernetes. A fraction or exponent is exact (integers, no floating
+ * point) and must give whole bytes. What Kubernetes refuses or reads
+ * otherwise ("2GB", "512K", "300m", "1 Gi") is refused, and
+ * rf_size_hint names the spelling to use.
  */
 #include "ramforge/policy.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <string.h>
 
-/* A size suffix and the bytes one unit of it stands for. */
+#define MAX_SIGNIFICANT 38 /* digits of the number that fit an unsigned __int128 */
+#define MAX_EXPONENT 1000  /* |exponent| beyond which the result overflows or is not whole */
+
+/* A suffix and the bytes one unit stands for, as 2^two x 5^five. */
 struct size_suffix {
-    const char *name; /* matched case-insensitively */
-    uint64_t mult;    /* bytes per unit */
+    const char *name; /* matched exactly (case-sensitive) */
+    unsigned two, five;
 };
 
 static const struct size_suffix suffixes[] = {
-    {"B", 1},
-    {"Ki", 1ULL << 10},
-    {"KiB", 1ULL << 10},
-    {"Mi", 1ULL << 20},
-    {"MiB", 1ULL << 20},
-    {"Gi", 1ULL << 30},
-    {"GiB", 1ULL << 30},
-    {"Ti", 1ULL << 40},
-    {"TiB", 1ULL << 40},
-    {"Pi", 1ULL << 50},
-    {"PiB", 1ULL << 50},
-    {"Ei", 1ULL << 60},
-    {"EiB", 1ULL << 60},
-    {"K", 1000ULL},
-    {"KB", 1000ULL},
-    {"M", 1000000ULL},
-    {"MB", 1000000ULL},
-    {"G", 1000000000ULL},
-    {"GB", 1000000000ULL},
-    {"T", 1000000000000ULL},
-    {"TB", 1000000000000ULL},
-    {"P", 1000000000000000ULL},
-    {"PB", 1000000000000000ULL},
-    {"E", 1000000000000000000ULL},
-    {"EB", 1000000000000000000ULL},
+    {"Ki", 10, 0},  {"Mi", 20, 0},  {"Gi", 30, 0},  {"Ti", 40, 0},  {"Pi", 50, 0},
+    {"Ei", 60, 0},  {"KiB", 10, 0}, {"MiB", 20, 0}, {"GiB", 30, 0}, {"TiB", 40, 0},
+    {"PiB", 50, 0}, {"EiB", 60, 0}, {"k", 3, 3},    {"M", 6, 6},    {"G", 9, 9},
+    {"T", 12, 12},  {"P", 15, 15},  {"E", 18, 18},
 };
 
 static bool is_digit(char c)
@@ -50,103 +36,185 @@ static bool is_digit(char c)
     return c >= '0' && c <= '9';
 }
 
-static char ascii_lower(char c)
+/* The parsed syntax of a size: the number's digits and what scales them. */
+struct size_syntax {
+    const char *digits; /* the number as written, with its '.' */
+    size_t n_digits;    /* characters of it */
+    long scale;         /* the exponent minus the fraction's digits */
+    unsigned two, five; /* the suffix's 2^two x 5^five (0, 0: none) */
+};
+
+/* Reads "[+-]digits" at p into *e (capped at MAX_EXPONENT); the end, or NULL. */
+static const char *exponent(const char *p, long *e)
 {
-    return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+    bool neg = *p == '-';
+
+    if (*p == '+' || *p == '-')
+        p++;
+    if (!is_digit(*p))
+        return NULL;
+    for (*e = 0; is_digit(*p); p++)
+        if (*e <= MAX_EXPONENT)
+            *e = *e * 10 + (*p - '0');
+    if (neg)
+        *e = -*e;
+    return p;
 }
 
-/* ASCII-only, so the result does not depend on the caller's locale. */
-static bool ascii_equal_nocase(const char *a, const char *b)
+/* The grammar: number [suffix | ("e" | "E") [sign] digits], number = d[.[d]] | .d. */
+static bool parse_syntax(const char *s, struct size_syntax *x)
 {
-    for (; *a && *b; a++, b++) {
-        if (ascii_lower(*a) != ascii_lower(*b))
+    const char *p = s;
+    size_t n_int = 0, n_frac = 0;
+    long e = 0;
+
+    memset(x, 0, sizeof(*x));
+    x->digits = s;
+    for (; is_digit(*p); p++)
+        n_int++;
+    if (*p == '.')
+        for (p++; is_digit(*p); p++)
+            n_frac++;
+    if (n_int + n_frac == 0)
+        return false; /* empty, a sign, a space, "." */
+    x->n_digits = (size_t)(p - s);
+    if ((*p == 'e' || *p == 'E') && (is_digit(p[1]) || ((p[1] == '+' || p[1] == '-') &&
+                                                          is_digit(p[2])))) {
+        p = exponent(p + 1, &e);
+        if (!p || *p)
+            return false;
+    } else if (*p) {
+        size_t i;
+        for (i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++)
+            if (strcmp(p, suffixes[i].name) == 0)
+                break;
+        if (i == sizeof(suffixes) / sizeof(suffixes[0]))
+            return false;
+        x->two = suffixes[i].two;
+        x->five = suffixes[i].five;
+    }
+    x->scale = e - (long)n_frac;
+    return true;
+}
+
+/* v / p^k when it divides exactly (true), for k >= 0. */
+static bool divide_out(unsigned __int128 *v, unsigned p, long k)
+{
+    for (; k > 0; k--) {
+        if (*v % p)
+            return false;
+        *v /= p;
+    }
+    return true;
+}
+
+/* v * p^k into v, false when it passes UINT64_MAX (v <= UINT64_MAX on entry). */
+static bool multiply(unsigned __int128 *v, unsigned p, long k)
+{
+    for (; k > 0; k--) {
+        *v *= p;
+        if (*v > UINT64_MAX)
             return false;
     }
-    return *a == *b;
+    return true;
 }
 
-/* The multiplier of suffix s (NUL-terminated, non-empty), or 0 when unknown. */
-static uint64_t suffix_mult(const char *s)
-{
-    size_t i;
-
-    for (i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
-        if (ascii_equal_nocase(s, suffixes[i].name))
-            return suffixes[i].mult;
-    }
-    return 0;
-}
-
-/*
- * floor(mult * 0.d1 d2 ... dk) for the k fraction digits at frac. From the
- * last digit back, y = floor((d * mult + y) / 10): flooring each step does
- * not change the final floor, y stays below mult, and d * mult + y <
- * 10 * mult <= 10 * 2^60 fits in 64 bits for every suffix in the table.
- */
-static uint64_t frac_times(const char *frac, size_t k, uint64_t mult)
-{
-    uint64_t y = 0;
-
-    while (k-- > 0)
-        y = ((uint64_t)(frac[k] - '0') * mult + y) / 10;
-    return y;
-}
-
-/*
- * Grammar: digits [ "." digits ] [ [" "] suffix ]; a fraction needs a
- * suffix other than B. The syntax is checked in full before any arithmetic.
- */
 int rf_parse_size(const char *s, uint64_t *out_bytes)
 {
-    const char *p, *int_start, *frac = NULL, *suf;
-    size_t n_int, n_frac = 0;
-    uint64_t mult = 1, v = 0, part;
-    size_t i;
+    struct size_syntax x;
+    unsigned __int128 v = 0;
+    size_t sig = 0;
+    long trailing = 0;
 
-    if (!s || !out_bytes)
+    if (!s || !out_bytes || !parse_syntax(s, &x))
         return -EINVAL;
-
-    p = int_start = s;
-    while (is_digit(*p))
-        p++;
-    n_int = (size_t)(p - int_start);
-    if (n_int == 0)
-        return -EINVAL; /* empty, a sign, a leading space or a bare fraction */
-    if (*p == '.') {
-        frac = ++p;
-        while (is_digit(*p))
-            p++;
-        n_frac = (size_t)(p - frac);
-        if (n_frac == 0)
-            return -EINVAL; /* "1." */
-    }
-    suf = p;
-    if (*suf == ' ')
-        suf++;
-    if (*suf != '\0') {
-        mult = suffix_mult(suf);
-        if (mult == 0)
-            return -EINVAL; /* unknown suffix or trailing junk */
-    } else if (suf != p) {
-        return -EINVAL; /* a space with no suffix after it */
-    }
-    if (frac && mult == 1)
-        return -EINVAL; /* fractions of a byte mean nothing */
-
-    for (i = 0; i < n_int; i++) {
-        if (__builtin_mul_overflow(v, 10, &v) ||
-            __builtin_add_overflow(v, (uint64_t)(int_start[i] - '0'), &v))
+    /* The significant digits: no leading zeros; trailing zeros move into the scale. */
+    for (size_t i = 0; i < x.n_digits; i++) {
+        char c = x.digits[i];
+        if (c == '.' || (c == '0' && sig == 0))
+            continue;
+        if (c == '0') {
+            trailing++;
+            continue;
+        }
+        sig += (size_t)trailing + 1;
+        if (sig > MAX_SIGNIFICANT)
             return -EOVERFLOW;
-    }
-    if (__builtin_mul_overflow(v, mult, &v))
-        return -EOVERFLOW;
-    if (frac) {
-        part = frac_times(frac, n_frac, mult);
-        if (__builtin_add_overflow(v, part, &v))
-            return -EOVERFLOW;
+        for (; trailing > 0; trailing--)
+            v *= 10;
+        v = v * 10 + (unsigned)(c - '0');
     }
     if (v == 0)
-        return -EINVAL;
-    *out_bytes = v;
+        return -EINVAL; /* zero bytes */
+    long two = (long)x.two + x.scale + trailing, five = (long)x.five + x.scale + trailing;
+    /* 2^-two and 5^-five must divide the digits: whole bytes */
+    if (two < -4 * MAX_EXPONENT || five < -4 * MAX_EXPONENT || !divide_out(&v, 2, -two) ||
+        !divide_out(&v, 5, -five))
+        return -EDOM;
+    if (v > UINT64_MAX || !multiply(&v, 2, two) || !multiply(&v, 5, five))
+        return -EOVERFLOW;
+    *out_bytes = (uint64_t)v;
     return 0;
+}
+
+/* Upper-cased c (ASCII). */
+static char upper(char c)
+{
+    return c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') : c;
+}
+
+bool rf_size_hint(const char *s, char *buf, size_t len)
+{
+    struct size_syntax x;
+    char num[48], fix[8] = "", alt[8] = "";
+    const char *why;
+    size_t n = 0;
+
+    if (!s || !buf || !len)
+        return false;
+    buf[0] = '\0';
+    while (is_digit(s[n]) || s[n] == '.')
+        n++;
+    if (n == 0 || n >= sizeof(num))
+        return false;
+    memcpy(num, s, n);
+    num[n] = '\0';
+    if (!parse_syntax(num, &x))
+        return false; /* the number itself is not one */
+    bool space = s[n] == ' ';
+    const char *u = s + n + space, *r = *u ? u + 1 : u;
+    char d = upper(u[0]), dec = d == 'K' ? 'k' : d;
+    if (!*u) {
+        why = "no space";
+    } else if ((u[0] == 'B' || u[0] == 'b') && !u[1]) {
+        why = "a number alone is bytes";
+    } else if (u[0] == 'm' && !u[1]) {
+        snprintf(buf, len,
+                 "m is milli (thousandths of a byte) in Kubernetes: write %sM (decimal) or %sMi "
+                 "(binary)",
+                 num, num);
+        return true;
+    } else if (d && strchr("KMGTPE", d) && (!*r || ((*r == 'B' || *r == 'b') && !r[1]))) {
+        fix[0] = dec;
+        if (!*r && u[0] == dec) {
+            why = "no space";
+        } else {
+            alt[0] = d;
+            alt[1] = 'i';
+            why = "as Kubernetes writes them";
+        }
+    } else if (d && strchr("KMGTPE", d) && (*r == 'i' || *r == 'I') &&
+               (!r[1] || ((r[1] == 'B' || r[1] == 'b') && !r[2]))) {
+        snprintf(fix, sizeof(fix), "%ci%s", d, r[1] ? "B" : "");
+        why = strcmp(fix, u) == 0 ? "no space" : "suffixes are case-sensitive, as in Kubernetes";
+    } else {
+        return false;
+    }
+    if (!space && strcmp(why, "no space") == 0)
+        return false; /* valid as written: no hint */
+    if (alt[0])
+        snprintf(buf, len, "write %s%s (decimal) or %s%s (binary), %s", num, fix, num, alt, why);
+    else
+        snprintf(buf, len, "write %s%s (%s)", num, fix, why);
+    return true;
 }

@@ -2,7 +2,8 @@
  * Fuzz harness: the byte-size syntax of --memory-target, --reserve, ...
  * (rf_parse_size, src/core/size.c, and the CLI's cli_parse_size). A
  * result is compared with a reference computed here in 128-bit integers
- * for inputs of at most 18 digits: floor((int.frac) * unit).
+ * for inputs of at most 18 digits and exponents of at most 20: the exact
+ * (int.frac) * unit * 10^exp, which must be whole bytes (else -EDOM).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -14,24 +15,15 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* The unit of a suffix (case-insensitive), 0 when unknown. */
+/* The unit of a suffix (case-sensitive, as Kubernetes reads them), 0 when refused. */
 static unsigned __int128 unit(const char *s)
 {
-    static const char *iec[] = {"k", "m", "g", "t", "p", "e"};
-    char l[4] = {0};
-    size_t n = strlen(s);
-    if (n == 0 || n > 3)
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        l[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]);
-    if (!strcmp(l, "b"))
-        return 1;
+    static const char bin[] = "KMGTPE", dec[] = "kMGTPE";
     for (int i = 0; i < 6; i++) {
-        if (l[0] != iec[i][0])
-            continue;
-        if ((n == 2 && l[1] == 'i') || (n == 3 && l[1] == 'i' && l[2] == 'b'))
+        char b2[3] = {bin[i], 'i', 0}, b3[4] = {bin[i], 'i', 'B', 0}, d1[2] = {dec[i], 0};
+        if (!strcmp(s, b2) || !strcmp(s, b3))
             return (unsigned __int128)1 << (10 * (i + 1));
-        if (n == 1 || (n == 2 && l[1] == 'b')) {
+        if (!strcmp(s, d1)) {
             unsigned __int128 u = 1;
             for (int k = 0; k <= i; k++)
                 u *= 1000;
@@ -42,46 +34,55 @@ static unsigned __int128 unit(const char *s)
 }
 
 /*
- * Reference: digits[.digits][ ][suffix], at most 18 digits in all. Returns
- * 1 with *v the exact floor, 0 for a syntax the reference rejects, -1 when
- * it does not judge (too many digits).
+ * Reference: number [suffix | (e|E)[sign]digits], number = d[.[d]] | .d, at
+ * most 18 digits and an exponent of at most 20. Returns 1 with *v the exact
+ * value, 2 when it is not whole bytes, 0 for a syntax the reference rejects,
+ * -1 when it does not judge.
  */
 static int reference(const char *s, unsigned __int128 *v)
 {
     const char *p = s;
-    unsigned __int128 num = 0, den = 1;
-    int digits = 0, frac = 0;
-    while (*p >= '0' && *p <= '9') {
-        num = num * 10 + (unsigned)(*p++ - '0');
-        digits++;
-        if (digits > 18)
+    unsigned __int128 num = 0, den = 1, u = 1;
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        num = num * 10 + (unsigned)(*p - '0');
+        if (++digits > 18)
             return -1;
     }
-    if (digits == 0)
-        return 0;
-    if (*p == '.') {
-        p++;
-        while (*p >= '0' && *p <= '9') {
-            num = num * 10 + (unsigned)(*p++ - '0');
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9'; p++) {
+            num = num * 10 + (unsigned)(*p - '0');
             den *= 10;
-            frac++;
             if (++digits > 18)
                 return -1;
         }
-        if (frac == 0)
+    if (digits == 0)
+        return 0;
+    const char *q = p + 1 + (p[1] == '+' || p[1] == '-');
+    if ((*p == 'e' || *p == 'E') && *q >= '0' && *q <= '9') {
+        int e = 0;
+        for (; *q >= '0' && *q <= '9'; q++) {
+            e = e * 10 + (*q - '0');
+            if (e > 20)
+                return -1;
+        }
+        if (*q)
             return 0;
-    }
-    unsigned __int128 u = 1;
-    if (*p == ' ' || *p) {
-        if (*p == ' ')
-            p++;
+        for (; e > 0; e--) {
+            if (p[1] == '-')
+                den *= 10;
+            else
+                num *= 10;
+        }
+    } else if (*p) {
         u = unit(p);
         if (u == 0)
             return 0;
     }
-    if (frac && u == 1)
-        return 0;
-    *v = num * u / den;
+    num *= u;
+    if (num % den)
+        return num ? 2 : 0;
+    *v = num / den;
     return 1;
 }
 
@@ -100,6 +101,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc < 0 && bytes != 12345)
         abort(); /* unchanged on error */
     if (r == 0 && rc != -EINVAL)
+        abort();
+    if (r == 2 && rc != -EDOM)
         abort();
     if (r == 1) {
         if (ref == 0 && rc != -EINVAL)

@@ -95,7 +95,9 @@ def gguf_seeds():
 SIZES = ["512MiB", "2G", "1.5 GiB", "0.1KB", "2GB", "300000000", "1", "0", "0.0001K", "1.",
          "18446744073709551615", "18446744073709551616", "16EiB", "15.999999999999999999E",
          "8EiB", "9223372036854775807", "1 B", "1.5B", "-1", " 1G", "1G ", "1 ", "3 kib", "7pb",
-         "99999999999999999999x"]
+         "99999999999999999999x",
+         # Kubernetes' rule (s24read item 7): exponents, Kubernetes' number forms, refusals
+         "1e9", "2GB", "300m", ".5Gi", "1500e-3", "1E-0", "15e-1", "5.Gi", "512K", "2gi"]
 
 BODIES = ['{"prompt":"Hello my name is","n_predict":8}',
           '{"prompt":[1,2,3],"max_tokens":4,"stream":true}',

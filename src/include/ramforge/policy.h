@@ -47,33 +47,46 @@ bool rf_policy_mutates(enum rf_policy_profile p);         /* conservative, memor
 bool rf_policy_requires_target(enum rf_policy_profile p); /* memory-bound, active */
 
 /*
- * Parses a byte size: decimal digits, then optionally one space and a
- * suffix, matched case-insensitively, by one rule (RF_SIZE_RULE, the
- * sentence --help, ramforge(1) and the README print):
+ * Parses a byte size by one rule, Kubernetes' for a memory quantity
+ * (RF_SIZE_RULE, the sentence --help, ramforge(1) and the README print):
  *
- *   B                            x 1
- *   Ki KiB  Mi MiB  Gi GiB       x 1024^1..3   (binary)
- *   Ti TiB  Pi PiB  Ei EiB       x 1024^4..6
- *   K KB  M MB  G GB             x 1000^1..3   (decimal, as Kubernetes
- *   T TB  P PB  E EB             x 1000^4..6    and the SI read them)
+ *   size     = number [ suffix | exponent ]
+ *   number   = digits [ "." [ digits ] ] | "." digits
+ *   suffix   = Ki Mi Gi Ti Pi Ei        x 1024^1..6   (binary; KiB .. EiB too,
+ *                                                      which Kubernetes does not take)
+ *            | k  M  G  T  P  E         x 1000^1..6   (decimal)
+ *   exponent = ( "e" | "E" ) [ "+" | "-" ] digits      x 10^digits ("1e9", "15E-1")
  *
- * With a K..E suffix the number may carry a decimal fraction ("1.5GiB");
- * the result is floored to whole bytes and computed exactly in integers.
- * No sign, no leading or trailing space, no exponent.
+ * Suffixes are case-sensitive, as in Kubernetes ("E" followed by digits is
+ * an exponent, alone it is exa). The value is computed exactly, in integers,
+ * and must be a whole number of bytes. No sign, no space.
  *
- * Errors: -EINVAL (NULL, empty, unparsable, a sign, trailing junk, a
- * fraction without a K..E suffix, or a result of zero bytes: "0", "0MiB",
- * "0.0001K"), -EOVERFLOW (the value does not fit uint64_t). Syntax is
- * checked before size, so "99999999999999999999x" is -EINVAL. *out_bytes is
- * unchanged on error.
+ * Errors: -EINVAL (NULL, empty, unparsable, a sign, a space, trailing junk,
+ * a suffix Kubernetes refuses or reads otherwise: "2GB", "512K", "300m",
+ * "2gi"; or zero bytes), -EDOM (not a whole number of bytes: "1.5",
+ * "0.1Ki", "1e-1"), -EOVERFLOW (over UINT64_MAX, or more than 38 significant
+ * digits). Syntax is checked before size, so "99999999999999999999x" is
+ * -EINVAL. *out_bytes is unchanged on error.
  */
 int rf_parse_size(const char *s, uint64_t *out_bytes);
 
+/*
+ * For a size rf_parse_size refused with -EINVAL whose spelling has an
+ * obvious meaning, the spelling to use, into buf (len bytes, cut): "2GB"
+ * -> "write 2G (decimal) or 2Gi (binary), as Kubernetes writes them",
+ * "300m" -> Kubernetes' milli, "2gi" -> case, "1 Gi" -> no space, "10B" ->
+ * a number alone. Returns false (buf "") when it has no suggestion.
+ */
+bool rf_size_hint(const char *s, char *buf, size_t len);
+
 /* The size rule in one sentence: every --help, ramforge(1) and the README print it as it is. */
 #define RF_SIZE_RULE                                                                               \
-    "SIZE is bytes, or a number with a suffix: Ki, Mi, Gi, Ti (or KiB, MiB, GiB, TiB) are powers " \
-    "of 1024; K, M, G, T (or KB, MB, GB, TB) are powers of 1000, as Kubernetes reads them "        \
-    "(systemd and Docker read 2G as 2Gi: write Gi for them)."
+    "SIZE is bytes written as Kubernetes writes a memory quantity: a number, which may have a "    \
+    "fraction or a decimal exponent (1.5Gi, 1e9) when the result is whole bytes, alone or with "   \
+    "one case-sensitive suffix, Ki, Mi, Gi, Ti, Pi, Ei for powers of 1024 (KiB, MiB, ... too) "    \
+    "or k, M, G, T, P, E for powers of 1000, and what Kubernetes refuses or reads otherwise "      \
+    "(2GB, 512K, 300m, which is milli) is refused with the spelling to use (systemd and Docker "   \
+    "read 2G as 2Gi: write Gi for them)."
 
 /* Inputs of rf_plan_build. Start from rf_plan_default_params(). */
 struct rf_plan_params {
