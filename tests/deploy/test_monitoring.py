@@ -5,6 +5,9 @@ Grafana dashboard, checked against promtool and against what ramforge exports.
   rules      `promtool check rules` on the alert rules and `promtool test rules` on
              monitoring-rules-test.yml (each alert fires on its series, not on a healthy one)
   scrape     `promtool check config` on the scrape configuration
+  dashboard_live  every panel query run by a real Prometheus on 127.0.0.1 that scrapes a live
+             `ramforge serve` and a `run --metrics-file` of the same model: each parses and
+             returns data (NO_DATA names a panel without data and why)
   dashboard  the dashboard is JSON with a `model` variable; every panel query, Grafana's
              variables put in, parses (promtool check rules, as recording rules); every
              ramforge_* name in the queries and the rules is a family ramforge exports
@@ -13,6 +16,7 @@ Grafana dashboard, checked against promtool and against what ramforge exports.
 
 Usage: test_monitoring.py --ramforge BIN CASE.  Exit 0 pass, 1 fail, 77 skip (no promtool).
 """
+import http.server
 import json
 import os
 import re
@@ -20,11 +24,15 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-from e2e_util import ModelCtx, Skip, check, run_main  # noqa: E402
+from e2e_util import ModelCtx, Skip, check, memory_cgroup_v1, run_main, wait_for  # noqa: E402
+from prom_util import prometheus  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
+from watch_cost import free_port, get as http_json, healthy  # noqa: E402
 
 SOURCE = os.path.normpath(os.path.join(HERE, "..", ".."))
 MON = os.path.join(SOURCE, "docs", "monitoring")
@@ -115,7 +123,100 @@ def case_dashboard(c):
     check(used & have, "no query names a ramforge metric")
 
 
-CASES = {"rules": case_rules, "scrape": case_scrape, "dashboard": case_dashboard}
+# Panels with no data in dashboard_live's setup, each with the reason (none today: a panel
+# added without data there must be named here, or the test fails).
+NO_DATA = {}
+
+
+class _File(http.server.BaseHTTPRequestHandler):
+    """Serves run's --metrics-file at /metrics, as node_exporter's textfile collector would."""
+    path_to_serve = None
+
+    def do_GET(self):
+        with open(self.path_to_serve, "rb") as f:
+            body = f.read()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def limit_args():
+    """--memory-limit 1Gi where root can make a memory cgroup (the limit panels' series),
+    else nothing."""
+    try:
+        memory_cgroup_v1()
+    except Skip as e:
+        print(f"note: no --memory-limit ({e}): the limit panels have no data")
+        NO_DATA.update({"Room before the limit": "no memory limit (no memory cgroup here)"})
+        return []
+    return ["--memory-limit", "1Gi"]
+
+
+def case_dashboard_live(c):
+    """Every panel query of the dashboard run by a real Prometheus (127.0.0.1, scraping every
+    second) against a live `ramforge serve` (memory-bound with idle releases, in a cgroup of
+    its own under --memory-limit) and a `run --metrics-file` of the same model served over
+    HTTP: each query parses and returns data, except NO_DATA's panels, each with its reason;
+    $model is .*, $__rate_interval 1m."""
+    with open(os.path.join(MON, "grafana-dashboard.json")) as f:
+        dash = json.load(f)
+    panels = [(p["title"], t["expr"]) for p in dash["panels"] for t in p["targets"]]
+    model, limit = c.model(), limit_args()
+    prom = c.path("run.prom")
+    c.run("run", "-m", model, "-n", "4", "-t", "1", "-q", "--metrics-file", prom, *limit)
+    _File.path_to_serve = prom
+    files = http.server.HTTPServer(("127.0.0.1", 0), _File)
+    threading.Thread(target=files.serve_forever, daemon=True).start()
+    port = free_port()
+    helptext = subprocess.run([c.rf, "serve", "--help"], capture_output=True, text=True).stdout
+    metrics = ["--metrics"] if re.search(r"^\s*--metrics\b", helptext, re.M) else []
+    srv = subprocess.Popen([c.rf, "serve", "-m", model, "--port", str(port), "-t", "1", "-q",
+                            "--residency-policy", "memory-bound", "--memory-target", "1Mi",
+                            "--idle-seconds", "1", *limit, *metrics],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: srv.poll() is not None or healthy(f"{base}/health"), 120, "serve")
+        check(srv.poll() is None, f"serve exited with {srv.returncode}")
+        for _ in range(2):
+            http_json(f"{base}/completion", {"prompt": "Hello my name is", "n_predict": 4})
+        wait_for(lambda: re.search(r"^ramforge_idle_boundaries_total [1-9]",
+                                   urllib.request.urlopen(f"{base}/metrics", timeout=10)
+                                   .read().decode(), re.M), 60, "an idle release")
+        targets = {"ramforge-serve": f"127.0.0.1:{port}",
+                   "ramforge-run": f"127.0.0.1:{files.server_address[1]}"}
+        with prometheus(c.tmp, targets) as query:
+            # both targets up, with enough scrapes for a rate over 1m
+            wait_for(lambda: (r := query("count_over_time(up[1m]) >= 3 and up == 1")) and
+                     len(r["data"]["result"]) == 2, 120, "three scrapes of both targets")
+            http_json(f"{base}/completion", {"prompt": "Hello", "n_predict": 2})
+            failed = []
+            for title, expr in panels:
+                q = expr.replace("$__rate_interval", "1m").replace("$model", ".*")
+                r = wait_for(lambda: query(q), 30, f"an answer to {q}")
+                if r["status"] != "success":
+                    failed.append(f"{title}: {q}: does not run: {r.get('error')}")
+                elif not r["data"]["result"] and title not in NO_DATA:
+                    failed.append(f"{title}: {q}: no data")
+                else:
+                    print(f"{title}: {len(r['data']['result'])} series "
+                          f"{NO_DATA.get(title, '')}")
+            check(not failed, "dashboard queries:\n" + "\n".join(failed))
+    finally:
+        if srv.poll() is None:
+            srv.terminate()
+        srv.wait(60)
+        files.shutdown()
+        files.server_close()
+
+
+CASES = {"rules": case_rules, "scrape": case_scrape, "dashboard": case_dashboard,
+         "dashboard_live": case_dashboard_live}
 
 if __name__ == "__main__":
     run_main(CASES, ModelCtx, "ramforge-monitoring-")

@@ -13,9 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -23,6 +21,7 @@ from e2e_util import (Failure, ModelCtx, Skip, check, check_no_null,  # noqa: E4
                       memory_child_cgroup, run_main, wait_for)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 from watch_cost import free_port, get as http_json, healthy as http_ok  # noqa: E402
+from prom_util import prometheus  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
@@ -180,13 +179,13 @@ def case_all_llama_server(c):
 
 
 def case_prometheus(c):
-    prom, promtool = shutil.which("prometheus"), shutil.which("promtool")
-    if not prom or not promtool:
+    promtool = shutil.which("promtool")
+    if not shutil.which("prometheus") or not promtool:
         raise Skip("Debian's prometheus (with promtool) is not installed "
                    "(scripts/install-deps.sh installs it)")
     model = c.model("small")
     port, srv = rf_serve(c, model)
-    wport, pport = free_port(), free_port()
+    wport = free_port()
     with srv as s:
         w = subprocess.Popen([c.rf, "watch", "--listen", f"127.0.0.1:{wport}", "-i", "0.5",
                               "--json", str(s.pid)], stdout=subprocess.DEVNULL,
@@ -202,35 +201,16 @@ def case_prometheus(c):
             p = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True,
                                text=True)
             check(p.returncode == 0, f"promtool check metrics: {p.stdout}{p.stderr}")
-            with tempfile.TemporaryDirectory(prefix="rf-prom-", dir=c.tmp) as d:
-                cfg = os.path.join(d, "prometheus.yml")
-                with open(cfg, "w") as f:
-                    f.write("global:\n  scrape_interval: 1s\nscrape_configs:\n"
-                            "  - job_name: ramforge_watch\n    static_configs:\n"
-                            f"      - targets: ['127.0.0.1:{wport}']\n")
-                pr = subprocess.Popen([prom, f"--config.file={cfg}",
-                                       f"--storage.tsdb.path={os.path.join(d, 'data')}",
-                                       f"--web.listen-address=127.0.0.1:{pport}"],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                try:
-                    q = urllib.parse.quote(f'ramforge_ledger_bytes{{category="FileBackedResident",'
-                                           f'pid="{s.pid}"}}')
-                    api = f"http://127.0.0.1:{pport}/api/v1/query?query={q}"
+            with prometheus(c.tmp, {"ramforge_watch": f"127.0.0.1:{wport}"}) as query:
+                q = (f'ramforge_ledger_bytes{{category="FileBackedResident",'
+                     f'pid="{s.pid}"}}')
 
-                    def scraped():
-                        if pr.poll() is not None:
-                            raise Failure(f"prometheus exited with {pr.returncode}")
-                        try:
-                            r = http_json(api, timeout=5)
-                        except OSError:
-                            return None
-                        return r["data"]["result"] or None
-                    res = wait_for(scraped, 90, "prometheus to scrape a ramforge series")
-                    check(int(res[0]["value"][1]) > 0, f"query result: {res}")
-                    print(f"prometheus: {res[0]['metric']['__name__']} = {res[0]['value'][1]}")
-                finally:
-                    pr.terminate()
-                    pr.wait(30)
+                def scraped():
+                    r = query(q)
+                    return r and r["data"]["result"]
+                res = wait_for(scraped, 90, "prometheus to scrape a ramforge series")
+                check(int(res[0]["value"][1]) > 0, f"query result: {res}")
+                print(f"prometheus: {res[0]['metric']['__name__']} = {res[0]['value'][1]}")
         finally:
             w.terminate()
             w.wait(30)
