@@ -85,17 +85,24 @@ static uint64_t thrash_limit(const struct rf_admission_result *a)
     return l->limit.has ? l->limit.bytes : l->high.bytes;
 }
 
-/* The first clause of the reason (up to "; " or ", so"), for causes without figures here. */
+/*
+ * The first clause of the reason (up to "; " or ", so"), for causes without figures here; a
+ * clause over 130 characters ends at a word, followed by " ... (the rest: -v)".
+ */
 static void first_clause(const struct rf_admission_result *a, char *buf, size_t len)
 {
     size_t n = strcspn(a->reason, ";");
     const char *so = strstr(a->reason, ", so ");
+    bool cut = false;
 
     if (so && (size_t)(so - a->reason) < n)
         n = (size_t)(so - a->reason);
-    if (n > 150)
-        n = 150;
-    snprintf(buf, len, "%.*s", (int)n, a->reason);
+    if (n > 130) {
+        for (n = 130; n > 0 && a->reason[n] != ' '; n--)
+            ;
+        cut = true;
+    }
+    snprintf(buf, len, "%.*s%s", (int)n, a->reason, cut ? " ... (the rest: -v)" : "");
 }
 
 void rf_admission_headline(const struct rf_admission_result *a, char *buf, size_t len)

@@ -1027,6 +1027,20 @@ static void test_append_never_cuts_a_sentence(void **state)
     assert_null(strstr(r.reason, want)); /* nothing after the first one left out */
     rf_admission_append(&r, "Short.");
     assert_string_equal(r.reason + rl - cl, RF_ADMISSION_CUT); /* later ones are left out too */
+
+    /* The headline of a cause without figures: a long first clause ends at a word, said so. */
+    char head[512];
+    memset(&r, 0, sizeof(r));
+    r.outcome = RF_ADMIT_UNKNOWN;
+    r.cause = RF_ADMIT_CAUSE_UNKNOWN;
+    for (int i = 0; i < 30; i++)
+        strcat(r.reason, "wordy ");
+    strcat(r.reason, "end; more");
+    rf_admission_headline(&r, head, sizeof(head));
+    size_t hl = strlen(head), tail = strlen(" ... (the rest: -v)");
+    assert_true(hl > tail && hl <= 160);
+    assert_string_equal(head + hl - tail, " ... (the rest: -v)");
+    assert_true(strncmp(head, r.reason, hl - tail) == 0 && r.reason[hl - tail] == ' ');
 }
 
 /*
