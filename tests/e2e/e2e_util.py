@@ -217,3 +217,58 @@ def check_ledger_metrics(m, entries):
             check(ledger.get(e["category"]) == (e["provenance"], e["value_bytes"]),
                   f"{e['category']}: metrics {ledger.get(e['category'])} vs report {e}")
     return ledger, unknown
+
+
+def promtool_check_metrics(body):
+    """promtool's `check metrics` on the Prometheus text body (Skip: no promtool)."""
+    import shutil
+    promtool = shutil.which("promtool")
+    if not promtool:
+        raise Skip("Debian's prometheus (with promtool) is not installed "
+                   "(scripts/install-deps.sh installs it)")
+    p = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True,
+                       text=True)
+    check(p.returncode == 0, f"promtool check metrics: {p.stdout}{p.stderr}")
+
+
+def prometheus_query(tmp, target, query, timeout=90):
+    """A real Prometheus on 127.0.0.1 scraping target ("127.0.0.1:PORT", /metrics) every second
+    until query returns a series (raises Failure after timeout): the result list. Skip: no
+    prometheus. The server and its data (under tmp) are gone on return."""
+    import json
+    import shutil
+    import urllib.parse
+    import urllib.request
+    prom = shutil.which("prometheus")
+    if not prom:
+        raise Skip("Debian's prometheus is not installed (scripts/install-deps.sh installs it)")
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "bench"))
+    from serve_idle import free_port
+    pport = free_port()
+    with tempfile.TemporaryDirectory(prefix="rf-prom-", dir=tmp) as d:
+        cfg = os.path.join(d, "prometheus.yml")
+        with open(cfg, "w") as f:
+            f.write("global:\n  scrape_interval: 1s\nscrape_configs:\n"
+                    "  - job_name: ramforge\n    static_configs:\n"
+                    f"      - targets: ['{target}']\n")
+        pr = subprocess.Popen([prom, f"--config.file={cfg}",
+                               f"--storage.tsdb.path={os.path.join(d, 'data')}",
+                               f"--web.listen-address=127.0.0.1:{pport}"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            api = (f"http://127.0.0.1:{pport}/api/v1/query?query=" +
+                   urllib.parse.quote(query))
+
+            def scraped():
+                if pr.poll() is not None:
+                    raise Failure(f"prometheus exited with {pr.returncode}")
+                try:
+                    with urllib.request.urlopen(api, timeout=5) as r:
+                        return json.load(r)["data"]["result"] or None
+                except OSError:
+                    return None
+            return wait_for(scraped, timeout, f"prometheus to scrape {query}")
+        finally:
+            pr.terminate()
+            pr.wait(30)

@@ -13,14 +13,13 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_util import (Failure, ModelCtx, Skip, check, check_no_null,  # noqa: E402
-                      memory_child_cgroup, run_main, wait_for)
+                      memory_child_cgroup, prometheus_query, promtool_check_metrics, run_main,
+                      wait_for)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 from watch_cost import free_port, get as http_json, healthy as http_ok  # noqa: E402
 
@@ -180,13 +179,9 @@ def case_all_llama_server(c):
 
 
 def case_prometheus(c):
-    prom, promtool = shutil.which("prometheus"), shutil.which("promtool")
-    if not prom or not promtool:
-        raise Skip("Debian's prometheus (with promtool) is not installed "
-                   "(scripts/install-deps.sh installs it)")
     model = c.model("small")
     port, srv = rf_serve(c, model)
-    wport, pport = free_port(), free_port()
+    wport = free_port()
     with srv as s:
         w = subprocess.Popen([c.rf, "watch", "--listen", f"127.0.0.1:{wport}", "-i", "0.5",
                               "--json", str(s.pid)], stdout=subprocess.DEVNULL,
@@ -199,38 +194,12 @@ def case_prometheus(c):
             body = wait_for(lambda: (t := urllib.request.urlopen(url, timeout=10).read().decode())
                             and "ramforge_watch_up{" in t and t, 60, "a reading on /metrics")
             check(f'ramforge_ledger_bytes{{pid="{s.pid}"' in body, body[:500])
-            p = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True,
-                               text=True)
-            check(p.returncode == 0, f"promtool check metrics: {p.stdout}{p.stderr}")
-            with tempfile.TemporaryDirectory(prefix="rf-prom-", dir=c.tmp) as d:
-                cfg = os.path.join(d, "prometheus.yml")
-                with open(cfg, "w") as f:
-                    f.write("global:\n  scrape_interval: 1s\nscrape_configs:\n"
-                            "  - job_name: ramforge_watch\n    static_configs:\n"
-                            f"      - targets: ['127.0.0.1:{wport}']\n")
-                pr = subprocess.Popen([prom, f"--config.file={cfg}",
-                                       f"--storage.tsdb.path={os.path.join(d, 'data')}",
-                                       f"--web.listen-address=127.0.0.1:{pport}"],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                try:
-                    q = urllib.parse.quote(f'ramforge_ledger_bytes{{category="FileBackedResident",'
-                                           f'pid="{s.pid}"}}')
-                    api = f"http://127.0.0.1:{pport}/api/v1/query?query={q}"
-
-                    def scraped():
-                        if pr.poll() is not None:
-                            raise Failure(f"prometheus exited with {pr.returncode}")
-                        try:
-                            r = http_json(api, timeout=5)
-                        except OSError:
-                            return None
-                        return r["data"]["result"] or None
-                    res = wait_for(scraped, 90, "prometheus to scrape a ramforge series")
-                    check(int(res[0]["value"][1]) > 0, f"query result: {res}")
-                    print(f"prometheus: {res[0]['metric']['__name__']} = {res[0]['value'][1]}")
-                finally:
-                    pr.terminate()
-                    pr.wait(30)
+            promtool_check_metrics(body)
+            res = prometheus_query(c.tmp, f"127.0.0.1:{wport}",
+                                   f'ramforge_ledger_bytes{{category="FileBackedResident",'
+                                   f'pid="{s.pid}"}}')
+            check(int(res[0]["value"][1]) > 0, f"query result: {res}")
+            print(f"prometheus: {res[0]['metric']['__name__']} = {res[0]['value'][1]}")
         finally:
             w.terminate()
             w.wait(30)
