@@ -478,6 +478,20 @@ def case_memory_limit(c):
           f"not root: exit {p.returncode}, {lines}")
 
 
+def case_symlinked_program(c):
+    """A link to the pin's llama-server (its RUNPATH $ORIGIN/../lib resolved from the link's
+    target, as the kernel runs it: docs/deploy/Dockerfile's /usr/local/bin/llama-server) passes
+    exec's check of its libllama and runs."""
+    if not LLAMA_SERVER or not os.access(LLAMA_SERVER, os.X_OK):
+        raise Skip(f"llama-server from the pin is not built (RF_LLAMA_SERVER={LLAMA_SERVER!r})")
+    link = c.path("llama-server")
+    os.symlink(LLAMA_SERVER, link)
+    check(run([link, "--version"]).returncode == 0, "the link runs bare")
+    p = run(c.exec_argv() + [link, "--version"])
+    check(p.returncode == 0 and not rf_lines(p.stderr),
+          f"exit {p.returncode}: {rf_lines(p.stderr)}")
+
+
 def case_cli_badinput(c):
     """Bad command lines: one line each, exit 2 (1 for a missing program)."""
     for argv, rc, needle in (
