@@ -173,14 +173,17 @@ static void live(FILE *f, long child, const struct spooled *v, size_t n)
     uint64_t rss;
 
     family(f, "ramforge_live_process_rss_bytes",
-           "VmRSS of the program's process read at scrape time (/proc/PID/status).");
-    for (size_t i = 0; i < n; i++) {
-        snprintf(pid_text, sizeof(pid_text), "%ld", v[i].pid);
-        bool dup = false; /* a process with two models: one VmRSS */
-        for (size_t j = 0; j < i; j++)
-            dup |= v[j].pid == v[i].pid;
+           "VmRSS read at scrape time (/proc/PID/status) of the program and of each process "
+           "whose model ramforge manages.");
+    for (size_t i = 0; i <= n; i++) { /* the program (before any load too), then the spool's */
+        long pid = i == 0 ? child : v[i - 1].pid;
+        bool dup = pid <= 0; /* a process with two models: one VmRSS */
+        for (size_t j = 0; j + 1 < i; j++)
+            dup |= v[j].pid == pid;
+        dup |= i > 0 && pid == child;
+        snprintf(pid_text, sizeof(pid_text), "%ld", pid);
         if (!dup && rfsys_read_status(NULL, pid_text, &st) == 0 && st.has_vm_rss)
-            fprintf(f, "ramforge_live_process_rss_bytes{process=\"%ld\"} %" PRIu64 "\n", v[i].pid,
+            fprintf(f, "ramforge_live_process_rss_bytes{process=\"%ld\"} %" PRIu64 "\n", pid,
                     st.vm_rss_bytes);
     }
     family(f, "ramforge_live_mapping_rss_bytes",

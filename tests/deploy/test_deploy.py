@@ -28,14 +28,12 @@ far as this machine allows; README.md, "Where it runs", says what is and is not 
 
 Usage: test_deploy.py --ramforge BIN CASE.  Exit 0 pass, 1 fail, 77 skip.
 """
-import contextlib
 import glob
 import json
 import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -43,7 +41,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-from e2e_util import ModelCtx, Skip, check, run_main  # noqa: E402
+from e2e_util import ModelCtx, Skip, check, ended_by_sigterm, run_main  # noqa: E402
 
 SOURCE = os.path.normpath(os.path.join(HERE, "..", ".."))
 DEPLOY = os.path.join(SOURCE, "docs", "deploy")
@@ -90,20 +88,6 @@ def http_text(url):
 def option_port(argv, opt):
     """The port of argv's opt value (PORT or ADDR:PORT)."""
     return int(argv[argv.index(opt) + 1].rsplit(":", 1)[-1])
-
-
-@contextlib.contextmanager
-def ended_by_sigterm(proc, what):
-    """Runs the with-block, then SIGTERM must end proc with exit 0 (killed when the block
-    failed)."""
-    try:
-        yield proc
-        proc.send_signal(signal.SIGTERM)
-        check(proc.wait(timeout=120) == 0, f"{what} exited {proc.returncode} on SIGTERM")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def exec_here(c, argv, model):

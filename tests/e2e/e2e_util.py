@@ -272,3 +272,17 @@ def prometheus_query(tmp, target, query, timeout=90):
         finally:
             pr.terminate()
             pr.wait(30)
+
+
+@contextlib.contextmanager
+def ended_by_sigterm(proc, what):
+    """Runs the with-block, then SIGTERM must end proc with exit 0 (killed when the block
+    failed)."""
+    try:
+        yield proc
+        proc.send_signal(signal.SIGTERM)
+        check(proc.wait(timeout=120) == 0, f"{what} exited {proc.returncode} on SIGTERM")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

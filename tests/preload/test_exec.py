@@ -21,9 +21,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 sys.path.insert(0, os.path.join(HERE, "..", "schema"))
 import validate_report  # noqa: E402
-from e2e_util import (SKIP, Failure, Skip, asan_build, check, memory_cgroup_v1,  # noqa: E402
-                      memory_child_cgroup, prometheus_query, promtool_check_metrics, run_main,
-                      wait_for, ModelCtx)
+from e2e_util import (SKIP, Failure, Skip, asan_build, check, ended_by_sigterm,  # noqa: E402
+                      memory_cgroup_v1, memory_child_cgroup, prometheus_query,
+                      promtool_check_metrics, run_main, wait_for, ModelCtx)
 
 PROMPT = "Hello my name is"
 LLAMA_SERVER = os.environ.get("RF_LLAMA_SERVER", "")
@@ -432,6 +432,63 @@ def case_metrics_listen(c):
         rc = s.stop()
         check(rc == 0, f"exec exited {rc} after SIGTERM: {s.stderr()[-1500:]}")
     check(http(url) is None, "/metrics still answers after exec ended")
+    left = [n for n in os.listdir(c.tmp) if n.startswith("rf-exec-metrics-")]
+    check(not left, f"spool left behind: {left}")
+
+
+# A program without libllama whose two children each load a model (exec_hold); on SIGTERM it
+# tells both to quit and exits with their status.
+TWO_HOLDS = r"""
+import signal, subprocess, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+hold, models = sys.argv[1], sys.argv[2:]
+ps = [subprocess.Popen([hold, m, "Hello", "256"], stdin=subprocess.PIPE,
+                       stdout=subprocess.DEVNULL) for m in models]
+signal.sigwait({signal.SIGTERM})
+for p in ps:
+    p.stdin.write(b"quit\n")
+    p.stdin.close()
+sys.exit(max(p.wait() for p in ps))
+"""
+
+
+def children(pid):
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(x) for x in f.read().split()]
+
+
+def case_metrics_listen_children(c):
+    """--metrics-listen with two processes loading a model each (children of the program):
+    one HELP and TYPE per family, the samples of both under it, told apart by process; the
+    live mapping Rss of each for its own file; promtool's check; nothing left at exit."""
+    if not c.hold:
+        raise Skip("exec_hold was not built")
+    models = [c.model("tiny"), c.model("small")]
+    mport = free_port()
+    url = f"http://127.0.0.1:{mport}/metrics"
+    err = open(c.path("two-holds.err"), "w")  # llama.cpp's log: a file, never a full pipe
+    proc = subprocess.Popen(c.exec_argv("--metrics-listen", str(mport)) +
+                            [sys.executable, "-c", TWO_HOLDS, c.hold, *models],
+                            stdout=subprocess.DEVNULL, stderr=err,
+                            env=dict(os.environ, TMPDIR=c.tmp))
+    with ended_by_sigterm(proc, "exec"):
+        body = wait_for(lambda: proc.poll() is None and (t := http(url)) and
+                        t.count("ramforge_exec_contexts_alive{") == 2 and t, 120,
+                        "both processes' figures on /metrics")
+        holds = children(children(proc.pid)[0])
+        ms = metrics_text(body)
+        for name in ("ramforge_ledger_bytes", "ramforge_exec_contexts_alive",
+                     "ramforge_live_mapping_rss_bytes"):
+            check(body.count(f"# HELP {name} ") == 1 and body.count(f"# TYPE {name} ") == 1,
+                  f"{name}: one HELP and TYPE")
+            check({int(lab["process"]) for lab, _ in ms[name]} == set(holds),
+                  f"{name}: processes {[lab['process'] for lab, _ in ms[name]]}, holds {holds}")
+        for lab, v in ms["ramforge_live_mapping_rss_bytes"]:
+            here, _ = smaps_rss(int(lab["process"]), lab["path"])
+            check(lab["path"] in map(os.path.realpath, models) and v == here,
+                  f"live mapping Rss {lab} {v}, smaps here {here}")
+        promtool_check_metrics(body)
+    err.close()
     left = [n for n in os.listdir(c.tmp) if n.startswith("rf-exec-metrics-")]
     check(not left, f"spool left behind: {left}")
 
