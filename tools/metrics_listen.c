@@ -97,7 +97,10 @@ int metrics_listen_start(const char *option, const char *addr_port, bool default
                          NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_END);
     if (!g_listen.daemon) {
         int err = errno ? errno : EIO;
-        cli_error("cannot listen on %s: %s", addr_port, strerror(err));
+        char ip[INET_ADDRSTRLEN] = "?";
+        inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
+        cli_error("%s: cannot listen on %s:%u: %s", option, ip, ntohs(addr.sin_port),
+                  strerror(err));
         return -err;
     }
     return 0;

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -403,6 +404,15 @@ def case_metrics_listen(c):
     labels, the live mapping Rss equal to /proc/PID/smaps read here right after the scrape,
     promtool's check, a real Prometheus scraping it; the spool and the port gone at exit."""
     model, real = c.model("small"), os.path.realpath(c.model("small"))
+    with socket.socket() as taken:  # a port in use: one line, exit 1, nothing run or left
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        p = run(c.exec_argv("--metrics-listen", str(port)) + ["/bin/echo", "ran"],
+                env=dict(os.environ, TMPDIR=c.tmp))
+        check(p.returncode == 1 and not p.stdout and
+              f"--metrics-listen: cannot listen on 127.0.0.1:{port}" in rf_lines(p.stderr)[-1],
+              f"port in use: exit {p.returncode}, {p.stdout!r}, {rf_lines(p.stderr)}")
     mport = free_port()
     url = f"http://127.0.0.1:{mport}/metrics"
     with ExecServer(c, model, "--metrics-listen", str(mport), "--idle-seconds", "1") as s:
