@@ -372,11 +372,12 @@ json_t *bench_summary_json(const struct bench_options *o, uint64_t model_bytes,
     return doc;
 }
 
-/* name{model=...,condition=...,policy=...,residency_policy=... of group g (braces left open). */
+/* name{model=...,path=...,condition=...,policy=...,residency_policy=... of group g (braces
+   left open); model: the file's canonical path. */
 static void bench_series(FILE *f, const char *name, const char *model, const json_t *g)
 {
     fprintf(f, "%s{", name);
-    rf_metrics_label(f, "model", model);
+    rf_metrics_model_labels(f, model);
     static const char *const keys[] = {"condition", "policy", "residency_policy"};
     for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
         fputc(',', f);
@@ -405,6 +406,9 @@ char *bench_summary_metrics(const json_t *summary)
     const json_t *groups = json_object_get(summary, "groups"), *g;
     const char *model =
         json_string_value(json_object_get(json_object_get(summary, "model"), "path"));
+    char canon[PATH_MAX];
+    if (model && realpath(model, canon)) /* as run and serve label it; else the path as given */
+        model = canon;
     size_t i;
     FILE *f = open_memstream(&text, &len);
     if (!f)
@@ -455,7 +459,7 @@ char *bench_summary_metrics(const json_t *summary)
                  "Model size over the cold read bandwidth of the isolated copy; absent when null.");
     if (json_is_number(json_object_get(lim, "limit_seconds"))) {
         fputs("ramforge_bench_physical_limit_seconds{", f);
-        rf_metrics_label(f, "model", model);
+        rf_metrics_model_labels(f, model);
         bench_value(f, json_object_get(lim, "limit_seconds"));
     }
     if (fclose(f) != 0) {

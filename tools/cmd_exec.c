@@ -4,7 +4,9 @@
  * libramforge-exec.so; docs/EXEC.md). This command only parses the
  * options, checks PROGRAM (exec_check.c), puts the options in the
  * environment, where the preload of PROGRAM and of every child it starts
- * reads them, and replaces itself with PROGRAM.
+ * reads them, and replaces itself with PROGRAM; with --memory-limit or
+ * --metrics-listen it runs PROGRAM as its child instead and stays
+ * (exec_parent.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,6 +17,8 @@
 
 #include "cli.h"
 #include "exec.h"
+#include "exec_parent.h"
+#include "metrics_listen.h"
 #include "ramforge/admission.h"
 #include "ramforge/policy.h"
 #include "run.h"
@@ -33,6 +37,7 @@ struct exec_options {
     long long idle_seconds; /* 0: no idle boundary */
     long long history;      /* 0: the engine's default */
     const char *metrics_path;
+    const char *listen; /* --metrics-listen [ADDR:]PORT */
 };
 
 enum {
@@ -40,6 +45,7 @@ enum {
     EXEC_OPT_IDLE,
     EXEC_OPT_HISTORY,
     EXEC_OPT_METRICS,
+    EXEC_OPT_LISTEN,
 };
 
 static void usage(FILE *out)
@@ -89,9 +95,20 @@ static void usage(FILE *out)
             "      --metrics-file PATH       Prometheus text for node_exporter's textfile\n"
             "                                collector, rewritten with the report; labels\n"
             "                                process and model\n"
+            "      --metrics-listen [ADDR:]PORT\n"
+            "                                serve GET /metrics on ADDR:PORT (default address\n"
+            "                                127.0.0.1): the figures above and the live ones\n"
+            "                                (each process's VmRSS and model mapping Rss, the\n"
+            "                                memory cgroup), read at each scrape\n"
+            "      --memory-limit SIZE       run PROGRAM in a fresh child memory cgroup with\n"
+            "                                that hard limit (as run's; root or a delegated\n"
+            "                                cgroup); removed at exit\n"
             "  -v, --verbose                 a line per managed model and idle boundary, the\n"
             "                                library's warnings\n"
             "  -h, --help                    show this help\n"
+            "\n"
+            "With --metrics-listen or --memory-limit, exec stays as PROGRAM's parent: it\n"
+            "passes SIGINT, SIGTERM and SIGHUP on and exits with PROGRAM's status.\n"
             "\n"
             "Refused, in one line: a PROGRAM that links llama.cpp statically (use 'ramforge\n"
             "watch'), a statically linked one, one whose libllama is not the build ramforge\n"
@@ -119,6 +136,11 @@ static int own_option(int c, const char *arg, void *ud)
     case EXEC_OPT_METRICS:
         o->metrics_path = arg;
         return 0;
+    case EXEC_OPT_LISTEN: {
+        struct sockaddr_in addr;
+        o->listen = arg;
+        return metrics_listen_parse("--metrics-listen", arg, true, &addr) < 0 ? RF_EXIT_USAGE : 0;
+    }
     default:
         return -1;
     }
@@ -163,6 +185,7 @@ static bool set_environment(const struct exec_options *o, const char *preload, c
     rc |= set_str("RAMFORGE_EXEC_REPORT_JSON", s->json_path);
     rc |= set_str("RAMFORGE_EXEC_METRICS_FILE", o->metrics_path);
     rc |= set_str("RAMFORGE_EXEC_VERBOSE", s->verbose ? "1" : NULL);
+    rc |= unsetenv("RAMFORGE_EXEC_METRICS_SPOOL"); /* set by exec's parent, for its child */
     if (rc) {
         cli_error("exec: cannot set the environment: %s", strerror(errno));
         return false;
@@ -218,6 +241,8 @@ int cmd_exec(int argc, char **argv)
         {"history", required_argument, NULL, EXEC_OPT_HISTORY},
         SESSION_LONGOPT_REPORT_JSON,
         {"metrics-file", required_argument, NULL, EXEC_OPT_METRICS},
+        {"metrics-listen", required_argument, NULL, EXEC_OPT_LISTEN},
+        SESSION_LONGOPT_MEMORY_LIMIT,
         SESSION_LONGOPT_VERBOSE,
         SESSION_LONGOPT_HELP,
         {NULL, 0, NULL, 0},
@@ -252,6 +277,12 @@ int cmd_exec(int argc, char **argv)
     if (!find_libraries(preload, engine) || !exec_find_program(argv[end + 1], program) ||
         !exec_check_program(program) || !set_environment(&o, preload, engine))
         return RF_EXIT_FAILURE;
+    if (o.listen || o.sess.has_memory_limit) {
+        struct exec_parent parent = {.listen = o.listen};
+        rc = exec_parent_run(&parent, o.sess.has_memory_limit ? &o.sess.memory_limit : NULL);
+        if (rc >= 0)
+            return rc; /* the parent; the child runs PROGRAM */
+    }
     execv(program, argv + end + 1);
     cli_error("exec: cannot run %s: %s", program, strerror(errno));
     return errno == ENOENT ? 127 : 126;

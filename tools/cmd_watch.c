@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "metrics_listen.h"
 #include "ramforge/metrics.h"
 #include "ramforge/policy.h"
 #include "watch.h"
@@ -244,7 +245,7 @@ static int publish(const struct watch_options *o, struct watch_proc **procs, siz
             cli_error("cannot write %s: %s", o->metrics_file, rf_strerror(rc));
     }
     if (o->listen)
-        watch_listen_publish(text);
+        metrics_listen_publish(text);
     else
         free(text);
     return rc;
@@ -344,14 +345,14 @@ int cmd_watch(int argc, char **argv)
     sa.sa_flags = SA_RESETHAND; /* a second signal ends a watch blocked on a full stdout */
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    int rc = o.listen ? watch_listen_start(o.listen) : 0;
+    int rc = o.listen ? metrics_listen_start("--listen", o.listen, false, NULL, NULL) : 0;
     if (rc < 0) {
         free(o.pids);
         return rc == -EINVAL ? RF_EXIT_USAGE : RF_EXIT_FAILURE;
     }
     status = watch_loop(&o);
     if (o.listen)
-        watch_listen_stop();
+        metrics_listen_stop();
     free(o.pids);
     return status;
 }

@@ -113,7 +113,9 @@ bool exec_check_program(const char *path)
         cli_error("exec: cannot find the dynamic loader: %s", rf_strerror(rc < 0 ? rc : -ENOENT));
         return false;
     }
-    if (!loader_libllama(self.interp, path, libpath))
+    char real[PATH_MAX]; /* $ORIGIN is the real file's directory when the kernel runs it, but
+                            the directory of the path given when the loader lists it */
+    if (!loader_libllama(self.interp, realpath(path, real) ? real : path, libpath))
         return false;
     if (!libpath[0]) {
         cli_error("exec: %s does not link libllama: the preload does nothing in it (a child "

@@ -90,49 +90,60 @@ static int remove_cgroup(const struct rfsys_cgroup_child *cg)
     return rc;
 }
 
-int limit_cgroup_enter(const char *prefix, uint64_t limit_bytes, bool quiet)
+int limit_cgroup_supervise(const char *prefix, const uint64_t *limit_bytes, bool quiet,
+                           const struct limit_parent *hooks)
 {
     struct rfsys_cgroup_child cg;
     char name[64], reason[RFSYS_CGROUP_CHILD_PATH_MAX + 128];
     sigset_t set, old;
     siginfo_t info;
-    int fd, rc, wstatus = 0, status = RF_EXIT_FAILURE, got = 0;
+    int fd = -1, rc, wstatus = 0, status = RF_EXIT_FAILURE, got = 0;
+    bool started = false;
     pid_t pid;
 
     memset(&cg, 0, sizeof(cg));
     snprintf(name, sizeof(name), "%s%ld", prefix, (long)getpid());
-    /* From before the mkdir to the rmdir, the stop signals and SIGCHLD wait in sigwaitinfo. */
+    /* From before the mkdir to the rmdir, the stop signals and SIGCHLD wait in sigwaitinfo
+       (in every thread: a hook's threads start with them blocked). */
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGHUP);
     sigaddset(&set, SIGCHLD);
     sigprocmask(SIG_BLOCK, &set, &old);
-    if (limit_cgroup_create(name, limit_bytes, &cg, reason, sizeof(reason)) < 0) {
-        cli_error("%s", reason);
+    if (hooks && hooks->start(hooks->ud) < 0) {
         sigprocmask(SIG_SETMASK, &old, NULL);
         return RF_EXIT_FAILURE;
     }
-    if ((fd = rfsys_cgroup_child_open_procs(&cg)) < 0) {
+    started = hooks != NULL;
+    if (limit_bytes && limit_cgroup_create(name, *limit_bytes, &cg, reason, sizeof(reason)) < 0) {
+        cli_error("%s", reason);
+        goto out;
+    }
+    if (limit_bytes && (fd = rfsys_cgroup_child_open_procs(&cg)) < 0) {
         cli_error("--memory-limit: cannot open %s/cgroup.procs: %s", cg.path, strerror(-fd));
         goto out;
     }
     fflush(NULL);
     pid = fork();
     if (pid == 0) {
-        rc = rfsys_cgroup_child_join(fd);
-        close(fd);
+        rc = fd >= 0 ? rfsys_cgroup_child_join(fd) : 0;
+        if (fd >= 0)
+            close(fd);
         sigprocmask(SIG_SETMASK, &old, NULL);
         if (rc == 0)
             return -1;
         cli_error("--memory-limit: cannot join the cgroup %s: %s", cg.path, strerror(-rc));
         _exit(RF_EXIT_FAILURE);
     }
-    close(fd);
+    if (fd >= 0)
+        close(fd);
     if (pid < 0) {
-        cli_error("--memory-limit: cannot fork: %s", strerror(errno));
+        cli_error("cannot fork: %s", strerror(errno));
         goto out;
     }
+    if (hooks)
+        hooks->child(pid, hooks->ud);
     /* The child does the work; a stop signal is passed on to it (serve stops gracefully). */
     for (;;) {
         int sig = sigwaitinfo(&set, &info);
@@ -143,9 +154,14 @@ int limit_cgroup_enter(const char *prefix, uint64_t limit_bytes, bool quiet)
             kill(pid, sig);
         }
     }
-    status = finish(&cg, wstatus, quiet || got, got);
+    if (limit_bytes)
+        status = finish(&cg, wstatus, quiet || got, got);
+    else
+        status = WIFSIGNALED(wstatus) ? RF_EXIT_FAILURE : WEXITSTATUS(wstatus);
 out:
-    if (remove_cgroup(&cg) < 0)
+    if (started)
+        hooks->stop(hooks->ud);
+    if (cg.created && remove_cgroup(&cg) < 0)
         cli_error("--memory-limit: cannot remove the cgroup %s", cg.path);
     bench_cleanup_set_cgroup(NULL);
     if (got && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == got) {
@@ -155,4 +171,9 @@ out:
     }
     sigprocmask(SIG_SETMASK, &old, NULL);
     return status;
+}
+
+int limit_cgroup_enter(const char *prefix, uint64_t limit_bytes, bool quiet)
+{
+    return limit_cgroup_supervise(prefix, &limit_bytes, quiet, NULL);
 }

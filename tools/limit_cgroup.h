@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "ramforge/cgroup_child.h"
 
@@ -38,5 +39,23 @@ int limit_cgroup_create(const char *name, uint64_t limit_bytes, struct rfsys_cgr
  * of the cgroup's figures after a normal exit.
  */
 int limit_cgroup_enter(const char *prefix, uint64_t limit_bytes, bool quiet);
+
+/* What a supervising parent does beside waiting for its child (exec --metrics-listen). */
+struct limit_parent {
+    int (*start)(void *ud);             /* the stop signals blocked, before the fork: threads
+                                           started here keep them blocked; < 0: fail (said) */
+    void (*child)(pid_t pid, void *ud); /* the child's pid, in the parent after the fork */
+    void (*stop)(void *ud);             /* after the child ended, or after a failure past start */
+    void *ud;
+};
+
+/*
+ * limit_cgroup_enter with hooks (NULL: none) and an optional cgroup:
+ * limit_bytes NULL forks and supervises without one (no cgroup line at
+ * exit). Returns -1 in the child, else the exit status as
+ * limit_cgroup_enter.
+ */
+int limit_cgroup_supervise(const char *prefix, const uint64_t *limit_bytes, bool quiet,
+                           const struct limit_parent *hooks);
 
 #endif

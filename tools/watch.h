@@ -7,7 +7,8 @@
  *   watch_model.c    one model mapping: the GGUF tensor table, pagemap and page cache
  *   watch_json.c     the reading as JSON lines (schema/watch.schema.json)
  *   watch_view.c     the terminal view
- *   watch_metrics.c  the reading as Prometheus text, --metrics-file and --listen
+ *   watch_metrics.c  the reading as Prometheus text, for --metrics-file and --listen
+ *                    (metrics_listen.c)
  *   watch_release.c  --release-idle: process_madvise of the idle model mapping
  */
 #ifndef RAMFORGE_TOOLS_WATCH_H
@@ -204,9 +205,6 @@ void watch_view(FILE *f, const struct watch_reading *r, struct watch_proc *const
 
 /* watch_metrics.c */
 int watch_metrics_text(struct watch_proc *const *procs, size_t n, char **out);
-int watch_listen_start(const char *addr_port);
-void watch_listen_publish(char *text); /* takes ownership */
-void watch_listen_stop(void);
 
 /* watch_release.c: --release-idle for p at monotonic time now_s. */
 void watch_release_maybe(struct watch_proc *p, const struct watch_options *o, double now_s);

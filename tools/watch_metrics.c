@@ -4,16 +4,13 @@
  * with the same category names), each series with pid and model labels,
  * then the watch's own families. --metrics-file writes it atomically
  * (rf_metrics_write_file, for node_exporter's textfile collector);
- * --listen serves the latest reading on /metrics (libmicrohttpd, one
- * internal thread; the loop publishes a new text after each reading).
+ * --listen serves the latest reading on /metrics (metrics_listen.c; the
+ * loop publishes a new text after each reading).
  */
 #include "watch.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <microhttpd.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -205,80 +202,4 @@ int watch_metrics_text(struct watch_proc *const *procs, size_t n, char **out)
         return -ENOMEM;
     }
     return 0;
-}
-
-static struct {
-    pthread_mutex_t mu;
-    char *text; /* the latest reading's text; owned */
-    struct MHD_Daemon *daemon;
-} g_listen = {PTHREAD_MUTEX_INITIALIZER, NULL, NULL};
-
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version, const char *data,
-                                  size_t *size, void **con_cls)
-{
-    (void)cls, (void)version, (void)data, (void)size, (void)con_cls;
-    bool ok = !strcmp(url, "/metrics") && !strcmp(method, "GET");
-    pthread_mutex_lock(&g_listen.mu);
-    const char *body = !ok             ? "not found: ramforge watch serves GET /metrics\n"
-                       : g_listen.text ? g_listen.text
-                                       : "";
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
-    pthread_mutex_unlock(&g_listen.mu);
-    if (!r)
-        return MHD_NO;
-    MHD_add_response_header(r, "Content-Type",
-                            ok ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain");
-    enum MHD_Result res = MHD_queue_response(c, ok ? MHD_HTTP_OK : MHD_HTTP_NOT_FOUND, r);
-    MHD_destroy_response(r);
-    return res;
-}
-
-int watch_listen_start(const char *addr_port)
-{
-    char host[64];
-    const char *colon = strrchr(addr_port, ':');
-    long long port;
-    struct sockaddr_in addr = {.sin_family = AF_INET};
-
-    if (!colon || (size_t)(colon - addr_port) >= sizeof(host)) {
-        cli_usage_error("invalid --listen '%s': expected ADDR:PORT such as 127.0.0.1:9464",
-                        addr_port);
-        return -EINVAL;
-    }
-    memcpy(host, addr_port, (size_t)(colon - addr_port));
-    host[colon - addr_port] = '\0';
-    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
-        cli_usage_error("invalid --listen '%s': '%s' is not an IPv4 address", addr_port, host);
-        return -EINVAL;
-    }
-    if (!cli_parse_int("--listen port", colon + 1, 1, 65535, &port))
-        return -EINVAL;
-    addr.sin_port = htons((uint16_t)port);
-    g_listen.daemon =
-        MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, (uint16_t)port, NULL, NULL,
-                         on_request, NULL, MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_END);
-    if (!g_listen.daemon) {
-        int err = errno ? errno : EIO;
-        cli_error("cannot listen on %s: %s", addr_port, strerror(err));
-        return -err;
-    }
-    return 0;
-}
-
-void watch_listen_publish(char *text)
-{
-    pthread_mutex_lock(&g_listen.mu);
-    free(g_listen.text);
-    g_listen.text = text;
-    pthread_mutex_unlock(&g_listen.mu);
-}
-
-void watch_listen_stop(void)
-{
-    if (g_listen.daemon)
-        MHD_stop_daemon(g_listen.daemon);
-    g_listen.daemon = NULL;
-    watch_listen_publish(NULL);
 }

@@ -158,6 +158,7 @@ static void hook_loaded(struct llama_model *model, const char *path, bool mmap, 
         snprintf(m->path, sizeof(m->path), "%s", path);
         numbered(m->report, sizeof(m->report), c->report, m->number);
         numbered(m->metrics, sizeof(m->metrics), c->metrics, m->number);
+        numbered(m->spool, sizeof(m->spool), c->spool, m->number);
     }
     bool start_idle = m && c->idle_ns && !exec_engine.idle_started;
     exec_engine.idle_started |= start_idle;

@@ -100,7 +100,8 @@ int exec_config_read(struct exec_config *c, char *why, size_t why_size)
     v = getenv(EXEC_ENV_VERBOSE);
     c->verbose = v && strcmp(v, "1") == 0;
     if ((rc = env_path(EXEC_ENV_REPORT, c->report, sizeof(c->report), why, why_size)) < 0 ||
-        (rc = env_path(EXEC_ENV_METRICS, c->metrics, sizeof(c->metrics), why, why_size)) < 0)
+        (rc = env_path(EXEC_ENV_METRICS, c->metrics, sizeof(c->metrics), why, why_size)) < 0 ||
+        (rc = env_path(EXEC_ENV_SPOOL, c->spool, sizeof(c->spool), why, why_size)) < 0)
         return rc;
     return 0;
 }

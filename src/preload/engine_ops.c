@@ -181,7 +181,7 @@ void exec_write_figures(struct exec_model *m)
     int rc;
     if (m->report[0] && (rc = rf_session_report_write(m->s, RF_REPORT_SESSION, m->report)) < 0)
         exec_engine.host->say("exec: cannot write %s: %s", m->report, rf_strerror(rc));
-    if (!m->metrics[0])
+    if (!m->metrics[0] && !m->spool[0])
         return;
     char *text = NULL, *labelled = NULL, *own = NULL, *all = NULL;
     rc = rf_session_metrics_text(m->s, m->path, &text);
@@ -190,10 +190,10 @@ void exec_write_figures(struct exec_model *m)
         all = NULL;
         rc = -ENOMEM;
     }
-    if (rc == 0)
-        rc = rf_metrics_write_file(all, m->metrics);
-    if (rc < 0)
-        exec_engine.host->say("exec: cannot write %s: %s", m->metrics, rf_strerror(rc));
+    const char *paths[2] = {m->metrics, m->spool};
+    for (int i = 0, wrc; i < 2; i++)
+        if (paths[i][0] && (wrc = rc < 0 ? rc : rf_metrics_write_file(all, paths[i])) < 0)
+            exec_engine.host->say("exec: cannot write %s: %s", paths[i], rf_strerror(wrc));
     free(text);
     free(labelled);
     free(own);

@@ -44,6 +44,7 @@
 #define EXEC_ENV_REPORT "RAMFORGE_EXEC_REPORT_JSON"        /* path; %p: the pid */
 #define EXEC_ENV_METRICS "RAMFORGE_EXEC_METRICS_FILE"      /* path; %p: the pid */
 #define EXEC_ENV_VERBOSE "RAMFORGE_EXEC_VERBOSE"           /* 1: a line per boundary */
+#define EXEC_ENV_SPOOL "RAMFORGE_EXEC_METRICS_SPOOL"       /* path; %p: the pid (exec's parent) */
 
 /* What the environment asked for. */
 struct exec_config {
@@ -55,6 +56,7 @@ struct exec_config {
     uint32_t n_ctx;         /* the context admission before the load assumes; 0: unknown */
     char report[PATH_MAX];  /* "" : none; %p expanded */
     char metrics[PATH_MAX]; /* "" : none; %p expanded */
+    char spool[PATH_MAX];   /* the metrics again, for exec's parent; "" : none; %p expanded */
     bool verbose;
 };
 
@@ -74,6 +76,7 @@ struct exec_model {
                                bookkeeping ran) */
     char report[PATH_MAX];  /* this model's report path; "" none */
     char metrics[PATH_MAX]; /* this model's metrics path; "" none */
+    char spool[PATH_MAX];   /* this model's metrics for exec's parent; "" none */
     /* table_mu: */
     uint32_t contexts;         /* contexts alive */
     uint32_t in_flight;        /* contexts between submission and completion */
@@ -122,7 +125,7 @@ void exec_op_begin(struct exec_model *m, uint32_t n_ctx, int32_t n_tokens);
 void exec_op_end(struct exec_model *m, int b);
 /* The idle boundary (alive: contexts kept), the operation ended, the figures written. */
 void exec_op_idle(struct exec_model *m, bool alive);
-/* Writes the session report and the metrics file of m. */
+/* Writes the session report and the metrics files of m (--metrics-file, the spool). */
 void exec_write_figures(struct exec_model *m);
 /* The idle thread's body (engine_ops.c); started at the first managed model. */
 void *exec_idle_thread(void *ud);

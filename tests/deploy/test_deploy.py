@@ -6,16 +6,25 @@ far as this machine allows; README.md, "Where it runs", says what is and is not 
               this build and at the pinned llama.cpp's llama-server; skipped with the
               reason when that is absent) with nothing on stderr; MemoryMax= is set, and
               the fit check of ExecStartPre runs here against a small model under a
-              --memory-limit equal to MemoryMax (exit 0), and refuses under 8 MiB (exit 1)
+              --memory-limit equal to MemoryMax (exit 0), and refuses under 8 MiB (exit 1);
+              the exec unit's ExecStart runs here (exec_here, below)
   pod         pod.yaml parses (python3-yaml); every pod has a memory limit equal to its
               init container's --memory-limit, and the Prometheus scrape annotations on
-              the serving port; the init container's command runs here (exit 0; under
-              8 MiB exit 1), and the serve container's command serves /health and
-              /metrics here (on 127.0.0.1, port 0), stopped by SIGTERM (exit 0)
+              ramforge's own /metrics port (serve's --port, exec's --metrics-listen), a
+              port of the container; the init container's command runs here (exit 0;
+              under 8 MiB exit 1), the serve container's command serves /health and
+              /metrics here (on 127.0.0.1, port 0), stopped by SIGTERM (exit 0), and the
+              exec container's command runs here (exec_here)
   dockerfile  no container runtime runs here, so the image is not built: its bases are
               Debian 12, every COPY source exists in the repository, every make target it
-              runs exists, every Debian package it installs is known to apt, and the
-              runtime packages hold every library this build's ramforge loads (ldd)
+              runs exists, every Debian package it installs is known to apt, the runtime
+              packages hold every library this build's ramforge and the pin's llama-server
+              load (ldd), and the llama-server link's target pattern names the pin's
+  exec_here   (units, pod) `ramforge exec ... -- llama-server ...` with the pin's
+              llama-server for the image's path, 127.0.0.1 for 0.0.0.0 and free ports:
+              llama-server answers /health and its /metrics, exec's --metrics-listen
+              serves ramforge's figures of it (the ledger, the live mapping Rss), SIGTERM
+              ends both (exit 0), and no spool is left
 
 Usage: test_deploy.py --ramforge BIN CASE.  Exit 0 pass, 1 fail, 77 skip.
 """
@@ -25,18 +34,19 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
+import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-from e2e_util import ModelCtx, Skip, check, run_main  # noqa: E402
+from e2e_util import ModelCtx, Skip, check, ended_by_sigterm, run_main  # noqa: E402
 
 SOURCE = os.path.normpath(os.path.join(HERE, "..", ".."))
 DEPLOY = os.path.join(SOURCE, "docs", "deploy")
 INSTALLED = "/usr/local/bin/ramforge"
+IMAGE_LLAMA_SERVER = "/usr/local/bin/llama-server"  # the Dockerfile's link, the unit's path
 
 
 def llama_server():
@@ -58,6 +68,63 @@ def unit_value(text, key):
     joined = re.sub(r"\\\n\s*", " ", text)
     m = re.search(rf"^{key}=(.*)$", joined, re.M)
     return m.group(1).strip() if m else None
+
+
+def free_port():
+    sys.path.insert(0, os.path.join(SOURCE, "bench"))
+    from serve_idle import free_port as free
+    return free()
+
+
+def http_text(url):
+    """The body of GET url, or None while nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as r:
+            return r.read().decode()
+    except OSError:
+        return None
+
+
+def option_port(argv, opt):
+    """The port of argv's opt value (PORT or ADDR:PORT)."""
+    return int(argv[argv.index(opt) + 1].rsplit(":", 1)[-1])
+
+
+def exec_here(c, argv, model):
+    """Runs a `ramforge exec ... -- llama-server ...` command here (see the module's text)."""
+    server = llama_server()
+    if not server:
+        print("SKIP part: no llama-server in the pinned llama.cpp's prefix: "
+              f"{' '.join(argv[:3])} ... is not run")
+        return
+    argv = [a.replace("/models/model.gguf", model) for a in argv]
+    check(IMAGE_LLAMA_SERVER in argv, f"llama-server is not {IMAGE_LLAMA_SERVER}: {argv}")
+    argv[argv.index(IMAGE_LLAMA_SERVER)] = server
+    lport, mport = free_port(), free_port()
+    argv[argv.index("--host") + 1] = "127.0.0.1"
+    argv[argv.index("--port") + 1] = str(lport)
+    argv[argv.index("--metrics-listen") + 1] = f"127.0.0.1:{mport}"
+    err = open(c.path("exec-here.err"), "w+")
+    proc = subprocess.Popen([c.rf, *argv[1:]], stdout=subprocess.DEVNULL, stderr=err,
+                            env=dict(os.environ, TMPDIR=c.tmp))
+    with ended_by_sigterm(proc, "exec"):
+        deadline = time.monotonic() + 120
+        while http_text(f"http://127.0.0.1:{lport}/health") is None:
+            check(proc.poll() is None and time.monotonic() < deadline,
+                  f"llama-server under exec did not start (exit {proc.poll()})")
+            time.sleep(0.1)  # polled with a deadline
+        own = http_text(f"http://127.0.0.1:{lport}/metrics")
+        check(own and "llamacpp:" in own, "llama-server's own /metrics")
+        body = http_text(f"http://127.0.0.1:{mport}/metrics") or ""
+        for name in ("ramforge_ledger_bytes{", "ramforge_live_mapping_rss_bytes{",
+                     "ramforge_exec_contexts_alive{"):
+            check(name in body, f"exec --metrics-listen lacks {name}: {body[:300]!r}")
+    err.seek(0)
+    text = err.read()
+    err.close()
+    left = [n for n in os.listdir(c.tmp) if n.startswith("rf-exec-metrics-")]
+    check(not left and "ramforge:" not in text, f"spool {left}, stderr {text[-800:]!r}")
+    print(f"ran here: {' '.join(argv[1:4])} ... -- llama-server (both /metrics read)")
 
 
 def case_units(c):
@@ -86,6 +153,9 @@ def case_units(c):
         check(pre[1:3] == ["inspect", "-c"], f"{name}: ExecStartPre is not the fit check")
         c.run(*pre[1:], "--memory-limit", str(limit))
         c.run(*pre[1:], "--memory-limit", "8Mi", check_rc=1)
+        start = shlex.split(unit_value(text, "ExecStart").replace("${MODEL}", model))
+        if start[1] == "exec":
+            exec_here(c, start, model)
 
 
 def pods():
@@ -112,18 +182,14 @@ def serve_here(c, argv):
     proc = subprocess.Popen([c.rf, *argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:
-        line = proc.stderr.readline()
-        check("serving" in line, f"serve did not start: {line!r}")
-        port = int(line.rsplit(":", 1)[1].strip().strip("/"))
-        for path in ("/health", "/metrics"):
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=60) as r:
-                check(r.status == 200, f"{path}: {r.status}")
-        proc.send_signal(signal.SIGTERM)
-        check(proc.wait(timeout=120) == 0, f"serve exited {proc.returncode} on SIGTERM")
+        with ended_by_sigterm(proc, "serve"):
+            line = proc.stderr.readline()
+            check("serving" in line, f"serve did not start: {line!r}")
+            port = int(line.rsplit(":", 1)[1].strip().strip("/"))
+            for path in ("/health", "/metrics"):
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=60) as r:
+                    check(r.status == 200, f"{path}: {r.status}")
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
         proc.stderr.close()
         proc.stdout.close()
 
@@ -138,10 +204,13 @@ def case_pod(c):
     for pod in docs:
         spec, ann = pod["spec"], pod["metadata"]["annotations"]
         main = spec["containers"][0]
-        port = main["ports"][0]["containerPort"]
+        cmd = main["command"]
+        port = option_port(cmd, "--port" if cmd[1] == "serve" else "--metrics-listen")
         check(ann.get("prometheus.io/scrape") == "true" and
               ann.get("prometheus.io/port") == str(port) and
               ann.get("prometheus.io/path") == "/metrics", f"scrape annotations {ann}")
+        check(port in [p["containerPort"] for p in main["ports"]],
+              f"ramforge's /metrics port {port} is not a port of the container")
         limit = k8s_bytes(main["resources"]["limits"]["memory"])
         init = spec["initContainers"][0]["command"]
         check(init[:3] == ["ramforge", "inspect", "-c"] and "--memory-limit" in init,
@@ -159,15 +228,8 @@ def case_pod(c):
         if cmd[1] == "serve":
             serve_here(c, cmd)
         else:
-            check(cmd[1] == "exec" and "--" in cmd and "llama-server" in cmd, f"{cmd}")
-            help_ = subprocess.run([c.rf, "exec", "--help"], capture_output=True, text=True)
-            if help_.returncode != 0:
-                print("SKIP part: `ramforge exec` is not built in this tree: the exec pod's "
-                      "command is not run")
-                continue
-            opts = cmd[2:cmd.index("--")]
-            for o in (x for x in opts if x.startswith("--")):
-                check(o in help_.stdout, f"ramforge exec --help lacks {o}")
+            check(cmd[1] == "exec" and cmd[cmd.index("--") + 1] == IMAGE_LLAMA_SERVER, f"{cmd}")
+            exec_here(c, cmd, model)
 
 
 def case_dockerfile(c):
@@ -201,7 +263,15 @@ def case_dockerfile(c):
     runtime = [ln for ln in lines if ln.startswith("RUN ") and "install" in ln][-1]
     rpkgs = {w for w in re.search(r"apt-get install ([^&;]*)", runtime).group(1).split()
              if not w.startswith("-")}
-    ldd = subprocess.run(["ldd", c.rf], capture_output=True, text=True).stdout
+    link = re.search(r"ln -s (\S+) " + re.escape(IMAGE_LLAMA_SERVER), runs)
+    check(link is not None, f"the Dockerfile links no {IMAGE_LLAMA_SERVER}")
+    server = llama_server()
+    if server:
+        pattern = link.group(1).replace("/var/cache/ramforge",
+                                        os.environ.get("RAMFORGE_CACHE", "/var/cache/ramforge"))
+        check(server in glob.glob(pattern), f"{link.group(1)} does not name {server}")
+    ldd = subprocess.run(["ldd", c.rf, *([server] if server else [])], capture_output=True,
+                         text=True).stdout
     # the runtime packages and what they depend on, recursively (Debian's metadata here)
     deps = subprocess.run(["apt-cache", "depends", "--recurse", "--no-recommends",
                            "--no-suggests", "--no-conflicts", "--no-breaks", "--no-replaces",

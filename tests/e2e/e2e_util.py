@@ -217,3 +217,17 @@ def check_ledger_metrics(m, entries):
             check(ledger.get(e["category"]) == (e["provenance"], e["value_bytes"]),
                   f"{e['category']}: metrics {ledger.get(e['category'])} vs report {e}")
     return ledger, unknown
+
+
+@contextlib.contextmanager
+def ended_by_sigterm(proc, what):
+    """Runs the with-block, then SIGTERM must end proc with exit 0 (killed when the block
+    failed)."""
+    try:
+        yield proc
+        proc.send_signal(signal.SIGTERM)
+        check(proc.wait(timeout=120) == 0, f"{what} exited {proc.returncode} on SIGTERM")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

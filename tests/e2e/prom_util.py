@@ -1,6 +1,7 @@
 """A Prometheus for a test: Debian's prometheus started on 127.0.0.1, scraping the given
 targets every second into a temporary directory, answering PromQL through its HTTP API, and
-always stopped. Used by tests/e2e/test_watch.py (watch --listen) and
+always stopped; and promtool's `check metrics`. Used by tests/e2e/test_watch.py (watch
+--listen), tests/preload/test_exec.py (exec --metrics-listen) and
 tests/deploy/test_monitoring.py (the Grafana dashboard's queries).
 """
 import contextlib
@@ -15,7 +16,7 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_util import Failure, Skip  # noqa: E402
+from e2e_util import Failure, Skip, check, wait_for  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 from serve_idle import free_port  # noqa: E402
 
@@ -62,3 +63,24 @@ def prometheus(tmp, targets):
         finally:
             pr.terminate()
             pr.wait(30)
+
+
+def prometheus_query(tmp, target, query, timeout=90):
+    """A real Prometheus scraping target ("127.0.0.1:PORT", /metrics) every second until query
+    returns a series (raises Failure after timeout): the result list. Skip: no prometheus."""
+    with prometheus(tmp, {"ramforge": target}) as q:
+        def scraped():
+            r = q(query)
+            return r and r.get("data", {}).get("result") or None
+        return wait_for(scraped, timeout, f"prometheus to scrape {query}")
+
+
+def promtool_check_metrics(body):
+    """promtool's `check metrics` on the Prometheus text body (Skip: no promtool)."""
+    promtool = shutil.which("promtool")
+    if not promtool:
+        raise Skip("Debian's prometheus (with promtool) is not installed "
+                   "(scripts/install-deps.sh installs it)")
+    p = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True,
+                       text=True)
+    check(p.returncode == 0, f"promtool check metrics: {p.stdout}{p.stderr}")

@@ -377,7 +377,8 @@ def case_bench_metrics(c):
     m = {}
     for fam in fams:
         for s in fam.samples:
-            check(s.labels.pop("model") == model, f"{s.name}: model label")
+            check(s.labels.pop("model") == os.path.basename(model) and
+                  s.labels.pop("path") == os.path.realpath(model), f"{s.name}: model, path labels")
             m[(s.name, tuple(sorted(s.labels.items())))] = s.value
     expected = {}
     for g in summary["groups"]:

@@ -21,7 +21,7 @@ from e2e_util import (Failure, ModelCtx, Skip, check, check_no_null,  # noqa: E4
                       memory_child_cgroup, run_main, wait_for)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 from watch_cost import free_port, get as http_json, healthy as http_ok  # noqa: E402
-from prom_util import prometheus  # noqa: E402
+from prom_util import prometheus_query, promtool_check_metrics  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
@@ -179,10 +179,6 @@ def case_all_llama_server(c):
 
 
 def case_prometheus(c):
-    promtool = shutil.which("promtool")
-    if not shutil.which("prometheus") or not promtool:
-        raise Skip("Debian's prometheus (with promtool) is not installed "
-                   "(scripts/install-deps.sh installs it)")
     model = c.model("small")
     port, srv = rf_serve(c, model)
     wport = free_port()
@@ -198,19 +194,12 @@ def case_prometheus(c):
             body = wait_for(lambda: (t := urllib.request.urlopen(url, timeout=10).read().decode())
                             and "ramforge_watch_up{" in t and t, 60, "a reading on /metrics")
             check(f'ramforge_ledger_bytes{{pid="{s.pid}"' in body, body[:500])
-            p = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True,
-                               text=True)
-            check(p.returncode == 0, f"promtool check metrics: {p.stdout}{p.stderr}")
-            with prometheus(c.tmp, {"ramforge_watch": f"127.0.0.1:{wport}"}) as query:
-                q = (f'ramforge_ledger_bytes{{category="FileBackedResident",'
-                     f'pid="{s.pid}"}}')
-
-                def scraped():
-                    r = query(q)
-                    return r and r["data"]["result"]
-                res = wait_for(scraped, 90, "prometheus to scrape a ramforge series")
-                check(int(res[0]["value"][1]) > 0, f"query result: {res}")
-                print(f"prometheus: {res[0]['metric']['__name__']} = {res[0]['value'][1]}")
+            promtool_check_metrics(body)
+            res = prometheus_query(c.tmp, f"127.0.0.1:{wport}",
+                                   f'ramforge_ledger_bytes{{category="FileBackedResident",'
+                                   f'pid="{s.pid}"}}')
+            check(int(res[0]["value"][1]) > 0, f"query result: {res}")
+            print(f"prometheus: {res[0]['metric']['__name__']} = {res[0]['value'][1]}")
         finally:
             w.terminate()
             w.wait(30)

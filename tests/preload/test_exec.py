@@ -7,21 +7,27 @@ report and the metrics file read, the model mapping's Rss read here from /proc/P
 Paths of the test programs come from the environment (tests/preload/CMakeLists.txt).
 Usage: test_exec.py --ramforge PATH --simple PATH --schema PATH CASE
 """
+import contextlib
 import json
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 sys.path.insert(0, os.path.join(HERE, "..", "schema"))
 import validate_report  # noqa: E402
-from e2e_util import (SKIP, Failure, Skip, asan_build, check, memory_child_cgroup,  # noqa: E402
-                      run_main, wait_for, ModelCtx)
+from e2e_util import (SKIP, Failure, Skip, asan_build, check, ended_by_sigterm,  # noqa: E402
+                      memory_cgroup_v1, memory_child_cgroup, run_main, wait_for, ModelCtx)
+from prom_util import prometheus_query, promtool_check_metrics  # noqa: E402
 
 PROMPT = "Hello my name is"
+LLAMA_SERVER = os.environ.get("RF_LLAMA_SERVER", "")
 N_PREDICT = 16
 PAGE = 4096
 
@@ -51,16 +57,21 @@ def rf_lines(text):
     return [ln for ln in text.splitlines() if ln.startswith("ramforge: ")]
 
 
-def metrics(path):
-    """name -> (labels dict, value) of each sample of the Prometheus text at path."""
+def metrics_text(text):
+    """name -> (labels dict, value) of each sample of the Prometheus text."""
     out = {}
-    with open(path) as f:
-        for line in f:
-            m = re.match(r'^(\w+)\{(.*)\} (\S+)$', line.strip())
-            if m:
-                labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2)))
-                out.setdefault(m.group(1), []).append((labels, float(m.group(3))))
+    for line in text.splitlines():
+        m = re.match(r'^(\w+)\{(.*)\} (\S+)$', line.strip())
+        if m:
+            labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2)))
+            out.setdefault(m.group(1), []).append((labels, float(m.group(3))))
     return out
+
+
+def metrics(path):
+    """metrics_text of the file at path."""
+    with open(path) as f:
+        return metrics_text(f.read())
 
 
 def one(ms, name):
@@ -323,12 +334,239 @@ def case_mismatched_llama(c):
           f"names both builds: {lines[0]}")
 
 
+def free_port():
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
+    from serve_idle import free_port as free
+    return free()
+
+
+def http(url, body=None):
+    """The body of GET url (POST with the JSON body), or None when nothing answers."""
+    data = json.dumps(body).encode() if body is not None else None
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data=data), timeout=120) as r:
+            return r.read().decode()
+    except OSError:
+        return None
+
+
+class ExecServer:
+    """llama-server from the pin under `ramforge exec OPTS` on 127.0.0.1 (TMPDIR: the case's
+    folder, where --metrics-listen's spool goes): .proc is ramforge (the parent, which stays),
+    .pid llama-server's pid, .port its port. Killed at exit if still running."""
+
+    def __init__(self, c, model, *opts):
+        if not LLAMA_SERVER or not os.access(LLAMA_SERVER, os.X_OK):
+            raise Skip(f"llama-server from the pin is not built (RF_LLAMA_SERVER="
+                       f"{LLAMA_SERVER!r}; scripts/build-llama-server.sh builds it)")
+        self.port, self.errpath = free_port(), c.path("exec-server.err")
+        self.err = open(self.errpath, "w")
+        self.proc = subprocess.Popen(
+            c.exec_argv(*opts) + [LLAMA_SERVER, "-m", model, "--host", "127.0.0.1", "--port",
+                                  str(self.port), "-c", "512", "-t", "1"],
+            stdout=subprocess.DEVNULL, stderr=self.err, env=dict(os.environ, TMPDIR=c.tmp))
+
+        def up():
+            if self.proc.poll() is not None:
+                raise Failure(f"exec exited {self.proc.returncode}: {self.stderr()[-1500:]}")
+            return http(f"http://127.0.0.1:{self.port}/health") is not None
+        wait_for(up, 120, "llama-server under exec to answer /health")
+        with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
+            kids = f.read().split()
+        check(len(kids) == 1, f"exec's children: {kids}")
+        self.pid = int(kids[0])
+
+    def stderr(self):
+        with open(self.errpath) as f:
+            return f.read()
+
+    def stop(self, sig=signal.SIGTERM):
+        self.proc.send_signal(sig)
+        return self.proc.wait(timeout=120)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc.poll() is None:  # a failed case: stopped as a user would (no cgroup left)
+            self.proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=60)
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.err.close()
+
+
+def case_metrics_listen(c):
+    """--metrics-listen PORT (127.0.0.1): llama-server's figures as ramforge reads them, served
+    by exec's parent: the engine's families with model (the file's name), path and process
+    labels, the live mapping Rss equal to /proc/PID/smaps read here right after the scrape,
+    promtool's check, a real Prometheus scraping it; the spool and the port gone at exit."""
+    model, real = c.model("small"), os.path.realpath(c.model("small"))
+    with socket.socket() as taken:  # a port in use: one line, exit 1, nothing run or left
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        p = run(c.exec_argv("--metrics-listen", str(port)) + ["/bin/echo", "ran"],
+                env=dict(os.environ, TMPDIR=c.tmp))
+        check(p.returncode == 1 and not p.stdout and
+              f"--metrics-listen: cannot listen on 127.0.0.1:{port}" in rf_lines(p.stderr)[-1],
+              f"port in use: exit {p.returncode}, {p.stdout!r}, {rf_lines(p.stderr)}")
+    mport = free_port()
+    url = f"http://127.0.0.1:{mport}/metrics"
+    with ExecServer(c, model, "--metrics-listen", str(mport), "--idle-seconds", "1") as s:
+        http(f"http://127.0.0.1:{s.port}/completion", {"prompt": PROMPT, "n_predict": 4})
+        body = wait_for(lambda: (t := http(url)) and 'sample="idle_alive"' in t and t, 60,
+                        "the idle boundary's figures on /metrics")
+        here, _ = smaps_rss(s.pid, model)
+        ms = metrics_text(body)
+        labels = {"process": str(s.pid), "model": os.path.basename(model), "path": real}
+        live = ms.get("ramforge_live_mapping_rss_bytes", [])
+        check(len(live) == 1 and live[0][0] == labels and live[0][1] == here,
+              f"live mapping Rss {live}, smaps here {here}")
+        vm = ms.get("ramforge_live_process_rss_bytes", [])
+        check(len(vm) == 1 and vm[0][0] == {"process": str(s.pid)} and vm[0][1] >= here,
+              f"live VmRSS {vm}")
+        for name in ("ramforge_ledger_bytes", "ramforge_mapping_rss_bytes",
+                     "ramforge_exec_submissions_total", "ramforge_release_applications_total"):
+            check(name in ms and all({k: v for k, v in lab.items() if k in labels} == labels
+                                     for lab, _ in ms[name]), f"{name}: {ms.get(name)}")
+        check(one(ms, "ramforge_exec_submissions_total") >= 1, "the program's decodes counted")
+        check(body.count("# TYPE ramforge_ledger_bytes ") == 1, "one TYPE per family")
+        promtool_check_metrics(body)
+        res = prometheus_query(c.tmp, f"127.0.0.1:{mport}",
+                               f'ramforge_live_mapping_rss_bytes{{path="{real}"}}')
+        check(int(res[0]["value"][1]) > 0, f"prometheus: {res}")
+        print(f"prometheus: ramforge_live_mapping_rss_bytes = {res[0]['value'][1]}")
+        rc = s.stop()
+        check(rc == 0, f"exec exited {rc} after SIGTERM: {s.stderr()[-1500:]}")
+    check(http(url) is None, "/metrics still answers after exec ended")
+    left = [n for n in os.listdir(c.tmp) if n.startswith("rf-exec-metrics-")]
+    check(not left, f"spool left behind: {left}")
+
+
+# A program without libllama whose two children each load a model (exec_hold); on SIGTERM it
+# tells both to quit and exits with their status.
+TWO_HOLDS = r"""
+import signal, subprocess, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+hold, models = sys.argv[1], sys.argv[2:]
+ps = [subprocess.Popen([hold, m, "Hello", "256"], stdin=subprocess.PIPE,
+                       stdout=subprocess.DEVNULL) for m in models]
+signal.sigwait({signal.SIGTERM})
+for p in ps:
+    p.stdin.write(b"quit\n")
+    p.stdin.close()
+sys.exit(max(p.wait() for p in ps))
+"""
+
+
+def children(pid):
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(x) for x in f.read().split()]
+
+
+def case_metrics_listen_children(c):
+    """--metrics-listen with two processes loading a model each (children of the program):
+    one HELP and TYPE per family, the samples of both under it, told apart by process; the
+    live mapping Rss of each for its own file; promtool's check; nothing left at exit."""
+    if not c.hold:
+        raise Skip("exec_hold was not built")
+    models = [c.model("tiny"), c.model("small")]
+    mport = free_port()
+    url = f"http://127.0.0.1:{mport}/metrics"
+    err = open(c.path("two-holds.err"), "w")  # llama.cpp's log: a file, never a full pipe
+    proc = subprocess.Popen(c.exec_argv("--metrics-listen", str(mport)) +
+                            [sys.executable, "-c", TWO_HOLDS, c.hold, *models],
+                            stdout=subprocess.DEVNULL, stderr=err,
+                            env=dict(os.environ, TMPDIR=c.tmp))
+    with ended_by_sigterm(proc, "exec"):
+        body = wait_for(lambda: proc.poll() is None and (t := http(url)) and
+                        t.count("ramforge_exec_contexts_alive{") == 2 and t, 120,
+                        "both processes' figures on /metrics")
+        holds = children(children(proc.pid)[0])
+        ms = metrics_text(body)
+        for name in ("ramforge_ledger_bytes", "ramforge_exec_contexts_alive",
+                     "ramforge_live_mapping_rss_bytes"):
+            check(body.count(f"# HELP {name} ") == 1 and body.count(f"# TYPE {name} ") == 1,
+                  f"{name}: one HELP and TYPE")
+            check({int(lab["process"]) for lab, _ in ms[name]} == set(holds),
+                  f"{name}: processes {[lab['process'] for lab, _ in ms[name]]}, holds {holds}")
+        for lab, v in ms["ramforge_live_mapping_rss_bytes"]:
+            here, _ = smaps_rss(int(lab["process"]), lab["path"])
+            check(lab["path"] in map(os.path.realpath, models) and v == here,
+                  f"live mapping Rss {lab} {v}, smaps here {here}")
+        promtool_check_metrics(body)
+    err.close()
+    left = [n for n in os.listdir(c.tmp) if n.startswith("rf-exec-metrics-")]
+    check(not left, f"spool left behind: {left}")
+
+
+def case_memory_limit(c):
+    """--memory-limit: llama-server runs in rf-exec-<exec's pid> with that hard limit (its
+    cgroup.procs, memory.limit_in_bytes, /metrics' live limit, the admission's binding limit),
+    removed after SIGTERM; a load the limit cannot hold is refused by admission; no cgroup
+    is left behind; without root, one line."""
+    parent = memory_cgroup_v1()
+    before = {n for n in os.listdir(parent) if n.startswith("rf-exec-")}
+    model, limit = c.model("small"), 256 << 20
+    mport = free_port()
+    with ExecServer(c, model, "--memory-limit", "256Mi", "--metrics-listen",
+                    f"127.0.0.1:{mport}", "--idle-seconds", "1") as s:
+        mine = os.path.join(parent, f"rf-exec-{s.proc.pid}")
+        with open(os.path.join(mine, "cgroup.procs")) as f:
+            check(str(s.pid) in f.read().split(), f"llama-server is not in {mine}")
+        with open(os.path.join(mine, "memory.limit_in_bytes")) as f:
+            check(int(f.read()) == limit, f"{mine}: limit")
+        url = f"http://127.0.0.1:{mport}/metrics"
+        http(f"http://127.0.0.1:{s.port}/completion", {"prompt": PROMPT, "n_predict": 4})
+        ms = metrics_text(wait_for(lambda: (t := http(url)) and 'sample="idle_alive"' in t
+                                   and t, 60, "the idle boundary's figures on /metrics"))
+        check(one(ms, "ramforge_live_cgroup_limit_bytes") == limit, "the live limit")
+        check(one(ms, "ramforge_cgroup_limit_bytes") == limit, "admission's binding limit")
+        rc = s.stop()
+        check(rc == 0, f"exec exited {rc} after SIGTERM: {s.stderr()[-1500:]}")
+    check(not os.path.exists(mine), f"{mine} left behind")
+    # -c 1048576: a 2 GiB KV cache for the small model, under 128 MiB: refused before the load
+    p = run(c.exec_argv("--memory-limit", "128Mi", "--ctx-size", "1048576") +
+            [LLAMA_SERVER, "-m", model, "-c", "1048576", "--host", "127.0.0.1", "--port",
+             str(free_port()), "-t", "1"])
+    check(p.returncode != 0 and "admission refused loading" in p.stderr,
+          f"exit {p.returncode}: {rf_lines(p.stderr)}")
+    left = {n for n in os.listdir(parent) if n.startswith("rf-exec-")} - before
+    check(not left, f"cgroups left behind: {left}")
+    os.chmod(c.tmp, 0o755)
+    p = run(c.exec_argv("--memory-limit", "1Gi") + ["/bin/true"],
+            preexec_fn=lambda: (os.setgid(65534), os.setuid(65534)))
+    lines = rf_lines(p.stderr)
+    check(p.returncode == 1 and "--memory-limit: cannot create the cgroup" in lines[-1] and
+          "needs root" in lines[-1],
+          f"not root: exit {p.returncode}, {lines}")
+
+
+def case_symlinked_program(c):
+    """A link to the pin's llama-server (its RUNPATH $ORIGIN/../lib resolved from the link's
+    target, as the kernel runs it: docs/deploy/Dockerfile's /usr/local/bin/llama-server) passes
+    exec's check of its libllama and runs."""
+    if not LLAMA_SERVER or not os.access(LLAMA_SERVER, os.X_OK):
+        raise Skip(f"llama-server from the pin is not built (RF_LLAMA_SERVER={LLAMA_SERVER!r})")
+    link = c.path("llama-server")
+    os.symlink(LLAMA_SERVER, link)
+    check(run([link, "--version"]).returncode == 0, "the link runs bare")
+    p = run(c.exec_argv() + [link, "--version"])
+    check(p.returncode == 0 and not rf_lines(p.stderr),
+          f"exit {p.returncode}: {rf_lines(p.stderr)}")
+
+
 def case_cli_badinput(c):
     """Bad command lines: one line each, exit 2 (1 for a missing program)."""
     for argv, rc, needle in (
             (["exec", "/bin/true"], 2, "unexpected argument"),
             (["exec", "--"], 2, "missing -- PROGRAM"),
-            (["exec", "--metrics-listen", "127.0.0.1:9", "--", "/bin/true"], 2, "metrics-listen"),
+            (["exec", "--metrics-listen", "nohost:9", "--", "/bin/true"], 2, "--metrics-listen"),
+            (["exec", "--metrics-listen", "70000", "--", "/bin/true"], 2, "--metrics-listen"),
+            (["exec", "--memory-limit", "lots", "--", "/bin/true"], 2, "--memory-limit"),
             (["exec", "--residency-policy", "memory-bound", "--", "/bin/true"], 2,
              "--memory-target"),
             (["exec", "-m", "x.gguf", "--", "/bin/true"], 2, "-m"),
