@@ -97,8 +97,9 @@ int limit_cgroup_supervise(const char *prefix, const uint64_t *limit_bytes, bool
     char name[64], reason[RFSYS_CGROUP_CHILD_PATH_MAX + 128];
     sigset_t set, old;
     siginfo_t info;
+    struct sigaction ign = {.sa_handler = SIG_IGN}, old_pipe;
     int fd = -1, rc, wstatus = 0, status = RF_EXIT_FAILURE, got = 0;
-    bool started = false;
+    bool started = false, pipe_ignored = false;
     pid_t pid;
 
     memset(&cg, 0, sizeof(cg));
@@ -142,6 +143,10 @@ int limit_cgroup_supervise(const char *prefix, const uint64_t *limit_bytes, bool
         cli_error("cannot fork: %s", strerror(errno));
         goto out;
     }
+    /* A closed stderr or stdout (`2>&1 | head -1`) must not kill this process before the
+       cgroup is removed: its writes fail with EPIPE instead; a child killed by SIGPIPE is
+       ended the same way below, after the cleanup. */
+    pipe_ignored = sigaction(SIGPIPE, &ign, &old_pipe) == 0;
     if (hooks)
         hooks->child(pid, hooks->ud);
     /* The child does the work; a stop signal is passed on to it (serve stops gracefully). */
@@ -154,6 +159,8 @@ int limit_cgroup_supervise(const char *prefix, const uint64_t *limit_bytes, bool
             kill(pid, sig);
         }
     }
+    if (WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGPIPE)
+        got = SIGPIPE; /* said by none: the reader is gone */
     if (limit_bytes)
         status = finish(&cg, wstatus, quiet || got, got);
     else
@@ -164,6 +171,8 @@ out:
     if (cg.created && remove_cgroup(&cg) < 0)
         cli_error("--memory-limit: cannot remove the cgroup %s", cg.path);
     bench_cleanup_set_cgroup(NULL);
+    if (pipe_ignored)
+        sigaction(SIGPIPE, &old_pipe, NULL);
     if (got && WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == got) {
         signal(got, SIG_DFL); /* end as the child did: killed by that signal */
         sigprocmask(SIG_SETMASK, &old, NULL);

@@ -11,7 +11,9 @@ cgroup v1 here (the v2 path logic is tests/sys's rfsys_cgroup_child_* on fixture
                         summary says the limit could not bind its pages and gives the
                         eviction command; the admission says "not bound", not "will thrash"
   limit_signal          SIGTERM to the command while the run holds the model (--hold):
-                        the cgroup is gone once the command ended, as on SIGINT
+                        the cgroup is gone once the command ended, as on SIGINT; and
+                        with its output's reader gone (`2>&1 | head -1`): no SIGPIPE
+                        kills the command before it removed the cgroup
   limit_no_root         as uid 65534: one line naming the cgroup and "needs root", exit 1
   limit_warm_not_bound  a small F32 model cached before the run, under a limit below its
                         size: the verdict says the limit cannot bind it (never "will
@@ -190,6 +192,22 @@ def case_limit_signal(c):
         proc.stderr.close()
         check(proc.returncode == -sig, f"{sig!r}: exit {proc.returncode}")
         check(not os.path.exists(mine), f"{mine} left behind after {sig!r}")
+    # The reader of stdout and stderr goes away while the run holds the model, as `| head`
+    # does: what the command writes afterwards (its cgroup's line) meets a closed pipe.
+    proc = subprocess.Popen([c.rf, "run", "-m", model, "-n", "2", "--memory-limit", "2Gi",
+                             "--hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    mine = os.path.join(parent, f"rf-run-{proc.pid}")
+    deadline = time.monotonic() + 120
+    line = ""
+    while time.monotonic() < deadline and "holding pid" not in line:
+        line = proc.stdout.readline()
+        check(line or proc.poll() is None, "the run ended before holding")
+    proc.stdout.close()
+    proc.stdin.close()
+    proc.wait(timeout=60)
+    check(proc.returncode in (0, -signal.SIGPIPE), f"closed pipe: exit {proc.returncode}")
+    check(not os.path.exists(mine), f"{mine} left behind after its reader closed the pipe")
 
 
 def case_limit_no_root(c):
