@@ -71,9 +71,11 @@ static void *real_sym(void *_Atomic *slot, const char *name)
         (__typeof__(&name))real_sym(&slot_, #name);                                                \
     })
 
+/* One line on stderr: an admission reason (up to RF_ADMISSION_REASON_MAX, 4096 bytes) with
+   the path and the engine's words around it fits whole. */
 static void say(const char *fmt, ...)
 {
-    char line[1024];
+    char line[8192];
     va_list ap;
     int n = snprintf(line, sizeof(line), "ramforge: ");
     va_start(ap, fmt);
