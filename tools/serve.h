@@ -58,6 +58,7 @@ struct serve_options {
     bool sleep;                   /* --sleep-idle-seconds given (llama-server's sleep) */
     const char *chat_template;    /* --chat-template: a template or a built-in name of
                                      llama.cpp's; NULL: the model's */
+    bool jinja;                   /* --jinja: chat templates through llama.cpp's Jinja engine */
     const char *cors_origins;     /* --cors-origins: "*" (default, any Origin reflected), a
                                     comma-separated list, or NULL (--cors-origins none) */
 };

@@ -1,0 +1,49 @@
+/*
+ * What ramforge takes from llama.cpp's common library (libllama-common,
+ * built with llama-server from the same pin): JSON schema to GBNF grammar
+ * and the Jinja chat templates, through a C ABI (src/forge/llama_common.cpp;
+ * llama_common_none.c where the library or its headers are missing). Not in
+ * libramforge: only the CLI (serve) links it, in the library rfforge_common.
+ */
+#ifndef RAMFORGE_FORGE_COMMON_H
+#define RAMFORGE_FORGE_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ramforge/forge.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Whether this build has llama.cpp's common library (else the calls below give -ENOSYS). */
+bool forge_common_available(void);
+
+/*
+ * A JSON schema (schema_json, JSON text) into a GBNF grammar with start
+ * rule "root" (common's json_schema_to_grammar, as llama-server's
+ * json_schema field): *grammar NUL-terminated, the caller frees. Any
+ * thread. Returns 0, -EINVAL (NULL argument, text that is not JSON, a
+ * schema the converter refuses: err says why, in the converter's words),
+ * -ENOMEM, -ENOSYS (no common library: err says so).
+ */
+int forge_json_schema_grammar(const char *schema_json, char **grammar, char err[FORGE_ERR_MAX]);
+
+/*
+ * msgs through a chat template with llama.cpp's Jinja engine
+ * (common_chat_templates_init and _apply, as llama-server --jinja): tmpl, a
+ * Jinja template or "chatml" (borrowed), or NULL for the model's (chatml
+ * when it has none). With the assistant's opening when add_assistant.
+ * *text is NUL-terminated, the caller frees. Any thread. Returns 0,
+ * -EINVAL (NULL argument, a template that does not parse or render: err
+ * says why), -ENOMEM, -ENOSYS (no common library: err says so).
+ */
+int forge_chat_jinja(struct forge_model *m, const char *tmpl, const struct forge_chat_message *msgs,
+                     size_t n, bool add_assistant, char **text, char err[FORGE_ERR_MAX]);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
