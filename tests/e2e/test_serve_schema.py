@@ -34,7 +34,7 @@ def need_common(c):
     p = subprocess.run([c.rf, "serve", "--jinja", "--help"], capture_output=True, text=True,
                        timeout=60)
     if p.returncode != 0 and "common library" in p.stderr:
-        raise Skip(p.stderr.strip().splitlines()[-1])
+        raise Skip(next(line for line in p.stderr.splitlines() if "common library" in line))
     check(p.returncode == 0 and "--jinja" in p.stdout, f"serve --jinja --help: {p.stderr}")
 
 
