@@ -149,7 +149,11 @@ bool serve_profile_close(struct serve *sv);
 bool serve_generate(struct serve *sv, struct serve_job *j, struct forge_generate_params *gp,
                     struct forge_generate_result *gen, char err[FORGE_ERR_MAX], int *rc);
 
-/* --chat-template is one llama.cpp applies (false: said so on stderr); true without it. */
+/*
+ * At start: the chat template (--chat-template, or with --jinja the model's) is one
+ * llama.cpp applies (false: said so on stderr); true without either. Sets whether the
+ * common library logs (-v).
+ */
 bool serve_chat_template_check(struct serve *sv);
 
 /* "resident", "idle_released", "idle_release_refused", "staging" (serve_metrics.c). */

@@ -155,6 +155,7 @@ bool serve_chat_template_check(struct serve *sv)
 {
     const struct forge_chat_message hi = {"user", "hi"};
     char *text = NULL, err[RF_ERR_MAX] = "";
+    forge_common_log(sv->o->sess.verbose); /* its reasons reach the answers; its log with -v */
     if (!sv->o->chat_template && !sv->o->jinja)
         return true;
     int rc = sv->o->jinja

@@ -9,11 +9,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <chat.h> // llama.cpp's common library: a system include dir, not ours
 #include <json-schema-to-grammar.h>
+#include <log.h>
 
 #include "forge_internal.h"
 
@@ -32,6 +34,11 @@ extern "C" bool forge_common_available(void)
     return true;
 }
 
+extern "C" void forge_common_log(bool show)
+{
+    common_log_set_verbosity_thold(show ? LOG_DEFAULT_LLAMA : LOG_LEVEL_OUTPUT);
+}
+
 extern "C" int forge_json_schema_grammar(const char *schema_json, char **grammar,
                                          char err[FORGE_ERR_MAX])
 {
@@ -48,6 +55,31 @@ extern "C" int forge_json_schema_grammar(const char *schema_json, char **grammar
     }
 }
 
+// common_chat_templates_init rethrows a template's parse error as a plain std::exception
+// (its text logged): parse src again for the parser's own words.
+static std::string parse_error(const std::string &src, const char *fallback)
+{
+    try {
+        jinja::lexer lexer;
+        jinja::parse_from_tokens(lexer.tokenize(src));
+    } catch (const std::exception &e) {
+        return e.what();
+    }
+    return fallback;
+}
+
+static common_chat_templates_ptr templates_init(const llama_model *model, const char *tmpl)
+{
+    try {
+        return common_chat_templates_init(model, tmpl ? tmpl : "");
+    } catch (const std::bad_alloc &) {
+        throw;
+    } catch (const std::exception &e) {
+        const char *own = tmpl ? tmpl : llama_model_chat_template(model, nullptr);
+        throw std::runtime_error(parse_error(own ? own : "", e.what()));
+    }
+}
+
 extern "C" int forge_chat_jinja(struct forge_model *m, const char *tmpl,
                                 const struct forge_chat_message *msgs, size_t n,
                                 bool add_assistant, char **text, char err[FORGE_ERR_MAX])
@@ -56,7 +88,7 @@ extern "C" int forge_chat_jinja(struct forge_model *m, const char *tmpl,
         return -EINVAL;
     *text = nullptr;
     try {
-        common_chat_templates_ptr t = common_chat_templates_init(m->model, tmpl ? tmpl : "");
+        common_chat_templates_ptr t = templates_init(m->model, tmpl);
         common_chat_templates_inputs in;
         for (size_t i = 0; i < n; i++) {
             common_chat_msg msg;

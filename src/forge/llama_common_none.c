@@ -13,6 +13,11 @@ bool forge_common_available(void)
     return false;
 }
 
+void forge_common_log(bool show)
+{
+    (void)show;
+}
+
 int forge_json_schema_grammar(const char *schema_json, char **grammar, char err[FORGE_ERR_MAX])
 {
     (void)schema_json;

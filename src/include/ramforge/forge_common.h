@@ -21,6 +21,13 @@ extern "C" {
 bool forge_common_available(void);
 
 /*
+ * Whether the common library's own log (its errors and warnings on stderr)
+ * is shown; it is by default. Call before the calls below, from one thread.
+ * The reasons the calls below fail reach the caller through err either way.
+ */
+void forge_common_log(bool show);
+
+/*
  * A JSON schema (schema_json, JSON text) into a GBNF grammar with start
  * rule "root" (common's json_schema_to_grammar, as llama-server's
  * json_schema field): *grammar NUL-terminated, the caller frees. Any
