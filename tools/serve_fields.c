@@ -348,9 +348,11 @@ static bool parse_probs(json_t *body, enum serve_api api, long long *n_probs, ch
  * The schema a chat's "response_format" asks for, as llama-server reads it: {"type":"text"},
  * {"type":"json_object"[,"schema"]} (without one: *schema if given, else any object) or
  * {"type":"json_schema","json_schema":{"schema"[,"name","description","strict"]}}.
- * *schema (a reference the caller holds) is replaced by a new one when the format has one.
+ * *schema (a reference the caller holds) is replaced by a new one when the format has one,
+ * and *field set to "response_format".
  */
-static int response_format_schema(json_t *body, json_t **schema, char *msg, size_t len)
+static int response_format_schema(json_t *body, json_t **schema, const char **field, char *msg,
+                                  size_t len)
 {
     static const char *const rf_keys[] = {"type", "schema", "json_schema", NULL},
                              *const wrapper_keys[] = {"schema", "name", "description", "strict",
@@ -387,19 +389,21 @@ static int response_format_schema(json_t *body, json_t **schema, char *msg, size
         return 0;
     }
     json_decref(*schema);
-    *schema = found ? json_incref(found) : json_object();
+    *schema = found && !json_is_null(found) ? json_incref(found) : json_object();
+    *field = "response_format";
     return *schema ? 0 : 500;
 }
 
 /*
  * The request's grammar into j->grammar, as llama-server picks it: "grammar" (GBNF), else
- * "json_schema" (on /completion "grammar" wins over it; in a chat both are an error) or a
- * chat's "response_format", through env->schema_grammar (an empty schema: any object).
+ * "json_schema" (on /completion "grammar" wins over it; in a chat a schema and a grammar
+ * are an error) or a chat's "response_format", through env->schema_grammar (an empty
+ * schema: any object).
  */
 static int parse_grammar(const struct serve_request_env *env, json_t *body, enum serve_api api,
                          struct serve_job *j, char *msg, size_t len)
 {
-    json_t *g = NULL, *schema = json_incref(json_object_get(body, "json_schema")), *before;
+    json_t *g = NULL, *schema = json_incref(json_object_get(body, "json_schema"));
     char err[RF_ERR_MAX] = "", *text = NULL, *dump = NULL;
     const char *field = "json_schema";
     int st = 400;
@@ -409,16 +413,14 @@ static int parse_grammar(const struct serve_request_env *env, json_t *body, enum
         json_decref(schema);
         schema = NULL;
     }
+    if (api == SERVE_API_CHAT && (st = response_format_schema(body, &schema, &field, msg, len)))
+        goto out;
     if (api == SERVE_API_CHAT && schema && json_string_length(g) > 0) {
-        snprintf(msg, len, "Cannot use both json_schema and grammar");
+        snprintf(msg, len, "Cannot use both %s and grammar", field);
+        st = 400;
         goto out;
     }
-    before = schema;
-    if (api == SERVE_API_CHAT && (st = response_format_schema(body, &schema, msg, len)))
-        goto out;
     st = 500;
-    if (schema != before)
-        field = "response_format";
     if (json_is_object(schema) && json_object_size(schema) == 0) {
         json_decref(schema);
         if (!(schema = json_pack("{s:s}", "type", "object")))

@@ -61,7 +61,8 @@ def case_json_schema(c):
         for rf, schema in (({"type": "json_schema", "json_schema": {"name": "p", "strict": True,
                                                                      "schema": PERSON}}, PERSON),
                            ({"type": "json_object", "schema": PERSON}, PERSON),
-                           ({"type": "json_object"}, {"type": "object"})):
+                           ({"type": "json_object"}, {"type": "object"}),
+                           ({"type": "json_object", "schema": None}, {"type": "object"})):
             ch = sv.ok("POST", "/v1/chat/completions", {"messages": MSGS, "max_tokens": 400,
                                                         "temperature": 0,
                                                         "response_format": rf})
@@ -85,6 +86,9 @@ def case_json_schema(c):
                 ("/v1/chat/completions", {"messages": MSGS, "json_schema": PERSON,
                                           "grammar": 'root ::= "a"'},
                  "Cannot use both json_schema and grammar"),
+                ("/v1/chat/completions", {"messages": MSGS, "grammar": 'root ::= "a"',
+                                          "response_format": {"type": "json_object"}},
+                 "Cannot use both response_format and grammar"),
                 ("/v1/chat/completions", {"messages": MSGS, "response_format": {"type": "xml"}},
                  "but got: xml"),
                 ("/v1/chat/completions", {"messages": MSGS, "response_format":
