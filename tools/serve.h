@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "ramforge/forge.h"
+#include "ramforge/forge_common.h"
 #include "ramforge/policy.h"
 #include "serve_queue.h"
 #include "session_options.h"
@@ -126,6 +127,7 @@ struct serve {
     /* --profile (serve_profile.c): the dispatch observer of every request and saves */
     struct forge_observer *observer; /* NULL: no --profile */
     uint64_t profile_requests;       /* requests since the last save */
+    struct forge_chat_templates *templates; /* --jinja: the chat templates, parsed at start */
 };
 
 /* --profile: reads the profile and creates the observer (false: cannot start). */
@@ -151,8 +153,8 @@ bool serve_generate(struct serve *sv, struct serve_job *j, struct forge_generate
 
 /*
  * At start: the chat template (--chat-template, or with --jinja the model's) is one
- * llama.cpp applies (false: said so on stderr); true without either. Sets whether the
- * common library logs (-v).
+ * llama.cpp applies (false: said so on stderr); true without either. With --jinja, parses
+ * it into sv->templates (the caller frees them). Sets whether the common library logs (-v).
  */
 bool serve_chat_template_check(struct serve *sv);
 

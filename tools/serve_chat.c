@@ -4,7 +4,7 @@
  * llama_chat_apply_template, forge_chat_apply: the templates it
  * recognises, chatml for a model without one, as llama-server; with
  * --jinja, llama.cpp's Jinja engine from its common library,
- * forge_chat_jinja), for /v1/chat/completions and /apply-template. What
+ * forge_chat_templates, parsed once at start), for /v1/chat/completions and /apply-template. What
  * neither does (tool calls, multimodal parts, a prefill) is refused with
  * 400, never approximated.
  */
@@ -15,7 +15,6 @@
 
 #include "cli.h"
 #include "ramforge/error.h"
-#include "ramforge/forge_common.h"
 #include "serve_fields.h"
 #include "serve_http.h"
 
@@ -58,9 +57,8 @@ static int apply_template(struct serve *sv, const struct forge_chat_message *msg
                           char **text, char *msg, size_t len)
 {
     char err[RF_ERR_MAX] = "";
-    int rc = sv->o->jinja
-                 ? forge_chat_jinja(sv->model, sv->o->chat_template, msgs, n, true, text, err)
-                 : forge_chat_apply(sv->model, sv->o->chat_template, msgs, n, true, text);
+    int rc = sv->o->jinja ? forge_chat_templates_apply(sv->templates, msgs, n, true, text, err)
+                          : forge_chat_apply(sv->model, sv->o->chat_template, msgs, n, true, text);
     if (rc == -ENOMEM)
         snprintf(msg, len, "out of memory");
     else if (rc < 0 && sv->o->jinja)
@@ -159,8 +157,11 @@ bool serve_chat_template_check(struct serve *sv)
     if (!sv->o->chat_template && !sv->o->jinja)
         return true;
     int rc = sv->o->jinja
-                 ? forge_chat_jinja(sv->model, sv->o->chat_template, &hi, 1, true, &text, err)
-                 : forge_chat_apply(sv->model, sv->o->chat_template, &hi, 1, true, &text);
+                 ? forge_chat_templates_open(sv->model, sv->o->chat_template, &sv->templates, err)
+                 : 0;
+    if (rc == 0)
+        rc = sv->o->jinja ? forge_chat_templates_apply(sv->templates, &hi, 1, true, &text, err)
+                          : forge_chat_apply(sv->model, sv->o->chat_template, &hi, 1, true, &text);
     free(text);
     if (rc < 0)
         cli_error("%s '%s': %s", sv->o->jinja ? "--jinja, the chat template" : "--chat-template",

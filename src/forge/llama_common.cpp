@@ -80,15 +80,37 @@ static common_chat_templates_ptr templates_init(const llama_model *model, const 
     }
 }
 
-extern "C" int forge_chat_jinja(struct forge_model *m, const char *tmpl,
-                                const struct forge_chat_message *msgs, size_t n,
-                                bool add_assistant, char **text, char err[FORGE_ERR_MAX])
+struct forge_chat_templates {
+    common_chat_templates_ptr t;
+};
+
+extern "C" int forge_chat_templates_open(struct forge_model *m, const char *tmpl,
+                                         struct forge_chat_templates **out,
+                                         char err[FORGE_ERR_MAX])
 {
-    if (!m || !m->model || (!msgs && n) || !text)
+    if (!m || !m->model || !out)
+        return -EINVAL;
+    *out = nullptr;
+    try {
+        *out = new forge_chat_templates{templates_init(m->model, tmpl)};
+        return 0;
+    } catch (const std::bad_alloc &) {
+        return -ENOMEM;
+    } catch (const std::exception &e) {
+        snprintf(err, FORGE_ERR_MAX, "%s", e.what());
+        return -EINVAL;
+    }
+}
+
+extern "C" int forge_chat_templates_apply(const struct forge_chat_templates *t,
+                                          const struct forge_chat_message *msgs, size_t n,
+                                          bool add_assistant, char **text,
+                                          char err[FORGE_ERR_MAX])
+{
+    if (!t || (!msgs && n) || !text)
         return -EINVAL;
     *text = nullptr;
     try {
-        common_chat_templates_ptr t = templates_init(m->model, tmpl);
         common_chat_templates_inputs in;
         for (size_t i = 0; i < n; i++) {
             common_chat_msg msg;
@@ -98,11 +120,16 @@ extern "C" int forge_chat_jinja(struct forge_model *m, const char *tmpl,
         }
         in.add_generation_prompt = add_assistant;
         in.use_jinja = true;
-        return c_string(common_chat_templates_apply(t.get(), in).prompt, text);
+        return c_string(common_chat_templates_apply(t->t.get(), in).prompt, text);
     } catch (const std::bad_alloc &) {
         return -ENOMEM;
     } catch (const std::exception &e) {
         snprintf(err, FORGE_ERR_MAX, "%s", e.what());
         return -EINVAL;
     }
+}
+
+extern "C" void forge_chat_templates_free(struct forge_chat_templates *t)
+{
+    delete t;
 }

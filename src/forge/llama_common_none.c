@@ -27,11 +27,22 @@ int forge_json_schema_grammar(const char *schema_json, char **grammar, char err[
     return -ENOSYS;
 }
 
-int forge_chat_jinja(struct forge_model *m, const char *tmpl, const struct forge_chat_message *msgs,
-                     size_t n, bool add_assistant, char **text, char err[FORGE_ERR_MAX])
+int forge_chat_templates_open(struct forge_model *m, const char *tmpl,
+                              struct forge_chat_templates **out, char err[FORGE_ERR_MAX])
 {
     (void)m;
     (void)tmpl;
+    if (out)
+        *out = NULL;
+    snprintf(err, FORGE_ERR_MAX, "%s", NO_COMMON);
+    return -ENOSYS;
+}
+
+int forge_chat_templates_apply(const struct forge_chat_templates *t,
+                               const struct forge_chat_message *msgs, size_t n, bool add_assistant,
+                               char **text, char err[FORGE_ERR_MAX])
+{
+    (void)t;
     (void)msgs;
     (void)n;
     (void)add_assistant;
@@ -39,4 +50,9 @@ int forge_chat_jinja(struct forge_model *m, const char *tmpl, const struct forge
         *text = NULL;
     snprintf(err, FORGE_ERR_MAX, "%s", NO_COMMON);
     return -ENOSYS;
+}
+
+void forge_chat_templates_free(struct forge_chat_templates *t)
+{
+    (void)t;
 }

@@ -67,7 +67,11 @@ static void test_refusals_say_why(void **state)
     char err[FORGE_ERR_MAX] = "", *g = NULL;
     assert_int_equal(forge_json_schema_grammar(NULL, &g, err), -EINVAL);
     assert_int_equal(forge_json_schema_grammar("{}", NULL, err), -EINVAL);
-    assert_int_equal(forge_chat_jinja(NULL, NULL, NULL, 0, true, &g, err), -EINVAL);
+    struct forge_chat_templates *t = NULL;
+    assert_int_equal(forge_chat_templates_open(NULL, NULL, &t, err), -EINVAL);
+    assert_null(t);
+    assert_int_equal(forge_chat_templates_apply(NULL, NULL, 0, true, &g, err), -EINVAL);
+    forge_chat_templates_free(NULL);
 }
 
 int main(void)

@@ -37,17 +37,33 @@ void forge_common_log(bool show);
  */
 int forge_json_schema_grammar(const char *schema_json, char **grammar, char err[FORGE_ERR_MAX]);
 
+/* Chat templates parsed by llama.cpp's Jinja engine (common_chat_templates). */
+struct forge_chat_templates;
+
 /*
- * msgs through a chat template with llama.cpp's Jinja engine
- * (common_chat_templates_init and _apply, as llama-server --jinja): tmpl, a
- * Jinja template or "chatml" (borrowed), or NULL for the model's (chatml
- * when it has none). With the assistant's opening when add_assistant.
- * *text is NUL-terminated, the caller frees. Any thread. Returns 0,
- * -EINVAL (NULL argument, a template that does not parse or render: err
- * says why), -ENOMEM, -ENOSYS (no common library: err says so).
+ * Parses m's chat template (chatml when it has none), or tmpl (a Jinja
+ * template or "chatml"; borrowed) instead, with llama.cpp's Jinja engine
+ * (common_chat_templates_init, as llama-server --jinja) into *out, which
+ * forge_chat_templates_free frees; m may be freed after. Returns 0,
+ * -EINVAL (NULL argument, a template that does not parse: err says why in
+ * the parser's words), -ENOMEM, -ENOSYS (no common library: err says so).
  */
-int forge_chat_jinja(struct forge_model *m, const char *tmpl, const struct forge_chat_message *msgs,
-                     size_t n, bool add_assistant, char **text, char err[FORGE_ERR_MAX]);
+int forge_chat_templates_open(struct forge_model *m, const char *tmpl,
+                              struct forge_chat_templates **out, char err[FORGE_ERR_MAX]);
+
+/*
+ * msgs rendered by t (common_chat_templates_apply), with the assistant's
+ * opening when add_assistant: *text NUL-terminated, the caller frees. Any
+ * thread, concurrently (t is only read, as llama-server's HTTP threads
+ * share theirs). Returns 0, -EINVAL (NULL argument, a template that fails
+ * to render these messages: err says why), -ENOMEM, -ENOSYS.
+ */
+int forge_chat_templates_apply(const struct forge_chat_templates *t,
+                               const struct forge_chat_message *msgs, size_t n, bool add_assistant,
+                               char **text, char err[FORGE_ERR_MAX]);
+
+/* Frees t (NULL: nothing). */
+void forge_chat_templates_free(struct forge_chat_templates *t);
 
 #ifdef __cplusplus
 }
