@@ -58,7 +58,9 @@ demo:
 	@echo "  $(BUILD)/ramforge run -m YOUR.gguf --memory-limit 1Gi --residency-policy streaming   (root)"
 	@echo "README.md, 'How do I ...', has the rest."
 
-check: build llama-server
+# llama-server first: the llama.cpp common headers it installs reconfigure the build.
+check: llama-server
+	@$(MAKE) --no-print-directory build
 	@cd $(BUILD) && ctest --output-on-failure
 	@$(MAKE) --no-print-directory tsan
 	@$(MAKE) --no-print-directory asan

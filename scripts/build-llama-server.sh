@@ -7,6 +7,10 @@
 # suite tests/server_suite runs). Marks the prefix with .server-complete, so a second
 # run (and CI) reuses it; prints the binary's path. About 5-10 minutes on 2 cores the
 # first time. RAMFORGE_CACHE and RAMFORGE_LLAMA_TAG as for scripts/build-llama.sh.
+# Also installs the headers of the libllama-common.so built here (common/*.h and
+# common/jinja/*.h: JSON schema to grammar, the Jinja chat templates, for serve) into
+# share/ramforge/llama-common-headers, marked .common-headers-complete: a prefix built
+# before they were added gets them from the same source without a rebuild.
 set -euo pipefail
 
 here=$(dirname "$0")
@@ -15,7 +19,7 @@ here=$(dirname "$0")
 prefix=$("$here/build-llama.sh" | tail -n 1)
 server="$prefix/bin/llama-server"
 
-if [ -f "$prefix/.server-complete" ]; then
+if [ -f "$prefix/.server-complete" ] && [ -f "$prefix/.common-headers-complete" ]; then
     echo "$server"
     exit 0
 fi
@@ -26,6 +30,25 @@ trap 'rm -rf "$work"' EXIT
 (cd "$work" && npm pack --silent "$NPM_PKG" >/dev/null)
 tar -xzf "$work"/node-llama-cpp-*.tgz -C "$work" package/llama/gitRelease.bundle
 git clone -q "$work/package/llama/gitRelease.bundle" "$work/src" 2>/dev/null
+# The headers must describe the libraries of this prefix: the same commit.
+built=$(cut -d' ' -f2 "$prefix/share/ramforge/llama.cpp.version")
+if [ "$(git -C "$work/src" rev-parse --short HEAD)" != "$built" ]; then
+    echo "build-llama-server: $NPM_PKG is not the source of $prefix ($built)" >&2
+    exit 1
+fi
+common_headers() {
+    local dest="$prefix/share/ramforge/llama-common-headers"
+    rm -rf "$dest"
+    mkdir -p "$dest/jinja"
+    cp "$work/src/common/"*.h "$dest/"
+    cp "$work/src/common/jinja/"*.h "$dest/jinja/"
+    touch "$prefix/.common-headers-complete"
+}
+if [ -f "$prefix/.server-complete" ]; then
+    common_headers
+    echo "$server"
+    exit 0
+fi
 
 # The library build's flags, then the switches that add the server (they do not change
 # libllama's ABI) and its RUNPATH, set at link time so the binary can be copied as is.
@@ -62,5 +85,6 @@ if LD_LIBRARY_PATH= ldd "$server" | grep -q 'not found'; then
     exit 1
 fi
 llama_copy_server_tests "$work/src" "$prefix"
+common_headers
 touch "$prefix/.server-complete"
 echo "$server"

@@ -483,6 +483,7 @@ out:
     if (sig_started)
         pthread_join(sig_tid, NULL);
     forge_observer_free(sv.observer);
+    forge_chat_templates_free(sv.templates);
     rf_session_free(sv.session);
     pthread_cond_destroy(&sv.cv);
     pthread_mutex_destroy(&sv.mu);

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "ramforge/forge.h"
+#include "ramforge/forge_common.h"
 #include "ramforge/policy.h"
 #include "serve_queue.h"
 #include "session_options.h"
@@ -58,6 +59,7 @@ struct serve_options {
     bool sleep;                   /* --sleep-idle-seconds given (llama-server's sleep) */
     const char *chat_template;    /* --chat-template: a template or a built-in name of
                                      llama.cpp's; NULL: the model's */
+    bool jinja;                   /* --jinja: chat templates through llama.cpp's Jinja engine */
     const char *cors_origins;     /* --cors-origins: "*" (default, any Origin reflected), a
                                     comma-separated list, or NULL (--cors-origins none) */
 };
@@ -125,6 +127,7 @@ struct serve {
     /* --profile (serve_profile.c): the dispatch observer of every request and saves */
     struct forge_observer *observer; /* NULL: no --profile */
     uint64_t profile_requests;       /* requests since the last save */
+    struct forge_chat_templates *templates; /* --jinja: the chat templates, parsed at start */
 };
 
 /* --profile: reads the profile and creates the observer (false: cannot start). */
@@ -148,7 +151,11 @@ bool serve_profile_close(struct serve *sv);
 bool serve_generate(struct serve *sv, struct serve_job *j, struct forge_generate_params *gp,
                     struct forge_generate_result *gen, char err[FORGE_ERR_MAX], int *rc);
 
-/* --chat-template is one llama.cpp applies (false: said so on stderr); true without it. */
+/*
+ * At start: the chat template (--chat-template, or with --jinja the model's) is one
+ * llama.cpp applies (false: said so on stderr); true without either. With --jinja, parses
+ * it into sv->templates (the caller frees them). Sets whether the common library logs (-v).
+ */
 bool serve_chat_template_check(struct serve *sv);
 
 /* "resident", "idle_released", "idle_release_refused", "staging" (serve_metrics.c). */

@@ -2,10 +2,11 @@
  * ramforge serve's chat (serve_http.h): OpenAI's "messages" into the
  * prompt text through the model's chat template (llama.cpp's
  * llama_chat_apply_template, forge_chat_apply: the templates it
- * recognises, chatml for a model without one, as llama-server), for
- * /v1/chat/completions and /apply-template. What the C API cannot do
- * (tool calls, JSON-schema response formats, Jinja-only templates) is
- * refused with 400, never approximated.
+ * recognises, chatml for a model without one, as llama-server; with
+ * --jinja, llama.cpp's Jinja engine from its common library,
+ * forge_chat_templates, parsed once at start), for /v1/chat/completions and /apply-template. What
+ * neither does (tool calls, multimodal parts, a prefill) is refused with
+ * 400, never approximated.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -51,20 +52,22 @@ static int content_text(json_t *c, size_t i, char **out, char *msg, size_t len)
     return 0;
 }
 
-/* "response_format": absent or {"type":"text"}; the JSON ones need a schema-to-grammar step. */
-static int check_response_format(json_t *body, char *msg, size_t len)
+/* The prompt text of msgs through the chat template: llama.cpp's Jinja engine with --jinja. */
+static int apply_template(struct serve *sv, const struct forge_chat_message *msgs, size_t n,
+                          char **text, char *msg, size_t len)
 {
-    json_t *rf = json_object_get(body, "response_format");
-    if (!rf || json_is_null(rf))
-        return 0;
-    json_t *t = json_object_get(rf, "type");
-    if (json_is_object(rf) && json_is_string(t) && !strcmp(json_string_value(t), "text"))
-        return 0;
-    snprintf(msg, len,
-             "'response_format' other than {\"type\":\"text\"} is not implemented by ramforge "
-             "serve: llama.cpp's C API has no JSON-schema-to-grammar conversion; give a GBNF "
-             "'grammar' instead");
-    return 400;
+    char err[RF_ERR_MAX] = "";
+    int rc = sv->o->jinja ? forge_chat_templates_apply(sv->templates, msgs, n, true, text, err)
+                          : forge_chat_apply(sv->model, sv->o->chat_template, msgs, n, true, text);
+    if (rc == -ENOMEM)
+        snprintf(msg, len, "out of memory");
+    else if (rc < 0 && sv->o->jinja)
+        snprintf(msg, len, "the chat template (Jinja): %s", err);
+    else if (rc < 0)
+        snprintf(msg, len,
+                 "the model's chat template is not one llama.cpp's llama_chat_apply_template "
+                 "recognises: give --jinja (llama.cpp's Jinja engine) or --chat-template");
+    return rc == -ENOMEM ? 500 : rc < 0 ? 400 : 0;
 }
 
 int serve_chat_prompt(struct serve *sv, json_t *body, char **text, char *msg, size_t len)
@@ -73,10 +76,8 @@ int serve_chat_prompt(struct serve *sv, json_t *body, char **text, char *msg, si
     size_t n = json_array_size(msgs), i;
     struct forge_chat_message *fm = NULL;
     char **contents = NULL;
-    int st = check_response_format(body, msg, len);
+    int st = 0;
     *text = NULL;
-    if (st)
-        return st;
     if (!json_is_array(msgs) || n == 0) {
         snprintf(msg, len, "'messages' must be a non-empty array of {\"role\", \"content\"}");
         return 400;
@@ -114,15 +115,7 @@ int serve_chat_prompt(struct serve *sv, json_t *body, char **text, char *msg, si
         st = 400;
         goto out;
     }
-    int rc = forge_chat_apply(sv->model, sv->o->chat_template, fm, n, true, text);
-    if (rc < 0) {
-        snprintf(msg, len,
-                 rc == -ENOMEM ? "out of memory"
-                               : "the model's chat template is not one llama.cpp's "
-                                 "llama_chat_apply_template recognises (llama-server's Jinja "
-                                 "engine is not in its C API): use 'ramforge exec llama-server'");
-        st = rc == -ENOMEM ? 500 : 400;
-    }
+    st = apply_template(sv, fm, n, text, msg, len);
 out:
     if (st == 500)
         snprintf(msg, len, "out of memory");
@@ -159,17 +152,26 @@ enum MHD_Result serve_handle_apply_template(struct serve *sv, struct MHD_Connect
 bool serve_chat_template_check(struct serve *sv)
 {
     const struct forge_chat_message hi = {"user", "hi"};
-    char *text = NULL;
-    if (!sv->o->chat_template)
+    char *text = NULL, err[RF_ERR_MAX] = "";
+    forge_common_log(sv->o->sess.verbose); /* its reasons reach the answers; its log with -v */
+    if (!sv->o->chat_template && !sv->o->jinja)
         return true;
-    int rc = forge_chat_apply(sv->model, sv->o->chat_template, &hi, 1, true, &text);
+    int rc = sv->o->jinja
+                 ? forge_chat_templates_open(sv->model, sv->o->chat_template, &sv->templates, err)
+                 : 0;
+    if (rc == 0)
+        rc = sv->o->jinja ? forge_chat_templates_apply(sv->templates, &hi, 1, true, &text, err)
+                          : forge_chat_apply(sv->model, sv->o->chat_template, &hi, 1, true, &text);
     free(text);
     if (rc < 0)
-        cli_error("--chat-template '%s': %s", sv->o->chat_template,
+        cli_error("%s '%s': %s", sv->o->jinja ? "--jinja, the chat template" : "--chat-template",
+                  sv->o->chat_template ? sv->o->chat_template : "of the model",
                   rc == -ENOMEM ? "out of memory"
-                                : "not a template llama.cpp's llama_chat_apply_template "
-                                  "recognises (a built-in name such as chatml or llama3, or "
-                                  "one of their templates)");
+                  : sv->o->jinja
+                      ? err
+                      : "not a template llama.cpp's llama_chat_apply_template recognises (a "
+                        "built-in name such as chatml or llama3, or one of their templates; "
+                        "--jinja runs any Jinja template)");
     return rc == 0;
 }
 

@@ -18,6 +18,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "ramforge/forge_common.h"
+
 #define SERVE_POLL_MS 20 /* a waiting connection checks its socket this often, ms */
 
 /* --- request parsing (serve_request.c) ---------------------------------------------------- */
@@ -44,6 +46,7 @@ struct serve_request_env serve_request_env_of(struct serve *sv)
                                       .verbose = sv->o->sess.verbose,
                                       .tokenize = model_tokenize,
                                       .grammar_check = model_grammar_check,
+                                      .schema_grammar = forge_json_schema_grammar,
                                       .ctx = sv->model};
 }
 

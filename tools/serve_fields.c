@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ramforge/error.h"
+
 /* An integer field: absent keeps *out; a non-integer is an error (false, msg). */
 bool serve_field_int(json_t *body, const char *key, long long *out, char *msg, size_t len)
 {
@@ -82,6 +84,7 @@ const char *const serve_fields_common[] = {"stream",
                                            "presence_penalty",
                                            "frequency_penalty",
                                            "grammar",
+                                           "json_schema",
                                            "ignore_eos",
                                            "n_probs",
                                            "post_sampling_probs",
@@ -130,15 +133,10 @@ bool serve_fields_known(json_t *body, enum serve_api api, char *msg, size_t len)
         if (listed(serve_fields_common, key) ||
             listed(api == SERVE_API_CHAT ? serve_fields_chat : serve_fields_completion, key))
             continue;
-        if (!strcmp(key, "json_schema"))
-            snprintf(msg, len,
-                     "'json_schema' is not implemented by ramforge serve: llama.cpp's C API has "
-                     "no JSON-schema-to-grammar conversion; give a GBNF 'grammar' instead");
-        else
-            snprintf(msg, len,
-                     "'%s' is not implemented by ramforge serve (README.md, 'Serving', lists "
-                     "the fields it honours)",
-                     key);
+        snprintf(msg, len,
+                 "'%s' is not implemented by ramforge serve (README.md, 'Serving', lists "
+                 "the fields it honours)",
+                 key);
         return false;
     }
     return true;
@@ -346,6 +344,119 @@ static bool parse_probs(json_t *body, enum serve_api api, long long *n_probs, ch
     return serve_field_int_range(body, "n_probs", 0, SERVE_N_PROBS_MAX, n_probs, msg, len);
 }
 
+/*
+ * The schema a chat's "response_format" asks for, as llama-server reads it: {"type":"text"},
+ * {"type":"json_object"[,"schema"]} (without one: *schema if given, else any object) or
+ * {"type":"json_schema","json_schema":{"schema"[,"name","description","strict"]}}.
+ * *schema (a reference the caller holds) is replaced by a new one when the format has one,
+ * and *field set to "response_format".
+ */
+static int response_format_schema(json_t *body, json_t **schema, const char **field, char *msg,
+                                  size_t len)
+{
+    static const char *const rf_keys[] = {"type", "schema", "json_schema", NULL},
+                             *const wrapper_keys[] = {"schema", "name", "description", "strict",
+                                                      NULL};
+    json_t *rf = json_object_get(body, "response_format"), *t = NULL, *w, *found;
+    if (!rf || json_is_null(rf))
+        return 0;
+    if (!json_is_object(rf) || !serve_field_string(rf, "type", &t, msg, len)) {
+        snprintf(msg, len, "'response_format' must be an object with a string 'type'");
+        return 400;
+    }
+    if (!serve_keys_in(rf, rf_keys, "response_format", msg, len))
+        return 400;
+    const char *type = t ? json_string_value(t) : "";
+    if (!strcmp(type, "json_object")) {
+        found = json_object_get(rf, "schema");
+        if (!found && *schema && json_object_size(*schema) + json_array_size(*schema) > 0)
+            return 0;
+    } else if (!strcmp(type, "json_schema")) {
+        w = json_object_get(rf, "json_schema");
+        if (!json_is_object(w)) {
+            snprintf(msg, len, "'response_format.json_schema' must be an object");
+            return 400;
+        }
+        if (!serve_keys_in(w, wrapper_keys, "response_format.json_schema", msg, len))
+            return 400;
+        found = json_object_get(w, "schema");
+    } else if (*type && strcmp(type, "text")) {
+        snprintf(msg, len,
+                 "response_format type must be one of \"text\" or \"json_object\", but got: %s",
+                 type);
+        return 400;
+    } else {
+        return 0;
+    }
+    json_decref(*schema);
+    *schema = found && !json_is_null(found) ? json_incref(found) : json_object();
+    *field = "response_format";
+    return *schema ? 0 : 500;
+}
+
+/*
+ * The request's grammar into j->grammar, as llama-server picks it: "grammar" (GBNF), else
+ * "json_schema" (on /completion "grammar" wins over it; in a chat a schema and a grammar
+ * are an error) or a chat's "response_format", through env->schema_grammar (an empty
+ * schema: any object).
+ */
+static int parse_grammar(const struct serve_request_env *env, json_t *body, enum serve_api api,
+                         struct serve_job *j, char *msg, size_t len)
+{
+    json_t *g = NULL, *schema = json_incref(json_object_get(body, "json_schema"));
+    char err[RF_ERR_MAX] = "", *text = NULL, *dump = NULL;
+    const char *field = "json_schema";
+    int st = 400;
+    if (!serve_field_string(body, "grammar", &g, msg, len))
+        goto out;
+    if (json_is_null(schema) || (api != SERVE_API_CHAT && json_object_get(body, "grammar"))) {
+        json_decref(schema);
+        schema = NULL;
+    }
+    if (api == SERVE_API_CHAT && (st = response_format_schema(body, &schema, &field, msg, len)))
+        goto out;
+    if (api == SERVE_API_CHAT && schema && json_string_length(g) > 0) {
+        snprintf(msg, len, "Cannot use both %s and grammar", field);
+        st = 400;
+        goto out;
+    }
+    st = 500;
+    if (json_is_object(schema) && json_object_size(schema) == 0) {
+        json_decref(schema);
+        if (!(schema = json_pack("{s:s}", "type", "object")))
+            goto out;
+    }
+    if (schema) {
+        if (!(dump = json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY)))
+            goto out;
+        int rc = env->schema_grammar ? env->schema_grammar(dump, &text, err) : -ENOSYS;
+        if (rc == -ENOMEM)
+            goto out;
+        st = 400;
+        if (rc < 0) {
+            snprintf(msg, len, "'%s': %s", field,
+                     env->schema_grammar ? err : "no JSON-schema-to-grammar conversion here");
+            goto out;
+        }
+    } else if (json_string_length(g) > 0 && !(text = strdup(json_string_value(g)))) {
+        goto out;
+    }
+    st = 400;
+    if (text && env->grammar_check && env->grammar_check(env->ctx, text) < 0) {
+        snprintf(msg, len, "'%s': llama.cpp cannot parse the grammar (GBNF, start rule 'root')",
+                 schema ? field : "grammar");
+        goto out;
+    }
+    j->grammar = text;
+    text = NULL;
+    st = 0;
+out:
+    free(text);
+    free(dump);
+    json_decref(schema);
+    return st;
+}
+
 /* The sampler fields of body into j (ranges as llama-server's, finite numbers only). */
 static int parse_sampling(const struct serve_request_env *env, json_t *body, enum serve_api api,
                           struct serve_job *j, char *msg, size_t len)
@@ -381,19 +492,9 @@ static int parse_sampling(const struct serve_request_env *env, json_t *body, enu
         snprintf(msg, len, "'repeat_penalty' must be > 0 (1: off)");
         return 400;
     }
-    json_t *g = NULL;
-    if (!serve_field_string(body, "grammar", &g, msg, len))
-        return 400;
-    if (json_string_length(g) > 0) {
-        if (env->grammar_check && env->grammar_check(env->ctx, json_string_value(g)) < 0) {
-            snprintf(msg, len,
-                     "'grammar': llama.cpp cannot parse the grammar (GBNF, start rule "
-                     "'root')");
-            return 400;
-        }
-        if (!(j->grammar = strdup(json_string_value(g))))
-            return 500;
-    }
+    int st = parse_grammar(env, body, api, j, msg, len);
+    if (st)
+        return st;
     j->temperature = (float)temp;
     j->top_k = (int32_t)top_k;
     j->top_p = (float)top_p;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "ramforge/forge_common.h"
 #include "serve.h"
 
 static void usage(FILE *out)
@@ -94,6 +95,12 @@ static void usage(FILE *out)
             "                                names (chatml, llama3, command-r, ...) or a\n"
             "                                template llama_chat_apply_template recognises\n"
             "                                (default: the model's; checked at start)\n"
+            "      --jinja                   chat templates through llama.cpp's Jinja engine\n"
+            "                                (its common library, as llama-server --jinja):\n"
+            "                                the model's, or --chat-template as a Jinja\n"
+            "                                template or chatml; refused by a build without\n"
+            "                                libllama-common\n"
+            "      --no-jinja                llama_chat_apply_template (default)\n"
             "      --temp T                  temperature of a request that gives none, 0..100\n"
             "                                (default 0.8)\n"
             "      --sleep-idle-seconds N    llama-server's sleep as serve does it:\n"
@@ -122,7 +129,9 @@ static void usage(FILE *out)
             "400 bad body, 401 key, 404, 405, 413 body over 1 MiB, 503 queue full,\n"
             "admission refused or shutting down. A request field serve does not\n"
             "implement is refused with 400 naming it, never ignored; /v1/chat/completions\n"
-            "uses the model's chat template through llama_chat_apply_template.\n"
+            "uses the model's chat template through llama_chat_apply_template (--jinja:\n"
+            "llama.cpp's Jinja engine); json_schema and response_format's schemas become\n"
+            "a grammar through llama.cpp's json_schema_to_grammar (libllama-common).\n"
             "README.md, 'Serving', lists the fields.\n",
             RF_PROGRAM);
 }
@@ -149,6 +158,8 @@ enum {
     OPT_SLEEP,
     OPT_TAGS,
     OPT_CHAT_TEMPLATE,
+    OPT_JINJA,
+    OPT_NO_JINJA,
 };
 
 const char *serve_model_name(const struct serve_options *o)
@@ -248,6 +259,18 @@ static int serve_option(int c, const char *arg, void *ud)
             return RF_EXIT_USAGE;
         o->chat_template = arg;
         break;
+    case OPT_JINJA:
+        if (!forge_common_available()) {
+            cli_usage_error("--jinja needs llama.cpp's common library (libllama-common): this "
+                            "ramforge was built without it (scripts/build-llama-server.sh "
+                            "installs it into the pinned prefix; then rebuild)");
+            return RF_EXIT_USAGE;
+        }
+        o->jinja = true;
+        break;
+    case OPT_NO_JINJA:
+        o->jinja = false;
+        break;
     case OPT_TAGS:
         if (!non_empty("the tags (--tags)", arg))
             return RF_EXIT_USAGE;
@@ -288,6 +311,8 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
         {"alias", required_argument, NULL, OPT_ALIAS},
         {"tags", required_argument, NULL, OPT_TAGS},
         {"chat-template", required_argument, NULL, OPT_CHAT_TEMPLATE},
+        {"jinja", no_argument, NULL, OPT_JINJA},
+        {"no-jinja", no_argument, NULL, OPT_NO_JINJA},
         {"seed", required_argument, NULL, OPT_SEED},
         {"cors-origins", required_argument, NULL, OPT_CORS_ORIGINS},
         {"slots", no_argument, NULL, OPT_SLOTS},

@@ -31,6 +31,9 @@ struct serve_request_env {
                     int32_t **tokens, size_t *n);
     /* forge_grammar_check's contract (0 or -EINVAL); NULL: every grammar passes. */
     int (*grammar_check)(void *ctx, const char *grammar);
+    /* forge_json_schema_grammar's contract (err: RF_ERR_MAX bytes); NULL: json_schema and
+       response_format's schemas are refused with 400. */
+    int (*schema_grammar)(const char *schema_json, char **grammar, char *err);
     void *ctx;
 };
 

@@ -21,7 +21,7 @@ from test_serve import PROMPT, Ctx, Server, expect_error, wait_idle_boundary  # 
 UNIMPLEMENTED = {
     "mirostat": 1, "mirostat_tau": 5.0, "typical_p": 0.5, "samplers": ["top_k"],
     "n_keep": 4, "dry_multiplier": 0.8, "xtc_probability": 0.5, "lora": [],
-    "json_schema": {"type": "object"}, "id_slot": 0, "n_indent": 2, "t_max_predict_ms": 10,
+    "id_slot": 0, "n_indent": 2, "t_max_predict_ms": 10,
     "return_progress": True, "dynatemp_range": 0.5, "top_n_sigma": 1.0, "min_keep": 1,
     "dry_sequence_breakers": ["\n"], "grammar_lazy": True, "no_such_field": 1,
 }
@@ -203,7 +203,7 @@ def case_chat(c):
               len(ref["tokens"]), f"usage chunk: {chunks[-1]}")
         check(chunks[-2]["choices"][0]["finish_reason"] == "length", "finish_reason")
         for body, needle in (
-                ({"messages": msgs, "response_format": {"type": "json_object"}},
+                ({"messages": msgs, "response_format": {"type": "sound"}},
                  "response_format"),
                 ({"messages": msgs + [{"role": "assistant", "content": "Sure"}]}, "assistant"),
                 ({"messages": [{"role": "user", "content": "x", "name": "n"}]}, "name"),
