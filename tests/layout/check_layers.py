@@ -47,12 +47,27 @@ LAYER_OF_HEADER = {
 # llama.cpp's headers (llama.h, llama-ext.h, llama-model.h, ...), ggml's
 # (ggml.h, ggml-backend.h, ...) and gguf.h.
 LLAMA_HEADER = re.compile(r"^(?:.*/)?(?:llama|ggml|gguf)(?:[-_.][\w.-]*)?\.h$")
+# The headers of llama.cpp's common library (its common/ and common/jinja/, installed by
+# scripts/build-llama-server.sh into the prefix's share/ramforge/llama-common-headers).
+COMMON_HEADERS = frozenset("""
+arg.h build-info.h chat-auto-parser-helpers.h chat-auto-parser.h chat-peg-parser.h chat.h
+common.h console.h debug.h download.h fit.h hf-cache.h
+http.h imatrix-loader.h json-schema-to-grammar.h json-schema.h json.h log.h
+ngram-cache.h ngram-map.h ngram-mod.h peg-parser.h preset.h reasoning-budget.h
+sampling.h speculative.h subproc.h trie.h unicode.h
+""".split())
+
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 SOURCE_SUFFIXES = (".c", ".cpp", ".h")
 # Words that are followed by '(' but are not the name of a declared function.
 NOT_FUNCTIONS = {"if", "for", "while", "switch", "return", "sizeof", "defined",
                  "__attribute__", "alignof", "_Alignof", "_Static_assert",
                  "static_assert", "typeof", "__typeof__"}
+
+
+def llama_header(name):
+    """True for a header of llama.cpp, ggml, gguf or llama.cpp's common library."""
+    return bool(LLAMA_HEADER.match(name)) or name in COMMON_HEADERS or name.startswith("jinja/")
 
 
 def strip_comments(text):
@@ -230,7 +245,7 @@ def check(root, show_map=False):
         for lineno, quote, name in includes(tree.text[rel]):
             shown = '%s%s%s' % (quote, name, '"' if quote == '"' else ">")
             target = tree.resolve(rel, quote, name)
-            if target is None and LLAMA_HEADER.match(name):
+            if target is None and llama_header(name):
                 if layer != "forge" or tree.in_header_dir(rel):
                     violations.append((rel, lineno, "%s includes llama.cpp's %s: only src/forge/ "
                                        "includes llama.cpp, ggml and gguf headers" % (layer, shown)))

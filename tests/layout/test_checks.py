@@ -2,7 +2,7 @@
 """The layout checks can fail: each run on the fixture tree tests/data/layout,
 which breaks each rule once or twice (an upward include, through a header of
 the internal include dir src/include/ and through a header of types only; a
-session file including a header of tools; ggml outside forge; another
+session file including a header of tools; ggml and llama.cpp's common outside forge; another
 layer's private header; a file over the limit) and keeps it elsewhere, must
 print exactly those violations and exit 1 (exit 0 under a limit it keeps).
 Usage: test_checks.py CHECKS_DIR FIXTURE_DIR
@@ -20,8 +20,10 @@ LAYERS_EXPECTED = [
     "core includes only core",
     "src/session/step.c:2: session includes llama.cpp's <ggml.h>: only src/forge/ includes "
     "llama.cpp, ggml and gguf headers",
+    "src/session/step.c:3: session includes llama.cpp's <chat.h>: only src/forge/ includes "
+    "llama.cpp, ggml and gguf headers",
     # a header declaring a function defined in tools/: tools's
-    'src/session/step.c:4: session includes "ramforge/fix_tool.h" of tools, a layer above it: '
+    'src/session/step.c:5: session includes "ramforge/fix_tool.h" of tools, a layer above it: '
     "session includes only core, sys, forge, session",
     'src/sys/probe.c:2: sys includes "core/core_private.h", a private header of core '
     "(src/core/core_private.h): only core includes it",
