@@ -273,6 +273,7 @@ static void log_idle(const struct rf_report *r)
 static void run_idle(struct serve *sv)
 {
     char why[sizeof(sv->idle_reason)];
+    serve_sleep_enter(sv);
     pthread_mutex_lock(&sv->session_mu);
     int rc = rf_session_boundary(sv->session, RF_BOUNDARY_IDLE);
     if (rc < 0)
@@ -291,6 +292,7 @@ static void run_idle(struct serve *sv)
     sv->residency = state;
     snprintf(sv->idle_reason, sizeof(sv->idle_reason), "%s", why);
     pthread_mutex_unlock(&sv->mu);
+    serve_sleep_entered(sv, state);
     if (sv->o->sess.verbose)
         cli_error("idle boundary ran after %lld s without a request", sv->o->idle_seconds);
 }
@@ -304,11 +306,13 @@ static void worker(struct serve *sv)
         struct serve_job *j = serve_dequeue(sv);
         if (j) {
             sv->processing = true;
+            serve_wake_locked(sv);
             pthread_mutex_unlock(&sv->mu);
             run_job(sv, j);
             serve_job_put(j);
             pthread_mutex_lock(&sv->mu);
             sv->processing = false;
+            serve_wake_locked(sv); /* what /metrics kept before the job is out of date */
             sv->last_activity_ns = rf_now_ns();
             sv->idle_done = false;
             continue;
@@ -472,6 +476,7 @@ out:
     if (sig_started)
         pthread_join(sig_tid, NULL);
     forge_observer_free(sv.observer);
+    free(sv.metrics_kept);
     rf_session_free(sv.session);
     pthread_cond_destroy(&sv.cv);
     pthread_mutex_destroy(&sv.mu);

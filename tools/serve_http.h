@@ -24,6 +24,29 @@ struct conn_req {
     struct serve_job *job; /* a reference, or NULL */
 };
 
+/*
+ * Connections accepted beyond --max-connections, for /health alone: with
+ * the table full of idle connections, a health check is still answered
+ * (every other request beyond the limit: 503).
+ */
+#define SERVE_HEALTH_RESERVE 4
+
+/* --- listening (serve_listen.c) --- */
+
+/*
+ * Starts one libmicrohttpd daemon per --host address (sv->daemons), all on
+ * --port (0: the port the first got), each printed. Returns 0 or -errno
+ * (said on stderr; none left running).
+ */
+int serve_listen(struct serve *sv, MHD_AccessHandlerCallback on_request,
+                 MHD_RequestCompletedCallback on_completed);
+
+/* Open connections, every address together. */
+unsigned long long serve_listen_connections(struct serve *sv);
+
+/* Stops every daemon (closes their connections). */
+void serve_listen_stop(struct serve *sv);
+
 /* --- replies (serve_reply.c) --- */
 
 /* llama-server's error type of an HTTP status (tools/server/utils.hpp). */
@@ -103,6 +126,13 @@ int serve_chat_prompt(struct serve *sv, json_t *body, char **text, char *msg, si
 /* POST /chat/completions/input_tokens: {"messages"} -> {"input_tokens"}, the chat's prompt tokens.
  */
 enum MHD_Result serve_handle_input_tokens(struct serve *sv, struct MHD_Connection *c, json_t *body);
+
+/*
+ * POST /v1/responses/input_tokens ({"input"}) or, anthropic, /v1/messages/count_tokens
+ * ({"messages"}) -> {"input_tokens"}: the chat's prompt tokens (serve_count.c).
+ */
+enum MHD_Result serve_handle_count_tokens(struct serve *sv, struct MHD_Connection *c, json_t *body,
+                                          bool anthropic);
 
 /* POST /apply-template: {"messages"} -> {"prompt"}. */
 enum MHD_Result serve_handle_apply_template(struct serve *sv, struct MHD_Connection *c,

@@ -39,7 +39,6 @@ SERVE_MAYBE = {"--seed", "--temp", "--alias", "--tags", "--cors-origins", "--par
 SERVE_ALREADY = {
     ("--no-slots", None): "serve has no /slots endpoint, as llama-server with --no-slots",
     ("--no-jinja", None): "serve applies no Jinja template, as llama-server with --no-jinja",
-    ("--metrics", None): "serve always answers /metrics",
     ("--temp", "0.8"): "serve's default temperature is 0.8",
     ("--parallel", "1"): "serve has one slot",
 }

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""End-to-end cases of serve's llama-server parity items of issue 23 (its suite's tests
+test_metrics_disabled, test_server_multiple_addresses and test_sleep.py, checked here
+on serve alone, against llama-server's answers as the suite reads them).
+
+  metrics_flag     without --metrics /metrics answers 501 in llama-server's error shape
+                   and words; with it 200 and the llamacpp: series
+  hosts            --host 127.0.0.1,::1 answers on both (IPv6 skipped, with the reason,
+                   where the loopback has none), on the same --port 0 port and nowhere
+                   else; a bad --host is one line naming it, exit 1, nothing listening
+  sleep_wake       --sleep-idle-seconds 1: is_sleeping (polled) after the idle release;
+                   /health, /props, /models, /metrics leave it asleep and /metrics
+                   answers the text of the last awake scrape; /tokenize wakes it and it
+                   sleeps again; the Responses and Anthropic token counts answer what
+                   /chat/completions/input_tokens answers for the same messages, wake
+                   it, and refuse a field they do not implement naming it
+
+Exit 0 pass, 1 fail, 77 skip.
+"""
+import http.client
+import socket
+import subprocess
+import time
+
+from e2e_util import ModelCtx, Skip, check, run_main
+from test_serve import Server, expect_error
+
+
+def case_metrics_flag(c):
+    model = c.model()
+    with Server(c, model, metrics=False) as sv:
+        expect_error(sv, "GET", "/metrics", None, 501,
+                     "This server does not support metrics endpoint. Start it with `--metrics`")
+    with Server(c, model) as sv:
+        sv.ok("POST", "/completion", {"prompt": "Hello", "n_predict": 2})
+        text = sv.ok("GET", "/metrics")
+        check("llamacpp:tokens_predicted_total 2\n" in text, f"/metrics: {text[:400]}")
+
+
+def get_health(host, port):
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    try:
+        conn.request("GET", "/health")
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+def case_hosts(c):
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as probe:
+            probe.bind(("::1", 0))
+    except OSError as e:
+        raise Skip(f"IPv6 loopback is unavailable: {e}")
+    model = c.model()
+    with Server(c, model, "--host", "127.0.0.1,::1") as sv:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(sv.stderr) < 2:
+            time.sleep(0.05)  # polled with a deadline: the second address's line
+        lines = [ln for ln in sv.stderr if "serving" in ln]
+        check(len(lines) == 2 and lines[1].rstrip().endswith(f"http://[::1]:{sv.port}/"),
+              f"one line an address, the same port: {lines}")
+        check(get_health("127.0.0.1", sv.port) == 200, "/health on 127.0.0.1")
+        check(get_health("::1", sv.port) == 200, "/health on ::1")
+        # IPv6-only: the ::1 socket does not take IPv4-mapped connections, nothing else listens
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.settimeout(5)
+            check(s.connect_ex(("127.0.0.2", sv.port)) != 0, "listening beyond --host")
+    for bad in ("localhost", "127.0.0.1,", "::1,banana", ",".join(["127.0.0.1"] * 9)):
+        p = subprocess.run([c.rf, "serve", "-m", model, "--port", "0", "--host", bad],
+                           capture_output=True, text=True, timeout=120)
+        lines = p.stderr.strip().split("\n")
+        check(p.returncode == 1 and len(lines) == 1 and f"invalid --host '{bad}'" in lines[0],
+              f"--host {bad}: exit {p.returncode}, {p.stderr!r}")
+
+
+def sleeping(sv):
+    return sv.ok("GET", "/props")["is_sleeping"]
+
+
+def wait_sleep(sv, want=True, deadline_s=60):
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if sleeping(sv) == want:
+            return
+        time.sleep(0.05)  # polled with a deadline
+    check(False, f"is_sleeping did not become {want} in {deadline_s} s: {sv.stderr[-5:]}")
+
+
+def case_sleep_wake(c):
+    model = c.model()
+    msgs = [{"role": "system", "content": "Be brief"}, {"role": "user", "content": "Hello world"}]
+    with Server(c, model, "--sleep-idle-seconds", "1") as sv:
+        sv.ok("POST", "/completion", {"prompt": "Hello", "n_predict": 4})
+        check(not sleeping(sv), "asleep right after a request")
+        sv.ok("GET", "/metrics")
+        awake = sv.ok("GET", "/metrics")
+        wait_sleep(sv)
+        for path in ("/health", "/props", "/v1/models", "/models"):
+            sv.ok("GET", path)
+        check(sv.ok("GET", "/metrics") == awake, "/metrics while asleep is the awake scrape's")
+        check(sleeping(sv), "/health, /props, /models or /metrics woke the server")
+        sv.ok("POST", "/tokenize", {"content": "Hello"})
+        check(not sleeping(sv), "/tokenize did not wake the server")
+        wait_sleep(sv)
+        want = sv.ok("POST", "/chat/completions/input_tokens", {"messages": msgs})["input_tokens"]
+        wait_sleep(sv)
+        for path, body in (("/v1/responses/input_tokens",
+                            {"instructions": "Be brief", "input": "Hello world"}),
+                           ("/v1/messages/count_tokens", {"system": "Be brief", "messages": [
+                               {"role": "user", "content": [{"type": "text",
+                                                             "text": "Hello world"}]}]})):
+            got = sv.ok("POST", path, body)
+            check(got["input_tokens"] == want and want > 0, f"{path}: {got}, expected {want}")
+            check(not sleeping(sv), f"{path} did not wake the server")
+            wait_sleep(sv)
+            expect_error(sv, "POST", path, {**body, "tools": []}, 400, "'tools'")
+
+
+CASES = {"metrics_flag": case_metrics_flag, "hosts": case_hosts, "sleep_wake": case_sleep_wake}
+
+if __name__ == "__main__":
+    run_main(CASES, ModelCtx, "rf-e2e-serve-parity-")
