@@ -184,7 +184,9 @@ static void run_job(struct serve *sv, struct serve_job *j)
         sv->prompt_tokens_total += gen.n_prompt;
         sv->tokens_predicted_total += gen.n_tokens;
         sv->prompt_ns_total += gen.prompt_ns;
-        sv->n_decode_total += gen.n_tokens + gen.stopped_eog; /* a decode before each sample */
+        /* a decode before each sample, and one a prompt batch before the last */
+        sv->n_decode_total += gen.n_tokens + gen.stopped_eog +
+                              (gen.n_prompt - 1) / (uint64_t)sv->o->batch_size;
         if (gen.n_prompt + gen.n_tokens > sv->n_tokens_max)
             sv->n_tokens_max = gen.n_prompt + gen.n_tokens;
         sv->decode_ns_total += gen.decode_ns;
@@ -395,6 +397,7 @@ int cmd_serve(int argc, char **argv)
         .seed = -1,
         .temperature = 0.8,
         .cors_origins = "*",
+        .batch_size = 2048,
     };
     struct serve sv = {.o = &o};
     char err[FORGE_ERR_MAX];

@@ -59,6 +59,8 @@ struct serve_options {
     double temperature;           /* --temp: a request's temperature when it gives none */
     bool sleep;                   /* --sleep-idle-seconds given (llama-server's sleep) */
     bool metrics;                 /* --metrics: answer /metrics (else 501, as llama-server) */
+    long long batch_size;         /* --batch-size: a prompt is decoded in batches of at most
+                                     this many tokens (default 2048, as llama-server's) */
     const char *chat_template;    /* --chat-template: a template or a built-in name of
                                      llama.cpp's; NULL: the model's */
     const char *cors_origins;     /* --cors-origins: "*" (default, any Origin reflected), a

@@ -73,7 +73,7 @@ static bool client_gone(struct MHD_Connection *c)
 
 bool serve_wait_job(struct MHD_Connection *c, struct serve_job *j, bool progress, size_t n_seen)
 {
-    while (!j->done && !(progress && j->n_tokens > n_seen)) {
+    while (!j->done && !(progress && j->n_tokens + j->n_progress > n_seen)) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += SERVE_POLL_MS * 1000000L;
@@ -100,6 +100,7 @@ struct stream {
     size_t n_more, index;    /* index: job's prompt among them all */
     struct MHD_Connection *conn;
     size_t sent_text, sent_tokens; /* what the events so far carried */
+    size_t sent_progress;          /* prompt_progress events sent */
     char *pending;                 /* the events being written */
     size_t pending_len, pending_off;
     bool final_sent, done_sent;
@@ -189,7 +190,7 @@ static bool stream_next_prompt(struct stream *st)
     st->more[st->index++] = NULL;
     serve_job_put(st->job);
     st->job = j;
-    st->sent_text = st->sent_tokens = 0;
+    st->sent_text = st->sent_tokens = st->sent_progress = 0;
     st->final_sent = false;
     if (serve_enqueue(st->sv, j, why, sizeof(why)))
         return true;
@@ -225,8 +226,11 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         pthread_mutex_lock(&j->mu);
         json_t *ev = NULL;
         bool error = false;
-        while (!(ev = next_event(st, j)) && !(j->done && st->sent_tokens == j->n_tokens)) {
-            if (!serve_wait_job(st->conn, j, true, j->n_tokens)) {
+        while (!(ev = st->sent_progress < j->n_progress
+                          ? serve_answer_progress(st->sv, j, st->sent_progress++)
+                          : next_event(st, j)) &&
+               !(j->done && st->sent_tokens == j->n_tokens)) {
+            if (!serve_wait_job(st->conn, j, true, j->n_tokens + j->n_progress)) {
                 pthread_mutex_unlock(&j->mu);
                 return MHD_CONTENT_READER_END_WITH_ERROR;
             }

@@ -87,6 +87,7 @@ const char *const serve_fields_common[] = {"stream",
                                            "post_sampling_probs",
                                            "return_tokens",
                                            "timings_per_token",
+                                           "return_progress",
                                            "response_fields",
                                            "n",
                                            "n_cmpl",
@@ -417,6 +418,7 @@ static int parse_output(json_t *body, struct serve_job *j, char *msg, size_t len
     if (!serve_field_bool(body, "stream", &j->stream, msg, len) ||
         !serve_field_bool(body, "return_tokens", &j->return_tokens, msg, len) ||
         !serve_field_bool(body, "timings_per_token", &j->timings_per_token, msg, len) ||
+        !serve_field_bool(body, "return_progress", &j->return_progress, msg, len) ||
         !serve_field_bool(body, "verbose", &j->verbose, msg, len))
         return 400;
     bool cache_prompt = true;

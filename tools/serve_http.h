@@ -80,7 +80,8 @@ size_t serve_utf8_complete_len(const char *s, size_t n);
 
 /*
  * Waits (j->mu held) until j is done or, with progress, has more than
- * n_seen tokens; cancels j and returns false when the client hangs up.
+ * n_seen tokens and prompt_progress updates together; cancels j and
+ * returns false when the client hangs up.
  */
 bool serve_wait_job(struct MHD_Connection *c, struct serve_job *j, bool progress, size_t n_seen);
 
@@ -95,6 +96,9 @@ void serve_build_info(char *buf, size_t len);
 /* A streamed event (or, for chat, an array of chunks) of text[from..to), tokens [t0, t1). */
 json_t *serve_answer_partial(struct serve *sv, const struct serve_job *j, size_t from, size_t to,
                              size_t t0, size_t t1);
+
+/* The k-th prompt_progress event of j (return_progress), as llama-server's. */
+json_t *serve_answer_progress(struct serve *sv, const struct serve_job *j, size_t k);
 
 /* The whole answer of a done job, or (streamed) its last event(s) after from/t0. */
 json_t *serve_answer_final(struct serve *sv, const struct serve_job *j, size_t from, size_t to,

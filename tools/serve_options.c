@@ -91,6 +91,9 @@ static void usage(FILE *out)
             "      --tags TAG[,TAG...]       /v1/models' tags (default: none)\n"
             "      --seed N                  seed of a request that gives none, 0..2^32-2\n"
             "                                (default -1: random)\n"
+            "      --batch-size N            decode a prompt in batches of at most N tokens,\n"
+            "                                1..1048576 (default 2048, as llama-server's;\n"
+            "                                return_progress reports each batch)\n"
             "      --metrics                 answer /metrics (Prometheus: llama-server's\n"
             "                                llamacpp: series, then ramforge's); without it\n"
             "                                /metrics answers 501, as llama-server's\n"
@@ -158,6 +161,7 @@ enum {
     OPT_TAGS,
     OPT_CHAT_TEMPLATE,
     OPT_METRICS,
+    OPT_BATCH_SIZE,
 };
 
 const char *serve_model_name(const struct serve_options *o)
@@ -262,6 +266,10 @@ static int serve_option(int c, const char *arg, void *ud)
             return RF_EXIT_USAGE;
         o->tags = arg;
         break;
+    case OPT_BATCH_SIZE:
+        if (!cli_parse_int("batch size (--batch-size)", arg, 1, 1048576, &o->batch_size))
+            return RF_EXIT_USAGE;
+        break;
     case OPT_METRICS:
         o->metrics = true;
         break;
@@ -304,6 +312,7 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
         {"cors-origins", required_argument, NULL, OPT_CORS_ORIGINS},
         {"slots", no_argument, NULL, OPT_SLOTS},
         {"metrics", no_argument, NULL, OPT_METRICS},
+        {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
         {"temp", required_argument, NULL, OPT_TEMP},
         {"sleep-idle-seconds", required_argument, NULL, OPT_SLEEP},
         {"no-slots", no_argument, NULL, OPT_NO_SLOTS},

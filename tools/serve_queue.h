@@ -52,6 +52,7 @@ struct serve_job {
     size_t n_stop;
     bool return_tokens;     /* "tokens" of /completion's answer (default true) */
     bool timings_per_token; /* timings in every streamed event */
+    bool return_progress;   /* streamed: a prompt_progress event before and after each batch */
     bool include_usage;     /* stream_options.include_usage (chat) */
     bool verbose;           /* "__verbose" in OpenAI answers (default: serve -v) */
     bool exceeds_context;   /* the 400 is llama-server's exceed_context_size_error */
@@ -70,6 +71,9 @@ struct serve_job {
     int32_t *top_ids; /* n_tokens * n_probs */
     float *top_p_of;  /* n_tokens * n_probs */
     size_t *top_n;    /* entries of each token's top */
+    size_t *progress_done;  /* return_progress: prompt tokens decoded at each update */
+    uint64_t *progress_ns;  /* and the time since the first update */
+    size_t n_progress, progress_cap;
     bool done;
     atomic_bool cancelled;         /* the client left: stop after the current token */
     int status;                    /* HTTP status when done: 200, or an error's */

@@ -217,9 +217,10 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     out->n_prompt = (size_t)n_prompt;
 
     uint32_t need = (uint32_t)n_prompt + (uint32_t)p->n_predict - 1;
+    int32_t n_batch = p->n_batch && p->n_batch < (uint32_t)n_prompt ? (int32_t)p->n_batch : n_prompt;
     struct forge_context_params cp = {
         .n_ctx = p->n_ctx ? p->n_ctx : need,
-        .n_batch = (uint32_t)n_prompt,
+        .n_batch = (uint32_t)n_batch,
         .n_threads = p->n_threads,
     };
     if (p->observer)
@@ -254,18 +255,33 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     }
 
     uint64_t t_inf = rf_now_ns();
-    int32_t *batch = out->prompt_tokens;
-    int32_t batch_n = n_prompt;
+    int32_t done = 0; /* prompt tokens decoded before its last batch */
+    if (p->on_prompt_progress)
+        p->on_prompt_progress(0, (size_t)n_prompt, p->token_user_data);
+    for (; n_prompt - done > n_batch; done += n_batch) {
+        if (decode_sync(fc, out->prompt_tokens + done, (size_t)n_batch, &out->sync_ns) < 0) {
+            snprintf(err, FORGE_ERR_MAX, "llama_decode failed at position %d", done);
+            rc = -EIO;
+            goto out;
+        }
+        if (p->on_prompt_progress)
+            p->on_prompt_progress((size_t)(done + n_batch), (size_t)n_prompt, p->token_user_data);
+    }
+    int32_t *batch = out->prompt_tokens + done;
+    int32_t batch_n = n_prompt - done;
     uint64_t t_first = 0;
     struct decode_mark mark_first = {0};
-    for (int32_t n_pos = 0; n_pos + batch_n < n_prompt + p->n_predict;) {
+    for (int32_t n_pos = done; n_pos + batch_n < n_prompt + p->n_predict;) {
         if (decode_sync(fc, batch, (size_t)batch_n, &out->sync_ns) < 0) {
             snprintf(err, FORGE_ERR_MAX, "llama_decode failed at position %d", n_pos);
             rc = -EIO;
             goto out;
         }
-        if (n_pos == 0)
+        if (n_pos == done) {
             out->prompt_ns = rf_now_ns() - t_inf;
+            if (p->on_prompt_progress)
+                p->on_prompt_progress((size_t)n_prompt, (size_t)n_prompt, p->token_user_data);
+        }
         n_pos += batch_n;
         llama_token id;
         rc = forge_sample(smpl, fc->ctx, p, &probs, &id);

@@ -22,7 +22,7 @@ UNIMPLEMENTED = {
     "mirostat": 1, "mirostat_tau": 5.0, "typical_p": 0.5, "samplers": ["top_k"],
     "n_keep": 4, "dry_multiplier": 0.8, "xtc_probability": 0.5, "lora": [],
     "json_schema": {"type": "object"}, "id_slot": 0, "n_indent": 2, "t_max_predict_ms": 10,
-    "return_progress": True, "dynatemp_range": 0.5, "top_n_sigma": 1.0, "min_keep": 1,
+    "dynatemp_range": 0.5, "top_n_sigma": 1.0, "min_keep": 1,
     "dry_sequence_breakers": ["\n"], "grammar_lazy": True, "no_such_field": 1,
 }
 

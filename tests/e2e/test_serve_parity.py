@@ -8,6 +8,9 @@ on serve alone, against llama-server's answers as the suite reads them).
   hosts            --host 127.0.0.1,::1 answers on both (IPv6 skipped, with the reason,
                    where the loopback has none), on the same --port 0 port and nowhere
                    else; a bad --host is one line naming it, exit 1, nothing listening
+  progress         --batch-size 4 and return_progress: a prompt_progress event before the
+                   first batch and after each, timings never going back; the same text as
+                   one batch; n_decode_total counts the batches
   sleep_wake       --sleep-idle-seconds 1: is_sleeping (polled) after the idle release;
                    /health, /props, /models, /metrics leave it asleep and /metrics
                    answers the text of the last awake scrape; /tokenize wakes it and it
@@ -117,7 +120,38 @@ def case_sleep_wake(c):
             expect_error(sv, "POST", path, {**body, "tools": []}, 400, "'tools'")
 
 
-CASES = {"metrics_flag": case_metrics_flag, "hosts": case_hosts, "sleep_wake": case_sleep_wake}
+def case_progress(c):
+    """--batch-size 4: a streamed request with return_progress gets llama-server's
+    prompt_progress events (before the first batch, after each), its text is the text of
+    one whole-prompt batch, and /metrics counts a llama_decode a batch."""
+    import json
+    model = c.model()
+    body = {"prompt": "Hello my name is John and I like", "n_predict": 4, "temperature": 0}
+    with Server(c, model) as sv:
+        whole = sv.ok("POST", "/completion", body)
+    with Server(c, model, "--batch-size", "4") as sv:
+        n = whole["tokens_evaluated"]
+        evs = [json.loads(e) for e in sv.stream("/completion", {
+            **body, "return_progress": True, "timings_per_token": True})]
+        prog = [e for e in evs if "prompt_progress" in e]
+        want = list(range(0, n, 4)) + [n]
+        check([p["prompt_progress"]["processed"] for p in prog] == want and
+              all(p["prompt_progress"]["total"] == n and p["content"] == "" for p in prog),
+              f"progress {[p['prompt_progress'] for p in prog]}, expected processed {want}")
+        ms = [p["timings"]["prompt_ms"] for p in prog]
+        check(ms[0] == 0 and ms == sorted(ms) and prog[0]["timings"]["prompt_n"] == 0,
+              f"progress timings {[p['timings'] for p in prog]}")
+        check("".join(e["content"] for e in evs) == whole["content"],
+              "batches of 4 change the text")
+        check("prompt_progress" not in json.dumps(sv.ok("POST", "/completion", {
+            **body, "return_progress": True})), "return_progress without stream: no progress")
+        m = sv.metrics()
+        check(m[("llamacpp:n_decode_total", ())] == 2 * (len(want) - 2 + 4),
+              f"n_decode_total {m[('llamacpp:n_decode_total', ())]}: a decode a batch")
+
+
+CASES = {"metrics_flag": case_metrics_flag, "hosts": case_hosts, "sleep_wake": case_sleep_wake,
+         "progress": case_progress}
 
 if __name__ == "__main__":
     run_main(CASES, ModelCtx, "rf-e2e-serve-parity-")

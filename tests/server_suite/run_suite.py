@@ -56,11 +56,10 @@ def parse_args():
     p.add_argument("--mode", action="append", choices=MODES,
                    help="a mode to run (repeatable; default bare)")
     p.add_argument("--exec-opts", default="", help="ramforge exec's options (exec mode)")
-    p.add_argument("--serve-drop", default="--parallel,--batch-size",
+    p.add_argument("--serve-drop", default="--parallel",
                    help="comma-separated llama-server flags the serve mode drops instead of "
-                        "refusing the start (default: --parallel,--batch-size, serve has one "
-                        "slot and decodes a prompt in batches of its own; '' drops none; named "
-                        "in the counts)")
+                        "refusing the start (default: --parallel, serve has one slot; '' drops "
+                        "none; named in the counts)")
     p.add_argument("--same-as-bare", action="store_true",
                    help="fail unless every test that passes bare passes in each other mode "
                         "(runs bare too)")

@@ -327,6 +327,13 @@ struct forge_token_probs {
 typedef bool (*forge_token_fn)(int32_t id, const char *piece, size_t len,
                                const struct forge_token_probs *probs, void *user_data);
 
+/*
+ * Called while the prompt is decoded (forge_generate_params.n_batch): once
+ * before its first batch (processed 0), then after each batch, with the
+ * prompt tokens decoded so far out of total.
+ */
+typedef void (*forge_progress_fn)(size_t processed, size_t total, void *user_data);
+
 struct forge_generate_params {
     const char *prompt;           /* UTF-8, tokenized with add_special = true, parse_special = true;
                                      ignored when prompt_tokens is given */
@@ -376,6 +383,9 @@ struct forge_generate_params {
     bool post_sampling_probs; /* probabilities after the chain instead of before */
     forge_token_fn on_token;  /* may be NULL */
     void *token_user_data;
+    uint32_t n_batch; /* the prompt is decoded in batches of at most n_batch tokens (the
+                         context's n_batch, as llama-server's --batch-size); 0: one batch */
+    forge_progress_fn on_prompt_progress; /* may be NULL; gets token_user_data */
 };
 
 /* What a generation produced, and its timings in nanoseconds (CLOCK_MONOTONIC). */
