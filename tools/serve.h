@@ -59,6 +59,8 @@ struct serve_options {
     double temperature;           /* --temp: a request's temperature when it gives none */
     bool sleep;                   /* --sleep-idle-seconds given (llama-server's sleep) */
     bool metrics;                 /* --metrics: answer /metrics (else 501, as llama-server) */
+    bool prompt_cache;            /* --prompt-cache: the last request's context stays alive,
+                                     its KV cache's common prefix reused (one slot) */
     long long batch_size;         /* --batch-size: a prompt is decoded in batches of at most
                                      this many tokens (default 2048, as llama-server's) */
     const char *chat_template;    /* --chat-template: a template or a built-in name of
@@ -101,6 +103,7 @@ struct serve {
     uint32_t n_ctx_limit; /* tokens a request's prompt + n_predict may use */
     uint64_t t_start_s;   /* time(NULL) at start */
     struct MHD_Daemon *daemons[SERVE_HOSTS_MAX]; /* one a --host address */
+    struct forge_context *kept; /* --prompt-cache: the last request's context (the worker's) */
     size_t n_daemons;
 
     pthread_mutex_t session_mu; /* every rf_session_* call */
@@ -121,6 +124,7 @@ struct serve {
                            awake, answered while sleeping (serve_sleep.c); NULL: none */
     /* counters since start */
     uint64_t prompt_tokens_total, tokens_predicted_total, requests_total;
+    uint64_t prompt_tokens_cached_total; /* prompt tokens the prompt cache held */
     uint64_t prompt_ns_total, decode_ns_total;
     uint64_t n_decode_total; /* llama_decode calls: one per sampled token */
     uint64_t n_tokens_max;   /* the most tokens a request's context held (prompt + generated) */

@@ -70,14 +70,16 @@ static json_t *probs_json(struct serve *sv, const struct serve_job *j, size_t t0
 }
 
 /*
- * llama-server's timings (result_timings::to_json) of n_prompt tokens in prompt_ns and
- * n_tokens generated in decode_ns; nothing is cached (cache_n 0).
+ * llama-server's timings (result_timings::to_json): n_cached prompt tokens the prompt cache
+ * held, n_prompt decoded in prompt_ns, n_tokens generated in decode_ns.
  */
-static json_t *timings_of(size_t n_prompt, uint64_t prompt_ns, size_t n_tokens, uint64_t decode_ns)
+static json_t *timings_of(size_t n_cached, size_t n_prompt, uint64_t prompt_ns, size_t n_tokens,
+                          uint64_t decode_ns)
 {
     double prompt_ms = (double)prompt_ns / 1e6, pred_ms = (double)decode_ns / 1e6;
     size_t n_after_first = n_tokens > 1 ? n_tokens - 1 : 0;
-    return json_pack("{s:i,s:I,s:f,s:f,s:f,s:I,s:f,s:f,s:f}", "cache_n", 0, "prompt_n",
+    return json_pack("{s:I,s:I,s:f,s:f,s:f,s:I,s:f,s:f,s:f}", "cache_n", (json_int_t)n_cached,
+                     "prompt_n",
                      (json_int_t)n_prompt, "prompt_ms", prompt_ms, "prompt_per_token_ms",
                      n_prompt ? prompt_ms / (double)n_prompt : 0.0, "prompt_per_second",
                      prompt_ms > 0 ? (double)n_prompt / prompt_ms * 1e3 : 0.0, "predicted_n",
@@ -88,7 +90,8 @@ static json_t *timings_of(size_t n_prompt, uint64_t prompt_ns, size_t n_tokens, 
 
 static json_t *timings_json(const struct serve_job *j)
 {
-    return timings_of(j->n_prompt, j->prompt_ns, j->n_tokens, j->decode_ns);
+    return timings_of(j->n_cached, j->n_prompt - j->n_cached, j->prompt_ns, j->n_tokens,
+                      j->decode_ns);
 }
 
 static json_t *settings_json(struct serve *sv, const struct serve_job *j)
@@ -168,7 +171,7 @@ static json_t *completion_json(struct serve *sv, const struct serve_job *j, size
                             json_boolean(j->text && memchr(j->text, '\n', j->text_len)));
         json_object_set_new(o, "stop_type", json_string(j->stop_type));
         json_object_set_new(o, "stopping_word", rf_json_str(j->stopping_word));
-        json_object_set_new(o, "tokens_cached", json_integer(0));
+        json_object_set_new(o, "tokens_cached", json_integer((json_int_t)j->n_kv_kept));
         json_object_set_new(o, "truncated", json_false());
         json_object_set_new(o, "generation_settings", settings_json(sv, j));
     }
@@ -342,10 +345,12 @@ json_t *serve_answer_progress(struct serve *sv, const struct serve_job *j, size_
         return NULL;
     uint64_t ns = j->progress_ns[k];
     json_object_set_new(o, "prompt_progress",
-                        json_pack("{s:I,s:i,s:I,s:I}", "total", (json_int_t)j->n_prompt, "cache", 0,
+                        json_pack("{s:I,s:I,s:I,s:I}", "total", (json_int_t)j->n_prompt, "cache",
+                                  (json_int_t)j->n_cached,
                                   "processed", (json_int_t)j->progress_done[k], "time_ms",
                                   (json_int_t)(ns / 1000000)));
-    json_object_set_new(o, "timings", timings_of(j->progress_done[k], ns, 0, 0));
+    json_object_set_new(o, "timings",
+                        timings_of(j->n_cached, j->progress_done[k] - j->n_cached, ns, 0, 0));
     if (!j->timings_per_token)
         json_object_del(o, "timings");
     return o;

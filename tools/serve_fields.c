@@ -421,9 +421,9 @@ static int parse_output(json_t *body, struct serve_job *j, char *msg, size_t len
         !serve_field_bool(body, "return_progress", &j->return_progress, msg, len) ||
         !serve_field_bool(body, "verbose", &j->verbose, msg, len))
         return 400;
-    bool cache_prompt = true;
-    if (!serve_field_bool(body, "cache_prompt", &cache_prompt, msg, len))
-        return 400; /* either way: one slot whose context is freed after each request */
+    j->cache_prompt = true;
+    if (!serve_field_bool(body, "cache_prompt", &j->cache_prompt, msg, len))
+        return 400; /* serve --prompt-cache keeps the last context; without it, none */
     if (json_is_object(so)) {
         const char *key;
         json_t *v;

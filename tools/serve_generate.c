@@ -133,8 +133,10 @@ static void on_progress(size_t processed, size_t total, void *ud)
     uint64_t now = rf_now_ns();
     (void)total;
     pthread_mutex_lock(&j->mu);
-    if (j->n_progress == 0)
+    if (j->n_progress == 0) {
         t->t_progress_ns = now;
+        j->n_cached = processed; /* the first update: what the prompt cache held */
+    }
     size_t cap = j->progress_cap;
     if (grow((void **)&j->progress_done, &cap, j->n_progress + 1, sizeof(size_t)) &&
         grow((void **)&j->progress_ns, &j->progress_cap, j->n_progress + 1, sizeof(uint64_t))) {

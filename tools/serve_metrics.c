@@ -81,14 +81,13 @@ static double per_second(uint64_t tokens, uint64_t ns)
 
 /*
  * llama-server's other series where serve has the figure (under sv->mu):
- * nothing is cached and nothing drafted (one slot, no prompt cache, no
- * speculative decoding), so those counters are 0; the throughput gauges
+ * nothing is drafted (no speculative decoding), so those counters are 0; the throughput gauges
  * cover the time since the last /metrics, as llama-server's.
  */
 static void llama_server_more(FILE *f, struct serve *sv)
 {
     metric_u64(f, "llamacpp:prompt_tokens_cached_total", "counter",
-               "Number of prompt tokens served from the cache.", 0);
+               "Number of prompt tokens served from the cache.", sv->prompt_tokens_cached_total);
     metric_u64(f, "llamacpp:n_decode_total", "counter", "Total number of llama_decode() calls",
                sv->n_decode_total);
     metric_u64(f, "llamacpp:n_tokens_max", "counter", "Largest observed n_tokens.",

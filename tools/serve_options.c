@@ -91,6 +91,11 @@ static void usage(FILE *out)
             "      --tags TAG[,TAG...]       /v1/models' tags (default: none)\n"
             "      --seed N                  seed of a request that gives none, 0..2^32-2\n"
             "                                (default -1: random)\n"
+            "      --prompt-cache            keep the last request's context alive, its KV\n"
+            "                                cache's common prefix with the next prompt\n"
+            "                                reused (llama-server's cache_prompt, one slot);\n"
+            "                                freed before the idle boundary and before a\n"
+            "                                release after each request\n"
             "      --batch-size N            decode a prompt in batches of at most N tokens,\n"
             "                                1..1048576 (default 2048, as llama-server's;\n"
             "                                return_progress reports each batch)\n"
@@ -162,6 +167,7 @@ enum {
     OPT_CHAT_TEMPLATE,
     OPT_METRICS,
     OPT_BATCH_SIZE,
+    OPT_PROMPT_CACHE,
 };
 
 const char *serve_model_name(const struct serve_options *o)
@@ -273,6 +279,9 @@ static int serve_option(int c, const char *arg, void *ud)
     case OPT_METRICS:
         o->metrics = true;
         break;
+    case OPT_PROMPT_CACHE:
+        o->prompt_cache = true;
+        break;
     case OPT_SLOTS:
     case OPT_NO_SLOTS:
         o->no_slots = c == OPT_NO_SLOTS;
@@ -313,6 +322,7 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
         {"slots", no_argument, NULL, OPT_SLOTS},
         {"metrics", no_argument, NULL, OPT_METRICS},
         {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
+        {"prompt-cache", no_argument, NULL, OPT_PROMPT_CACHE},
         {"temp", required_argument, NULL, OPT_TEMP},
         {"sleep-idle-seconds", required_argument, NULL, OPT_SLEEP},
         {"no-slots", no_argument, NULL, OPT_NO_SLOTS},

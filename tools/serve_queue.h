@@ -52,6 +52,7 @@ struct serve_job {
     size_t n_stop;
     bool return_tokens;     /* "tokens" of /completion's answer (default true) */
     bool timings_per_token; /* timings in every streamed event */
+    bool cache_prompt;      /* llama-server's cache_prompt (default true; --prompt-cache) */
     bool return_progress;   /* streamed: a prompt_progress event before and after each batch */
     bool include_usage;     /* stream_options.include_usage (chat) */
     bool verbose;           /* "__verbose" in OpenAI answers (default: serve -v) */
@@ -81,6 +82,7 @@ struct serve_job {
     const char *stop_type;         /* "eos", "limit", "word", "none" (cancelled) */
     const char *stopping_word;     /* the stop string met (one of stop[]), or "" */
     uint64_t prompt_ns, decode_ns; /* timings of the generation */
+    size_t n_cached, n_kv_kept;    /* prompt tokens the prompt cache held; tokens it keeps */
     /* ownership */
     int refs;
     struct serve_job *next; /* the queue's link */

@@ -11,6 +11,9 @@ on serve alone, against llama-server's answers as the suite reads them).
   progress         --batch-size 4 and return_progress: a prompt_progress event before the
                    first batch and after each, timings never going back; the same text as
                    one batch; n_decode_total counts the batches
+  prompt_cache     --prompt-cache: the common prefix of the last request's KV cache is
+                   reused (timings, tokens_cached, /metrics), the text unchanged; freed
+                   before the idle boundary, whose release still runs
   sleep_wake       --sleep-idle-seconds 1: is_sleeping (polled) after the idle release;
                    /health, /props, /models, /metrics leave it asleep and /metrics
                    answers the text of the last awake scrape; /tokenize wakes it and it
@@ -150,8 +153,49 @@ def case_progress(c):
               f"n_decode_total {m[('llamacpp:n_decode_total', ())]}: a decode a batch")
 
 
+def case_prompt_cache(c):
+    """--prompt-cache: a repeated prompt decodes only its last token, with the same text as
+    without the cache; a shared prefix is reused up to where the prompts differ;
+    cache_prompt false and a server without --prompt-cache reuse nothing; /metrics counts
+    the cached tokens apart; the idle boundary frees the kept context first, so its release
+    still runs (idle_released) and the next request starts from an empty cache."""
+    model = c.model()
+    body = {"prompt": "Hello my name is John and I like", "n_predict": 6, "temperature": 0}
+    with Server(c, model) as sv:
+        plain = [sv.ok("POST", "/completion", body) for _ in range(2)]
+        check([p["timings"]["cache_n"] for p in plain] == [0, 0], "cached without the option")
+    with Server(c, model, "--prompt-cache", "--residency-policy", "memory-bound",
+                "--memory-target", "1Mi", "--idle-seconds", "1") as sv:
+        a, b = (sv.ok("POST", "/completion", body) for _ in range(2))
+        n = a["tokens_evaluated"]
+        check(a["timings"]["cache_n"] == 0 and b["timings"]["cache_n"] == n - 1 and
+              b["timings"]["prompt_n"] == 1, f"repeated prompt: {a['timings']}, {b['timings']}")
+        check(a["content"] == b["content"] == plain[0]["content"],
+              "the cache changed the text")
+        check(b["tokens_cached"] == n + 5, f"tokens_cached {b['tokens_cached']}")
+        ids = sv.ok("POST", "/tokenize", {"content": body["prompt"], "add_special": True})
+        other = sv.ok("POST", "/completion", {**body, "prompt": ids["tokens"][:4] + [1000, 1001]})
+        check(other["timings"]["cache_n"] == 4, f"shared prefix of 4: {other['timings']}")
+        off = sv.ok("POST", "/completion", {**body, "cache_prompt": False})
+        check(off["timings"]["cache_n"] == 0, f"cache_prompt false: {off['timings']}")
+        m = sv.metrics()
+        check(m[("llamacpp:prompt_tokens_cached_total", ())] == n - 1 + 4 and
+              m[("llamacpp:prompt_tokens_total", ())] == n + 1 + 2 + n,
+              f"/metrics prompt tokens: {m[('llamacpp:prompt_tokens_cached_total', ())]} cached,"
+              f" {m[('llamacpp:prompt_tokens_total', ())]} processed")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and \
+                sv.ok("GET", "/props")["residency"]["idle_boundaries"] < 1:
+            time.sleep(0.05)  # polled with a deadline: the idle boundary ran
+        props = sv.ok("GET", "/props")["residency"]
+        check(props["state"] == "idle_released", f"the kept context blocked the release: {props}")
+        after = sv.ok("POST", "/completion", body)
+        check(after["timings"]["cache_n"] == 0 and after["content"] == a["content"],
+              f"after the idle boundary: {after['timings']}")
+
+
 CASES = {"metrics_flag": case_metrics_flag, "hosts": case_hosts, "sleep_wake": case_sleep_wake,
-         "progress": case_progress}
+         "progress": case_progress, "prompt_cache": case_prompt_cache}
 
 if __name__ == "__main__":
     run_main(CASES, ModelCtx, "rf-e2e-serve-parity-")

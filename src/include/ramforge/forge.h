@@ -386,6 +386,18 @@ struct forge_generate_params {
     uint32_t n_batch; /* the prompt is decoded in batches of at most n_batch tokens (the
                          context's n_batch, as llama-server's --batch-size); 0: one batch */
     forge_progress_fn on_prompt_progress; /* may be NULL; gets token_user_data */
+    /*
+     * A one-slot prompt cache (llama-server's cache_prompt), or NULL: a
+     * context of the generation's own, freed at its end. Else *keep is a
+     * context a previous generation left (or NULL): reused when it fits
+     * (n_ctx, n_batch, the same observer; a kept context's n_batch is
+     * n_batch, not capped by the prompt), its KV cache's longest common
+     * prefix with the prompt kept (all but the prompt's last token at
+     * most) and only the rest decoded; one that does not fit is freed. At
+     * a successful end the context is left in *keep, alive (the model is
+     * then not quiescent: forge_context_free it before a release).
+     */
+    struct forge_context **keep;
 };
 
 /* What a generation produced, and its timings in nanoseconds (CLOCK_MONOTONIC). */
@@ -414,6 +426,8 @@ struct forge_generate_result {
     uint64_t kv_cache_bytes;               /* context (KV cache) buffers, bytes */
     uint64_t compute_bytes;                /* compute (graph scratch) buffers, bytes */
     bool stopped_eog;                      /* the model produced end-of-generation */
+    size_t n_cached;  /* prompt tokens the kept context's KV cache already held (keep) */
+    size_t n_kv_kept; /* tokens in the KV cache of the context left in *keep */
     bool cancelled;                        /* on_token asked to stop */
 };
 
