@@ -333,13 +333,12 @@ static void worker(struct serve *sv)
         struct serve_job *j = serve_dequeue(sv);
         if (j) {
             sv->processing = true;
-            serve_wake_locked(sv);
+            serve_wake_locked(sv); /* drops what /metrics kept: none is kept while processing */
             pthread_mutex_unlock(&sv->mu);
             run_job(sv, j);
             serve_job_put(j);
             pthread_mutex_lock(&sv->mu);
             sv->processing = false;
-            serve_wake_locked(sv); /* what /metrics kept before the job is out of date */
             sv->last_activity_ns = rf_now_ns();
             sv->idle_done = false;
             continue;
