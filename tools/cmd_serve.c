@@ -207,8 +207,8 @@ static void run_job(struct serve *sv, struct serve_job *j)
         sv->tokens_predicted_total += gen.n_tokens;
         sv->prompt_ns_total += gen.prompt_ns;
         /* a decode before each sample, and one a prompt batch before the last */
-        sv->n_decode_total += gen.n_tokens + gen.stopped_eog +
-                              (gen.n_prompt - 1) / (uint64_t)sv->o->batch_size;
+        sv->n_decode_total +=
+            gen.n_tokens + gen.stopped_eog + (gen.n_prompt - 1) / (uint64_t)sv->o->batch_size;
         if (gen.n_prompt + gen.n_tokens > sv->n_tokens_max)
             sv->n_tokens_max = gen.n_prompt + gen.n_tokens;
         sv->decode_ns_total += gen.decode_ns;

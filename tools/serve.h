@@ -100,8 +100,8 @@ struct serve {
     struct rf_session *session;
     struct forge_model *model; /* the session's */
     struct forge_model_info info;
-    uint32_t n_ctx_limit; /* tokens a request's prompt + n_predict may use */
-    uint64_t t_start_s;   /* time(NULL) at start */
+    uint32_t n_ctx_limit;                        /* tokens a request's prompt + n_predict may use */
+    uint64_t t_start_s;                          /* time(NULL) at start */
     struct MHD_Daemon *daemons[SERVE_HOSTS_MAX]; /* one a --host address */
     struct forge_context *kept; /* --prompt-cache: the last request's context (the worker's) */
     size_t n_daemons;
@@ -116,10 +116,10 @@ struct serve {
     atomic_bool stopping;
     enum serve_residency residency;
     uint64_t last_activity_ns;
-    bool idle_done; /* the idle boundary ran since the last request */
-    bool sleeping;  /* /props is_sleeping: the idle boundary released the weights (or, with
-                       --sleep-idle-seconds, found them released) since the last request that
-                       wakes (serve_sleep.c) */
+    bool idle_done;     /* the idle boundary ran since the last request */
+    bool sleeping;      /* /props is_sleeping: the idle boundary released the weights (or, with
+                           --sleep-idle-seconds, found them released) since the last request that
+                           wakes (serve_sleep.c) */
     char *metrics_kept; /* --sleep-idle-seconds: ramforge's part of /metrics as last rendered
                            awake, answered while sleeping (serve_sleep.c); NULL: none */
     /* counters since start */

@@ -79,11 +79,11 @@ static json_t *timings_of(size_t n_cached, size_t n_prompt, uint64_t prompt_ns, 
     double prompt_ms = (double)prompt_ns / 1e6, pred_ms = (double)decode_ns / 1e6;
     size_t n_after_first = n_tokens > 1 ? n_tokens - 1 : 0;
     return json_pack("{s:I,s:I,s:f,s:f,s:f,s:I,s:f,s:f,s:f}", "cache_n", (json_int_t)n_cached,
-                     "prompt_n",
-                     (json_int_t)n_prompt, "prompt_ms", prompt_ms, "prompt_per_token_ms",
-                     n_prompt ? prompt_ms / (double)n_prompt : 0.0, "prompt_per_second",
-                     prompt_ms > 0 ? (double)n_prompt / prompt_ms * 1e3 : 0.0, "predicted_n",
-                     (json_int_t)n_tokens, "predicted_ms", pred_ms, "predicted_per_token_ms",
+                     "prompt_n", (json_int_t)n_prompt, "prompt_ms", prompt_ms,
+                     "prompt_per_token_ms", n_prompt ? prompt_ms / (double)n_prompt : 0.0,
+                     "prompt_per_second", prompt_ms > 0 ? (double)n_prompt / prompt_ms * 1e3 : 0.0,
+                     "predicted_n", (json_int_t)n_tokens, "predicted_ms", pred_ms,
+                     "predicted_per_token_ms",
                      n_after_first ? pred_ms / (double)n_after_first : 0.0, "predicted_per_second",
                      pred_ms > 0 ? (double)n_after_first / pred_ms * 1e3 : 0.0);
 }
@@ -336,18 +336,18 @@ json_t *serve_answer_progress(struct serve *sv, const struct serve_job *j, size_
 {
     /* llama-server's progress: an empty partial answer with prompt_progress (and, with
        timings_per_token, the prompt's timings so far); chat: the assistant's role chunk */
-    json_t *o = j->api == SERVE_API_COMPLETION ? completion_json(sv, j, 0, 0, 0, 0, false)
-                : j->api == SERVE_API_OAI
-                    ? oai_json(sv, j, 0, 0, 0, 0, false)
-                    : chat_chunk(sv, j, json_pack("{s:s,s:n}", "role", "assistant", "content"),
-                                 NULL);
+    json_t *o =
+        j->api == SERVE_API_COMPLETION ? completion_json(sv, j, 0, 0, 0, 0, false)
+        : j->api == SERVE_API_OAI
+            ? oai_json(sv, j, 0, 0, 0, 0, false)
+            : chat_chunk(sv, j, json_pack("{s:s,s:n}", "role", "assistant", "content"), NULL);
     if (!o)
         return NULL;
     uint64_t ns = j->progress_ns[k];
     json_object_set_new(o, "prompt_progress",
                         json_pack("{s:I,s:I,s:I,s:I}", "total", (json_int_t)j->n_prompt, "cache",
-                                  (json_int_t)j->n_cached,
-                                  "processed", (json_int_t)j->progress_done[k], "time_ms",
+                                  (json_int_t)j->n_cached, "processed",
+                                  (json_int_t)j->progress_done[k], "time_ms",
                                   (json_int_t)(ns / 1000000)));
     json_object_set_new(o, "timings",
                         timings_of(j->n_cached, j->progress_done[k] - j->n_cached, ns, 0, 0));

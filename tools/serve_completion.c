@@ -94,7 +94,7 @@ bool serve_wait_job(struct MHD_Connection *c, struct serve_job *j, bool progress
 
 struct stream {
     struct serve *sv;
-    struct serve_job *job; /* a reference */
+    struct serve_job *job;   /* a reference */
     struct serve_job **more; /* several prompts: the jobs after job, a reference each (NULL
                                 once started), queued one at a time as job ends */
     size_t n_more, index;    /* index: job's prompt among them all */

@@ -86,13 +86,14 @@ int serve_listen(struct serve *sv, MHD_AccessHandlerCallback on_request,
                 (l->v6 ? MHD_USE_IPv6 : 0),
             port, NULL, NULL, on_request, sv, MHD_OPTION_SOCK_ADDR, &l->sa,
             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)sv->o->head_timeout_s,
-            MHD_OPTION_CONNECTION_LIMIT, (unsigned int)sv->o->max_connections + SERVE_HEALTH_RESERVE,
+            MHD_OPTION_CONNECTION_LIMIT,
+            (unsigned int)sv->o->max_connections + SERVE_HEALTH_RESERVE,
             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)sv->o->max_per_address,
             MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv, MHD_OPTION_END);
         if (!d) {
             int e = errno;
-            cli_error("cannot listen on %s%s%s:%u: %s", l->v6 ? "[" : "", l->text,
-                      l->v6 ? "]" : "", port, e ? strerror(e) : "libmicrohttpd refused");
+            cli_error("cannot listen on %s%s%s:%u: %s", l->v6 ? "[" : "", l->text, l->v6 ? "]" : "",
+                      port, e ? strerror(e) : "libmicrohttpd refused");
             serve_listen_stop(sv);
             return e ? -e : -EIO;
         }

@@ -68,12 +68,12 @@ struct serve_job {
     int32_t *tokens; /* generated ids so far, owned */
     size_t *ends;    /* text bytes after each token (may exceed text_len after a stop) */
     size_t n_tokens, tokens_cap;
-    float *probs;     /* with n_probs: each token's probability, then n_probs ids/probs */
-    int32_t *top_ids; /* n_tokens * n_probs */
-    float *top_p_of;  /* n_tokens * n_probs */
-    size_t *top_n;    /* entries of each token's top */
-    size_t *progress_done;  /* return_progress: prompt tokens decoded at each update */
-    uint64_t *progress_ns;  /* and the time since the first update */
+    float *probs;          /* with n_probs: each token's probability, then n_probs ids/probs */
+    int32_t *top_ids;      /* n_tokens * n_probs */
+    float *top_p_of;       /* n_tokens * n_probs */
+    size_t *top_n;         /* entries of each token's top */
+    size_t *progress_done; /* return_progress: prompt tokens decoded at each update */
+    uint64_t *progress_ns; /* and the time since the first update */
     size_t n_progress, progress_cap;
     bool done;
     atomic_bool cancelled;         /* the client left: stop after the current token */

@@ -36,8 +36,8 @@ void serve_sleep_entered(struct serve *sv, enum serve_residency state)
     pthread_mutex_lock(&sv->mu);
     /* --sleep-idle-seconds: asleep once the weights are released to the target, also when
        nothing was left to release (a wake without a generation faults nothing back) */
-    sv->sleeping = state == SERVE_IDLE_RELEASED ||
-                   (sv->o->sleep && state != SERVE_IDLE_RELEASE_REFUSED);
+    sv->sleeping =
+        state == SERVE_IDLE_RELEASED || (sv->o->sleep && state != SERVE_IDLE_RELEASE_REFUSED);
     pthread_mutex_unlock(&sv->mu);
 }
 

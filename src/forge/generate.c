@@ -249,7 +249,8 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     out->n_prompt = (size_t)n_prompt;
 
     uint32_t need = (uint32_t)n_prompt + (uint32_t)p->n_predict - 1;
-    int32_t n_batch = p->n_batch && p->n_batch < (uint32_t)n_prompt ? (int32_t)p->n_batch : n_prompt;
+    int32_t n_batch =
+        p->n_batch && p->n_batch < (uint32_t)n_prompt ? (int32_t)p->n_batch : n_prompt;
     struct forge_context_params cp = {
         .n_ctx = p->n_ctx ? p->n_ctx : need,
         .n_batch = (uint32_t)n_batch,

@@ -63,7 +63,8 @@ static void test_batches_same_tokens(void **state)
     struct forge_generate_result whole, batched;
     struct progress p = {0};
     generate((struct forge_generate_params){0}, n_prompt, &whole);
-    generate((struct forge_generate_params){.n_batch = 3, .on_prompt_progress = on_progress,
+    generate((struct forge_generate_params){.n_batch = 3,
+                                            .on_prompt_progress = on_progress,
                                             .token_user_data = &p},
              n_prompt, &batched);
     assert_int_equal(batched.n_tokens, whole.n_tokens);

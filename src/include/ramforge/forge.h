@@ -428,7 +428,7 @@ struct forge_generate_result {
     bool stopped_eog;                      /* the model produced end-of-generation */
     size_t n_cached;  /* prompt tokens the kept context's KV cache already held (keep) */
     size_t n_kv_kept; /* tokens in the KV cache of the context left in *keep */
-    bool cancelled;                        /* on_token asked to stop */
+    bool cancelled;   /* on_token asked to stop */
 };
 
 /*
