@@ -27,7 +27,7 @@ _ramforge_opts_serve="-m --model --host --port -c --ctx-size -n --n-predict -t -
     --profile --profile-history --profile-save-every -v --verbose -h --help
     --header-timeout --max-connections --max-connections-per-address -q --quiet --memory-limit
     --alias --seed --cors-origins --slots --no-slots --temp --sleep-idle-seconds
-    --tags --chat-template
+    --tags --chat-template --metrics --batch-size --prompt-cache
     --jinja --no-jinja"
 _ramforge_opts_watch="-a --all -i --interval -n --iterations --once -j --json -b --bytes
     --metrics-file --listen --release-idle --memory-target --release-mode -h --help"
@@ -95,7 +95,7 @@ _ramforge_value()
         --timeout | --memory-limit | --profile-history | --profile-save-every | \
         --header-timeout | --max-connections | --max-connections-per-address | \
         -i | --interval | --iterations | --listen | --release-idle | \
-        --alias | --cors-origins | --temp | --sleep-idle-seconds | --tags | \
+        --alias | --cors-origins | --temp | --sleep-idle-seconds | --tags | --batch-size | \
         --chat-template)
         COMPREPLY=() ;; # a number, size or text: nothing to offer
     *) return 1 ;;

@@ -63,6 +63,8 @@ static bool admit_and_stage(struct serve *sv, struct serve_job *j)
 {
     struct rf_operation_request req = {.n_prompt = (uint32_t)j->n_prompt,
                                        .n_predict = (uint32_t)j->n_predict};
+    if (sv->o->prompt_cache && j->cache_prompt) /* the kept context is of -c tokens */
+        req.n_predict = sv->n_ctx_limit - (uint32_t)j->n_prompt;
     struct rf_admission_result adm;
     pthread_mutex_lock(&sv->session_mu);
     int rc = rf_session_admit_result(sv->session, &req, &adm);
@@ -137,6 +139,18 @@ static void log_request(const struct serve *sv, struct serve_job *j)
     pthread_mutex_unlock(&j->mu);
 }
 
+/*
+ * --prompt-cache: takes the kept context out of sv (NULL: none), to be
+ * freed before a boundary that needs the model quiescent or when a request
+ * asks for no cache.
+ */
+static struct forge_context *serve_forget_prompt(struct serve *sv)
+{
+    struct forge_context *fc = sv->kept;
+    sv->kept = NULL;
+    return fc;
+}
+
 /* Runs one queued request through the session's boundaries and answers it. */
 static void run_job(struct serve *sv, struct serve_job *j)
 {
@@ -159,11 +173,18 @@ static void run_job(struct serve *sv, struct serve_job *j)
         .observer = serve_profile_observer(sv),
     };
     int rc = 0;
+    if (sv->o->prompt_cache && j->cache_prompt) {
+        gp.keep = &sv->kept;
+        gp.n_ctx = sv->n_ctx_limit; /* llama-server's slot: one context of -c, reused */
+    } else
+        forge_context_free(serve_forget_prompt(sv));
     bool word = serve_generate(sv, j, &gp, &gen, err, &rc);
     pthread_mutex_lock(&sv->session_mu);
     if (rc == 0)
         serve_profile_trace(sv);
-    if (observing && !release_waits_for_idle(sv->o)) {
+    if (observing && !release_waits_for_idle(sv->o) && rf_policy_mutates(sv->o->sess.policy))
+        forge_context_free(serve_forget_prompt(sv)); /* a release after each request: no cache */
+    if (observing && !release_waits_for_idle(sv->o) && !sv->kept) {
         int brc = rf_session_boundary(sv->session, RF_BOUNDARY_AFTER_SESSION);
         if (brc < 0)
             cli_error("the after_session boundary failed: %s", rf_strerror(brc));
@@ -181,10 +202,13 @@ static void run_job(struct serve *sv, struct serve_job *j)
     } else {
         pthread_mutex_lock(&sv->mu);
         sv->requests_total++;
-        sv->prompt_tokens_total += gen.n_prompt;
+        sv->prompt_tokens_total += gen.n_prompt - gen.n_cached;
+        sv->prompt_tokens_cached_total += gen.n_cached;
         sv->tokens_predicted_total += gen.n_tokens;
         sv->prompt_ns_total += gen.prompt_ns;
-        sv->n_decode_total += gen.n_tokens + gen.stopped_eog; /* a decode before each sample */
+        /* a decode before each sample, and one a prompt batch before the last */
+        sv->n_decode_total +=
+            gen.n_tokens + gen.stopped_eog + (gen.n_prompt - 1) / (uint64_t)sv->o->batch_size;
         if (gen.n_prompt + gen.n_tokens > sv->n_tokens_max)
             sv->n_tokens_max = gen.n_prompt + gen.n_tokens;
         sv->decode_ns_total += gen.decode_ns;
@@ -194,6 +218,8 @@ static void run_job(struct serve *sv, struct serve_job *j)
         pthread_mutex_lock(&j->mu);
         j->stop_type = word ? "word" : gen.cancelled ? "none" : gen.stopped_eog ? "eos" : "limit";
         j->prompt_ns = gen.prompt_ns;
+        j->n_cached = gen.n_cached;
+        j->n_kv_kept = gen.n_kv_kept;
         j->decode_ns = gen.decode_ns;
         pthread_mutex_unlock(&j->mu);
         serve_job_finish(j, 200, NULL);
@@ -284,6 +310,8 @@ static void log_idle(const struct rf_report *r)
 static void run_idle(struct serve *sv)
 {
     char why[sizeof(sv->idle_reason)];
+    serve_sleep_enter(sv);
+    forge_context_free(serve_forget_prompt(sv)); /* the model quiescent: the cache goes first */
     pthread_mutex_lock(&sv->session_mu);
     int rc = rf_session_boundary(sv->session, RF_BOUNDARY_IDLE);
     if (rc < 0)
@@ -302,6 +330,7 @@ static void run_idle(struct serve *sv)
     sv->residency = state;
     snprintf(sv->idle_reason, sizeof(sv->idle_reason), "%s", why);
     pthread_mutex_unlock(&sv->mu);
+    serve_sleep_entered(sv, state);
     if (sv->o->sess.verbose)
         cli_error("idle boundary ran after %lld s without a request", sv->o->idle_seconds);
 }
@@ -315,6 +344,7 @@ static void worker(struct serve *sv)
         struct serve_job *j = serve_dequeue(sv);
         if (j) {
             sv->processing = true;
+            serve_wake_locked(sv); /* drops what /metrics kept: none is kept while processing */
             pthread_mutex_unlock(&sv->mu);
             run_job(sv, j);
             serve_job_put(j);
@@ -402,6 +432,7 @@ int cmd_serve(int argc, char **argv)
         .seed = -1,
         .temperature = 0.8,
         .cors_origins = "*",
+        .batch_size = 2048,
     };
     struct serve sv = {.o = &o};
     char err[FORGE_ERR_MAX];
@@ -467,6 +498,7 @@ int cmd_serve(int argc, char **argv)
         goto out;
     worker(&sv);
     serve_http_stop(&sv);
+    forge_context_free(serve_forget_prompt(&sv));
     status = serve_profile_close(&sv) ? 0 : RF_EXIT_FAILURE;
     if (o.sess.json_path) {
         rc = rf_session_report_write(sv.session, RF_REPORT_SESSION, o.sess.json_path);
@@ -484,6 +516,7 @@ out:
         pthread_join(sig_tid, NULL);
     forge_observer_free(sv.observer);
     forge_chat_templates_free(sv.templates);
+    free(sv.metrics_kept);
     rf_session_free(sv.session);
     pthread_cond_destroy(&sv.cv);
     pthread_mutex_destroy(&sv.mu);

@@ -28,13 +28,15 @@
 
 #define SERVE_BODY_MAX_BYTES (1u << 20) /* request bodies above 1 MiB answer 413 */
 #define SERVE_DRAIN_SECONDS 5           /* at exit, time given to answers being written */
+#define SERVE_HOSTS_MAX 8               /* addresses --host may list */
 
 /* What `ramforge serve`'s command line asked for. */
 struct serve_options {
     struct session_options sess;  /* -m, -n (a request's default n_predict), -t, -c (the largest
                                      context of a request; 0: the model's n_ctx_train), the
                                      policy, target, ... (shared with run) */
-    const char *host;             /* default 127.0.0.1 */
+    const char *host;             /* --host ADDR[,ADDR...]: IPv4 or IPv6 addresses, each listened
+                                     on (default 127.0.0.1) */
     long long port;               /* default 8080; 0: any free port (printed) */
     long long idle_seconds;       /* 0: no idle boundary */
     long long queue;              /* requests waiting behind the one running */
@@ -57,6 +59,11 @@ struct serve_options {
     bool no_slots;                /* --no-slots: /slots answers 501, as llama-server's */
     double temperature;           /* --temp: a request's temperature when it gives none */
     bool sleep;                   /* --sleep-idle-seconds given (llama-server's sleep) */
+    bool metrics;                 /* --metrics: answer /metrics (else 501, as llama-server) */
+    bool prompt_cache;            /* --prompt-cache: the last request's context stays alive,
+                                     its KV cache's common prefix reused (one slot) */
+    long long batch_size;         /* --batch-size: a prompt is decoded in batches of at most
+                                     this many tokens (default 2048, as llama-server's) */
     const char *chat_template;    /* --chat-template: a template or a built-in name of
                                      llama.cpp's; NULL: the model's */
     bool jinja;                   /* --jinja: chat templates through llama.cpp's Jinja engine */
@@ -95,9 +102,11 @@ struct serve {
     struct rf_session *session;
     struct forge_model *model; /* the session's */
     struct forge_model_info info;
-    uint32_t n_ctx_limit; /* tokens a request's prompt + n_predict may use */
-    uint64_t t_start_s;   /* time(NULL) at start */
-    struct MHD_Daemon *daemon;
+    uint32_t n_ctx_limit;                        /* tokens a request's prompt + n_predict may use */
+    uint64_t t_start_s;                          /* time(NULL) at start */
+    struct MHD_Daemon *daemons[SERVE_HOSTS_MAX]; /* one a --host address */
+    struct forge_context *kept; /* --prompt-cache: the last request's context (the worker's) */
+    size_t n_daemons;
 
     pthread_mutex_t session_mu; /* every rf_session_* call */
 
@@ -109,9 +118,15 @@ struct serve {
     atomic_bool stopping;
     enum serve_residency residency;
     uint64_t last_activity_ns;
-    bool idle_done; /* the idle boundary ran since the last request */
+    bool idle_done;     /* the idle boundary ran since the last request */
+    bool sleeping;      /* /props is_sleeping: the idle boundary released the weights (or, with
+                           --sleep-idle-seconds, found them released) since the last request that
+                           wakes (serve_sleep.c) */
+    char *metrics_kept; /* --sleep-idle-seconds: ramforge's part of /metrics as last rendered
+                           awake, answered while sleeping (serve_sleep.c); NULL: none */
     /* counters since start */
     uint64_t prompt_tokens_total, tokens_predicted_total, requests_total;
+    uint64_t prompt_tokens_cached_total; /* prompt tokens the prompt cache held */
     uint64_t prompt_ns_total, decode_ns_total;
     uint64_t n_decode_total; /* llama_decode calls: one per sampled token */
     uint64_t n_tokens_max;   /* the most tokens a request's context held (prompt + generated) */
@@ -161,7 +176,7 @@ bool serve_chat_template_check(struct serve *sv);
 /* "resident", "idle_released", "idle_release_refused", "staging" (serve_metrics.c). */
 const char *serve_residency_name(enum serve_residency r);
 
-/* Starts libmicrohttpd on host:port; prints the address. Returns 0 or -errno. */
+/* Starts libmicrohttpd on each --host address and --port; prints them. Returns 0 or -errno. */
 int serve_http_start(struct serve *sv);
 
 /*
@@ -174,8 +189,26 @@ void serve_http_stop(struct serve *sv);
 /*
  * The Prometheus text of /metrics (llama-server's names, then ramforge's),
  * NUL-terminated, the caller frees. Takes sv->mu, then sv->session_mu.
- * NULL: out of memory.
+ * While sleeping (--sleep-idle-seconds), ramforge's part is the one kept
+ * before the sleep, as llama-server answers from a snapshot. NULL: out of
+ * memory.
  */
 char *serve_metrics_text(struct serve *sv);
+
+/* ramforge's part of /metrics (after llama-server's names), the caller frees; NULL: no memory. */
+char *serve_metrics_ramforge_text(struct serve *sv);
+
+/*
+ * llama-server's sleep (serve_sleep.c). serve_sleep_enter, before the idle
+ * boundary (--sleep-idle-seconds): keeps ramforge's part of /metrics if
+ * none is. serve_sleep_entered, after it: sleeping unless the release was
+ * refused. serve_wake: a request that uses the model (a generation, a
+ * tokenization, a chat template) ends the sleep and restarts the idle time;
+ * serve_wake_locked with sv->mu held.
+ */
+void serve_sleep_enter(struct serve *sv);
+void serve_sleep_entered(struct serve *sv, enum serve_residency state);
+void serve_wake(struct serve *sv);
+void serve_wake_locked(struct serve *sv);
 
 #endif

@@ -69,18 +69,29 @@ static json_t *probs_json(struct serve *sv, const struct serve_job *j, size_t t0
     return a;
 }
 
-/* llama-server's timings (result_timings::to_json); nothing is cached (cache_n 0). */
-static json_t *timings_json(const struct serve_job *j)
+/*
+ * llama-server's timings (result_timings::to_json): n_cached prompt tokens the prompt cache
+ * held, n_prompt decoded in prompt_ns, n_tokens generated in decode_ns.
+ */
+static json_t *timings_of(size_t n_cached, size_t n_prompt, uint64_t prompt_ns, size_t n_tokens,
+                          uint64_t decode_ns)
 {
-    double prompt_ms = (double)j->prompt_ns / 1e6, pred_ms = (double)j->decode_ns / 1e6;
-    size_t n_after_first = j->n_tokens > 1 ? j->n_tokens - 1 : 0;
-    return json_pack("{s:i,s:I,s:f,s:f,s:f,s:I,s:f,s:f,s:f}", "cache_n", 0, "prompt_n",
-                     (json_int_t)j->n_prompt, "prompt_ms", prompt_ms, "prompt_per_token_ms",
-                     j->n_prompt ? prompt_ms / (double)j->n_prompt : 0.0, "prompt_per_second",
-                     prompt_ms > 0 ? (double)j->n_prompt / prompt_ms * 1e3 : 0.0, "predicted_n",
-                     (json_int_t)j->n_tokens, "predicted_ms", pred_ms, "predicted_per_token_ms",
+    double prompt_ms = (double)prompt_ns / 1e6, pred_ms = (double)decode_ns / 1e6;
+    size_t n_after_first = n_tokens > 1 ? n_tokens - 1 : 0;
+    return json_pack("{s:I,s:I,s:f,s:f,s:f,s:I,s:f,s:f,s:f}", "cache_n", (json_int_t)n_cached,
+                     "prompt_n", (json_int_t)n_prompt, "prompt_ms", prompt_ms,
+                     "prompt_per_token_ms", n_prompt ? prompt_ms / (double)n_prompt : 0.0,
+                     "prompt_per_second", prompt_ms > 0 ? (double)n_prompt / prompt_ms * 1e3 : 0.0,
+                     "predicted_n", (json_int_t)n_tokens, "predicted_ms", pred_ms,
+                     "predicted_per_token_ms",
                      n_after_first ? pred_ms / (double)n_after_first : 0.0, "predicted_per_second",
                      pred_ms > 0 ? (double)n_after_first / pred_ms * 1e3 : 0.0);
+}
+
+static json_t *timings_json(const struct serve_job *j)
+{
+    return timings_of(j->n_cached, j->n_prompt - j->n_cached, j->prompt_ns, j->n_tokens,
+                      j->decode_ns);
 }
 
 static json_t *settings_json(struct serve *sv, const struct serve_job *j)
@@ -160,7 +171,7 @@ static json_t *completion_json(struct serve *sv, const struct serve_job *j, size
                             json_boolean(j->text && memchr(j->text, '\n', j->text_len)));
         json_object_set_new(o, "stop_type", json_string(j->stop_type));
         json_object_set_new(o, "stopping_word", rf_json_str(j->stopping_word));
-        json_object_set_new(o, "tokens_cached", json_integer(0));
+        json_object_set_new(o, "tokens_cached", json_integer((json_int_t)j->n_kv_kept));
         json_object_set_new(o, "truncated", json_false());
         json_object_set_new(o, "generation_settings", settings_json(sv, j));
     }
@@ -318,5 +329,29 @@ json_t *serve_answer_merge(json_t *answers, enum serve_api api)
     json_t *usage = json_object_get(o, "usage");
     for (int k = 0; k < 3; k++)
         json_object_set_new(usage, keys[k], json_integer(sum[k]));
+    return o;
+}
+
+json_t *serve_answer_progress(struct serve *sv, const struct serve_job *j, size_t k)
+{
+    /* llama-server's progress: an empty partial answer with prompt_progress (and, with
+       timings_per_token, the prompt's timings so far); chat: the assistant's role chunk */
+    json_t *o =
+        j->api == SERVE_API_COMPLETION ? completion_json(sv, j, 0, 0, 0, 0, false)
+        : j->api == SERVE_API_OAI
+            ? oai_json(sv, j, 0, 0, 0, 0, false)
+            : chat_chunk(sv, j, json_pack("{s:s,s:n}", "role", "assistant", "content"), NULL);
+    if (!o)
+        return NULL;
+    uint64_t ns = j->progress_ns[k];
+    json_object_set_new(o, "prompt_progress",
+                        json_pack("{s:I,s:I,s:I,s:I}", "total", (json_int_t)j->n_prompt, "cache",
+                                  (json_int_t)j->n_cached, "processed",
+                                  (json_int_t)j->progress_done[k], "time_ms",
+                                  (json_int_t)(ns / 1000000)));
+    json_object_set_new(o, "timings",
+                        timings_of(j->n_cached, j->progress_done[k] - j->n_cached, ns, 0, 0));
+    if (!j->timings_per_token)
+        json_object_del(o, "timings");
     return o;
 }

@@ -76,7 +76,7 @@ static bool client_gone(struct MHD_Connection *c)
 
 bool serve_wait_job(struct MHD_Connection *c, struct serve_job *j, bool progress, size_t n_seen)
 {
-    while (!j->done && !(progress && j->n_tokens > n_seen)) {
+    while (!j->done && !(progress && j->n_tokens + j->n_progress > n_seen)) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += SERVE_POLL_MS * 1000000L;
@@ -97,9 +97,13 @@ bool serve_wait_job(struct MHD_Connection *c, struct serve_job *j, bool progress
 
 struct stream {
     struct serve *sv;
-    struct serve_job *job; /* a reference */
+    struct serve_job *job;   /* a reference */
+    struct serve_job **more; /* several prompts: the jobs after job, a reference each (NULL
+                                once started), queued one at a time as job ends */
+    size_t n_more, index;    /* index: job's prompt among them all */
     struct MHD_Connection *conn;
     size_t sent_text, sent_tokens; /* what the events so far carried */
+    size_t sent_progress;          /* prompt_progress events sent */
     char *pending;                 /* the events being written */
     size_t pending_len, pending_off;
     bool final_sent, done_sent;
@@ -174,6 +178,34 @@ static json_t *next_event(struct stream *st, struct serve_job *j)
     return ev;
 }
 
+/*
+ * Several prompts: after a prompt's final event, the next prompt's job
+ * (queued now, one slot) streams on in the same response, its events
+ * carrying its index, as llama-server streams every prompt of a request.
+ * False when none is left or it cannot be queued (then an error event).
+ */
+static bool stream_next_prompt(struct stream *st)
+{
+    char why[256];
+    if (st->index >= st->n_more)
+        return false;
+    struct serve_job *j = st->more[st->index];
+    st->more[st->index++] = NULL;
+    serve_job_put(st->job);
+    st->job = j;
+    st->sent_text = st->sent_tokens = st->sent_progress = 0;
+    st->final_sent = false;
+    if (serve_enqueue(st->sv, j, why, sizeof(why)))
+        return true;
+    st->final_sent = true;
+    stream_event(st,
+                 json_pack("{s:{s:i,s:s,s:s}}", "error", "code", 503, "message", why, "type",
+                           serve_error_type(503)),
+                 NULL);
+    st->index = st->n_more; /* nothing after an error, as llama-server */
+    return true;
+}
+
 /* MHD's content reader: blocks for the next token, writes its event. */
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
@@ -183,6 +215,10 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
     while (st->pending_off == st->pending_len) {
         if (st->done_sent)
             return MHD_CONTENT_READER_END_OF_STREAM;
+        if (st->final_sent && stream_next_prompt(st)) {
+            j = st->job;
+            continue;
+        }
         if (st->final_sent) {
             st->done_sent = true;
             if (j->api == SERVE_API_COMPLETION)
@@ -192,21 +228,28 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         }
         pthread_mutex_lock(&j->mu);
         json_t *ev = NULL;
-        while (!(ev = next_event(st, j)) && !(j->done && st->sent_tokens == j->n_tokens)) {
-            if (!serve_wait_job(st->conn, j, true, j->n_tokens)) {
+        bool error = false;
+        while (!(ev = st->sent_progress < j->n_progress
+                          ? serve_answer_progress(st->sv, j, st->sent_progress++)
+                          : next_event(st, j)) &&
+               !(j->done && st->sent_tokens == j->n_tokens)) {
+            if (!serve_wait_job(st->conn, j, true, j->n_tokens + j->n_progress)) {
                 pthread_mutex_unlock(&j->mu);
                 return MHD_CONTENT_READER_END_WITH_ERROR;
             }
         }
         if (!ev) { /* done, every token sent: the final event */
             st->final_sent = true;
-            if (j->status != 200)
+            error = j->status != 200;
+            if (error)
                 ev = json_pack("{s:{s:i,s:s,s:s}}", "error", "code", j->status, "message",
                                j->message, "type", serve_error_type(j->status));
             else
                 ev = serve_answer_final(st->sv, j, st->sent_text, j->text_len, st->sent_tokens);
             st->sent_text = j->text_len;
         }
+        if (st->n_more && !error)
+            serve_answer_index(ev, j->api, st->index);
         pthread_mutex_unlock(&j->mu);
         if (!stream_event(st, ev, NULL))
             return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -225,17 +268,28 @@ static void stream_free(void *cls)
     if (!st->final_sent)
         atomic_store(&st->job->cancelled, true); /* the connection ended early */
     serve_job_put(st->job);
+    for (size_t i = 0; i < st->n_more; i++)
+        serve_job_put(st->more[i]);
+    free(st->more);
     free(st->pending);
     free(st);
 }
 
-static enum MHD_Result reply_stream(struct serve *sv, struct MHD_Connection *c, struct serve_job *j)
+/* Streams j, then the jobs of more (n_more, their references taken) one after the other. */
+static enum MHD_Result reply_stream(struct serve *sv, struct MHD_Connection *c, struct serve_job *j,
+                                    struct serve_job **more, size_t n_more)
 {
     struct stream *s = calloc(1, sizeof(*s));
-    if (!s)
+    if (!s) {
+        for (size_t i = 0; i < n_more; i++)
+            serve_job_put(more[i]);
+        free(more);
         return serve_reply_error(c, 500, "out of memory");
+    }
     s->sv = sv;
     s->job = j;
+    s->more = more;
+    s->n_more = n_more;
     s->conn = c;
     pthread_mutex_lock(&j->mu);
     j->refs++;
@@ -256,10 +310,33 @@ static enum MHD_Result reply_stream(struct serve *sv, struct MHD_Connection *c, 
 
 /* --- the handler ----------------------------------------------------------------------------- */
 
+/* Parses body for one prompt into j; 0 or the HTTP status of an error (msg). */
+static int parse_job(struct serve *sv, json_t *body, enum serve_api api, const char *chat_prompt,
+                     struct serve_job *j, char *msg, size_t len)
+{
+    if (chat_prompt && !(j->prompt_text = strdup(chat_prompt))) {
+        snprintf(msg, len, "out of memory");
+        return 500;
+    }
+    struct serve_request_env env = serve_request_env_of(sv);
+    int st = serve_parse_completion(&env, body, api, j, msg, len);
+    if (st)
+        return st;
+    /* "prompt" as llama-server echoes it: the tokens' text, special ones rendered ("<s> ...") */
+    free(j->prompt_text);
+    j->prompt_text = NULL;
+    if (forge_detokenize(sv->model, j->prompt_tokens, j->n_prompt, &j->prompt_text) < 0) {
+        snprintf(msg, len, "cannot detokenize the prompt");
+        return 400;
+    }
+    return 0;
+}
+
 /*
  * Parses body for one prompt into a new job (rq->job, the connection's
- * reference, replacing the previous one), queues it and waits for it.
- * Returns 0 or the HTTP status of an error (msg).
+ * reference, replacing the previous one), queues it and waits for it (a
+ * streamed one: for its first token). Returns 0 or the HTTP status of an
+ * error (msg).
  */
 static int run_one(struct serve *sv, struct MHD_Connection *c, struct conn_req *rq, json_t *body,
                    enum serve_api api, const char *chat_prompt, bool *alive, char *msg, size_t len)
@@ -277,21 +354,9 @@ static int run_one(struct serve *sv, struct MHD_Connection *c, struct conn_req *
         pthread_mutex_unlock(&sv->mu);
     }
     rq->job = j;
-    if (chat_prompt && !(j->prompt_text = strdup(chat_prompt))) {
-        snprintf(msg, len, "out of memory");
-        return 500;
-    }
-    struct serve_request_env env = serve_request_env_of(sv);
-    int st = serve_parse_completion(&env, body, api, j, msg, len);
+    int st = parse_job(sv, body, api, chat_prompt, j, msg, len);
     if (st)
         return st;
-    /* "prompt" as llama-server echoes it: the tokens' text, special ones rendered ("<s> ...") */
-    free(j->prompt_text);
-    j->prompt_text = NULL;
-    if (forge_detokenize(sv->model, j->prompt_tokens, j->n_prompt, &j->prompt_text) < 0) {
-        snprintf(msg, len, "cannot detokenize the prompt");
-        return 400;
-    }
     if (!serve_enqueue(sv, j, msg, len))
         return 503;
     pthread_mutex_lock(&j->mu);
@@ -301,6 +366,36 @@ static int run_one(struct serve *sv, struct MHD_Connection *c, struct conn_req *
         snprintf(msg, len, "%s", j->message);
     pthread_mutex_unlock(&j->mu);
     return status;
+}
+
+/*
+ * A streamed request of n prompts: the jobs of prompts 1..n-1 parsed
+ * before anything is sent (an error answers 400 as one prompt's would),
+ * streamed after prompt 0's (reply_stream). Returns 0 or the status (msg).
+ */
+static int parse_more(struct serve *sv, json_t *b, enum serve_api api, json_t **prompts, size_t n,
+                      struct serve_job ***more, size_t *n_more, char *msg, size_t len)
+{
+    struct serve_job **jobs = calloc(n - 1, sizeof(*jobs));
+    int st = jobs ? 0 : 500;
+    for (size_t i = 1; !st && i < n; i++) {
+        json_object_set(b, "prompt", prompts[i]);
+        jobs[i - 1] = serve_job_new();
+        st = jobs[i - 1] ? parse_job(sv, b, api, NULL, jobs[i - 1], msg, len) : 500;
+        if (!st)
+            *n_more = i;
+    }
+    if (st == 500)
+        snprintf(msg, len, "out of memory");
+    if (st) {
+        for (size_t i = 0; jobs && i < n - 1; i++)
+            serve_job_put(jobs[i]);
+        free(jobs);
+        *n_more = 0;
+        return st;
+    }
+    *more = jobs;
+    return 0;
 }
 
 enum MHD_Result serve_handle_completion(struct serve *sv, struct MHD_Connection *c,
@@ -320,12 +415,10 @@ enum MHD_Result serve_handle_completion(struct serve *sv, struct MHD_Connection 
     json_t *b = st ? NULL : json_copy(body);
     if (!st && (!answers || !b))
         st = 500, snprintf(msg, sizeof(msg), "out of memory");
-    json_t *stream = json_object_get(body, "stream");
-    if (!st && n > 1 && json_is_true(stream))
-        st = 400, snprintf(msg, sizeof(msg),
-                           "'stream' with %zu prompts is not implemented by "
-                           "ramforge serve: one prompt a streamed request",
-                           n);
+    struct serve_job **more = NULL;
+    size_t n_more = 0;
+    if (!st && n > 1 && json_is_true(json_object_get(body, "stream")))
+        st = parse_more(sv, b, api, prompts, n, &more, &n_more, msg, sizeof(msg));
     for (size_t i = 0; !st && i < n; i++) {
         if (prompts)
             json_object_set(b, "prompt", prompts[i]);
@@ -335,7 +428,9 @@ enum MHD_Result serve_handle_completion(struct serve *sv, struct MHD_Connection 
             goto out;
         }
         if (!st && rq->job->stream) {
-            ret = reply_stream(sv, c, rq->job);
+            ret = reply_stream(sv, c, rq->job, more, n_more);
+            more = NULL;
+            n_more = 0;
             goto out;
         }
         if (!st) {
@@ -361,6 +456,9 @@ enum MHD_Result serve_handle_completion(struct serve *sv, struct MHD_Connection 
     else
         ret = serve_reply_json(c, 200, serve_answer_merge(answers, api));
 out:
+    for (size_t i = 0; i < n_more; i++)
+        serve_job_put(more[i]);
+    free(more);
     for (size_t i = 0; prompts && i < n; i++)
         json_decref(prompts[i]);
     free(prompts);

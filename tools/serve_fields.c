@@ -90,6 +90,7 @@ const char *const serve_fields_common[] = {"stream",
                                            "post_sampling_probs",
                                            "return_tokens",
                                            "timings_per_token",
+                                           "return_progress",
                                            "response_fields",
                                            "n",
                                            "n_cmpl",
@@ -518,11 +519,12 @@ static int parse_output(json_t *body, struct serve_job *j, char *msg, size_t len
     if (!serve_field_bool(body, "stream", &j->stream, msg, len) ||
         !serve_field_bool(body, "return_tokens", &j->return_tokens, msg, len) ||
         !serve_field_bool(body, "timings_per_token", &j->timings_per_token, msg, len) ||
+        !serve_field_bool(body, "return_progress", &j->return_progress, msg, len) ||
         !serve_field_bool(body, "verbose", &j->verbose, msg, len))
         return 400;
-    bool cache_prompt = true;
-    if (!serve_field_bool(body, "cache_prompt", &cache_prompt, msg, len))
-        return 400; /* either way: one slot whose context is freed after each request */
+    j->cache_prompt = true;
+    if (!serve_field_bool(body, "cache_prompt", &j->cache_prompt, msg, len))
+        return 400; /* serve --prompt-cache keeps the last context; without it, none */
     if (json_is_object(so)) {
         const char *key;
         json_t *v;

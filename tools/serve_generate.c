@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ramforge/timing.h"
 #include "serve.h"
 
 /* Grows *buf (elements of size el) to hold need; false on ENOMEM. */
@@ -80,6 +81,7 @@ static bool find_stop(const struct serve_job *j, size_t added, size_t *at, const
 struct serve_token_sink {
     struct serve *sv;
     struct serve_job *job;
+    uint64_t t_progress_ns; /* the first prompt_progress update */
 };
 
 /* forge_generate's per-token hook: publish the token; stop at a stop string, a gone client, a
@@ -123,10 +125,32 @@ static bool on_token(int32_t id, const char *piece, size_t len,
     return ok && !stop && !atomic_load(&j->cancelled) && !atomic_load(&t->sv->stopping);
 }
 
+/* forge_generate's prompt progress (return_progress): one update of the job, its time. */
+static void on_progress(size_t processed, size_t total, void *ud)
+{
+    struct serve_token_sink *t = ud;
+    struct serve_job *j = t->job;
+    uint64_t now = rf_now_ns();
+    (void)total;
+    pthread_mutex_lock(&j->mu);
+    if (j->n_progress == 0) {
+        t->t_progress_ns = now;
+        j->n_cached = processed; /* the first update: what the prompt cache held */
+    }
+    size_t cap = j->progress_cap;
+    if (grow((void **)&j->progress_done, &cap, j->n_progress + 1, sizeof(size_t)) &&
+        grow((void **)&j->progress_ns, &j->progress_cap, j->n_progress + 1, sizeof(uint64_t))) {
+        j->progress_done[j->n_progress] = processed;
+        j->progress_ns[j->n_progress++] = now - t->t_progress_ns;
+    }
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
 bool serve_generate(struct serve *sv, struct serve_job *j, struct forge_generate_params *gp,
                     struct forge_generate_result *gen, char err[FORGE_ERR_MAX], int *rc)
 {
-    struct serve_token_sink sink = {sv, j};
+    struct serve_token_sink sink = {sv, j, 0};
     gp->prompt_tokens = j->prompt_tokens;
     gp->n_prompt_tokens = j->n_prompt;
     gp->n_predict = j->n_predict;
@@ -147,6 +171,8 @@ bool serve_generate(struct serve *sv, struct serve_job *j, struct forge_generate
     gp->n_probs = j->n_probs;
     gp->post_sampling_probs = j->post_sampling_probs;
     gp->on_token = on_token;
+    gp->n_batch = (uint32_t)sv->o->batch_size;
+    gp->on_prompt_progress = j->stream && j->return_progress ? on_progress : NULL;
     gp->token_user_data = &sink;
     *rc = forge_generate(sv->model, gp, gen, err);
     pthread_mutex_lock(&j->mu);

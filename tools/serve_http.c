@@ -9,13 +9,10 @@
  */
 #include "serve_http.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 
 #include "cli.h"
@@ -136,7 +133,7 @@ static enum MHD_Result handle_props(struct serve *sv, struct MHD_Connection *c)
     serve_build_info(build, sizeof(build));
     const char *tmpl = sv->o->chat_template ? sv->o->chat_template : forge_chat_template(sv->model);
     pthread_mutex_lock(&sv->mu);
-    bool sleeping = sv->residency == SERVE_IDLE_RELEASED;
+    bool sleeping = sv->sleeping;
     json_t *res =
         json_pack("{s:s,s:o,s:s,s:b,s:I,s:I,s:I,s:b,s:I,s:b,s:I}", "state",
                   serve_residency_name(sv->residency), "idle_release_reason",
@@ -217,6 +214,8 @@ enum {
     R_SLOTS,
     R_SLOT_ACTION,
     R_INPUT_TOKENS,
+    R_RESPONSES_TOKENS,
+    R_ANTHROPIC_TOKENS,
 };
 
 static const struct route routes[] = {
@@ -237,6 +236,9 @@ static const struct route routes[] = {
     {"/apply-template", "POST", false, R_APPLY_TEMPLATE},
     {"/chat/completions/input_tokens", "POST", false, R_INPUT_TOKENS},
     {"/v1/chat/completions/input_tokens", "POST", false, R_INPUT_TOKENS},
+    {"/responses/input_tokens", "POST", false, R_RESPONSES_TOKENS},
+    {"/v1/responses/input_tokens", "POST", false, R_RESPONSES_TOKENS},
+    {"/v1/messages/count_tokens", "POST", false, R_ANTHROPIC_TOKENS},
     {"/slots", "GET", false, R_SLOTS},
     {"/slots/", "POST", false, R_SLOT_ACTION}, /* /slots/<id>?action=save|restore|erase */
 };
@@ -263,6 +265,11 @@ static enum MHD_Result route_request(struct serve *sv, struct MHD_Connection *c,
     if (rq->too_big)
         return serve_reply_error(c, 413, "the request body is larger than %u bytes",
                                  SERVE_BODY_MAX_BYTES);
+    /* what uses the model wakes a sleeping server; /health, /props, /models, /metrics,
+       /residency do not (llama-server's answers during sleep) */
+    if (r->id != R_HEALTH && r->id != R_PROPS && r->id != R_MODELS && r->id != R_METRICS &&
+        r->id != R_RESIDENCY)
+        serve_wake(sv);
     switch (r->id) {
     case R_HEALTH:
         return serve_reply_json(c, 200, json_pack("{s:s}", "status", "ok"));
@@ -271,6 +278,10 @@ static enum MHD_Result route_request(struct serve *sv, struct MHD_Connection *c,
     case R_MODELS:
         return serve_reply_json(c, 200, models_json(sv));
     case R_METRICS:
+        if (!sv->o->metrics)
+            return serve_reply_error(c, 501,
+                                     "This server does not support metrics endpoint. Start it "
+                                     "with `--metrics`");
         return serve_reply_text(c, 200, serve_metrics_text(sv), "text/plain; version=0.0.4");
     case R_RESIDENCY:
         return handle_residency(sv, c);
@@ -296,6 +307,8 @@ static enum MHD_Result route_request(struct serve *sv, struct MHD_Connection *c,
         ret = serve_handle_apply_template(sv, c, body);
     else if (r->id == R_INPUT_TOKENS)
         ret = serve_handle_input_tokens(sv, c, body);
+    else if (r->id == R_RESPONSES_TOKENS || r->id == R_ANTHROPIC_TOKENS)
+        ret = serve_handle_count_tokens(sv, c, body, r->id == R_ANTHROPIC_TOKENS);
     else
         ret = serve_handle_completion(sv, c, rq, body,
                                       r->id == R_OAI    ? SERVE_API_OAI
@@ -305,19 +318,10 @@ static enum MHD_Result route_request(struct serve *sv, struct MHD_Connection *c,
     return ret;
 }
 
-/*
- * Connections accepted beyond --max-connections, for /health alone: with
- * the table full of idle connections, a health check is still answered
- * (every other request beyond the limit: 503).
- */
-#define SERVE_HEALTH_RESERVE 4
-
 /* Whether more than --max-connections connections are open (this one among them). */
 static bool over_connection_limit(struct serve *sv)
 {
-    const union MHD_DaemonInfo *di =
-        MHD_get_daemon_info(sv->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-    return di && di->num_connections > (unsigned long long)sv->o->max_connections;
+    return serve_listen_connections(sv) > (unsigned long long)sv->o->max_connections;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -397,28 +401,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 int serve_http_start(struct serve *sv)
 {
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)sv->o->port)};
-    if (inet_pton(AF_INET, sv->o->host, &addr.sin_addr) != 1) {
-        cli_error("invalid --host '%s': expected an IPv4 address such as 127.0.0.1", sv->o->host);
-        return -EINVAL;
-    }
     serve_reply_init(sv);
-    sv->daemon = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL,
-        (uint16_t)sv->o->port, NULL, NULL, on_request, sv, MHD_OPTION_SOCK_ADDR, &addr,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)sv->o->head_timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)sv->o->max_connections + SERVE_HEALTH_RESERVE,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)sv->o->max_per_address,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv, MHD_OPTION_END);
-    if (!sv->daemon) {
-        cli_error("cannot listen on %s:%lld: %s", sv->o->host, sv->o->port,
-                  errno ? strerror(errno) : "libmicrohttpd refused");
-        return errno ? -errno : -EIO;
-    }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(sv->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    fprintf(stderr, "%s: serving %s on http://%s:%u/\n", RF_PROGRAM, sv->o->sess.model, sv->o->host,
-            di ? di->port : (unsigned)sv->o->port);
-    return 0;
+    return serve_listen(sv, on_request, on_completed);
 }
 
 void serve_http_stop(struct serve *sv)
@@ -431,8 +415,5 @@ void serve_http_stop(struct serve *sv)
            pthread_cond_timedwait(&sv->cv, &sv->mu, &until) != ETIMEDOUT)
         ;
     pthread_mutex_unlock(&sv->mu);
-    if (sv->daemon) {
-        MHD_stop_daemon(sv->daemon);
-        sv->daemon = NULL;
-    }
+    serve_listen_stop(sv);
 }

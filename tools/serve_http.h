@@ -24,6 +24,29 @@ struct conn_req {
     struct serve_job *job; /* a reference, or NULL */
 };
 
+/*
+ * Connections accepted beyond --max-connections, for /health alone: with
+ * the table full of idle connections, a health check is still answered
+ * (every other request beyond the limit: 503).
+ */
+#define SERVE_HEALTH_RESERVE 4
+
+/* --- listening (serve_listen.c) --- */
+
+/*
+ * Starts one libmicrohttpd daemon per --host address (sv->daemons), all on
+ * --port (0: the port the first got), each printed. Returns 0 or -errno
+ * (said on stderr; none left running).
+ */
+int serve_listen(struct serve *sv, MHD_AccessHandlerCallback on_request,
+                 MHD_RequestCompletedCallback on_completed);
+
+/* Open connections, every address together. */
+unsigned long long serve_listen_connections(struct serve *sv);
+
+/* Stops every daemon (closes their connections). */
+void serve_listen_stop(struct serve *sv);
+
 /* --- replies (serve_reply.c) --- */
 
 /* llama-server's error type of an HTTP status (tools/server/utils.hpp). */
@@ -57,7 +80,8 @@ size_t serve_utf8_complete_len(const char *s, size_t n);
 
 /*
  * Waits (j->mu held) until j is done or, with progress, has more than
- * n_seen tokens; cancels j and returns false when the client hangs up.
+ * n_seen tokens and prompt_progress updates together; cancels j and
+ * returns false when the client hangs up.
  */
 bool serve_wait_job(struct MHD_Connection *c, struct serve_job *j, bool progress, size_t n_seen);
 
@@ -72,6 +96,9 @@ void serve_build_info(char *buf, size_t len);
 /* A streamed event (or, for chat, an array of chunks) of text[from..to), tokens [t0, t1). */
 json_t *serve_answer_partial(struct serve *sv, const struct serve_job *j, size_t from, size_t to,
                              size_t t0, size_t t1);
+
+/* The k-th prompt_progress event of j (return_progress), as llama-server's. */
+json_t *serve_answer_progress(struct serve *sv, const struct serve_job *j, size_t k);
 
 /* The whole answer of a done job, or (streamed) its last event(s) after from/t0. */
 json_t *serve_answer_final(struct serve *sv, const struct serve_job *j, size_t from, size_t to,
@@ -103,6 +130,13 @@ int serve_chat_prompt(struct serve *sv, json_t *body, char **text, char *msg, si
 /* POST /chat/completions/input_tokens: {"messages"} -> {"input_tokens"}, the chat's prompt tokens.
  */
 enum MHD_Result serve_handle_input_tokens(struct serve *sv, struct MHD_Connection *c, json_t *body);
+
+/*
+ * POST /v1/responses/input_tokens ({"input"}) or, anthropic, /v1/messages/count_tokens
+ * ({"messages"}) -> {"input_tokens"}: the chat's prompt tokens (serve_count.c).
+ */
+enum MHD_Result serve_handle_count_tokens(struct serve *sv, struct MHD_Connection *c, json_t *body,
+                                          bool anthropic);
 
 /* POST /apply-template: {"messages"} -> {"prompt"}. */
 enum MHD_Result serve_handle_apply_template(struct serve *sv, struct MHD_Connection *c,

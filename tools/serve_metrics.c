@@ -1,6 +1,6 @@
 /*
- * ramforge serve's /metrics: Prometheus text format 0.0.4. llama-server's
- * names where they overlap (tools/server/server-context.cpp, metrics
+ * ramforge serve's /metrics (with --metrics): Prometheus text format 0.0.4.
+ * llama-server's names where they overlap (tools/server/server-context.cpp, metrics
  * handler: llamacpp:prompt_tokens_total, llamacpp:tokens_predicted_total,
  * llamacpp:requests_processing, ...), then the server's own counters
  * (requests, admission outcomes, staging, idle boundaries), the live
@@ -13,6 +13,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ramforge/metrics.h"
 #include "ramforge/session_ext.h"
@@ -80,14 +81,13 @@ static double per_second(uint64_t tokens, uint64_t ns)
 
 /*
  * llama-server's other series where serve has the figure (under sv->mu):
- * nothing is cached and nothing drafted (one slot, no prompt cache, no
- * speculative decoding), so those counters are 0; the throughput gauges
+ * nothing is drafted (no speculative decoding), so those counters are 0; the throughput gauges
  * cover the time since the last /metrics, as llama-server's.
  */
 static void llama_server_more(FILE *f, struct serve *sv)
 {
     metric_u64(f, "llamacpp:prompt_tokens_cached_total", "counter",
-               "Number of prompt tokens served from the cache.", 0);
+               "Number of prompt tokens served from the cache.", sv->prompt_tokens_cached_total);
     metric_u64(f, "llamacpp:n_decode_total", "counter", "Total number of llama_decode() calls",
                sv->n_decode_total);
     metric_u64(f, "llamacpp:n_tokens_max", "counter", "Largest observed n_tokens.",
@@ -116,10 +116,9 @@ static void llama_server_more(FILE *f, struct serve *sv)
     sv->bucket_decode_ns = sv->decode_ns_total;
 }
 
-/* The counters kept by the server itself (under sv->mu). */
-static void server_metrics(FILE *f, struct serve *sv)
+/* llama-server's series: the counters kept by the server itself (under sv->mu). */
+static void llama_server_metrics(FILE *f, struct serve *sv)
 {
-    pthread_mutex_lock(&sv->mu);
     metric_u64(f, "llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed.",
                sv->prompt_tokens_total);
     family(f, "llamacpp:prompt_seconds_total", "counter", "Prompt process time");
@@ -133,6 +132,12 @@ static void server_metrics(FILE *f, struct serve *sv)
                sv->processing);
     metric_u64(f, "llamacpp:requests_deferred", "gauge", "Number of requests deferred.",
                sv->queue.n);
+}
+
+/* ramforge's counters kept by the server itself. */
+static void server_metrics(FILE *f, struct serve *sv)
+{
+    pthread_mutex_lock(&sv->mu);
     metric_u64(f, "ramforge_requests_total", "counter", "Generations run to their end.",
                sv->requests_total);
     metric_u64(f, "ramforge_requests_cancelled_total", "counter",
@@ -164,7 +169,7 @@ static void server_metrics(FILE *f, struct serve *sv)
     pthread_mutex_unlock(&sv->mu);
 }
 
-char *serve_metrics_text(struct serve *sv)
+char *serve_metrics_ramforge_text(struct serve *sv)
 {
     char *text = NULL;
     size_t len = 0;
@@ -188,5 +193,41 @@ char *serve_metrics_text(struct serve *sv)
         free(text);
         return NULL;
     }
+    return text;
+}
+
+char *serve_metrics_text(struct serve *sv)
+{
+    char *text = NULL, *own = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    pthread_mutex_lock(&sv->mu);
+    llama_server_metrics(f, sv);
+    bool kept = sv->sleeping && sv->metrics_kept;
+    if (kept)
+        own = strdup(sv->metrics_kept);
+    pthread_mutex_unlock(&sv->mu);
+    if (!kept && (own = serve_metrics_ramforge_text(sv)) && sv->o->sleep) {
+        /* awake: the text a sleep would answer with, unless a request ran since */
+        char *copy = strdup(own);
+        pthread_mutex_lock(&sv->mu);
+        if (!sv->sleeping && !sv->processing && copy) {
+            free(sv->metrics_kept);
+            sv->metrics_kept = copy;
+            copy = NULL;
+        }
+        pthread_mutex_unlock(&sv->mu);
+        free(copy);
+    }
+    if (own)
+        fputs(own, f);
+    if (fclose(f) != 0 || !own) {
+        free(own);
+        free(text);
+        return NULL;
+    }
+    free(own);
     return text;
 }

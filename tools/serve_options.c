@@ -16,7 +16,8 @@ static void usage(FILE *out)
             "\n"
             "Serve MODEL over HTTP with llama-server's endpoints (/completion,\n"
             "/v1/completions, /v1/chat/completions, /apply-template, /tokenize,\n"
-            "/detokenize, /health, /props, /slots, /v1/models, /metrics) plus /residency, one "
+            "/detokenize, /health, /props, /slots, /v1/models, /metrics, the token counts)\n"
+            "plus /residency, one "
             "request at a time, each in its own context\n"
             "that is dropped before the next (a quiescent boundary). Per request:\n"
             "admission (503 with the reason when refused), staging after an idle release,\n"
@@ -26,7 +27,9 @@ static void usage(FILE *out)
             "\n"
             "Options:\n"
             "  -m, --model PATH              GGUF model (required)\n"
-            "      --host ADDR               IPv4 address to bind (default 127.0.0.1)\n"
+            "      --host ADDR[,ADDR...]     IPv4 or IPv6 addresses to listen on, each and\n"
+            "                                only it (at most 8, e.g. 127.0.0.1,::1; default\n"
+            "                                127.0.0.1)\n"
             "      --port N                  TCP port, 0..65535 (default 8080; 0: any free\n"
             "                                port, printed on stderr)\n"
             "  -c, --ctx-size N              largest context of a request (prompt +\n"
@@ -89,6 +92,17 @@ static void usage(FILE *out)
             "      --tags TAG[,TAG...]       /v1/models' tags (default: none)\n"
             "      --seed N                  seed of a request that gives none, 0..2^32-2\n"
             "                                (default -1: random)\n"
+            "      --prompt-cache            keep the last request's context alive, its KV\n"
+            "                                cache's common prefix with the next prompt\n"
+            "                                reused (llama-server's cache_prompt, one slot);\n"
+            "                                freed before the idle boundary and before a\n"
+            "                                release after each request\n"
+            "      --batch-size N            decode a prompt in batches of at most N tokens,\n"
+            "                                1..1048576 (default 2048, as llama-server's;\n"
+            "                                return_progress reports each batch)\n"
+            "      --metrics                 answer /metrics (Prometheus: llama-server's\n"
+            "                                llamacpp: series, then ramforge's); without it\n"
+            "                                /metrics answers 501, as llama-server's\n"
             "      --slots                   answer /slots (default)\n"
             "      --no-slots                /slots answers 501, as llama-server's\n"
             "      --chat-template T         the chat template: one of llama.cpp's built-in\n"
@@ -107,7 +121,9 @@ static void usage(FILE *out)
             "                                --idle-seconds N and, unless --memory-target is\n"
             "                                given, memory-bound to one page (the idle\n"
             "                                release takes every weight page it can; /props\n"
-            "                                is_sleeping is true once it did)\n"
+            "                                is_sleeping is true once it did, until a request\n"
+            "                                that uses the model; while asleep /metrics\n"
+            "                                answers ramforge's series as they were before)\n"
             "      --cors-origins LIST       Origins answered with Access-Control-Allow-*\n"
             "                                headers: '*' (default: any, reflected, as\n"
             "                                llama-server), 'localhost' (http://localhost,\n"
@@ -160,6 +176,9 @@ enum {
     OPT_CHAT_TEMPLATE,
     OPT_JINJA,
     OPT_NO_JINJA,
+    OPT_METRICS,
+    OPT_BATCH_SIZE,
+    OPT_PROMPT_CACHE,
 };
 
 const char *serve_model_name(const struct serve_options *o)
@@ -276,6 +295,16 @@ static int serve_option(int c, const char *arg, void *ud)
             return RF_EXIT_USAGE;
         o->tags = arg;
         break;
+    case OPT_BATCH_SIZE:
+        if (!cli_parse_int("batch size (--batch-size)", arg, 1, 1048576, &o->batch_size))
+            return RF_EXIT_USAGE;
+        break;
+    case OPT_METRICS:
+        o->metrics = true;
+        break;
+    case OPT_PROMPT_CACHE:
+        o->prompt_cache = true;
+        break;
     case OPT_SLOTS:
     case OPT_NO_SLOTS:
         o->no_slots = c == OPT_NO_SLOTS;
@@ -316,6 +345,9 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
         {"seed", required_argument, NULL, OPT_SEED},
         {"cors-origins", required_argument, NULL, OPT_CORS_ORIGINS},
         {"slots", no_argument, NULL, OPT_SLOTS},
+        {"metrics", no_argument, NULL, OPT_METRICS},
+        {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
+        {"prompt-cache", no_argument, NULL, OPT_PROMPT_CACHE},
         {"temp", required_argument, NULL, OPT_TEMP},
         {"sleep-idle-seconds", required_argument, NULL, OPT_SLEEP},
         {"no-slots", no_argument, NULL, OPT_NO_SLOTS},

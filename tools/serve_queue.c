@@ -45,6 +45,8 @@ void serve_job_put(struct serve_job *j)
     free(j->top_ids);
     free(j->top_p_of);
     free(j->top_n);
+    free(j->progress_done);
+    free(j->progress_ns);
     free(j);
 }
 

@@ -52,6 +52,8 @@ struct serve_job {
     size_t n_stop;
     bool return_tokens;     /* "tokens" of /completion's answer (default true) */
     bool timings_per_token; /* timings in every streamed event */
+    bool cache_prompt;      /* llama-server's cache_prompt (default true; --prompt-cache) */
+    bool return_progress;   /* streamed: a prompt_progress event before and after each batch */
     bool include_usage;     /* stream_options.include_usage (chat) */
     bool verbose;           /* "__verbose" in OpenAI answers (default: serve -v) */
     bool exceeds_context;   /* the 400 is llama-server's exceed_context_size_error */
@@ -66,10 +68,13 @@ struct serve_job {
     int32_t *tokens; /* generated ids so far, owned */
     size_t *ends;    /* text bytes after each token (may exceed text_len after a stop) */
     size_t n_tokens, tokens_cap;
-    float *probs;     /* with n_probs: each token's probability, then n_probs ids/probs */
-    int32_t *top_ids; /* n_tokens * n_probs */
-    float *top_p_of;  /* n_tokens * n_probs */
-    size_t *top_n;    /* entries of each token's top */
+    float *probs;          /* with n_probs: each token's probability, then n_probs ids/probs */
+    int32_t *top_ids;      /* n_tokens * n_probs */
+    float *top_p_of;       /* n_tokens * n_probs */
+    size_t *top_n;         /* entries of each token's top */
+    size_t *progress_done; /* return_progress: prompt tokens decoded at each update */
+    uint64_t *progress_ns; /* and the time since the first update */
+    size_t n_progress, progress_cap;
     bool done;
     atomic_bool cancelled;         /* the client left: stop after the current token */
     int status;                    /* HTTP status when done: 200, or an error's */
@@ -77,6 +82,7 @@ struct serve_job {
     const char *stop_type;         /* "eos", "limit", "word", "none" (cancelled) */
     const char *stopping_word;     /* the stop string met (one of stop[]), or "" */
     uint64_t prompt_ns, decode_ns; /* timings of the generation */
+    size_t n_cached, n_kv_kept;    /* prompt tokens the prompt cache held; tokens it keeps */
     /* ownership */
     int refs;
     struct serve_job *next; /* the queue's link */

@@ -107,6 +107,7 @@ void forge_context_free(struct forge_context *fc)
     forge_context_synchronize(fc);
     llama_free(fc->ctx);
     forge_gate_context_closed(&fc->m->gate);
+    free(fc->kv_tokens);
     free(fc);
 }
 

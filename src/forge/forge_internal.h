@@ -49,6 +49,8 @@ struct forge_context {
     bool has_cb_eval;              /* created with a cb_eval callback installed */
     bool in_flight;                /* holds a lease: submitted, completion not observed */
     uint64_t execution_generation; /* completed executions of this context */
+    int32_t *kv_tokens;            /* forge_generate's keep: the n_kv tokens its KV cache holds */
+    size_t n_kv;
 };
 
 /* Creates a context from full llama.cpp parameters (the probe sets cb_eval). */

@@ -163,6 +163,38 @@ static void decode_figures(const struct decode_mark *a, const struct decode_mark
     }
 }
 
+/*
+ * keep: the longest common prefix of fc's KV cache and the prompt stays
+ * (all but the prompt's last token at most: its logits are needed), the
+ * rest of the cache is removed; *n_cached its length. 0 or -EIO.
+ */
+static int keep_prefix(struct forge_context *fc, const int32_t *prompt, int32_t n_prompt,
+                       size_t *n_cached)
+{
+    size_t n = 0;
+    while (n < fc->n_kv && n + 1 < (size_t)n_prompt && fc->kv_tokens[n] == prompt[n])
+        n++;
+    *n_cached = n;
+    if (n == fc->n_kv)
+        return 0;
+    fc->n_kv = n;
+    return llama_memory_seq_rm(llama_get_memory(fc->ctx), 0, (llama_pos)n, -1) ? 0 : -EIO;
+}
+
+/* keep: records the n_pos tokens fc's KV cache holds (the prompt, then the generated ones). */
+static int keep_tokens(struct forge_context *fc, const struct forge_generate_result *out,
+                       size_t n_pos)
+{
+    int32_t *t = realloc(fc->kv_tokens, (n_pos + 1) * sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    memcpy(t, out->prompt_tokens, out->n_prompt * sizeof(*t));
+    memcpy(t + out->n_prompt, out->tokens, (n_pos - out->n_prompt) * sizeof(*t));
+    fc->kv_tokens = t;
+    fc->n_kv = n_pos;
+    return 0;
+}
+
 int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
                    struct forge_generate_result *out, char err[FORGE_ERR_MAX])
 {
@@ -217,11 +249,15 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     out->n_prompt = (size_t)n_prompt;
 
     uint32_t need = (uint32_t)n_prompt + (uint32_t)p->n_predict - 1;
+    int32_t n_batch =
+        p->n_batch && p->n_batch < (uint32_t)n_prompt ? (int32_t)p->n_batch : n_prompt;
     struct forge_context_params cp = {
         .n_ctx = p->n_ctx ? p->n_ctx : need,
-        .n_batch = (uint32_t)n_prompt,
+        .n_batch = (uint32_t)n_batch,
         .n_threads = p->n_threads,
     };
+    if (p->keep && p->n_batch) /* a context to keep: batches of any later prompt */
+        cp.n_batch = p->n_batch < cp.n_ctx ? p->n_batch : cp.n_ctx;
     if (p->observer)
         forge_observer_context_params(p->observer, &cp); /* else: no cb_eval at all */
     if (p->ahead)
@@ -234,10 +270,24 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
         goto out;
     }
     uint64_t t0 = rf_now_ns();
-    rc = forge_context_create(m, &cp, &fc, err);
+    if (p->keep && *p->keep) {
+        fc = *p->keep; /* reused when it fits, else freed */
+        *p->keep = NULL;
+        if (llama_n_ctx(fc->ctx) < need || llama_n_batch(fc->ctx) < (uint32_t)n_batch ||
+            fc->has_cb_eval != (cp.cb_eval != NULL)) {
+            forge_context_free(fc);
+            fc = NULL;
+        }
+    }
+    rc = fc ? 0 : forge_context_create(m, &cp, &fc, err);
     out->context_init_ns = rf_now_ns() - t0;
     if (rc < 0)
         goto out;
+    rc = keep_prefix(fc, out->prompt_tokens, n_prompt, &out->n_cached);
+    if (rc < 0) {
+        snprintf(err, FORGE_ERR_MAX, "cannot trim the kept context's KV cache");
+        goto out;
+    }
     if (p->observer)
         forge_observer_bind(p->observer, fc);
     out->n_ctx = llama_n_ctx(fc->ctx);
@@ -254,18 +304,34 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     }
 
     uint64_t t_inf = rf_now_ns();
-    int32_t *batch = out->prompt_tokens;
-    int32_t batch_n = n_prompt;
+    int32_t done = (int32_t)out->n_cached; /* prompt tokens in the KV cache before the last batch */
+    if (p->on_prompt_progress)
+        p->on_prompt_progress((size_t)done, (size_t)n_prompt, p->token_user_data);
+    for (; n_prompt - done > n_batch; done += n_batch) {
+        if (decode_sync(fc, out->prompt_tokens + done, (size_t)n_batch, &out->sync_ns) < 0) {
+            snprintf(err, FORGE_ERR_MAX, "llama_decode failed at position %d", done);
+            rc = -EIO;
+            goto out;
+        }
+        if (p->on_prompt_progress)
+            p->on_prompt_progress((size_t)(done + n_batch), (size_t)n_prompt, p->token_user_data);
+    }
+    int32_t *batch = out->prompt_tokens + done;
+    int32_t batch_n = n_prompt - done;
     uint64_t t_first = 0;
     struct decode_mark mark_first = {0};
-    for (int32_t n_pos = 0; n_pos + batch_n < n_prompt + p->n_predict;) {
+    int32_t n_pos = done; /* tokens in the KV cache */
+    while (n_pos + batch_n < n_prompt + p->n_predict) {
         if (decode_sync(fc, batch, (size_t)batch_n, &out->sync_ns) < 0) {
             snprintf(err, FORGE_ERR_MAX, "llama_decode failed at position %d", n_pos);
             rc = -EIO;
             goto out;
         }
-        if (n_pos == 0)
+        if (n_pos == done) {
             out->prompt_ns = rf_now_ns() - t_inf;
+            if (p->on_prompt_progress)
+                p->on_prompt_progress((size_t)n_prompt, (size_t)n_prompt, p->token_user_data);
+        }
         n_pos += batch_n;
         llama_token id;
         rc = forge_sample(smpl, fc->ctx, p, &probs, &id);
@@ -313,6 +379,10 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
         if (!out->text)
             rc = -ENOMEM;
     }
+    if (rc == 0 && p->keep && keep_tokens(fc, out, (size_t)n_pos) == 0) {
+        out->n_kv_kept = fc->n_kv;
+        *p->keep = fc; /* alive for the next generation */
+    }
 out:
     llama_sampler_free(smpl);
     forge_sample_probs_free(&probs);
@@ -323,7 +393,8 @@ out:
     }
     if (fc && p->observer)
         forge_observer_bind(p->observer, NULL);
-    forge_context_free(fc);
+    if (!p->keep || *p->keep != fc)
+        forge_context_free(fc);
     if (rc < 0)
         forge_generate_result_free(out);
     return rc;

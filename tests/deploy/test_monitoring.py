@@ -64,7 +64,7 @@ def exported(c):
     c.run("run", "-m", model, "-n", "2", "-q", "--metrics-file", prom)
     with open(prom) as f:
         text = f.read()
-    proc = subprocess.Popen([c.rf, "serve", "-m", model, "--port", "0", "-q"],
+    proc = subprocess.Popen([c.rf, "serve", "-m", model, "--port", "0", "--metrics", "-q"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stderr.readline()

@@ -27,9 +27,11 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 class Server:
     """A running `ramforge serve`; use as a context manager (killed on exit)."""
 
-    def __init__(self, c, model, *argv, preexec_fn=None):
+    def __init__(self, c, model, *argv, preexec_fn=None, metrics=True):
         self.model = model
-        self.proc = subprocess.Popen([c.rf, "serve", "-m", model, "--port", "0", *argv],
+        # --metrics: /metrics answers (501 without, as llama-server's)
+        self.proc = subprocess.Popen([c.rf, "serve", "-m", model, "--port", "0",
+                                      *(["--metrics"] if metrics else []), *argv],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      preexec_fn=preexec_fn)
         self.stderr = []

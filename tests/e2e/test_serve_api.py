@@ -22,7 +22,7 @@ UNIMPLEMENTED = {
     "mirostat": 1, "mirostat_tau": 5.0, "typical_p": 0.5, "samplers": ["top_k"],
     "n_keep": 4, "dry_multiplier": 0.8, "xtc_probability": 0.5, "lora": [],
     "id_slot": 0, "n_indent": 2, "t_max_predict_ms": 10,
-    "return_progress": True, "dynatemp_range": 0.5, "top_n_sigma": 1.0, "min_keep": 1,
+    "dynatemp_range": 0.5, "top_n_sigma": 1.0, "min_keep": 1,
     "dry_sequence_breakers": ["\n"], "grammar_lazy": True, "no_such_field": 1,
 }
 
@@ -159,8 +159,23 @@ def case_prompts(c):
         check([x["index"] for x in ch] == [0, 1] and ch[0]["text"] == a["content"] and
               ch[1]["text"] == a["content"], f"OpenAI: a choice a prompt: {oai}")
         check(oai["usage"]["prompt_tokens"] == 2 * len(ids), "usage summed")
-        expect_error(sv, "POST", "/completion", {"prompt": ["a", "b"], "stream": True}, 400,
-                     "stream")
+        # several prompts streamed (issue 23, s23suite; was 400): one after the other in one
+        # stream, each event with its prompt's index, as llama-server's (which runs them in
+        # parallel slots, so its events interleave)
+        evs = [json.loads(e) for e in sv.stream("/completion", {
+            "prompt": ["Hello", "Goodbye"], "n_predict": 8, "temperature": 0})]
+        check([e["index"] for e in evs] == sorted(e["index"] for e in evs) and
+              ["".join(e["content"] for e in evs if e["index"] == i) for i in (0, 1)] ==
+              [a["content"], b["content"]] and
+              [e["index"] for e in evs if e["stop"]] == [0, 1], f"two prompts streamed: {evs}")
+        evs = sv.stream("/v1/completions", {"prompt": ["Hello", "Goodbye"], "max_tokens": 8,
+                                            "temperature": 0})
+        check(evs[-1] == "[DONE]" and evs.count("[DONE]") == 1 and
+              "".join(json.loads(e)["choices"][0]["text"] for e in evs[:-1]
+                      if json.loads(e)["choices"][0]["index"] == 1) == b["content"],
+              f"OpenAI: two prompts streamed: {evs}")
+        expect_error(sv, "POST", "/completion", {"prompt": ["a", [1, 10 ** 9]], "stream": True},
+                     400, "'prompt': token 1")
         sel = greedy(sv, 4, response_fields=["content", "generation_settings/n_predict"])
         check(set(sel) == {"content", "generation_settings/n_predict"} and
               sel["generation_settings/n_predict"] == 4, f"response_fields: {sel}")

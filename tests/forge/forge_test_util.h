@@ -52,4 +52,25 @@ static inline int forge_test_load(const char *path, bool probe, struct forge_mod
     return 0;
 }
 
+/*
+ * A tiny q8_0 model of seed at /tmp/ramforge-test-NAME-PID.gguf (path, len
+ * bytes) loaded without the probe (a test's setup). Returns 0 or -1.
+ */
+static inline int forge_test_tiny(char *path, size_t len, const char *name, uint64_t seed,
+                                  struct forge_model **out)
+{
+    snprintf(path, len, "/tmp/ramforge-test-%s-%ld.gguf", name, (long)getpid());
+    return forge_test_mkmodel(path, FORGE_PRESET_TINY, "q8_0", seed) < 0 ||
+                   forge_test_load(path, false, out) < 0
+               ? -1
+               : 0;
+}
+
+/* Frees m and removes the model file at path (a test's teardown). */
+static inline void forge_test_unload(struct forge_model *m, const char *path)
+{
+    forge_model_free(m);
+    unlink(path);
+}
+
 #endif

@@ -56,14 +56,16 @@ def parse_args():
     p.add_argument("--mode", action="append", choices=MODES,
                    help="a mode to run (repeatable; default bare)")
     p.add_argument("--exec-opts", default="", help="ramforge exec's options (exec mode)")
-    p.add_argument("--serve-drop", default="",
+    p.add_argument("--serve-drop", default="--parallel",
                    help="comma-separated llama-server flags the serve mode drops instead of "
-                        "refusing the start (default: none; named in the counts)")
+                        "refusing the start (default: --parallel, serve has one slot; '' drops "
+                        "none; named in the counts)")
     p.add_argument("--same-as-bare", action="store_true",
                    help="fail unless every test that passes bare passes in each other mode "
                         "(runs bare too)")
     p.add_argument("--expect", help="file of test ids that must pass in every mode run")
     p.add_argument("--write-expect", help="write the ids that passed bare to this file")
+    p.add_argument("-k", dest="keyword", help="pytest's -k: only the tests this expression selects")
     p.add_argument("--timeout", type=int, default=3600, help="seconds per mode (default 3600)")
     a = p.parse_args()
     a.mode = a.mode or ["bare"]
@@ -165,7 +167,7 @@ def run_mode(a, mode, server, suite, files, model):
     for k in ("DEBUG", "DEBUG_EXTERNAL", "SLOW_TESTS", "N_GPU_LAYERS"):
         env.pop(k, None)
     argv = [PYTHON, "-m", "pytest", "-p", "suite_plugin", "-p", "no:cacheprovider", "-q",
-            "-rN", f"--junitxml={junit}"] + [os.path.join("unit", f) for f in files]
+            "-rN", f"--junitxml={junit}"] + (["-k", a.keyword] if a.keyword else []) + [os.path.join("unit", f) for f in files]
     with open(os.path.join(d, "pytest.log"), "w") as log:
         try:
             p = subprocess.run(argv, cwd=d, env=env, stdout=log, stderr=subprocess.STDOUT,

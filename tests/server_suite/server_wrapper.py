@@ -5,7 +5,8 @@ offline and in one of three modes (RAMFORGE_SUITE_MODE):
   bare   the pinned llama-server itself
   exec   ramforge exec OPTS -- llama-server ...   (OPTS: RAMFORGE_SUITE_EXEC_OPTS, split as
          a shell would)
-  serve  ramforge serve, with llama-server's flags mapped onto serve's; a flag serve has
+  serve  ramforge serve --prompt-cache (llama-server keeps each slot's prompt cache by
+         default), with llama-server's flags mapped onto serve's; a flag serve has
          no equivalent of makes the wrapper exit 2 naming it (and append the line to
          RAMFORGE_SUITE_REFUSALS when set), unless RAMFORGE_SUITE_SERVE_DROP (a comma-
          separated list of flags) names it: then it is dropped, to see what else fails
@@ -39,7 +40,6 @@ SERVE_MAYBE = {"--seed", "--temp", "--alias", "--tags", "--cors-origins", "--par
 SERVE_ALREADY = {
     ("--no-slots", None): "serve has no /slots endpoint, as llama-server with --no-slots",
     ("--no-jinja", None): "serve applies no Jinja template, as llama-server with --no-jinja",
-    ("--metrics", None): "serve always answers /metrics",
     ("--temp", "0.8"): "serve's default temperature is 0.8",
     ("--parallel", "1"): "serve has one slot",
 }
@@ -112,6 +112,8 @@ def serve_flags(rf, flags):
             fail(f"ramforge serve has no equivalent of llama-server's {shown}")
     if not any(f in MODEL_FLAGS for f, _ in flags):
         fail("ramforge serve needs a model (-m); llama-server's router mode has no equivalent")
+    if "--prompt-cache" in helptext:
+        argv.append("--prompt-cache")  # llama-server caches each slot's prompt by default
     return argv
 
 

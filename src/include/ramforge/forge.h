@@ -327,6 +327,13 @@ struct forge_token_probs {
 typedef bool (*forge_token_fn)(int32_t id, const char *piece, size_t len,
                                const struct forge_token_probs *probs, void *user_data);
 
+/*
+ * Called while the prompt is decoded (forge_generate_params.n_batch): once
+ * before its first batch (processed 0), then after each batch, with the
+ * prompt tokens decoded so far out of total.
+ */
+typedef void (*forge_progress_fn)(size_t processed, size_t total, void *user_data);
+
 struct forge_generate_params {
     const char *prompt;           /* UTF-8, tokenized with add_special = true, parse_special = true;
                                      ignored when prompt_tokens is given */
@@ -376,6 +383,21 @@ struct forge_generate_params {
     bool post_sampling_probs; /* probabilities after the chain instead of before */
     forge_token_fn on_token;  /* may be NULL */
     void *token_user_data;
+    uint32_t n_batch; /* the prompt is decoded in batches of at most n_batch tokens (the
+                         context's n_batch, as llama-server's --batch-size); 0: one batch */
+    forge_progress_fn on_prompt_progress; /* may be NULL; gets token_user_data */
+    /*
+     * A one-slot prompt cache (llama-server's cache_prompt), or NULL: a
+     * context of the generation's own, freed at its end. Else *keep is a
+     * context a previous generation left (or NULL): reused when it fits
+     * (n_ctx, n_batch, the same observer; a kept context's n_batch is
+     * n_batch, not capped by the prompt), its KV cache's longest common
+     * prefix with the prompt kept (all but the prompt's last token at
+     * most) and only the rest decoded; one that does not fit is freed. At
+     * a successful end the context is left in *keep, alive (the model is
+     * then not quiescent: forge_context_free it before a release).
+     */
+    struct forge_context **keep;
 };
 
 /* What a generation produced, and its timings in nanoseconds (CLOCK_MONOTONIC). */
@@ -404,7 +426,9 @@ struct forge_generate_result {
     uint64_t kv_cache_bytes;               /* context (KV cache) buffers, bytes */
     uint64_t compute_bytes;                /* compute (graph scratch) buffers, bytes */
     bool stopped_eog;                      /* the model produced end-of-generation */
-    bool cancelled;                        /* on_token asked to stop */
+    size_t n_cached;  /* prompt tokens the kept context's KV cache already held (keep) */
+    size_t n_kv_kept; /* tokens in the KV cache of the context left in *keep */
+    bool cancelled;   /* on_token asked to stop */
 };
 
 /*
