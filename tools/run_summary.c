@@ -149,12 +149,16 @@ static void print_limit(FILE *f, const struct rf_report *r)
         const struct rf_admission_level_check *c = &a->cgroups[a->binding];
         char b4[32];
         fprintf(f,
-                "  binding limit %s: the cgroup's charge at admission %s, %s of it reclaimable "
-                "cache; room %s = the limit - the charge the kernel cannot reclaim%s\n",
+                "  binding limit %s: the cgroup's charge at admission %s, %s of it reclaimable; "
+                "room %s = the limit - the charge the kernel cannot reclaim\n",
                 iec(c->level.limit.bytes, b1, sizeof(b1)),
                 iec(c->level.usage.bytes, b2, sizeof(b2)),
-                iec(c->reclaimable_bytes, b4, sizeof(b4)), iec(c->room_bytes, b3, sizeof(b3)),
-                a->streaming ? " (the streamed weights' pages count as reclaimable)" : "");
+                iec(c->reclaimable_bytes, b3, sizeof(b3)), iec(c->room_bytes, b4, sizeof(b4)));
+        fprintf(f,
+                "    reclaimable: %s clean unmapped page cache (memory.stat) + %s the model "
+                "mapping's own unlocked pages (smaps Rss - Locked; re-read when reclaimed)\n",
+                iec(c->reclaimable_bytes - c->mapping_reclaimable_bytes, b1, sizeof(b1)),
+                iec(c->mapping_reclaimable_bytes, b2, sizeof(b2)));
         fprintf(f, "    cgroup %s", c->level.dir);
         if (r->ledger && r->ledger->entries[RF_LEDGER_CGROUP_PEAK].has_value)
             fprintf(f, "; CgroupPeak %s is its lifetime peak (this run's only with --memory-limit)",
@@ -348,7 +352,8 @@ static void print_speed(FILE *f, const struct rf_report *r)
     if (t && t->has[RF_TIMER_TTFT])
         fprintf(f, ", first token after %s", cli_format_ns(t->ns[RF_TIMER_TTFT], b1, sizeof(b1)));
     if (r->streaming && r->streaming->has_read_bytes)
-        fprintf(f, ", %s read from storage", iec(r->streaming->read_bytes, b1, sizeof(b1)));
+        fprintf(f, ", %s read from storage during the decode (the load's reads not counted)",
+                iec(r->streaming->read_bytes, b1, sizeof(b1)));
     if (r->n_threads > 0)
         fprintf(f, "; %d thread%s (-t; default the physical cores: fewer on a busy host)",
                 (int)r->n_threads, r->n_threads == 1 ? "" : "s");

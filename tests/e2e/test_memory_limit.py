@@ -145,8 +145,10 @@ def case_limit_warm_not_bound(c):
     errors = validate_report.validate(c.schema, js)
     check(not errors, f"the report does not match the schema: {errors[:3]}")
     check(re.search(r"binding limit 60\.00 MiB: the cgroup's charge at admission [\d.]+ \w+, "
-                    r"[\d.]+ \w+ of it reclaimable cache; room [\d.]+ \w+ = the limit - the "
-                    r"charge the kernel cannot reclaim", p.stderr), p.stderr[-1200:])
+                    r"[\d.]+ \w+ of it reclaimable; room [\d.]+ \w+ = the limit - the "
+                    r"charge the kernel cannot reclaim\n    reclaimable: [\d.]+ \w+ clean unmapped "
+                    r"page cache \(memory.stat\) \+ [\d.]+ \w+ the model mapping's own unlocked "
+                    r"pages \(smaps Rss - Locked", p.stderr), p.stderr[-1200:])
     check("usage " not in p.stderr, "an unlabelled usage figure")
     led = {e["category"]: e["value_bytes"] for e in doc["ledger"]["entries"]}
     above = [ln for ln in p.stderr.splitlines() if "is above the 60.00 MiB limit:" in ln]
