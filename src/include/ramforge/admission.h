@@ -410,8 +410,10 @@ void rf_admission_append(struct rf_admission_result *a, const char *fmt, ...)
  * about 160 characters once the CLI writes the bytes in IEC units; no
  * cgroup path (the reason and the report name it). Under streaming a
  * working set over the limit reads "streams: ...", never "will thrash".
- * a or buf NULL, or len 0: nothing.
+ * A first clause of the reason over 130 characters ends at a word with
+ * RF_ADMISSION_HEADLINE_CUT. a or buf NULL, or len 0: nothing.
  */
+#define RF_ADMISSION_HEADLINE_CUT " ... (the rest: -v)"
 void rf_admission_headline(const struct rf_admission_result *a, char *buf, size_t len);
 
 /*
