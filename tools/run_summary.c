@@ -346,8 +346,9 @@ static void print_rss_over_limit(FILE *f, const struct rf_report *r)
     if (most <= limit)
         return;
     if (mapping > limit)
-        snprintf(why, sizeof(why), "the model file's pages charged to another cgroup (cached "
-                                   "before the run) and shared pages");
+        snprintf(why, sizeof(why), "%s",
+                 "the model file's pages charged to another cgroup (cached before the run) "
+                 "and shared pages");
     else
         snprintf(why, sizeof(why),
                  "pages charged to other cgroups (shared libraries, other files cached before "
