@@ -93,10 +93,14 @@ static void print_fit(const struct fit_options *f, const struct rf_admission_res
                a->n_cgroups ? "" : ": no memory controller");
     }
     char head[512], ways[1024], text[2048];
+    size_t hl, cl = strlen(RF_ADMISSION_HEADLINE_CUT);
     rf_admission_headline(a, head, sizeof(head));
-    printf("verdict: %s%s: %s\n", rf_admission_outcome_name(a->outcome),
-           a->refused ? " (run would refuse it, exit 1)" : "",
-           cli_iec_text(head, text, sizeof(text)));
+    hl = strlen(head);
+    /* A headline cut short is not printed: the reason follows in full (not "the rest: -v"). */
+    bool cut = hl >= cl && strcmp(head + hl - cl, RF_ADMISSION_HEADLINE_CUT) == 0;
+    printf("verdict: %s%s%s%s\n", rf_admission_outcome_name(a->outcome),
+           a->refused ? " (run would refuse it, exit 1)" : "", cut ? " (the reason below)" : ": ",
+           cut ? "" : cli_iec_text(head, text, sizeof(text)));
     rf_admission_ways_out(a, ways, sizeof(ways));
     for (char *line = ways, *next; *line; line = next) {
         next = line + strcspn(line, "\n");
@@ -105,7 +109,8 @@ static void print_fit(const struct fit_options *f, const struct rf_admission_res
         printf("  way out: %s\n", cli_iec_text(line, text, sizeof(text)));
     }
     char reason[sizeof(a->reason) * 2];
-    printf("reason: %s\n", cli_iec_text(a->reason, reason, sizeof(reason)));
+    if (cut || strcmp(head, a->reason) != 0) /* the verdict line said it all otherwise */
+        printf("reason: %s\n", cli_iec_text(a->reason, reason, sizeof(reason)));
     if (a->n_unknown) {
         printf("not counted (unknown before the load):");
         for (size_t i = 0; i < a->n_unknown; i++)
@@ -189,6 +194,13 @@ int inspect_fit(const struct fit_options *f)
     }
     if (cli_flush_stdout() != 0)
         goto out;
+    if (a->refused) { /* the refusal on stderr too, as run's: a script that keeps stdout sees it */
+        char head[512], text[1024];
+
+        rf_admission_headline(a, head, sizeof(head));
+        cli_error("%s: the fit check refuses the run (%s): %s", f->model,
+                  rf_admission_outcome_name(a->outcome), cli_iec_text(head, text, sizeof(text)));
+    }
     status = a->refused ? RF_EXIT_FAILURE : 0;
 out:
     free(a);

@@ -118,13 +118,15 @@ static void print_admission(FILE *f, const struct rf_report *r)
             rf_admission_outcome_name(a->outcome), cli_iec_text(a->reason, text, sizeof(text)));
     if (a->has_binding) {
         const struct rf_admission_level_check *c = &a->cgroups[a->binding];
+        char b5[32];
         fprintf(f,
-                "  binding cgroup %s (%zu levels read): limit %s, usage %s, reclaimable %s, "
-                "projected %s\n",
+                "  binding cgroup %s (%zu levels read): limit %s, usage %s, reclaimable %s (%s "
+                "of it the model mapping's own unlocked pages), projected %s\n",
                 c->level.dir, a->n_cgroups,
                 cli_format_bytes(c->level.limit.bytes, false, b1, sizeof(b1)),
                 cli_format_bytes(c->level.usage.bytes, false, b2, sizeof(b2)),
                 cli_format_bytes(c->reclaimable_bytes, false, b3, sizeof(b3)),
+                cli_format_bytes(c->mapping_reclaimable_bytes, false, b5, sizeof(b5)),
                 cli_format_bytes(c->projected_bytes, false, b4, sizeof(b4)));
     }
     if (a->lock_note[0])

@@ -149,12 +149,20 @@ static void print_limit(FILE *f, const struct rf_report *r)
         const struct rf_admission_level_check *c = &a->cgroups[a->binding];
         char b4[32];
         fprintf(f,
-                "  binding limit %s: the cgroup's charge at admission %s, %s of it reclaimable "
-                "cache; room %s = the limit - the charge the kernel cannot reclaim%s\n",
+                "  binding limit %s: the cgroup's charge at admission %s, %s of it reclaimable; "
+                "room %s = the limit - the charge the kernel cannot reclaim\n",
                 iec(c->level.limit.bytes, b1, sizeof(b1)),
                 iec(c->level.usage.bytes, b2, sizeof(b2)),
-                iec(c->reclaimable_bytes, b4, sizeof(b4)), iec(c->room_bytes, b3, sizeof(b3)),
-                a->streaming ? " (the streamed weights' pages count as reclaimable)" : "");
+                iec(c->reclaimable_bytes, b3, sizeof(b3)), iec(c->room_bytes, b4, sizeof(b4)));
+        fprintf(f,
+                "    reclaimable: %s clean unmapped page cache (memory.stat) + %s the model "
+                "mapping's own unlocked pages (smaps Rss - Locked; re-read when reclaimed)",
+                iec(c->reclaimable_bytes - c->mapping_reclaimable_bytes, b1, sizeof(b1)),
+                iec(c->mapping_reclaimable_bytes, b2, sizeof(b2)));
+        if (r->streaming && r->streaming->has_locked && r->streaming->locked_bytes > 0)
+            fprintf(f, "; then the streaming plan locked %s of them (pinned: not reclaimable)",
+                    iec(r->streaming->locked_bytes, b3, sizeof(b3)));
+        fputc('\n', f);
         fprintf(f, "    cgroup %s", c->level.dir);
         if (r->ledger && r->ledger->entries[RF_LEDGER_CGROUP_PEAK].has_value)
             fprintf(f, "; CgroupPeak %s is its lifetime peak (this run's only with --memory-limit)",
@@ -274,6 +282,17 @@ static void print_release(FILE *f, const struct rf_report *r)
         fprintf(f, "  cgroup charge: %s over the releases\n", cli_format_change(cg, b1, sizeof(b1)));
 }
 
+/* The most the model mapping held resident over the samples (0: never measured). */
+static uint64_t mapping_most(const struct rf_report *r)
+{
+    uint64_t most = 0;
+
+    for (size_t i = 0; i < r->n_samples; i++)
+        if (r->samples[i].has_mapping && r->samples[i].mapping_rss_bytes > most)
+            most = r->samples[i].mapping_rss_bytes;
+    return most;
+}
+
 /*
  * The model's file pages charged elsewhere: the model mapping resident above
  * the binding hard limit means its pages were charged to the cgroup that
@@ -282,14 +301,11 @@ static void print_release(FILE *f, const struct rf_report *r)
 static void print_unbound(FILE *f, const struct rf_report *r)
 {
     const struct rf_admission_result *a = r->admission;
-    uint64_t most = 0;
+    uint64_t most = mapping_most(r);
     char b1[32], b2[32];
 
     if (!a || !a->has_binding)
         return;
-    for (size_t i = 0; i < r->n_samples; i++)
-        if (r->samples[i].has_mapping && r->samples[i].mapping_rss_bytes > most)
-            most = r->samples[i].mapping_rss_bytes;
     if (most <= a->cgroups[a->binding].level.limit.bytes)
         return;
     fprintf(f,
@@ -303,8 +319,11 @@ static void print_unbound(FILE *f, const struct rf_report *r)
 
 /*
  * A process RSS (at the end or its peak) above the binding limit, explained:
- * RSS counts every page the process maps, also file pages charged to
- * another cgroup and shared pages; the limit holds only this cgroup's charge.
+ * RSS counts every page the process maps, also pages charged to another
+ * cgroup and shared pages; the limit holds only this cgroup's charge. The
+ * model's own pages are named among them only when its mapping alone held
+ * more than the limit (print_unbound); on a cold (evicted) file the pages
+ * above the limit are others: shared libraries, files cached before.
  */
 static void print_rss_over_limit(FILE *f, const struct rf_report *r)
 {
@@ -312,8 +331,8 @@ static void print_rss_over_limit(FILE *f, const struct rf_report *r)
     const struct rf_ledger_entry *rss = entry(r, RF_LEDGER_PROCESS_RSS),
                                  *peak = entry(r, RF_LEDGER_PROCESS_RSS_PEAK),
                                  *charge = entry(r, RF_LEDGER_CGROUP_CURRENT);
-    uint64_t limit, most;
-    char b1[32], b2[32], b3[32];
+    uint64_t limit, most, mapping = mapping_most(r);
+    char b1[32], b2[32], b3[32], b4[32], why[160];
 
     if (a && a->has_binding)
         limit = a->cgroups[a->binding].level.limit.bytes;
@@ -326,11 +345,19 @@ static void print_rss_over_limit(FILE *f, const struct rf_report *r)
         most = peak->value_bytes;
     if (most <= limit)
         return;
+    if (mapping > limit)
+        snprintf(why, sizeof(why), "%s",
+                 "the model file's pages charged to another cgroup (cached before the run) "
+                 "and shared pages");
+    else
+        snprintf(why, sizeof(why),
+                 "pages charged to other cgroups (shared libraries, other files cached before "
+                 "the run; the model mapping held at most %s)",
+                 iec(mapping, b4, sizeof(b4)));
     fprintf(f,
             "  process RSS %s is above the %s limit: RSS counts every page the process maps, "
-            "also file pages charged to another cgroup (cached before the run) and shared "
-            "pages; the limit holds this cgroup's own charge, %s at the end\n",
-            iec(most, b1, sizeof(b1)), iec(limit, b2, sizeof(b2)),
+            "also %s; the limit holds this cgroup's own charge, %s at the end\n",
+            iec(most, b1, sizeof(b1)), iec(limit, b2, sizeof(b2)), why,
             charge ? iec(charge->value_bytes, b3, sizeof(b3)) : "not read");
 }
 
@@ -348,7 +375,8 @@ static void print_speed(FILE *f, const struct rf_report *r)
     if (t && t->has[RF_TIMER_TTFT])
         fprintf(f, ", first token after %s", cli_format_ns(t->ns[RF_TIMER_TTFT], b1, sizeof(b1)));
     if (r->streaming && r->streaming->has_read_bytes)
-        fprintf(f, ", %s read from storage", iec(r->streaming->read_bytes, b1, sizeof(b1)));
+        fprintf(f, ", %s read from storage during the decode (the load's reads not counted)",
+                iec(r->streaming->read_bytes, b1, sizeof(b1)));
     if (r->n_threads > 0)
         fprintf(f, "; %d thread%s (-t; default the physical cores: fewer on a busy host)",
                 (int)r->n_threads, r->n_threads == 1 ? "" : "s");

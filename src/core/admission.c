@@ -241,6 +241,7 @@ static void copy_inputs(const struct rf_admission_input *in, struct rf_admission
     out->phase = in->phase;
     out->file_in_memory = in->file_in_memory;
     out->streaming = in->streaming;
+    out->mlock_requested = in->mlock_requested;
     record(out, "process_rss", &in->process_rss);
     record(out, "anonymous", &in->anonymous);
     if (!pre)

@@ -78,7 +78,7 @@ bool rf_admission_check_level(const struct rf_admission_input *in, struct rf_adm
                               struct rf_admission_level_check *c)
 {
     const struct rf_cgroup_level *l = &c->level;
-    uint64_t usage = l->usage.bytes, base, others;
+    uint64_t usage = l->usage.bytes, base, others, cached = 0;
 
     c->enforced = rf_cgroup_level_enforced(l);
     c->working_set_fits = true;
@@ -90,26 +90,34 @@ bool rf_admission_check_level(const struct rf_admission_input *in, struct rf_adm
     if (l->reclaimable_file.has)
         c->reclaimable_bytes =
             l->reclaimable_file.bytes < usage ? l->reclaimable_file.bytes : usage;
-    /* Before the load the model's cached pages are unmapped cache; the load maps them. */
+    /* Before the load the model's cached pages become the process's: not others'. */
     if (in->phase == RF_ADMISSION_PRE_LOAD && in->model_cached.has)
-        c->reclaimable_bytes = rf_admission_sat_sub(c->reclaimable_bytes, in->model_cached.bytes);
+        cached = in->model_cached.bytes;
+    others = rf_admission_sat_sub(
+        rf_admission_sat_sub(usage - rf_admission_sat_sub(c->reclaimable_bytes, cached),
+                             in->process_rss.bytes),
+        cached);
     /*
-     * Under streaming, after the load, the model mapping's resident unlocked pages (clean,
-     * mapped: not in reclaimable_file) are what the policy lets the kernel reclaim; the
-     * streaming plan checks its fixed part and window against the hard limit itself.
+     * One rule under every policy: clean file pages nobody locked are reclaimable (the kernel
+     * drops them and the run re-reads them: "will thrash" is the working set's), locked ones
+     * are not. Before the load the model's cached pages are unmapped cache, counted above,
+     * unless --mlock will lock them; after it, the model mapping's own resident unlocked pages
+     * (smaps Rss - Locked: mapped, so not in reclaimable_file) are added; locked unknown: none.
      */
-    uint64_t own = 0; /* (the process's RSS holds them: others below counts them once) */
-    if (in->phase == RF_ADMISSION_AFTER_LOAD && in->streaming && in->mapping_rss.has) {
-        own = rf_admission_sat_sub(in->mapping_rss.bytes, in->locked.has ? in->locked.bytes : 0);
-        own = own < usage - c->reclaimable_bytes ? own : usage - c->reclaimable_bytes;
+    if (in->mlock_requested)
+        c->reclaimable_bytes = rf_admission_sat_sub(c->reclaimable_bytes, cached);
+    c->mapping_reclaimable_bytes = 0;
+    if (in->phase == RF_ADMISSION_AFTER_LOAD && in->mapping_rss.has && in->locked.has) {
+        uint64_t own = rf_admission_sat_sub(in->mapping_rss.bytes, in->locked.bytes);
+
+        /* (the process's RSS holds them: others above counts them once) */
+        c->mapping_reclaimable_bytes =
+            own < usage - c->reclaimable_bytes ? own : usage - c->reclaimable_bytes;
     }
-    others = rf_admission_sat_sub(usage - c->reclaimable_bytes, in->process_rss.bytes);
-    c->reclaimable_bytes += own;
+    c->reclaimable_bytes += c->mapping_reclaimable_bytes;
     base = usage - c->reclaimable_bytes;
     if (__builtin_add_overflow(base, out->growth_bytes, &c->projected_bytes))
         return false;
-    if (in->phase == RF_ADMISSION_PRE_LOAD && in->model_cached.has)
-        others = rf_admission_sat_sub(others, in->model_cached.bytes);
     if (c->enforced) {
         c->checked = true;
         c->room_bytes = rf_admission_sat_sub(l->limit.bytes, base);

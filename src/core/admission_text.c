@@ -87,7 +87,7 @@ static uint64_t thrash_limit(const struct rf_admission_result *a)
 
 /*
  * The first clause of the reason (up to "; " or ", so"), for causes without figures here; a
- * clause over 130 characters ends at a word, followed by " ... (the rest: -v)".
+ * clause over 130 characters ends at a word, followed by RF_ADMISSION_HEADLINE_CUT.
  */
 static void first_clause(const struct rf_admission_result *a, char *buf, size_t len)
 {
@@ -102,7 +102,7 @@ static void first_clause(const struct rf_admission_result *a, char *buf, size_t 
             ;
         cut = true;
     }
-    snprintf(buf, len, "%.*s%s", (int)n, a->reason, cut ? " ... (the rest: -v)" : "");
+    snprintf(buf, len, "%.*s%s", (int)n, a->reason, cut ? RF_ADMISSION_HEADLINE_CUT : "");
 }
 
 void rf_admission_headline(const struct rf_admission_result *a, char *buf, size_t len)

@@ -161,6 +161,8 @@ static json_t *admission_cgroup_json(const struct rf_admission_result *a, size_t
     json_object_set_new(o, "inactive_file", cgroup_figure_json(&l->inactive_file, false));
     json_object_set_new(o, "reclaimable_file", cgroup_figure_json(&l->reclaimable_file, false));
     json_object_set_new(o, "reclaimable_bytes", rf_json_u64(c->checked, c->reclaimable_bytes));
+    json_object_set_new(o, "mapping_reclaimable_bytes",
+                        rf_json_u64(c->checked, c->mapping_reclaimable_bytes));
     json_object_set_new(o, "room_bytes", rf_json_u64(c->checked, c->room_bytes));
     json_object_set_new(o, "projected_bytes", rf_json_u64(c->checked, c->projected_bytes));
     json_object_set_new(o, "fits", jbool_if(c->checked, c->fits));
@@ -286,6 +288,7 @@ json_t *rf_report_admission_json(const struct rf_report *r)
     json_object_set_new(o, "working_set_bytes",
                         rf_json_u64(a->has_working_set, a->working_set_bytes));
     json_object_set_new(o, "file_in_memory", rf_json_str(a->file_in_memory));
+    json_object_set_new(o, "mlock_requested", json_boolean(a->mlock_requested));
     json_object_set_new(o, "soft_target_bytes",
                         rf_json_u64(a->has_soft_target, a->soft_target_bytes));
     json_object_set_new(o, "excess_bytes", rf_json_u64(a->has_excess, a->excess_bytes));

@@ -624,11 +624,12 @@ static void test_thrash(void **state)
 }
 
 /*
- * Issue 25: a cold load fills the cgroup with the model's own mapped pages
- * (not unmapped cache, so not reclaimable_file). Under streaming they are
- * what the policy lets the kernel reclaim: the charge fits, the run room
- * (others) is unchanged, the thrash verdict stands; other policies, and
- * the locked part, are not counted.
+ * Issue 25, fixadm defect 1: a cold load fills the cgroup with the model's
+ * own mapped pages (not unmapped cache, so not reclaimable_file). Under
+ * every policy they are what the kernel can reclaim (re-read later): the
+ * charge fits, the run room (others) is unchanged, the thrash verdict
+ * stands; the locked part is not counted, nor anything while Locked is
+ * unknown. (Before fixadm, the other policies were rejected here.)
  */
 static void test_streaming_own_mapping_reclaimable(void **state)
 {
@@ -640,19 +641,121 @@ static void test_streaming_own_mapping_reclaimable(void **state)
     (void)state;
     thrash_input(&in, &l);
     in.mapping_rss = fig(720 * MIB);
-    /* 798 - 1 + 16 = 813 MiB over the limit: rejected, whatever the policy */
+    /* Locked unknown: 798 - 1 + 16 = 813 MiB over the limit: rejected, whatever the policy */
     assert_int_equal(rf_admission_decide(&in, &r), 0);
     assert_int_equal(r.cause, RF_ADMIT_CAUSE_HARD_LIMIT);
-    in.streaming = true;
-    assert_int_equal(rf_admission_decide(&in, &r), 0);
-    assert_int_equal(r.cause, RF_ADMIT_CAUSE_THRASH); /* 813 - 720 = 93 MiB fits */
-    assert_true(r.cgroups[0].fits);
-    assert_int_equal(r.projected_charge_bytes, 93 * MIB);
-    assert_int_equal(r.cgroups[0].run_room_bytes, (800 - 37) * MIB); /* others 797 - 760 */
-    assert_true(r.thrash);
+    assert_int_equal(r.cgroups[0].mapping_reclaimable_bytes, 0);
+    in.locked = fig(0);
+    for (int streaming = 0; streaming <= 1; streaming++) {
+        in.streaming = streaming;
+        assert_int_equal(rf_admission_decide(&in, &r), 0);
+        assert_int_equal(r.cause, RF_ADMIT_CAUSE_THRASH); /* 813 - 720 = 93 MiB fits */
+        assert_true(r.cgroups[0].fits);
+        assert_int_equal(r.projected_charge_bytes, 93 * MIB);
+        assert_int_equal(r.cgroups[0].mapping_reclaimable_bytes, 720 * MIB);
+        assert_int_equal(r.cgroups[0].run_room_bytes, (800 - 37) * MIB); /* others 797 - 760 */
+        assert_true(r.thrash);
+    }
     in.locked = fig(710 * MIB); /* locked pages are not reclaimable: 813 - 10 = 803 */
     assert_int_equal(rf_admission_decide(&in, &r), 0);
     assert_int_equal(r.cause, RF_ADMIT_CAUSE_HARD_LIMIT);
+    assert_int_equal(r.cgroups[0].mapping_reclaimable_bytes, 10 * MIB);
+}
+
+/*
+ * fixadm defects 1 and 2: one rule for every policy. The trial's run
+ * (tinyllama Q8_0, cold, -n 4 under a 300 MiB limit, default policy): after
+ * the load the cgroup holds 298 MiB, 255 MiB of it the model mapping's own
+ * unlocked pages. They are reclaimable (re-read: "will thrash", a warning),
+ * never "the kernel would kill the run" (the kernel did not, --admission
+ * off). Before the load, the same run gets the same outcome and cause.
+ * Locked (pinned) pages are not reclaimable, and the same state gives the
+ * same figures whether the policy streams or not. Before the load a cached
+ * model is reclaimable cache, unless --mlock will lock it; after the load
+ * the same pages, mapped, count the same.
+ */
+static void test_one_rule_every_policy(void **state)
+{
+    struct rf_cgroup_level l = lvl("/cg/rf-run-1", 300 * MIB, true, 298 * MIB, true, 2 * MIB);
+    struct rf_admission_input in;
+    struct rf_admission_result r, pre;
+
+    (void)state;
+    thrash_input(&in, &l);
+    in.process_rss = fig(330 * MIB); /* shared libraries charged elsewhere too */
+    in.anonymous = fig(30 * MIB);
+    in.kv_cache = fig(6 * MIB);
+    in.graph_scratch = fig(2 * MIB);
+    in.mapping_rss = fig(255 * MIB);
+    in.locked = fig(0);
+    for (int mode = RF_ADMISSION_WARN; mode <= RF_ADMISSION_OFF; mode++) {
+        in.mode = (enum rf_admission_mode)mode;
+        bool enforce = in.mode == RF_ADMISSION_ENFORCE; /* refuses a thrash: its rule */
+        assert_int_equal(rf_admission_decide(&in, &r), 0);
+        assert_int_equal(r.outcome, enforce ? RF_ADMIT_REJECTED : RF_ADMIT_WARNING);
+        assert_int_equal(r.cause, RF_ADMIT_CAUSE_THRASH);
+        assert_true(r.refused == enforce);
+        assert_true(r.cgroups[0].fits);
+        assert_int_equal(r.cgroups[0].mapping_reclaimable_bytes, 255 * MIB);
+        assert_int_equal(r.cgroups[0].reclaimable_bytes, 257 * MIB);
+        assert_int_equal(r.projected_charge_bytes, (298 - 257 + 8) * MIB);
+        assert_null(strstr(r.reason, "kill"));
+        assert_non_null(strstr(r.reason, "will thrash"));
+    }
+    in.mode = RF_ADMISSION_WARN;
+
+    /* Before the load: the process alone (11 MiB) in the fresh cgroup, the file cold. */
+    struct rf_cgroup_level l0 = lvl("/cg/rf-run-1", 300 * MIB, true, 11 * MIB, true, 0);
+    struct rf_admission_input p = in;
+    p.cgroups = &l0;
+    p.phase = RF_ADMISSION_PRE_LOAD;
+    p.process_rss = fig(11 * MIB);
+    p.anonymous = fig(8 * MIB);
+    p.mapping_rss.has = false;
+    p.mapped_weights = fig(1116 * MIB);
+    p.repacked_weights = fig(0);
+    p.model_cached = fig(0);
+    p.loader_growth = fig(7 * MIB);
+    p.page_tables = fig(2 * MIB);
+    assert_int_equal(rf_admission_decide(&p, &pre), 0);
+    assert_int_equal(pre.outcome, r.outcome);
+    assert_int_equal(pre.cause, r.cause);
+    assert_null(strstr(pre.reason, "kill"));
+
+    /* Pinned: locked pages are not reclaimable, the same figures under every policy. */
+    in.locked = fig(255 * MIB);
+    for (int streaming = 0; streaming <= 1; streaming++) {
+        in.streaming = streaming;
+        assert_int_equal(rf_admission_decide(&in, &r), 0);
+        assert_int_equal(r.cgroups[0].mapping_reclaimable_bytes, 0);
+        assert_int_equal(r.cgroups[0].reclaimable_bytes, 2 * MIB);
+        assert_int_equal(r.projected_charge_bytes, (298 - 2 + 8) * MIB);
+        assert_int_equal(r.outcome, RF_ADMIT_REJECTED);
+        assert_int_equal(r.cause, RF_ADMIT_CAUSE_HARD_LIMIT);
+    }
+    in.streaming = false;
+
+    /* Warm: 1116 MiB of the model cached in this cgroup (unmapped cache) before the load. */
+    struct rf_cgroup_level w = lvl("/cg", 1536 * MIB, true, 1200 * MIB, true, 1120 * MIB);
+    p.cgroups = &w;
+    p.model_cached = fig(1116 * MIB);
+    p.mapped_weights = fig(0);
+    assert_int_equal(rf_admission_decide(&p, &pre), 0);
+    assert_int_equal(pre.cgroups[0].reclaimable_bytes, 1120 * MIB);
+    assert_int_equal(pre.cgroups[0].run_room_bytes, (1536 - 69) * MIB); /* 1200-4-11-1116 */
+    p.mlock_requested = true; /* the load will lock them */
+    assert_int_equal(rf_admission_decide(&p, &pre), 0);
+    assert_int_equal(pre.cgroups[0].reclaimable_bytes, 4 * MIB);
+    assert_true(pre.mlock_requested);
+    p.mlock_requested = false;
+    /* After it: the same pages mapped (not in reclaimable_file), unlocked: the same figure. */
+    w.reclaimable_file.bytes = 4 * MIB;
+    in.cgroups = &w;
+    in.mapping_rss = fig(1116 * MIB);
+    in.locked = fig(0);
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_int_equal(r.cgroups[0].reclaimable_bytes, 1120 * MIB);
+    assert_int_equal(r.cgroups[0].mapping_reclaimable_bytes, 1116 * MIB);
 }
 
 /* Fault 5: the tokenized prompt and llama.cpp's padding set the KV cache. */
@@ -1046,8 +1149,9 @@ static void test_append_never_cuts_a_sentence(void **state)
 /*
  * Issue 24 item 2: a cold model under streaming in a cgroup of its own. Its
  * mapped pages are charged to that cgroup (usage 839 MiB of an 840 MiB limit
- * after the load); without streaming the charge counts them and the run is
- * rejected; under streaming they are the stream's (the plan decides).
+ * after the load); nothing of them locked, they are reclaimable under every
+ * policy (fixadm defect 1: without streaming this was rejected, "the kernel
+ * would kill the run", which the kernel did not): will thrash, a warning.
  */
 static void test_streaming_cold_cgroup(void **state)
 {
@@ -1060,9 +1164,12 @@ static void test_streaming_cold_cgroup(void **state)
     in.process_rss = fig(839 * MIB);
     in.anonymous = fig(19 * MIB);
     in.mapping_rss = fig(820 * MIB); /* the cold model's pages the load read, unlocked */
+    in.locked = fig(0);
     assert_int_equal(rf_admission_decide(&in, &r), 0);
-    assert_int_equal(r.cause, RF_ADMIT_CAUSE_HARD_LIMIT);
-    assert_int_equal(r.outcome, RF_ADMIT_REJECTED);
+    assert_int_equal(r.projected_charge_bytes, (19 + 16) * MIB);
+    assert_int_equal(r.cause, RF_ADMIT_CAUSE_THRASH);
+    assert_int_equal(r.outcome, RF_ADMIT_WARNING);
+    assert_null(strstr(r.reason, "kill"));
     in.streaming = true;
     assert_int_equal(rf_admission_decide(&in, &r), 0);
     assert_int_equal(r.projected_charge_bytes, (19 + 16) * MIB); /* anonymous + growth */
@@ -1351,6 +1458,7 @@ int main(void)
         cmocka_unit_test(test_append_never_cuts_a_sentence),
         cmocka_unit_test(test_streaming_cold_cgroup),
         cmocka_unit_test(test_streaming_own_mapping_reclaimable),
+        cmocka_unit_test(test_one_rule_every_policy),
         cmocka_unit_test(test_file_in_memory_no_thrash),
         cmocka_unit_test(test_prompt_sets_kv),
         cmocka_unit_test(test_reclaimable_now),

@@ -93,8 +93,26 @@ def case_fit_limit(c):
               check_rc=1)
     check(p.stdout.startswith("fit check of ") and "verdict: rejected" in p.stdout and
           "KV cache" in p.stdout and "binding limit: --memory-limit" in p.stdout, p.stdout)
+    verdict_once(p.stdout)
+    # fixadm 10a: the refusal is said on stderr too, one line naming the model
+    lines = p.stderr.strip().splitlines()
+    check(len(lines) == 1 and lines[0].startswith("ramforge: ") and model in lines[0] and
+          "the fit check refuses the run (rejected)" in lines[0], f"stderr: {p.stderr!r}")
     p = c.run("inspect", "-c", "100000", "--memory-limit", str(charge + kv), model)
-    check("verdict: admitted" in p.stdout, p.stdout)
+    check("verdict: admitted" in p.stdout and not p.stderr.strip(), p.stdout + p.stderr)
+    verdict_once(p.stdout)
+    p = c.run("inspect", "-c", "256", model, check_rc=None)  # no limit given: the cgroups' own
+    verdict_once(p.stdout)
+
+
+def verdict_once(out):
+    """fixadm 10c: the verdict is never cut short ("the rest: -v") beside the full reason, and
+    the reason line is left out when the verdict line already said it."""
+    verdict = [ln for ln in out.splitlines() if ln.startswith("verdict: ")]
+    reason = [ln for ln in out.splitlines() if ln.startswith("reason: ")]
+    check(len(verdict) == 1 and "(the rest: -v)" not in verdict[0], f"verdict: {verdict}")
+    head = verdict[0].split(": ", 2)[-1]
+    check(not reason or reason[0][len("reason: "):] != head, f"said twice: {verdict} {reason}")
 
 
 def case_fit_cgroup(c):

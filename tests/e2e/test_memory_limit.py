@@ -14,6 +14,12 @@ cgroup v1 here (the v2 path logic is tests/sys's rfsys_cgroup_child_* on fixture
                         the cgroup is gone once the command ended, as on SIGINT; and
                         with its output's reader gone (`2>&1 | head -1`): no SIGPIPE
                         kills the command before it removed the cgroup
+  limit_cold_default    fixadm defects 1-4: the same evicted copy under 300 MiB with the
+                        default policy: admitted with "will thrash" (never "the kernel
+                        would kill the run"; rejected before fixadm), in warn and off
+                        alike; the summary splits the reclaimable figure, says what the
+                        read figure covers and does not blame the model's pages for the
+                        RSS above the limit
   limit_no_root         as uid 65534: one line naming the cgroup and "needs root", exit 1
   limit_warm_not_bound  a small F32 model cached before the run, under a limit below its
                         size: the verdict says the limit cannot bind it (never "will
@@ -91,6 +97,10 @@ def case_limit_streaming_cold(c):
             and len(ln) > 160]
     check(not long, f"warning lines over 160 characters: {long}")
     check(f"limit {limit / 2**20:.2f} MiB ({limit} bytes)" in p.stderr, p.stderr[-600:])
+    check("read from storage during the decode (the load's reads not counted)" in p.stderr,
+          p.stderr[-600:])
+    check("the model mapping's own unlocked pages (smaps Rss - Locked" in p.stderr,
+          p.stderr[-1500:])
     check(not leftovers(parent), f"cgroups left behind: {leftovers(parent)}")
     errors = validate_report.validate(c.schema, js)
     check(not errors, f"the report does not match the schema: {errors[:3]}")
@@ -145,8 +155,10 @@ def case_limit_warm_not_bound(c):
     errors = validate_report.validate(c.schema, js)
     check(not errors, f"the report does not match the schema: {errors[:3]}")
     check(re.search(r"binding limit 60\.00 MiB: the cgroup's charge at admission [\d.]+ \w+, "
-                    r"[\d.]+ \w+ of it reclaimable cache; room [\d.]+ \w+ = the limit - the "
-                    r"charge the kernel cannot reclaim", p.stderr), p.stderr[-1200:])
+                    r"[\d.]+ \w+ of it reclaimable; room [\d.]+ \w+ = the limit - the "
+                    r"charge the kernel cannot reclaim\n    reclaimable: [\d.]+ \w+ clean unmapped "
+                    r"page cache \(memory.stat\) \+ [\d.]+ \w+ the model mapping's own unlocked "
+                    r"pages \(smaps Rss - Locked", p.stderr), p.stderr[-1200:])
     check("usage " not in p.stderr, "an unlabelled usage figure")
     led = {e["category"]: e["value_bytes"] for e in doc["ledger"]["entries"]}
     above = [ln for ln in p.stderr.splitlines() if "is above the 60.00 MiB limit:" in ln]
@@ -210,6 +222,41 @@ def case_limit_signal(c):
     check(not os.path.exists(mine), f"{mine} left behind after its reader closed the pipe")
 
 
+def case_limit_cold_default(c):
+    if asan_build(c.rf):
+        raise Skip("an ASan build: its shadow memory is charged to the cgroup the test sizes")
+    parent = memory_cgroup_v1()
+    model = c.model()
+    js = os.path.join(c.tmp, "cold-default.json")
+    for mode in ("warn", "off"):
+        evict(model)
+        p = c.run("run", "-m", model, "-p", PROMPT, "-n", "2", "-t", "2", "--memory-limit",
+                  "300Mi", "--admission", mode, "--residency-report-json", js)
+        with open(js) as f:
+            doc = json.load(f)
+        adm = doc["admission"]
+        cg = [g for g in adm["cgroups"] if g["binding"]][0]
+        check(adm["outcome"] == "admitted_with_warning" and adm["cause"] == "thrash" and
+              not adm["refused"], f"{mode}: {adm['outcome']} {adm['cause']}: {adm['reason'][:300]}")
+        check("kill" not in adm["reason"] and "would kill" not in p.stderr, p.stderr[:800])
+        inputs = {i["name"]: i["bytes"] for i in adm["inputs"]}
+        check(inputs["locked"] == 0 and 0 < cg["mapping_reclaimable_bytes"] <=
+              inputs["mapping_rss"], f"mapping_reclaimable_bytes {cg['mapping_reclaimable_bytes']}"
+              f" of {inputs.get('mapping_rss')} resident, {inputs.get('locked')} locked")
+        check(doc["output"]["n_generated_tokens"] == 2, f"{doc['output']['n_generated_tokens']}")
+        check("admission: admitted_with_warning" in p.stderr and
+              "admission: rejected" not in p.stderr, p.stderr[-1500:])
+        check(re.search(r"\n    reclaimable: [\d.]+ \w+ clean unmapped page cache \(memory.stat\) "
+                        r"\+ [\d.]+ \w+ the model mapping's own unlocked pages", p.stderr),
+              p.stderr[-1500:])
+        above = [ln for ln in p.stderr.splitlines() if "is above the 300.00 MiB limit:" in ln]
+        check(all("model file's pages charged to another cgroup" not in ln for ln in above),
+              f"a cold file blamed for the RSS: {above}")
+        errors = validate_report.validate(c.schema, js)
+        check(not errors, f"the report does not match the schema: {errors[:3]}")
+    check(not leftovers(parent), f"cgroups left behind: {leftovers(parent)}")
+
+
 def case_limit_no_root(c):
     memory_cgroup_v1()
     model = c.model("tiny")
@@ -223,7 +270,7 @@ def case_limit_no_root(c):
 
 CASES = {"limit_streaming_cold": case_limit_streaming_cold, "limit_signal": case_limit_signal,
          "limit_warm_not_bound": case_limit_warm_not_bound,
-         "limit_no_root": case_limit_no_root}
+         "limit_cold_default": case_limit_cold_default, "limit_no_root": case_limit_no_root}
 
 if __name__ == "__main__":
     run_main(CASES, Ctx, "ramforge-limit-", tmp_dir=os.getcwd())

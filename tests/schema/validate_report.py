@@ -259,20 +259,24 @@ def _admission_figures(adm):
     return inputs, want
 
 
-def _admission_cgroup_errors(i, c, growth, others_minus, cached, own=0):
+def _admission_cgroup_errors(i, c, growth, others_minus, cached, own=0, mlock=False):
     """Errors of one checked cgroup of the admission section (own: the model mapping's
-    resident unlocked bytes that count as reclaimable under streaming after the load)."""
+    resident unlocked bytes that count as reclaimable after the load, every policy)."""
     errors = []
     limit = c.get("limit", {}).get("bytes")
     usage = c.get("usage", {}).get("bytes")
     dropable = c.get("reclaimable_file", {}).get("bytes")
     if not (_is_int(limit) and _is_int(usage)):
         return ["$.admission.cgroups[%d]: checked without a limit and a usage" % i]
-    reclaimable = max(0, min(dropable, usage) - cached) if _is_int(dropable) else 0
-    others = max(0, usage - reclaimable - others_minus)
-    reclaimable += min(own, usage - reclaimable)
+    reclaimable = min(dropable, usage) if _is_int(dropable) else 0
+    others = max(0, usage - max(0, reclaimable - cached) - others_minus)
+    if mlock:
+        reclaimable = max(0, reclaimable - cached)
+    mapped = min(own, usage - reclaimable)
+    reclaimable += mapped
     base = usage - reclaimable
-    want = {"reclaimable_bytes": reclaimable, "room_bytes": max(0, limit - base),
+    want = {"reclaimable_bytes": reclaimable, "mapping_reclaimable_bytes": mapped,
+            "room_bytes": max(0, limit - base),
             "projected_bytes": base + growth, "fits": base + growth <= limit,
             "run_room_bytes": max(0, limit - others)}
     for key, value in want.items():
@@ -299,14 +303,13 @@ def _admission_errors(doc):
         others_minus += cached
     cgroups = adm["cgroups"]
     checked = [(i, c) for i, c in enumerate(cgroups) if isinstance(c, dict) and c.get("checked")]
-    own = 0  # issue 25: under streaming, after the load, the mapping's unlocked pages
-    if adm.get("phase") != "pre_load" and \
-            _section(doc, "policy").get("profile") == "streaming" and \
-            _is_int(inputs.get("mapping_rss")):
-        locked = inputs.get("locked") if _is_int(inputs.get("locked")) else 0
-        own = max(0, inputs["mapping_rss"] - locked)
+    own = 0  # after the load, every policy: the mapping's resident unlocked pages
+    if adm.get("phase") != "pre_load" and _is_int(inputs.get("mapping_rss")) and \
+            _is_int(inputs.get("locked")):
+        own = max(0, inputs["mapping_rss"] - inputs["locked"])
     for i, c in checked:
-        errors += _admission_cgroup_errors(i, c, want["growth_bytes"], others_minus, cached, own)
+        errors += _admission_cgroup_errors(i, c, want["growth_bytes"], others_minus, cached, own,
+                                           adm.get("mlock_requested", False))
     least = None
     for i, c in checked:
         if _is_int(c.get("room_bytes")) and (least is None or

@@ -9,7 +9,11 @@
  *   - the charge: usage - reclaimable + growth <= hard limit, where
  *     reclaimable is the level's clean, unmapped file cache on either LRU
  *     list (cgroup_levels.h reclaimable_file; the kernel drops it without
- *     harm: reclaimable, not free) and growth the anonymous memory
+ *     harm: reclaimable, not free) plus, after the load, the model
+ *     mapping's own resident pages that are not locked (smaps Rss - Locked:
+ *     the kernel reclaims them under every policy, at the price of
+ *     re-reading them; locked and pinned pages are not reclaimable), and
+ *     growth the anonymous memory
  *     the run will add (KV cache, graph scratch; before the load also the
  *     repacked copies). Over it the kernel must take file pages the run
  *     or others use, or kill: Rejected. The binding cgroup is the one with
@@ -218,8 +222,13 @@ struct rf_admission_level_check {
     struct rf_cgroup_level level; /* copy of the input */
     bool enforced;                /* a finite hard limit */
     bool checked;                 /* enforced and its usage known: the figures below are set */
-    uint64_t reclaimable_bytes;   /* min(reclaimable file, usage) [- model_cached pre-load];
-                                     0 when the reclaimable file cache is unknown */
+    uint64_t reclaimable_bytes;   /* min(reclaimable file, usage) [- model_cached pre-load
+                                     under --mlock] + mapping_reclaimable_bytes; the first
+                                     term 0 when the reclaimable file cache is unknown */
+    uint64_t mapping_reclaimable_bytes; /* after the load: the model mapping's own resident
+                                           unlocked pages (Rss - Locked, at most usage -
+                                           reclaimable file), in reclaimable_bytes; 0 before
+                                           the load or when Locked is unknown */
     uint64_t room_bytes;          /* limit - (usage - reclaimable); 0 when over */
     uint64_t projected_bytes;     /* usage - reclaimable + growth */
     bool fits;                    /* projected <= limit */
@@ -300,6 +309,7 @@ struct rf_admission_result {
     size_t high_level;          /* cgroups[] index of that memory.high */
 
     bool streaming;             /* the input's: the run streams (no "thrash" for re-reads) */
+    bool mlock_requested;       /* the input's: --mlock locks the mapping (not reclaimable) */
     bool thrash;                /* the working set does not fit a limit (hard or memory.high) */
     const char *file_in_memory; /* the input's: why the working set was not compared, or NULL */
     bool has_thrash_level;
@@ -333,11 +343,14 @@ struct rf_admission_result {
  *   request   = process_rss + growth [+ mapped_weights + model_cached pre-load]
  *   anonymous = anonymous now + growth
  *   per level with an enforced limit and a known usage:
- *     reclaimable = min(reclaimable_file, usage)  (0 when it is unknown)
- *                   [- model_cached pre-load: the load maps those pages]
+ *     file        = min(reclaimable_file, usage)  (0 when it is unknown)
+ *     others      = max(0, usage - (file [- model_cached pre-load]) - process_rss
+ *                          [- model_cached pre-load]): the cached model becomes the run's
+ *     reclaimable = file [- model_cached pre-load under --mlock: the load locks them]
+ *                   [+ min(mapping_rss - locked, usage - file) after the load, Locked
+ *                    known: the model mapping's own clean unlocked pages]
  *     base        = usage - reclaimable
  *     projected   = base + growth                 must be <= limit (else Rejected)
- *     others      = max(0, base - process_rss [- model_cached pre-load])
  *     run room    = max(0, limit - others)
  *     working set = file_working_set + anonymous  must be <= run room (else thrash)
  *
@@ -397,8 +410,10 @@ void rf_admission_append(struct rf_admission_result *a, const char *fmt, ...)
  * about 160 characters once the CLI writes the bytes in IEC units; no
  * cgroup path (the reason and the report name it). Under streaming a
  * working set over the limit reads "streams: ...", never "will thrash".
- * a or buf NULL, or len 0: nothing.
+ * A first clause of the reason over 130 characters ends at a word with
+ * RF_ADMISSION_HEADLINE_CUT. a or buf NULL, or len 0: nothing.
  */
+#define RF_ADMISSION_HEADLINE_CUT " ... (the rest: -v)"
 void rf_admission_headline(const struct rf_admission_result *a, char *buf, size_t len);
 
 /*
