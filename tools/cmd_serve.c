@@ -302,7 +302,9 @@ static void log_idle(const struct rf_report *r)
             RF_PROGRAM, cli_format_bytes(requested, false, b1, sizeof(b1)),
             cli_format_bytes(accepted, false, b2, sizeof(b2)),
             known ? cli_format_change(observed, b3, sizeof(b3)) : "change unknown",
-            !end ? "" : known && !observed ? ", at " : ", to ",
+            !end                 ? ""
+            : known && !observed ? ", at "
+                                 : ", to ",
             end ? cli_format_bytes(end->mapping_rss_bytes, false, b4, sizeof(b4)) : "");
 }
 

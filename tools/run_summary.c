@@ -279,7 +279,8 @@ static void print_release(FILE *f, const struct rf_report *r)
                     ? ": dontneed unmaps, it does not evict"
                     : "");
     else
-        fprintf(f, "  cgroup charge: %s over the releases\n", cli_format_change(cg, b1, sizeof(b1)));
+        fprintf(f, "  cgroup charge: %s over the releases\n",
+                cli_format_change(cg, b1, sizeof(b1)));
 }
 
 /* The most the model mapping held resident over the samples (0: never measured). */

@@ -140,8 +140,8 @@ struct serve {
                               or none ran */
     uint64_t staging_requested_bytes, staging_accepted_bytes; /* summed over operations */
     /* --profile (serve_profile.c): the dispatch observer of every request and saves */
-    struct forge_observer *observer; /* NULL: no --profile */
-    uint64_t profile_requests;       /* requests since the last save */
+    struct forge_observer *observer;        /* NULL: no --profile */
+    uint64_t profile_requests;              /* requests since the last save */
     struct forge_chat_templates *templates; /* --jinja: the chat templates, parsed at start */
 };
 

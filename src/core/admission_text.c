@@ -26,13 +26,16 @@ void rf_admission_reason_add(struct rf_admission_result *a, bool sentence, const
     if (n < 0)
         return;
     /* What is kept leaves room for the cut note, so the note always fits whole. */
-    if ((size_t)n < sizeof(piece) && len + strlen(sep) + (size_t)n < sizeof(a->reason) - sizeof(cut)) {
+    if ((size_t)n < sizeof(piece) &&
+        len + strlen(sep) + (size_t)n < sizeof(a->reason) - sizeof(cut)) {
         snprintf(a->reason + len, sizeof(a->reason) - len, "%s%s", sep, piece);
         return;
     }
     a->reason_cut = true;
     snprintf(a->reason + len, sizeof(a->reason) - len, "%s",
-             len && a->reason[len - 1] == '.' ? cut + 1 : len ? cut : cut + 2);
+             len && a->reason[len - 1] == '.' ? cut + 1
+             : len                            ? cut
+                                              : cut + 2);
 }
 
 void rf_admission_append(struct rf_admission_result *a, const char *fmt, ...)
@@ -56,10 +59,12 @@ void rf_admission_not_bound(const struct rf_admission_input *in, struct rf_admis
     out->reason_cut = false;
     rf_admission_append(
         out,
-        "not bound: %" PRIu64 " bytes of weights are read from the file each token and only %" PRIu64
-        " bytes would fit under the hard limit of %" PRIu64 " bytes of cgroup %s, but at least %" PRIu64
-        " bytes of the model's pages are charged to another cgroup (the model mapping's RSS of %" PRIu64
-        " bytes is over this cgroup's whole charge of %" PRIu64
+        "not bound: %" PRIu64
+        " bytes of weights are read from the file each token and only %" PRIu64
+        " bytes would fit under the hard limit of %" PRIu64
+        " bytes of cgroup %s, but at least %" PRIu64
+        " bytes of the model's pages are charged to another cgroup (the model mapping's RSS of "
+        "%" PRIu64 " bytes is over this cgroup's whole charge of %" PRIu64
         " bytes: the file was cached before the run). The limit cannot evict those pages: they "
         "stay cached, the decode does not thrash, and the limit does not cap the weights. To make "
         "it bind, evict the file from the page cache before the run.",
@@ -220,7 +225,7 @@ void rf_admission_ways_out(const struct rf_admission_result *a, char *buf, size_
             ws->bytes - a->working_set_fit_bytes);
     /* The excess a partial way out answers; it is named only when it saves a tenth of it. */
     uint64_t need = a->has_hard_excess ? a->hard_excess_bytes
-                    : thrash          ? rf_admission_sat_sub(ws->bytes, a->working_set_fit_bytes)
+                    : thrash           ? rf_admission_sat_sub(ws->bytes, a->working_set_fit_bytes)
                     : a->cause == RF_ADMIT_CAUSE_SOFT_LIMIT ? a->high_excess_bytes
                                                             : a->excess_bytes;
     if (rp && rp->bytes && meaningful(rp->bytes, need))

@@ -25,10 +25,9 @@ struct size_suffix {
 };
 
 static const struct size_suffix suffixes[] = {
-    {"Ki", 10, 0},  {"Mi", 20, 0},  {"Gi", 30, 0},  {"Ti", 40, 0},  {"Pi", 50, 0},
-    {"Ei", 60, 0},  {"KiB", 10, 0}, {"MiB", 20, 0}, {"GiB", 30, 0}, {"TiB", 40, 0},
-    {"PiB", 50, 0}, {"EiB", 60, 0}, {"k", 3, 3},    {"M", 6, 6},    {"G", 9, 9},
-    {"T", 12, 12},  {"P", 15, 15},  {"E", 18, 18},
+    {"Ki", 10, 0},  {"Mi", 20, 0},  {"Gi", 30, 0},  {"Ti", 40, 0},  {"Pi", 50, 0},  {"Ei", 60, 0},
+    {"KiB", 10, 0}, {"MiB", 20, 0}, {"GiB", 30, 0}, {"TiB", 40, 0}, {"PiB", 50, 0}, {"EiB", 60, 0},
+    {"k", 3, 3},    {"M", 6, 6},    {"G", 9, 9},    {"T", 12, 12},  {"P", 15, 15},  {"E", 18, 18},
 };
 
 static bool is_digit(char c)
@@ -78,8 +77,8 @@ static bool parse_syntax(const char *s, struct size_syntax *x)
     if (n_int + n_frac == 0)
         return false; /* empty, a sign, a space, "." */
     x->n_digits = (size_t)(p - s);
-    if ((*p == 'e' || *p == 'E') && (is_digit(p[1]) || ((p[1] == '+' || p[1] == '-') &&
-                                                          is_digit(p[2])))) {
+    if ((*p == 'e' || *p == 'E') &&
+        (is_digit(p[1]) || ((p[1] == '+' || p[1] == '-') && is_digit(p[2])))) {
         p = exponent(p + 1, &e);
         if (!p || *p)
             return false;

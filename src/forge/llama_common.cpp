@@ -85,8 +85,7 @@ struct forge_chat_templates {
 };
 
 extern "C" int forge_chat_templates_open(struct forge_model *m, const char *tmpl,
-                                         struct forge_chat_templates **out,
-                                         char err[FORGE_ERR_MAX])
+                                         struct forge_chat_templates **out, char err[FORGE_ERR_MAX])
 {
     if (!m || !m->model || !out)
         return -EINVAL;
@@ -104,8 +103,7 @@ extern "C" int forge_chat_templates_open(struct forge_model *m, const char *tmpl
 
 extern "C" int forge_chat_templates_apply(const struct forge_chat_templates *t,
                                           const struct forge_chat_message *msgs, size_t n,
-                                          bool add_assistant, char **text,
-                                          char err[FORGE_ERR_MAX])
+                                          bool add_assistant, char **text, char err[FORGE_ERR_MAX])
 {
     if (!t || (!msgs && n) || !text)
         return -EINVAL;

@@ -4,8 +4,8 @@
 #include <errno.h>
 #include <stdio.h>
 
-#define NO_COMMON                                                                                 \
-    "ramforge was built without llama.cpp's common library (libllama-common and its headers, "   \
+#define NO_COMMON                                                                                  \
+    "ramforge was built without llama.cpp's common library (libllama-common and its headers, "     \
     "installed into the pinned prefix by scripts/build-llama-server.sh)"
 
 bool forge_common_available(void)

@@ -511,8 +511,8 @@ static void test_file_in_memory_no_thrash(void **state)
 static void test_not_bound(void **state)
 {
     struct rf_admission_input in;
-    struct rf_cgroup_level l = lvl("/sys/fs/cgroup/memory/rf-run-1", 800 * MIB, true, 60 * MIB,
-                                   true, 0);
+    struct rf_cgroup_level l =
+        lvl("/sys/fs/cgroup/memory/rf-run-1", 800 * MIB, true, 60 * MIB, true, 0);
     struct rf_admission_result r;
     char head[512], ways[1024];
 

@@ -189,7 +189,7 @@ static void test_parse_size_table(void **state)
         {"16EiB", -EOVERFLOW, 0},
         {"19E", -EOVERFLOW, 0},
         {"18446744073709551615k", -EOVERFLOW, 0},
-        {"17179869184GiB", -EOVERFLOW, 0},                     /* 2^34 GiB = 2^64 */
+        {"17179869184GiB", -EOVERFLOW, 0},                               /* 2^34 GiB = 2^64 */
         {"17179869183.999999999068677425384521484375Gi", -EOVERFLOW, 0}, /* 39 digits */
         {"18446744073709551.615k", 0, UINT64_MAX},
         {"18446744073709551.616k", -EOVERFLOW, 0}, /* the fraction tips it over */
@@ -197,7 +197,7 @@ static void test_parse_size_table(void **state)
         {"2GB", -EINVAL, 0},
         {"2gb", -EINVAL, 0},
         {"1KB", -EINVAL, 0},
-        {"1K", -EINVAL, 0}, /* Kubernetes' kilo is k */
+        {"1K", -EINVAL, 0},   /* Kubernetes' kilo is k */
         {"300m", -EINVAL, 0}, /* milli in Kubernetes */
         {"2g", -EINVAL, 0},
         {"2gi", -EINVAL, 0},
@@ -290,7 +290,7 @@ static void test_parse_size_fractions_exact(void **state)
     static const struct {
         const char *suffix;
         uint64_t mult;
-    } units[] = {{"k", 1000},          {"Ki", 1024},       {"MiB", 1ULL << 20},
+    } units[] = {{"k", 1000},          {"Ki", 1024},        {"MiB", 1ULL << 20},
                  {"G", 1000000000ULL}, {"TiB", 1ULL << 40}, {"E", 1000000000000000000ULL}};
     size_t u;
     unsigned whole, milli;

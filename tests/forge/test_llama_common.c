@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
-#include "ramforge/forge_common.h"
 #include "../test_skip.h"
+#include "ramforge/forge_common.h"
 
 static void need_common(void)
 {

@@ -18,9 +18,9 @@ LAYERS_EXPECTED = [
     # a header of types only, over a sys header: sys's
     'src/core/upward.c:3: core includes "ramforge/fix_types.h" of sys, a layer above it: '
     "core includes only core",
-    "src/session/step.c:2: session includes llama.cpp's <ggml.h>: only src/forge/ includes "
+    "src/session/step.c:2: session includes llama.cpp's <chat.h>: only src/forge/ includes "
     "llama.cpp, ggml and gguf headers",
-    "src/session/step.c:3: session includes llama.cpp's <chat.h>: only src/forge/ includes "
+    "src/session/step.c:3: session includes llama.cpp's <ggml.h>: only src/forge/ includes "
     "llama.cpp, ggml and gguf headers",
     # a header declaring a function defined in tools/: tools's
     'src/session/step.c:5: session includes "ramforge/fix_tool.h" of tools, a layer above it: '

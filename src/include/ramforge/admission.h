@@ -76,7 +76,8 @@ extern "C" {
 #define RF_ADMISSION_NOTE_MAX RF_ERR_MAX /* the lock note, including the NUL */
 #define RF_ADMISSION_MAX_RECORDS 12      /* scalar inputs recorded in the result */
 /* What ends a reason that outgrew RF_ADMISSION_REASON_MAX (the report's figures have the rest). */
-#define RF_ADMISSION_CUT "[The rest of the reason did not fit its buffer: see the report's figures.]"
+#define RF_ADMISSION_CUT                                                                           \
+    "[The rest of the reason did not fit its buffer: see the report's figures.]"
 
 /* enum rf_admission_outcome and enum rf_admission_mode are in ramforge/types.h. */
 
@@ -229,9 +230,9 @@ struct rf_admission_level_check {
                                            unlocked pages (Rss - Locked, at most usage -
                                            reclaimable file), in reclaimable_bytes; 0 before
                                            the load or when Locked is unknown */
-    uint64_t room_bytes;          /* limit - (usage - reclaimable); 0 when over */
-    uint64_t projected_bytes;     /* usage - reclaimable + growth */
-    bool fits;                    /* projected <= limit */
+    uint64_t room_bytes;                /* limit - (usage - reclaimable); 0 when over */
+    uint64_t projected_bytes;           /* usage - reclaimable + growth */
+    bool fits;                          /* projected <= limit */
     uint64_t run_room_bytes;      /* limit - (usage - reclaimable - process RSS, floored at 0):
                                      what the run's decode working set may use */
     bool working_set_checked;     /* the working set was known and compared */
@@ -316,7 +317,7 @@ struct rf_admission_result {
     size_t thrash_level; /* cgroups[] index where it fits least */
     bool has_working_set_fit;
     uint64_t working_set_fit_bytes; /* at that level: run room - anonymous ("only M fit") */
-    bool has_unbound;    /* some level's working set fits only without its unbound_bytes */
+    bool has_unbound;     /* some level's working set fits only without its unbound_bytes */
     size_t unbound_level; /* cgroups[] index of the first such level */
 
     size_t n_cgroups;
@@ -326,7 +327,7 @@ struct rf_admission_result {
     struct rf_admission_record records[RF_ADMISSION_MAX_RECORDS];
     size_t n_records;
 
-    char reason[RF_ADMISSION_REASON_MAX];  /* sentences, no trailing newline */
+    char reason[RF_ADMISSION_REASON_MAX]; /* sentences, no trailing newline */
     bool reason_cut; /* a part did not fit: left out whole, the reason ends with RF_ADMISSION_CUT */
     char lock_note[RF_ADMISSION_NOTE_MAX]; /* "" unless a requested mlock did not take */
 

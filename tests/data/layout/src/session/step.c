@@ -1,6 +1,6 @@
 /* Fixture (tests/layout): session, including ggml's, llama.cpp common's and a tools header. */
-#include <ggml.h>
 #include <chat.h>
+#include <ggml.h>
 
 #include "ramforge/fix_tool.h"
 #include "ramforge/fix_types.h"
