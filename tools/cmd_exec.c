@@ -94,7 +94,7 @@ static void usage(FILE *out)
             "                                loaded beside the first writes PATH.2, ...\n"
             "      --metrics-file PATH       Prometheus text for node_exporter's textfile\n"
             "                                collector, rewritten with the report; labels\n"
-            "                                process and model\n"
+            "                                pid, model and path (as watch's)\n"
             "      --metrics-listen [ADDR:]PORT\n"
             "                                serve GET /metrics on ADDR:PORT (default address\n"
             "                                127.0.0.1): the figures above and the live ones\n"

@@ -102,12 +102,13 @@ void exec_op_idle(struct exec_model *m, bool alive)
     op_close(m, submits);
 }
 
-/* text with process="<pid>" before every model label (a new string, NULL on ENOMEM). */
-static char *with_process(const char *text)
+/* text with pid="<pid>" before every model label (a new string, NULL on ENOMEM): the label
+   watch's series carry too. */
+static char *with_pid(const char *text)
 {
     static const char key[] = "{model=\"";
     char label[48];
-    int n_label = snprintf(label, sizeof(label), "{process=\"%ld\",model=\"", (long)getpid());
+    int n_label = snprintf(label, sizeof(label), "{pid=\"%ld\",model=\"", (long)getpid());
     size_t n = 0;
     for (const char *p = text; (p = strstr(p, key)); p += sizeof(key) - 1)
         n++;
@@ -164,7 +165,7 @@ static char *exec_families(struct exec_model *m)
     if (!realpath(m->path, canon)) /* else the path as given */
         snprintf(canon, sizeof(canon), "%s", m->path);
     for (size_t i = 0; i < sizeof(fam) / sizeof(fam[0]); i++) {
-        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s{process=\"%ld\",", fam[i].name, fam[i].help,
+        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s{pid=\"%ld\",", fam[i].name, fam[i].help,
                 fam[i].name, fam[i].type, fam[i].name, (long)getpid());
         rf_metrics_model_labels(f, canon);
         fprintf(f, "} %.9g\n", fam[i].v);
@@ -185,7 +186,7 @@ void exec_write_figures(struct exec_model *m)
         return;
     char *text = NULL, *labelled = NULL, *own = NULL, *all = NULL;
     rc = rf_session_metrics_text(m->s, m->path, &text);
-    if (rc == 0 && (!(labelled = with_process(text)) || !(own = exec_families(m)) ||
+    if (rc == 0 && (!(labelled = with_pid(text)) || !(own = exec_families(m)) ||
                     asprintf(&all, "%s%s", labelled, own) < 0)) {
         all = NULL;
         rc = -ENOMEM;
