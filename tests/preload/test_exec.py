@@ -534,6 +534,10 @@ def case_memory_limit(c):
              str(free_port()), "-t", "1"])
     check(p.returncode != 0 and "admission refused loading" in p.stderr,
           f"exit {p.returncode}: {rf_lines(p.stderr)}")
+    # llama-server asks twice (its --fit pass, then its load): said once, sizes as run says them
+    said = [ln for ln in rf_lines(p.stderr) if "admission refused loading" in ln]
+    check(len(said) == 1 and "GiB" in said[0] and not re.search(r"\d bytes", said[0]) and
+          "way out: " in p.stderr, f"the refusal: {said}")
     left = {n for n in os.listdir(parent) if n.startswith("rf-exec-")} - before
     check(not left, f"cgroups left behind: {left}")
     os.chmod(c.tmp, 0o755)
@@ -543,6 +547,28 @@ def case_memory_limit(c):
     check(p.returncode == 1 and "--memory-limit: cannot create the cgroup" in lines[-1] and
           "needs root" in lines[-1],
           f"not root: exit {p.returncode}, {lines}")
+
+
+def case_not_gguf(c):
+    """A file that is not GGUF: one ramforge line naming it and the reason as run says it
+    ("PATH: not a GGUF file (bad magic)"), though llama-server asks twice; the program fails
+    as it does bare."""
+    bad = c.path("not-a-model.gguf")
+    with open(bad, "wb") as f:
+        f.write(b"\0" * 65536)
+    want = f"{bad}: not a GGUF file (bad magic)"
+    check(want in c.run("run", "-m", bad, "-n", "1", check_rc=None).stderr, "run's words")
+    progs = [[c.simple, "-m", bad, "-n", "1", PROMPT]] if c.simple else []
+    if LLAMA_SERVER and os.access(LLAMA_SERVER, os.X_OK):
+        progs.append([LLAMA_SERVER, "-m", bad, "--host", "127.0.0.1", "--port",
+                      str(free_port()), "-t", "1"])
+    if not progs:
+        raise Skip("neither llama-simple-ref nor llama-server was built")
+    for argv in progs:
+        p = run(c.exec_argv() + argv)
+        lines = rf_lines(p.stderr)
+        check(p.returncode != 0 and lines == [f"ramforge: exec: {want}"],
+              f"{os.path.basename(argv[0])}: exit {p.returncode}, lines {lines}")
 
 
 def case_symlinked_program(c):
