@@ -95,22 +95,26 @@ static bool said_first(const char *what, const char *path)
 }
 
 /*
- * The refusal of path as run says it (ramforge/admission.h): the headline and the ways out,
- * the whole reason with -v, every "N bytes" in IEC units (rf_size_text); once (said_first).
+ * The decision on path as run says it (ramforge/admission.h): the headline and the ways out,
+ * the whole reason with -v, every "N bytes" in IEC units (rf_size_text); a refusal once
+ * (said_first), a warning (-v only) at each load.
  */
-static void say_refused(const char *path, const struct rf_admission_result *adm)
+static void say_admission(const char *path, const struct rf_admission_result *adm)
 {
     static char head[512], ways[1024], line[8192], text[sizeof(line)]; /* under table_mu */
     pthread_mutex_lock(&exec_engine.table_mu);
-    if (!said_first("admission refused it", path)) {
+    if (adm->refused && !said_first("admission refused it", path)) {
         pthread_mutex_unlock(&exec_engine.table_mu);
         return;
     }
     rf_admission_headline(adm, head, sizeof(head));
     rf_admission_ways_out(adm, ways, sizeof(ways));
-    int n = snprintf(
-        line, sizeof(line), "exec: admission refused loading %s (%s, --admission %s): %s", path,
-        rf_admission_outcome_name(adm->outcome), rf_admission_mode_name(adm->mode), head);
+    int n = adm->refused ? snprintf(line, sizeof(line),
+                                    "exec: admission refused loading %s (%s, --admission %s): %s",
+                                    path, rf_admission_outcome_name(adm->outcome),
+                                    rf_admission_mode_name(adm->mode), head)
+                         : snprintf(line, sizeof(line),
+                                    "exec: warning: admission before loading %s: %s", path, head);
     for (char *w = ways, *next; *w && n >= 0 && (size_t)n < sizeof(line); w = next) {
         next = w + strcspn(w, "\n");
         if (*next)
@@ -156,7 +160,7 @@ static int hook_before_load(const char *path, bool use_extra_bufts, bool mmap, b
         /* llama.cpp will say what it thinks of the file; admission could not read it */
         exec_engine.host->say("exec: no admission before loading %s: %s", path, err);
     } else if (decided && adm->refused) {
-        say_refused(path, adm);
+        say_admission(path, adm);
         char report[PATH_MAX];
         pthread_mutex_lock(&exec_engine.table_mu);
         unsigned number = free_number();
@@ -166,8 +170,7 @@ static int hook_before_load(const char *path, bool use_extra_bufts, bool mmap, b
             exec_engine.host->say("exec: cannot write %s: %s", report, rf_strerror(arc));
         rc = -1;
     } else if (decided && adm->outcome != RF_ADMIT_ADMITTED && c->verbose) {
-        exec_engine.host->say("exec: warning: admission before loading %s: %s: %s", path,
-                              rf_admission_outcome_name(adm->outcome), adm->reason);
+        say_admission(path, adm);
     }
     free(adm);
     return rc;

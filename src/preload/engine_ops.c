@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "ramforge/metrics.h"
+#include "ramforge/policy.h"
 #include "ramforge/session_ext.h"
 #include "ramforge/timing.h"
 
@@ -95,10 +96,12 @@ void exec_op_idle(struct exec_model *m, bool alive)
     m->idle_alive_boundaries += alive;
     m->idle_released = released > 0;
     pthread_mutex_unlock(&exec_engine.table_mu);
+    char size[32];
     if (exec_engine.cfg.verbose)
-        exec_engine.host->say("exec: %s: idle boundary (%s) released %llu bytes in %.1f ms",
-                              m->path, alive ? "contexts alive" : "no context",
-                              (unsigned long long)released, (double)(rf_now_ns() - t0) / 1e6);
+        exec_engine.host->say("exec: %s: idle boundary (%s) released %s in %.1f ms", m->path,
+                              alive ? "contexts alive" : "no context",
+                              rf_size_format(released, size, sizeof(size)),
+                              (double)(rf_now_ns() - t0) / 1e6);
     op_close(m, submits);
 }
 
