@@ -2,10 +2,11 @@
  * ramforge watch as Prometheus text (exposition format 0.0.4): the ledger
  * families run and serve write (ramforge_ledger_bytes{category,provenance}
  * with the same category names), each series labelled pid, model (the
- * file's name) and path as exec's, then the watch's own families. --metrics-file writes it atomically
- * (rf_metrics_write_file, for node_exporter's textfile collector);
- * --listen serves the latest reading on /metrics (metrics_listen.c; the
- * loop publishes a new text after each reading).
+ * file's name) and path as exec's, then the watch's own families.
+ * --metrics-file writes it atomically (rf_metrics_write_file, for
+ * node_exporter's textfile collector); --listen serves the latest
+ * reading on /metrics (metrics_listen.c; the loop publishes a new text
+ * after each reading).
  */
 #include "watch.h"
 
