@@ -232,20 +232,9 @@ bool cli_parse_int(const char *what, const char *s, long long min, long long max
 
 const char *cli_format_bytes(uint64_t bytes, bool raw, char *buf, size_t len)
 {
-    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    double v = (double)bytes;
-    int u = 0;
-
-    if (raw || bytes < 1024) {
-        snprintf(buf, len, "%" PRIu64 "%s", bytes, raw ? "" : " B");
-        return buf;
-    }
-    while (v >= 1024.0 && u < 6) {
-        v /= 1024.0;
-        u++;
-    }
-    snprintf(buf, len, "%.2f %s", v, units[u]);
-    return buf;
+    if (raw)
+        snprintf(buf, len, "%" PRIu64, bytes);
+    return raw ? buf : rf_size_format(bytes, buf, len);
 }
 
 const char *cli_format_signed_bytes(int64_t bytes, char *buf, size_t len)
@@ -270,32 +259,7 @@ const char *cli_format_change(int64_t bytes, char *buf, size_t len)
 
 const char *cli_iec_text(const char *in, char *buf, size_t len)
 {
-    static const char unit[] = " bytes";
-    size_t o = 0;
-
-    if (len == 0)
-        return buf;
-    for (const char *p = in; *p && o + 1 < len;) {
-        const char *q = p;
-        while (*q >= '0' && *q <= '9')
-            q++;
-        bool word_start = p == in || !(isalnum((unsigned char)p[-1]) || p[-1] == '.');
-        if (q > p && q - p <= 19 && word_start && strncmp(q, unit, sizeof(unit) - 1) == 0) {
-            char num[21], fmt[32];
-            snprintf(num, sizeof(num), "%.*s", (int)(q - p), p);
-            cli_format_bytes(strtoull(num, NULL, 10), false, fmt, sizeof(fmt));
-            int w = snprintf(buf + o, len - o, "%s", fmt);
-            o = w < 0 || (size_t)w >= len - o ? len - 1 : o + (size_t)w;
-            p = q + sizeof(unit) - 1;
-        } else {
-            /* copy the digits (or one other character) as they are */
-            const char *end = q > p ? q : p + 1;
-            while (p < end && o + 1 < len)
-                buf[o++] = *p++;
-        }
-    }
-    buf[o] = '\0';
-    return buf;
+    return rf_size_text(in, buf, len);
 }
 
 const char *cli_format_ns(uint64_t ns, char *buf, size_t len)

@@ -111,7 +111,8 @@ const char *cli_format_bytes(uint64_t bytes, bool raw, char *buf, size_t len);
  * Copies in to buf (len bytes, always NUL-terminated, truncated if need be)
  * with every "N bytes" written in IEC units as cli_format_bytes does
  * ("24121344 bytes" -> "23.00 MiB"): the library's reasons keep exact
- * bytes for the JSON report, the human output reads them this way.
+ * bytes for the JSON report, the human output reads them this way. Core's
+ * rf_size_text, the rule exec's engine uses too.
  */
 const char *cli_iec_text(const char *in, char *buf, size_t len);
 

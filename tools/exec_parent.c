@@ -183,7 +183,7 @@ static void live(FILE *f, long child, const struct spooled *v, size_t n)
         dup |= i > 0 && pid == child;
         snprintf(pid_text, sizeof(pid_text), "%ld", pid);
         if (!dup && rfsys_read_status(NULL, pid_text, &st) == 0 && st.has_vm_rss)
-            fprintf(f, "ramforge_live_process_rss_bytes{process=\"%ld\"} %" PRIu64 "\n", pid,
+            fprintf(f, "ramforge_live_process_rss_bytes{pid=\"%ld\"} %" PRIu64 "\n", pid,
                     st.vm_rss_bytes);
     }
     family(f, "ramforge_live_mapping_rss_bytes",
@@ -191,7 +191,7 @@ static void live(FILE *f, long child, const struct spooled *v, size_t n)
     for (size_t i = 0; i < n; i++) {
         if (!path_label(v[i].text, model, sizeof(model)) || !mapping_rss(v[i].pid, model, &rss))
             continue;
-        fprintf(f, "ramforge_live_mapping_rss_bytes{process=\"%ld\",", v[i].pid);
+        fprintf(f, "ramforge_live_mapping_rss_bytes{pid=\"%ld\",", v[i].pid);
         rf_metrics_model_labels(f, model);
         fprintf(f, "} %" PRIu64 "\n", rss);
     }
@@ -202,13 +202,13 @@ static void live(FILE *f, long child, const struct spooled *v, size_t n)
            "The program's memory cgroup usage read at scrape time (memory.current or "
            "memory.usage_in_bytes).");
     if (has_cg && cg.has_current)
-        fprintf(f, "ramforge_live_cgroup_current_bytes{process=\"%ld\"} %" PRIu64 "\n", child,
+        fprintf(f, "ramforge_live_cgroup_current_bytes{pid=\"%ld\"} %" PRIu64 "\n", child,
                 cg.current_bytes);
     family(f, "ramforge_live_cgroup_limit_bytes",
            "The program's memory cgroup effective hard limit read at scrape time; absent when "
            "none.");
     if (has_cg && cg.has_limit && !cg.limit_unlimited)
-        fprintf(f, "ramforge_live_cgroup_limit_bytes{process=\"%ld\"} %" PRIu64 "\n", child,
+        fprintf(f, "ramforge_live_cgroup_limit_bytes{pid=\"%ld\"} %" PRIu64 "\n", child,
                 cg.limit_bytes);
 }
 

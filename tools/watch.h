@@ -209,7 +209,7 @@ int watch_metrics_text(struct watch_proc *const *procs, size_t n, char **out);
 /* watch_release.c: --release-idle for p at monotonic time now_s. */
 void watch_release_maybe(struct watch_proc *p, const struct watch_options *o, double now_s);
 
-/* The model label of a process: its first model's path, "" when none. */
+/* The path label of a process: its first model's path, "" when none. */
 const char *watch_model_label(const struct watch_proc *p);
 
 #endif

@@ -1,11 +1,12 @@
 /*
  * ramforge watch as Prometheus text (exposition format 0.0.4): the ledger
  * families run and serve write (ramforge_ledger_bytes{category,provenance}
- * with the same category names), each series with pid and model labels,
- * then the watch's own families. --metrics-file writes it atomically
- * (rf_metrics_write_file, for node_exporter's textfile collector);
- * --listen serves the latest reading on /metrics (metrics_listen.c; the
- * loop publishes a new text after each reading).
+ * with the same category names), each series labelled pid, model (the
+ * file's name) and path as exec's, then the watch's own families.
+ * --metrics-file writes it atomically (rf_metrics_write_file, for
+ * node_exporter's textfile collector); --listen serves the latest
+ * reading on /metrics (metrics_listen.c; the loop publishes a new text
+ * after each reading).
  */
 #include "watch.h"
 
@@ -23,11 +24,12 @@ static void family(FILE *f, const char *name, const char *type, const char *help
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* name{pid="..",model=".." (the caller closes the braces). */
+/* name{pid="..",model="<file name>",path="<path>" (the caller closes the braces): the labels
+   of exec's series (pid) and of run's and serve's (model, path), one convention. */
 static void series(FILE *f, const char *name, const struct watch_proc *p)
 {
     fprintf(f, "%s{pid=\"%d\",", name, p->pid);
-    rf_metrics_label(f, "model", watch_model_label(p));
+    rf_metrics_model_labels(f, watch_model_label(p));
 }
 
 static void figure(FILE *f, const char *name, const struct watch_proc *p, const char *category,

@@ -7,12 +7,18 @@
  * Kubernetes. A fraction or exponent is exact (integers, no floating
  * point) and must give whole bytes. What Kubernetes refuses or reads
  * otherwise ("2GB", "512K", "300m", "1 Gi") is refused, and
- * rf_size_hint names the spelling to use.
+ * rf_size_hint names the spelling to use. And the other way: bytes
+ * formatted for a person (rf_size_format, rf_size_text), the one rule of
+ * the CLI and of exec's engine.
  */
 #include "ramforge/policy.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_SIGNIFICANT 38 /* digits of the number that fit an unsigned __int128 */
@@ -216,4 +222,52 @@ bool rf_size_hint(const char *s, char *buf, size_t len)
     else
         snprintf(buf, len, "write %s%s (%s)", num, fix, why);
     return true;
+}
+
+const char *rf_size_format(uint64_t bytes, char *buf, size_t len)
+{
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)bytes;
+    int u = 0;
+
+    if (bytes < 1024) {
+        snprintf(buf, len, "%" PRIu64 " B", bytes);
+        return buf;
+    }
+    while (v >= 1024.0 && u < 6) {
+        v /= 1024.0;
+        u++;
+    }
+    snprintf(buf, len, "%.2f %s", v, units[u]);
+    return buf;
+}
+
+const char *rf_size_text(const char *in, char *buf, size_t len)
+{
+    static const char unit[] = " bytes";
+    size_t o = 0;
+
+    if (len == 0)
+        return buf;
+    for (const char *p = in; *p && o + 1 < len;) {
+        const char *q = p;
+        while (*q >= '0' && *q <= '9')
+            q++;
+        bool word_start = p == in || !(isalnum((unsigned char)p[-1]) || p[-1] == '.');
+        if (q > p && q - p <= 19 && word_start && strncmp(q, unit, sizeof(unit) - 1) == 0) {
+            char num[21], fmt[32];
+            snprintf(num, sizeof(num), "%.*s", (int)(q - p), p);
+            rf_size_format(strtoull(num, NULL, 10), fmt, sizeof(fmt));
+            int w = snprintf(buf + o, len - o, "%s", fmt);
+            o = w < 0 || (size_t)w >= len - o ? len - 1 : o + (size_t)w;
+            p = q + sizeof(unit) - 1;
+        } else {
+            /* copy the digits (or one other character) as they are */
+            const char *end = q > p ? q : p + 1;
+            while (p < end && o + 1 < len)
+                buf[o++] = *p++;
+        }
+    }
+    buf[o] = '\0';
+    return buf;
 }

@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "ramforge/admission.h"
+#include "ramforge/forge.h"
+#include "ramforge/policy.h"
 #include "ramforge/report_json.h"
 #include "ramforge/session_ext.h"
 #include "ramforge/timing.h"
@@ -75,6 +77,56 @@ static void log_sink(enum rf_log_level level, const char *msg, void *ud)
         exec_engine.host->say("exec: %s", msg);
 }
 
+/*
+ * Whether what (a refusal, a bad file) of path is new: not what the engine said of the last
+ * load. llama-server asks twice, its --fit pass and then its load, and the second answer is
+ * the first's: said once (with -v, again in a few words). Under table_mu.
+ */
+static bool said_first(const char *what, const char *path)
+{
+    char key[sizeof(exec_engine.said)];
+    snprintf(key, sizeof(key), "%s:%s", what, path);
+    bool first = strcmp(exec_engine.said, key) != 0;
+    snprintf(exec_engine.said, sizeof(exec_engine.said), "%s", key);
+    if (!first && exec_engine.cfg.verbose)
+        exec_engine.host->say("exec: %s: %s again (another load attempt of the process)", path,
+                              what);
+    return first;
+}
+
+/*
+ * The decision on path as run says it (ramforge/admission.h): the headline and the ways out,
+ * the whole reason with -v, every "N bytes" in IEC units (rf_size_text); a refusal once
+ * (said_first), a warning (-v only) at each load.
+ */
+static void say_admission(const char *path, const struct rf_admission_result *adm)
+{
+    static char head[512], ways[1024], line[8192], text[sizeof(line)]; /* under table_mu */
+    pthread_mutex_lock(&exec_engine.table_mu);
+    if (adm->refused && !said_first("admission refused it", path)) {
+        pthread_mutex_unlock(&exec_engine.table_mu);
+        return;
+    }
+    rf_admission_headline(adm, head, sizeof(head));
+    rf_admission_ways_out(adm, ways, sizeof(ways));
+    int n = adm->refused ? snprintf(line, sizeof(line),
+                                    "exec: admission refused loading %s (%s, --admission %s): %s",
+                                    path, rf_admission_outcome_name(adm->outcome),
+                                    rf_admission_mode_name(adm->mode), head)
+                         : snprintf(line, sizeof(line),
+                                    "exec: warning: admission before loading %s: %s", path, head);
+    for (char *w = ways, *next; *w && n >= 0 && (size_t)n < sizeof(line); w = next) {
+        next = w + strcspn(w, "\n");
+        if (*next)
+            *next++ = '\0';
+        n += snprintf(line + n, sizeof(line) - (size_t)n, "\n  way out: %s", w);
+    }
+    if (exec_engine.cfg.verbose && n >= 0 && (size_t)n < sizeof(line))
+        snprintf(line + n, sizeof(line) - (size_t)n, "\n  in full: %s", adm->reason);
+    exec_engine.host->say("%s", rf_size_text(line, text, sizeof(text)));
+    pthread_mutex_unlock(&exec_engine.table_mu);
+}
+
 static int hook_before_load(const char *path, bool use_extra_bufts, bool mmap, bool mlock)
 {
     const struct exec_config *c = &exec_engine.cfg;
@@ -86,7 +138,18 @@ static int hook_before_load(const char *path, bool use_extra_bufts, bool mmap, b
     int rc = 0;
 
     (void)mmap;
-    if (p.policy == RF_POLICY_OFF || p.admission_mode == RF_ADMISSION_OFF)
+    if (p.policy == RF_POLICY_OFF)
+        return 0;
+    if (forge_gguf_check(path, err) < 0) {
+        /* as run says it ("PATH: not a GGUF file (bad magic)"), once; llama.cpp then refuses
+           it too, in its own words */
+        pthread_mutex_lock(&exec_engine.table_mu);
+        if (said_first("not loadable", path))
+            exec_engine.host->say("exec: %s", err);
+        pthread_mutex_unlock(&exec_engine.table_mu);
+        return 0;
+    }
+    if (p.admission_mode == RF_ADMISSION_OFF)
         return 0;
     p.mlock_requested = mlock;
     adm = calloc(1, sizeof(*adm));
@@ -97,9 +160,7 @@ static int hook_before_load(const char *path, bool use_extra_bufts, bool mmap, b
         /* llama.cpp will say what it thinks of the file; admission could not read it */
         exec_engine.host->say("exec: no admission before loading %s: %s", path, err);
     } else if (decided && adm->refused) {
-        exec_engine.host->say("exec: admission refused loading %s (%s, --admission %s): %s", path,
-                              rf_admission_outcome_name(adm->outcome),
-                              rf_admission_mode_name(adm->mode), adm->reason);
+        say_admission(path, adm);
         char report[PATH_MAX];
         pthread_mutex_lock(&exec_engine.table_mu);
         unsigned number = free_number();
@@ -109,8 +170,7 @@ static int hook_before_load(const char *path, bool use_extra_bufts, bool mmap, b
             exec_engine.host->say("exec: cannot write %s: %s", report, rf_strerror(arc));
         rc = -1;
     } else if (decided && adm->outcome != RF_ADMIT_ADMITTED && c->verbose) {
-        exec_engine.host->say("exec: warning: admission before loading %s: %s: %s", path,
-                              rf_admission_outcome_name(adm->outcome), adm->reason);
+        say_admission(path, adm);
     }
     free(adm);
     return rc;

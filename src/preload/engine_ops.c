@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "ramforge/metrics.h"
+#include "ramforge/policy.h"
 #include "ramforge/session_ext.h"
 #include "ramforge/timing.h"
 
@@ -95,19 +96,22 @@ void exec_op_idle(struct exec_model *m, bool alive)
     m->idle_alive_boundaries += alive;
     m->idle_released = released > 0;
     pthread_mutex_unlock(&exec_engine.table_mu);
+    char size[32];
     if (exec_engine.cfg.verbose)
-        exec_engine.host->say("exec: %s: idle boundary (%s) released %llu bytes in %.1f ms",
-                              m->path, alive ? "contexts alive" : "no context",
-                              (unsigned long long)released, (double)(rf_now_ns() - t0) / 1e6);
+        exec_engine.host->say("exec: %s: idle boundary (%s) released %s in %.1f ms", m->path,
+                              alive ? "contexts alive" : "no context",
+                              rf_size_format(released, size, sizeof(size)),
+                              (double)(rf_now_ns() - t0) / 1e6);
     op_close(m, submits);
 }
 
-/* text with process="<pid>" before every model label (a new string, NULL on ENOMEM). */
-static char *with_process(const char *text)
+/* text with pid="<pid>" before every model label (a new string, NULL on ENOMEM): the label
+   watch's series carry too. */
+static char *with_pid(const char *text)
 {
     static const char key[] = "{model=\"";
     char label[48];
-    int n_label = snprintf(label, sizeof(label), "{process=\"%ld\",model=\"", (long)getpid());
+    int n_label = snprintf(label, sizeof(label), "{pid=\"%ld\",model=\"", (long)getpid());
     size_t n = 0;
     for (const char *p = text; (p = strstr(p, key)); p += sizeof(key) - 1)
         n++;
@@ -164,7 +168,7 @@ static char *exec_families(struct exec_model *m)
     if (!realpath(m->path, canon)) /* else the path as given */
         snprintf(canon, sizeof(canon), "%s", m->path);
     for (size_t i = 0; i < sizeof(fam) / sizeof(fam[0]); i++) {
-        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s{process=\"%ld\",", fam[i].name, fam[i].help,
+        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s{pid=\"%ld\",", fam[i].name, fam[i].help,
                 fam[i].name, fam[i].type, fam[i].name, (long)getpid());
         rf_metrics_model_labels(f, canon);
         fprintf(f, "} %.9g\n", fam[i].v);
@@ -185,7 +189,7 @@ void exec_write_figures(struct exec_model *m)
         return;
     char *text = NULL, *labelled = NULL, *own = NULL, *all = NULL;
     rc = rf_session_metrics_text(m->s, m->path, &text);
-    if (rc == 0 && (!(labelled = with_process(text)) || !(own = exec_families(m)) ||
+    if (rc == 0 && (!(labelled = with_pid(text)) || !(own = exec_families(m)) ||
                     asprintf(&all, "%s%s", labelled, own) < 0)) {
         all = NULL;
         rc = -ENOMEM;

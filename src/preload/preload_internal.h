@@ -104,6 +104,8 @@ struct exec_engine {
     struct exec_model models[EXEC_MAX_MODELS];
     unsigned loads;              /* models managed so far */
     unsigned loads_without_mmap; /* loads not managed: no mmap */
+    char said[PATH_MAX + 32];    /* "what:path" the engine said of the last load refused or not
+                                    loadable ("": none): said once */
     struct exec_ctx {
         struct llama_context *ctx;
         struct exec_model *m;

@@ -4,6 +4,11 @@
  * text is built in an open_memstream buffer and written with core's
  * rf_file_write_atomic. The release families are counters over the whole
  * session: the retained applications plus those the history cap dropped.
+ * The operation's admission, staging and speed families are those of the
+ * last operation that ran a request: an operation that ran none (serve's
+ * idle boundary) keeps them (ses_held), so a dashboard's tok/s, TTFT, load
+ * time and admission panels do not go blank while the server is idle; the
+ * load time, the session's, is written for every operation after the load.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -233,8 +238,53 @@ static void release_metrics(FILE *f, const struct rf_report *r,
     }
 }
 
-static int metrics_text(const struct rf_report *op, const struct rf_report *session,
-                        const struct rf_release_totals *dropped, const char *model, char **out)
+/* Whether r's operation ran a request: an admission decided, or tokens. */
+static bool ran_request(const struct rf_report *r)
+{
+    const struct rf_timing *t = r->timing;
+    return r->admission || r->n_tokens > 0 ||
+           (t && (t->has[RF_TIMER_TTFT] || t->has[RF_TIMER_DECODE]));
+}
+
+void ses_metrics_hold(struct rf_session *s)
+{
+    const struct rf_report *r = rf_session_report(s, RF_REPORT_OPERATION);
+    struct ses_held *h = &s->held;
+    if (!r || !ran_request(r))
+        return;
+    memset(h, 0, sizeof(*h));
+    h->has = true;
+    if (r->timing)
+        h->timing = *r->timing;
+    /* the load time is the session's (only the first operation's timing holds it) */
+    if (!h->timing.has[RF_TIMER_MODEL_LOAD] && s->model.load_ns)
+        rf_timing_set(&h->timing, RF_TIMER_MODEL_LOAD, s->model.load_ns);
+    h->rep.timing = &h->timing;
+    h->rep.n_tokens = r->n_tokens;
+    if (r->admission) {
+        h->admission = *r->admission;
+        h->rep.admission = &h->admission;
+    }
+    if (r->staging) {
+        h->staging.selected_bytes = r->staging->selected_bytes;
+        h->rep.staging = &h->staging;
+        h->rep.staging_attempted = r->staging_attempted;
+        h->rep.staging_accepted_bytes = r->staging_accepted_bytes;
+    }
+    if (r->streaming) {
+        h->streaming.has_read_bytes = r->streaming->has_read_bytes;
+        h->streaming.read_bytes = r->streaming->read_bytes;
+        h->streaming.has_major_faults = r->streaming->has_major_faults;
+        h->streaming.major_faults = r->streaming->major_faults;
+        h->rep.streaming = &h->streaming;
+    }
+}
+
+/* figures: the operation whose admission, staging and speed families are written (op, or
+   the last one that ran a request). */
+static int metrics_text(const struct rf_report *op, const struct rf_report *figures,
+                        const struct rf_report *session, const struct rf_release_totals *dropped,
+                        const char *model, char **out)
 {
     char *text = NULL;
     size_t len = 0;
@@ -248,8 +298,8 @@ static int metrics_text(const struct rf_report *op, const struct rf_report *sess
     if (!f)
         return -ENOMEM;
     ledger_metrics(f, op, model);
-    operation_metrics(f, op, model);
-    speed_metrics(f, op, model);
+    operation_metrics(f, figures, model);
+    speed_metrics(f, figures, model);
     release_metrics(f, session ? session : op, dropped, model);
     if (fclose(f) != 0) {
         free(text);
@@ -262,15 +312,17 @@ static int metrics_text(const struct rf_report *op, const struct rf_report *sess
 int rf_metrics_text(const struct rf_report *op, const struct rf_report *session, const char *model,
                     char **out)
 {
-    return metrics_text(op, session, NULL, model, out);
+    return metrics_text(op, op, session, NULL, model, out);
 }
 
 int rf_session_metrics_text(struct rf_session *s, const char *model, char **out)
 {
     if (!s)
         return -EINVAL;
-    return metrics_text(rf_session_report(s, RF_REPORT_OPERATION),
-                        rf_session_report(s, RF_REPORT_SESSION), &s->dropped_releases, model, out);
+    const struct rf_report *op = rf_session_report(s, RF_REPORT_OPERATION);
+    const struct rf_report *figures = !op || ran_request(op) || !s->held.has ? op : &s->held.rep;
+    return metrics_text(op, figures, rf_session_report(s, RF_REPORT_SESSION), &s->dropped_releases,
+                        model, out);
 }
 
 int rf_metrics_write_file(const char *text, const char *path)

@@ -530,5 +530,6 @@ int rf_session_operation_end(struct rf_session *s, const struct rf_operation_out
     rf_timing_set(&op->timing, RF_TIMER_END_TO_END, rf_now_ns() - op->start_ns);
     op->ended = true;
     s->n_ended++;
+    ses_metrics_hold(s);
     return 0;
 }

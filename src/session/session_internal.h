@@ -158,6 +158,20 @@ struct session_op {
     struct ses_stream stream;
 };
 
+/*
+ * The figures of the last operation that ran a request (an admission decided, or tokens):
+ * what the metrics text keeps through operations that ran none (serve's idle boundary),
+ * until the next such operation replaces them (metrics.c). Copies: no pointer into the op.
+ */
+struct ses_held {
+    bool has;
+    struct rf_report rep; /* admission, staging, speed fields pointing below; the rest zero */
+    struct rf_timing timing;
+    struct rf_admission_result admission;
+    struct rf_staging_plan staging;    /* selected_bytes only */
+    struct rf_stream_report streaming; /* the read bytes and major faults only */
+};
+
 struct rf_session {
     struct rf_session_params p;
     const struct rf_session_native *native;
@@ -227,6 +241,7 @@ struct rf_session {
     char file_changed[320];
 
     struct session_op op;
+    struct ses_held held; /* the last request's figures, for the metrics text */
     uint64_t n_ended;
     struct rf_report view[2]; /* rf_session_report's assembly, per scope (operation, session) */
 };
@@ -256,6 +271,8 @@ struct rf_recon_value ses_delta(bool has_a, uint64_t after, bool has_b, uint64_t
  * operation's warnings.
  */
 bool ses_file_changed(struct rf_session *s);
+/* At an operation's end (metrics.c): one that ran a request becomes s->held. */
+void ses_metrics_hold(struct rf_session *s);
 /* The after_load boundary (boundary.c): inventory, lifetimes, sample, dead-page release. */
 int ses_after_load(struct rf_session *s);
 /*

@@ -4,7 +4,8 @@ far as this machine allows; README.md, "Where it runs", says what is and is not 
 
   units       each systemd unit passes `systemd-analyze verify` (its binaries pointed at
               this build and at the pinned llama.cpp's llama-server; skipped with the
-              reason when that is absent) with nothing on stderr; MemoryMax= is set, and
+              reason when that is absent) with nothing on stderr, MANPATH unset (its
+              Documentation= the man page make install puts in /usr/local); MemoryMax= is set, and
               the fit check of ExecStartPre runs here against a small model under a
               --memory-limit equal to MemoryMax (exit 0), and refuses under 8 MiB (exit 1);
               the exec unit's ExecStart runs here (exec_here, below)
@@ -20,6 +21,8 @@ far as this machine allows; README.md, "Where it runs", says what is and is not 
               runs exists, every Debian package it installs is known to apt, the runtime
               packages hold every library this build's ramforge and the pin's llama-server
               load (ldd), and the llama-server link's target pattern names the pin's
+  model_path  the model file on the host is one path in the units (MODEL=), the
+              Dockerfile's `docker run -v HOST:/models` and the pods' hostPath volumes
   exec_here   (units, pod) `ramforge exec ... -- llama-server ...` with the pin's
               llama-server for the image's path, 127.0.0.1 for 0.0.0.0 and free ports:
               llama-server answers /health and its /metrics, exec's --metrics-listen
@@ -46,6 +49,8 @@ from e2e_util import ModelCtx, Skip, check, ended_by_sigterm, run_main  # noqa: 
 SOURCE = os.path.normpath(os.path.join(HERE, "..", ".."))
 DEPLOY = os.path.join(SOURCE, "docs", "deploy")
 INSTALLED = "/usr/local/bin/ramforge"
+INSTALLED_MAN = "/usr/local/share/man/man1/ramforge.1"  # make install's (CMAKE_INSTALL_MANDIR)
+HOST_MODEL = "/var/lib/ramforge/model.gguf"  # the model on the host, in every file
 IMAGE_LLAMA_SERVER = "/usr/local/bin/llama-server"  # the Dockerfile's link, the unit's path
 
 
@@ -144,13 +149,19 @@ def case_units(c):
         path = c.path(name)
         with open(path, "w") as f:
             f.write(local)
-        p = subprocess.run(["systemd-analyze", "verify", "--man=no", path],
-                           capture_output=True, text=True, timeout=120)
+        # as a user runs it: man: links checked (MANPATH unset, the page maybe not installed)
+        env = {k: v for k, v in os.environ.items() if k != "MANPATH"}
+        p = subprocess.run(["systemd-analyze", "verify", path], capture_output=True, text=True,
+                           timeout=120, env=env)
         check(p.returncode == 0 and not p.stderr.strip(),
               f"systemd-analyze verify {name}: exit {p.returncode}: {p.stderr}")
+        check(unit_value(text, "Documentation") == f"file:{INSTALLED_MAN}",
+              f"{name}: Documentation= is not the installed man page {INSTALLED_MAN}")
         limit = systemd_size(unit_value(text, "MemoryMax") or "")
         pre = shlex.split(unit_value(local, "ExecStartPre").replace("${MODEL}", model))
         check(pre[1:3] == ["inspect", "-c"], f"{name}: ExecStartPre is not the fit check")
+        # README: the unit's fit check reads MemoryMax= from the service's cgroup itself
+        check("--memory-limit" not in pre, f"{name}: ExecStartPre passes a second limit")
         c.run(*pre[1:], "--memory-limit", str(limit))
         c.run(*pre[1:], "--memory-limit", "8Mi", check_rc=1)
         start = shlex.split(unit_value(text, "ExecStart").replace("${MODEL}", model))
@@ -300,7 +311,45 @@ def case_dockerfile(c):
     check(checked >= 5, f"only {checked} libraries checked: {ldd}")
 
 
-CASES = {"units": case_units, "pod": case_pod, "dockerfile": case_dockerfile}
+def case_model_path(c):
+    """One model file on the host across the units (MODEL=), the Dockerfile's `docker run -v
+    HOST:/models` lines and each pod's hostPath volume mounted at /models."""
+    found = {}
+    for name in ("ramforge-serve.service", "ramforge-exec.service"):
+        with open(os.path.join(DEPLOY, name)) as f:
+            m = re.search(r"^Environment=MODEL=(\S+)$", f.read(), re.M)
+        found[name] = m.group(1) if m else None
+    with open(os.path.join(DEPLOY, "Dockerfile")) as f:
+        text = f.read()
+    inside = set(re.findall(r"-m (/models/\S+)", text))
+    check(inside, "the Dockerfile names no /models/... model")
+    for i, m in enumerate(re.finditer(r"-v (\S+):/models(?::ro)? ", text)):
+        for model in inside:
+            found[f"Dockerfile -v #{i + 1}"] = m.group(1) + model[len("/models"):]
+    check(any(k.startswith("Dockerfile") for k in found), "the Dockerfile mounts no /models")
+    try:
+        docs = pods()
+    except ImportError:
+        raise Skip("python3-yaml is not installed")
+    for pod in docs:
+        spec = pod["spec"]
+        hosts = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+        for ctr in spec["initContainers"] + spec["containers"]:
+            mounts = {m["mountPath"]: m["name"] for m in ctr.get("volumeMounts", [])}
+            for arg in ctr["command"]:
+                if arg.endswith(".gguf"):
+                    mnt = os.path.dirname(arg)
+                    check(mnt in mounts and mounts[mnt] in hosts,
+                          f"{pod['metadata']['name']}/{ctr['name']}: {arg} is on no hostPath")
+                    found[f"{pod['metadata']['name']}/{ctr['name']}"] = os.path.join(
+                        hosts[mounts[mnt]], os.path.basename(arg))
+    check(all(v == HOST_MODEL for v in found.values()),
+          f"the model on the host differs between files (want {HOST_MODEL}): {found}")
+    print(f"{len(found)} places name {HOST_MODEL}")
+
+
+CASES = {"units": case_units, "pod": case_pod, "dockerfile": case_dockerfile,
+         "model_path": case_model_path}
 
 if __name__ == "__main__":
     run_main(CASES, ModelCtx, "ramforge-deploy-")

@@ -326,6 +326,12 @@ def idle_case(c, mode):
                                            ("provenance", "exact_measured")))]
         check(fbr <= target + PAGE * n_maps, f"/metrics FileBackedResident {fbr} > target")
         check(m[("ramforge_idle_boundaries_total", ())] >= 1, "idle boundary counted")
+        # the last request's figures stay through the idle release's operation (not blank)
+        for name in ("ramforge_operation_decode_tokens_per_second",
+                     "ramforge_operation_ttft_seconds", "ramforge_operation_model_load_seconds",
+                     "ramforge_operation_admission_refused"):
+            check((name, ()) in m, f"{name} gone after the idle release")
+        check(m[("ramforge_operation_tokens_generated", ())] == 8, "the request's 8 tokens")
         check(sv.complete(n=8)["tokens"] == tokens, "tokens after the idle release")
         check(sv.ok("GET", "/props")["residency"]["state"] == "resident", "resident again")
         m = sv.metrics()

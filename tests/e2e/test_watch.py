@@ -193,7 +193,11 @@ def case_prometheus(c):
                 raise Failure(f"watch --listen exited: {w.stderr.read()}")
             body = wait_for(lambda: (t := urllib.request.urlopen(url, timeout=10).read().decode())
                             and "ramforge_watch_up{" in t and t, 60, "a reading on /metrics")
-            check(f'ramforge_ledger_bytes{{pid="{s.pid}"' in body, body[:500])
+            # exec's and run's label convention: pid, model the file's name, path its path
+            labels = f'pid="{s.pid}",model="{os.path.basename(model)}",' \
+                     f'path="{os.path.realpath(model)}"'
+            for name in ("ramforge_ledger_bytes", "ramforge_watch_up", "ramforge_watch_bytes"):
+                check(f'{name}{{{labels}' in body, f"{name} without {{{labels}: {body[:800]}")
             promtool_check_metrics(body)
             res = prometheus_query(c.tmp, f"127.0.0.1:{wport}",
                                    f'ramforge_ledger_bytes{{category="FileBackedResident",'

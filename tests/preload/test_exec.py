@@ -138,7 +138,7 @@ def case_streaming(c):
 
 def case_report_metrics(c):
     """The session report (valid against the schema, the load's operation and the run's) and
-    the textfile (every sample labelled with the process and the model)."""
+    the textfile (every sample labelled pid, model and path, as watch's)."""
     model = c.model("small")
     rep, prom = c.path("r.json"), c.path("m.prom")
     p = subprocess.Popen(c.exec_argv("--residency-report-json", rep, "--metrics-file", prom) +
@@ -156,7 +156,7 @@ def case_report_metrics(c):
     for name, samples in ms.items():
         for labels, _ in samples:
             # model is the file's name, path its canonical path (one series per model)
-            check(labels.get("process") == str(p.pid) and
+            check(labels.get("pid") == str(p.pid) and
                   labels.get("model") == os.path.basename(model) and
                   labels.get("path", os.path.realpath(model)) == os.path.realpath(model),
                   f"{name}: labels {labels}")
@@ -400,8 +400,8 @@ class ExecServer:
 
 def case_metrics_listen(c):
     """--metrics-listen PORT (127.0.0.1): llama-server's figures as ramforge reads them, served
-    by exec's parent: the engine's families with model (the file's name), path and process
-    labels, the live mapping Rss equal to /proc/PID/smaps read here right after the scrape,
+    by exec's parent: the engine's families with model (the file's name), path and pid
+    labels (watch's), the live mapping Rss equal to /proc/PID/smaps read here right after the scrape,
     promtool's check, a real Prometheus scraping it; the spool and the port gone at exit."""
     model, real = c.model("small"), os.path.realpath(c.model("small"))
     with socket.socket() as taken:  # a port in use: one line, exit 1, nothing run or left
@@ -421,12 +421,12 @@ def case_metrics_listen(c):
                         "the idle boundary's figures on /metrics")
         here, _ = smaps_rss(s.pid, model)
         ms = metrics_text(body)
-        labels = {"process": str(s.pid), "model": os.path.basename(model), "path": real}
+        labels = {"pid": str(s.pid), "model": os.path.basename(model), "path": real}
         live = ms.get("ramforge_live_mapping_rss_bytes", [])
         check(len(live) == 1 and live[0][0] == labels and live[0][1] == here,
               f"live mapping Rss {live}, smaps here {here}")
         vm = ms.get("ramforge_live_process_rss_bytes", [])
-        check(len(vm) == 1 and vm[0][0] == {"process": str(s.pid)} and vm[0][1] >= here,
+        check(len(vm) == 1 and vm[0][0] == {"pid": str(s.pid)} and vm[0][1] >= here,
               f"live VmRSS {vm}")
         for name in ("ramforge_ledger_bytes", "ramforge_mapping_rss_bytes",
                      "ramforge_exec_submissions_total", "ramforge_release_applications_total"):
@@ -469,7 +469,7 @@ def children(pid):
 
 def case_metrics_listen_children(c):
     """--metrics-listen with two processes loading a model each (children of the program):
-    one HELP and TYPE per family, the samples of both under it, told apart by process; the
+    one HELP and TYPE per family, the samples of both under it, told apart by pid; the
     live mapping Rss of each for its own file; promtool's check; nothing left at exit."""
     if not c.hold:
         raise Skip("exec_hold was not built")
@@ -491,10 +491,10 @@ def case_metrics_listen_children(c):
                      "ramforge_live_mapping_rss_bytes"):
             check(body.count(f"# HELP {name} ") == 1 and body.count(f"# TYPE {name} ") == 1,
                   f"{name}: one HELP and TYPE")
-            check({int(lab["process"]) for lab, _ in ms[name]} == set(holds),
-                  f"{name}: processes {[lab['process'] for lab, _ in ms[name]]}, holds {holds}")
+            check({int(lab["pid"]) for lab, _ in ms[name]} == set(holds),
+                  f"{name}: processes {[lab['pid'] for lab, _ in ms[name]]}, holds {holds}")
         for lab, v in ms["ramforge_live_mapping_rss_bytes"]:
-            here, _ = smaps_rss(int(lab["process"]), lab["path"])
+            here, _ = smaps_rss(int(lab["pid"]), lab["path"])
             check(lab["path"] in map(os.path.realpath, models) and v == here,
                   f"live mapping Rss {lab} {v}, smaps here {here}")
         promtool_check_metrics(body)
@@ -534,6 +534,10 @@ def case_memory_limit(c):
              str(free_port()), "-t", "1"])
     check(p.returncode != 0 and "admission refused loading" in p.stderr,
           f"exit {p.returncode}: {rf_lines(p.stderr)}")
+    # llama-server asks twice (its --fit pass, then its load): said once, sizes as run says them
+    said = [ln for ln in rf_lines(p.stderr) if "admission refused loading" in ln]
+    check(len(said) == 1 and "GiB" in said[0] and not re.search(r"\d bytes", said[0]) and
+          "way out: " in p.stderr, f"the refusal: {said}")
     left = {n for n in os.listdir(parent) if n.startswith("rf-exec-")} - before
     check(not left, f"cgroups left behind: {left}")
     os.chmod(c.tmp, 0o755)
@@ -543,6 +547,28 @@ def case_memory_limit(c):
     check(p.returncode == 1 and "--memory-limit: cannot create the cgroup" in lines[-1] and
           "needs root" in lines[-1],
           f"not root: exit {p.returncode}, {lines}")
+
+
+def case_not_gguf(c):
+    """A file that is not GGUF: one ramforge line naming it and the reason as run says it
+    ("PATH: not a GGUF file (bad magic)"), though llama-server asks twice; the program fails
+    as it does bare."""
+    bad = c.path("not-a-model.gguf")
+    with open(bad, "wb") as f:
+        f.write(b"\0" * 65536)
+    want = f"{bad}: not a GGUF file (bad magic)"
+    check(want in c.run("run", "-m", bad, "-n", "1", check_rc=None).stderr, "run's words")
+    progs = [[c.simple, "-m", bad, "-n", "1", PROMPT]] if c.simple else []
+    if LLAMA_SERVER and os.access(LLAMA_SERVER, os.X_OK):
+        progs.append([LLAMA_SERVER, "-m", bad, "--host", "127.0.0.1", "--port",
+                      str(free_port()), "-t", "1"])
+    if not progs:
+        raise Skip("neither llama-simple-ref nor llama-server was built")
+    for argv in progs:
+        p = run(c.exec_argv() + argv)
+        lines = rf_lines(p.stderr)
+        check(p.returncode != 0 and lines == [f"ramforge: exec: {want}"],
+              f"{os.path.basename(argv[0])}: exit {p.returncode}, lines {lines}")
 
 
 def case_symlinked_program(c):

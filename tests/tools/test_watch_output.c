@@ -78,12 +78,13 @@ static void test_unknown_is_absent(void **state)
     p->maps_rc = -EACCES;
     p->cg_rc = -EACCES;
     char *t = metrics(&p, 1);
-    assert_non_null(strstr(t, "ramforge_ledger_bytes{pid=\"42\",model=\"\",category=\"ProcessRss\","
-                              "provenance=\"exact_measured\"} 314572800\n"));
+    assert_non_null(strstr(t,
+                           "ramforge_ledger_bytes{pid=\"42\",model=\"\",path=\"\","
+                           "category=\"ProcessRss\",provenance=\"exact_measured\"} 314572800\n"));
     assert_null(strstr(t, "category=\"FileBackedResident\",provenance"));
-    assert_non_null(strstr(t, "ramforge_ledger_unknown{pid=\"42\",model=\"\",category="
+    assert_non_null(strstr(t, "ramforge_ledger_unknown{pid=\"42\",model=\"\",path=\"\",category="
                               "\"FileBackedResident\"} 1\n"));
-    assert_non_null(strstr(t, "ramforge_ledger_unknown{pid=\"42\",model=\"\",category="
+    assert_non_null(strstr(t, "ramforge_ledger_unknown{pid=\"42\",model=\"\",path=\"\",category="
                               "\"CgroupCurrent\"} 1\n"));
     assert_null(strstr(t, "ramforge_watch_room_before_oom_bytes{"));
     assert_non_null(strstr(t, "category=\"Anonymous\",provenance=\"exact_measured\"} 105906176\n"));
@@ -110,7 +111,7 @@ static void test_exited(void **state)
     struct watch_proc *p = new_proc(7);
     p->state = WATCH_EXITED;
     char *t = metrics(&p, 1);
-    assert_non_null(strstr(t, "ramforge_watch_up{pid=\"7\",model=\"\"} 0\n"));
+    assert_non_null(strstr(t, "ramforge_watch_up{pid=\"7\",model=\"\",path=\"\"} 0\n"));
     assert_null(strstr(t, "ramforge_watch_bytes{pid=\"7\""));
     assert_null(strstr(t, "ramforge_ledger_bytes{pid=\"7\""));
     free(t);
@@ -138,7 +139,7 @@ static void test_binding(void **state)
     assert_int_equal(lvl, 1);
     assert_int_equal(room, (2048ull - 1800 + 50) << 20);
     char *t = metrics(&p, 1);
-    assert_non_null(strstr(t, "ramforge_watch_room_before_oom_bytes{pid=\"9\",model=\"\","
+    assert_non_null(strstr(t, "ramforge_watch_room_before_oom_bytes{pid=\"9\",model=\"\",path=\"\","
                               "level=\"/sys/fs/cgroup/pod\"} 312475648\n"));
     free(t);
     /* usage above the limit: no room from the limit, the reclaimable cache is still room */

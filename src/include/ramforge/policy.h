@@ -79,6 +79,21 @@ int rf_parse_size(const char *s, uint64_t *out_bytes);
  */
 bool rf_size_hint(const char *s, char *buf, size_t len);
 
+/*
+ * Formats bytes for a person, the CLI's byte formatting rule: under 1 KiB
+ * "N B", else two decimals of the largest IEC unit not above it ("1.50
+ * MiB"). Into buf (len bytes, cut; 32 hold any value). Returns buf.
+ */
+const char *rf_size_format(uint64_t bytes, char *buf, size_t len);
+
+/*
+ * Copies in to buf (len bytes, always NUL-terminated, cut if need be) with
+ * every "N bytes" written as rf_size_format writes it ("24121344 bytes" ->
+ * "23.00 MiB"): the library's reasons keep exact bytes for the JSON
+ * report, a person reads them this way (never longer than in). Returns buf.
+ */
+const char *rf_size_text(const char *in, char *buf, size_t len);
+
 /* The size rule in one sentence: every --help, ramforge(1) and the README print it as it is. */
 #define RF_SIZE_RULE                                                                               \
     "SIZE is bytes written as Kubernetes writes a memory quantity: a number, which may have a "    \
