@@ -28,7 +28,8 @@ _ramforge_opts_serve="-m --model --host --port -c --ctx-size -n --n-predict -t -
     --header-timeout --max-connections --max-connections-per-address -q --quiet --memory-limit
     --alias --seed --cors-origins --slots --no-slots --temp --sleep-idle-seconds
     --tags --chat-template --metrics --batch-size --prompt-cache
-    --jinja --no-jinja"
+    --jinja --no-jinja
+    --backend-sampling"
 _ramforge_opts_watch="-a --all -i --interval -n --iterations --once -j --json -b --bytes
     --metrics-file --listen --release-idle --memory-target --release-mode -h --help"
 _ramforge_opts_exec="--residency-policy --memory-target --safety-reserve --release-mode

@@ -58,6 +58,8 @@ struct serve_options {
     long long seed;               /* --seed: a request's seed when it gives none; -1: random */
     bool no_slots;                /* --no-slots: /slots answers 501, as llama-server's */
     double temperature;           /* --temp: a request's temperature when it gives none */
+    bool backend_sampling;        /* --backend-sampling: a request's backend_sampling when it
+                                     gives none (llama-server's -bs) */
     bool sleep;                   /* --sleep-idle-seconds given (llama-server's sleep) */
     bool metrics;                 /* --metrics: answer /metrics (else 501, as llama-server) */
     bool prompt_cache;            /* --prompt-cache: the last request's context stays alive,

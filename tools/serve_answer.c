@@ -99,16 +99,16 @@ static json_t *settings_json(struct serve *sv, const struct serve_job *j)
     json_t *stop = json_array();
     for (size_t i = 0; i < j->n_stop; i++)
         json_array_append_new(stop, rf_json_str(j->stop[i]));
-    return json_pack("{s:I,s:I,s:f,s:I,s:f,s:f,s:I,s:b,s:o,s:I,s:f,s:f,s:f,s:b,s:I,s:b,s:o}",
-                     "n_ctx", (json_int_t)sv->n_ctx_limit, "n_predict", (json_int_t)j->n_predict,
-                     "temperature", (double)j->temperature, "top_k", (json_int_t)j->top_k, "top_p",
-                     (double)j->top_p, "min_p", (double)j->min_p, "seed", (json_int_t)j->seed,
-                     "stream", j->stream, "stop", stop, "repeat_last_n",
-                     (json_int_t)j->repeat_last_n, "repeat_penalty", (double)j->repeat_penalty,
-                     "presence_penalty", (double)j->presence_penalty, "frequency_penalty",
-                     (double)j->frequency_penalty, "ignore_eos", j->ignore_eos, "n_probs",
-                     (json_int_t)j->n_probs, "post_sampling_probs", j->post_sampling_probs,
-                     "grammar", rf_json_str(j->grammar ? j->grammar : ""));
+    return json_pack(
+        "{s:I,s:I,s:f,s:I,s:f,s:f,s:I,s:b,s:o,s:I,s:f,s:f,s:f,s:b,s:I,s:b,s:b,s:o}", "n_ctx",
+        (json_int_t)sv->n_ctx_limit, "n_predict", (json_int_t)j->n_predict, "temperature",
+        (double)j->temperature, "top_k", (json_int_t)j->top_k, "top_p", (double)j->top_p, "min_p",
+        (double)j->min_p, "seed", (json_int_t)j->seed, "stream", j->stream, "stop", stop,
+        "repeat_last_n", (json_int_t)j->repeat_last_n, "repeat_penalty", (double)j->repeat_penalty,
+        "presence_penalty", (double)j->presence_penalty, "frequency_penalty",
+        (double)j->frequency_penalty, "ignore_eos", j->ignore_eos, "n_probs",
+        (json_int_t)j->n_probs, "post_sampling_probs", j->post_sampling_probs, "backend_sampling",
+        j->backend_sampling, "grammar", rf_json_str(j->grammar ? j->grammar : ""));
 }
 
 json_t *serve_answer_defaults(struct serve *sv)

@@ -43,6 +43,7 @@ struct serve_request_env serve_request_env_of(struct serve *sv)
                                       .seed = sv->o->seed < 0 ? SERVE_SEED_RANDOM
                                                               : (uint32_t)sv->o->seed,
                                       .temperature = sv->o->temperature,
+                                      .backend_sampling = sv->o->backend_sampling,
                                       .verbose = sv->o->sess.verbose,
                                       .tokenize = model_tokenize,
                                       .grammar_check = model_grammar_check,

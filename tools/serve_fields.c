@@ -88,6 +88,7 @@ const char *const serve_fields_common[] = {"stream",
                                            "ignore_eos",
                                            "n_probs",
                                            "post_sampling_probs",
+                                           "backend_sampling",
                                            "return_tokens",
                                            "timings_per_token",
                                            "return_progress",
@@ -465,6 +466,7 @@ static int parse_sampling(const struct serve_request_env *env, json_t *body, enu
     long long seed = -1, top_k = 40, last_n = 64, n_cmpl = 1, n_probs = 0;
     double temp = env->temperature, top_p = 0.95, min_p = 0.05, rep = 1.0, freq = 0.0, pres = 0.0;
     bool post = false;
+    j->backend_sampling = env->backend_sampling;
     if (!serve_field_int_range(body, "seed", -1, UINT32_MAX, &seed, msg, len) ||
         !serve_field_int_range(body, "top_k", INT32_MIN, INT32_MAX, &top_k, msg, len) ||
         !serve_field_range(body, "temperature", 0.0, 100.0, &temp, msg, len) ||
@@ -475,6 +477,7 @@ static int parse_sampling(const struct serve_request_env *env, json_t *body, enu
         !serve_field_range(body, "frequency_penalty", -1e6, 1e6, &freq, msg, len) ||
         !serve_field_range(body, "presence_penalty", -1e6, 1e6, &pres, msg, len) ||
         !serve_field_bool(body, "post_sampling_probs", &post, msg, len) ||
+        !serve_field_bool(body, "backend_sampling", &j->backend_sampling, msg, len) ||
         !serve_field_bool(body, "ignore_eos", &j->ignore_eos, msg, len) ||
         !parse_probs(body, api, &n_probs, msg, len))
         return 400;

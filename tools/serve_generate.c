@@ -170,6 +170,7 @@ bool serve_generate(struct serve *sv, struct serve_job *j, struct forge_generate
     gp->ignore_eos = j->ignore_eos;
     gp->n_probs = j->n_probs;
     gp->post_sampling_probs = j->post_sampling_probs;
+    gp->backend_sampling = j->backend_sampling;
     gp->on_token = on_token;
     gp->n_batch = (uint32_t)sv->o->batch_size;
     gp->on_prompt_progress = j->stream && j->return_progress ? on_progress : NULL;

@@ -117,6 +117,13 @@ static void usage(FILE *out)
             "      --no-jinja                llama_chat_apply_template (default)\n"
             "      --temp T                  temperature of a request that gives none, 0..100\n"
             "                                (default 0.8)\n"
+            "      --backend-sampling        a request's backend_sampling when it gives none\n"
+            "                                (llama-server's spelling --backend_sampling too):\n"
+            "                                the sampler chain runs in the model's graph\n"
+            "                                (llama_set_sampler; the rest of the chain the\n"
+            "                                backend cannot run, on the CPU); a grammar or\n"
+            "                                n_probs without post_sampling_probs keep it on\n"
+            "                                the CPU, as llama-server\n"
             "      --sleep-idle-seconds N    llama-server's sleep as serve does it:\n"
             "                                --idle-seconds N and, unless --memory-target is\n"
             "                                given, memory-bound to one page (the idle\n"
@@ -179,6 +186,7 @@ enum {
     OPT_METRICS,
     OPT_BATCH_SIZE,
     OPT_PROMPT_CACHE,
+    OPT_BACKEND_SAMPLING,
 };
 
 const char *serve_model_name(const struct serve_options *o)
@@ -305,6 +313,9 @@ static int serve_option(int c, const char *arg, void *ud)
     case OPT_PROMPT_CACHE:
         o->prompt_cache = true;
         break;
+    case OPT_BACKEND_SAMPLING:
+        o->backend_sampling = true;
+        break;
     case OPT_SLOTS:
     case OPT_NO_SLOTS:
         o->no_slots = c == OPT_NO_SLOTS;
@@ -348,6 +359,8 @@ int serve_parse_options(int argc, char **argv, struct serve_options *o)
         {"metrics", no_argument, NULL, OPT_METRICS},
         {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
         {"prompt-cache", no_argument, NULL, OPT_PROMPT_CACHE},
+        {"backend-sampling", no_argument, NULL, OPT_BACKEND_SAMPLING},
+        {"backend_sampling", no_argument, NULL, OPT_BACKEND_SAMPLING}, /* llama-server's too */
         {"temp", required_argument, NULL, OPT_TEMP},
         {"sleep-idle-seconds", required_argument, NULL, OPT_SLEEP},
         {"no-slots", no_argument, NULL, OPT_NO_SLOTS},

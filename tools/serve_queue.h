@@ -48,7 +48,8 @@ struct serve_job {
     bool ignore_eos;
     int32_t n_probs; /* 0: none */
     bool post_sampling_probs;
-    char **stop; /* n_stop stop strings, owned */
+    bool backend_sampling; /* llama-server's: the chain in the model's graph (forge.h) */
+    char **stop;           /* n_stop stop strings, owned */
     size_t n_stop;
     bool return_tokens;     /* "tokens" of /completion's answer (default true) */
     bool timings_per_token; /* timings in every streamed event */

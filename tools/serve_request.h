@@ -20,12 +20,13 @@
 
 /* What parsing a request needs from the server. */
 struct serve_request_env {
-    int32_t n_vocab;      /* token ids are in [0, n_vocab) */
-    uint32_t n_ctx_limit; /* tokens a request may use, prompt + n_predict */
-    long long n_predict;  /* n_predict of a body without one; -1: the room left */
-    uint32_t seed;        /* seed of a body without one (--seed); SERVE_SEED_RANDOM: random */
-    double temperature;   /* temperature of a body without one (--temp, default 0.8) */
-    bool verbose;         /* "verbose" of a body without one (serve -v, as llama-server's) */
+    int32_t n_vocab;       /* token ids are in [0, n_vocab) */
+    uint32_t n_ctx_limit;  /* tokens a request may use, prompt + n_predict */
+    long long n_predict;   /* n_predict of a body without one; -1: the room left */
+    uint32_t seed;         /* seed of a body without one (--seed); SERVE_SEED_RANDOM: random */
+    double temperature;    /* temperature of a body without one (--temp, default 0.8) */
+    bool backend_sampling; /* backend_sampling of a body without one (--backend-sampling) */
+    bool verbose;          /* "verbose" of a body without one (serve -v, as llama-server's) */
     /* forge_tokenize's contract: *tokens (n ids) the caller frees; 0 or -errno. */
     int (*tokenize)(void *ctx, const char *text, bool add_special, bool parse_special,
                     int32_t **tokens, size_t *n);

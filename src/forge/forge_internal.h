@@ -193,6 +193,18 @@ struct llama_sampler *forge_sampler_chain(const struct llama_vocab *vocab,
                                           const struct forge_generate_params *p);
 
 /*
+ * Attaches chain to ctx's sequence 0 for backend sampling when
+ * p->backend_sampling and llama-server would (no grammar, no n_probs
+ * before the chain); true: attached (forge_sampler_detach before the
+ * chain is freed), false: sampling stays on the CPU.
+ */
+bool forge_sampler_attach(struct llama_context *ctx, struct llama_sampler *chain,
+                          const struct forge_generate_params *p);
+
+/* Detaches the backend sampler of ctx's sequence 0 (forge_sampler_attach). */
+void forge_sampler_detach(struct llama_context *ctx);
+
+/*
  * Samples the next token of ctx's last logits through chain (accepted
  * into it) into *id; with p->n_probs > 0, fills pr->out. 0, -ENOMEM, -EIO.
  */

@@ -201,6 +201,7 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     const struct llama_vocab *vocab = llama_model_get_vocab(m->model);
     struct forge_context *fc = NULL;
     struct llama_sampler *smpl = NULL;
+    bool attached = false; /* smpl is fc's backend sampler (forge_sampler_attach) */
     struct forge_sample_probs probs = {0};
     size_t text_len = 0, text_cap = 0;
     int rc = 0;
@@ -321,6 +322,8 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     uint64_t t_first = 0;
     struct decode_mark mark_first = {0};
     int32_t n_pos = done; /* tokens in the KV cache */
+    /* after the earlier batches: their last token's output would draw from dist's generator */
+    attached = forge_sampler_attach(fc->ctx, smpl, p);
     while (n_pos + batch_n < n_prompt + p->n_predict) {
         if (decode_sync(fc, batch, (size_t)batch_n, &out->sync_ns) < 0) {
             snprintf(err, FORGE_ERR_MAX, "llama_decode failed at position %d", n_pos);
@@ -384,6 +387,8 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
         *p->keep = fc; /* alive for the next generation */
     }
 out:
+    if (attached) /* before the chain is freed: a kept context outlives it */
+        forge_sampler_detach(fc->ctx);
     llama_sampler_free(smpl);
     forge_sample_probs_free(&probs);
     if (fc) {

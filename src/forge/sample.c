@@ -2,8 +2,9 @@
  * Sampling and the text around it, over llama.cpp's C API: the sampler
  * chain of a generation (logit_bias, penalties, grammar, then greedy or
  * top_k/top_p/min_p/temp/dist, the order of llama-server's defaults), the
- * token probabilities llama-server's n_probs reports, a grammar check, a
- * token's piece, and the chat template (llama_chat_apply_template).
+ * token probabilities llama-server's n_probs reports, backend sampling
+ * (llama_set_sampler), a grammar check, a token's piece, and the chat
+ * template (llama_chat_apply_template).
  */
 #include "forge_internal.h"
 
@@ -121,18 +122,59 @@ static void top_of(const llama_token_data_array *cur, llama_token id, int32_t n,
     pr->out.p_top = pr->p;
 }
 
+bool forge_sampler_attach(struct llama_context *ctx, struct llama_sampler *chain,
+                          const struct forge_generate_params *p)
+{
+    /* llama-server: a grammar (common_sampler_init) and pre-chain n_probs keep it on the CPU */
+    if (!p->backend_sampling || (p->grammar && *p->grammar) ||
+        (p->n_probs > 0 && !p->post_sampling_probs))
+        return false;
+    return llama_set_sampler(ctx, 0, chain);
+}
+
+void forge_sampler_detach(struct llama_context *ctx)
+{
+    llama_set_sampler(ctx, 0, NULL);
+}
+
+/*
+ * The candidates of ctx's last output into cur, as llama_sampler_sample
+ * takes them: what a backend sampler left (ids with probabilities or
+ * logits), else every token's logit. -EIO: no logits.
+ */
+static int candidates(struct llama_context *ctx, llama_token_data *d, int32_t n_vocab,
+                      llama_token_data_array *cur)
+{
+    const float *probs = llama_get_sampled_probs_ith(ctx, -1);
+    const float *logits = llama_get_sampled_logits_ith(ctx, -1);
+    const llama_token *ids = llama_get_sampled_candidates_ith(ctx, -1);
+    uint32_t n = probs    ? llama_get_sampled_probs_count_ith(ctx, -1)
+                 : logits ? llama_get_sampled_logits_count_ith(ctx, -1)
+                          : 0;
+    if ((probs || logits) && ids && n <= (uint32_t)n_vocab) {
+        for (uint32_t i = 0; i < n; i++)
+            d[i] = (llama_token_data){ids[i], logits ? logits[i] : 0.0f, probs ? probs[i] : 0.0f};
+        *cur = (llama_token_data_array){d, n, -1, false};
+        return 0;
+    }
+    logits = llama_get_logits_ith(ctx, -1);
+    if (!logits)
+        return -EIO;
+    for (int32_t t = 0; t < n_vocab; t++)
+        d[t] = (llama_token_data){t, logits[t], 0.0f};
+    *cur = (llama_token_data_array){d, (size_t)n_vocab, -1, false};
+    return 0;
+}
+
 int forge_sample(struct llama_sampler *chain, struct llama_context *ctx,
                  const struct forge_generate_params *p, struct forge_sample_probs *pr,
                  llama_token *id)
 {
-    if (p->n_probs <= 0) {
+    if (p->n_probs <= 0) { /* takes a backend sampler's token or candidates itself */
         *id = llama_sampler_sample(chain, ctx, -1);
         return 0;
     }
-    const float *logits = llama_get_logits_ith(ctx, -1);
     int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(llama_get_model(ctx)));
-    if (!logits)
-        return -EIO;
     if (!pr->cand) {
         pr->cand = calloc((size_t)n_vocab, sizeof(*pr->cand));
         pr->ids = calloc((size_t)p->n_probs, sizeof(*pr->ids));
@@ -140,10 +182,10 @@ int forge_sample(struct llama_sampler *chain, struct llama_context *ctx,
         if (!pr->cand || !pr->ids || !pr->p)
             return -ENOMEM;
     }
-    llama_token_data *d = pr->cand;
-    for (int32_t t = 0; t < n_vocab; t++)
-        d[t] = (llama_token_data){t, logits[t], 0.0f};
-    llama_token_data_array cur = {d, (size_t)n_vocab, -1, false};
+    llama_token_data_array cur;
+    int rc = candidates(ctx, pr->cand, n_vocab, &cur);
+    if (rc < 0)
+        return rc;
     if (!p->post_sampling_probs) {
         /* llama-server's n_probs: the raw logits' softmax, then the chain samples as usual */
         *id = llama_sampler_sample(chain, ctx, -1);
@@ -151,11 +193,15 @@ int forge_sample(struct llama_sampler *chain, struct llama_context *ctx,
         top_of(&cur, *id, p->n_probs, pr);
         return 0;
     }
-    /* llama_sampler_sample's own steps, keeping the candidates the chain left */
-    llama_sampler_apply(chain, &cur);
-    if (cur.selected < 0 || (size_t)cur.selected >= cur.size)
-        return -EIO;
-    *id = cur.data[cur.selected].id;
+    llama_token sampled = llama_get_sampled_token_ith(ctx, -1);
+    if (sampled != LLAMA_TOKEN_NULL) { /* the backend ran the whole chain */
+        *id = sampled;
+    } else { /* llama_sampler_sample's own steps (the chain skips its backend prefix) */
+        llama_sampler_apply(chain, &cur);
+        if (cur.selected < 0 || (size_t)cur.selected >= cur.size)
+            return -EIO;
+        *id = cur.data[cur.selected].id;
+    }
     llama_sampler_accept(chain, *id);
     bool have_p = false;
     for (size_t i = 0; i < cur.size && !have_p; i++)

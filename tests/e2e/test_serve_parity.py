@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """End-to-end cases of serve's llama-server parity items of issue 23 (its suite's tests
-test_metrics_disabled, test_server_multiple_addresses and test_sleep.py, checked here
-on serve alone, against llama-server's answers as the suite reads them).
+test_metrics_disabled, test_server_multiple_addresses, test_sleep.py and
+test_n_probs_post_backend_sampling, checked here on serve alone, against llama-server's
+answers as the suite reads them).
 
   metrics_flag     without --metrics /metrics answers 501 in llama-server's error shape
                    and words; with it 200 and the llamacpp: series
@@ -20,6 +21,11 @@ on serve alone, against llama-server's answers as the suite reads them).
                    sleeps again; the Responses and Anthropic token counts answer what
                    /chat/completions/input_tokens answers for the same messages, wake
                    it, and refuse a field they do not implement naming it
+  backend_sampling --backend-sampling and the backend_sampling field (llama_set_sampler):
+                   the same tokens and n_probs (abs 0.01) as CPU sampling, greedy and
+                   sampled; the graph's top_p leaves zero-probability candidates the CPU
+                   chain drops (so the backend did sample); a grammar and pre-chain
+                   n_probs stay on the CPU, as llama-server; a non-boolean is a 400
 
 Exit 0 pass, 1 fail, 77 skip.
 """
@@ -194,8 +200,63 @@ def case_prompt_cache(c):
               f"after the idle boundary: {after['timings']}")
 
 
+def case_backend_sampling(c):
+    """backend sampling as llama-server's test_n_probs_post_backend_sampling checks it, plus
+    evidence that the chain ran in the graph: its top_p keeps the candidates it cut, with
+    probability 0, where the CPU chain removes them."""
+    model = c.model()
+    body = {"prompt": "The countries of Europe, in random order, are:", "n_predict": 12,
+            "n_probs": 10, "post_sampling_probs": True, "seed": 4242, "top_p": 0.05}
+
+    def zeros(a):
+        return sum(t["prob"] == 0 for x in a["completion_probabilities"] for t in x["top_probs"])
+
+    def same(a, b, what):
+        check(a["content"] == b["content"] and a["tokens"] == b["tokens"],
+              f"{what}: {a['content']!r} and {b['content']!r}")
+        for x, y in zip(a["completion_probabilities"], b["completion_probabilities"]):
+            xs, ys = ([(t["id"], t["prob"]) for t in z["top_probs"] if t["prob"] > 0]
+                      for z in (x, y))
+            check(x["id"] == y["id"] and abs(x["prob"] - y["prob"]) <= 0.01 and
+                  len(xs) == len(ys) and all(p[0] == q[0] and abs(p[1] - q[1]) <= 0.01
+                                             for p, q in zip(xs, ys)),
+                  f"{what}: token {x['id']} {xs} and {y['id']} {ys}")
+
+    with Server(c, model, "--backend-sampling") as sv:
+        check(sv.ok("GET", "/props")["default_generation_settings"]["params"]
+              ["backend_sampling"] is True, "/props: backend_sampling not the default")
+        gpu, cpu, dflt = (sv.ok("POST", "/completion", {**body, **f}) for f in (
+            {"backend_sampling": True}, {"backend_sampling": False}, {}))
+        same(gpu, cpu, "sampled, backend and CPU")
+        check(gpu["generation_settings"]["backend_sampling"] is True and
+              cpu["generation_settings"]["backend_sampling"] is False, "generation_settings")
+        check(zeros(gpu) > 0 and zeros(cpu) == 0,
+              f"zero-probability candidates: {zeros(gpu)} backend, {zeros(cpu)} CPU")
+        check(dflt["completion_probabilities"] == gpu["completion_probabilities"],
+              "--backend-sampling is not the default of a request")
+        greedy = [sv.ok("POST", "/completion", {**body, "temperature": 0, "top_p": 0.95,
+                                                "backend_sampling": b}) for b in (True, False)]
+        same(*greedy, "greedy, backend and CPU")
+        pre = [sv.ok("POST", "/completion", {**body, "post_sampling_probs": False,
+                                             "backend_sampling": b}) for b in (True, False)]
+        check(pre[0]["completion_probabilities"] == pre[1]["completion_probabilities"] and
+              pre[0]["content"] == pre[1]["content"], "n_probs before the chain: not on the CPU")
+        g = {**body, "grammar": 'root ::= "yes" | "no"', "n_predict": 4}
+        gram = [sv.ok("POST", "/completion", {**g, "backend_sampling": b}) for b in (True, False)]
+        check(gram[0]["content"] == gram[1]["content"] in ("yes", "no") and zeros(gram[0]) == 0,
+              f"grammar: {gram[0]['content']!r}, {gram[1]['content']!r}, not CPU")
+        expect_error(sv, "POST", "/completion", {**body, "backend_sampling": "yes"}, 400,
+                     "'backend_sampling' must be a boolean")
+    with Server(c, model) as sv:
+        off, on = (sv.ok("POST", "/completion", {**body, **f})
+                   for f in ({}, {"backend_sampling": True}))
+        check(zeros(off) == 0 and zeros(on) > 0 and off["content"] == on["content"],
+              "without --backend-sampling: CPU unless the request asks")
+
+
 CASES = {"metrics_flag": case_metrics_flag, "hosts": case_hosts, "sleep_wake": case_sleep_wake,
-         "progress": case_progress, "prompt_cache": case_prompt_cache}
+         "progress": case_progress, "prompt_cache": case_prompt_cache,
+         "backend_sampling": case_backend_sampling}
 
 if __name__ == "__main__":
     run_main(CASES, ModelCtx, "rf-e2e-serve-parity-")

@@ -35,7 +35,7 @@ SERVE_SAME = {
 SERVE_MAYBE = {"--seed", "--temp", "--alias", "--tags", "--cors-origins", "--parallel",
                "--batch-size", "--ubatch-size", "--metrics", "--slots", "--no-slots",
                "--jinja", "--no-jinja", "--sleep-idle-seconds", "--embedding",
-               "--no-ui", "--chat-template", "--cont-batching"}
+               "--no-ui", "--chat-template", "--cont-batching", "--backend_sampling"}
 # Flags whose meaning serve already has without the flag: (flag, value or None, why).
 SERVE_ALREADY = {
     ("--no-slots", None): "serve has no /slots endpoint, as llama-server with --no-slots",

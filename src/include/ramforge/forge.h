@@ -381,7 +381,15 @@ struct forge_generate_params {
     bool ignore_eos;
     int32_t n_probs;          /* > 0: on_token receives the top n_probs probabilities */
     bool post_sampling_probs; /* probabilities after the chain instead of before */
-    forge_token_fn on_token;  /* may be NULL */
+    /*
+     * llama-server's backend sampling (llama_set_sampler, [EXPERIMENTAL]
+     * in llama.h): the chain's longest prefix the backend supports runs
+     * in the model's graph, the rest on the CPU over its candidates. As
+     * llama-server, sampling stays on the CPU with a grammar or with
+     * n_probs before the chain (!post_sampling_probs).
+     */
+    bool backend_sampling;
+    forge_token_fn on_token; /* may be NULL */
     void *token_user_data;
     uint32_t n_batch; /* the prompt is decoded in batches of at most n_batch tokens (the
                          context's n_batch, as llama-server's --batch-size); 0: one batch */
