@@ -44,7 +44,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-from e2e_util import ModelCtx, Skip, check, ended_by_sigterm, run_main  # noqa: E402
+from e2e_util import ModelCtx, Skip, asan_build, check, ended_by_sigterm, run_main  # noqa: E402
 
 SOURCE = os.path.normpath(os.path.join(HERE, "..", ".."))
 DEPLOY = os.path.join(SOURCE, "docs", "deploy")
@@ -101,6 +101,10 @@ def exec_here(c, argv, model):
     if not server:
         print("SKIP part: no llama-server in the pinned llama.cpp's prefix: "
               f"{' '.join(argv[:3])} ... is not run")
+        return
+    if asan_build(c.rf):
+        print("SKIP part: an AddressSanitizer build cannot be preloaded into "
+              f"llama-server (make asan): {' '.join(argv[:3])} ... is not run")
         return
     argv = [a.replace("/models/model.gguf", model) for a in argv]
     check(IMAGE_LLAMA_SERVER in argv, f"llama-server is not {IMAGE_LLAMA_SERVER}: {argv}")
