@@ -335,9 +335,19 @@ int forge_mkmodel(const struct forge_mkmodel_params *p, char err[FORGE_ERR_MAX])
                  p->type);
         return -EINVAL;
     }
+    /* The temporary files first: an output that cannot be written is said before the
+       generation's seconds, not after. */
+    rc = make_temp(p->out_path, &saved_path, err);
+    if (rc < 0)
+        goto out;
+    rc = make_temp(p->out_path, &tmp_path, err);
+    if (rc < 0)
+        goto out;
     g = gguf_init_empty();
-    if (!g)
-        return -ENOMEM;
+    if (!g) {
+        rc = -ENOMEM;
+        goto out;
+    }
     rc = copy_tokenizer(g, p->vocab_path, err);
     if (rc < 0)
         goto out;
@@ -388,13 +398,7 @@ int forge_mkmodel(const struct forge_mkmodel_params *p, char err[FORGE_ERR_MAX])
         goto out;
     }
 
-    rc = make_temp(p->out_path, &saved_path, err);
-    if (rc < 0)
-        goto out;
     llama_model_save_to_file(model, saved_path);
-    rc = make_temp(p->out_path, &tmp_path, err);
-    if (rc < 0)
-        goto out;
     rc = write_standard_tensors(saved_path, tmp_path, fs.wtype, err);
     if (rc < 0)
         goto out;

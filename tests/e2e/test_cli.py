@@ -366,6 +366,10 @@ def case_badinput(c):
                  "No such file or directory")
     expect_error(c, ["mkmodel", "-o", os.path.join(t, "no-such-dir", "m.gguf")], 1,
                  "cannot create")
+    # said before the generation: with -v, nothing of llama.cpp's model build precedes it
+    p = c.run("mkmodel", "-v", "-o", os.path.join(t, "no-such-dir", "m.gguf"), check_rc=1)
+    check(p.stderr.count("\n") == 1 and "cannot create" in p.stderr,
+          f"mkmodel -v into a missing directory: {p.stderr[:300]}")
     expect_error(c, ["mkmodel", "-o", os.path.join(t, "x.gguf"), "--type", "q5_k"], 2,
                  "unknown type 'q5_k'")
     expect_error(c, ["mkmodel", "-o", os.path.join(t, "x.gguf"), "--seed", "-1"], 2,
