@@ -52,6 +52,7 @@ void rf_admission_append(struct rf_admission_result *a, const char *fmt, ...)
 void rf_admission_not_bound(const struct rf_admission_input *in, struct rf_admission_result *out)
 {
     const struct rf_admission_level_check *c = &out->cgroups[out->unbound_level];
+    bool loaded = in->phase == RF_ADMISSION_AFTER_LOAD;
 
     out->outcome = RF_ADMIT_WARNING;
     out->cause = RF_ADMIT_CAUSE_NOT_BOUND;
@@ -63,14 +64,15 @@ void rf_admission_not_bound(const struct rf_admission_input *in, struct rf_admis
         " bytes of weights are read from the file each token and only %" PRIu64
         " bytes would fit under the hard limit of %" PRIu64
         " bytes of cgroup %s, but at least %" PRIu64
-        " bytes of the model's pages are charged to another cgroup (the model mapping's RSS of "
-        "%" PRIu64 " bytes is over this cgroup's whole charge of %" PRIu64
+        " bytes of the model's pages are charged to another cgroup (the model %s: "
+        "%" PRIu64 " bytes, more than this cgroup's whole charge of %" PRIu64
         " bytes: the file was cached before the run). The limit cannot evict those pages: they "
         "stay cached, the decode does not thrash, and the limit does not cap the weights. To make "
         "it bind, evict the file from the page cache before the run.",
         in->file_working_set.bytes, rf_admission_sat_sub(c->run_room_bytes, out->anonymous_bytes),
-        c->level.limit.bytes, c->level.dir, c->unbound_bytes, in->mapping_rss.bytes,
-        c->level.usage.bytes);
+        c->level.limit.bytes, c->level.dir, c->unbound_bytes,
+        loaded ? "mapping's RSS" : "file's pages in the page cache",
+        loaded ? in->mapping_rss.bytes : in->model_cached.bytes, c->level.usage.bytes);
 }
 
 static const struct rf_admission_record *record_of(const struct rf_admission_result *a,

@@ -553,6 +553,22 @@ static void test_not_bound(void **state)
     assert_int_equal(rf_admission_decide(&in, &r), 0);
     assert_false(r.has_unbound);
     assert_int_equal(r.cgroups[0].unbound_bytes, 0);
+    in.streaming = false;
+
+    /* Before the load (and inspect's fit check) the same from the file's cached pages: 720
+       MiB cached against a whole charge of 60 MiB, as run then finds after its load. */
+    in.phase = RF_ADMISSION_PRE_LOAD;
+    in.mapped_weights = fig(0);
+    in.repacked_weights = fig(0);
+    in.mapping_rss.has = false;
+    in.model_cached = fig(720 * MIB);
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_int_equal(r.cause, RF_ADMIT_CAUSE_NOT_BOUND);
+    assert_int_equal(r.cgroups[0].unbound_bytes, 660 * MIB);
+    assert_non_null(strstr(r.reason, "the model file's pages in the page cache: 754974720 bytes"));
+    in.model_cached = fig(0); /* evicted: it thrashes */
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_int_equal(r.cause, RF_ADMIT_CAUSE_THRASH);
 }
 
 /* Fault 1: a working set larger than the limit thrashes; the charge alone fits. */
