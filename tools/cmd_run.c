@@ -7,6 +7,7 @@
  *   after_session boundary -> optional verify session and after_verify
  *   boundary -> rf_session_operation_end -> the reports.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +21,11 @@
 #include "ramforge/error.h"
 #include "ramforge/forge_ahead.h"
 #include "ramforge/forge_observer.h"
+#include "ramforge/forge_window.h"
 #include "ramforge/metrics.h"
 #include "ramforge/residency.h"
 #include "ramforge/session_ext.h"
+#include "ramforge/stream_window.h"
 #include "ramforge/streaming.h"
 #include "ramforge/sys.h"
 #include "ramforge/timing.h"
@@ -56,12 +59,41 @@ static struct rf_session_params session_params(const struct run_options *o, uint
     p.stream_window_bytes = o->stream_window;
     p.stream_sequential = o->stream_sequential;
     p.stream_hugepage = o->stream_hugepage;
+    p.stream_read_ahead_slots = (uint32_t)o->stream_read_ahead;
     return p;
+}
+
+/*
+ * The read-ahead window over the applied streaming plan (*w NULL when
+ * none: not asked, not applied, or nothing streams); a failure is a
+ * warning, the run streams through the mapping.
+ */
+static void window_open(struct rf_session *s, const struct run_options *o, struct forge_window **w)
+{
+    const struct rf_report *r = rf_session_report(s, RF_REPORT_OPERATION);
+    const struct rf_stream_report *sr = r ? r->streaming : NULL;
+    struct rf_stream_window win;
+    *w = NULL;
+    if (!o->stream_read_ahead || !sr || !sr->plan || !sr->pinned || !sr->inv ||
+        sr->plan->nothing_streams)
+        return;
+    const uint64_t slot = sr->plan->read_ahead_bytes / (uint64_t)o->stream_read_ahead;
+    int rc = rf_stream_window_build(sr->inv, sr->plan, (uint32_t)o->stream_read_ahead,
+                                    slot - slot % sr->inv->page_bytes, &win);
+    if (rc == 0 && win.n_layers == 0)
+        rc = -ENODATA;
+    if (rc == 0)
+        rc = forge_window_create(rf_session_forge_model(s), sr->inv, &win, w);
+    if (rc < 0)
+        cli_error("warning: streaming: no read-ahead window (%s): the streamed layers are read "
+                  "by the decode's faults",
+                  rf_strerror(rc));
+    rf_stream_window_free(&win);
 }
 
 /* The read-ahead's and the decode's figures, for the report's streaming object. */
 static void stream_figures(struct rf_session *s, struct forge_ahead *ahead, uint32_t distance,
-                           const struct forge_generate_result *gen)
+                           struct forge_window *window, const struct forge_generate_result *gen)
 {
     struct rf_stream_decode d = {
         .decode_ns = gen->decode_ns,
@@ -74,6 +106,11 @@ static void stream_figures(struct rf_session *s, struct forge_ahead *ahead, uint
         .system_ns = gen->decode_system_ns,
     };
     rf_session_stream_decode(s, &d);
+    if (window) {
+        struct rf_stream_read_ahead ra;
+        forge_window_stats(window, &ra);
+        rf_session_stream_read_ahead(s, &ra);
+    }
     if (!ahead)
         return;
     struct forge_ahead_stats as;
@@ -233,6 +270,7 @@ int cmd_run(int argc, char **argv)
     struct forge_generate_result gen = {0}, verify = {0};
     struct forge_observer *observer = NULL;
     struct forge_ahead *ahead = NULL;
+    struct forge_window *window = NULL;
     struct rf_session *s = NULL;
     struct rf_admission_result *pre = NULL; /* the decision before the load */
     struct run_svg svg;
@@ -357,11 +395,14 @@ int cmd_run(int argc, char **argv)
             0)
         cli_error("warning: streaming: no layer-ahead prefetch: %s", rf_strerror(rc));
     gp.ahead = ahead;
+    if (o.sess.policy == RF_POLICY_STREAMING)
+        window_open(s, &o, &window);
+    gp.window = window;
     if (forge_generate(rf_session_forge_model(s), &gp, &gen, err) < 0) {
         cli_error("%s: %s", o.sess.model, err);
         goto out;
     }
-    stream_figures(s, ahead, (uint32_t)o.stream_prefetch, &gen);
+    stream_figures(s, ahead, (uint32_t)o.stream_prefetch, window, &gen);
     if (observer && (rc = rf_session_dispatch_trace(s, observer)) < 0) {
         cli_error("cannot attribute the dispatch trace: %s", rf_strerror(rc));
         goto out;
@@ -424,6 +465,7 @@ out:
     forge_generate_result_free(&verify);
     forge_observer_free(observer);
     forge_ahead_free(ahead);
+    forge_window_free(window);
     run_svg_free(&svg);
     rf_session_free(s);
     free(pre);

@@ -24,6 +24,7 @@ struct run_options {
     bool stream_sequential;    /* false: --no-stream-sequential */
     bool stream_hugepage;      /* false: --no-stream-hugepage */
     long long stream_prefetch; /* --stream-prefetch-layers, layers ahead; 0: off */
+    long long stream_read_ahead; /* --stream-read-ahead, ring slots; 0: off */
     bool observe_dispatch;
     bool has_dispatch_events, has_dispatch_sample_pages; /* given on the command line */
     long long dispatch_events;                           /* observer capacity, events */

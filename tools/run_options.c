@@ -80,6 +80,12 @@ static void usage(FILE *out)
             "                                when the decode reaches layer L, 0..4 (default 0:\n"
             "                                off; measured slower with the hugepage hint)\n"
             "      --no-stream-prefetch      same as --stream-prefetch-layers 0 (the default)\n"
+            "      --stream-read-ahead N     with streaming, a helper thread reads the streamed\n"
+            "                                layers ahead of the decode (pread, O_DIRECT where\n"
+            "                                the filesystem allows it) into a ring of N layer\n"
+            "                                buffers the decode computes from, 2..8 (default 0:\n"
+            "                                off); the ring is the window (not with\n"
+            "                                --stream-window or --stream-prefetch-layers)\n"
             "      --memory-limit SIZE       run in a fresh child memory cgroup of this\n"
             "                                command's own with that hard limit (cgroup v1\n"
             "                                or v2; root or a delegated cgroup): a cap the\n"
@@ -208,6 +214,7 @@ enum {
     OPT_STREAM_HUGEPAGE,
     OPT_STREAM_PREFETCH,
     OPT_NO_STREAM_PREFETCH,
+    OPT_STREAM_READ_AHEAD,
 };
 
 /* Largest prompt file -f reads, bytes (16 MiB: far beyond any context). */
@@ -345,6 +352,15 @@ static int run_option(int c, const char *arg, void *ud)
     case OPT_NO_STREAM_PREFETCH:
         o->stream_prefetch = 0;
         break;
+    case OPT_STREAM_READ_AHEAD:
+        if (!cli_parse_int("slot count (--stream-read-ahead)", arg, 0, 8, &o->stream_read_ahead))
+            return RF_EXIT_USAGE;
+        if (o->stream_read_ahead == 1) {
+            cli_usage_error("--stream-read-ahead 1: the ring needs at least 2 slots (the layer "
+                            "computing holds one while the next is read)");
+            return RF_EXIT_USAGE;
+        }
+        break;
     case OPT_STREAM_WINDOW:
         if (!cli_parse_size("--stream-window", arg, false, &o->stream_window))
             return RF_EXIT_USAGE;
@@ -416,6 +432,7 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         {"no-stream-hugepage", no_argument, NULL, OPT_STREAM_HUGEPAGE},
         {"stream-prefetch-layers", required_argument, NULL, OPT_STREAM_PREFETCH},
         {"no-stream-prefetch", no_argument, NULL, OPT_NO_STREAM_PREFETCH},
+        {"stream-read-ahead", required_argument, NULL, OPT_STREAM_READ_AHEAD},
         SESSION_LONGOPT_VERBOSE,
         SESSION_LONGOPT_HELP,
         {NULL, 0, NULL, 0},
@@ -475,11 +492,18 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
     if (so->policy != RF_POLICY_STREAMING) {
         const char *ignored = o->stream_window         ? "--stream-window"
                               : o->stream_prefetch > 0 ? "--stream-prefetch-layers"
+                              : o->stream_read_ahead   ? "--stream-read-ahead"
                               : !o->stream_hugepage    ? "--no-stream-hugepage"
                               : !o->stream_sequential  ? "--no-stream-sequential"
                                                        : NULL;
         if (ignored)
             cli_error("warning: %s has no effect without --residency-policy streaming", ignored);
+    }
+    if (o->stream_read_ahead && (o->stream_window || o->stream_prefetch > 0)) {
+        cli_usage_error("--stream-read-ahead with %s: the read-ahead's ring is the window, and "
+                        "its reads are the prefetch",
+                        o->stream_window ? "--stream-window" : "--stream-prefetch-layers");
+        return RF_EXIT_USAGE;
     }
     if (so->has_staging && so->policy == RF_POLICY_OFF)
         cli_error("warning: --staging-budget has no effect with --residency-policy off (staging "

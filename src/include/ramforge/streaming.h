@@ -58,15 +58,18 @@ extern "C" {
 
 /* The planner's inputs. Zero-initialise, then fill. */
 struct rf_stream_params {
-    uint64_t limit_bytes;     /* the binding limit's room for this process, bytes (> 0) */
-    uint64_t anonymous_bytes; /* anonymous memory now (RssAnon: repacked weights, runtime) */
-    uint64_t kv_bytes;        /* KV cache the run adds, bytes */
-    uint64_t scratch_bytes;   /* graph scratch the run adds, bytes (0: included elsewhere) */
-    uint64_t runtime_bytes;   /* other runtime growth, bytes */
-    uint64_t window_bytes;    /* page cache left for the streamed layers; 0: default
-                                 (rf_stream_default_window) */
-    uint64_t margin_bytes;    /* safety margin under the limit; 0: default
-                                 (rf_stream_default_margin) */
+    uint64_t limit_bytes;      /* the binding limit's room for this process, bytes (> 0) */
+    uint64_t anonymous_bytes;  /* anonymous memory now (RssAnon: repacked weights, runtime) */
+    uint64_t kv_bytes;         /* KV cache the run adds, bytes */
+    uint64_t scratch_bytes;    /* graph scratch the run adds, bytes (0: included elsewhere) */
+    uint64_t runtime_bytes;    /* other runtime growth, bytes */
+    uint64_t window_bytes;     /* page cache left for the streamed layers; 0: default
+                                  (rf_stream_default_window) */
+    uint64_t margin_bytes;     /* safety margin under the limit; 0: default
+                                  (rf_stream_default_margin) */
+    uint32_t read_ahead_slots; /* > 0: the read-ahead window (stream_window.h): the window is
+                                  a ring of this many largest layers of anonymous memory, its
+                                  bytes fixed; window_bytes must be 0 then */
 };
 
 /* The plan. Arrays are owned; free with rf_stream_plan_free. */
@@ -84,6 +87,8 @@ struct rf_stream_plan {
     uint64_t streamed_bytes;        /* W - pinned (the pinned pages W holds): read again each
                                        token, an estimate, bytes */
     uint64_t largest_layer_bytes;   /* the largest repeating layer's pages, bytes */
+    uint32_t read_ahead_slots;      /* the read-ahead ring's slots (0: no read-ahead) */
+    uint64_t read_ahead_bytes;      /* its bytes: slots * largest layer, the window then */
     int32_t n_layers;               /* repeating layers seen (highest N + 1), 0: none */
     int32_t layers_pinned;          /* blk.0 .. blk.(layers_pinned - 1) are pinned */
     uint32_t partial_layer_tensors; /* tensors of blk.layers_pinned pinned alone, in file
@@ -119,14 +124,16 @@ uint64_t rf_stream_default_margin(uint64_t limit_bytes);
 /*
  * Plans the pinned set over inv with p (file-top comment). The minimum
  * window (what admission needs besides the fixed part) is one largest
- * layer, at least RF_STREAM_MIN_WINDOW_BYTES / 2. out->fits is false when
+ * layer, at least RF_STREAM_MIN_WINDOW_BYTES / 2; with read_ahead_slots,
+ * the window and its minimum are the ring (read_ahead_bytes), which the
+ * read-ahead allocates whole. out->fits is false when
  * fixed + min window + margin exceeds the limit: nothing is pinned then.
  * A plan that pins nothing (the budget is below the head group) is not an
  * error: the reason says so.
  *
  * *out is initialised first (old content freed). Errors: -EINVAL (NULL
  * argument, limit 0), -EOVERFLOW (a byte sum), -ENOMEM; on error *out is
- * empty.
+ * empty; -EINVAL also for read_ahead_slots with a window_bytes.
  */
 int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_params *p,
                          struct rf_stream_plan *out);
@@ -139,6 +146,28 @@ struct rf_stream_prefetch {
     uint64_t layers_prefetched; /* layers the thread issued POSIX_FADV_WILLNEED for */
     uint64_t requested_bytes;   /* their file extents, summed (pages already cached included) */
     uint64_t failed_calls;      /* fadvise calls that failed */
+};
+
+/* What the read-ahead window did in one operation (forge_window.h, stream_window.h). */
+struct rf_stream_read_ahead {
+    bool on;                     /* a window ran during the operation's session */
+    uint32_t slots;              /* ring slots */
+    uint64_t slot_bytes;         /* bytes of one slot */
+    uint32_t n_layers;           /* layers the window reads each token */
+    uint32_t layers_too_large;   /* streamed layers larger than a slot, left to the mapping */
+    bool direct;                 /* every read was O_DIRECT */
+    const char *direct_reason;   /* static: why reads went through the page cache; NULL: direct */
+    uint64_t layers_read;        /* layers the thread read into a slot */
+    uint64_t read_bytes;         /* bytes it read */
+    uint64_t read_ns;            /* wall time of its reads */
+    uint64_t layers_used;        /* layers the decode computed from a slot */
+    uint64_t layers_fallback;    /* window layers computed from the mapping (a failed read) */
+    uint64_t layers_skipped;     /* read but not used (the decode's order differed) */
+    uint64_t tensors_pointed;    /* weight data pointers set to a slot (each restored) */
+    uint64_t tensors_not_mapped; /* window weights whose data was not the mapping's: untouched */
+    uint64_t waits;              /* layers the decode waited for */
+    uint64_t wait_ns;            /* its wall time waiting for reads */
+    int first_error;             /* negative errno of the first failed read; 0: none */
 };
 
 /* What the decode (the tokens after the first) cost, measured by the caller around it. */
@@ -199,9 +228,10 @@ struct rf_stream_report {
     bool has_bound;
     uint64_t bound_token_ns; /* t_c (0 when unknown) + max(0, W - (limit - fixed)) / B, ns */
     bool has_achieved;
-    uint64_t achieved_token_ns;         /* decode time / decoded tokens, ns */
-    struct rf_stream_prefetch prefetch; /* the layer-ahead prefetch; on false: none */
-    struct rf_stream_decode decode;     /* the decode's reads and CPU time; on false: none */
+    uint64_t achieved_token_ns;             /* decode time / decoded tokens, ns */
+    struct rf_stream_prefetch prefetch;     /* the layer-ahead prefetch; on false: none */
+    struct rf_stream_decode decode;         /* the decode's reads and CPU time; on false: none */
+    struct rf_stream_read_ahead read_ahead; /* the read-ahead window; on false: none */
     bool has_overlap_limit;
     uint64_t overlap_limit_token_ns; /* max(t_c, max(0, W - (limit - fixed)) / B), ns */
 };
