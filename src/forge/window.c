@@ -6,16 +6,18 @@
  *
  * Workload: the callback runs for every node of every decode (about 30 per
  * layer per token in tinyllama): a name compare per weight source, a
- * bsearch per window weight, one mutex round trip per layer change. The
- * thread reads one layer per slot (about 50 MB in tinyllama Q8_0) in one
- * pread per piece.
+ * bsearch per window weight, one mutex round trip per layer change; each
+ * node that reads a slot ends a range of the scheduler's (about 9 a layer,
+ * each a graph compute of its own). The thread reads one layer per slot
+ * (about 47 MB in tinyllama Q8_0) in one pread per piece.
  *
  * Slot states (under mu): FREE -> READING (thread) -> READY or FAILED
  * (thread) -> IN_USE (decode; READY only) -> FREE (decode). The thread fills
  * sequence numbers 0, 1, 2, ... in order, sequence q into slot q % slots
- * with window layer q % n_layers; the decode takes them in the same order,
- * so it holds at most one slot (the layer before) while it waits for the
- * next, and the thread always has a slot to fill: slots >= 2.
+ * with window layer q % n_layers; the decode takes them in the same order.
+ * It frees the layer before (every node that read it is computed: each
+ * ended a range) before it waits for the next, so it holds no slot while
+ * waiting; with 2 slots the thread reads layer L + 1 while L computes.
  */
 #include "forge_internal.h"
 
@@ -74,8 +76,6 @@ struct forge_window {
     /* decoding thread only */
     int cur_layer; /* blk.N of the last layer change; -1: none */
     int cur_slot;  /* slot of the window layer computing; -1: none (mapping) */
-    int prev_slot; /* slot to free at split_node's data phase; -1: none */
-    const struct ggml_tensor *split_node;
     bool inner_asked;
     bool (*inner)(struct ggml_tensor *t, bool ask, void *user_data);
     void *inner_ud;
@@ -210,11 +210,12 @@ static const struct wtensor *find(const struct forge_window *w, const char *name
     return bsearch(&key, w->tensors, w->plan.n_tensors, sizeof(*w->tensors), wtensor_cmp);
 }
 
-/* Points node t's weights of the computing window layer at its slot. */
-static void point(struct forge_window *w, struct ggml_tensor *t)
+/* Points node t's weights of the computing window layer at its slot; true when it reads one. */
+static bool point(struct forge_window *w, struct ggml_tensor *t)
 {
+    bool reads = false;
     if (w->cur_slot < 0)
-        return;
+        return false;
     struct slot *s = &w->slots[w->cur_slot];
     uint8_t *base = w->ring + (size_t)w->cur_slot * w->plan.slot_bytes;
     for (int i = 0; i < GGML_MAX_SRC; i++) {
@@ -222,6 +223,7 @@ static void point(struct forge_window *w, struct ggml_tensor *t)
         if (!src || src->op != GGML_OP_NONE || rf_stream_layer_of(src->name) != w->cur_layer)
             continue;
         const struct wtensor *wt = find(w, src->name);
+        reads |= wt != NULL;
         if (!wt || (uint8_t *)src->data == base + wt->slot_offset)
             continue;
         if ((uintptr_t)src->data != wt->map_addr || s->n_pts == w->plan.n_tensors) {
@@ -232,6 +234,7 @@ static void point(struct forge_window *w, struct ggml_tensor *t)
         src->data = base + wt->slot_offset;
         w->st.tensors_pointed++;
     }
+    return reads;
 }
 
 /* blk.N of the first weight node t reads; -1: none. */
@@ -249,32 +252,23 @@ static int layer_of_node(const struct ggml_tensor *t)
 static bool window_eval_cb(struct ggml_tensor *t, bool ask, void *ud)
 {
     struct forge_window *w = ud;
-    if (!ask) {
-        if (t == w->split_node) { /* the layer before is computed: its slot goes back */
-            pthread_mutex_lock(&w->mu);
-            slot_release(w, w->prev_slot);
-            pthread_mutex_unlock(&w->mu);
-            w->prev_slot = -1;
-            w->split_node = NULL;
-        }
+    if (!ask)
         return w->inner_asked ? w->inner(t, false, w->inner_ud) : true;
-    }
-    bool split = false;
     int l = layer_of_node(t);
     if (l >= 0 && l != w->cur_layer) {
-        if (w->prev_slot >= 0) { /* two changes in one range: cannot happen with splits */
-            pthread_mutex_lock(&w->mu);
-            slot_release(w, w->prev_slot);
-            pthread_mutex_unlock(&w->mu);
-        }
-        w->prev_slot = w->cur_slot;
+        /*
+         * Every node that read the layer before from its slot ended a range (below), and
+         * the ranges before t are computed: its slot goes back to the thread, and t's layer
+         * is waited for while the thread reads the next into it.
+         */
+        pthread_mutex_lock(&w->mu);
+        slot_release(w, w->cur_slot);
+        pthread_mutex_unlock(&w->mu);
         w->cur_layer = l;
         int32_t pos = (uint32_t)l < w->max_layer ? w->pos_of_layer[l] : -1;
         w->cur_slot = pos >= 0 ? take_layer(w, (uint32_t)pos) : -1;
-        w->split_node = t;
-        split = true;
     }
-    point(w, t);
+    bool split = point(w, t); /* a node reading a slot ends its range: computed before the next */
     w->inner_asked = w->inner ? w->inner(t, true, w->inner_ud) : false;
     return split || w->inner_asked;
 }
@@ -284,12 +278,10 @@ void forge_window_decode_end(struct forge_window *w)
     if (!w)
         return;
     pthread_mutex_lock(&w->mu);
-    slot_release(w, w->prev_slot);
     slot_release(w, w->cur_slot);
     pthread_mutex_unlock(&w->mu);
-    w->prev_slot = w->cur_slot = -1;
+    w->cur_slot = -1;
     w->cur_layer = -1;
-    w->split_node = NULL;
 }
 
 void forge_window_context_params(struct forge_window *w, struct forge_context_params *p)
@@ -375,7 +367,7 @@ int forge_window_create(struct forge_model *m, const struct rf_inventory *inv,
     fw->plan.layers = NULL; /* borrowed: copied by copy_plan */
     fw->plan.pieces = NULL;
     fw->plan.tensors = NULL;
-    fw->cur_layer = fw->cur_slot = fw->prev_slot = -1;
+    fw->cur_layer = fw->cur_slot = -1;
     fw->st.slots = w->slots;
     fw->st.slot_bytes = w->slot_bytes;
     fw->st.n_layers = (uint32_t)w->n_layers;

@@ -6,15 +6,16 @@
  * with O_DIRECT where the filesystem allows it (else through the page
  * cache); the decode computes each streamed layer from its slot.
  *
- * llama.cpp's cb_eval drives it, on the decoding thread: the ask phase of
- * the first node that reads a window layer's weight waits until that
- * layer's slot is read (the read time the compute did not hide) and asks
- * for a split there; each node's weights of the layer are pointed at the
+ * llama.cpp's cb_eval drives it, on the decoding thread. Each node that
+ * reads a window layer's weight is asked for (the scheduler computes the
+ * graph up to it, then asks further), so when the ask phase reaches the
+ * first node of the next layer, every node that read the layer before is
+ * computed: that layer's weights are pointed back at the mapping, its slot
+ * goes back to the thread, and the new layer's slot is waited for (the
+ * read time the compute did not hide). A node's weights are pointed at the
  * slot as the node is asked, which is before it is computed, and only when
  * the weight's data pointer is the file mapping's address of its bytes (a
- * repacked copy is never touched). The data phase of that split node (the
- * previous layer computed) points the previous layer's weights back at the
- * mapping and frees its slot for the thread. forge_window_decode_end,
+ * repacked copy is never touched). forge_window_decode_end,
  * which forge_generate calls after each llama_decode's synchronisation
  * (the lease ended), points every weight back at the mapping: between two
  * decodes, at any boundary, every data pointer is the mapping's again.
