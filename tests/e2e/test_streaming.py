@@ -87,14 +87,18 @@ def iec(text):
     return float(value) * units[unit]
 
 
+def skip_asan(c):
+    if asan_build(c.rf):
+        raise Skip("an ASan build: its shadow memory and quarantine grow the anonymous memory "
+                   "past the cgroup limit this test sizes from a run without one")
+
+
 def tokens(rep):
     return rep["output"]["token_ids"]
 
 
 def case_streaming_limit(c):
-    if asan_build(c.rf):
-        raise Skip("an ASan build: its shadow memory and quarantine grow the anonymous memory "
-                   "past the cgroup limit this test sizes from a run without one")
+    skip_asan(c)
     model = c.model("q8_0")
     off, _ = c.report("off", model, "--residency-policy", "off")
     free, _ = c.report("free", model, "--residency-policy", "streaming")
@@ -162,9 +166,7 @@ def case_streaming_limit(c):
 
 
 def case_streaming_repack(c):
-    if asan_build(c.rf):
-        raise Skip("an ASan build: its shadow memory and quarantine grow the anonymous memory "
-                   "past the cgroup limit this test sizes from a run without one")
+    skip_asan(c)
     model = c.model("q4_0")
     off, _ = c.report("off", model, "--residency-policy", "off")
     # Nearly every weight lives in an anonymous repacked copy (output.weight too); the
@@ -258,9 +260,7 @@ def read_ahead_checks(rep, off, name, direct):
 
 
 def case_streaming_read_ahead(c):
-    if asan_build(c.rf):
-        raise Skip("an ASan build: its shadow memory and quarantine grow the anonymous memory "
-                   "past the cgroup limit this test sizes from a run without one")
+    skip_asan(c)
     model = c.model("q8_0")
     off, _ = c.report("off", model, "--residency-policy", "off")
     expect_error_lines(c, ["run", "-m", model, "--residency-policy", "streaming",
@@ -287,9 +287,7 @@ def case_streaming_read_ahead(c):
 
 
 def case_streaming_read_ahead_no_direct(c):
-    if asan_build(c.rf):
-        raise Skip("an ASan build: its shadow memory and quarantine grow the anonymous memory "
-                   "past the cgroup limit this test sizes from a run without one")
+    skip_asan(c)
     if os.geteuid() != 0:
         raise Skip("not root: cannot mount a squashfs image")
     if not shutil.which("mksquashfs"):
