@@ -9,6 +9,7 @@ _ramforge_opts_run="-m --model -p --prompt -f --file -n --n-predict -t --threads
     --access-probe --sample-smaps --admission --dead-file-pages --verify-session
     --residency-page-budget --staging-budget --stream-window --no-stream-sequential
     --no-stream-hugepage --stream-prefetch-layers --no-stream-prefetch --stream-read-ahead
+    --stream-spin-wait
     --observe-dispatch --dispatch-events
     --dispatch-sample-pages --residency-report --residency-report-json --metrics-file
     --residency-svg --profile --profile-history --no-repack --mlock --hold -v --verbose -h --help

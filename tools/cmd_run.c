@@ -91,6 +91,30 @@ static void window_open(struct rf_session *s, const struct run_options *o, struc
     rf_stream_window_free(&win);
 }
 
+/*
+ * ggml's OpenMP threads wait for each other at every barrier by spinning
+ * (libgomp's default): under streaming, while one decode thread waits for a
+ * read, the other spins, 83-89% of a limited run's CPU samples
+ * (docs/STREAMING.md). libgomp reads OMP_WAIT_POLICY once, as it loads, so
+ * run executes itself again with OMP_WAIT_POLICY=PASSIVE (the threads sleep
+ * on a futex) unless the environment sets it (or the prompt came from
+ * standard input, read once: the environment must say it then); a failed
+ * exec goes on as is.
+ */
+static void exec_passive_wait(int argc, char **argv)
+{
+    char **args = calloc((size_t)argc + 2, sizeof(*args));
+    if (!args || getenv("OMP_WAIT_POLICY") || setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) {
+        free(args);
+        return;
+    }
+    args[0] = (char *)RF_PROGRAM;
+    memcpy(args + 1, argv, (size_t)argc * sizeof(*args)); /* argv[0] is "run" */
+    execv("/proc/self/exe", args);
+    unsetenv("OMP_WAIT_POLICY");
+    free(args);
+}
+
 /* The read-ahead's and the decode's figures, for the report's streaming object. */
 static void stream_figures(struct rf_session *s, struct forge_ahead *ahead, uint32_t distance,
                            struct forge_window *window, const struct forge_generate_result *gen)
@@ -104,6 +128,7 @@ static void stream_figures(struct rf_session *s, struct forge_ahead *ahead, uint
         .has_cpu = gen->has_decode_cpu,
         .user_ns = gen->decode_user_ns,
         .system_ns = gen->decode_system_ns,
+        .omp_wait_policy = getenv("OMP_WAIT_POLICY"),
     };
     rf_session_stream_decode(s, &d);
     if (window) {
@@ -282,6 +307,8 @@ int cmd_run(int argc, char **argv)
     rc = run_parse_options(argc, argv, &o);
     if (rc >= 0)
         return rc;
+    if (o.sess.policy == RF_POLICY_STREAMING && !o.stream_spin_wait && !o.prompt_from_stdin)
+        exec_passive_wait(argc, argv);
     cli_default_threads(&o.sess.n_threads);
     const bool observing = o.sess.policy != RF_POLICY_OFF;
     if (o.sess.json_path && !run_json_to_stdout(&o) &&

@@ -86,6 +86,11 @@ static void usage(FILE *out)
             "                                buffers the decode computes from, 2..8 (default 0:\n"
             "                                off); the ring is the window (not with\n"
             "                                --stream-window or --stream-prefetch-layers)\n"
+            "      --stream-spin-wait        with streaming, leave ggml's threads spinning at\n"
+            "                                their barriers (libgomp's default); without it,\n"
+            "                                run executes itself again with\n"
+            "                                OMP_WAIT_POLICY=PASSIVE unless that is set (or\n"
+            "                                -f -: set it yourself then)\n"
             "      --memory-limit SIZE       run in a fresh child memory cgroup of this\n"
             "                                command's own with that hard limit (cgroup v1\n"
             "                                or v2; root or a delegated cgroup): a cap the\n"
@@ -215,6 +220,7 @@ enum {
     OPT_STREAM_PREFETCH,
     OPT_NO_STREAM_PREFETCH,
     OPT_STREAM_READ_AHEAD,
+    OPT_STREAM_SPIN_WAIT,
 };
 
 /* Largest prompt file -f reads, bytes (16 MiB: far beyond any context). */
@@ -352,6 +358,9 @@ static int run_option(int c, const char *arg, void *ud)
     case OPT_NO_STREAM_PREFETCH:
         o->stream_prefetch = 0;
         break;
+    case OPT_STREAM_SPIN_WAIT:
+        o->stream_spin_wait = true;
+        break;
     case OPT_STREAM_READ_AHEAD:
         if (!cli_parse_int("slot count (--stream-read-ahead)", arg, 0, 8, &o->stream_read_ahead))
             return RF_EXIT_USAGE;
@@ -433,6 +442,7 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         {"stream-prefetch-layers", required_argument, NULL, OPT_STREAM_PREFETCH},
         {"no-stream-prefetch", no_argument, NULL, OPT_NO_STREAM_PREFETCH},
         {"stream-read-ahead", required_argument, NULL, OPT_STREAM_READ_AHEAD},
+        {"stream-spin-wait", no_argument, NULL, OPT_STREAM_SPIN_WAIT},
         SESSION_LONGOPT_VERBOSE,
         SESSION_LONGOPT_HELP,
         {NULL, 0, NULL, 0},
@@ -456,6 +466,7 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         cli_usage_error("-p/--prompt and -f/--file both give the prompt: use one");
         return RF_EXIT_USAGE;
     }
+    o->prompt_from_stdin = rp.prompt_file && strcmp(rp.prompt_file, "-") == 0;
     if (rp.prompt_file && !(o->prompt = read_prompt_file(rp.prompt_file)))
         return RF_EXIT_FAILURE;
     if (!*o->prompt) {
@@ -493,6 +504,7 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         const char *ignored = o->stream_window         ? "--stream-window"
                               : o->stream_prefetch > 0 ? "--stream-prefetch-layers"
                               : o->stream_read_ahead   ? "--stream-read-ahead"
+                              : o->stream_spin_wait    ? "--stream-spin-wait"
                               : !o->stream_hugepage    ? "--no-stream-hugepage"
                               : !o->stream_sequential  ? "--no-stream-sequential"
                                                        : NULL;

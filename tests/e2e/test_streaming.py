@@ -27,6 +27,8 @@ folder however the case ends (pass, fail, skip, an exception or SIGTERM).
                     of `off`, and after the after_session boundary (the pins
                     undone) the verify session runs through the window again
                     with the same tokens; the report says what the window did
+                    (and run executed itself again with OMP_WAIT_POLICY=PASSIVE,
+                    not with --stream-spin-wait)
   streaming_read_ahead_no_direct
                     the same on a filesystem that refuses O_DIRECT: the model is
                     copied into an uncompressed squashfs image mounted (loop,
@@ -153,6 +155,9 @@ def case_streaming_limit(c):
           dec["read_bandwidth_bytes_per_s"] is not None and dec["user_ns"] is not None,
           f"decode {dec}")
     check(dec["overlapped_fraction"] is None and dec["overlapped_reason"], f"decode {dec}")
+    # run executed itself again with OMP_WAIT_POLICY=PASSIVE (unless the environment set it)
+    check(dec["omp_wait_policy"] == os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
+          f"OMP_WAIT_POLICY {dec['omp_wait_policy']}")
     # MADV_HUGEPAGE on the streamed ranges: accepted wherever the kernel has THP
     check(pin["thp_enabled"] in ("always", "madvise", "never", None),
           f"THP mode {pin['thp_enabled']}")
@@ -273,6 +278,10 @@ def case_streaming_read_ahead(c):
         rep, _ = c.report("ra2", model, "--residency-policy", "streaming",
                           "--stream-read-ahead", "2", "--verify-session", preexec_fn=enter)
     read_ahead_checks(rep, off, "ra2", direct=True)
+    spin, _ = c.report("spin", model, "--residency-policy", "streaming", "--stream-spin-wait")
+    check(spin["streaming"]["decode"]["omp_wait_policy"] == os.environ.get("OMP_WAIT_POLICY"),
+          f"--stream-spin-wait: OMP_WAIT_POLICY {spin['streaming']['decode']['omp_wait_policy']}")
+    check(tokens(spin) == tokens(off), "--stream-spin-wait changed the tokens")
     # the after_session boundary ran between the two sessions, the window's pointers restored
     check(rep["streaming"]["pin"]["unpinned_at"] == "after_session",
           f"unpinned at {rep['streaming']['pin']['unpinned_at']}")

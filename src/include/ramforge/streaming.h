@@ -172,15 +172,16 @@ struct rf_stream_read_ahead {
 
 /* What the decode (the tokens after the first) cost, measured by the caller around it. */
 struct rf_stream_decode {
-    bool on;               /* given (rf_session_stream_decode) */
-    uint64_t decode_ns;    /* wall time of the decode */
-    uint64_t tokens;       /* tokens it decoded (generated tokens - 1) */
-    bool has_io;           /* the two below were measured */
-    uint64_t read_bytes;   /* /proc/self/io read_bytes over the decode */
-    uint64_t major_faults; /* /proc/self/stat majflt over the decode */
-    bool has_cpu;          /* the two below were measured */
-    uint64_t user_ns;      /* getrusage user time over the decode, every thread */
-    uint64_t system_ns;    /* getrusage system time over the decode (faults, reclaim) */
+    bool on;                     /* given (rf_session_stream_decode) */
+    uint64_t decode_ns;          /* wall time of the decode */
+    uint64_t tokens;             /* tokens it decoded (generated tokens - 1) */
+    bool has_io;                 /* the two below were measured */
+    uint64_t read_bytes;         /* /proc/self/io read_bytes over the decode */
+    uint64_t major_faults;       /* /proc/self/stat majflt over the decode */
+    bool has_cpu;                /* the two below were measured */
+    uint64_t user_ns;            /* getrusage user time over the decode, every thread */
+    uint64_t system_ns;          /* getrusage system time over the decode (faults, reclaim) */
+    const char *omp_wait_policy; /* OMP_WAIT_POLICY in the environment (borrowed); NULL: unset */
 };
 
 /*
