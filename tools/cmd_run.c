@@ -80,7 +80,7 @@ static void window_open(struct rf_session *s, const struct run_options *o, struc
     const uint64_t slot = sr->plan->read_ahead_bytes / (uint64_t)o->stream_read_ahead;
     int rc = rf_stream_window_build(sr->inv, sr->plan, (uint32_t)o->stream_read_ahead,
                                     slot - slot % sr->inv->page_bytes, &win);
-    if (rc == 0 && win.n_layers == 0)
+    if (rc == 0 && win.n_units == 0)
         rc = -ENODATA;
     if (rc == 0)
         rc = forge_window_create(rf_session_forge_model(s), sr->inv, &win, w);
@@ -117,7 +117,7 @@ static void exec_passive_wait(int argc, char **argv)
 
 /* The read-ahead's and the decode's figures, for the report's streaming object. */
 static void stream_figures(struct rf_session *s, struct forge_ahead *ahead, uint32_t distance,
-                           struct forge_window *window, const struct forge_generate_result *gen)
+                           const struct forge_generate_result *gen)
 {
     struct rf_stream_decode d = {
         .decode_ns = gen->decode_ns,
@@ -131,11 +131,6 @@ static void stream_figures(struct rf_session *s, struct forge_ahead *ahead, uint
         .omp_wait_policy = getenv("OMP_WAIT_POLICY"),
     };
     rf_session_stream_decode(s, &d);
-    if (window) {
-        struct rf_stream_read_ahead ra;
-        forge_window_stats(window, &ra);
-        rf_session_stream_read_ahead(s, &ra);
-    }
     if (!ahead)
         return;
     struct forge_ahead_stats as;
@@ -429,7 +424,7 @@ int cmd_run(int argc, char **argv)
         cli_error("%s: %s", o.sess.model, err);
         goto out;
     }
-    stream_figures(s, ahead, (uint32_t)o.stream_prefetch, window, &gen);
+    stream_figures(s, ahead, (uint32_t)o.stream_prefetch, &gen);
     if (observer && (rc = rf_session_dispatch_trace(s, observer)) < 0) {
         cli_error("cannot attribute the dispatch trace: %s", rf_strerror(rc));
         goto out;
@@ -451,6 +446,11 @@ int cmd_run(int argc, char **argv)
             cli_error("%s: cannot plan: %s", o.sess.model, rf_strerror(rc));
             goto out;
         }
+    }
+    if (window) { /* both sessions', with --verify-session */
+        struct rf_stream_read_ahead ra;
+        forge_window_stats(window, &ra);
+        rf_session_stream_read_ahead(s, &ra);
     }
     struct rf_operation_output out = rf_session_output_of(&gen, (uint32_t)o.seed);
     if (o.verify) {

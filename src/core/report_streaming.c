@@ -156,27 +156,28 @@ static json_t *read_ahead_json(const struct rf_stream_read_ahead *r)
         return NULL;
     json_object_set_new(o, "slots", json_integer(r->slots));
     json_object_set_new(o, "slot_bytes", rf_json_u64(true, r->slot_bytes));
-    json_object_set_new(o, "layers", json_integer(r->n_layers));
-    json_object_set_new(o, "layers_too_large", json_integer(r->layers_too_large));
+    json_object_set_new(o, "units", json_integer(r->n_units));
+    json_object_set_new(o, "units_too_large", json_integer(r->units_too_large));
     json_object_set_new(o, "direct", json_boolean(r->direct));
     json_object_set_new(o, "direct_reason", rf_json_str(r->direct_reason));
-    json_object_set_new(o, "layers_read", rf_json_u64(true, r->layers_read));
+    json_object_set_new(o, "units_read", rf_json_u64(true, r->units_read));
     json_object_set_new(o, "read_bytes", rf_json_u64(true, r->read_bytes));
     json_object_set_new(o, "read_ns", rf_json_u64(true, r->read_ns));
-    json_object_set_new(o, "layers_used", rf_json_u64(true, r->layers_used));
-    json_object_set_new(o, "layers_fallback", rf_json_u64(true, r->layers_fallback));
-    json_object_set_new(o, "layers_skipped", rf_json_u64(true, r->layers_skipped));
+    json_object_set_new(o, "units_used", rf_json_u64(true, r->units_used));
+    json_object_set_new(o, "units_fallback", rf_json_u64(true, r->units_fallback));
+    json_object_set_new(o, "units_skipped", rf_json_u64(true, r->units_skipped));
     json_object_set_new(o, "tensors_pointed", rf_json_u64(true, r->tensors_pointed));
     json_object_set_new(o, "tensors_not_mapped", rf_json_u64(true, r->tensors_not_mapped));
     json_object_set_new(o, "waits", rf_json_u64(true, r->waits));
     json_object_set_new(o, "wait_ns", rf_json_u64(true, r->wait_ns));
     json_object_set_new(o, "first_error", json_integer(r->first_error));
     json_object_set_new(o, "mechanism",
-                        json_string("a helper thread preads the streamed layers, in the "
-                                    "decode's order, into a ring of anonymous slots (O_DIRECT "
-                                    "where the filesystem allows it); cb_eval points each "
-                                    "layer's weights at its slot while the layer computes and "
-                                    "back at the mapping after it and after every decode"));
+                        json_string("a helper thread preads the streamed tensors, one a slot, "
+                                    "in the order the first decode read them, into a ring of "
+                                    "anonymous slots (O_DIRECT where the filesystem allows "
+                                    "it); cb_eval points each weight at its slot while the "
+                                    "nodes that read it compute and back at the mapping after "
+                                    "them and after every decode"));
     return o;
 }
 

@@ -1,8 +1,7 @@
 /*
  * The read-ahead window's layout (ramforge/stream_window.h): the streamed
- * tensors of a streaming plan grouped by layer, their page ranges merged
- * into the pieces a helper thread reads, and each tensor's place in its
- * layer's slot.
+ * tensors of a streaming plan, each a unit the helper thread reads into a
+ * slot (its outward page range) with the tensor's place in the slot.
  *
  * Workload: once per operation, over the inventory (a few hundred
  * entries); one qsort, one pass.
@@ -31,10 +30,10 @@ static int cand_cmp(const void *a, const void *b)
     return x->entry < y->entry ? -1 : x->entry > y->entry;
 }
 
-uint64_t rf_stream_window_ring_bytes(uint32_t slots, uint64_t largest_layer_bytes)
+uint64_t rf_stream_window_ring_bytes(uint32_t slots, uint64_t largest_bytes)
 {
     uint64_t r;
-    if (__builtin_mul_overflow(largest_layer_bytes, (uint64_t)slots, &r))
+    if (__builtin_mul_overflow(largest_bytes, (uint64_t)slots, &r))
         return UINT64_MAX;
     return r;
 }
@@ -43,9 +42,7 @@ void rf_stream_window_free(struct rf_stream_window *w)
 {
     if (!w)
         return;
-    free(w->layers);
-    free(w->pieces);
-    free(w->tensors);
+    free(w->units);
     memset(w, 0, sizeof(*w));
 }
 
@@ -92,51 +89,6 @@ out:
     return rc;
 }
 
-/*
- * Lays out the layer of c[0 .. n) (one layer, by offset) at the ends of
- * w's arrays; true when it fits a slot (else the arrays are left as they
- * were).
- */
-static bool lay_out(struct rf_stream_window *w, const struct cand *c, size_t n)
-{
-    const uint64_t pg = w->page_bytes;
-    struct rf_stream_window_layer L = {
-        .layer = c[0].layer, .first_piece = w->n_pieces, .first_tensor = w->n_tensors};
-    struct rf_stream_window_piece *cur = NULL;
-
-    for (size_t i = 0; i < n; i++) {
-        uint64_t first = c[i].off - c[i].off % pg, end = c[i].off + c[i].len;
-        end += (pg - end % pg) % pg;
-        if (cur && first <= cur->file_offset_bytes + cur->bytes) {
-            uint64_t cur_end = cur->file_offset_bytes + cur->bytes;
-            if (end > cur_end) {
-                L.bytes += end - cur_end;
-                cur->bytes = end - cur->file_offset_bytes;
-            }
-        } else {
-            cur = &w->pieces[w->n_pieces++];
-            *cur = (struct rf_stream_window_piece){
-                .file_offset_bytes = first, .bytes = end - first, .slot_offset_bytes = L.bytes};
-            L.bytes += end - first;
-        }
-        w->tensors[w->n_tensors++] = (struct rf_stream_window_tensor){
-            .entry = c[i].entry,
-            .file_offset_bytes = c[i].off,
-            .logical_bytes = c[i].len,
-            .slot_offset_bytes = cur->slot_offset_bytes + (c[i].off - cur->file_offset_bytes)};
-    }
-    if (L.bytes > w->slot_bytes) {
-        w->n_pieces = L.first_piece;
-        w->n_tensors = L.first_tensor;
-        return false;
-    }
-    L.n_pieces = w->n_pieces - L.first_piece;
-    L.n_tensors = w->n_tensors - L.first_tensor;
-    w->streamed_bytes += L.bytes;
-    w->layers[w->n_layers++] = L;
-    return true;
-}
-
 int rf_stream_window_build(const struct rf_inventory *inv, const struct rf_stream_plan *plan,
                            uint32_t slots, uint64_t slot_bytes, struct rf_stream_window *out)
 {
@@ -159,18 +111,26 @@ int rf_stream_window_build(const struct rf_inventory *inv, const struct rf_strea
     out->slots = slots;
     out->slot_bytes = slot_bytes;
     out->page_bytes = inv->page_bytes;
-    out->layers = calloc(n ? n : 1, sizeof(*out->layers));
-    out->pieces = calloc(n ? n : 1, sizeof(*out->pieces));
-    out->tensors = calloc(n ? n : 1, sizeof(*out->tensors));
-    if (!out->layers || !out->pieces || !out->tensors) {
+    out->units = calloc(n ? n : 1, sizeof(*out->units));
+    if (!out->units) {
         rc = -ENOMEM;
         goto out;
     }
-    for (size_t i = 0, j; i < n; i = j) {
-        for (j = i + 1; j < n && c[j].layer == c[i].layer;)
-            j++;
-        if (!lay_out(out, &c[i], j - i))
-            out->layers_too_large++;
+    const uint64_t pg = inv->page_bytes;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t first = c[i].off - c[i].off % pg, end = c[i].off + c[i].len;
+        end += (pg - end % pg) % pg; /* no overflow: candidates() checked end + a page */
+        if (end - first > slot_bytes) {
+            out->units_too_large++;
+            continue;
+        }
+        out->units[out->n_units++] =
+            (struct rf_stream_window_unit){.entry = c[i].entry,
+                                           .layer = c[i].layer,
+                                           .file_offset_bytes = first,
+                                           .bytes = end - first,
+                                           .slot_offset_bytes = c[i].off - first};
+        out->streamed_bytes += end - first;
     }
 out:
     free(c);

@@ -1,23 +1,29 @@
 /*
  * The read-ahead window (forge_window.h): a ring of anonymous slots a
- * helper thread fills with the streamed layers' bytes by pread, and the
- * cb_eval callback that points the weights at a slot while their layer
- * computes.
+ * helper thread fills with the streamed tensors' bytes by pread, in the
+ * order the decode uses them, and the cb_eval callback that points each
+ * weight at its slot while the nodes that read it compute.
  *
  * Workload: the callback runs for every node of every decode (about 30 per
  * layer per token in tinyllama): a name compare per weight source, a
- * bsearch per window weight, one mutex round trip per layer change; each
+ * bsearch per window weight, one mutex round trip per tensor change; each
  * node that reads a slot ends a range of the scheduler's (about 9 a layer,
- * each a graph compute of its own). The thread reads one layer per slot
- * (about 47 MB in tinyllama Q8_0) in one pread per piece.
+ * each a graph compute of its own). The thread reads one tensor per slot
+ * (at most about 12 MB in tinyllama Q8_0) in one pread.
+ *
+ * The order: the first decode (the prompt) runs from the mapping and
+ * records the order in which its nodes first read each window tensor; at
+ * its end the ring is allocated and the thread starts, reading the tensors
+ * in that order, over and over (graphs of later decodes read them in the
+ * same order). A tensor the first decode did not read goes last.
  *
  * Slot states (under mu): FREE -> READING (thread) -> READY or FAILED
  * (thread) -> IN_USE (decode; READY only) -> FREE (decode). The thread fills
  * sequence numbers 0, 1, 2, ... in order, sequence q into slot q % slots
- * with window layer q % n_layers; the decode takes them in the same order.
- * It frees the layer before (every node that read it is computed: each
- * ended a range) before it waits for the next, so it holds no slot while
- * waiting; with 2 slots the thread reads layer L + 1 while L computes.
+ * with unit order[q % n_units]; the decode takes them in the same order. It
+ * frees the unit before (every node that read it is computed: each ended a
+ * range) before it waits for the next, so it holds no slot while waiting;
+ * with 2 slots the thread reads the next tensor while one computes.
  */
 #include "forge_internal.h"
 
@@ -36,22 +42,20 @@
 
 enum slot_state { SLOT_FREE, SLOT_READING, SLOT_READY, SLOT_FAILED, SLOT_IN_USE };
 
-struct pointed {
-    struct ggml_tensor *t;
-    void *orig; /* the mapping's address */
-};
-
 struct slot {
     enum slot_state state;
-    uint64_t seq;        /* the sequence number it holds (READING and after) */
-    struct pointed *pts; /* max_tensors: the weights pointed at it */
-    size_t n_pts;
+    uint64_t seq;          /* the sequence number it holds (READING and after) */
+    struct ggml_tensor *t; /* the weight pointed at it while IN_USE; NULL: none yet */
+    void *orig;            /* t's data before: the mapping's address */
 };
 
-struct wtensor {
+struct wunit {
     char name[RF_NAME_MAX];
-    uintptr_t map_addr;   /* the mapping's address of its first byte */
-    uint64_t slot_offset; /* in its layer's slot */
+    uintptr_t map_addr;   /* the mapping's address of the tensor's first byte */
+    uint64_t file_offset; /* its first page */
+    uint64_t bytes;       /* its pages: what is read */
+    uint64_t slot_offset; /* the tensor's first byte in the slot */
+    bool seen;            /* the first decode read it (order learning) */
 };
 
 struct forge_window {
@@ -59,13 +63,16 @@ struct forge_window {
     bool fd_direct;        /* fd has O_DIRECT (the thread's; st.direct follows it under mu) */
     const char *fd_reason; /* why not, static; the thread's as fd_direct */
     uint64_t file_bytes;
-    struct rf_stream_window plan; /* the sizes; its arrays are the copies below */
-    struct rf_stream_window_layer *layers;
-    struct rf_stream_window_piece *pieces;
-    struct wtensor *tensors; /* sorted by name */
-    int32_t *pos_of_layer;   /* blk.N -> window layer position, -1: not in the window */
-    uint32_t max_layer;      /* entries of pos_of_layer */
-    uint8_t *ring;           /* slots * slot_bytes */
+    uint32_t n_slots;
+    uint64_t slot_bytes;
+    struct wunit *units; /* n_units, sorted by name */
+    size_t n_units;
+    uint32_t *order; /* n_units: unit indices in the decode's order (n_order learned) */
+    size_t n_order;
+    uint32_t *pos; /* n_units: unit -> its position in order */
+    bool ready;    /* order learned, ring allocated: the thread reads (under mu) */
+    bool disabled; /* the ring could not be allocated: the mapping serves everything */
+    uint8_t *ring; /* n_slots * slot_bytes; MAP_FAILED until ready */
     struct slot *slots;
     pthread_t thread;
     bool thread_started;
@@ -74,21 +81,21 @@ struct forge_window {
     bool stop;
     uint64_t fill_next, use_next; /* sequence numbers (under mu) */
     /* decoding thread only */
-    int cur_layer; /* blk.N of the last layer change; -1: none */
-    int cur_slot;  /* slot of the window layer computing; -1: none (mapping) */
+    int cur_unit; /* the unit whose slot the computing node reads; -1: none */
+    int cur_slot; /* its slot; -1: none (the mapping) */
     bool inner_asked;
     bool (*inner)(struct ggml_tensor *t, bool ask, void *user_data);
     void *inner_ud;
     struct rf_stream_read_ahead st; /* counters: thread's under mu, decode's its own */
 };
 
-static int wtensor_cmp(const void *a, const void *b)
+static int wunit_cmp(const void *a, const void *b)
 {
-    return strcmp(((const struct wtensor *)a)->name, ((const struct wtensor *)b)->name);
+    return strcmp(((const struct wunit *)a)->name, ((const struct wunit *)b)->name);
 }
 
 /* Reads n bytes at off into dst; short only at the end of the file. 0 or -errno. */
-static int read_piece(struct forge_window *w, uint8_t *dst, uint64_t off, uint64_t n)
+static int read_unit(struct forge_window *w, uint8_t *dst, uint64_t off, uint64_t n)
 {
     uint64_t got = 0;
     while (got < n) {
@@ -116,30 +123,26 @@ static void *window_thread(void *arg)
     struct forge_window *w = arg;
     pthread_mutex_lock(&w->mu);
     for (;;) {
-        struct slot *s = &w->slots[w->fill_next % w->plan.slots];
-        while (!w->stop && s->state != SLOT_FREE)
+        struct slot *s = &w->slots[w->fill_next % w->n_slots];
+        while (!w->stop && (!w->ready || s->state != SLOT_FREE))
             pthread_cond_wait(&w->cv_free, &w->mu);
         if (w->stop)
             break;
-        const struct rf_stream_window_layer *L = &w->layers[w->fill_next % w->plan.n_layers];
-        uint8_t *base = w->ring + (size_t)(s - w->slots) * w->plan.slot_bytes;
+        const struct wunit *u = &w->units[w->order[w->fill_next % w->n_units]];
+        uint8_t *base = w->ring + (size_t)(s - w->slots) * w->slot_bytes;
         s->state = SLOT_READING;
         s->seq = w->fill_next++;
         pthread_mutex_unlock(&w->mu);
         uint64_t t0 = rf_now_ns();
-        int rc = 0;
-        for (size_t i = 0; rc == 0 && i < L->n_pieces; i++) {
-            const struct rf_stream_window_piece *p = &w->pieces[L->first_piece + i];
-            rc = read_piece(w, base + p->slot_offset_bytes, p->file_offset_bytes, p->bytes);
-        }
+        int rc = read_unit(w, base, u->file_offset, u->bytes);
         uint64_t dt = rf_now_ns() - t0;
         pthread_mutex_lock(&w->mu);
         w->st.read_ns += dt;
         w->st.direct = w->fd_direct;
         w->st.direct_reason = w->fd_reason;
         if (rc == 0) {
-            w->st.layers_read++;
-            w->st.read_bytes += L->bytes;
+            w->st.units_read++;
+            w->st.read_bytes += u->bytes;
         } else if (!w->st.first_error) {
             w->st.first_error = rc;
         }
@@ -150,15 +153,15 @@ static void *window_thread(void *arg)
     return NULL;
 }
 
-/* Points slot's weights back at the mapping and frees it (-1: no-op). Under mu. */
+/* Points slot's weight back at the mapping and frees it (-1: no-op). Under mu. */
 static void slot_release(struct forge_window *w, int si)
 {
     if (si < 0)
         return;
     struct slot *s = &w->slots[si];
-    for (size_t i = 0; i < s->n_pts; i++)
-        s->pts[i].t->data = s->pts[i].orig;
-    s->n_pts = 0;
+    if (s->t)
+        s->t->data = s->orig;
+    s->t = NULL;
     s->state = SLOT_FREE;
     pthread_cond_broadcast(&w->cv_free);
 }
@@ -166,7 +169,7 @@ static void slot_release(struct forge_window *w, int si)
 /* Waits for sequence use_next's slot to be read; its index. Under mu. */
 static int wait_next(struct forge_window *w)
 {
-    int si = (int)(w->use_next % w->plan.slots);
+    int si = (int)(w->use_next % w->n_slots);
     struct slot *s = &w->slots[si];
     if (!(s->seq == w->use_next && (s->state == SLOT_READY || s->state == SLOT_FAILED))) {
         uint64_t t0 = rf_now_ns();
@@ -179,74 +182,90 @@ static int wait_next(struct forge_window *w)
     return si;
 }
 
-/* The decode reached window layer pos: its slot, read (-1: the mapping serves it). */
-static int take_layer(struct forge_window *w, uint32_t pos)
+/* The decode reached unit u: its slot, read (-1: the mapping serves it). */
+static int take_unit(struct forge_window *w, uint32_t u)
 {
     pthread_mutex_lock(&w->mu);
-    /* a layer out of the expected order: the slots before it are read and dropped */
-    for (uint32_t k = 0; k < w->plan.n_layers && w->use_next % w->plan.n_layers != pos; k++) {
+    size_t ahead = (w->pos[u] + w->n_units - w->use_next % w->n_units) % w->n_units;
+    if (ahead > w->n_slots) { /* far from the learned order (read twice?): the mapping */
+        w->st.units_fallback++;
+        pthread_mutex_unlock(&w->mu);
+        return -1;
+    }
+    /* a unit a little out of the learned order: the slots before it are read and dropped */
+    for (size_t k = 0; k < ahead; k++) {
         slot_release(w, wait_next(w));
-        w->st.layers_skipped++;
+        w->st.units_skipped++;
     }
     int si = wait_next(w);
     if (w->slots[si].state == SLOT_READY) {
         w->slots[si].state = SLOT_IN_USE;
-        w->st.layers_used++;
+        w->st.units_used++;
     } else {
         slot_release(w, si);
-        w->st.layers_fallback++;
+        w->st.units_fallback++;
         si = -1;
     }
     pthread_mutex_unlock(&w->mu);
     return si;
 }
 
-static const struct wtensor *find(const struct forge_window *w, const char *name)
+static struct wunit *find(struct forge_window *w, const char *name)
 {
-    struct wtensor key;
+    struct wunit key;
     size_t n = strnlen(name, sizeof(key.name) - 1);
     memcpy(key.name, name, n);
     key.name[n] = '\0';
-    return bsearch(&key, w->tensors, w->plan.n_tensors, sizeof(*w->tensors), wtensor_cmp);
+    return bsearch(&key, w->units, w->n_units, sizeof(*w->units), wunit_cmp);
 }
 
-/* Points node t's weights of the computing window layer at its slot; true when it reads one. */
-static bool point(struct forge_window *w, struct ggml_tensor *t)
+/*
+ * Node t's window weight (the first source that is one; NULL: none): in the
+ * first decode its first read is recorded; afterwards the unit before is
+ * freed when t reads another, and the weight is pointed at its slot.
+ */
+static bool visit(struct forge_window *w, struct ggml_tensor *t)
 {
-    bool reads = false;
-    if (w->cur_slot < 0)
-        return false;
-    struct slot *s = &w->slots[w->cur_slot];
-    uint8_t *base = w->ring + (size_t)w->cur_slot * w->plan.slot_bytes;
     for (int i = 0; i < GGML_MAX_SRC; i++) {
         struct ggml_tensor *src = t->src[i];
-        if (!src || src->op != GGML_OP_NONE || rf_stream_layer_of(src->name) != w->cur_layer)
+        if (!src || src->op != GGML_OP_NONE || rf_stream_layer_of(src->name) < 0)
             continue;
-        const struct wtensor *wt = find(w, src->name);
-        reads |= wt != NULL;
-        if (!wt || (uint8_t *)src->data == base + wt->slot_offset)
+        struct wunit *u = find(w, src->name);
+        if (!u)
             continue;
-        if ((uintptr_t)src->data != wt->map_addr || s->n_pts == w->plan.n_tensors) {
-            w->st.tensors_not_mapped++; /* a repacked copy, or not the mapping's: untouched */
-            continue;
+        uint32_t ui = (uint32_t)(u - w->units);
+        if (!w->ready) { /* learning (or disabled): the mapping serves it */
+            if (!w->disabled && !u->seen) {
+                u->seen = true;
+                w->order[w->n_order++] = ui;
+            }
+            return false;
         }
-        s->pts[s->n_pts++] = (struct pointed){.t = src, .orig = src->data};
-        src->data = base + wt->slot_offset;
+        if ((int)ui != w->cur_unit) {
+            /* every node that read the unit before ended a range: computed */
+            pthread_mutex_lock(&w->mu);
+            slot_release(w, w->cur_slot);
+            pthread_mutex_unlock(&w->mu);
+            w->cur_unit = (int)ui;
+            w->cur_slot = take_unit(w, ui);
+        }
+        if (w->cur_slot < 0)
+            return true;
+        struct slot *s = &w->slots[w->cur_slot];
+        uint8_t *at = w->ring + (size_t)w->cur_slot * w->slot_bytes + u->slot_offset;
+        if (s->t == src && (uint8_t *)src->data == at)
+            return true;
+        if (s->t || (uintptr_t)src->data != u->map_addr) {
+            w->st.tensors_not_mapped++; /* a repacked copy, or not the mapping's: untouched */
+            return true;
+        }
+        s->t = src;
+        s->orig = src->data;
+        src->data = at;
         w->st.tensors_pointed++;
+        return true; /* one window weight a node: a second stays on the mapping */
     }
-    return reads;
-}
-
-/* blk.N of the first weight node t reads; -1: none. */
-static int layer_of_node(const struct ggml_tensor *t)
-{
-    for (int i = 0; i < GGML_MAX_SRC; i++) {
-        const struct ggml_tensor *s = t->src[i];
-        int l = s && s->op == GGML_OP_NONE ? rf_stream_layer_of(s->name) : -1;
-        if (l >= 0)
-            return l;
-    }
-    return -1;
+    return false;
 }
 
 static bool window_eval_cb(struct ggml_tensor *t, bool ask, void *ud)
@@ -254,34 +273,46 @@ static bool window_eval_cb(struct ggml_tensor *t, bool ask, void *ud)
     struct forge_window *w = ud;
     if (!ask)
         return w->inner_asked ? w->inner(t, false, w->inner_ud) : true;
-    int l = layer_of_node(t);
-    if (l >= 0 && l != w->cur_layer) {
-        /*
-         * Every node that read the layer before from its slot ended a range (below), and
-         * the ranges before t are computed: its slot goes back to the thread, and t's layer
-         * is waited for while the thread reads the next into it.
-         */
-        pthread_mutex_lock(&w->mu);
-        slot_release(w, w->cur_slot);
-        pthread_mutex_unlock(&w->mu);
-        w->cur_layer = l;
-        int32_t pos = (uint32_t)l < w->max_layer ? w->pos_of_layer[l] : -1;
-        w->cur_slot = pos >= 0 ? take_layer(w, (uint32_t)pos) : -1;
-    }
-    bool split = point(w, t); /* a node reading a slot ends its range: computed before the next */
+    bool split = visit(w, t); /* a node reading a slot ends its range: computed before the next */
     w->inner_asked = w->inner ? w->inner(t, true, w->inner_ud) : false;
     return split || w->inner_asked;
+}
+
+/* After the first decode: the order completed, the ring allocated, the thread started. */
+static void start_reading(struct forge_window *w)
+{
+    uint64_t ring_bytes = w->slot_bytes * w->n_slots; /* checked at create */
+    for (size_t i = 0; i < w->n_units; i++)
+        if (!w->units[i].seen)
+            w->order[w->n_order++] = (uint32_t)i;
+    for (size_t q = 0; q < w->n_units; q++)
+        w->pos[w->order[q]] = (uint32_t)q;
+    w->ring =
+        mmap(NULL, (size_t)ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (w->ring == MAP_FAILED) {
+        w->disabled = true;
+        w->st.first_error = -errno;
+        return;
+    }
+    madvise(w->ring, (size_t)ring_bytes, MADV_HUGEPAGE); /* a hint: refused is harmless */
+    memset(w->ring, 0, (size_t)ring_bytes);              /* charged now, between two decodes */
+    pthread_mutex_lock(&w->mu);
+    w->ready = true;
+    pthread_cond_broadcast(&w->cv_free);
+    pthread_mutex_unlock(&w->mu);
 }
 
 void forge_window_decode_end(struct forge_window *w)
 {
     if (!w)
         return;
+    if (!w->ready && !w->disabled && w->n_order > 0)
+        start_reading(w);
     pthread_mutex_lock(&w->mu);
     slot_release(w, w->cur_slot);
     pthread_mutex_unlock(&w->mu);
     w->cur_slot = -1;
-    w->cur_layer = -1;
+    w->cur_unit = -1;
 }
 
 void forge_window_context_params(struct forge_window *w, struct forge_context_params *p)
@@ -304,44 +335,31 @@ void forge_window_stats(struct forge_window *w, struct rf_stream_read_ahead *out
     out->on = true;
 }
 
-/* The copies of plan w's arrays and the name index; -EINVAL, -ENOMEM. */
-static int copy_plan(struct forge_window *fw, struct forge_model *m, const struct rf_inventory *inv,
-                     const struct rf_stream_window *w)
+/* The units of plan w with their names and mapping addresses; -EINVAL, -ENOMEM. */
+static int copy_units(struct forge_window *fw, struct forge_model *m,
+                      const struct rf_inventory *inv, const struct rf_stream_window *w)
 {
-    fw->layers = calloc(w->n_layers, sizeof(*fw->layers));
-    fw->pieces = calloc(w->n_pieces, sizeof(*fw->pieces));
-    fw->tensors = calloc(w->n_tensors, sizeof(*fw->tensors));
+    fw->units = calloc(w->n_units, sizeof(*fw->units));
+    fw->order = calloc(w->n_units, sizeof(*fw->order));
+    fw->pos = calloc(w->n_units, sizeof(*fw->pos));
     fw->slots = calloc(w->slots, sizeof(*fw->slots));
-    if (!fw->layers || !fw->pieces || !fw->tensors || !fw->slots)
+    if (!fw->units || !fw->order || !fw->pos || !fw->slots)
         return -ENOMEM;
-    memcpy(fw->layers, w->layers, w->n_layers * sizeof(*fw->layers));
-    memcpy(fw->pieces, w->pieces, w->n_pieces * sizeof(*fw->pieces));
-    for (uint32_t i = 0; i < w->slots; i++)
-        if (!(fw->slots[i].pts = calloc(w->n_tensors, sizeof(*fw->slots[i].pts))))
-            return -ENOMEM;
-    for (size_t li = 0; li < w->n_layers; li++) {
-        const struct rf_stream_window_layer *L = &w->layers[li];
-        if ((uint32_t)L->layer + 1 > fw->max_layer)
-            fw->max_layer = (uint32_t)L->layer + 1;
-        for (size_t k = 0; k < L->n_tensors; k++) {
-            const struct rf_stream_window_tensor *t = &w->tensors[L->first_tensor + k];
-            struct wtensor *o = &fw->tensors[L->first_tensor + k];
-            if (t->entry >= inv->n || t->file_offset_bytes < m->mapping.map_offset_bytes ||
-                !m->map_start)
-                return -EINVAL;
-            memcpy(o->name, inv->entries[t->entry].name, sizeof(o->name));
-            o->name[sizeof(o->name) - 1] = '\0';
-            o->map_addr = m->map_start + (t->file_offset_bytes - m->mapping.map_offset_bytes);
-            o->slot_offset = t->slot_offset_bytes;
-        }
+    for (size_t i = 0; i < w->n_units; i++) {
+        const struct rf_stream_window_unit *u = &w->units[i];
+        struct wunit *o = &fw->units[i];
+        uint64_t off = u->file_offset_bytes + u->slot_offset_bytes;
+        if (u->entry >= inv->n || off < m->mapping.map_offset_bytes || !m->map_start ||
+            u->bytes > w->slot_bytes)
+            return -EINVAL;
+        memcpy(o->name, inv->entries[u->entry].name, sizeof(o->name));
+        o->name[sizeof(o->name) - 1] = '\0';
+        o->map_addr = m->map_start + (off - m->mapping.map_offset_bytes);
+        o->file_offset = u->file_offset_bytes;
+        o->bytes = u->bytes;
+        o->slot_offset = u->slot_offset_bytes;
     }
-    qsort(fw->tensors, w->n_tensors, sizeof(*fw->tensors), wtensor_cmp);
-    if (!(fw->pos_of_layer = malloc(fw->max_layer * sizeof(*fw->pos_of_layer))))
-        return -ENOMEM;
-    for (uint32_t l = 0; l < fw->max_layer; l++)
-        fw->pos_of_layer[l] = -1;
-    for (size_t li = 0; li < w->n_layers; li++)
-        fw->pos_of_layer[w->layers[li].layer] = (int32_t)li;
+    qsort(fw->units, w->n_units, sizeof(*fw->units), wunit_cmp);
     return 0;
 }
 
@@ -355,7 +373,7 @@ int forge_window_create(struct forge_model *m, const struct rf_inventory *inv,
     if (!out)
         return -EINVAL;
     *out = NULL;
-    if (!m || !inv || !w || w->n_layers == 0 || w->slots < RF_STREAM_READ_AHEAD_MIN_SLOTS ||
+    if (!m || !inv || !w || w->n_units == 0 || w->slots < RF_STREAM_READ_AHEAD_MIN_SLOTS ||
         __builtin_mul_overflow(w->slot_bytes, (uint64_t)w->slots, &ring_bytes) ||
         ring_bytes > SIZE_MAX)
         return -EINVAL;
@@ -363,19 +381,18 @@ int forge_window_create(struct forge_model *m, const struct rf_inventory *inv,
         return -ENOMEM;
     fw->fd = -1;
     fw->ring = MAP_FAILED;
-    fw->plan = *w;
-    fw->plan.layers = NULL; /* borrowed: copied by copy_plan */
-    fw->plan.pieces = NULL;
-    fw->plan.tensors = NULL;
-    fw->cur_layer = fw->cur_slot = -1;
+    fw->n_slots = w->slots;
+    fw->slot_bytes = w->slot_bytes;
+    fw->n_units = w->n_units;
+    fw->cur_unit = fw->cur_slot = -1;
     fw->st.slots = w->slots;
     fw->st.slot_bytes = w->slot_bytes;
-    fw->st.n_layers = (uint32_t)w->n_layers;
-    fw->st.layers_too_large = w->layers_too_large;
+    fw->st.n_units = (uint32_t)w->n_units;
+    fw->st.units_too_large = w->units_too_large;
     pthread_mutex_init(&fw->mu, NULL);
     pthread_cond_init(&fw->cv_free, NULL);
     pthread_cond_init(&fw->cv_ready, NULL);
-    if ((rc = copy_plan(fw, m, inv, w)) < 0)
+    if ((rc = copy_units(fw, m, inv, w)) < 0)
         goto out;
     fw->file_bytes = (uint64_t)m->file_st.st_size;
     fw->fd_direct = true;
@@ -392,14 +409,6 @@ int forge_window_create(struct forge_model *m, const struct rf_inventory *inv,
         rc = -errno;
         goto out;
     }
-    fw->ring =
-        mmap(NULL, (size_t)ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (fw->ring == MAP_FAILED) {
-        rc = -errno;
-        goto out;
-    }
-    madvise(fw->ring, (size_t)ring_bytes, MADV_HUGEPAGE); /* a hint: refused is harmless */
-    memset(fw->ring, 0, (size_t)ring_bytes);              /* charged now, not in the decode */
     rc = -pthread_create(&fw->thread, NULL, window_thread, fw);
     fw->thread_started = rc == 0;
 out:
@@ -422,18 +431,19 @@ void forge_window_free(struct forge_window *w)
         pthread_mutex_unlock(&w->mu);
         pthread_join(w->thread, NULL);
     }
-    forge_window_decode_end(w);
+    if (w->slots) {
+        pthread_mutex_lock(&w->mu);
+        slot_release(w, w->cur_slot);
+        pthread_mutex_unlock(&w->mu);
+    }
     if (w->ring != MAP_FAILED)
-        munmap(w->ring, (size_t)(w->plan.slot_bytes * w->plan.slots));
+        munmap(w->ring, (size_t)(w->slot_bytes * w->n_slots));
     if (w->fd >= 0)
         close(w->fd);
-    for (uint32_t i = 0; w->slots && i < w->plan.slots; i++)
-        free(w->slots[i].pts);
     free(w->slots);
-    free(w->pos_of_layer);
-    free(w->tensors);
-    free(w->pieces);
-    free(w->layers);
+    free(w->pos);
+    free(w->order);
+    free(w->units);
     pthread_cond_destroy(&w->cv_ready);
     pthread_cond_destroy(&w->cv_free);
     pthread_mutex_destroy(&w->mu);

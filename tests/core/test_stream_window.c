@@ -1,12 +1,12 @@
 /*
  * Tests for the read-ahead window's layout (stream_window.h): a small
  * hand-built model whose layout was worked out on paper (pinned tensors
- * left out, pages merged, offsets within a page kept), the limits (a layer
- * larger than a slot, several mappings, bad arguments), the planner's ring
- * term, and seeded random inventories checked against a naive per-byte
- * model: every streamed byte lands once in its layer's slot at the offset
- * the tensor's pointer gets, inside a piece read from the same file byte,
- * and no two pieces of a slot overlap.
+ * left out, outward pages, offsets within a page kept), the limits (a
+ * tensor larger than a slot, several mappings, bad arguments), the
+ * planner's ring term, and seeded random inventories checked against a
+ * naive per-byte model: every streamed tensor is one unit, and each of its
+ * bytes lands in the slot at the offset its pointer gets, read from the
+ * same file byte.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -64,31 +64,31 @@ static void test_small_model(void **state)
     plan.pinned = pinned;
     plan.n_pinned = 3;
     assert_int_equal(rf_stream_window_build(&inv, &plan, 2, 4 * PAGE, &w), 0);
-    assert_int_equal(w.n_layers, 1);
-    assert_int_equal(w.layers[0].layer, 1);
-    assert_int_equal(w.n_tensors, 1);
-    assert_int_equal(w.tensors[0].entry, 3);
-    /* blk.1.q spans [5 PAGE + 256, 8 PAGE + 266): pages 5..8, one piece of 4 pages */
-    assert_int_equal(w.n_pieces, 1);
-    assert_int_equal(w.pieces[0].file_offset_bytes, 5 * PAGE);
-    assert_int_equal(w.pieces[0].bytes, 4 * PAGE);
-    assert_int_equal(w.tensors[0].slot_offset_bytes, 256);
+    assert_int_equal(w.n_units, 1);
+    assert_int_equal(w.units[0].layer, 1);
+    assert_int_equal(w.units[0].entry, 3);
+    /* blk.1.q spans [5 PAGE + 256, 8 PAGE + 266): pages 5..8, 4 pages */
+    assert_int_equal(w.units[0].file_offset_bytes, 5 * PAGE);
+    assert_int_equal(w.units[0].bytes, 4 * PAGE);
+    assert_int_equal(w.units[0].slot_offset_bytes, 256);
     assert_int_equal(w.streamed_bytes, 4 * PAGE);
     rf_stream_window_free(&w);
 
-    /* nothing pinned: blk.0's two tensors share page 0, one piece of 4 pages each layer */
+    /* nothing pinned: 4 units in (layer, offset) order; blk.0's two share page 0 */
     plan.n_pinned = 0;
     assert_int_equal(rf_stream_window_build(&inv, &plan, 3, 4 * PAGE, &w), 0);
-    assert_int_equal(w.n_layers, 2);
-    assert_int_equal(w.layers[0].n_pieces, 1);
-    assert_int_equal(w.layers[0].bytes, 4 * PAGE);
-    assert_int_equal(w.tensors[1].slot_offset_bytes, 128);
+    assert_int_equal(w.n_units, 4);
+    assert_int_equal(w.units[0].bytes, PAGE);
+    assert_int_equal(w.units[1].file_offset_bytes, 0);
+    assert_int_equal(w.units[1].slot_offset_bytes, 128);
+    assert_int_equal(w.units[2].slot_offset_bytes, 64);
+    assert_int_equal(w.streamed_bytes, 10 * PAGE);
     rf_stream_window_free(&w);
 
-    /* a slot of 3 pages holds neither layer: both are left to the mapping */
+    /* a slot of 3 pages holds neither matrix: both are left to the mapping */
     assert_int_equal(rf_stream_window_build(&inv, &plan, 2, 3 * PAGE, &w), 0);
-    assert_int_equal(w.n_layers, 0);
-    assert_int_equal(w.layers_too_large, 2);
+    assert_int_equal(w.n_units, 2);
+    assert_int_equal(w.units_too_large, 2);
     rf_stream_window_free(&w);
 
     assert_int_equal(rf_stream_window_build(&inv, &plan, 1, 4 * PAGE, &w), -EINVAL);
@@ -101,7 +101,7 @@ static void test_small_model(void **state)
     rf_inventory_free(&inv);
 }
 
-/* The planner: with slots, the window and its minimum are slots largest layers. */
+/* The planner: with slots, the window and its minimum are slots largest layer tensors. */
 static void test_plan_ring(void **state)
 {
     char names[4][32] = {"blk.0.a.weight", "blk.0.b.weight", "blk.1.a.weight", "output.weight"};
@@ -138,14 +138,14 @@ static void test_plan_ring(void **state)
     rf_inventory_free(&inv);
 }
 
-/* Random layouts against a per-byte model of each slot. */
+/* Random layouts against a per-byte model of each unit's slot. */
 static void test_random(void **state)
 {
     (void)state;
     rng_state = 25;
     for (int round = 0; round < 300; round++) {
         char names[MAX_T][32];
-        uint64_t off[MAX_T], len[MAX_T], pos = 0;
+        uint64_t off[MAX_T], len[MAX_T], pos = 0, file_end = 0;
         size_t n = 2 + (size_t)rng_below(MAX_T - 2), pinned[MAX_T], n_pinned = 0;
         uint32_t n_layers = 1 + (uint32_t)rng_below(6);
         for (size_t i = 0; i < n; i++) {
@@ -160,69 +160,54 @@ static void test_random(void **state)
             off[i] = pos;
             len[i] = 1 + rng_below(5 * PAGE);
             pos += len[i];
+            file_end = pos > file_end ? pos : file_end;
             if (rng_below(4) == 0)
                 pinned[n_pinned++] = i;
         }
         struct rf_inventory inv;
         struct rf_stream_plan plan;
         struct rf_stream_window w;
-        build(&inv, n, names, off, len, pos + PAGE);
+        build(&inv, n, names, off, len, file_end + PAGE);
         rf_stream_plan_init(&plan);
         plan.pinned = pinned;
         plan.n_pinned = n_pinned;
-        uint64_t slot = PAGE * (1 + rng_below(40));
+        uint64_t slot = PAGE * (1 + rng_below(6));
         assert_int_equal(rf_stream_window_build(&inv, &plan, 2, slot, &w), 0);
-        uint8_t *seen = calloc(slot, 1);
+        uint8_t *got = calloc(slot, 1);
         uint64_t sum = 0;
-        size_t counted = 0;
-        for (size_t li = 0; li < w.n_layers; li++) {
-            const struct rf_stream_window_layer *L = &w.layers[li];
-            assert_true(L->bytes <= slot);
-            assert_true(li == 0 || L->layer > w.layers[li - 1].layer);
-            memset(seen, 0, slot);
-            uint64_t pieces = 0;
-            for (size_t k = 0; k < L->n_pieces; k++) {
-                const struct rf_stream_window_piece *p = &w.pieces[L->first_piece + k];
-                assert_int_equal(p->file_offset_bytes % PAGE, 0);
-                assert_int_equal(p->bytes % PAGE, 0);
-                assert_int_equal(p->slot_offset_bytes % PAGE, 0);
-                for (uint64_t b = 0; b < p->bytes; b++)
-                    assert_int_equal(seen[p->slot_offset_bytes + b]++, 0); /* disjoint */
-                pieces += p->bytes;
-            }
-            assert_int_equal(pieces, L->bytes);
-            sum += L->bytes;
-            for (size_t k = 0; k < L->n_tensors; k++) {
-                const struct rf_stream_window_tensor *t = &w.tensors[L->first_tensor + k];
-                assert_int_equal(rf_stream_layer_of(inv.entries[t->entry].name), L->layer);
-                assert_int_equal(t->slot_offset_bytes % PAGE, t->file_offset_bytes % PAGE);
-                /* the tensor lies in one piece, at the place its file bytes were read to */
-                bool inside = false;
-                for (size_t q = 0; q < L->n_pieces; q++) {
-                    const struct rf_stream_window_piece *p = &w.pieces[L->first_piece + q];
-                    if (t->file_offset_bytes >= p->file_offset_bytes &&
-                        t->file_offset_bytes + t->logical_bytes <=
-                            p->file_offset_bytes + p->bytes &&
-                        t->slot_offset_bytes ==
-                            p->slot_offset_bytes + (t->file_offset_bytes - p->file_offset_bytes))
-                        inside = true;
-                }
-                assert_true(inside);
-                counted++;
-            }
+        bool *placed = calloc(n, sizeof(*placed));
+        for (size_t k = 0; k < w.n_units; k++) {
+            const struct rf_stream_window_unit *u = &w.units[k];
+            size_t e = u->entry;
+            assert_true(e < n && !placed[e]);
+            placed[e] = true;
+            assert_int_equal(rf_stream_layer_of(names[e]), u->layer);
+            assert_true(k == 0 || u->layer > w.units[k - 1].layer ||
+                        (u->layer == w.units[k - 1].layer && off[e] >= off[w.units[k - 1].entry]));
+            assert_int_equal(u->file_offset_bytes % PAGE, 0);
+            assert_int_equal(u->bytes % PAGE, 0);
+            assert_true(u->bytes <= slot && u->slot_offset_bytes < PAGE);
+            /* a per-byte copy of the read: slot byte b holds file byte file_offset + b */
+            for (uint64_t b = 0; b < u->bytes; b++)
+                got[b] = (uint8_t)((u->file_offset_bytes + b) * 7);
+            /* every byte of the tensor is where its pointer (slot + slot_offset) says */
+            for (uint64_t b = 0; b < len[e]; b++)
+                assert_int_equal(got[u->slot_offset_bytes + b], (uint8_t)((off[e] + b) * 7));
+            sum += u->bytes;
         }
         assert_int_equal(sum, w.streamed_bytes);
-        /* every streamed tensor is placed, or its whole layer is too large for a slot */
+        /* every streamed tensor is placed, or counted too large for a slot */
         size_t expected = 0;
         for (size_t i = 0; i < n; i++) {
             bool pin = false;
             for (size_t k = 0; k < n_pinned; k++)
                 pin |= pinned[k] == i;
             expected += !pin && rf_stream_layer_of(names[i]) >= 0;
+            assert_true(!placed[i] || (!pin && rf_stream_layer_of(names[i]) >= 0));
         }
-        assert_true(counted <= expected);
-        assert_true(counted == expected || w.layers_too_large > 0);
-        free(seen);
+        assert_int_equal(w.n_units + w.units_too_large, expected);
+        free(placed);
+        free(got);
         rf_stream_window_free(&w);
         rf_inventory_free(&inv);
     }

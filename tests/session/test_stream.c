@@ -779,8 +779,8 @@ static void test_window_below_one_layer_warns(void **state)
 }
 
 /*
- * The read-ahead window (issue 25): its ring of 2 largest layers (16 pages each) is the
- * plan's window, counted against the limit; what it did reaches the report, and the
+ * The read-ahead window (issue 25): its ring of 2 largest layer tensors (8 pages each) is
+ * the plan's window, counted against the limit; what it did reaches the report, and the
  * fraction of its read time the decode did not wait for is decode.overlapped_fraction.
  */
 static void test_read_ahead_ring_is_the_window(void **state)
@@ -801,12 +801,12 @@ static void test_read_ahead_ring_is_the_window(void **state)
     struct rf_stream_read_ahead ra = {.on = true,
                                       .slots = 2,
                                       .slot_bytes = 16 * PAGE,
-                                      .n_layers = 1,
+                                      .n_units = 1,
                                       .direct = true,
-                                      .layers_read = 5,
+                                      .units_read = 5,
                                       .read_bytes = 80 * PAGE,
                                       .read_ns = 400,
-                                      .layers_used = 4,
+                                      .units_used = 4,
                                       .tensors_pointed = 8,
                                       .waits = 2,
                                       .wait_ns = 100};
@@ -818,14 +818,14 @@ static void test_read_ahead_ring_is_the_window(void **state)
     json_t *st = json_object_get(doc, "streaming");
     json_t *plan = json_object_get(st, "plan");
     assert_int_equal(json_integer_value(json_object_get(plan, "read_ahead_slots")), 2);
-    assert_int_equal(json_integer_value(json_object_get(plan, "read_ahead_bytes")), 32 * PAGE);
-    assert_int_equal(json_integer_value(json_object_get(plan, "window_bytes")), 32 * PAGE);
+    assert_int_equal(json_integer_value(json_object_get(plan, "read_ahead_bytes")), 16 * PAGE);
+    assert_int_equal(json_integer_value(json_object_get(plan, "window_bytes")), 16 * PAGE);
     json_int_t used = json_integer_value(json_object_get(plan, "pinned_bytes")) +
-                      json_integer_value(json_object_get(plan, "fixed_bytes")) + 32 * PAGE +
+                      json_integer_value(json_object_get(plan, "fixed_bytes")) + 16 * PAGE +
                       json_integer_value(json_object_get(plan, "margin_bytes"));
     assert_true(used <= json_integer_value(json_object_get(plan, "limit_bytes")));
     json_t *r = json_object_get(st, "read_ahead");
-    assert_int_equal(json_integer_value(json_object_get(r, "layers_used")), 4);
+    assert_int_equal(json_integer_value(json_object_get(r, "units_used")), 4);
     assert_true(json_is_true(json_object_get(r, "direct")));
     json_t *d = json_object_get(st, "decode");
     assert_float_equal(json_real_value(json_object_get(d, "overlapped_fraction")), 0.75, 1e-9);

@@ -22,8 +22,8 @@ extern "C" {
 #endif
 
 struct forge_observer;
-struct rf_stream_prefetch; /* ramforge/streaming.h */
-struct rf_stream_decode;   /* ramforge/streaming.h */
+struct rf_stream_prefetch;   /* ramforge/streaming.h */
+struct rf_stream_decode;     /* ramforge/streaming.h */
 struct rf_stream_read_ahead; /* ramforge/streaming.h */
 
 /*

@@ -68,8 +68,8 @@ struct rf_stream_params {
     uint64_t margin_bytes;     /* safety margin under the limit; 0: default
                                   (rf_stream_default_margin) */
     uint32_t read_ahead_slots; /* > 0: the read-ahead window (stream_window.h): the window is
-                                  a ring of this many largest layers of anonymous memory, its
-                                  bytes fixed; window_bytes must be 0 then */
+                                  a ring of this many largest layer tensors of anonymous
+                                  memory; window_bytes must be 0 then */
 };
 
 /* The plan. Arrays are owned; free with rf_stream_plan_free. */
@@ -87,8 +87,9 @@ struct rf_stream_plan {
     uint64_t streamed_bytes;        /* W - pinned (the pinned pages W holds): read again each
                                        token, an estimate, bytes */
     uint64_t largest_layer_bytes;   /* the largest repeating layer's pages, bytes */
+    uint64_t largest_tensor_bytes;  /* the largest repeating-layer tensor's pages, bytes */
     uint32_t read_ahead_slots;      /* the read-ahead ring's slots (0: no read-ahead) */
-    uint64_t read_ahead_bytes;      /* its bytes: slots * largest layer, the window then */
+    uint64_t read_ahead_bytes;      /* its bytes: slots * largest tensor, the window then */
     int32_t n_layers;               /* repeating layers seen (highest N + 1), 0: none */
     int32_t layers_pinned;          /* blk.0 .. blk.(layers_pinned - 1) are pinned */
     uint32_t partial_layer_tensors; /* tensors of blk.layers_pinned pinned alone, in file
@@ -125,8 +126,8 @@ uint64_t rf_stream_default_margin(uint64_t limit_bytes);
  * Plans the pinned set over inv with p (file-top comment). The minimum
  * window (what admission needs besides the fixed part) is one largest
  * layer, at least RF_STREAM_MIN_WINDOW_BYTES / 2; with read_ahead_slots,
- * the window and its minimum are the ring (read_ahead_bytes), which the
- * read-ahead allocates whole. out->fits is false when
+ * the window and its minimum are the ring (read_ahead_bytes: slots largest
+ * tensors of a layer), which the read-ahead allocates whole. out->fits is false when
  * fixed + min window + margin exceeds the limit: nothing is pinned then.
  * A plan that pins nothing (the budget is below the head group) is not an
  * error: the reason says so.
@@ -150,19 +151,20 @@ struct rf_stream_prefetch {
 
 /* What the read-ahead window did in one operation (forge_window.h, stream_window.h). */
 struct rf_stream_read_ahead {
-    bool on;                     /* a window ran during the operation's session */
+    bool on;                     /* a window ran during the operation's sessions */
     uint32_t slots;              /* ring slots */
     uint64_t slot_bytes;         /* bytes of one slot */
-    uint32_t n_layers;           /* layers the window reads each token */
-    uint32_t layers_too_large;   /* streamed layers larger than a slot, left to the mapping */
+    uint32_t n_units;            /* tensors the window reads each token */
+    uint32_t units_too_large;    /* streamed tensors larger than a slot, left to the mapping */
     bool direct;                 /* every read was O_DIRECT */
     const char *direct_reason;   /* static: why reads went through the page cache; NULL: direct */
-    uint64_t layers_read;        /* layers the thread read into a slot */
+    uint64_t units_read;         /* tensors the thread read into a slot */
     uint64_t read_bytes;         /* bytes it read */
     uint64_t read_ns;            /* wall time of its reads */
-    uint64_t layers_used;        /* layers the decode computed from a slot */
-    uint64_t layers_fallback;    /* window layers computed from the mapping (a failed read) */
-    uint64_t layers_skipped;     /* read but not used (the decode's order differed) */
+    uint64_t units_used;         /* tensors the decode computed from a slot */
+    uint64_t units_fallback;     /* window tensors read from the mapping after the first decode
+                                    (a failed read, far out of the learned order) */
+    uint64_t units_skipped;      /* read but not used (the decode's order differed) */
     uint64_t tensors_pointed;    /* weight data pointers set to a slot (each restored) */
     uint64_t tensors_not_mapped; /* window weights whose data was not the mapping's: untouched */
     uint64_t waits;              /* layers the decode waited for */
