@@ -40,6 +40,11 @@
 
 #include "ggml.h"
 
+/* Reader threads: each has one pread in flight (a 12 MB read is 3 requests of 4 MiB on a
+   virtio disk), so a second keeps the device busier while the first waits; it needs a slot
+   of its own: min(this, slots - 1) threads run. */
+#define WINDOW_READERS 2
+
 enum slot_state { SLOT_FREE, SLOT_READING, SLOT_READY, SLOT_FAILED, SLOT_IN_USE };
 
 struct slot {
@@ -60,8 +65,8 @@ struct wunit {
 
 struct forge_window {
     int fd;
-    bool fd_direct;        /* fd has O_DIRECT (the thread's; st.direct follows it under mu) */
-    const char *fd_reason; /* why not, static; the thread's as fd_direct */
+    bool fd_direct;        /* fd has O_DIRECT (under mu once the threads run) */
+    const char *fd_reason; /* why not, static; as fd_direct */
     uint64_t file_bytes;
     uint32_t n_slots;
     uint64_t slot_bytes;
@@ -74,8 +79,10 @@ struct forge_window {
     bool disabled; /* the ring could not be allocated: the mapping serves everything */
     uint8_t *ring; /* n_slots * slot_bytes; MAP_FAILED until ready */
     struct slot *slots;
-    pthread_t thread;
-    bool thread_started;
+    pthread_t threads[WINDOW_READERS];
+    uint32_t n_threads; /* started */
+    uint32_t reading;   /* reads in flight (under mu) */
+    uint64_t busy_t0;   /* when reading went from 0 to 1 (under mu) */
     pthread_mutex_t mu;
     pthread_cond_t cv_free, cv_ready;
     bool stop;
@@ -98,16 +105,25 @@ static int wunit_cmp(const void *a, const void *b)
 static int read_unit(struct forge_window *w, uint8_t *dst, uint64_t off, uint64_t n)
 {
     uint64_t got = 0;
+    bool retried = false;
     while (got < n) {
         ssize_t r = pread(w->fd, dst + got, (size_t)(n - got), (off_t)(off + got));
         if (r < 0 && errno == EINTR)
             continue;
-        if (r < 0 && errno == EINVAL && w->fd_direct &&
-            fcntl(w->fd, F_SETFL, fcntl(w->fd, F_GETFL) & ~O_DIRECT) == 0) {
-            w->fd_direct = false; /* the filesystem refused this read with O_DIRECT */
-            w->fd_reason = "the filesystem refused an O_DIRECT read (EINVAL): the window "
-                           "reads through the page cache";
-            continue;
+        if (r < 0 && errno == EINVAL && !retried) { /* the filesystem refused O_DIRECT? */
+            bool retry;
+            retried = true;
+            pthread_mutex_lock(&w->mu);
+            retry = !w->fd_direct || fcntl(w->fd, F_SETFL, fcntl(w->fd, F_GETFL) & ~O_DIRECT) == 0;
+            if (w->fd_direct && retry) {
+                w->fd_direct = false;
+                w->fd_reason = "the filesystem refused an O_DIRECT read (EINVAL): the window "
+                               "reads through the page cache";
+            }
+            pthread_mutex_unlock(&w->mu);
+            if (retry)
+                continue;
+            errno = EINVAL;
         }
         if (r < 0)
             return -errno;
@@ -124,20 +140,23 @@ static void *window_thread(void *arg)
     pthread_mutex_lock(&w->mu);
     for (;;) {
         struct slot *s = &w->slots[w->fill_next % w->n_slots];
-        while (!w->stop && (!w->ready || s->state != SLOT_FREE))
+        while (!w->stop && (!w->ready || s->state != SLOT_FREE)) {
             pthread_cond_wait(&w->cv_free, &w->mu);
+            s = &w->slots[w->fill_next % w->n_slots]; /* another reader may have taken it */
+        }
         if (w->stop)
             break;
         const struct wunit *u = &w->units[w->order[w->fill_next % w->n_units]];
         uint8_t *base = w->ring + (size_t)(s - w->slots) * w->slot_bytes;
         s->state = SLOT_READING;
         s->seq = w->fill_next++;
+        if (w->reading++ == 0)
+            w->busy_t0 = rf_now_ns();
         pthread_mutex_unlock(&w->mu);
-        uint64_t t0 = rf_now_ns();
         int rc = read_unit(w, base, u->file_offset, u->bytes);
-        uint64_t dt = rf_now_ns() - t0;
         pthread_mutex_lock(&w->mu);
-        w->st.read_ns += dt;
+        if (--w->reading == 0) /* read time: the union of the readers' reads */
+            w->st.read_ns += rf_now_ns() - w->busy_t0;
         w->st.direct = w->fd_direct;
         w->st.direct_reason = w->fd_reason;
         if (rc == 0) {
@@ -409,8 +428,9 @@ int forge_window_create(struct forge_model *m, const struct rf_inventory *inv,
         rc = -errno;
         goto out;
     }
-    rc = -pthread_create(&fw->thread, NULL, window_thread, fw);
-    fw->thread_started = rc == 0;
+    for (rc = 0; rc == 0 && fw->n_threads < WINDOW_READERS && fw->n_threads + 1 < w->slots;
+         fw->n_threads += rc == 0)
+        rc = -pthread_create(&fw->threads[fw->n_threads], NULL, window_thread, fw);
 out:
     if (rc < 0) {
         forge_window_free(fw);
@@ -424,13 +444,12 @@ void forge_window_free(struct forge_window *w)
 {
     if (!w)
         return;
-    if (w->thread_started) {
-        pthread_mutex_lock(&w->mu);
-        w->stop = true;
-        pthread_cond_broadcast(&w->cv_free);
-        pthread_mutex_unlock(&w->mu);
-        pthread_join(w->thread, NULL);
-    }
+    pthread_mutex_lock(&w->mu);
+    w->stop = true;
+    pthread_cond_broadcast(&w->cv_free);
+    pthread_mutex_unlock(&w->mu);
+    for (uint32_t i = 0; i < w->n_threads; i++)
+        pthread_join(w->threads[i], NULL);
     if (w->slots) {
         pthread_mutex_lock(&w->mu);
         slot_release(w, w->cur_slot);
