@@ -29,7 +29,8 @@ folder however the case ends (pass, fail, skip, an exception or SIGTERM).
                     undone) the verify session runs through the window again
                     with the same tokens; the report says what the window did
                     (and run executed itself again with OMP_WAIT_POLICY=PASSIVE,
-                    not with --stream-spin-wait)
+                    not with --stream-spin-wait); 3 slots (two reader threads)
+                    give the same tokens
   streaming_read_ahead_no_direct
                     the same on a filesystem that refuses O_DIRECT: the model is
                     copied into an uncompressed squashfs image mounted (loop,
@@ -246,12 +247,12 @@ def case_streaming_mlock_refused(c):
     check(tokens(rep) == tokens(off), "the partial pins changed the tokens")
 
 
-def read_ahead_checks(rep, off, name, direct):
-    """The window's report: it ran, every window layer came from a slot, tokens unchanged."""
+def read_ahead_checks(rep, off, name, direct, slots=2):
+    """The window's report: it ran, every window tensor came from a slot, tokens unchanged."""
     st = rep["streaming"]
     ra, dec = st["read_ahead"], st["decode"]
     check(tokens(rep) == tokens(off), f"{name}: the read-ahead window changed the tokens")
-    check(ra is not None and ra["slots"] == 2 and ra["units"] > 0, f"{name}: window {ra}")
+    check(ra is not None and ra["slots"] == slots and ra["units"] > 0, f"{name}: window {ra}")
     check(ra["units_used"] > 0 and ra["units_fallback"] == 0 and ra["first_error"] == 0 and
           ra["units_skipped"] == 0 and ra["tensors_pointed"] == ra["units_used"] and
           ra["tensors_not_mapped"] == 0,
@@ -259,8 +260,8 @@ def read_ahead_checks(rep, off, name, direct):
     check(ra["read_bytes"] > 0 and ra["units_read"] >= ra["units_used"], f"{name}: window {ra}")
     check(ra["direct"] == direct and (ra["direct_reason"] is None) == direct,
           f"{name}: direct {ra['direct']} ({ra['direct_reason']}), expected {direct}")
-    check(st["plan"]["read_ahead_slots"] == 2 and
-          st["plan"]["window_bytes"] == st["plan"]["read_ahead_bytes"] == 2 * ra["slot_bytes"],
+    check(st["plan"]["read_ahead_slots"] == slots and
+          st["plan"]["window_bytes"] == st["plan"]["read_ahead_bytes"] == slots * ra["slot_bytes"],
           f"{name}: the ring is not the plan's window: {st['plan']}")
     check(dec["overlapped_fraction"] is not None and 0 <= dec["overlapped_fraction"] <= 1 and
           dec["overlapped_reason"] is None, f"{name}: decode {dec}")
@@ -290,6 +291,11 @@ def case_streaming_read_ahead(c):
     vs = rep["output"]["verify_session"]
     check(vs["run"] and vs["tokens_identical"] and vs["token_ids"] == tokens(off),
           f"the verify session after the boundary changed the tokens: {vs}")
+    # 3 slots: two reader threads
+    with memory_child_cgroup("ramforge-e2e-stream", size * 3 // 4) as enter:
+        ra3, _ = c.report("ra3", model, "--residency-policy", "streaming",
+                          "--stream-read-ahead", "3", preexec_fn=enter)
+    read_ahead_checks(ra3, off, "ra3", direct=True, slots=3)
     ra = rep["streaming"]["read_ahead"]
     # the first decode (the prompt) learns the order from the mapping; every later one, in
     # both sessions (at least one a generated token), computes every window tensor from a slot
