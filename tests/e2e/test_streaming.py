@@ -30,7 +30,8 @@ folder however the case ends (pass, fail, skip, an exception or SIGTERM).
                     with the same tokens; the report says what the window did
                     (and run executed itself again with OMP_WAIT_POLICY=PASSIVE,
                     not with --stream-spin-wait); 3 slots (two reader threads)
-                    give the same tokens
+                    and the dispatch observer beside the window give the same
+                    tokens
   streaming_read_ahead_no_direct
                     the same on a filesystem that refuses O_DIRECT: the model is
                     copied into an uncompressed squashfs image mounted (loop,
@@ -296,6 +297,13 @@ def case_streaming_read_ahead(c):
         ra3, _ = c.report("ra3", model, "--residency-policy", "streaming",
                           "--stream-read-ahead", "3", preexec_fn=enter)
     read_ahead_checks(ra3, off, "ra3", direct=True, slots=3)
+    # the dispatch observer's callback under the window's: both see every node
+    with memory_child_cgroup("ramforge-e2e-stream", size * 3 // 4) as enter:
+        obs, _ = c.report("ra-obs", model, "--residency-policy", "streaming",
+                          "--stream-read-ahead", "2", "--observe-dispatch", preexec_fn=enter)
+    read_ahead_checks(obs, off, "ra-obs", direct=True)
+    check((obs["residency"]["dispatch"]["events"] or 0) > 0,
+          "the dispatch observer recorded nothing under the read-ahead window")
     ra = rep["streaming"]["read_ahead"]
     # the first decode (the prompt) learns the order from the mapping; every later one, in
     # both sessions (at least one a generated token), computes every window tensor from a slot
