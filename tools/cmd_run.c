@@ -92,14 +92,32 @@ static void window_open(struct rf_session *s, const struct run_options *o, struc
 }
 
 /*
+ * Whether the model file exceeds the memory limit the run will be under
+ * (--memory-limit, its own cgroup's effective limit: the lower), so that
+ * streaming streams; false when either is unknown.
+ */
+static bool file_over_limit(const struct run_options *o)
+{
+    struct rfsys_cgroup_memory *cg = calloc(1, sizeof(*cg));
+    uint64_t limit = o->sess.has_memory_limit ? o->sess.memory_limit : UINT64_MAX;
+    struct stat st;
+    if (cg && rfsys_read_cgroup_memory(NULL, "self", cg) == 0 && cg->has_limit &&
+        !cg->limit_unlimited && cg->limit_bytes < limit)
+        limit = cg->limit_bytes;
+    free(cg);
+    return stat(o->sess.model, &st) == 0 && limit != UINT64_MAX && (uint64_t)st.st_size > limit;
+}
+
+/*
  * ggml's OpenMP threads wait for each other at every barrier by spinning
  * (libgomp's default): under streaming, while one decode thread waits for a
  * read, the other spins, 83-89% of a limited run's CPU samples
  * (docs/STREAMING.md). libgomp reads OMP_WAIT_POLICY once, as it loads, so
- * run executes itself again with OMP_WAIT_POLICY=PASSIVE (the threads sleep
- * on a futex) unless the environment sets it (or the prompt came from
- * standard input, read once: the environment must say it then); a failed
- * exec goes on as is.
+ * when the file exceeds the limit (file_over_limit) run executes itself
+ * again with OMP_WAIT_POLICY=PASSIVE (the threads sleep on a futex) unless
+ * the environment sets it (or the prompt came from standard input, read
+ * once: the environment must say it then); a failed exec goes on as is. A
+ * model that fits keeps the spin: its decode is the compute alone.
  */
 static void exec_passive_wait(int argc, char **argv)
 {
@@ -302,7 +320,8 @@ int cmd_run(int argc, char **argv)
     rc = run_parse_options(argc, argv, &o);
     if (rc >= 0)
         return rc;
-    if (o.sess.policy == RF_POLICY_STREAMING && !o.stream_spin_wait && !o.prompt_from_stdin)
+    if (o.sess.policy == RF_POLICY_STREAMING && !o.stream_spin_wait && !o.prompt_from_stdin &&
+        file_over_limit(&o))
         exec_passive_wait(argc, argv);
     cli_default_threads(&o.sess.n_threads);
     const bool observing = o.sess.policy != RF_POLICY_OFF;

@@ -158,9 +158,12 @@ def case_streaming_limit(c):
           dec["read_bandwidth_bytes_per_s"] is not None and dec["user_ns"] is not None,
           f"decode {dec}")
     check(dec["overlapped_fraction"] is None and dec["overlapped_reason"], f"decode {dec}")
-    # run executed itself again with OMP_WAIT_POLICY=PASSIVE (unless the environment set it)
+    # run executed itself again with OMP_WAIT_POLICY=PASSIVE (unless the environment set it):
+    # the file exceeds its cgroup's limit; without a limit it did not
     check(dec["omp_wait_policy"] == os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
           f"OMP_WAIT_POLICY {dec['omp_wait_policy']}")
+    check(free["streaming"]["decode"]["omp_wait_policy"] == os.environ.get("OMP_WAIT_POLICY"),
+          f"no limit: OMP_WAIT_POLICY {free['streaming']['decode']['omp_wait_policy']}")
     # MADV_HUGEPAGE on the streamed ranges: accepted wherever the kernel has THP
     check(pin["thp_enabled"] in ("always", "madvise", "never", None),
           f"THP mode {pin['thp_enabled']}")
