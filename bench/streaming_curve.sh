@@ -12,8 +12,9 @@
 # the per-token time to the bound, ratio to the overlap limit max(t_c,
 # (W - R) / B) (issue 25), and from the runs' reports the medians of the
 # bytes read from storage per decoded token, the achieved read bandwidth
-# (streaming.decode) and, for a locking read-ahead, the fraction of its reads
-# the decode did not wait for.
+# (streaming.decode) and, for the read-ahead window (--stream-read-ahead), the
+# fraction of its read time the decode did not wait for; and, per fraction,
+# the distinct token fingerprints of all its runs (1: tokens identical).
 #
 #   bench/streaming_curve.sh MODEL OUTDIR [BENCH_ARGS...]
 #
@@ -73,6 +74,9 @@ for fr in fractions:
         continue
     s = json.load(open(path))
     lim = s["memory_limit"]["limit_bytes"] / 2**20
+    fps = s.get("token_fingerprints") or []
+    print(f"{fr:>8} tokens: {len(fps)} distinct fingerprint(s) over {s.get('runs_completed')} "
+          f"runs {' '.join(fps)}")
     for g in s["groups"]:
         b = g.get("bound") or {}
         ov = None  # the overlap limit max(t_c, (W - R) / B), ns per token

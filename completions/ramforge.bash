@@ -8,7 +8,8 @@ _ramforge_opts_run="-m --model -p --prompt -f --file -n --n-predict -t --threads
     -s --seed --residency-policy --memory-target --safety-reserve --release-mode
     --access-probe --sample-smaps --admission --dead-file-pages --verify-session
     --residency-page-budget --staging-budget --stream-window --no-stream-sequential
-    --no-stream-hugepage --stream-prefetch-layers --no-stream-prefetch
+    --no-stream-hugepage --stream-prefetch-layers --no-stream-prefetch --stream-read-ahead
+    --stream-spin-wait
     --observe-dispatch --dispatch-events
     --dispatch-sample-pages --residency-report --residency-report-json --metrics-file
     --residency-svg --profile --profile-history --no-repack --mlock --hold -v --verbose -h --help
@@ -90,7 +91,7 @@ _ramforge_value()
     --copy-dir) _ramforge_dirs "$cur" ;;
     -p | --prompt | -n | --n-predict | -t | --threads | -c | --ctx-size | -s | --seed | \
         --memory-target | --safety-reserve | --residency-page-budget | --staging-budget | \
-        --stream-window | \
+        --stream-window | --stream-read-ahead | \
         --dispatch-events | --dispatch-sample-pages | -r | --repetitions | --policy-args | \
         --run-args | --host | --port | --idle-seconds | --queue | --history | --api-key | \
         --timeout | --memory-limit | --profile-history | --profile-save-every | \

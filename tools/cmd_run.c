@@ -7,6 +7,7 @@
  *   after_session boundary -> optional verify session and after_verify
  *   boundary -> rf_session_operation_end -> the reports.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +21,11 @@
 #include "ramforge/error.h"
 #include "ramforge/forge_ahead.h"
 #include "ramforge/forge_observer.h"
+#include "ramforge/forge_window.h"
 #include "ramforge/metrics.h"
 #include "ramforge/residency.h"
 #include "ramforge/session_ext.h"
+#include "ramforge/stream_window.h"
 #include "ramforge/streaming.h"
 #include "ramforge/sys.h"
 #include "ramforge/timing.h"
@@ -56,7 +59,78 @@ static struct rf_session_params session_params(const struct run_options *o, uint
     p.stream_window_bytes = o->stream_window;
     p.stream_sequential = o->stream_sequential;
     p.stream_hugepage = o->stream_hugepage;
+    p.stream_read_ahead_slots = (uint32_t)o->stream_read_ahead;
     return p;
+}
+
+/*
+ * The read-ahead window over the applied streaming plan (*w NULL when
+ * none: not asked, not applied, or nothing streams); a failure is a
+ * warning, the run streams through the mapping.
+ */
+static void window_open(struct rf_session *s, const struct run_options *o, struct forge_window **w)
+{
+    const struct rf_report *r = rf_session_report(s, RF_REPORT_OPERATION);
+    const struct rf_stream_report *sr = r ? r->streaming : NULL;
+    struct rf_stream_window win;
+    *w = NULL;
+    if (!o->stream_read_ahead || !sr || !sr->plan || !sr->pinned || !sr->inv ||
+        sr->plan->nothing_streams)
+        return;
+    const uint64_t slot = sr->plan->read_ahead_bytes / (uint64_t)o->stream_read_ahead;
+    int rc = rf_stream_window_build(sr->inv, sr->plan, (uint32_t)o->stream_read_ahead,
+                                    slot - slot % sr->inv->page_bytes, &win);
+    if (rc == 0 && win.n_units == 0)
+        rc = -ENODATA;
+    if (rc == 0)
+        rc = forge_window_create(rf_session_forge_model(s), sr->inv, &win, w);
+    if (rc < 0)
+        cli_error("warning: streaming: no read-ahead window (%s): the streamed layers are read "
+                  "by the decode's faults",
+                  rf_strerror(rc));
+    rf_stream_window_free(&win);
+}
+
+/*
+ * Whether the model file exceeds the memory limit the run will be under
+ * (--memory-limit, its own cgroup's effective limit: the lower), so that
+ * streaming streams; false when either is unknown.
+ */
+static bool file_over_limit(const struct run_options *o)
+{
+    struct rfsys_cgroup_memory *cg = calloc(1, sizeof(*cg));
+    uint64_t limit = o->sess.has_memory_limit ? o->sess.memory_limit : UINT64_MAX;
+    struct stat st;
+    if (cg && rfsys_read_cgroup_memory(NULL, "self", cg) == 0 && cg->has_limit &&
+        !cg->limit_unlimited && cg->limit_bytes < limit)
+        limit = cg->limit_bytes;
+    free(cg);
+    return stat(o->sess.model, &st) == 0 && limit != UINT64_MAX && (uint64_t)st.st_size > limit;
+}
+
+/*
+ * ggml's OpenMP threads wait for each other at every barrier by spinning
+ * (libgomp's default): under streaming, while one decode thread waits for a
+ * read, the other spins, 83-89% of a limited run's CPU samples
+ * (docs/STREAMING.md). libgomp reads OMP_WAIT_POLICY once, as it loads, so
+ * when the file exceeds the limit (file_over_limit) run executes itself
+ * again with OMP_WAIT_POLICY=PASSIVE (the threads sleep on a futex) unless
+ * the environment sets it (or the prompt came from standard input, read
+ * once: the environment must say it then); a failed exec goes on as is. A
+ * model that fits keeps the spin: its decode is the compute alone.
+ */
+static void exec_passive_wait(int argc, char **argv)
+{
+    char **args = calloc((size_t)argc + 2, sizeof(*args));
+    if (!args || getenv("OMP_WAIT_POLICY") || setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) {
+        free(args);
+        return;
+    }
+    args[0] = (char *)RF_PROGRAM;
+    memcpy(args + 1, argv, (size_t)argc * sizeof(*args)); /* argv[0] is "run" */
+    execv("/proc/self/exe", args);
+    unsetenv("OMP_WAIT_POLICY");
+    free(args);
 }
 
 /* The read-ahead's and the decode's figures, for the report's streaming object. */
@@ -72,6 +146,7 @@ static void stream_figures(struct rf_session *s, struct forge_ahead *ahead, uint
         .has_cpu = gen->has_decode_cpu,
         .user_ns = gen->decode_user_ns,
         .system_ns = gen->decode_system_ns,
+        .omp_wait_policy = getenv("OMP_WAIT_POLICY"),
     };
     rf_session_stream_decode(s, &d);
     if (!ahead)
@@ -233,6 +308,7 @@ int cmd_run(int argc, char **argv)
     struct forge_generate_result gen = {0}, verify = {0};
     struct forge_observer *observer = NULL;
     struct forge_ahead *ahead = NULL;
+    struct forge_window *window = NULL;
     struct rf_session *s = NULL;
     struct rf_admission_result *pre = NULL; /* the decision before the load */
     struct run_svg svg;
@@ -244,6 +320,9 @@ int cmd_run(int argc, char **argv)
     rc = run_parse_options(argc, argv, &o);
     if (rc >= 0)
         return rc;
+    if (o.sess.policy == RF_POLICY_STREAMING && !o.stream_spin_wait && !o.prompt_from_stdin &&
+        file_over_limit(&o))
+        exec_passive_wait(argc, argv);
     cli_default_threads(&o.sess.n_threads);
     const bool observing = o.sess.policy != RF_POLICY_OFF;
     if (o.sess.json_path && !run_json_to_stdout(&o) &&
@@ -359,6 +438,9 @@ int cmd_run(int argc, char **argv)
             0)
         cli_error("warning: streaming: no layer-ahead prefetch: %s", rf_strerror(rc));
     gp.ahead = ahead;
+    if (o.sess.policy == RF_POLICY_STREAMING)
+        window_open(s, &o, &window);
+    gp.window = window;
     if (forge_generate(rf_session_forge_model(s), &gp, &gen, err) < 0) {
         cli_error("%s: %s", o.sess.model, err);
         goto out;
@@ -385,6 +467,11 @@ int cmd_run(int argc, char **argv)
             cli_error("%s: cannot plan: %s", o.sess.model, rf_strerror(rc));
             goto out;
         }
+    }
+    if (window) { /* both sessions', with --verify-session */
+        struct rf_stream_read_ahead ra;
+        forge_window_stats(window, &ra);
+        rf_session_stream_read_ahead(s, &ra);
     }
     struct rf_operation_output out = rf_session_output_of(&gen, (uint32_t)o.seed);
     if (o.verify) {
@@ -426,6 +513,7 @@ out:
     forge_generate_result_free(&verify);
     forge_observer_free(observer);
     forge_ahead_free(ahead);
+    forge_window_free(window);
     run_svg_free(&svg);
     rf_session_free(s);
     free(pre);

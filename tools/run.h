@@ -19,11 +19,14 @@ struct run_options {
     struct session_options sess; /* -m, -n, -t, -c, the policy, target, ... (shared with serve) */
     const char *prompt;
     long long seed;
-    long long page_budget;     /* --residency-page-budget, pages */
-    uint64_t stream_window;    /* --stream-window, bytes; 0: the planner's default */
-    bool stream_sequential;    /* false: --no-stream-sequential */
-    bool stream_hugepage;      /* false: --no-stream-hugepage */
-    long long stream_prefetch; /* --stream-prefetch-layers, layers ahead; 0: off */
+    long long page_budget;       /* --residency-page-budget, pages */
+    uint64_t stream_window;      /* --stream-window, bytes; 0: the planner's default */
+    bool stream_sequential;      /* false: --no-stream-sequential */
+    bool stream_hugepage;        /* false: --no-stream-hugepage */
+    long long stream_prefetch;   /* --stream-prefetch-layers, layers ahead; 0: off */
+    long long stream_read_ahead; /* --stream-read-ahead, ring slots; 0: off */
+    bool stream_spin_wait;       /* --stream-spin-wait: no OMP_WAIT_POLICY=PASSIVE exec */
+    bool prompt_from_stdin;      /* -f -: read once, so run cannot execute itself again */
     bool observe_dispatch;
     bool has_dispatch_events, has_dispatch_sample_pages; /* given on the command line */
     long long dispatch_events;                           /* observer capacity, events */

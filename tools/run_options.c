@@ -80,6 +80,20 @@ static void usage(FILE *out)
             "                                when the decode reaches layer L, 0..4 (default 0:\n"
             "                                off; measured slower with the hugepage hint)\n"
             "      --no-stream-prefetch      same as --stream-prefetch-layers 0 (the default)\n"
+            "      --stream-read-ahead N     with streaming, a helper thread reads the streamed\n"
+            "                                tensors ahead of the decode, in the order the\n"
+            "                                prompt read them (pread, O_DIRECT where the\n"
+            "                                filesystem allows it), into a ring of N buffers\n"
+            "                                of the largest tensor the decode computes from,\n"
+            "                                2..8 (default 0: off); the ring is the window\n"
+            "                                (not with --stream-window or\n"
+            "                                --stream-prefetch-layers)\n"
+            "      --stream-spin-wait        with streaming, leave ggml's threads spinning at\n"
+            "                                their barriers (libgomp's default); without it,\n"
+            "                                when the model file exceeds the memory limit\n"
+            "                                (--memory-limit or the cgroup's), run executes\n"
+            "                                itself again with OMP_WAIT_POLICY=PASSIVE unless\n"
+            "                                that is set (or -f -: set it yourself then)\n"
             "      --memory-limit SIZE       run in a fresh child memory cgroup of this\n"
             "                                command's own with that hard limit (cgroup v1\n"
             "                                or v2; root or a delegated cgroup): a cap the\n"
@@ -210,6 +224,8 @@ enum {
     OPT_STREAM_HUGEPAGE,
     OPT_STREAM_PREFETCH,
     OPT_NO_STREAM_PREFETCH,
+    OPT_STREAM_READ_AHEAD,
+    OPT_STREAM_SPIN_WAIT,
 };
 
 /* Largest prompt file -f reads, bytes (16 MiB: far beyond any context). */
@@ -347,6 +363,18 @@ static int run_option(int c, const char *arg, void *ud)
     case OPT_NO_STREAM_PREFETCH:
         o->stream_prefetch = 0;
         break;
+    case OPT_STREAM_SPIN_WAIT:
+        o->stream_spin_wait = true;
+        break;
+    case OPT_STREAM_READ_AHEAD:
+        if (!cli_parse_int("slot count (--stream-read-ahead)", arg, 0, 8, &o->stream_read_ahead))
+            return RF_EXIT_USAGE;
+        if (o->stream_read_ahead == 1) {
+            cli_usage_error("--stream-read-ahead 1: the ring needs at least 2 slots (the layer "
+                            "computing holds one while the next is read)");
+            return RF_EXIT_USAGE;
+        }
+        break;
     case OPT_STREAM_WINDOW:
         if (!cli_parse_size("--stream-window", arg, false, &o->stream_window))
             return RF_EXIT_USAGE;
@@ -418,6 +446,8 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         {"no-stream-hugepage", no_argument, NULL, OPT_STREAM_HUGEPAGE},
         {"stream-prefetch-layers", required_argument, NULL, OPT_STREAM_PREFETCH},
         {"no-stream-prefetch", no_argument, NULL, OPT_NO_STREAM_PREFETCH},
+        {"stream-read-ahead", required_argument, NULL, OPT_STREAM_READ_AHEAD},
+        {"stream-spin-wait", no_argument, NULL, OPT_STREAM_SPIN_WAIT},
         SESSION_LONGOPT_VERBOSE,
         SESSION_LONGOPT_HELP,
         {NULL, 0, NULL, 0},
@@ -441,6 +471,7 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         cli_usage_error("-p/--prompt and -f/--file both give the prompt: use one");
         return RF_EXIT_USAGE;
     }
+    o->prompt_from_stdin = rp.prompt_file && strcmp(rp.prompt_file, "-") == 0;
     if (rp.prompt_file && !(o->prompt = read_prompt_file(rp.prompt_file)))
         return RF_EXIT_FAILURE;
     if (!*o->prompt) {
@@ -477,11 +508,19 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
     if (so->policy != RF_POLICY_STREAMING) {
         const char *ignored = o->stream_window         ? "--stream-window"
                               : o->stream_prefetch > 0 ? "--stream-prefetch-layers"
+                              : o->stream_read_ahead   ? "--stream-read-ahead"
+                              : o->stream_spin_wait    ? "--stream-spin-wait"
                               : !o->stream_hugepage    ? "--no-stream-hugepage"
                               : !o->stream_sequential  ? "--no-stream-sequential"
                                                        : NULL;
         if (ignored)
             cli_error("warning: %s has no effect without --residency-policy streaming", ignored);
+    }
+    if (o->stream_read_ahead && (o->stream_window || o->stream_prefetch > 0)) {
+        cli_usage_error("--stream-read-ahead with %s: the read-ahead's ring is the window, and "
+                        "its reads are the prefetch",
+                        o->stream_window ? "--stream-window" : "--stream-prefetch-layers");
+        return RF_EXIT_USAGE;
     }
     if (so->has_staging && so->policy == RF_POLICY_OFF)
         cli_error("warning: --staging-budget has no effect with --residency-policy off (staging "

@@ -59,6 +59,20 @@ void run_print_streaming(FILE *f, const struct rf_report *r)
                 sr->hugepage ? "MADV_HUGEPAGE" : "not hugepage",
                 sr->has_thp_enabled ? " (THP mode " : "",
                 sr->has_thp_enabled ? sr->thp_enabled : "", sr->has_thp_enabled ? ")" : "");
+    const struct rf_stream_read_ahead *ra = &sr->read_ahead;
+    if (ra->on)
+        fprintf(f,
+                "streaming: read-ahead %" PRIu32 " slots of %s, %" PRIu32
+                " tensors a token: %s read in %s (%s), the decode waited %s%s%s\n",
+                ra->slots, cli_format_bytes(ra->slot_bytes, false, b1, sizeof(b1)), ra->n_units,
+                cli_format_bytes(ra->read_bytes, false, b2, sizeof(b2)),
+                cli_format_ns(ra->read_ns, b3, sizeof(b3)),
+                ra->direct          ? "O_DIRECT"
+                : ra->direct_reason ? ra->direct_reason
+                                    : "page cache",
+                cli_format_ns(ra->wait_ns, b4, sizeof(b4)),
+                ra->first_error ? ", first error: " : "",
+                ra->first_error ? rf_strerror(ra->first_error) : "");
     if (sr->has_bound && sr->has_achieved)
         fprintf(f, "streaming: %s per token against a bound of %s\n",
                 cli_format_ns(sr->achieved_token_ns, b1, sizeof(b1)),

@@ -132,6 +132,11 @@ struct rf_session_params {
     bool stream_hugepage;   /* also madvise(MADV_HUGEPAGE) the streamed layers while pinned
                                (MADV_NOHUGEPAGE when the pins are undone); default true:
                                2.0x the decode speed measured in docs/STREAMING.md */
+    uint32_t stream_read_ahead_slots; /* > 0: the plan's window is a ring of this many slots
+                                         of the largest streamed tensor (anonymous memory) that
+                                         the caller's read-ahead window fills (issue 25,
+                                         docs/STREAMING.md; stream_window_bytes must be 0);
+                                         0 (default): none */
 };
 
 RF_API struct rf_session_params rf_session_default_params(void);

@@ -44,6 +44,8 @@ static json_t *plan_json(const struct rf_stream_report *sr)
     json_object_set_new(o, "margin_bytes", rf_json_u64(true, p->margin_bytes));
     json_object_set_new(o, "window_bytes", rf_json_u64(true, p->window_bytes));
     json_object_set_new(o, "min_window_bytes", rf_json_u64(true, p->min_window_bytes));
+    json_object_set_new(o, "read_ahead_slots", json_integer(p->read_ahead_slots));
+    json_object_set_new(o, "read_ahead_bytes", rf_json_u64(true, p->read_ahead_bytes));
     json_object_set_new(o, "fixed_bytes", rf_json_u64(true, p->fixed_bytes));
     json_object_set_new(o, "working_set_bytes", rf_json_u64(true, p->working_set_bytes));
     json_object_set_new(o, "resident_bytes", rf_json_u64(true, p->resident_bytes));
@@ -147,10 +149,43 @@ static json_t *prefetch_json(const struct rf_stream_prefetch *p)
     return o;
 }
 
+static json_t *read_ahead_json(const struct rf_stream_read_ahead *r)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "slots", json_integer(r->slots));
+    json_object_set_new(o, "slot_bytes", rf_json_u64(true, r->slot_bytes));
+    json_object_set_new(o, "units", json_integer(r->n_units));
+    json_object_set_new(o, "units_too_large", json_integer(r->units_too_large));
+    json_object_set_new(o, "direct", json_boolean(r->direct));
+    json_object_set_new(o, "direct_reason", rf_json_str(r->direct_reason));
+    json_object_set_new(o, "units_read", rf_json_u64(true, r->units_read));
+    json_object_set_new(o, "read_bytes", rf_json_u64(true, r->read_bytes));
+    json_object_set_new(o, "read_ns", rf_json_u64(true, r->read_ns));
+    json_object_set_new(o, "units_used", rf_json_u64(true, r->units_used));
+    json_object_set_new(o, "units_fallback", rf_json_u64(true, r->units_fallback));
+    json_object_set_new(o, "units_skipped", rf_json_u64(true, r->units_skipped));
+    json_object_set_new(o, "tensors_pointed", rf_json_u64(true, r->tensors_pointed));
+    json_object_set_new(o, "tensors_not_mapped", rf_json_u64(true, r->tensors_not_mapped));
+    json_object_set_new(o, "waits", rf_json_u64(true, r->waits));
+    json_object_set_new(o, "wait_ns", rf_json_u64(true, r->wait_ns));
+    json_object_set_new(o, "first_error", json_integer(r->first_error));
+    json_object_set_new(o, "mechanism",
+                        json_string("a helper thread preads the streamed tensors, one a slot, "
+                                    "in the order the first decode read them, into a ring of "
+                                    "anonymous slots (O_DIRECT where the filesystem allows "
+                                    "it); cb_eval points each weight at its slot while the "
+                                    "nodes that read it compute and back at the mapping after "
+                                    "them and after every decode"));
+    return o;
+}
+
 /*
  * The decode's reads: achieved bandwidth, CPU time, and the fraction of the
- * reads that overlapped compute, which no reader of this tree measures: the
- * streamed pages are read by the decode's own faults (or fadvise, untimed).
+ * window's reads that overlapped compute (1 - wait / read time); without the
+ * window no reader of this tree measures it: the streamed pages are read
+ * by the decode's own faults (or fadvise, untimed).
  */
 static json_t *decode_json(const struct rf_stream_report *sr)
 {
@@ -172,14 +207,23 @@ static json_t *decode_json(const struct rf_stream_report *sr)
         rf_json_u64(bw, bw ? (uint64_t)((double)d->read_bytes * 1e9 / (double)d->decode_ns) : 0));
     json_object_set_new(o, "user_ns", rf_json_u64(cpu, d->user_ns));
     json_object_set_new(o, "system_ns", rf_json_u64(cpu, d->system_ns));
-    json_object_set_new(o, "overlapped_fraction", json_null());
-    json_object_set_new(
-        o, "overlapped_reason",
-        json_string(sr->prefetch.on
-                        ? "the fadvise read-ahead does not time its reads: not measured"
-                        : "no read-ahead thread: the streamed pages are read by the decode "
-                          "threads' own page faults, each waited for by the thread that "
-                          "faulted (docs/STREAMING.md)"));
+    json_object_set_new(o, "omp_wait_policy", rf_json_str(d->omp_wait_policy));
+    const struct rf_stream_read_ahead *ra = &sr->read_ahead;
+    if (ra->on && ra->read_ns > 0) {
+        double f = 1.0 - (double)ra->wait_ns / (double)ra->read_ns;
+        json_object_set_new(o, "overlapped_fraction", json_real(f < 0 ? 0 : f));
+        json_object_set_new(o, "overlapped_reason", json_null());
+    } else {
+        json_object_set_new(o, "overlapped_fraction", json_null());
+        json_object_set_new(
+            o, "overlapped_reason",
+            json_string(ra->on ? "the read-ahead window read nothing"
+                        : sr->prefetch.on
+                            ? "the fadvise read-ahead does not time its reads: not measured"
+                            : "no read-ahead thread: the streamed pages are read by the decode "
+                              "threads' own page faults, each waited for by the thread that "
+                              "faulted (docs/STREAMING.md)"));
+    }
     json_object_set_new(
         o, "source",
         json_string("/proc/self/io read_bytes and /proc/self/stat majflt, getrusage(RUSAGE_SELF) "
@@ -203,6 +247,8 @@ json_t *rf_stream_report_json(const struct rf_stream_report *sr)
     json_object_set_new(o, "bound", sr->active ? bound_json(sr) : json_null());
     json_object_set_new(o, "prefetch",
                         sr->prefetch.on ? prefetch_json(&sr->prefetch) : json_null());
+    json_object_set_new(o, "read_ahead",
+                        sr->read_ahead.on ? read_ahead_json(&sr->read_ahead) : json_null());
     json_object_set_new(o, "decode", decode_json(sr));
     return o;
 }

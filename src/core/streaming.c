@@ -11,6 +11,7 @@
  * O(its ranges * log(pinned ranges)).
  */
 #include "ramforge/streaming.h"
+#include "ramforge/stream_window.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -318,6 +319,14 @@ static int budget(const struct rf_stream_params *p, struct rf_stream_plan *out)
     out->min_window_bytes = out->largest_layer_bytes > RF_STREAM_MIN_WINDOW_BYTES / 2
                                 ? out->largest_layer_bytes
                                 : RF_STREAM_MIN_WINDOW_BYTES / 2;
+    if (p->read_ahead_slots) { /* the ring is the window, anonymous and allocated whole */
+        out->read_ahead_slots = p->read_ahead_slots;
+        out->read_ahead_bytes =
+            rf_stream_window_ring_bytes(p->read_ahead_slots, out->largest_tensor_bytes);
+        if (out->read_ahead_bytes == UINT64_MAX)
+            return -EOVERFLOW;
+        out->window_bytes = out->min_window_bytes = out->read_ahead_bytes;
+    }
     if (__builtin_add_overflow(fixed, out->min_window_bytes, &need) ||
         __builtin_add_overflow(need, out->margin_bytes, &need))
         return -EOVERFLOW;
@@ -349,12 +358,16 @@ static int working_set(const struct rf_inventory *inv, const int32_t *group, str
             __builtin_add_overflow(layer_pages[group[i]], rf_page_range_pages(e->pages),
                                    &layer_pages[group[i]]))
             rc = -EOVERFLOW;
+        if (group[i] >= 0 && rf_page_range_pages(e->pages) > out->largest_tensor_bytes)
+            out->largest_tensor_bytes = rf_page_range_pages(e->pages); /* pages until below */
     }
     for (int32_t l = 0; rc == 0 && l < out->n_layers; l++)
         if (layer_pages[l] > out->largest_layer_bytes)
             out->largest_layer_bytes = layer_pages[l];
     if (rc == 0 && (__builtin_mul_overflow(out->largest_layer_bytes, inv->page_bytes,
                                            &out->largest_layer_bytes) ||
+                    __builtin_mul_overflow(out->largest_tensor_bytes, inv->page_bytes,
+                                           &out->largest_tensor_bytes) ||
                     sets_pages(ws, &pages) < 0 ||
                     __builtin_mul_overflow(pages, inv->page_bytes, &out->working_set_bytes)))
         rc = -EOVERFLOW;
@@ -397,7 +410,8 @@ int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_
     if (!out)
         return -EINVAL;
     rf_stream_plan_free(out);
-    if (!inv || !p || p->limit_bytes == 0 || inv->page_bytes == 0)
+    if (!inv || !p || p->limit_bytes == 0 || inv->page_bytes == 0 ||
+        (p->read_ahead_slots && p->window_bytes))
         return -EINVAL;
     out->page_bytes = inv->page_bytes;
     group = calloc(inv->n ? inv->n : 1, sizeof(*group));

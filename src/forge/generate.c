@@ -12,6 +12,7 @@
 
 #include "ramforge/forge_ahead.h"
 #include "ramforge/forge_observer.h"
+#include "ramforge/forge_window.h"
 #include "ramforge/sys.h"
 #include "ramforge/timing.h"
 
@@ -55,15 +56,21 @@ static int append_piece(const struct llama_vocab *vocab, llama_token id, char **
     return 0;
 }
 
-/* Decode under the gate, then a timed explicit synchronization (ends the lease). */
-static int decode_sync(struct forge_context *fc, int32_t *tokens, size_t n, uint64_t *sync_ns)
+/*
+ * Decode under the gate, then a timed explicit synchronization (ends the
+ * lease); then the read-ahead window (may be NULL) points every weight
+ * back at the mapping.
+ */
+static int decode_sync(struct forge_context *fc, struct forge_window *w, int32_t *tokens, size_t n,
+                       uint64_t *sync_ns)
 {
-    if (forge_context_decode(fc, tokens, n) < 0)
-        return -EIO;
+    int rc = forge_context_decode(fc, tokens, n) < 0 ? -EIO : 0;
     uint64_t t = rf_now_ns();
-    forge_context_synchronize(fc);
+    if (rc == 0)
+        forge_context_synchronize(fc);
     *sync_ns += rf_now_ns() - t;
-    return 0;
+    forge_window_decode_end(w);
+    return rc;
 }
 
 int forge_tokenize_count(struct forge_model *m, const char *text, uint32_t *n_out)
@@ -263,6 +270,8 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
         forge_observer_context_params(p->observer, &cp); /* else: no cb_eval at all */
     if (p->ahead)
         forge_ahead_context_params(p->ahead, &cp); /* wraps the observer's, if any */
+    if (p->window)
+        forge_window_context_params(p->window, &cp); /* wraps both */
     if (cp.n_ctx < need) {
         snprintf(err, FORGE_ERR_MAX,
                  "context size %u is too small for %d prompt + %d generated tokens", cp.n_ctx,
@@ -309,7 +318,8 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     if (p->on_prompt_progress)
         p->on_prompt_progress((size_t)done, (size_t)n_prompt, p->token_user_data);
     for (; n_prompt - done > n_batch; done += n_batch) {
-        if (decode_sync(fc, out->prompt_tokens + done, (size_t)n_batch, &out->sync_ns) < 0) {
+        if (decode_sync(fc, p->window, out->prompt_tokens + done, (size_t)n_batch, &out->sync_ns) <
+            0) {
             snprintf(err, FORGE_ERR_MAX, "llama_decode failed at position %d", done);
             rc = -EIO;
             goto out;
@@ -325,7 +335,7 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
     /* after the earlier batches: their last token's output would draw from dist's generator */
     attached = forge_sampler_attach(fc->ctx, smpl, p);
     while (n_pos + batch_n < n_prompt + p->n_predict) {
-        if (decode_sync(fc, batch, (size_t)batch_n, &out->sync_ns) < 0) {
+        if (decode_sync(fc, p->window, batch, (size_t)batch_n, &out->sync_ns) < 0) {
             snprintf(err, FORGE_ERR_MAX, "llama_decode failed at position %d", n_pos);
             rc = -EIO;
             goto out;

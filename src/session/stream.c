@@ -95,6 +95,7 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
     p.kv_bytes = in->kv_cache.has ? in->kv_cache.bytes : 0;
     p.scratch_bytes = in->graph_scratch.has ? in->graph_scratch.bytes : 0;
     p.window_bytes = s->p.stream_window_bytes;
+    p.read_ahead_slots = s->p.stream_read_ahead_slots;
     p.margin_bytes = s->p.stream_margin_bytes;
     int rc = rf_stream_plan_build(&s->inv, &p, &st->plan);
     if (rc < 0) {
@@ -313,6 +314,15 @@ int rf_session_stream_prefetch(struct rf_session *s, const struct rf_stream_pref
         return -EINVAL;
     ses_op_open(s);
     stream_of(s)->rep.prefetch = *p;
+    return 0;
+}
+
+int rf_session_stream_read_ahead(struct rf_session *s, const struct rf_stream_read_ahead *r)
+{
+    if (!s || !r)
+        return -EINVAL;
+    ses_op_open(s);
+    stream_of(s)->rep.read_ahead = *r;
     return 0;
 }
 

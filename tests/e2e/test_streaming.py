@@ -20,6 +20,25 @@ folder however the case ends (pass, fail, skip, an exception or SIGTERM).
                     as uid 65534 (no CAP_IPC_LOCK) with RLIMIT_MEMLOCK 64 KiB:
                     the refusal is reported with its reason, the run falls back
                     and its tokens are those of `off`
+  streaming_read_ahead
+                    issue 25's read-ahead window (--stream-read-ahead 2) under
+                    0.75x the file: after the prompt the decode computes the
+                    streamed tensors from the window's slots (read with
+                    O_DIRECT), the tokens are those
+                    of `off`, and after the after_session boundary (the pins
+                    undone) the verify session runs through the window again
+                    with the same tokens; the report says what the window did
+                    (and run executed itself again with OMP_WAIT_POLICY=PASSIVE,
+                    not with --stream-spin-wait); 3 slots (two reader threads)
+                    and the dispatch observer beside the window give the same
+                    tokens
+  streaming_read_ahead_no_direct
+                    the same on a filesystem that refuses O_DIRECT: the model is
+                    copied into an uncompressed squashfs image mounted (loop,
+                    read-only) under the case's folder, always unmounted; the
+                    window reads through the page cache and says why (tmpfs
+                    accepts O_DIRECT since Linux 6.6 and is memory: nothing
+                    streams there)
 
 Exit 0 pass, 1 fail, 77 skip (no root or no v1 memory cgroup).
 """
@@ -27,12 +46,14 @@ import json
 import re
 import os
 import resource
+import shutil
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "schema"))
 import validate_report  # noqa: E402
-from e2e_util import (Skip, asan_build, check, memory_child_cgroup, run_main,  # noqa: E402
-                      run_ramforge)
+from e2e_util import (Skip, asan_build, check, expect_error_lines,  # noqa: E402
+                      memory_child_cgroup, run_main, run_ramforge)
 
 PROMPT = "Hello my name is"
 N_PREDICT = "4"
@@ -71,14 +92,18 @@ def iec(text):
     return float(value) * units[unit]
 
 
+def skip_asan(c):
+    if asan_build(c.rf):
+        raise Skip("an ASan build: its shadow memory and quarantine grow the anonymous memory "
+                   "past the cgroup limit this test sizes from a run without one")
+
+
 def tokens(rep):
     return rep["output"]["token_ids"]
 
 
 def case_streaming_limit(c):
-    if asan_build(c.rf):
-        raise Skip("an ASan build: its shadow memory and quarantine grow the anonymous memory "
-                   "past the cgroup limit this test sizes from a run without one")
+    skip_asan(c)
     model = c.model("q8_0")
     off, _ = c.report("off", model, "--residency-policy", "off")
     free, _ = c.report("free", model, "--residency-policy", "streaming")
@@ -133,6 +158,12 @@ def case_streaming_limit(c):
           dec["read_bandwidth_bytes_per_s"] is not None and dec["user_ns"] is not None,
           f"decode {dec}")
     check(dec["overlapped_fraction"] is None and dec["overlapped_reason"], f"decode {dec}")
+    # run executed itself again with OMP_WAIT_POLICY=PASSIVE (unless the environment set it):
+    # the file exceeds its cgroup's limit; without a limit it did not
+    check(dec["omp_wait_policy"] == os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
+          f"OMP_WAIT_POLICY {dec['omp_wait_policy']}")
+    check(free["streaming"]["decode"]["omp_wait_policy"] == os.environ.get("OMP_WAIT_POLICY"),
+          f"no limit: OMP_WAIT_POLICY {free['streaming']['decode']['omp_wait_policy']}")
     # MADV_HUGEPAGE on the streamed ranges: accepted wherever the kernel has THP
     check(pin["thp_enabled"] in ("always", "madvise", "never", None),
           f"THP mode {pin['thp_enabled']}")
@@ -146,9 +177,7 @@ def case_streaming_limit(c):
 
 
 def case_streaming_repack(c):
-    if asan_build(c.rf):
-        raise Skip("an ASan build: its shadow memory and quarantine grow the anonymous memory "
-                   "past the cgroup limit this test sizes from a run without one")
+    skip_asan(c)
     model = c.model("q4_0")
     off, _ = c.report("off", model, "--residency-policy", "off")
     # Nearly every weight lives in an anonymous repacked copy (output.weight too); the
@@ -222,10 +251,112 @@ def case_streaming_mlock_refused(c):
     check(tokens(rep) == tokens(off), "the partial pins changed the tokens")
 
 
+def read_ahead_checks(rep, off, name, direct, slots=2):
+    """The window's report: it ran, every window tensor came from a slot, tokens unchanged."""
+    st = rep["streaming"]
+    ra, dec = st["read_ahead"], st["decode"]
+    check(tokens(rep) == tokens(off), f"{name}: the read-ahead window changed the tokens")
+    check(ra is not None and ra["slots"] == slots and ra["units"] > 0, f"{name}: window {ra}")
+    check(ra["units_used"] > 0 and ra["units_fallback"] == 0 and ra["first_error"] == 0 and
+          ra["units_skipped"] == 0 and ra["tensors_pointed"] == ra["units_used"] and
+          ra["tensors_not_mapped"] == 0,
+          f"{name}: the decode did not compute from the window: {ra}")
+    check(ra["read_bytes"] > 0 and ra["units_read"] >= ra["units_used"], f"{name}: window {ra}")
+    check(ra["direct"] == direct and (ra["direct_reason"] is None) == direct,
+          f"{name}: direct {ra['direct']} ({ra['direct_reason']}), expected {direct}")
+    check(st["plan"]["read_ahead_slots"] == slots and
+          st["plan"]["window_bytes"] == st["plan"]["read_ahead_bytes"] == slots * ra["slot_bytes"],
+          f"{name}: the ring is not the plan's window: {st['plan']}")
+    check(dec["overlapped_fraction"] is not None and 0 <= dec["overlapped_fraction"] <= 1 and
+          dec["overlapped_reason"] is None, f"{name}: decode {dec}")
+
+
+def case_streaming_read_ahead(c):
+    skip_asan(c)
+    model = c.model("q8_0")
+    off, _ = c.report("off", model, "--residency-policy", "off")
+    expect_error_lines(c, ["run", "-m", model, "--residency-policy", "streaming",
+                           "--stream-read-ahead", "2", "--stream-window", "64MiB"], 2,
+                       "--stream-read-ahead with --stream-window")
+    expect_error_lines(c, ["run", "-m", model, "--residency-policy", "streaming",
+                           "--stream-read-ahead", "1"], 2, "at least 2 slots")
+    size = os.path.getsize(model)
+    with memory_child_cgroup("ramforge-e2e-stream", size * 3 // 4) as enter:
+        rep, _ = c.report("ra2", model, "--residency-policy", "streaming",
+                          "--stream-read-ahead", "2", "--verify-session", preexec_fn=enter)
+    read_ahead_checks(rep, off, "ra2", direct=True)
+    spin, _ = c.report("spin", model, "--residency-policy", "streaming", "--stream-spin-wait")
+    check(spin["streaming"]["decode"]["omp_wait_policy"] == os.environ.get("OMP_WAIT_POLICY"),
+          f"--stream-spin-wait: OMP_WAIT_POLICY {spin['streaming']['decode']['omp_wait_policy']}")
+    check(tokens(spin) == tokens(off), "--stream-spin-wait changed the tokens")
+    # the after_session boundary ran between the two sessions, the window's pointers restored
+    check(rep["streaming"]["pin"]["unpinned_at"] == "after_session",
+          f"unpinned at {rep['streaming']['pin']['unpinned_at']}")
+    vs = rep["output"]["verify_session"]
+    check(vs["run"] and vs["tokens_identical"] and vs["token_ids"] == tokens(off),
+          f"the verify session after the boundary changed the tokens: {vs}")
+    # 3 slots: two reader threads
+    with memory_child_cgroup("ramforge-e2e-stream", size * 3 // 4) as enter:
+        ra3, _ = c.report("ra3", model, "--residency-policy", "streaming",
+                          "--stream-read-ahead", "3", preexec_fn=enter)
+    read_ahead_checks(ra3, off, "ra3", direct=True, slots=3)
+    # the dispatch observer's callback under the window's: both see every node
+    with memory_child_cgroup("ramforge-e2e-stream", size * 3 // 4) as enter:
+        obs, _ = c.report("ra-obs", model, "--residency-policy", "streaming",
+                          "--stream-read-ahead", "2", "--observe-dispatch", preexec_fn=enter)
+    read_ahead_checks(obs, off, "ra-obs", direct=True)
+    check((obs["residency"]["dispatch"]["events"] or 0) > 0,
+          "the dispatch observer recorded nothing under the read-ahead window")
+    ra = rep["streaming"]["read_ahead"]
+    # the first decode (the prompt) learns the order from the mapping; every later one, in
+    # both sessions (at least one a generated token), computes every window tensor from a slot
+    check(ra["units_used"] % ra["units"] == 0 and
+          ra["units_used"] >= ra["units"] * (2 * len(tokens(off)) - 1),
+          f"both sessions should compute from the window: {ra}")
+
+
+def case_streaming_read_ahead_no_direct(c):
+    skip_asan(c)
+    if os.geteuid() != 0:
+        raise Skip("not root: cannot mount a squashfs image")
+    if not shutil.which("mksquashfs"):
+        raise Skip("no mksquashfs (Debian: squashfs-tools) to build a filesystem that refuses "
+                   "O_DIRECT")
+    src = os.path.join(c.tmp, "sq-src")
+    os.mkdir(src)
+    os.rename(c.model("q8_0"), os.path.join(src, "tinyllama-q8_0.gguf"))
+    image, mnt = os.path.join(c.tmp, "model.sqfs"), os.path.join(c.tmp, "sq-mnt")
+    subprocess.run(["mksquashfs", src, image, "-noI", "-noD", "-noF", "-noX", "-quiet",
+                    "-no-progress"], check=True, timeout=600)
+    os.mkdir(mnt)
+    p = subprocess.run(["mount", "-o", "loop,ro", "-t", "squashfs", image, mnt],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise Skip(f"cannot mount a squashfs image: {p.stderr.strip()}")
+    try:
+        model = os.path.join(mnt, "tinyllama-q8_0.gguf")
+        try:
+            os.close(os.open(model, os.O_RDONLY | os.O_DIRECT))
+            raise Skip("this kernel's squashfs accepts O_DIRECT")
+        except OSError:
+            pass
+        off, _ = c.report("off", model, "--residency-policy", "off")
+        with memory_child_cgroup("ramforge-e2e-stream", os.path.getsize(model) * 3 // 4) as enter:
+            rep, _ = c.report("ra2", model, "--residency-policy", "streaming",
+                              "--stream-read-ahead", "2", preexec_fn=enter)
+        read_ahead_checks(rep, off, "squashfs", direct=False)
+        check("O_DIRECT" in rep["streaming"]["read_ahead"]["direct_reason"],
+              f"reason {rep['streaming']['read_ahead']['direct_reason']}")
+    finally:
+        subprocess.run(["umount", mnt], check=False)
+
+
 CASES = {
     "streaming_limit": case_streaming_limit,
     "streaming_repack": case_streaming_repack,
     "streaming_mlock_refused": case_streaming_mlock_refused,
+    "streaming_read_ahead": case_streaming_read_ahead,
+    "streaming_read_ahead_no_direct": case_streaming_read_ahead_no_direct,
 }
 
 

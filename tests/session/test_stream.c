@@ -264,7 +264,8 @@ static bool sequential_param, hugepage_param;      /* the stream hints start_mar
 static uint64_t window_param = 16 * PAGE;          /* the window start_margin asks for */
 static uint64_t bandwidth_param, warm_token_param; /* B and t_c of the bound; 0: not given */
 static enum rf_admission_mode mode_param = RF_ADMISSION_ENFORCE; /* start_margin's mode */
-static uint64_t fs_magic_param; /* statfs f_type of the fake model's file; 0: not known */
+static uint64_t fs_magic_param;   /* statfs f_type of the fake model's file; 0: not known */
+static uint32_t read_ahead_param; /* --stream-read-ahead slots start_margin asks for; 0: none */
 
 static struct rf_session *start_margin(struct fake *f, uint64_t limit_pages, uint64_t margin_pages)
 {
@@ -286,6 +287,7 @@ static struct rf_session *start_margin(struct fake *f, uint64_t limit_pages, uin
     p.stream_hugepage = hugepage_param;
     p.storage_bandwidth_bytes_per_s = bandwidth_param;
     p.warm_token_ns = warm_token_param;
+    p.stream_read_ahead_slots = read_ahead_param;
     m = fake_model();
     m.info.fs_magic = fs_magic_param;
     assert_int_equal(rf_session_create_native(&m, &fake_ops, f, p, &s), 0);
@@ -776,6 +778,63 @@ static void test_window_below_one_layer_warns(void **state)
     rf_session_free(s);
 }
 
+/*
+ * The read-ahead window (issue 25): its ring of 2 largest layer tensors (8 pages each) is
+ * the plan's window, counted against the limit; what it did reaches the report, and the
+ * fraction of its read time the decode did not wait for is decode.overlapped_fraction.
+ */
+static void test_read_ahead_ring_is_the_window(void **state)
+{
+    bool pinned = false;
+    struct fake f;
+    struct rf_admission_result adm;
+    (void)state;
+    window_param = 0;
+    read_ahead_param = 2;
+    struct rf_session *s = start(&f, 100);
+    window_param = 16 * PAGE;
+    read_ahead_param = 0;
+    admit(s, &adm);
+    assert_false(adm.refused);
+    assert_int_equal(rf_session_stream_pin(s, &pinned), 0);
+    assert_true(pinned);
+    struct rf_stream_read_ahead ra = {.on = true,
+                                      .slots = 2,
+                                      .slot_bytes = 16 * PAGE,
+                                      .n_units = 1,
+                                      .direct = true,
+                                      .units_read = 5,
+                                      .read_bytes = 80 * PAGE,
+                                      .read_ns = 400,
+                                      .units_used = 4,
+                                      .tensors_pointed = 8,
+                                      .waits = 2,
+                                      .wait_ns = 100};
+    assert_int_equal(rf_session_stream_read_ahead(s, &ra), 0);
+    assert_int_equal(rf_session_stream_read_ahead(s, NULL), -EINVAL);
+    struct rf_stream_decode dec = {.decode_ns = 1000, .tokens = 4, .omp_wait_policy = "PASSIVE"};
+    assert_int_equal(rf_session_stream_decode(s, &dec), 0);
+    json_t *doc = fake_report(s, RF_REPORT_OPERATION);
+    json_t *st = json_object_get(doc, "streaming");
+    json_t *plan = json_object_get(st, "plan");
+    assert_int_equal(json_integer_value(json_object_get(plan, "read_ahead_slots")), 2);
+    assert_int_equal(json_integer_value(json_object_get(plan, "read_ahead_bytes")), 16 * PAGE);
+    assert_int_equal(json_integer_value(json_object_get(plan, "window_bytes")), 16 * PAGE);
+    json_int_t used = json_integer_value(json_object_get(plan, "pinned_bytes")) +
+                      json_integer_value(json_object_get(plan, "fixed_bytes")) + 16 * PAGE +
+                      json_integer_value(json_object_get(plan, "margin_bytes"));
+    assert_true(used <= json_integer_value(json_object_get(plan, "limit_bytes")));
+    json_t *r = json_object_get(st, "read_ahead");
+    assert_int_equal(json_integer_value(json_object_get(r, "units_used")), 4);
+    assert_true(json_is_true(json_object_get(r, "direct")));
+    json_t *d = json_object_get(st, "decode");
+    assert_float_equal(json_real_value(json_object_get(d, "overlapped_fraction")), 0.75, 1e-9);
+    assert_true(json_is_null(json_object_get(d, "overlapped_reason")));
+    assert_string_equal(json_string_value(json_object_get(d, "omp_wait_policy")), "PASSIVE");
+    json_decref(doc);
+    rf_session_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -793,6 +852,7 @@ int main(void)
         cmocka_unit_test(test_window_below_one_layer_warns),
         cmocka_unit_test(test_hugepage_refused),
         cmocka_unit_test(test_bound_uses_limit_minus_fixed),
+        cmocka_unit_test(test_read_ahead_ring_is_the_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

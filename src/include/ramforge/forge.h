@@ -297,6 +297,7 @@ int forge_model_release(struct forge_model *m, const struct rf_file_range *range
 
 struct forge_observer;
 struct forge_ahead;
+struct forge_window;
 
 /* A bias added to one token's logit (llama_logit_bias); -INFINITY: never sampled. */
 struct forge_logit_bias {
@@ -347,6 +348,8 @@ struct forge_generate_params {
                                         NULL: no callback installed */
     struct forge_ahead *ahead;       /* layer-ahead prefetch (forge_ahead.h), borrowed; composes
                                         with observer; NULL: none */
+    struct forge_window *window;     /* streaming read-ahead window (forge_window.h), borrowed;
+                                        composes with both; NULL: none */
     /*
      * Called once with the session's context still alive, after the last
      * token (KV cache and compute buffers allocated); may be NULL.

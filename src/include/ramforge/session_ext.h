@@ -22,8 +22,9 @@ extern "C" {
 #endif
 
 struct forge_observer;
-struct rf_stream_prefetch; /* ramforge/streaming.h */
-struct rf_stream_decode;   /* ramforge/streaming.h */
+struct rf_stream_prefetch;   /* ramforge/streaming.h */
+struct rf_stream_decode;     /* ramforge/streaming.h */
+struct rf_stream_read_ahead; /* ramforge/streaming.h */
 
 /*
  * Loads the GGUF model at path through llama.cpp (mmap) with model params
@@ -141,6 +142,14 @@ int rf_session_stream_pin(struct rf_session *s, bool *pinned);
  * (copied). Call before rf_session_operation_end. -EINVAL: NULL argument.
  */
 int rf_session_stream_prefetch(struct rf_session *s, const struct rf_stream_prefetch *p);
+
+/*
+ * Records what the caller's read-ahead window (forge_window.h) did during
+ * the operation's session, for the report's streaming.read_ahead and
+ * decode.overlapped_fraction (copied). Call before
+ * rf_session_operation_end. -EINVAL: NULL argument.
+ */
+int rf_session_stream_read_ahead(struct rf_session *s, const struct rf_stream_read_ahead *r);
 
 /*
  * Records what the operation's decode cost (its reads from storage and CPU

@@ -58,15 +58,18 @@ extern "C" {
 
 /* The planner's inputs. Zero-initialise, then fill. */
 struct rf_stream_params {
-    uint64_t limit_bytes;     /* the binding limit's room for this process, bytes (> 0) */
-    uint64_t anonymous_bytes; /* anonymous memory now (RssAnon: repacked weights, runtime) */
-    uint64_t kv_bytes;        /* KV cache the run adds, bytes */
-    uint64_t scratch_bytes;   /* graph scratch the run adds, bytes (0: included elsewhere) */
-    uint64_t runtime_bytes;   /* other runtime growth, bytes */
-    uint64_t window_bytes;    /* page cache left for the streamed layers; 0: default
-                                 (rf_stream_default_window) */
-    uint64_t margin_bytes;    /* safety margin under the limit; 0: default
-                                 (rf_stream_default_margin) */
+    uint64_t limit_bytes;      /* the binding limit's room for this process, bytes (> 0) */
+    uint64_t anonymous_bytes;  /* anonymous memory now (RssAnon: repacked weights, runtime) */
+    uint64_t kv_bytes;         /* KV cache the run adds, bytes */
+    uint64_t scratch_bytes;    /* graph scratch the run adds, bytes (0: included elsewhere) */
+    uint64_t runtime_bytes;    /* other runtime growth, bytes */
+    uint64_t window_bytes;     /* page cache left for the streamed layers; 0: default
+                                  (rf_stream_default_window) */
+    uint64_t margin_bytes;     /* safety margin under the limit; 0: default
+                                  (rf_stream_default_margin) */
+    uint32_t read_ahead_slots; /* > 0: the read-ahead window (stream_window.h): the window is
+                                  a ring of this many largest layer tensors of anonymous
+                                  memory; window_bytes must be 0 then */
 };
 
 /* The plan. Arrays are owned; free with rf_stream_plan_free. */
@@ -84,6 +87,9 @@ struct rf_stream_plan {
     uint64_t streamed_bytes;        /* W - pinned (the pinned pages W holds): read again each
                                        token, an estimate, bytes */
     uint64_t largest_layer_bytes;   /* the largest repeating layer's pages, bytes */
+    uint64_t largest_tensor_bytes;  /* the largest repeating-layer tensor's pages, bytes */
+    uint32_t read_ahead_slots;      /* the read-ahead ring's slots (0: no read-ahead) */
+    uint64_t read_ahead_bytes;      /* its bytes: slots * largest tensor, the window then */
     int32_t n_layers;               /* repeating layers seen (highest N + 1), 0: none */
     int32_t layers_pinned;          /* blk.0 .. blk.(layers_pinned - 1) are pinned */
     uint32_t partial_layer_tensors; /* tensors of blk.layers_pinned pinned alone, in file
@@ -119,14 +125,16 @@ uint64_t rf_stream_default_margin(uint64_t limit_bytes);
 /*
  * Plans the pinned set over inv with p (file-top comment). The minimum
  * window (what admission needs besides the fixed part) is one largest
- * layer, at least RF_STREAM_MIN_WINDOW_BYTES / 2. out->fits is false when
+ * layer, at least RF_STREAM_MIN_WINDOW_BYTES / 2; with read_ahead_slots,
+ * the window and its minimum are the ring (read_ahead_bytes: slots largest
+ * tensors of a layer), which the read-ahead allocates whole. out->fits is false when
  * fixed + min window + margin exceeds the limit: nothing is pinned then.
  * A plan that pins nothing (the budget is below the head group) is not an
  * error: the reason says so.
  *
  * *out is initialised first (old content freed). Errors: -EINVAL (NULL
  * argument, limit 0), -EOVERFLOW (a byte sum), -ENOMEM; on error *out is
- * empty.
+ * empty; -EINVAL also for read_ahead_slots with a window_bytes.
  */
 int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_params *p,
                          struct rf_stream_plan *out);
@@ -141,17 +149,41 @@ struct rf_stream_prefetch {
     uint64_t failed_calls;      /* fadvise calls that failed */
 };
 
+/* What the read-ahead window did in one operation (forge_window.h, stream_window.h). */
+struct rf_stream_read_ahead {
+    bool on;                     /* a window ran during the operation's sessions */
+    uint32_t slots;              /* ring slots */
+    uint64_t slot_bytes;         /* bytes of one slot */
+    uint32_t n_units;            /* tensors the window reads each token */
+    uint32_t units_too_large;    /* streamed tensors larger than a slot, left to the mapping */
+    bool direct;                 /* every read was O_DIRECT */
+    const char *direct_reason;   /* static: why reads went through the page cache; NULL: direct */
+    uint64_t units_read;         /* tensors the thread read into a slot */
+    uint64_t read_bytes;         /* bytes it read */
+    uint64_t read_ns;            /* wall time of its reads */
+    uint64_t units_used;         /* tensors the decode computed from a slot */
+    uint64_t units_fallback;     /* window tensors read from the mapping after the first decode
+                                    (a failed read, far out of the learned order) */
+    uint64_t units_skipped;      /* read but not used (the decode's order differed) */
+    uint64_t tensors_pointed;    /* weight data pointers set to a slot (each restored) */
+    uint64_t tensors_not_mapped; /* window weights whose data was not the mapping's: untouched */
+    uint64_t waits;              /* layers the decode waited for */
+    uint64_t wait_ns;            /* its wall time waiting for reads */
+    int first_error;             /* negative errno of the first failed read; 0: none */
+};
+
 /* What the decode (the tokens after the first) cost, measured by the caller around it. */
 struct rf_stream_decode {
-    bool on;               /* given (rf_session_stream_decode) */
-    uint64_t decode_ns;    /* wall time of the decode */
-    uint64_t tokens;       /* tokens it decoded (generated tokens - 1) */
-    bool has_io;           /* the two below were measured */
-    uint64_t read_bytes;   /* /proc/self/io read_bytes over the decode */
-    uint64_t major_faults; /* /proc/self/stat majflt over the decode */
-    bool has_cpu;          /* the two below were measured */
-    uint64_t user_ns;      /* getrusage user time over the decode, every thread */
-    uint64_t system_ns;    /* getrusage system time over the decode (faults, reclaim) */
+    bool on;                     /* given (rf_session_stream_decode) */
+    uint64_t decode_ns;          /* wall time of the decode */
+    uint64_t tokens;             /* tokens it decoded (generated tokens - 1) */
+    bool has_io;                 /* the two below were measured */
+    uint64_t read_bytes;         /* /proc/self/io read_bytes over the decode */
+    uint64_t major_faults;       /* /proc/self/stat majflt over the decode */
+    bool has_cpu;                /* the two below were measured */
+    uint64_t user_ns;            /* getrusage user time over the decode, every thread */
+    uint64_t system_ns;          /* getrusage system time over the decode (faults, reclaim) */
+    const char *omp_wait_policy; /* OMP_WAIT_POLICY in the environment (borrowed); NULL: unset */
 };
 
 /*
@@ -199,9 +231,10 @@ struct rf_stream_report {
     bool has_bound;
     uint64_t bound_token_ns; /* t_c (0 when unknown) + max(0, W - (limit - fixed)) / B, ns */
     bool has_achieved;
-    uint64_t achieved_token_ns;         /* decode time / decoded tokens, ns */
-    struct rf_stream_prefetch prefetch; /* the layer-ahead prefetch; on false: none */
-    struct rf_stream_decode decode;     /* the decode's reads and CPU time; on false: none */
+    uint64_t achieved_token_ns;             /* decode time / decoded tokens, ns */
+    struct rf_stream_prefetch prefetch;     /* the layer-ahead prefetch; on false: none */
+    struct rf_stream_decode decode;         /* the decode's reads and CPU time; on false: none */
+    struct rf_stream_read_ahead read_ahead; /* the read-ahead window; on false: none */
     bool has_overlap_limit;
     uint64_t overlap_limit_token_ns; /* max(t_c, max(0, W - (limit - fixed)) / B), ns */
 };

@@ -1,0 +1,470 @@
+/*
+ * The read-ahead window (forge_window.h): a ring of anonymous slots a
+ * helper thread fills with the streamed tensors' bytes by pread, in the
+ * order the decode uses them, and the cb_eval callback that points each
+ * weight at its slot while the nodes that read it compute.
+ *
+ * Workload: the callback runs for every node of every decode (about 30 per
+ * layer per token in tinyllama): a name compare per weight source, a
+ * bsearch per window weight, one mutex round trip per tensor change; each
+ * node that reads a slot ends a range of the scheduler's (about 9 a layer,
+ * each a graph compute of its own). The thread reads one tensor per slot
+ * (at most about 12 MB in tinyllama Q8_0) in one pread.
+ *
+ * The order: the first decode (the prompt) runs from the mapping and
+ * records the order in which its nodes first read each window tensor; at
+ * its end the ring is allocated and the thread starts, reading the tensors
+ * in that order, over and over (graphs of later decodes read them in the
+ * same order). A tensor the first decode did not read goes last.
+ *
+ * Slot states (under mu): FREE -> READING (thread) -> READY or FAILED
+ * (thread) -> IN_USE (decode; READY only) -> FREE (decode). The thread fills
+ * sequence numbers 0, 1, 2, ... in order, sequence q into slot q % slots
+ * with unit order[q % n_units]; the decode takes them in the same order. It
+ * frees the unit before (every node that read it is computed: each ended a
+ * range) before it waits for the next, so it holds no slot while waiting;
+ * with 2 slots the thread reads the next tensor while one computes.
+ */
+#include "forge_internal.h"
+
+#include "ramforge/forge_window.h"
+#include "ramforge/timing.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ggml.h"
+
+/* Reader threads: each has one pread in flight (a 12 MB read is 3 requests of 4 MiB on a
+   virtio disk), so a second keeps the device busier while the first waits; it needs a slot
+   of its own: min(this, slots - 1) threads run. */
+#define WINDOW_READERS 2
+
+enum slot_state { SLOT_FREE, SLOT_READING, SLOT_READY, SLOT_FAILED, SLOT_IN_USE };
+
+struct slot {
+    enum slot_state state;
+    uint64_t seq;          /* the sequence number it holds (READING and after) */
+    struct ggml_tensor *t; /* the weight pointed at it while IN_USE; NULL: none yet */
+    void *orig;            /* t's data before: the mapping's address */
+};
+
+struct wunit {
+    char name[RF_NAME_MAX];
+    uintptr_t map_addr;   /* the mapping's address of the tensor's first byte */
+    uint64_t file_offset; /* its first page */
+    uint64_t bytes;       /* its pages: what is read */
+    uint64_t slot_offset; /* the tensor's first byte in the slot */
+    bool seen;            /* the first decode read it (order learning) */
+};
+
+struct forge_window {
+    int fd;
+    bool fd_direct;        /* fd has O_DIRECT (under mu once the threads run) */
+    const char *fd_reason; /* why not, static; as fd_direct */
+    uint64_t file_bytes;
+    uint32_t n_slots;
+    uint64_t slot_bytes;
+    struct wunit *units; /* n_units, sorted by name */
+    size_t n_units;
+    uint32_t *order; /* n_units: unit indices in the decode's order (n_order learned) */
+    size_t n_order;
+    uint32_t *pos; /* n_units: unit -> its position in order */
+    bool ready;    /* order learned, ring allocated: the thread reads (under mu) */
+    bool disabled; /* the ring could not be allocated: the mapping serves everything */
+    uint8_t *ring; /* n_slots * slot_bytes; MAP_FAILED until ready */
+    struct slot *slots;
+    pthread_t threads[WINDOW_READERS];
+    uint32_t n_threads; /* started */
+    uint32_t reading;   /* reads in flight (under mu) */
+    uint64_t busy_t0;   /* when reading went from 0 to 1 (under mu) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv_free, cv_ready;
+    bool stop;
+    uint64_t fill_next, use_next; /* sequence numbers (under mu) */
+    /* decoding thread only */
+    int cur_unit; /* the unit whose slot the computing node reads; -1: none */
+    int cur_slot; /* its slot; -1: none (the mapping) */
+    bool inner_asked;
+    bool (*inner)(struct ggml_tensor *t, bool ask, void *user_data);
+    void *inner_ud;
+    struct rf_stream_read_ahead st; /* counters: thread's under mu, decode's its own */
+};
+
+static int wunit_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct wunit *)a)->name, ((const struct wunit *)b)->name);
+}
+
+/* Reads n bytes at off into dst; short only at the end of the file. 0 or -errno. */
+static int read_unit(struct forge_window *w, uint8_t *dst, uint64_t off, uint64_t n)
+{
+    uint64_t got = 0;
+    bool retried = false;
+    while (got < n) {
+        ssize_t r = pread(w->fd, dst + got, (size_t)(n - got), (off_t)(off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && errno == EINVAL && !retried) { /* the filesystem refused O_DIRECT? */
+            bool retry;
+            retried = true;
+            pthread_mutex_lock(&w->mu);
+            retry = !w->fd_direct || fcntl(w->fd, F_SETFL, fcntl(w->fd, F_GETFL) & ~O_DIRECT) == 0;
+            if (w->fd_direct && retry) {
+                w->fd_direct = false;
+                w->fd_reason = "the filesystem refused an O_DIRECT read (EINVAL): the window "
+                               "reads through the page cache";
+            }
+            pthread_mutex_unlock(&w->mu);
+            if (retry)
+                continue;
+            errno = EINVAL;
+        }
+        if (r < 0)
+            return -errno;
+        if (r == 0)
+            return off + got >= w->file_bytes ? 0 : -EIO;
+        got += (uint64_t)r;
+    }
+    return 0;
+}
+
+static void *window_thread(void *arg)
+{
+    struct forge_window *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        struct slot *s = &w->slots[w->fill_next % w->n_slots];
+        while (!w->stop && (!w->ready || s->state != SLOT_FREE)) {
+            pthread_cond_wait(&w->cv_free, &w->mu);
+            s = &w->slots[w->fill_next % w->n_slots]; /* another reader may have taken it */
+        }
+        if (w->stop)
+            break;
+        const struct wunit *u = &w->units[w->order[w->fill_next % w->n_units]];
+        uint8_t *base = w->ring + (size_t)(s - w->slots) * w->slot_bytes;
+        s->state = SLOT_READING;
+        s->seq = w->fill_next++;
+        if (w->reading++ == 0)
+            w->busy_t0 = rf_now_ns();
+        pthread_mutex_unlock(&w->mu);
+        int rc = read_unit(w, base, u->file_offset, u->bytes);
+        pthread_mutex_lock(&w->mu);
+        if (--w->reading == 0) /* read time: the union of the readers' reads */
+            w->st.read_ns += rf_now_ns() - w->busy_t0;
+        w->st.direct = w->fd_direct;
+        w->st.direct_reason = w->fd_reason;
+        if (rc == 0) {
+            w->st.units_read++;
+            w->st.read_bytes += u->bytes;
+        } else if (!w->st.first_error) {
+            w->st.first_error = rc;
+        }
+        s->state = rc == 0 ? SLOT_READY : SLOT_FAILED;
+        pthread_cond_broadcast(&w->cv_ready);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* Points slot's weight back at the mapping and frees it (-1: no-op). Under mu. */
+static void slot_release(struct forge_window *w, int si)
+{
+    if (si < 0)
+        return;
+    struct slot *s = &w->slots[si];
+    if (s->t)
+        s->t->data = s->orig;
+    s->t = NULL;
+    s->state = SLOT_FREE;
+    pthread_cond_broadcast(&w->cv_free);
+}
+
+/* Waits for sequence use_next's slot to be read; its index. Under mu. */
+static int wait_next(struct forge_window *w)
+{
+    int si = (int)(w->use_next % w->n_slots);
+    struct slot *s = &w->slots[si];
+    if (!(s->seq == w->use_next && (s->state == SLOT_READY || s->state == SLOT_FAILED))) {
+        uint64_t t0 = rf_now_ns();
+        while (!(s->seq == w->use_next && (s->state == SLOT_READY || s->state == SLOT_FAILED)))
+            pthread_cond_wait(&w->cv_ready, &w->mu);
+        w->st.waits++;
+        w->st.wait_ns += rf_now_ns() - t0;
+    }
+    w->use_next++;
+    return si;
+}
+
+/* The decode reached unit u: its slot, read (-1: the mapping serves it). */
+static int take_unit(struct forge_window *w, uint32_t u)
+{
+    pthread_mutex_lock(&w->mu);
+    size_t ahead = (w->pos[u] + w->n_units - w->use_next % w->n_units) % w->n_units;
+    if (ahead > w->n_slots) { /* far from the learned order (read twice?): the mapping */
+        w->st.units_fallback++;
+        pthread_mutex_unlock(&w->mu);
+        return -1;
+    }
+    /* a unit a little out of the learned order: the slots before it are read and dropped */
+    for (size_t k = 0; k < ahead; k++) {
+        slot_release(w, wait_next(w));
+        w->st.units_skipped++;
+    }
+    int si = wait_next(w);
+    if (w->slots[si].state == SLOT_READY) {
+        w->slots[si].state = SLOT_IN_USE;
+        w->st.units_used++;
+    } else {
+        slot_release(w, si);
+        w->st.units_fallback++;
+        si = -1;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return si;
+}
+
+static struct wunit *find(struct forge_window *w, const char *name)
+{
+    struct wunit key;
+    size_t n = strnlen(name, sizeof(key.name) - 1);
+    memcpy(key.name, name, n);
+    key.name[n] = '\0';
+    return bsearch(&key, w->units, w->n_units, sizeof(*w->units), wunit_cmp);
+}
+
+/*
+ * Node t's window weight (the first source that is one; NULL: none): in the
+ * first decode its first read is recorded; afterwards the unit before is
+ * freed when t reads another, and the weight is pointed at its slot.
+ */
+static bool visit(struct forge_window *w, struct ggml_tensor *t)
+{
+    for (int i = 0; i < GGML_MAX_SRC; i++) {
+        struct ggml_tensor *src = t->src[i];
+        if (!src || src->op != GGML_OP_NONE || rf_stream_layer_of(src->name) < 0)
+            continue;
+        struct wunit *u = find(w, src->name);
+        if (!u)
+            continue;
+        uint32_t ui = (uint32_t)(u - w->units);
+        if (!w->ready) { /* learning (or disabled): the mapping serves it */
+            if (!w->disabled && !u->seen) {
+                u->seen = true;
+                w->order[w->n_order++] = ui;
+            }
+            return false;
+        }
+        if ((int)ui != w->cur_unit) {
+            /* every node that read the unit before ended a range: computed */
+            pthread_mutex_lock(&w->mu);
+            slot_release(w, w->cur_slot);
+            pthread_mutex_unlock(&w->mu);
+            w->cur_unit = (int)ui;
+            w->cur_slot = take_unit(w, ui);
+        }
+        if (w->cur_slot < 0)
+            return true;
+        struct slot *s = &w->slots[w->cur_slot];
+        uint8_t *at = w->ring + (size_t)w->cur_slot * w->slot_bytes + u->slot_offset;
+        if (s->t == src && (uint8_t *)src->data == at)
+            return true;
+        if (s->t || (uintptr_t)src->data != u->map_addr) {
+            w->st.tensors_not_mapped++; /* a repacked copy, or not the mapping's: untouched */
+            return true;
+        }
+        s->t = src;
+        s->orig = src->data;
+        src->data = at;
+        w->st.tensors_pointed++;
+        return true; /* one window weight a node: a second stays on the mapping */
+    }
+    return false;
+}
+
+static bool window_eval_cb(struct ggml_tensor *t, bool ask, void *ud)
+{
+    struct forge_window *w = ud;
+    if (!ask)
+        return w->inner_asked ? w->inner(t, false, w->inner_ud) : true;
+    bool split = visit(w, t); /* a node reading a slot ends its range: computed before the next */
+    w->inner_asked = w->inner ? w->inner(t, true, w->inner_ud) : false;
+    return split || w->inner_asked;
+}
+
+/* After the first decode: the order completed, the ring allocated, the thread started. */
+static void start_reading(struct forge_window *w)
+{
+    uint64_t ring_bytes = w->slot_bytes * w->n_slots; /* checked at create */
+    for (size_t i = 0; i < w->n_units; i++)
+        if (!w->units[i].seen)
+            w->order[w->n_order++] = (uint32_t)i;
+    for (size_t q = 0; q < w->n_units; q++)
+        w->pos[w->order[q]] = (uint32_t)q;
+    w->ring =
+        mmap(NULL, (size_t)ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (w->ring == MAP_FAILED) {
+        w->disabled = true;
+        w->st.first_error = -errno;
+        return;
+    }
+    madvise(w->ring, (size_t)ring_bytes, MADV_HUGEPAGE); /* a hint: refused is harmless */
+    memset(w->ring, 0, (size_t)ring_bytes);              /* charged now, between two decodes */
+    pthread_mutex_lock(&w->mu);
+    w->ready = true;
+    pthread_cond_broadcast(&w->cv_free);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void forge_window_decode_end(struct forge_window *w)
+{
+    if (!w)
+        return;
+    if (!w->ready && !w->disabled && w->n_order > 0)
+        start_reading(w);
+    pthread_mutex_lock(&w->mu);
+    slot_release(w, w->cur_slot);
+    pthread_mutex_unlock(&w->mu);
+    w->cur_slot = -1;
+    w->cur_unit = -1;
+}
+
+void forge_window_context_params(struct forge_window *w, struct forge_context_params *p)
+{
+    w->inner = p->cb_eval;
+    w->inner_ud = p->cb_eval_user_data;
+    w->inner_asked = false;
+    p->cb_eval = window_eval_cb;
+    p->cb_eval_user_data = w;
+}
+
+void forge_window_stats(struct forge_window *w, struct rf_stream_read_ahead *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->mu);
+    *out = w->st;
+    pthread_mutex_unlock(&w->mu);
+    out->on = true;
+}
+
+/* The units of plan w with their names and mapping addresses; -EINVAL, -ENOMEM. */
+static int copy_units(struct forge_window *fw, struct forge_model *m,
+                      const struct rf_inventory *inv, const struct rf_stream_window *w)
+{
+    fw->units = calloc(w->n_units, sizeof(*fw->units));
+    fw->order = calloc(w->n_units, sizeof(*fw->order));
+    fw->pos = calloc(w->n_units, sizeof(*fw->pos));
+    fw->slots = calloc(w->slots, sizeof(*fw->slots));
+    if (!fw->units || !fw->order || !fw->pos || !fw->slots)
+        return -ENOMEM;
+    for (size_t i = 0; i < w->n_units; i++) {
+        const struct rf_stream_window_unit *u = &w->units[i];
+        struct wunit *o = &fw->units[i];
+        uint64_t off = u->file_offset_bytes + u->slot_offset_bytes;
+        if (u->entry >= inv->n || off < m->mapping.map_offset_bytes || !m->map_start ||
+            u->bytes > w->slot_bytes)
+            return -EINVAL;
+        memcpy(o->name, inv->entries[u->entry].name, sizeof(o->name));
+        o->name[sizeof(o->name) - 1] = '\0';
+        o->map_addr = m->map_start + (off - m->mapping.map_offset_bytes);
+        o->file_offset = u->file_offset_bytes;
+        o->bytes = u->bytes;
+        o->slot_offset = u->slot_offset_bytes;
+    }
+    qsort(fw->units, w->n_units, sizeof(*fw->units), wunit_cmp);
+    return 0;
+}
+
+int forge_window_create(struct forge_model *m, const struct rf_inventory *inv,
+                        const struct rf_stream_window *w, struct forge_window **out)
+{
+    struct forge_window *fw = NULL;
+    uint64_t ring_bytes;
+    int rc;
+
+    if (!out)
+        return -EINVAL;
+    *out = NULL;
+    if (!m || !inv || !w || w->n_units == 0 || w->slots < RF_STREAM_READ_AHEAD_MIN_SLOTS ||
+        __builtin_mul_overflow(w->slot_bytes, (uint64_t)w->slots, &ring_bytes) ||
+        ring_bytes > SIZE_MAX)
+        return -EINVAL;
+    if (!(fw = calloc(1, sizeof(*fw))))
+        return -ENOMEM;
+    fw->fd = -1;
+    fw->ring = MAP_FAILED;
+    fw->n_slots = w->slots;
+    fw->slot_bytes = w->slot_bytes;
+    fw->n_units = w->n_units;
+    fw->cur_unit = fw->cur_slot = -1;
+    fw->st.slots = w->slots;
+    fw->st.slot_bytes = w->slot_bytes;
+    fw->st.n_units = (uint32_t)w->n_units;
+    fw->st.units_too_large = w->units_too_large;
+    pthread_mutex_init(&fw->mu, NULL);
+    pthread_cond_init(&fw->cv_free, NULL);
+    pthread_cond_init(&fw->cv_ready, NULL);
+    if ((rc = copy_units(fw, m, inv, w)) < 0)
+        goto out;
+    fw->file_bytes = (uint64_t)m->file_st.st_size;
+    fw->fd_direct = true;
+    fw->fd = open(m->mapping.path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+    if (fw->fd < 0 && errno == EINVAL) {
+        fw->fd_direct = false;
+        fw->fd_reason = "the filesystem refuses O_DIRECT (open: EINVAL): the window "
+                        "reads through the page cache";
+        fw->fd = open(m->mapping.path, O_RDONLY | O_CLOEXEC);
+    }
+    fw->st.direct = fw->fd_direct;
+    fw->st.direct_reason = fw->fd_reason;
+    if (fw->fd < 0) {
+        rc = -errno;
+        goto out;
+    }
+    for (rc = 0; rc == 0 && fw->n_threads < WINDOW_READERS && fw->n_threads + 1 < w->slots;
+         fw->n_threads += rc == 0)
+        rc = -pthread_create(&fw->threads[fw->n_threads], NULL, window_thread, fw);
+out:
+    if (rc < 0) {
+        forge_window_free(fw);
+        return rc;
+    }
+    *out = fw;
+    return 0;
+}
+
+void forge_window_free(struct forge_window *w)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->stop = true;
+    pthread_cond_broadcast(&w->cv_free);
+    pthread_mutex_unlock(&w->mu);
+    for (uint32_t i = 0; i < w->n_threads; i++)
+        pthread_join(w->threads[i], NULL);
+    if (w->slots) {
+        pthread_mutex_lock(&w->mu);
+        slot_release(w, w->cur_slot);
+        pthread_mutex_unlock(&w->mu);
+    }
+    if (w->ring != MAP_FAILED)
+        munmap(w->ring, (size_t)(w->slot_bytes * w->n_slots));
+    if (w->fd >= 0)
+        close(w->fd);
+    free(w->slots);
+    free(w->pos);
+    free(w->order);
+    free(w->units);
+    pthread_cond_destroy(&w->cv_ready);
+    pthread_cond_destroy(&w->cv_free);
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+}
