@@ -1,7 +1,6 @@
 /*
- * ramforge run's command line: the options, their checks and warnings
- * about options the chosen policy does not use, the usage text, and the
- * early check of the JSON report path.
+ * ramforge run's command line: the options, their checks and warnings about options the chosen
+ * policy does not use, the usage text, and the early check of the JSON report path.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -232,10 +231,9 @@ enum {
 #define PROMPT_FILE_MAX (16u << 20)
 
 /*
- * The text of -f FILE ('-': standard input), one trailing newline dropped
- * as llama.cpp's -f does; NULL after printing the error (unreadable, a NUL
- * byte, larger than PROMPT_FILE_MAX). The text lives until the process
- * exits (options hold borrowed strings, argv's or this one).
+ * The text of -f FILE ('-': standard input), one trailing newline dropped as llama.cpp's -f
+ * does; NULL after printing the error (unreadable, a NUL byte, larger than PROMPT_FILE_MAX).
+ * The text lives until the process exits (options hold borrowed strings, argv's or this one).
  */
 static const char *read_prompt_file(const char *path)
 {
