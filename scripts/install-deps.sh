@@ -9,6 +9,8 @@ PACKAGES=(cmake make gcc g++ pkg-config git python3 python3-jsonschema libjansso
           man-db mandoc bash-completion librsvg2-bin jq clang libclang-rt-14-dev clang-format)
 # ramforge watch's e2e: a real Prometheus (with promtool) scraping --listen.
 PACKAGES+=(prometheus)
+# e2e_streaming_read_ahead_no_direct: a squashfs image, a filesystem that refuses O_DIRECT.
+PACKAGES+=(squashfs-tools)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
