@@ -57,6 +57,9 @@ static json_t *plan_json(const struct rf_stream_report *sr)
     json_object_set_new(o, "fits", json_boolean(p->fits));
     json_object_set_new(o, "n_layers", json_integer(p->n_layers));
     json_object_set_new(o, "layers_pinned", json_integer(p->layers_pinned));
+    json_object_set_new(o, "layers_spread", json_boolean(p->layers_spread));
+    json_object_set_new(o, "partial_layer",
+                        p->partial_layer >= 0 ? json_integer(p->partial_layer) : json_null());
     json_object_set_new(o, "partial_layer_tensors", json_integer(p->partial_layer_tensors));
     json_object_set_new(o, "head_pinned", json_boolean(p->head_pinned));
     json_object_set_new(o, "pinned_tensors", names);
@@ -85,6 +88,7 @@ static json_t *pin_json(const struct rf_stream_report *sr)
                         rf_json_u64(sr->partial, sr->memlock_limit_bytes));
     json_object_set_new(o, "sequential", json_boolean(sr->sequential));
     json_object_set_new(o, "hugepage", json_boolean(sr->hugepage));
+    json_object_set_new(o, "rows_random", json_boolean(sr->rows_random));
     json_object_set_new(o, "thp_enabled",
                         sr->has_thp_enabled ? rf_json_str(sr->thp_enabled) : json_null());
     json_object_set_new(

@@ -26,6 +26,7 @@
 void rf_stream_plan_init(struct rf_stream_plan *plan)
 {
     memset(plan, 0, sizeof(*plan));
+    plan->partial_layer = -1;
 }
 
 void rf_stream_plan_free(struct rf_stream_plan *plan)
@@ -35,6 +36,7 @@ void rf_stream_plan_free(struct rf_stream_plan *plan)
     free(plan->pinned);
     free(plan->ranges);
     free(plan->stream_ranges);
+    free(plan->rows_ranges);
     rf_stream_plan_init(plan);
 }
 
@@ -211,7 +213,7 @@ static int try_group(const struct rf_inventory *inv, const int32_t *group, int32
 }
 
 /*
- * The first layer that did not fit whole (out->layers_pinned): its entries
+ * The first layer that did not fit whole (out->partial_layer): its entries
  * one by one in inventory (file) order, each pinned when its pages not yet
  * pinned stay within budget_pages; an entry that does not fit is skipped
  * and smaller ones after it are still tried. Marks them in partial[].
@@ -221,7 +223,7 @@ static int try_partial_layer(const struct rf_inventory *inv, const int32_t *grou
                              uint64_t budget_pages, bool *partial, struct rf_stream_plan *out)
 {
     for (size_t i = 0; i < inv->n; i++) {
-        if (group[i] != out->layers_pinned)
+        if (group[i] != out->partial_layer)
             continue;
         const struct rf_inventory_entry *e = &inv->entries[i];
         sets_clear(tmp);
@@ -244,13 +246,14 @@ static int try_partial_layer(const struct rf_inventory *inv, const int32_t *grou
 
 /* Fills out->pinned and out->ranges from the groups pinned and the partial entries. */
 static int collect(const struct rf_inventory *inv, const int32_t *group, const bool *partial,
-                   const struct sets *pinned, struct rf_stream_plan *out)
+                   const bool *layer_pinned, const struct sets *pinned,
+                   struct rf_stream_plan *out)
 {
     size_t n = 0, nr = 0;
 
     for (size_t i = 0; i < inv->n; i++)
         if ((group[i] == GROUP_HEAD && out->head_pinned) ||
-            (group[i] >= 0 && group[i] < out->layers_pinned) || partial[i])
+            (group[i] >= 0 && layer_pinned[group[i]]) || partial[i])
             n++;
     for (size_t m = 0; m < pinned->n; m++)
         nr += pinned->v[m].n;
@@ -260,7 +263,7 @@ static int collect(const struct rf_inventory *inv, const int32_t *group, const b
         return -ENOMEM;
     for (size_t i = 0; i < inv->n; i++)
         if ((group[i] == GROUP_HEAD && out->head_pinned) ||
-            (group[i] >= 0 && group[i] < out->layers_pinned) || partial[i])
+            (group[i] >= 0 && layer_pinned[group[i]]) || partial[i])
             out->pinned[out->n_pinned++] = i;
     for (size_t m = 0; m < pinned->n; m++)
         for (size_t j = 0; j < pinned->v[m].n; j++)
@@ -298,6 +301,61 @@ static int streamed_ranges(const struct sets *ws, const struct sets *pinned,
                     .mapping_index = (int32_t)m, .pages = {.first_page = cur, .end_page = end}};
         }
     }
+    return 0;
+}
+
+/*
+ * The order in which the n layers are tried for pinning. In order (0, 1,
+ * ...) unless spread; spread: the reverse of the van der Corput order
+ * (bit-reversed j over the smallest power of two >= n, scaled to n, first
+ * occurrences), so that whichever number of layers does not fit, the
+ * streamed ones (the order's tail) are evenly spaced over the cycle of a
+ * token: the pinned layers' compute between two streamed ones is what the
+ * read-ahead reads behind.
+ */
+void rf_stream_layer_order(int32_t n, bool spread, int32_t *order)
+{
+    uint32_t bits = 0, k = 0;
+    if (!spread) {
+        for (int32_t l = 0; l < n; l++)
+            order[l] = l;
+        return;
+    }
+    while (bits < 31 && (1u << bits) < (uint32_t)n)
+        bits++;
+    bool *seen = calloc(n > 0 ? (size_t)n : 1, sizeof(*seen));
+    for (uint32_t j = 0; seen && j < (1u << bits); j++) {
+        uint32_t r = 0;
+        for (uint32_t b = 0; b < bits; b++)
+            r |= ((j >> b) & 1u) << (bits - 1 - b);
+        int32_t l = (int32_t)(((uint64_t)r * (uint32_t)n) >> bits);
+        if (!seen[l]) {
+            seen[l] = true;
+            order[n - 1 - (int32_t)k++] = l;
+        }
+    }
+    if (!seen) /* no memory for the marks: in order, still a valid plan */
+        for (int32_t l = 0; l < n; l++)
+            order[l] = l;
+    free(seen);
+}
+
+/* out->rows_ranges: the union of the GROUP_ROWS entries' pages (tmp is scratch). */
+static int rows_ranges(const struct rf_inventory *inv, const int32_t *group, struct sets *tmp,
+                       struct rf_stream_plan *out)
+{
+    size_t n = 0;
+    int rc = group_union(inv, group, GROUP_ROWS, tmp);
+    if (rc < 0)
+        return rc;
+    for (size_t m = 0; m < tmp->n; m++)
+        n += tmp->v[m].n;
+    if (!(out->rows_ranges = calloc(n ? n : 1, sizeof(*out->rows_ranges))))
+        return -ENOMEM;
+    for (size_t m = 0; m < tmp->n; m++)
+        for (size_t j = 0; j < tmp->v[m].n; j++)
+            out->rows_ranges[out->n_rows_ranges++] =
+                (struct rf_file_range){.mapping_index = (int32_t)m, .pages = tmp->v[m].v[j]};
     return 0;
 }
 
@@ -389,11 +447,13 @@ static void describe(struct rf_stream_plan *out)
                  out->pin_budget_bytes);
     else
         snprintf(out->reason, sizeof(out->reason),
-                 "the plan pins %s%s%" PRId32 " of %" PRId32 " layers and %" PRIu32
+                 "the plan pins %s%s%" PRId32 " of %" PRId32 " layers (%s) and %" PRIu32
                  " tensor(s) of the next (%" PRIu64 " bytes of a budget of %" PRIu64
                  " bytes); %" PRIu64 " bytes stream each token",
                  out->head_pinned ? "the output tensors" : "", out->head_pinned ? " and " : "",
-                 out->layers_pinned, out->n_layers, out->partial_layer_tensors, out->pinned_bytes,
+                 out->layers_pinned, out->n_layers,
+                 out->layers_spread ? "spread: the streamed ones evenly spaced" : "the first",
+                 out->partial_layer_tensors, out->pinned_bytes,
                  out->pin_budget_bytes, out->streamed_bytes);
 }
 
@@ -402,7 +462,8 @@ int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_
 {
     struct sets ws = {0}, pinned = {0}, tmp = {0};
     int32_t *group = NULL;
-    bool *partial = NULL;
+    bool *partial = NULL, *layer_pinned = NULL;
+    int32_t *order = NULL;
     bool has_output = false;
     uint64_t pinned_pages = 0, budget_pages;
     int rc;
@@ -434,6 +495,12 @@ int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_
             goto out;
         }
     }
+    order = calloc(out->n_layers ? (size_t)out->n_layers : 1, sizeof(*order));
+    layer_pinned = calloc(out->n_layers ? (size_t)out->n_layers : 1, sizeof(*layer_pinned));
+    if (!order || !layer_pinned) {
+        rc = -ENOMEM;
+        goto out;
+    }
     if ((rc = sets_init(&ws, inv->n_mappings)) < 0 ||
         (rc = sets_init(&pinned, inv->n_mappings)) < 0 ||
         (rc = sets_init(&tmp, inv->n_mappings)) < 0)
@@ -450,24 +517,32 @@ int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_
     if ((rc = sets_pages(&tmp, &head_pages)) < 0)
         goto out;
     out->head_pinned = head_pages > 0 && pinned_pages > 0;
-    for (int32_t l = 0; out->fits && l < out->n_layers; l++) {
-        rc = try_group(inv, group, l, &pinned, &tmp, &pinned_pages, budget_pages, &fit);
+    out->layers_spread = p->read_ahead_slots > 0;
+    out->partial_layer = -1;
+    rf_stream_layer_order(out->n_layers, out->layers_spread, order);
+    for (int32_t k = 0; out->fits && k < out->n_layers; k++) {
+        rc = try_group(inv, group, order[k], &pinned, &tmp, &pinned_pages, budget_pages, &fit);
         if (rc < 0)
             goto out;
-        if (!fit)
+        if (!fit) {
+            out->partial_layer = order[k];
             break;
-        out->layers_pinned = l + 1;
+        }
+        layer_pinned[order[k]] = true;
+        out->layers_pinned = k + 1;
     }
-    if (out->fits && out->layers_pinned < out->n_layers &&
+    if (out->partial_layer >= 0 &&
         (rc = try_partial_layer(inv, group, &pinned, &tmp, &pinned_pages, budget_pages, partial,
                                 out)) < 0)
         goto out;
     out->pinned_bytes = pinned_pages * inv->page_bytes; /* <= pin budget: fits */
     out->streamed_bytes = sub0(out->working_set_bytes, out->pinned_bytes);
     out->nothing_streams = out->streamed_bytes == 0;
-    rc = collect(inv, group, partial, &pinned, out);
+    rc = collect(inv, group, partial, layer_pinned, &pinned, out);
     if (rc == 0)
         rc = streamed_ranges(&ws, &pinned, out);
+    if (rc == 0)
+        rc = rows_ranges(inv, group, &tmp, out);
     if (rc == 0)
         describe(out);
 out:
@@ -476,6 +551,8 @@ out:
     sets_free(&ws);
     free(group);
     free(partial);
+    free(order);
+    free(layer_pinned);
     if (rc < 0)
         rf_stream_plan_free(out);
     return rc;

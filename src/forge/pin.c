@@ -52,6 +52,7 @@ int forge_model_advise_stream(struct forge_model *m, const struct rf_file_range 
         [FORGE_STREAM_NORMAL] = MADV_NORMAL,
         [FORGE_STREAM_HUGEPAGE] = MADV_HUGEPAGE,
         [FORGE_STREAM_NOHUGEPAGE] = MADV_NOHUGEPAGE,
+        [FORGE_STREAM_RANDOM] = MADV_RANDOM,
     };
     if ((unsigned)advice >= sizeof(madv) / sizeof(madv[0]))
         return -EINVAL;

@@ -1,29 +1,35 @@
 /*
- * The read-ahead window (forge_window.h): a ring of anonymous slots a
- * helper thread fills with the streamed tensors' bytes by pread, in the
+ * The read-ahead window (forge_window.h): a ring of anonymous memory that
+ * helper threads fill with the streamed tensors' bytes by pread, in the
  * order the decode uses them, and the cb_eval callback that points each
- * weight at its slot while the nodes that read it compute.
+ * weight at its bytes in the ring while the nodes that read it compute.
  *
  * Workload: the callback runs for every node of every decode (about 30 per
  * layer per token in tinyllama): a name compare per weight source, a
  * bsearch per window weight, one mutex round trip per tensor change; each
- * node that reads a slot ends a range of the scheduler's (about 9 a layer,
- * each a graph compute of its own). The thread reads one tensor per slot
- * (at most about 12 MB in tinyllama Q8_0) in one pread.
+ * node that reads the ring ends a range of the scheduler's (about 9 a
+ * layer, each a graph compute of its own). A thread reads one tensor (at
+ * most about 12 MB in tinyllama Q8_0) in one pread.
  *
  * The order: the first decode (the prompt) runs from the mapping and
  * records the order in which its nodes first read each window tensor; at
- * its end the ring is allocated and the thread starts, reading the tensors
+ * its end the ring is allocated and the threads start, reading the tensors
  * in that order, over and over (graphs of later decodes read them in the
  * same order). A tensor the first decode did not read goes last.
  *
+ * The ring (ring_bytes: the option's slots x the largest tensor) holds the
+ * tensors packed in sequence order, each at a page-aligned offset after the
+ * one before, starting again at 0 when one does not fit before the end:
+ * its capacity is bytes, not tensors, so the threads read as far ahead as
+ * the bytes allow whatever the tensors' sizes (a layer's norms are a page
+ * each). A tensor's place is a slot, slots[q % n_units] for sequence q.
  * Slot states (under mu): FREE -> READING (thread) -> READY or FAILED
- * (thread) -> IN_USE (decode; READY only) -> FREE (decode). The thread fills
- * sequence numbers 0, 1, 2, ... in order, sequence q into slot q % slots
- * with unit order[q % n_units]; the decode takes them in the same order. It
- * frees the unit before (every node that read it is computed: each ended a
- * range) before it waits for the next, so it holds no slot while waiting;
- * with 2 slots the thread reads the next tensor while one computes.
+ * (thread) -> IN_USE (decode; READY only) -> FREE (decode). The threads
+ * fill sequence numbers 0, 1, 2, ... in order, sequence q with unit
+ * order[q % n_units]; the decode takes them in the same order and frees
+ * them in that order (the ring's tail moves up). It frees the unit before
+ * (every node that read it is computed: each ended a range) before it
+ * waits for the next, so it holds no bytes of the ring while waiting.
  */
 #include "forge_internal.h"
 
@@ -41,15 +47,16 @@
 #include "ggml.h"
 
 /* Reader threads: each has one pread in flight (a 12 MB read is 3 requests of 4 MiB on a
-   virtio disk), so a second keeps the device busier while the first waits; it needs a slot
-   of its own: min(this, slots - 1) threads run. */
+   virtio disk), so a second keeps the device busier while the first waits. */
 #define WINDOW_READERS 2
 
 enum slot_state { SLOT_FREE, SLOT_READING, SLOT_READY, SLOT_FAILED, SLOT_IN_USE };
 
+/* A unit's place in the ring: sequence q's is slots[q % n_slots]. */
 struct slot {
     enum slot_state state;
     uint64_t seq;          /* the sequence number it holds (READING and after) */
+    uint64_t off;          /* its first byte in the ring (page aligned) */
     struct ggml_tensor *t; /* the weight pointed at it while IN_USE; NULL: none yet */
     void *orig;            /* t's data before: the mapping's address */
 };
@@ -68,8 +75,8 @@ struct forge_window {
     bool fd_direct;        /* fd has O_DIRECT (under mu once the threads run) */
     const char *fd_reason; /* why not, static; as fd_direct */
     uint64_t file_bytes;
-    uint32_t n_slots;
-    uint64_t slot_bytes;
+    uint32_t n_slots;    /* units in the ring at most: n_units */
+    uint64_t ring_bytes; /* the option's slots x the largest unit */
     struct wunit *units; /* n_units, sorted by name */
     size_t n_units;
     uint32_t *order; /* n_units: unit indices in the decode's order (n_order learned) */
@@ -77,7 +84,8 @@ struct forge_window {
     uint32_t *pos; /* n_units: unit -> its position in order */
     bool ready;    /* order learned, ring allocated: the thread reads (under mu) */
     bool disabled; /* the ring could not be allocated: the mapping serves everything */
-    uint8_t *ring; /* n_slots * slot_bytes; MAP_FAILED until ready */
+    uint8_t *ring; /* ring_bytes; MAP_FAILED until ready */
+    uint32_t skip_max; /* units a little out of order: at most this many are dropped */
     struct slot *slots;
     pthread_t threads[WINDOW_READERS];
     uint32_t n_threads; /* started */
@@ -87,6 +95,8 @@ struct forge_window {
     pthread_cond_t cv_free, cv_ready;
     bool stop;
     uint64_t fill_next, use_next; /* sequence numbers (under mu) */
+    uint64_t rel_next; /* the oldest sequence number not released: the ring's tail (mu) */
+    uint64_t head;     /* the ring's byte after the newest unit's (under mu) */
     /* decoding thread only */
     int cur_unit; /* the unit whose slot the computing node reads; -1: none */
     int cur_slot; /* its slot; -1: none (the mapping) */
@@ -134,26 +144,47 @@ static int read_unit(struct forge_window *w, uint8_t *dst, uint64_t off, uint64_
     return 0;
 }
 
+/*
+ * Room in the ring for a unit of n bytes after the newest (fill_next - 1),
+ * in sequence order: its offset, or UINT64_MAX while the ring is full.
+ * The units in the ring, rel_next .. fill_next - 1, occupy one circular
+ * run from the tail (rel_next's offset) to head; a unit that does not fit
+ * before the ring's end starts again at 0. Under mu.
+ */
+static uint64_t ring_room(const struct forge_window *w, uint64_t n)
+{
+    if (w->fill_next - w->rel_next >= w->n_slots)
+        return UINT64_MAX;
+    if (w->rel_next == w->fill_next)
+        return 0; /* empty */
+    uint64_t tail = w->slots[w->rel_next % w->n_slots].off;
+    if (w->head > tail) /* one run [tail, head): room after it, or before it */
+        return w->head + n <= w->ring_bytes ? w->head : n <= tail ? 0 : UINT64_MAX;
+    return w->head + n <= tail ? w->head : UINT64_MAX; /* wrapped: room is [head, tail) */
+}
+
 static void *window_thread(void *arg)
 {
     struct forge_window *w = arg;
     pthread_mutex_lock(&w->mu);
     for (;;) {
-        struct slot *s = &w->slots[w->fill_next % w->n_slots];
-        while (!w->stop && (!w->ready || s->state != SLOT_FREE)) {
+        const struct wunit *u = &w->units[w->order[w->fill_next % w->n_units]];
+        uint64_t off;
+        while (!w->stop && (!w->ready || (off = ring_room(w, u->bytes)) == UINT64_MAX)) {
             pthread_cond_wait(&w->cv_free, &w->mu);
-            s = &w->slots[w->fill_next % w->n_slots]; /* another reader may have taken it */
+            u = &w->units[w->order[w->fill_next % w->n_units]]; /* another reader took one */
         }
         if (w->stop)
             break;
-        const struct wunit *u = &w->units[w->order[w->fill_next % w->n_units]];
-        uint8_t *base = w->ring + (size_t)(s - w->slots) * w->slot_bytes;
+        struct slot *s = &w->slots[w->fill_next % w->n_slots];
         s->state = SLOT_READING;
         s->seq = w->fill_next++;
+        s->off = off;
+        w->head = off + u->bytes;
         if (w->reading++ == 0)
             w->busy_t0 = rf_now_ns();
         pthread_mutex_unlock(&w->mu);
-        int rc = read_unit(w, base, u->file_offset, u->bytes);
+        int rc = read_unit(w, w->ring + off, u->file_offset, u->bytes);
         pthread_mutex_lock(&w->mu);
         if (--w->reading == 0) /* read time: the union of the readers' reads */
             w->st.read_ns += rf_now_ns() - w->busy_t0;
@@ -172,7 +203,11 @@ static void *window_thread(void *arg)
     return NULL;
 }
 
-/* Points slot's weight back at the mapping and frees it (-1: no-op). Under mu. */
+/*
+ * Points slot si's weight back at the mapping and frees its bytes (-1:
+ * no-op). The decode releases in sequence order: si is the ring's tail.
+ * Under mu.
+ */
 static void slot_release(struct forge_window *w, int si)
 {
     if (si < 0)
@@ -182,6 +217,9 @@ static void slot_release(struct forge_window *w, int si)
         s->t->data = s->orig;
     s->t = NULL;
     s->state = SLOT_FREE;
+    w->rel_next = s->seq + 1;
+    if (w->rel_next == w->fill_next)
+        w->head = 0; /* empty: the next unit starts at the ring's first byte */
     pthread_cond_broadcast(&w->cv_free);
 }
 
@@ -206,7 +244,7 @@ static int take_unit(struct forge_window *w, uint32_t u)
 {
     pthread_mutex_lock(&w->mu);
     size_t ahead = (w->pos[u] + w->n_units - w->use_next % w->n_units) % w->n_units;
-    if (ahead > w->n_slots) { /* far from the learned order (read twice?): the mapping */
+    if (ahead > w->skip_max) { /* far from the learned order (read twice?): the mapping */
         w->st.units_fallback++;
         pthread_mutex_unlock(&w->mu);
         return -1;
@@ -271,7 +309,7 @@ static bool visit(struct forge_window *w, struct ggml_tensor *t)
         if (w->cur_slot < 0)
             return true;
         struct slot *s = &w->slots[w->cur_slot];
-        uint8_t *at = w->ring + (size_t)w->cur_slot * w->slot_bytes + u->slot_offset;
+        uint8_t *at = w->ring + s->off + u->slot_offset;
         if (s->t == src && (uint8_t *)src->data == at)
             return true;
         if (s->t || (uintptr_t)src->data != u->map_addr) {
@@ -300,7 +338,7 @@ static bool window_eval_cb(struct ggml_tensor *t, bool ask, void *ud)
 /* After the first decode: the order completed, the ring allocated, the thread started. */
 static void start_reading(struct forge_window *w)
 {
-    uint64_t ring_bytes = w->slot_bytes * w->n_slots; /* checked at create */
+    uint64_t ring_bytes = w->ring_bytes; /* checked at create */
     for (size_t i = 0; i < w->n_units; i++)
         if (!w->units[i].seen)
             w->order[w->n_order++] = (uint32_t)i;
@@ -361,7 +399,7 @@ static int copy_units(struct forge_window *fw, struct forge_model *m,
     fw->units = calloc(w->n_units, sizeof(*fw->units));
     fw->order = calloc(w->n_units, sizeof(*fw->order));
     fw->pos = calloc(w->n_units, sizeof(*fw->pos));
-    fw->slots = calloc(w->slots, sizeof(*fw->slots));
+    fw->slots = calloc(w->n_units, sizeof(*fw->slots));
     if (!fw->units || !fw->order || !fw->pos || !fw->slots)
         return -ENOMEM;
     for (size_t i = 0; i < w->n_units; i++) {
@@ -400,8 +438,9 @@ int forge_window_create(struct forge_model *m, const struct rf_inventory *inv,
         return -ENOMEM;
     fw->fd = -1;
     fw->ring = MAP_FAILED;
-    fw->n_slots = w->slots;
-    fw->slot_bytes = w->slot_bytes;
+    fw->n_slots = (uint32_t)w->n_units;
+    fw->ring_bytes = ring_bytes;
+    fw->skip_max = w->slots;
     fw->n_units = w->n_units;
     fw->cur_unit = fw->cur_slot = -1;
     fw->st.slots = w->slots;
@@ -428,7 +467,7 @@ int forge_window_create(struct forge_model *m, const struct rf_inventory *inv,
         rc = -errno;
         goto out;
     }
-    for (rc = 0; rc == 0 && fw->n_threads < WINDOW_READERS && fw->n_threads + 1 < w->slots;
+    for (rc = 0; rc == 0 && fw->n_threads < WINDOW_READERS;
          fw->n_threads += rc == 0)
         rc = -pthread_create(&fw->threads[fw->n_threads], NULL, window_thread, fw);
 out:
@@ -456,7 +495,7 @@ void forge_window_free(struct forge_window *w)
         pthread_mutex_unlock(&w->mu);
     }
     if (w->ring != MAP_FAILED)
-        munmap(w->ring, (size_t)(w->slot_bytes * w->n_slots));
+        munmap(w->ring, (size_t)w->ring_bytes);
     if (w->fd >= 0)
         close(w->fd);
     free(w->slots);

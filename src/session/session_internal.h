@@ -123,6 +123,7 @@ struct ses_stream {
     bool held;                 /* pins are held now: munlock is owed */
     bool seq_advised;          /* the streamed ranges are MADV_SEQUENTIAL: MADV_NORMAL is owed */
     bool huge_advised;         /* ... MADV_HUGEPAGE: MADV_NOHUGEPAGE is owed */
+    bool rows_advised;         /* the row-read ranges are MADV_RANDOM: MADV_NORMAL is owed */
     struct rfsys_io io_before; /* storage traffic when the operation opened */
     bool has_io_before;
     struct rf_stream_report rep;

@@ -162,18 +162,17 @@ bool ses_mapping_locked(struct rf_session *s, uint64_t *out)
 }
 
 /*
- * madvise(advice) over the streamed ranges; *owed is set when the call was
- * made (its undoing is owed, whatever each range answered). True when every
+ * madvise(advice) over ranges r[n]; *owed is set when the call was made
+ * (its undoing is owed, whatever each range answered). True when every
  * range accepted it.
  */
-static bool advise(struct rf_session *s, enum forge_stream_advice advice, bool *owed)
+static bool advise(struct rf_session *s, const struct rf_file_range *r, size_t n,
+                   enum forge_stream_advice advice, bool *owed)
 {
-    struct ses_stream *st = stream_of(s);
     struct forge_pin_result ar;
-    if (!s->native->advise_stream || st->plan.n_stream_ranges == 0)
+    if (!s->native->advise_stream || n == 0)
         return false;
-    *owed = s->native->advise_stream(s->ud, st->plan.stream_ranges, st->plan.n_stream_ranges,
-                                     advice, &ar) == 0;
+    *owed = s->native->advise_stream(s->ud, r, n, advice, &ar) == 0;
     return *owed && ar.first_error == 0;
 }
 
@@ -275,10 +274,15 @@ int rf_session_stream_pin(struct rf_session *s, bool *pinned)
         ses_add_warning(s, "streaming: RLIMIT_MEMLOCK is below the plan's pins: only its first "
                            "bytes are pinned (streaming.pin.partial, memlock_limit_bytes, "
                            "accepted_bytes), the rest streams through the page cache");
+    const struct rf_stream_plan *pl = &st->plan;
     if (s->p.stream_sequential)
-        st->rep.sequential = advise(s, FORGE_STREAM_SEQUENTIAL, &st->seq_advised);
+        st->rep.sequential = advise(s, pl->stream_ranges, pl->n_stream_ranges,
+                                    FORGE_STREAM_SEQUENTIAL, &st->seq_advised);
+    st->rep.rows_random = advise(s, pl->rows_ranges, pl->n_rows_ranges, FORGE_STREAM_RANDOM,
+                                 &st->rows_advised);
     if (s->p.stream_hugepage) {
-        st->rep.hugepage = advise(s, FORGE_STREAM_HUGEPAGE, &st->huge_advised);
+        st->rep.hugepage = advise(s, pl->stream_ranges, pl->n_stream_ranges,
+                                  FORGE_STREAM_HUGEPAGE, &st->huge_advised);
         st->rep.has_thp_enabled =
             s->native->thp_enabled &&
             s->native->thp_enabled(s->ud, st->rep.thp_enabled, sizeof(st->rep.thp_enabled)) == 0;
@@ -302,6 +306,10 @@ void ses_stream_unpin(struct rf_session *s, const char *at)
     if (st->huge_advised)
         s->native->advise_stream(s->ud, st->plan.stream_ranges, st->plan.n_stream_ranges,
                                  FORGE_STREAM_NOHUGEPAGE, &res);
+    if (st->rows_advised)
+        s->native->advise_stream(s->ud, st->plan.rows_ranges, st->plan.n_rows_ranges,
+                                 FORGE_STREAM_NORMAL, &res);
+    st->rows_advised = false;
     st->seq_advised = false;
     st->huge_advised = false;
     st->held = false;

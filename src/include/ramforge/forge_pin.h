@@ -69,6 +69,9 @@ enum forge_stream_advice {
     FORGE_STREAM_NOHUGEPAGE, /* madvise(MADV_NOHUGEPAGE): undoes HUGEPAGE (Linux has no advice
                                 back to "neither"; under THP "madvise" or "never" this faults
                                 as an unadvised mapping does) */
+    FORGE_STREAM_RANDOM,     /* madvise(MADV_RANDOM): a fault reads its page only, no
+                                read-around (for token_embd, read a few rows a token);
+                                undone with NORMAL */
 };
 
 /*

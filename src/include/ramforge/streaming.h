@@ -17,7 +17,10 @@
  *      `token_embd.weight` is read only by the rows of the tokens (a few KiB
  *      per token), so it is never pinned, unless the model has no `output`
  *      tensor (tied embeddings: the output projection then reads it whole);
- *   2. the repeating layers `blk.N.*` whole, in increasing N, while they fit;
+ *   2. the repeating layers `blk.N.*` whole, in increasing N while they fit;
+ *      with the read-ahead window, in rf_stream_layer_order's spread order
+ *      instead, so that the layers left to stream are evenly spaced and the
+ *      pinned layers' compute between them hides the window's reads;
  *   3. of the first layer that did not fit, each tensor (file order) that
  *      still fits the budget left: every pinned byte is a byte not read
  *      again each token.
@@ -91,8 +94,12 @@ struct rf_stream_plan {
     uint32_t read_ahead_slots;      /* the read-ahead ring's slots (0: no read-ahead) */
     uint64_t read_ahead_bytes;      /* its bytes: slots * largest tensor, the window then */
     int32_t n_layers;               /* repeating layers seen (highest N + 1), 0: none */
-    int32_t layers_pinned;          /* blk.0 .. blk.(layers_pinned - 1) are pinned */
-    uint32_t partial_layer_tensors; /* tensors of blk.layers_pinned pinned alone, in file
+    int32_t layers_pinned;          /* layers pinned whole: the first layers_pinned of
+                                       rf_stream_layer_order (blk.0 .. blk.(layers_pinned - 1)
+                                       unless layers_spread) */
+    bool layers_spread;             /* the layers were tried in the spread order (read-ahead) */
+    int32_t partial_layer;          /* the first layer that did not fit whole; -1: none */
+    uint32_t partial_layer_tensors; /* tensors of partial_layer pinned alone, in file
                                        order, each while it fits the budget left */
     bool head_pinned;               /* group 1 (output, norms) is pinned */
     size_t *pinned;                 /* inventory entry positions, inventory order */
@@ -102,6 +109,10 @@ struct rf_stream_plan {
     struct rf_file_range *stream_ranges; /* W's pages outside the pinned set: what streams,
                                             file order per mapping, disjoint */
     size_t n_stream_ranges;
+    struct rf_file_range *rows_ranges; /* the pages of the tensors read by rows (token_embd
+                                          when the model has an output tensor), outside W
+                                          and never pinned; file order per mapping */
+    size_t n_rows_ranges;
     char reason[RF_STREAM_REASON_MAX]; /* one sentence: what was pinned or why not */
 };
 
@@ -115,6 +126,16 @@ void rf_stream_plan_free(struct rf_stream_plan *plan);
  * no sign, at most 9 digits), or -1 for any other name.
  */
 int32_t rf_stream_layer_of(const char *name);
+
+/*
+ * The order in which the planner tries n layers for pinning, into order[n]
+ * (a permutation of 0 .. n - 1). Not spread: 0, 1, ..., n - 1. Spread: the
+ * reverse of the van der Corput sequence scaled to n (first occurrences),
+ * so that for every m the last m layers of the order (those left to stream
+ * when only n - m fit) are spread evenly over 0 .. n - 1: for n = 8,
+ * 0 4 2 6 1 5 3 7 reversed. n <= 0: nothing.
+ */
+void rf_stream_layer_order(int32_t n, bool spread, int32_t *order);
 
 /* The default window: RF_STREAM_WINDOW_LAYERS largest layers, at least the floor. */
 uint64_t rf_stream_default_window(uint64_t largest_layer_bytes);
@@ -211,6 +232,8 @@ struct rf_stream_report {
     uint64_t memlock_limit_bytes;      /* RLIMIT_MEMLOCK (soft) when partial, bytes */
     bool sequential;                   /* the streamed ranges were MADV_SEQUENTIAL */
     bool hugepage;                     /* the streamed ranges were MADV_HUGEPAGE */
+    bool rows_random;                  /* the row-read ranges (plan.rows_ranges) were
+                                          MADV_RANDOM */
     bool has_thp_enabled;
     char thp_enabled[16]; /* the THP mode in force ("always", "madvise", "never"), read from
                              /sys/kernel/mm/transparent_hugepage/enabled when hugepage was
