@@ -303,6 +303,7 @@ int cmd_run(int argc, char **argv)
         .dispatch_events = 32768,
         .stream_sequential = true,
         .stream_hugepage = true,
+        .stream_read_ahead = RF_STREAM_READ_AHEAD_DEFAULT_SLOTS,
     };
     struct forge_model_params mp = forge_model_default_params();
     struct forge_generate_result gen = {0}, verify = {0};

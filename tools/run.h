@@ -25,6 +25,7 @@ struct run_options {
     bool stream_hugepage;        /* false: --no-stream-hugepage */
     long long stream_prefetch;   /* --stream-prefetch-layers, layers ahead; 0: off */
     long long stream_read_ahead; /* --stream-read-ahead, ring slots; 0: off */
+    bool stream_read_ahead_set;  /* given: not turned off by --stream-window/-prefetch */
     bool stream_spin_wait;       /* --stream-spin-wait: no OMP_WAIT_POLICY=PASSIVE exec */
     bool prompt_from_stdin;      /* -f -: read once, so run cannot execute itself again */
     bool observe_dispatch;

@@ -61,12 +61,12 @@ static void usage(FILE *out)
             "                                active        alias of memory-bound\n"
             "                                streaming     for a model over the memory limit:\n"
             "                                              pin (mlock) the output tensors and\n"
-            "                                              the first layers that fit, stream\n"
-            "                                              the rest; never releases; a refused\n"
+            "                                              the layers that fit, read the rest\n"
+            "                                              ahead; never releases; a refused\n"
             "                                              mlock falls back with a warning\n"
             "      --stream-window SIZE      with streaming, the page cache left for the\n"
-            "                                streamed layers (default: the largest layer, at\n"
-            "                                least 32 MiB)\n"
+            "                                streamed layers, without the read-ahead (default:\n"
+            "                                the largest layer, at least 32 MiB)\n"
             "      --no-stream-sequential    with streaming, do not madvise(MADV_SEQUENTIAL) the\n"
             "                                streamed layers while pinned (default: do, they\n"
             "                                are read once per token)\n"
@@ -74,19 +74,16 @@ static void usage(FILE *out)
             "                                streamed layers while pinned (default: do; 2 MiB\n"
             "                                folios halve the decode time under a limit)\n"
             "      --stream-prefetch-layers N\n"
-            "                                with streaming, a helper thread reads layer\n"
-            "                                L + N - 1 into the page cache (fadvise WILLNEED)\n"
-            "                                when the decode reaches layer L, 0..4 (default 0:\n"
-            "                                off; measured slower with the hugepage hint)\n"
+            "                                with streaming, a helper thread fadvises layer\n"
+            "                                L + N - 1 WILLNEED when the decode reaches L,\n"
+            "                                0..4 (default 0: off; measured slower)\n"
             "      --no-stream-prefetch      same as --stream-prefetch-layers 0 (the default)\n"
-            "      --stream-read-ahead N     with streaming, a helper thread reads the streamed\n"
-            "                                tensors ahead of the decode, in the order the\n"
-            "                                prompt read them (pread, O_DIRECT where the\n"
-            "                                filesystem allows it), into a ring of N buffers\n"
-            "                                of the largest tensor the decode computes from,\n"
-            "                                2..8 (default 0: off); the ring is the window\n"
-            "                                (not with --stream-window or\n"
-            "                                --stream-prefetch-layers)\n"
+            "      --stream-read-ahead N     with streaming, threads read the streamed tensors\n"
+            "                                ahead of the decode, in the prompt's order (pread,\n"
+            "                                O_DIRECT where the filesystem allows it), into a\n"
+            "                                ring of N times the largest tensor, the window the\n"
+            "                                decode computes from; 2..8, 0: off (default 4; off\n"
+            "                                with --stream-window or --stream-prefetch-layers)\n"
             "      --stream-spin-wait        with streaming, leave ggml's threads spinning at\n"
             "                                their barriers (libgomp's default); without it,\n"
             "                                when the model file exceeds the memory limit\n"
@@ -367,8 +364,9 @@ static int run_option(int c, const char *arg, void *ud)
     case OPT_STREAM_READ_AHEAD:
         if (!cli_parse_int("slot count (--stream-read-ahead)", arg, 0, 8, &o->stream_read_ahead))
             return RF_EXIT_USAGE;
+        o->stream_read_ahead_set = true;
         if (o->stream_read_ahead == 1) {
-            cli_usage_error("--stream-read-ahead 1: the ring needs at least 2 slots (the layer "
+            cli_usage_error("--stream-read-ahead 1: the ring needs at least 2 (the tensor "
                             "computing holds one while the next is read)");
             return RF_EXIT_USAGE;
         }
@@ -504,16 +502,18 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
         return RF_EXIT_USAGE;
     }
     if (so->policy != RF_POLICY_STREAMING) {
-        const char *ignored = o->stream_window         ? "--stream-window"
-                              : o->stream_prefetch > 0 ? "--stream-prefetch-layers"
-                              : o->stream_read_ahead   ? "--stream-read-ahead"
-                              : o->stream_spin_wait    ? "--stream-spin-wait"
-                              : !o->stream_hugepage    ? "--no-stream-hugepage"
-                              : !o->stream_sequential  ? "--no-stream-sequential"
-                                                       : NULL;
+        const char *ignored = o->stream_window           ? "--stream-window"
+                              : o->stream_prefetch > 0   ? "--stream-prefetch-layers"
+                              : o->stream_read_ahead_set ? "--stream-read-ahead"
+                              : o->stream_spin_wait      ? "--stream-spin-wait"
+                              : !o->stream_hugepage      ? "--no-stream-hugepage"
+                              : !o->stream_sequential    ? "--no-stream-sequential"
+                                                         : NULL;
         if (ignored)
             cli_error("warning: %s has no effect without --residency-policy streaming", ignored);
     }
+    if (!o->stream_read_ahead_set && (o->stream_window || o->stream_prefetch > 0))
+        o->stream_read_ahead = 0; /* the page-cache window asked for: no ring */
     if (o->stream_read_ahead && (o->stream_window || o->stream_prefetch > 0)) {
         cli_usage_error("--stream-read-ahead with %s: the read-ahead's ring is the window, and "
                         "its reads are the prefetch",

@@ -32,12 +32,13 @@ void run_print_streaming(FILE *f, const struct rf_report *r)
     fprintf(f,
             "streaming: W %s read from the file per token, R %s may stay resident, window %s, "
             "pinned %s (%" PRId32 " of %" PRId32 " layers%s, %" PRIu32
-            " tensor(s) of the next%s), ~%s streamed per token\n",
+            " tensor(s) of another%s), ~%s streamed per token\n",
             cli_format_bytes(p->working_set_bytes, false, b1, sizeof(b1)),
             cli_format_bytes(p->resident_bytes, false, b2, sizeof(b2)),
             cli_format_bytes(p->window_bytes, false, b3, sizeof(b3)),
             cli_format_bytes(p->pinned_bytes, false, b4, sizeof(b4)), p->layers_pinned, p->n_layers,
-            p->layers_spread ? " spread among the streamed" : "", p->partial_layer_tensors, p->head_pinned ? ", output tensors" : "",
+            p->layers_spread ? ", spread" : "", p->partial_layer_tensors,
+            p->head_pinned ? ", output tensors" : "",
             cli_format_bytes(p->streamed_bytes, false, b5, sizeof(b5)));
     if (sr->plan_reason)
         fprintf(f, "streaming: %s\n", sr->plan_reason);

@@ -176,12 +176,13 @@ static json_t *read_ahead_json(const struct rf_stream_read_ahead *r)
     json_object_set_new(o, "wait_ns", rf_json_u64(true, r->wait_ns));
     json_object_set_new(o, "first_error", json_integer(r->first_error));
     json_object_set_new(o, "mechanism",
-                        json_string("a helper thread preads the streamed tensors, one a slot, "
-                                    "in the order the first decode read them, into a ring of "
-                                    "anonymous slots (O_DIRECT where the filesystem allows "
-                                    "it); cb_eval points each weight at its slot while the "
-                                    "nodes that read it compute and back at the mapping after "
-                                    "them and after every decode"));
+                        json_string("helper threads pread the streamed tensors in the order "
+                                    "the first decode read them, packed one after the other "
+                                    "into a ring of anonymous memory of slots x slot_bytes "
+                                    "(O_DIRECT where the filesystem allows it); cb_eval points "
+                                    "each weight at its bytes there while the nodes that read "
+                                    "it compute and back at the mapping after them and after "
+                                    "every decode"));
     return o;
 }
 

@@ -246,8 +246,7 @@ static int try_partial_layer(const struct rf_inventory *inv, const int32_t *grou
 
 /* Fills out->pinned and out->ranges from the groups pinned and the partial entries. */
 static int collect(const struct rf_inventory *inv, const int32_t *group, const bool *partial,
-                   const bool *layer_pinned, const struct sets *pinned,
-                   struct rf_stream_plan *out)
+                   const bool *layer_pinned, const struct sets *pinned, struct rf_stream_plan *out)
 {
     size_t n = 0, nr = 0;
 
@@ -435,26 +434,31 @@ static int working_set(const struct rf_inventory *inv, const int32_t *group, str
 
 static void describe(struct rf_stream_plan *out)
 {
-    if (!out->fits)
+    char partial[64] = "";
+    if (!out->fits) {
         snprintf(out->reason, sizeof(out->reason),
                  "the fixed part (%" PRIu64 " bytes) with a minimum window of %" PRIu64
                  " bytes and a margin of %" PRIu64 " bytes exceeds the limit of %" PRIu64
                  " bytes: nothing is pinned",
                  out->fixed_bytes, out->min_window_bytes, out->margin_bytes, out->limit_bytes);
-    else if (out->n_pinned == 0)
+        return;
+    }
+    if (out->n_pinned == 0) {
         snprintf(out->reason, sizeof(out->reason),
                  "no group fits the pin budget of %" PRIu64 " bytes: every weight streams",
                  out->pin_budget_bytes);
-    else
-        snprintf(out->reason, sizeof(out->reason),
-                 "the plan pins %s%s%" PRId32 " of %" PRId32 " layers (%s) and %" PRIu32
-                 " tensor(s) of the next (%" PRIu64 " bytes of a budget of %" PRIu64
-                 " bytes); %" PRIu64 " bytes stream each token",
-                 out->head_pinned ? "the output tensors" : "", out->head_pinned ? " and " : "",
-                 out->layers_pinned, out->n_layers,
-                 out->layers_spread ? "spread: the streamed ones evenly spaced" : "the first",
-                 out->partial_layer_tensors, out->pinned_bytes,
-                 out->pin_budget_bytes, out->streamed_bytes);
+        return;
+    }
+    if (out->partial_layer >= 0)
+        snprintf(partial, sizeof(partial), " and %" PRIu32 " tensor(s) of blk.%" PRId32,
+                 out->partial_layer_tensors, out->partial_layer);
+    snprintf(out->reason, sizeof(out->reason),
+             "the plan pins %s%s%" PRId32 " of %" PRId32 " layers (%s)%s (%" PRIu64
+             " bytes of a budget of %" PRIu64 " bytes); %" PRIu64 " bytes stream each token",
+             out->head_pinned ? "the output tensors" : "", out->head_pinned ? " and " : "",
+             out->layers_pinned, out->n_layers,
+             out->layers_spread ? "spread: the streamed ones evenly spaced" : "the first", partial,
+             out->pinned_bytes, out->pin_budget_bytes, out->streamed_bytes);
 }
 
 int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_params *p,
@@ -531,9 +535,8 @@ int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_
         layer_pinned[order[k]] = true;
         out->layers_pinned = k + 1;
     }
-    if (out->partial_layer >= 0 &&
-        (rc = try_partial_layer(inv, group, &pinned, &tmp, &pinned_pages, budget_pages, partial,
-                                out)) < 0)
+    if (out->partial_layer >= 0 && (rc = try_partial_layer(inv, group, &pinned, &tmp, &pinned_pages,
+                                                           budget_pages, partial, out)) < 0)
         goto out;
     out->pinned_bytes = pinned_pages * inv->page_bytes; /* <= pin budget: fits */
     out->streamed_bytes = sub0(out->working_set_bytes, out->pinned_bytes);

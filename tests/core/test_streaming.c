@@ -40,6 +40,52 @@ static void test_layer_of(void **state)
     assert_int_equal(rf_stream_layer_of(NULL), -1);
 }
 
+/*
+ * The pin order. In order without spread. Spread: for n = 8 the reverse of
+ * the van der Corput sequence 0 4 2 6 1 5 3 7 (worked by hand: j's three
+ * bits reversed); for every n up to 200 a permutation, and for every m the
+ * last m of it (what streams when n - m layers fit) leave no cyclic gap
+ * between two of them over twice the even spacing ceil(n / m).
+ */
+static void test_layer_order(void **state)
+{
+    int32_t o[200];
+    (void)state;
+    rf_stream_layer_order(8, false, o);
+    for (int32_t l = 0; l < 8; l++)
+        assert_int_equal(o[l], l);
+    rf_stream_layer_order(8, true, o);
+    const int32_t want[8] = {7, 3, 5, 1, 6, 2, 4, 0};
+    assert_memory_equal(o, want, sizeof(want));
+    for (int32_t n = 1; n <= 200; n++) {
+        bool seen[200] = {false};
+        rf_stream_layer_order(n, true, o);
+        for (int32_t k = 0; k < n; k++) {
+            assert_true(o[k] >= 0 && o[k] < n);
+            assert_false(seen[o[k]]);
+            seen[o[k]] = true;
+        }
+        for (int32_t m = 1; m <= n; m++) {
+            bool streamed[200] = {false};
+            for (int32_t k = n - m; k < n; k++)
+                streamed[o[k]] = true;
+            int32_t first = -1, prev = -1, widest = 0;
+            for (int32_t l = 0; l < n; l++) {
+                if (!streamed[l])
+                    continue;
+                if (prev >= 0 && l - prev > widest)
+                    widest = l - prev;
+                if (first < 0)
+                    first = l;
+                prev = l;
+            }
+            if (first + n - prev > widest) /* across the end of a token */
+                widest = first + n - prev;
+            assert_true(widest <= 2 * ((n + m - 1) / m));
+        }
+    }
+}
+
 /* A tensor named name at [off, off + len) of mapping 0. */
 static struct rf_tensor_meta named(uint32_t index, const char *name, uint64_t off, uint64_t len,
                                    enum rf_weight_access access)
@@ -125,7 +171,7 @@ static void test_partial_layer(void **state)
     assert_int_equal(plan.pinned_bytes, 45 * MIB + PAGE);
     assert_int_equal(plan.streamed_bytes, 15 * MIB);
     assert_int_equal(plan.n_pinned, 7);
-    assert_non_null(strstr(plan.reason, "2 of 4 layers and 1 tensor(s) of the next"));
+    assert_non_null(strstr(plan.reason, "2 of 4 layers (the first) and 1 tensor(s) of blk.2"));
     /* the streamed ranges are blk.2.ffn and blk.3: one run of 15 MiB */
     assert_int_equal(plan.n_stream_ranges, 1);
     assert_int_equal(rf_page_range_pages(plan.stream_ranges[0].pages), 15 * MIB / PAGE);
@@ -179,6 +225,49 @@ static void test_head_then_layers(void **state)
     rf_inventory_free(&inv);
 }
 
+/*
+ * With the read-ahead (2 slots of the largest tensor, 5 MiB: a 10 MiB
+ * window) the layers are tried in the spread order 3 1 2 0: limit 91 MiB,
+ * fixed 30, margin 5, so the pin budget is 46 MiB: the head (20 MiB +
+ * 4 KiB), blk.3 and blk.1 (20 MiB), then blk.2's attn alone (5 MiB); blk.0
+ * and blk.2.ffn stream. token_embd is the rows range: [0, 40 MiB).
+ */
+static void test_spread_with_read_ahead(void **state)
+{
+    struct rf_inventory inv;
+    struct rf_stream_plan plan;
+    (void)state;
+    build_model(&inv, false, RF_ACCESS_FILE_BACKED);
+    rf_stream_plan_init(&plan);
+    struct rf_stream_params p = params(91 * MIB, 30 * MIB, 0, 5 * MIB);
+    p.read_ahead_slots = 2;
+    assert_int_equal(rf_stream_plan_build(&inv, &p, &plan), 0);
+    assert_int_equal(plan.window_bytes, 10 * MIB);
+    assert_int_equal(plan.pin_budget_bytes, 46 * MIB);
+    assert_true(plan.layers_spread);
+    assert_int_equal(plan.layers_pinned, 2);
+    assert_int_equal(plan.partial_layer, 2);
+    assert_int_equal(plan.partial_layer_tensors, 1);
+    assert_true(is_pinned(&plan, &inv, "blk.3.ffn.weight"));
+    assert_true(is_pinned(&plan, &inv, "blk.1.attn.weight"));
+    assert_true(is_pinned(&plan, &inv, "blk.2.attn.weight"));
+    assert_false(is_pinned(&plan, &inv, "blk.2.ffn.weight"));
+    assert_false(is_pinned(&plan, &inv, "blk.0.attn.weight"));
+    assert_int_equal(plan.pinned_bytes, 45 * MIB + PAGE);
+    assert_non_null(strstr(plan.reason, "2 of 4 layers (spread"));
+    assert_non_null(strstr(plan.reason, "1 tensor(s) of blk.2"));
+    /* streamed: blk.0 [40, 50) MiB and blk.2.ffn [65, 70) MiB */
+    assert_int_equal(plan.n_stream_ranges, 2);
+    assert_int_equal(plan.stream_ranges[0].pages.first_page, 40 * MIB / PAGE);
+    assert_int_equal(plan.stream_ranges[1].pages.first_page, 65 * MIB / PAGE);
+    assert_int_equal(plan.n_rows_ranges, 1);
+    assert_int_equal(plan.rows_ranges[0].pages.first_page, 0);
+    assert_int_equal(plan.rows_ranges[0].pages.end_page, 40 * MIB / PAGE);
+    rf_stream_plan_free(&plan);
+    assert_int_equal(plan.partial_layer, -1); /* freed: an empty plan */
+    rf_inventory_free(&inv);
+}
+
 static void test_tied_embeddings_pinned(void **state)
 {
     struct rf_inventory inv;
@@ -192,6 +281,7 @@ static void test_tied_embeddings_pinned(void **state)
     assert_int_equal(plan.working_set_bytes, 80 * MIB + PAGE);
     assert_true(is_pinned(&plan, &inv, "token_embd.weight"));
     assert_true(plan.head_pinned);
+    assert_int_equal(plan.n_rows_ranges, 0); /* read whole: not a rows range */
     rf_stream_plan_free(&plan);
     rf_inventory_free(&inv);
 }
@@ -329,6 +419,8 @@ static void test_random(void **state)
             .window_bytes = rng_below(3) ? rng_below(size / 4) : 0,
             .margin_bytes = rng_below(3) ? rng_below(size / 16) : 0,
         };
+        if (p.window_bytes == 0 && rng_below(2))
+            p.read_ahead_slots = 2 + (uint32_t)rng_below(7); /* the spread order */
         struct rf_stream_plan plan;
         rf_stream_plan_init(&plan);
         assert_int_equal(rf_stream_plan_build(&inv, &p, &plan), 0);
@@ -386,6 +478,20 @@ static void test_random(void **state)
             }
         }
         assert_memory_equal(w, streamed, sizeof(w));
+        /* naive rows: token_embd's pages when an output tensor exists (eligible file pages) */
+        bool rows[2][600] = {{false}}, rows_got[2][600] = {{false}};
+        for (size_t k = 0; has_output && k < inv.n; k++) {
+            const struct rf_inventory_entry *e = &inv.entries[k];
+            if (e->file_backed && e->access == RF_ACCESS_FILE_BACKED &&
+                e->eligibility == RF_ELIGIBLE && strcmp(e->name, "token_embd.weight") == 0)
+                for (uint64_t pg = e->pages.first_page; pg < e->pages.end_page; pg++)
+                    rows[e->mapping_index][pg] = true;
+        }
+        for (size_t k = 0; k < plan.n_rows_ranges; k++)
+            for (uint64_t pg = plan.rows_ranges[k].pages.first_page;
+                 pg < plan.rows_ranges[k].pages.end_page; pg++)
+                rows_got[plan.rows_ranges[k].mapping_index][pg] = true;
+        assert_memory_equal(rows, rows_got, sizeof(rows));
         assert_int_equal(pages * RPAGE, plan.pinned_bytes);
         assert_true(plan.streamed_bytes + plan.pinned_bytes == plan.working_set_bytes);
         if (plan.n_pinned)
@@ -404,6 +510,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layer_of),
+        cmocka_unit_test(test_layer_order),
+        cmocka_unit_test(test_spread_with_read_ahead),
         cmocka_unit_test(test_head_then_layers),
         cmocka_unit_test(test_partial_layer),
         cmocka_unit_test(test_tied_embeddings_pinned),

@@ -10,9 +10,13 @@ folder however the case ends (pass, fail, skip, an exception or SIGTERM).
 
   streaming_limit   tokens under streaming are those of `off`, without a limit
                     (nothing pinned) and in a child memory cgroup whose limit
-                    the weights exceed (the output tensors and the first layers
-                    pinned: smaps Locked equals the pinned bytes, undone at the
-                    after_session boundary); the report matches the schema
+                    the weights exceed (the output tensors and layers pinned:
+                    smaps Locked equals the pinned bytes, undone at the
+                    after_session boundary; by default the read-ahead window of
+                    4 slots computes every streamed tensor, the pinned layers
+                    spread between them, token_embd MADV_RANDOM; with
+                    --stream-read-ahead 0 the first layers are pinned and no
+                    window runs); the report matches the schema
   streaming_repack  Q4_0 with repacking, limited just under its decode working
                     set: no weight read from an anonymous repacked copy is
                     pinned, tokens unchanged
@@ -23,7 +27,7 @@ folder however the case ends (pass, fail, skip, an exception or SIGTERM).
   streaming_read_ahead
                     issue 25's read-ahead window (--stream-read-ahead 2) under
                     0.75x the file: after the prompt the decode computes the
-                    streamed tensors from the window's slots (read with
+                    streamed tensors from the window's ring (read with
                     O_DIRECT), the tokens are those
                     of `off`, and after the after_session boundary (the pins
                     undone) the verify session runs through the window again
@@ -152,12 +156,31 @@ def case_streaming_limit(c):
     check(pin["pinned"] and pin["locked_bytes"] == plan["pinned_bytes"],
           f"smaps Locked {pin['locked_bytes']} vs pinned {plan['pinned_bytes']}")
     check(pin["unpinned_at"] == "after_session", f"unpinned at {pin['unpinned_at']}")
-    # issue 25: the decode's reads and CPU time, measured; no reader measures the overlap
+    # issue 25: the decode's reads and CPU time, measured; by default the read-ahead window
+    # (4 slots) reads the streamed tensors, the pinned layers spread between them
     dec = st["decode"]
     check(dec["tokens"] == int(N_PREDICT) - 1 and dec["read_bytes"] is not None and
           dec["read_bandwidth_bytes_per_s"] is not None and dec["user_ns"] is not None,
           f"decode {dec}")
-    check(dec["overlapped_fraction"] is None and dec["overlapped_reason"], f"decode {dec}")
+    read_ahead_checks(lim, off, "default", direct=True, slots=4)
+    pinned_layers = {int(n.split(".")[1]) for n in plan["pinned_tensors"] if n.startswith("blk.")}
+    check(plan["layers_spread"] and pinned_layers != set(range(len(pinned_layers))),
+          f"the pinned layers are not spread: {sorted(pinned_layers)}")
+    check(pin["rows_random"], "token_embd (read by rows) was not MADV_RANDOM")
+    # --stream-read-ahead 0: the page-cache window, the first layers pinned, no overlap measured
+    with memory_child_cgroup("ramforge-e2e-stream", size * 3 // 4) as enter:
+        plain, _ = c.report("plain", model, "--residency-policy", "streaming",
+                            "--stream-read-ahead", "0", preexec_fn=enter)
+    pst = plain["streaming"]
+    check(tokens(plain) == tokens(off), "streaming without the read-ahead changed the tokens")
+    check(pst["read_ahead"] is None and not pst["plan"]["layers_spread"] and
+          pst["decode"]["overlapped_fraction"] is None and pst["decode"]["overlapped_reason"],
+          f"--stream-read-ahead 0: {pst['read_ahead']}, decode {pst['decode']}")
+    plain_layers = {int(n.split(".")[1]) for n in pst["plan"]["pinned_tensors"]
+                    if n.startswith("blk.")}
+    k = pst["plan"]["layers_pinned"]
+    check(set(range(k)) <= plain_layers <= set(range(k + 1)),
+          f"without the read-ahead the first layers are pinned: {sorted(plain_layers)}")
     # run executed itself again with OMP_WAIT_POLICY=PASSIVE (unless the environment set it):
     # the file exceeds its cgroup's limit; without a limit it did not
     check(dec["omp_wait_policy"] == os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),

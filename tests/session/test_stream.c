@@ -45,6 +45,7 @@ struct fake {
     uint64_t lock_calls, unlock_calls;
     uint32_t sequential[N_PAGES]; /* pages under MADV_SEQUENTIAL */
     uint32_t hugepage[N_PAGES];   /* pages under MADV_HUGEPAGE */
+    uint32_t random[N_PAGES];     /* pages under MADV_RANDOM */
     int hugepage_error;           /* nonzero: MADV_HUGEPAGE answers this for every range */
     /* what the layer saw, in order: "lock", "unlock", "sample:<label>" with the pins then */
     char events[MAX_EVENTS][48];
@@ -167,9 +168,10 @@ static int f_unlock(void *ud, const struct rf_file_range *r, size_t n, struct fo
 static int f_advise_stream(void *ud, const struct rf_file_range *r, size_t n,
                            enum forge_stream_advice advice, struct forge_pin_result *out)
 {
-    static const char *const name[] = {"sequential", "normal", "hugepage", "nohugepage"};
+    static const char *const name[] = {"sequential", "normal", "hugepage", "nohugepage", "random"};
     struct fake *f = ud;
-    bool on = advice == FORGE_STREAM_SEQUENTIAL || advice == FORGE_STREAM_HUGEPAGE;
+    bool on = advice == FORGE_STREAM_SEQUENTIAL || advice == FORGE_STREAM_HUGEPAGE ||
+              advice == FORGE_STREAM_RANDOM;
     bool huge = advice == FORGE_STREAM_HUGEPAGE || advice == FORGE_STREAM_NOHUGEPAGE;
     memset(out, 0, sizeof(*out));
     if (advice == FORGE_STREAM_HUGEPAGE && f->hugepage_error) {
@@ -184,6 +186,10 @@ static int f_advise_stream(void *ud, const struct rf_file_range *r, size_t n,
                 assert_int_equal(f->locks[p], 0);
             if (huge)
                 f->hugepage[p] = on;
+            else if (advice == FORGE_STREAM_RANDOM)
+                f->random[p] = on;
+            else if (advice == FORGE_STREAM_NORMAL) /* undoes either */
+                f->sequential[p] = f->random[p] = 0;
             else
                 f->sequential[p] = on;
         }
@@ -677,6 +683,33 @@ static void test_hugepage_streamed_ranges(void **state)
     check_hint_on_streamed_ranges(true);
 }
 
+/*
+ * token_embd, read by rows: MADV_RANDOM on its pages (1 .. 16) and no
+ * other while the pins are held (a fault reads its page, not the
+ * read-around), undone with them; pin.rows_random true.
+ */
+static void test_rows_random_while_pinned(void **state)
+{
+    bool pinned = false;
+    struct fake f;
+    struct rf_admission_result adm;
+    (void)state;
+    struct rf_session *s = start(&f, 100);
+    admit(s, &adm);
+    assert_int_equal(rf_session_stream_pin(s, &pinned), 0);
+    assert_true(pinned);
+    for (size_t p = 0; p < N_PAGES; p++)
+        assert_int_equal(f.random[p], p >= 1 && p < 17);
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    for (size_t p = 0; p < N_PAGES; p++)
+        assert_int_equal(f.random[p], 0);
+    json_t *doc = fake_report(s, RF_REPORT_OPERATION);
+    json_t *pin = json_object_get(json_object_get(doc, "streaming"), "pin");
+    assert_true(json_is_true(json_object_get(pin, "rows_random")));
+    json_decref(doc);
+    rf_session_free(s);
+}
+
 /* A refused MADV_HUGEPAGE: reported false, the pins stand, the run goes on */
 static void test_hugepage_refused(void **state)
 {
@@ -851,6 +884,7 @@ int main(void)
         cmocka_unit_test(test_hugepage_streamed_ranges),
         cmocka_unit_test(test_window_below_one_layer_warns),
         cmocka_unit_test(test_hugepage_refused),
+        cmocka_unit_test(test_rows_random_while_pinned),
         cmocka_unit_test(test_bound_uses_limit_minus_fixed),
         cmocka_unit_test(test_read_ahead_ring_is_the_window),
     };

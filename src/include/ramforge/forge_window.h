@@ -1,10 +1,11 @@
 /*
  * The read-ahead window of the streaming policy (issue 25,
- * docs/STREAMING.md): a helper thread pread()s the streamed tensors
- * (ramforge/stream_window.h), one a slot, in the order the decode reads
- * them and across the end of a token into the next, into a ring of
- * anonymous slots, with O_DIRECT where the filesystem allows it (else
- * through the page cache); the decode computes from the slots.
+ * docs/STREAMING.md): helper threads pread() the streamed tensors
+ * (ramforge/stream_window.h) in the order the decode reads them and
+ * across the end of a token into the next, packed one after the other
+ * into a ring of anonymous memory (each tensor's place there is its
+ * slot), with O_DIRECT where the filesystem allows it (else through the
+ * page cache); the decode computes from the ring.
  *
  * llama.cpp's cb_eval drives it, on the decoding thread. The first decode
  * (the prompt) runs from the mapping and records the order in which its
@@ -37,8 +38,8 @@ struct forge_window;
 
 /*
  * Opens m's model file (the window's mapping 0) with O_DIRECT, or without
- * it where the filesystem refuses (EINVAL), and starts the thread, which
- * waits for the first decode's end: then the ring (w->slots * w->slot_bytes
+ * it where the filesystem refuses (EINVAL), and starts the threads, which
+ * wait for the first decode's end: then the ring (w->slots * w->slot_bytes
  * of anonymous memory) is allocated and touched, between two decodes, and
  * reading begins (an allocation failure leaves everything to the mapping,
  * read_ahead.first_error -ENOMEM). inv is the inventory w was built over
@@ -49,7 +50,7 @@ struct forge_window;
 int forge_window_create(struct forge_model *m, const struct rf_inventory *inv,
                         const struct rf_stream_window *w, struct forge_window **out);
 
-/* Stops and joins the thread, restores any data pointer, frees; NULL is a no-op. */
+/* Stops and joins the threads, restores any data pointer, frees; NULL is a no-op. */
 void forge_window_free(struct forge_window *w);
 
 /*
@@ -62,9 +63,9 @@ void forge_window_context_params(struct forge_window *w, struct forge_context_pa
 
 /*
  * After a llama_decode has completed (llama_synchronize returned): every
- * weight's data pointer back to the mapping, the slot the decode held
- * freed for the thread; after the first, the ring is allocated and the
- * thread starts reading. NULL is a no-op.
+ * weight's data pointer back to the mapping, the bytes the decode held
+ * freed for the threads; after the first, the ring is allocated and the
+ * threads start reading. NULL is a no-op.
  */
 void forge_window_decode_end(struct forge_window *w);
 

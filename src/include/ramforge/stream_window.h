@@ -1,9 +1,10 @@
 /*
  * The read-ahead window of the streaming policy (issue 25): which file
- * bytes a helper thread reads, one streamed tensor (a unit) at a time,
- * into a ring of anonymous slots, and where the tensor's bytes land in its
- * slot, so that the decode computes the streamed tensors from memory the
- * window owns instead of faulting on the file mapping (docs/STREAMING.md).
+ * bytes helper threads read, one streamed tensor (a unit) at a time, into
+ * a ring of anonymous memory, and where the tensor's bytes land in its
+ * place there (its slot), so that the decode computes the streamed tensors
+ * from memory the window owns instead of faulting on the file mapping
+ * (docs/STREAMING.md).
  *
  * The streamed tensors are the plan's: entries of a repeating layer
  * (blk.N.*) the graph reads from the file mapping (access FILE_BACKED,
@@ -11,8 +12,10 @@
  * outward page range, so every read is page aligned (what O_DIRECT asks),
  * and the tensor's bytes land at slot + slot_offset_bytes, its offset
  * within a page: the data pointer keeps the alignment the mapping gave it.
- * A slot holds the largest streamed tensor: a ring of N slots is N largest
- * tensors, far less than N layers.
+ * The ring is `slots` times the largest streamed tensor (slot_bytes): N
+ * largest tensors, far less than N layers; the reader packs the units into
+ * it one after the other (forge_window.h), so it holds as many small ones
+ * (a layer's norms are a page each) as its bytes allow.
  *
  * Plain C over plain structs, no OS calls.
  */
@@ -29,6 +32,9 @@
     2 /* fewer would wait on itself: the tensor in use holds                                       \
          a slot while the next is read */
 #define RF_STREAM_READ_AHEAD_MAX_SLOTS 8
+/* run's default under streaming: a ring of 4 largest tensors (49 MB in tinyllama Q8_0), about
+   the bytes of the page-cache window without it (one layer, 47 MB) */
+#define RF_STREAM_READ_AHEAD_DEFAULT_SLOTS 4
 
 /* One streamed tensor: the page-aligned file extent read into a slot. */
 struct rf_stream_window_unit {
@@ -41,8 +47,8 @@ struct rf_stream_window_unit {
 
 /* The window. The array is owned; free with rf_stream_window_free. */
 struct rf_stream_window {
-    uint32_t slots;                      /* ring slots */
-    uint64_t slot_bytes;                 /* bytes of one slot, whole pages */
+    uint32_t slots;                      /* the ring is slots x slot_bytes */
+    uint64_t slot_bytes;                 /* the largest unit's bytes, whole pages */
     uint64_t page_bytes;                 /* the inventory's page size */
     struct rf_stream_window_unit *units; /* n_units, by (layer, file offset) */
     size_t n_units;
