@@ -111,6 +111,17 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
                         "window thrashed in docs/STREAMING.md)");
     st->rep.limit_source = source;
     if (!a->thrash) {
+        uint64_t mapped = 0;
+        for (size_t i = 0; i < s->inv.n_mappings; i++)
+            mapped += s->inv.mappings[i].map_length_bytes;
+        if (st->plan.fits && st->plan.n_ranges > 0 &&
+            mapped + st->plan.fixed_bytes > p.limit_bytes) {
+            /* W fits, the file does not beside the fixed part (repacked weights: anonymous
+               copies): reclaim takes the file's pages, W's among them, each read again by a
+               fault with its read-around (docs/STREAMING.md): W is pinned, nothing streams */
+            st->apply = true;
+            return 0;
+        }
         st->rep.plan_reason = "the working set fits the limit: the plan is not applied";
         return 0;
     }
@@ -244,8 +255,16 @@ int rf_session_stream_pin(struct rf_session *s, bool *pinned)
         return -EINVAL;
     ses_op_open(s);
     struct ses_stream *st = stream_of(s);
-    if (s->p.policy != RF_POLICY_STREAMING || !st->apply || st->held || st->plan.n_ranges == 0)
+    if (s->p.policy != RF_POLICY_STREAMING || !st->planned || st->held || st->rows_advised)
         return 0;
+    if (!st->apply || st->plan.n_ranges == 0) {
+        /* nothing to pin (the working set fits), yet the limit binds: a row of token_embd
+           read by a fault would read around it (read_ahead_kb) every token in the full
+           cgroup; undone as the pins are */
+        st->rep.rows_random = advise(s, st->plan.rows_ranges, st->plan.n_rows_ranges,
+                                     FORGE_STREAM_RANDOM, &st->rows_advised);
+        return 0;
+    }
     struct forge_pin_result res;
     memset(&res, 0, sizeof(res));
     int rc = s->native->lock ? s->native->lock(s->ud, st->plan.ranges, st->plan.n_ranges, &res)
@@ -295,9 +314,13 @@ int rf_session_stream_pin(struct rf_session *s, bool *pinned)
 void ses_stream_unpin(struct rf_session *s, const char *at)
 {
     struct ses_stream *st = stream_of(s);
+    struct forge_pin_result res;
+    if (!st->held && st->rows_advised) /* the rows hint alone (nothing was pinned) */
+        s->native->advise_stream(s->ud, st->plan.rows_ranges, st->plan.n_rows_ranges,
+                                 FORGE_STREAM_NORMAL, &res);
+    st->rows_advised = st->rows_advised && st->held;
     if (!st->held)
         return;
-    struct forge_pin_result res;
     if (s->native->unlock)
         s->native->unlock(s->ud, st->plan.ranges, st->plan.n_ranges, &res);
     if (st->seq_advised)
