@@ -48,10 +48,8 @@ int forge_model_advise_stream(struct forge_model *m, const struct rf_file_range 
                               enum forge_stream_advice advice, struct forge_pin_result *out)
 {
     static const int madv[] = {
-        [FORGE_STREAM_SEQUENTIAL] = MADV_SEQUENTIAL,
-        [FORGE_STREAM_NORMAL] = MADV_NORMAL,
-        [FORGE_STREAM_HUGEPAGE] = MADV_HUGEPAGE,
-        [FORGE_STREAM_NOHUGEPAGE] = MADV_NOHUGEPAGE,
+        [FORGE_STREAM_SEQUENTIAL] = MADV_SEQUENTIAL, [FORGE_STREAM_NORMAL] = MADV_NORMAL,
+        [FORGE_STREAM_HUGEPAGE] = MADV_HUGEPAGE,     [FORGE_STREAM_NOHUGEPAGE] = MADV_NOHUGEPAGE,
         [FORGE_STREAM_RANDOM] = MADV_RANDOM,
     };
     if ((unsigned)advice >= sizeof(madv) / sizeof(madv[0]))

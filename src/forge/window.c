@@ -81,10 +81,10 @@ struct forge_window {
     size_t n_units;
     uint32_t *order; /* n_units: unit indices in the decode's order (n_order learned) */
     size_t n_order;
-    uint32_t *pos; /* n_units: unit -> its position in order */
-    bool ready;    /* order learned, ring allocated: the thread reads (under mu) */
-    bool disabled; /* the ring could not be allocated: the mapping serves everything */
-    uint8_t *ring; /* ring_bytes; MAP_FAILED until ready */
+    uint32_t *pos;     /* n_units: unit -> its position in order */
+    bool ready;        /* order learned, ring allocated: the thread reads (under mu) */
+    bool disabled;     /* the ring could not be allocated: the mapping serves everything */
+    uint8_t *ring;     /* ring_bytes; MAP_FAILED until ready */
     uint32_t skip_max; /* units a little out of order: at most this many are dropped */
     struct slot *slots;
     pthread_t threads[WINDOW_READERS];
@@ -467,8 +467,7 @@ int forge_window_create(struct forge_model *m, const struct rf_inventory *inv,
         rc = -errno;
         goto out;
     }
-    for (rc = 0; rc == 0 && fw->n_threads < WINDOW_READERS;
-         fw->n_threads += rc == 0)
+    for (rc = 0; rc == 0 && fw->n_threads < WINDOW_READERS; fw->n_threads += rc == 0)
         rc = -pthread_create(&fw->threads[fw->n_threads], NULL, window_thread, fw);
 out:
     if (rc < 0) {

@@ -297,11 +297,11 @@ int rf_session_stream_pin(struct rf_session *s, bool *pinned)
     if (s->p.stream_sequential)
         st->rep.sequential = advise(s, pl->stream_ranges, pl->n_stream_ranges,
                                     FORGE_STREAM_SEQUENTIAL, &st->seq_advised);
-    st->rep.rows_random = advise(s, pl->rows_ranges, pl->n_rows_ranges, FORGE_STREAM_RANDOM,
-                                 &st->rows_advised);
+    st->rep.rows_random =
+        advise(s, pl->rows_ranges, pl->n_rows_ranges, FORGE_STREAM_RANDOM, &st->rows_advised);
     if (s->p.stream_hugepage) {
-        st->rep.hugepage = advise(s, pl->stream_ranges, pl->n_stream_ranges,
-                                  FORGE_STREAM_HUGEPAGE, &st->huge_advised);
+        st->rep.hugepage = advise(s, pl->stream_ranges, pl->n_stream_ranges, FORGE_STREAM_HUGEPAGE,
+                                  &st->huge_advised);
         st->rep.has_thp_enabled =
             s->native->thp_enabled &&
             s->native->thp_enabled(s->ud, st->rep.thp_enabled, sizeof(st->rep.thp_enabled)) == 0;
