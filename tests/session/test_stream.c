@@ -311,6 +311,18 @@ static void admit(struct rf_session *s, struct rf_admission_result *adm)
     assert_int_equal(rf_session_admit_result(s, &req, adm), 0);
 }
 
+/* start() at a limit of 100 pages, admitted, the plan's pins taken. */
+static struct rf_session *start_pinned(struct fake *f)
+{
+    bool pinned = false;
+    struct rf_admission_result adm;
+    struct rf_session *s = start(f, 100);
+    admit(s, &adm);
+    assert_int_equal(rf_session_stream_pin(s, &pinned), 0);
+    assert_true(pinned);
+    return s;
+}
+
 static const char *jstr_at(json_t *doc, const char *a, const char *b)
 {
     return json_string_value(
@@ -359,14 +371,9 @@ static void test_admitted_and_pinned(void **state)
 
 static void test_unpinned_before_release_boundary(void **state)
 {
-    bool pinned = false;
     struct fake f;
-    struct rf_admission_result adm;
     (void)state;
-    struct rf_session *s = start(&f, 100);
-    admit(s, &adm);
-    assert_int_equal(rf_session_stream_pin(s, &pinned), 0);
-    assert_true(pinned);
+    struct rf_session *s = start_pinned(&f);
     rf_session_lease_begin(s);
     rf_session_lease_end(s);
     /* end_of_session is not a release boundary: the pins stay */
@@ -399,14 +406,9 @@ static void test_unpinned_before_release_boundary(void **state)
 
 static void test_unpinned_at_operation_end(void **state)
 {
-    bool pinned = false;
     struct fake f;
-    struct rf_admission_result adm;
     (void)state;
-    struct rf_session *s = start(&f, 100);
-    admit(s, &adm);
-    assert_int_equal(rf_session_stream_pin(s, &pinned), 0);
-    assert_true(pinned);
+    struct rf_session *s = start_pinned(&f);
     int32_t toks[3] = {1, 2, 3};
     struct rf_operation_output out = {.tokens = toks, .n_tokens = 3, .decode_ns = 2000};
     assert_int_equal(rf_session_operation_end(s, &out), 0);
@@ -516,6 +518,37 @@ static void test_partial_pins_within_memlock(void **state)
     json_decref(doc);
     rf_session_free(s);
     assert_int_equal(pins(&f), 0); /* undone at free */
+}
+
+/*
+ * W (81 pages) and the fixed part fit 112 pages, the file (106 pages) does
+ * not fit beside the fixed part (10 anonymous): the kernel would reclaim
+ * W's pages with the file's others (repacked models), so the plan is
+ * applied though nothing thrashes: W pinned (as far as the budget goes),
+ * token_embd MADV_RANDOM, undone at the operation's end.
+ */
+static void test_file_over_limit_pins_the_working_set(void **state)
+{
+    bool pinned = false;
+    struct fake f;
+    struct rf_admission_result adm;
+    (void)state;
+    struct rf_session *s = start(&f, 112);
+    admit(s, &adm);
+    assert_false(adm.thrash);
+    assert_int_equal(rf_session_stream_pin(s, &pinned), 0);
+    assert_true(pinned);
+    assert_true(pins(&f) >= 65);
+    assert_int_equal(f.random[1], 1);
+    json_t *doc = fake_report(s, RF_REPORT_OPERATION);
+    json_t *st = json_object_get(doc, "streaming");
+    assert_true(json_is_null(json_object_get(st, "plan_reason")));
+    assert_true(json_is_true(json_object_get(json_object_get(st, "pin"), "rows_random")));
+    json_decref(doc);
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    assert_int_equal(pins(&f), 0);
+    assert_int_equal(f.random[1], 0);
+    rf_session_free(s);
 }
 
 static void test_fits_or_no_limit_pins_nothing(void **state)
@@ -690,14 +723,9 @@ static void test_hugepage_streamed_ranges(void **state)
  */
 static void test_rows_random_while_pinned(void **state)
 {
-    bool pinned = false;
     struct fake f;
-    struct rf_admission_result adm;
     (void)state;
-    struct rf_session *s = start(&f, 100);
-    admit(s, &adm);
-    assert_int_equal(rf_session_stream_pin(s, &pinned), 0);
-    assert_true(pinned);
+    struct rf_session *s = start_pinned(&f);
     for (size_t p = 0; p < N_PAGES; p++)
         assert_int_equal(f.random[p], p >= 1 && p < 17);
     assert_int_equal(rf_session_operation_end(s, NULL), 0);
@@ -877,6 +905,7 @@ int main(void)
         cmocka_unit_test(test_refused_mlock_falls_back),
         cmocka_unit_test(test_partial_pins_within_memlock),
         cmocka_unit_test(test_fits_or_no_limit_pins_nothing),
+        cmocka_unit_test(test_file_over_limit_pins_the_working_set),
         cmocka_unit_test(test_file_in_memory_streams_nothing),
         cmocka_unit_test(test_fixed_part_over_the_limit_is_rejected),
         cmocka_unit_test(test_too_small_for_streaming),
