@@ -366,8 +366,8 @@ static int run_option(int c, const char *arg, void *ud)
             return RF_EXIT_USAGE;
         o->stream_read_ahead_set = true;
         if (o->stream_read_ahead == 1) {
-            cli_usage_error("--stream-read-ahead 1: the ring needs at least 2 (the tensor "
-                            "computing holds one while the next is read)");
+            cli_usage_error("--stream-read-ahead 1: a ring of one cannot read ahead (the "
+                            "tensor computing holds it): 0 (off) or 2..8");
             return RF_EXIT_USAGE;
         }
         break;

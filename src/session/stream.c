@@ -120,6 +120,7 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
                copies): reclaim takes the file's pages, W's among them, each read again by a
                fault with its read-around (docs/STREAMING.md): W is pinned, nothing streams */
             st->apply = true;
+            st->rep.plan_reason = NULL;
             return 0;
         }
         st->rep.plan_reason = "the working set fits the limit: the plan is not applied";

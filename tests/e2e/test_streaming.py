@@ -302,7 +302,7 @@ def case_streaming_read_ahead(c):
                            "--stream-read-ahead", "2", "--stream-window", "64MiB"], 2,
                        "--stream-read-ahead with --stream-window")
     expect_error_lines(c, ["run", "-m", model, "--residency-policy", "streaming",
-                           "--stream-read-ahead", "1"], 2, "at least 2 slots")
+                           "--stream-read-ahead", "1"], 2, "0 (off) or 2..8")
     size = os.path.getsize(model)
     with memory_child_cgroup("ramforge-e2e-stream", size * 3 // 4) as enter:
         rep, _ = c.report("ra2", model, "--residency-policy", "streaming",
