@@ -14,8 +14,8 @@ void run_print_streaming(FILE *f, const struct rf_report *r)
     if (!sr)
         return;
     fprintf(f,
-            "storage: %s read from storage during the decode (/proc/self/io read_bytes; the "
-            "load's reads not counted), ",
+            "storage: %s read from storage during the run (the prompt, any pins and the decode; "
+            "/proc/self/io read_bytes; the load's reads not counted), ",
             sr->has_read_bytes ? cli_format_bytes(sr->read_bytes, false, b1, sizeof(b1))
                                : "unknown");
     if (sr->has_major_faults)

@@ -375,8 +375,11 @@ static void print_speed(FILE *f, const struct rf_report *r)
         fprintf(f, ", decode %.2f tok/s", tps);
     if (t && t->has[RF_TIMER_TTFT])
         fprintf(f, ", first token after %s", cli_format_ns(t->ns[RF_TIMER_TTFT], b1, sizeof(b1)));
-    if (r->streaming && r->streaming->has_read_bytes)
-        fprintf(f, ", %s read from storage during the decode (the load's reads not counted)",
+    if (r->streaming && r->streaming->decode.on && r->streaming->decode.has_io)
+        fprintf(f, ", %s read from storage during the decode",
+                iec(r->streaming->decode.read_bytes, b1, sizeof(b1)));
+    else if (r->streaming && r->streaming->has_read_bytes)
+        fprintf(f, ", %s read from storage during the run (the load's reads not counted)",
                 iec(r->streaming->read_bytes, b1, sizeof(b1)));
     if (r->n_threads > 0)
         fprintf(f, "; %d thread%s (-t; default the physical cores: fewer on a busy host)",

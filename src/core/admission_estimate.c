@@ -128,7 +128,7 @@ bool rf_admission_check_level(const struct rf_admission_input *in, struct rf_adm
             c->working_set_fits = out->working_set_bytes <= c->run_room_bytes;
             /* The model's pages beyond this level's whole charge are charged elsewhere: after
                the load its mapping's RSS, before it (inspect's fit check too) its cached pages. */
-            if (in->phase == RF_ADMISSION_AFTER_LOAD && !in->streaming && in->mapping_rss.has)
+            if (in->phase == RF_ADMISSION_AFTER_LOAD && in->mapping_rss.has)
                 c->unbound_bytes = rf_admission_sat_sub(in->mapping_rss.bytes, usage);
             else if (in->phase != RF_ADMISSION_AFTER_LOAD && !in->streaming && in->model_cached.has)
                 c->unbound_bytes = rf_admission_sat_sub(in->model_cached.bytes, usage);

@@ -114,7 +114,13 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
         uint64_t mapped = 0;
         for (size_t i = 0; i < s->inv.n_mappings; i++)
             mapped += s->inv.mappings[i].map_length_bytes;
-        if (st->plan.fits && st->plan.n_ranges > 0 &&
+        if (a->cause == RF_ADMIT_CAUSE_NOT_BOUND) {
+            st->rep.plan_reason = "not bound: the model's pages are charged to another cgroup "
+                                  "(cached before the run) and the limit cannot evict them: "
+                                  "nothing streams, the plan is not applied";
+            return 0;
+        }
+        if (st->plan.fits && st->plan.nothing_streams && st->plan.n_ranges > 0 &&
             mapped + st->plan.fixed_bytes > p.limit_bytes) {
             /* W fits, the file does not beside the fixed part (repacked weights: anonymous
                copies): reclaim takes the file's pages, W's among them, each read again by a

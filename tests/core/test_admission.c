@@ -505,8 +505,9 @@ static void test_file_in_memory_no_thrash(void **state)
  * MiB) on a warm file: the model mapping holds 720 MiB, 660 MiB more than
  * the cgroup's whole charge, so those pages are charged elsewhere and the
  * limit cannot evict them: not bound, never "will thrash". A cold mapping
- * (100 MiB resident: 40 MiB unbound) still thrashes; streaming is left to
- * the streaming plan.
+ * (100 MiB resident: 40 MiB unbound) still thrashes. Under streaming too:
+ * a plan over pages the limit cannot evict would stream nothing, and the
+ * read-ahead would read from storage what the page cache holds.
  */
 static void test_not_bound(void **state)
 {
@@ -551,8 +552,9 @@ static void test_not_bound(void **state)
     in.mapping_rss = fig(720 * MIB);
     in.streaming = true;
     assert_int_equal(rf_admission_decide(&in, &r), 0);
-    assert_false(r.has_unbound);
-    assert_int_equal(r.cgroups[0].unbound_bytes, 0);
+    assert_true(r.has_unbound);
+    assert_int_equal(r.cause, RF_ADMIT_CAUSE_NOT_BOUND);
+    assert_int_equal(r.cgroups[0].unbound_bytes, 660 * MIB);
     in.streaming = false;
 
     /* Before the load (and inspect's fit check) the same from the file's cached pages: 720

@@ -6,6 +6,7 @@ raising Skip or returning SKIP.
 """
 import argparse
 import contextlib
+import errno
 import os
 import signal
 import subprocess
@@ -100,6 +101,21 @@ def expect_error_lines(c, argv, rc, needle, n_lines=1):
     check(len(lines) == n_lines, f"{argv}: expected {n_lines} error lines, got {p.stderr!r}")
     check(needle in lines[0], f"{argv}: {lines[0]!r} lacks {needle!r}")
     return p
+
+
+def evict(path):
+    """fsync, then posix_fadvise(DONTNEED) over the whole file: its pages leave the page cache
+    (and the cgroup that charged them), so a run under a limit reads them itself."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            os.fsync(fd)
+        except OSError as e:  # a read-only filesystem (squashfs: EINVAL) has nothing dirty
+            if e.errno not in (errno.EINVAL, errno.EROFS):
+                raise
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
 
 
 def memory_cgroup_v1():

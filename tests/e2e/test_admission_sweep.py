@@ -10,7 +10,7 @@ Usage: test_admission_sweep.py --ramforge PATH CASE
 import os
 import subprocess
 
-from e2e_util import ModelCtx as Ctx, Skip, asan_build, check, memory_child_cgroup, run_main
+from e2e_util import ModelCtx as Ctx, Skip, asan_build, check, evict, memory_child_cgroup, run_main
 
 MIB = 1 << 20
 
@@ -23,12 +23,6 @@ def oom_kills(cgroup):
             if key == "oom_kill":
                 return int(value)
     return 0
-
-
-def evict(path):
-    with open(path, "rb") as f:
-        os.fsync(f.fileno())
-        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
 
 
 def case_admission_sweep(c):

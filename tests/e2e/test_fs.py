@@ -30,7 +30,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "schema"))
 import validate_report  # noqa: E402
-from e2e_util import Skip, check, run_main  # noqa: E402
+from e2e_util import Skip, check, evict, run_main  # noqa: E402
 from test_pages import PAGE, Ctx, fincore_res, libc_mincore  # noqa: E402
 
 # `stat -f -c %T` names (coreutils) -> the names ramforge gives the same statfs f_type
@@ -49,16 +49,6 @@ def stat_fs_name(path):
                        timeout=30)
     check(p.returncode == 0, f"stat -f failed: {p.stderr}")
     return p.stdout.strip()
-
-
-def evict_all(path):
-    """fsync, then posix_fadvise(DONTNEED) over the whole file."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 def validate(c, path):
@@ -87,7 +77,7 @@ class FsCtx(Ctx):
 
 def case_fs_own_reads(c):
     path = c.copy("evicted.gguf")
-    evict_all(path)
+    evict(path)
     before_bytes, before = fincore_res(path)
     total = -(-os.path.getsize(path) // PAGE)
     if before > total // 10:
@@ -122,7 +112,7 @@ def case_fs_own_reads(c):
               f"{t['name']}: {t['page_cache_resident_pages']} pages reported resident of an "
               f"evicted file")
     # the table says so, and --help no longer claims that nothing is read
-    evict_all(path)
+    evict(path)
     p = c.run("inspect", "--page-cache", path)
     check("ramforge's own reads: the GGUF header" in p.stdout, f"table: {p.stdout[-600:]}")
     h = c.run("inspect", "--help").stdout
@@ -134,7 +124,7 @@ def case_fs_own_reads(c):
 
 def case_fs_header_direct(c):
     path = c.copy("direct.gguf")
-    evict_all(path)
+    evict(path)
     _, before = fincore_res(path)
     doc = c.page_cache(path)
     _, after = fincore_res(path)

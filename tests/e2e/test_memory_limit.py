@@ -39,7 +39,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "schema"))
 import validate_report  # noqa: E402
-from e2e_util import Skip, asan_build, check, memory_cgroup_v1, run_main, run_ramforge  # noqa
+from e2e_util import (Skip, asan_build, check, evict, memory_cgroup_v1, run_main,  # noqa
+                      run_ramforge)
 
 PROMPT = "Hello my name is"
 
@@ -60,11 +61,6 @@ class Ctx:
             with open(path, "rb") as f:
                 os.fsync(f.fileno())
         return path
-
-
-def evict(path):
-    with open(path, "rb") as f:
-        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
 
 
 def leftovers(parent):
@@ -97,8 +93,11 @@ def case_limit_streaming_cold(c):
             and len(ln) > 160]
     check(not long, f"warning lines over 160 characters: {long}")
     check(f"limit {limit / 2**20:.2f} MiB ({limit} bytes)" in p.stderr, p.stderr[-600:])
-    check("read from storage during the decode (the load's reads not counted)" in p.stderr,
-          p.stderr[-600:])
+    # the tokens line gives the decode's own reads (streaming.decode), not the operation's
+    dec_read = doc["streaming"]["decode"]["read_bytes"]
+    check(dec_read is not None and
+          f", {iec(dec_read)} read from storage during the decode;" in p.stderr,
+          f"the tokens line against decode.read_bytes {dec_read}: {p.stderr[-600:]}")
     check("the model mapping's own unlocked pages (smaps Rss - Locked" in p.stderr,
           p.stderr[-1500:])
     check(not leftovers(parent), f"cgroups left behind: {leftovers(parent)}")

@@ -241,7 +241,7 @@ struct rf_admission_level_check {
     bool high_fits;               /* projected <= memory.high */
     uint64_t high_run_room_bytes; /* memory.high - others, floored at 0 */
     bool high_working_set_fits;   /* working set <= high run room (true when not compared) */
-    uint64_t unbound_bytes;       /* after the load, not streaming: the model mapping's RSS
+    uint64_t unbound_bytes;       /* after the load: the model mapping's RSS
                                      over this level's usage, so at least these bytes of the
                                      model's pages are charged to another cgroup (cached before
                                      the run) and this limit cannot evict them; else 0 */
