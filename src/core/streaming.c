@@ -315,6 +315,8 @@ static int streamed_ranges(const struct sets *ws, const struct sets *pinned,
 void rf_stream_layer_order(int32_t n, bool spread, int32_t *order)
 {
     uint32_t bits = 0, k = 0;
+    if (n <= 0)
+        return;
     if (!spread) {
         for (int32_t l = 0; l < n; l++)
             order[l] = l;

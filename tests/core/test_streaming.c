@@ -51,6 +51,9 @@ static void test_layer_order(void **state)
 {
     int32_t o[200];
     (void)state;
+    o[0] = -7;
+    rf_stream_layer_order(0, true, o); /* no layer: nothing written */
+    assert_int_equal(o[0], -7);
     rf_stream_layer_order(8, false, o);
     for (int32_t l = 0; l < 8; l++)
         assert_int_equal(o[l], l);
