@@ -244,31 +244,40 @@ static int try_partial_layer(const struct rf_inventory *inv, const int32_t *grou
     return 0;
 }
 
+/* The ranges of s as file ranges, per mapping in order: *out (owned, never NULL), *n. */
+static int sets_to_ranges(const struct sets *s, struct rf_file_range **out, size_t *n)
+{
+    size_t total = 0;
+    for (size_t m = 0; m < s->n; m++)
+        total += s->v[m].n;
+    *n = 0;
+    if (!(*out = calloc(total ? total : 1, sizeof(**out))))
+        return -ENOMEM;
+    for (size_t m = 0; m < s->n; m++)
+        for (size_t j = 0; j < s->v[m].n; j++)
+            (*out)[(*n)++] =
+                (struct rf_file_range){.mapping_index = (int32_t)m, .pages = s->v[m].v[j]};
+    return 0;
+}
+
 /* Fills out->pinned and out->ranges from the groups pinned and the partial entries. */
 static int collect(const struct rf_inventory *inv, const int32_t *group, const bool *partial,
                    const bool *layer_pinned, const struct sets *pinned, struct rf_stream_plan *out)
 {
-    size_t n = 0, nr = 0;
+    size_t n = 0;
 
     for (size_t i = 0; i < inv->n; i++)
         if ((group[i] == GROUP_HEAD && out->head_pinned) ||
             (group[i] >= 0 && layer_pinned[group[i]]) || partial[i])
             n++;
-    for (size_t m = 0; m < pinned->n; m++)
-        nr += pinned->v[m].n;
     out->pinned = calloc(n ? n : 1, sizeof(*out->pinned));
-    out->ranges = calloc(nr ? nr : 1, sizeof(*out->ranges));
-    if (!out->pinned || !out->ranges)
+    if (!out->pinned)
         return -ENOMEM;
     for (size_t i = 0; i < inv->n; i++)
         if ((group[i] == GROUP_HEAD && out->head_pinned) ||
             (group[i] >= 0 && layer_pinned[group[i]]) || partial[i])
             out->pinned[out->n_pinned++] = i;
-    for (size_t m = 0; m < pinned->n; m++)
-        for (size_t j = 0; j < pinned->v[m].n; j++)
-            out->ranges[out->n_ranges++] =
-                (struct rf_file_range){.mapping_index = (int32_t)m, .pages = pinned->v[m].v[j]};
-    return 0;
+    return sets_to_ranges(pinned, &out->ranges, &out->n_ranges);
 }
 
 /* out->stream_ranges: ws minus pinned, per mapping (both sorted, disjoint). */
@@ -324,7 +333,7 @@ void rf_stream_layer_order(int32_t n, bool spread, int32_t *order)
     }
     while (bits < 31 && (1u << bits) < (uint32_t)n)
         bits++;
-    bool *seen = calloc(n > 0 ? (size_t)n : 1, sizeof(*seen));
+    bool *seen = calloc((size_t)n, sizeof(*seen));
     for (uint32_t j = 0; seen && j < (1u << bits); j++) {
         uint32_t r = 0;
         for (uint32_t b = 0; b < bits; b++)
@@ -345,19 +354,8 @@ void rf_stream_layer_order(int32_t n, bool spread, int32_t *order)
 static int rows_ranges(const struct rf_inventory *inv, const int32_t *group, struct sets *tmp,
                        struct rf_stream_plan *out)
 {
-    size_t n = 0;
     int rc = group_union(inv, group, GROUP_ROWS, tmp);
-    if (rc < 0)
-        return rc;
-    for (size_t m = 0; m < tmp->n; m++)
-        n += tmp->v[m].n;
-    if (!(out->rows_ranges = calloc(n ? n : 1, sizeof(*out->rows_ranges))))
-        return -ENOMEM;
-    for (size_t m = 0; m < tmp->n; m++)
-        for (size_t j = 0; j < tmp->v[m].n; j++)
-            out->rows_ranges[out->n_rows_ranges++] =
-                (struct rf_file_range){.mapping_index = (int32_t)m, .pages = tmp->v[m].v[j]};
-    return 0;
+    return rc < 0 ? rc : sets_to_ranges(tmp, &out->rows_ranges, &out->n_rows_ranges);
 }
 
 /* Fixed part, window, margin, R and the pin budget from p and the layer sizes. */
@@ -523,8 +521,7 @@ int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_
     if ((rc = sets_pages(&tmp, &head_pages)) < 0)
         goto out;
     out->head_pinned = head_pages > 0 && pinned_pages > 0;
-    out->layers_spread = p->read_ahead_slots > 0;
-    out->partial_layer = -1;
+    out->layers_spread = p->read_ahead_slots > 0; /* (partial_layer is -1: plan_free) */
     rf_stream_layer_order(out->n_layers, out->layers_spread, order);
     for (int32_t k = 0; out->fits && k < out->n_layers; k++) {
         rc = try_group(inv, group, order[k], &pinned, &tmp, &pinned_pages, budget_pages, &fit);

@@ -52,7 +52,7 @@
 
 enum slot_state { SLOT_FREE, SLOT_READING, SLOT_READY, SLOT_FAILED, SLOT_IN_USE };
 
-/* A unit's place in the ring: sequence q's is slots[q % n_slots]. */
+/* A unit's place in the ring: sequence q's is slots[q % n_units] (at most n_units in it). */
 struct slot {
     enum slot_state state;
     uint64_t seq;          /* the sequence number it holds (READING and after) */
@@ -75,18 +75,17 @@ struct forge_window {
     bool fd_direct;        /* fd has O_DIRECT (under mu once the threads run) */
     const char *fd_reason; /* why not, static; as fd_direct */
     uint64_t file_bytes;
-    uint32_t n_slots;    /* units in the ring at most: n_units */
     uint64_t ring_bytes; /* the option's slots x the largest unit */
     struct wunit *units; /* n_units, sorted by name */
     size_t n_units;
     uint32_t *order; /* n_units: unit indices in the decode's order (n_order learned) */
     size_t n_order;
-    uint32_t *pos;     /* n_units: unit -> its position in order */
-    bool ready;        /* order learned, ring allocated: the thread reads (under mu) */
-    bool disabled;     /* the ring could not be allocated: the mapping serves everything */
-    uint8_t *ring;     /* ring_bytes; MAP_FAILED until ready */
-    uint32_t skip_max; /* units a little out of order: at most this many are dropped */
-    struct slot *slots;
+    uint32_t *pos;      /* n_units: unit -> its position in order */
+    bool ready;         /* order learned, ring allocated: the thread reads (under mu) */
+    bool disabled;      /* the ring could not be allocated: the mapping serves everything */
+    uint8_t *ring;      /* ring_bytes; MAP_FAILED until ready */
+    uint32_t skip_max;  /* units a little out of order: at most this many are dropped */
+    struct slot *slots; /* n_units */
     pthread_t threads[WINDOW_READERS];
     uint32_t n_threads; /* started */
     uint32_t reading;   /* reads in flight (under mu) */
@@ -153,11 +152,11 @@ static int read_unit(struct forge_window *w, uint8_t *dst, uint64_t off, uint64_
  */
 static uint64_t ring_room(const struct forge_window *w, uint64_t n)
 {
-    if (w->fill_next - w->rel_next >= w->n_slots)
+    if (w->fill_next - w->rel_next >= w->n_units)
         return UINT64_MAX;
     if (w->rel_next == w->fill_next)
         return 0; /* empty */
-    uint64_t tail = w->slots[w->rel_next % w->n_slots].off;
+    uint64_t tail = w->slots[w->rel_next % w->n_units].off;
     if (w->head > tail) /* one run [tail, head): room after it, or before it */
         return w->head + n <= w->ring_bytes ? w->head : n <= tail ? 0 : UINT64_MAX;
     return w->head + n <= tail ? w->head : UINT64_MAX; /* wrapped: room is [head, tail) */
@@ -176,7 +175,7 @@ static void *window_thread(void *arg)
         }
         if (w->stop)
             break;
-        struct slot *s = &w->slots[w->fill_next % w->n_slots];
+        struct slot *s = &w->slots[w->fill_next % w->n_units];
         s->state = SLOT_READING;
         s->seq = w->fill_next++;
         s->off = off;
@@ -226,7 +225,7 @@ static void slot_release(struct forge_window *w, int si)
 /* Waits for sequence use_next's slot to be read; its index. Under mu. */
 static int wait_next(struct forge_window *w)
 {
-    int si = (int)(w->use_next % w->n_slots);
+    int si = (int)(w->use_next % w->n_units);
     struct slot *s = &w->slots[si];
     if (!(s->seq == w->use_next && (s->state == SLOT_READY || s->state == SLOT_FAILED))) {
         uint64_t t0 = rf_now_ns();
@@ -438,7 +437,7 @@ int forge_window_create(struct forge_model *m, const struct rf_inventory *inv,
         return -ENOMEM;
     fw->fd = -1;
     fw->ring = MAP_FAILED;
-    fw->n_slots = (uint32_t)w->n_units;
+    fw->n_units = (uint32_t)w->n_units;
     fw->ring_bytes = ring_bytes;
     fw->skip_max = w->slots;
     fw->n_units = w->n_units;

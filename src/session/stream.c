@@ -111,9 +111,6 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
                         "window thrashed in docs/STREAMING.md)");
     st->rep.limit_source = source;
     if (!a->thrash) {
-        uint64_t mapped = 0;
-        for (size_t i = 0; i < s->inv.n_mappings; i++)
-            mapped += s->inv.mappings[i].map_length_bytes;
         if (a->cause == RF_ADMIT_CAUSE_NOT_BOUND) {
             st->rep.plan_reason = "not bound: the model's pages are charged to another cgroup "
                                   "(cached before the run) and the limit cannot evict them: "
@@ -121,7 +118,7 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
             return 0;
         }
         if (st->plan.fits && st->plan.nothing_streams && st->plan.n_ranges > 0 &&
-            mapped + st->plan.fixed_bytes > p.limit_bytes) {
+            s->inv.totals.mapped_virtual_bytes + st->plan.fixed_bytes > p.limit_bytes) {
             /* W fits, the file does not beside the fixed part (repacked weights: anonymous
                copies): reclaim takes the file's pages, W's among them, each read again by a
                fault with its read-around (docs/STREAMING.md): W is pinned, nothing streams */
@@ -322,10 +319,10 @@ void ses_stream_unpin(struct rf_session *s, const char *at)
 {
     struct ses_stream *st = stream_of(s);
     struct forge_pin_result res;
-    if (!st->held && st->rows_advised) /* the rows hint alone (nothing was pinned) */
+    if (st->rows_advised) /* with the pins, or alone when nothing was pinned */
         s->native->advise_stream(s->ud, st->plan.rows_ranges, st->plan.n_rows_ranges,
                                  FORGE_STREAM_NORMAL, &res);
-    st->rows_advised = st->rows_advised && st->held;
+    st->rows_advised = false;
     if (!st->held)
         return;
     if (s->native->unlock)
@@ -336,10 +333,6 @@ void ses_stream_unpin(struct rf_session *s, const char *at)
     if (st->huge_advised)
         s->native->advise_stream(s->ud, st->plan.stream_ranges, st->plan.n_stream_ranges,
                                  FORGE_STREAM_NOHUGEPAGE, &res);
-    if (st->rows_advised)
-        s->native->advise_stream(s->ud, st->plan.rows_ranges, st->plan.n_rows_ranges,
-                                 FORGE_STREAM_NORMAL, &res);
-    st->rows_advised = false;
     st->seq_advised = false;
     st->huge_advised = false;
     st->held = false;
