@@ -319,12 +319,8 @@ bool cli_parse_policy(const char *arg, enum rf_policy_profile *out)
 
 bool cli_parse_release_mode(const char *arg, enum rf_release_mode *out)
 {
-    if (!strcmp(arg, "dontneed")) {
-        *out = RF_RELEASE_DONTNEED;
-    } else if (!strcmp(arg, "pageout")) {
-        *out = RF_RELEASE_PAGEOUT;
-    } else {
-        cli_usage_error("unknown release mode '%s' (expected dontneed or pageout)", arg);
+    if (rf_release_mode_parse(arg, out) < 0) {
+        cli_usage_error("unknown release mode '%s' (expected " RF_RELEASE_MODE_NAMES ")", arg);
         return false;
     }
     return true;

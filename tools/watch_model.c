@@ -23,6 +23,7 @@
 
 #include "ramforge/fs_profile.h"
 #include "ramforge/intervals.h"
+#include "ramforge/inventory.h"
 
 bool watch_is_gguf(const char *path)
 {
@@ -135,12 +136,11 @@ static void pages_add(struct watch_pages *w, const uint8_t *states, struct rf_pa
     w->unknown_bytes += c.unknown_pages * page;
 }
 
+/* N of blk.N., or WATCH_OTHER_LAYER. */
 static int layer_of(const char *name)
 {
-    int n = -1;
-    if (sscanf(name, "blk.%d.", &n) == 1 && n >= 0)
-        return n;
-    return WATCH_OTHER_LAYER;
+    int32_t n = rf_tensor_layer_of(name);
+    return n >= 0 ? (int)n : WATCH_OTHER_LAYER;
 }
 
 /* Positions of the inventory's entries ordered by first page (qsort over a copy). */
@@ -166,6 +166,8 @@ static int sum_layers(struct watch_model *wm)
     uint64_t file_pages = (wm->file_bytes + page - 1) / page;
     size_t *order = malloc((inv->n ? inv->n : 1) * sizeof(*order));
 
+    if (!order)
+        return -ENOMEM;
     for (size_t i = 0; i < inv->n; i++) {
         order[i] = i;
         if (layer_of(inv->entries[i].name) > max_layer)
@@ -173,7 +175,7 @@ static int sum_layers(struct watch_model *wm)
     }
     wm->n_layers = (size_t)(max_layer + 2); /* blk.0 .. blk.max, then the others */
     wm->layers = calloc(wm->n_layers, sizeof(*wm->layers));
-    if (!wm->layers || !order) {
+    if (!wm->layers) {
         free(order);
         return -ENOMEM;
     }

@@ -28,10 +28,6 @@ extern "C" {
 #define RF_ESTALE 5002    /* an inventory generation or plan is out of date */
 #define RF_EJSON 5003     /* a JSON document could not be built: a value it refused */
 
-/* Size of the buffers a call fills with a one-line message (char err[RF_ERR_MAX]), NUL
-   included; longer messages are truncated. */
-#define RF_ERR_MAX 512
-
 /*
  * Returns a static, human-readable description of a negative error code
  * returned by any ramforge function ("No such file or directory",

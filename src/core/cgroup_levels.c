@@ -4,6 +4,7 @@
  * read, and the kernel's verdict as counter deltas over a run.
  */
 #include "ramforge/cgroup_levels.h"
+#include "ramforge/error.h"
 
 #include <errno.h>
 #include <string.h>
@@ -21,7 +22,7 @@ const char *rf_cgroup_error_text(int err)
         return "absent";
     if (err == -EBADMSG)
         return "malformed";
-    return strerror(err < 0 ? -err : err);
+    return rf_strerror(err < 0 ? err : -err);
 }
 
 /*

@@ -527,3 +527,18 @@ int rf_inventory_rank(const struct rf_inventory *inv, const uint32_t *order, siz
     *rank_out = rank;
     return 0;
 }
+
+int32_t rf_tensor_layer_of(const char *name)
+{
+    int32_t n = 0;
+    size_t i = 4, digits = 0;
+
+    if (!name || strncmp(name, "blk.", 4) != 0)
+        return -1;
+    for (; name[i] >= '0' && name[i] <= '9'; i++) {
+        if (++digits > 9)
+            return -1;
+        n = n * 10 + (name[i] - '0');
+    }
+    return digits > 0 && name[i] == '.' ? n : -1;
+}

@@ -87,6 +87,24 @@ bool rf_policy_requires_target(enum rf_policy_profile p)
     return p == RF_POLICY_MEMORY_BOUND || p == RF_POLICY_ACTIVE;
 }
 
+int rf_release_mode_parse(const char *name, enum rf_release_mode *out)
+{
+    if (!name || !out)
+        return -EINVAL;
+    if (strcmp(name, "dontneed") == 0)
+        *out = RF_RELEASE_DONTNEED;
+    else if (strcmp(name, "pageout") == 0)
+        *out = RF_RELEASE_PAGEOUT;
+    else
+        return -EINVAL;
+    return 0;
+}
+
+const char *rf_release_mode_name(enum rf_release_mode m)
+{
+    return m == RF_RELEASE_DONTNEED ? "dontneed" : m == RF_RELEASE_PAGEOUT ? "pageout" : NULL;
+}
+
 /* ---- plan lifecycle ---------------------------------------------------- */
 
 struct rf_plan_params rf_plan_default_params(void)

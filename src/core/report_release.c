@@ -5,6 +5,7 @@
  * of the report writer (report.c); a section not run keeps its keys, null,
  * with a reason.
  */
+#include "ramforge/error.h"
 #include "report_sections.h"
 
 #include <stdlib.h>
@@ -104,7 +105,7 @@ static void list_boundary(json_t *b, const struct rf_report_application *a)
     json_object_set_new(b, "failed_ranges", rf_json_u64(a->attempted, a->n_failed));
     json_object_set_new(b, "protected_bytes", rf_json_u64(a->attempted, a->protected_bytes));
     json_object_set_new(b, "error",
-                        a->attempted && a->first_error ? json_string(strerror(-a->first_error))
+                        a->attempted && a->first_error ? json_string(rf_strerror(a->first_error))
                                                        : json_null());
     json_object_set_new(b, "observed_mapping_delta_bytes",
                         jrecon(attempted_or_null(a, a->mapping_delta)));
@@ -236,7 +237,7 @@ json_t *rf_report_lifetime_json(const struct rf_report *r)
         int err = rf_lifetime_error(r->lifetime, i);
         json_array_append_new(failed, json_pack("{s:o, s:o}", "name",
                                                 rf_json_str(r->inventory->entries[i].name), "error",
-                                                err ? json_string(strerror(-err)) : json_null()));
+                                                err ? json_string(rf_strerror(err)) : json_null()));
     }
     uint64_t past = 0;
     for (size_t i = 0; i < r->lifetime->n; i++)
@@ -280,8 +281,8 @@ json_t *rf_report_staging_json(const struct rf_report *r, const char **keys)
     json_object_set_new(o, "calls", rf_json_u64(r->staging_attempted, r->staging_calls));
     json_object_set_new(o, "failed_calls",
                         rf_json_u64(r->staging_attempted, r->staging_failed_calls));
-    json_object_set_new(o, "error",
-                        r->staging_error ? json_string(strerror(-r->staging_error)) : json_null());
+    json_object_set_new(
+        o, "error", r->staging_error ? json_string(rf_strerror(r->staging_error)) : json_null());
     json_object_set_new(o, "staged_tensor_pages_in_page_cache_before",
                         jrecon(r->staging_cached_before));
     json_object_set_new(o, "staged_tensor_pages_in_page_cache_after",

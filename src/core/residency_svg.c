@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ramforge/inventory.h"
 #include "ramforge/report_json.h"
 #include "ramforge/residency_svg.h"
 
@@ -57,13 +58,10 @@ struct rf_svg_place rf_residency_svg_place(const char *name)
     struct rf_svg_place p = {.group = RF_SVG_ROW_OTHER, .layer = 0, .kind = RF_SVG_OTHER};
     if (!name)
         return p;
-    if (has_prefix(name, "blk.") && name[4] >= '0' && name[4] <= '9') {
-        const char *s = name + 4;
-        uint64_t n = 0;
-        while (*s >= '0' && *s <= '9' && n <= RF_SVG_MAX_LAYER)
-            n = n * 10 + (uint64_t)(*s++ - '0');
-        if (*s == '.' && n <= RF_SVG_MAX_LAYER) {
-            const char *kind = s + 1, *dot = strchr(kind, '.');
+    if (has_prefix(name, "blk.")) { /* a layer's, or other when its N is not one */
+        int32_t n = rf_tensor_layer_of(name);
+        if (n >= 0 && (uint64_t)n <= RF_SVG_MAX_LAYER) {
+            const char *kind = strchr(name + 4, '.') + 1, *dot = strchr(kind, '.');
             p.group = RF_SVG_ROW_LAYER;
             p.layer = (uint32_t)n;
             p.kind = kind_of(kind, dot ? (size_t)(dot - kind) : strlen(kind));

@@ -64,7 +64,7 @@ static int candidates(const struct rf_inventory *inv, const struct rf_stream_pla
             pinned[plan->pinned[i]] = true;
     for (size_t i = 0; i < inv->n; i++) {
         const struct rf_inventory_entry *e = &inv->entries[i];
-        int32_t l = rf_stream_layer_of(e->name);
+        int32_t l = rf_tensor_layer_of(e->name);
         uint64_t end;
         if (l < 0 || pinned[i] || !e->file_backed || e->access != RF_ACCESS_FILE_BACKED ||
             e->mapping_index != 0 || e->logical_bytes == 0)

@@ -40,21 +40,6 @@ void rf_stream_plan_free(struct rf_stream_plan *plan)
     rf_stream_plan_init(plan);
 }
 
-int32_t rf_stream_layer_of(const char *name)
-{
-    int32_t n = 0;
-    size_t i = 4, digits = 0;
-
-    if (!name || strncmp(name, "blk.", 4) != 0)
-        return -1;
-    for (; name[i] >= '0' && name[i] <= '9'; i++) {
-        if (++digits > 9)
-            return -1;
-        n = n * 10 + (name[i] - '0');
-    }
-    return digits > 0 && name[i] == '.' ? n : -1;
-}
-
 uint64_t rf_stream_default_window(uint64_t largest_layer_bytes)
 {
     uint64_t w;
@@ -77,7 +62,7 @@ static int32_t group_of(const struct rf_inventory_entry *e, bool has_output)
     if (!e->file_backed || e->access != RF_ACCESS_FILE_BACKED || e->eligibility != RF_ELIGIBLE ||
         e->mapping_index < 0 || rf_page_range_pages(e->pages) == 0)
         return GROUP_NONE;
-    int32_t layer = rf_stream_layer_of(e->name);
+    int32_t layer = rf_tensor_layer_of(e->name);
     if (layer >= 0)
         return layer;
     if (has_output && strncmp(e->name, "token_embd.", 11) == 0)
@@ -491,7 +476,7 @@ int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_
             has_output = true;
     for (size_t i = 0; i < inv->n; i++) {
         group[i] = group_of(&inv->entries[i], has_output);
-        int32_t l = rf_stream_layer_of(inv->entries[i].name);
+        int32_t l = rf_tensor_layer_of(inv->entries[i].name);
         if (l >= 0 && l >= out->n_layers)
             out->n_layers = l + 1;
         if (inv->entries[i].mapping_index >= (int32_t)inv->n_mappings) {

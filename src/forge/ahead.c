@@ -12,6 +12,7 @@
 #include "forge_internal.h"
 
 #include "ramforge/forge_ahead.h"
+#include "ramforge/inventory.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -45,27 +46,13 @@ struct forge_ahead {
     atomic_int first_error;
 };
 
-/* N of a name "blk.N.*"; -1 otherwise. */
-static int layer_of_name(const char *name)
-{
-    if (strncmp(name, "blk.", 4) != 0)
-        return -1;
-    const char *p = name + 4;
-    long n = 0;
-    if (*p < '0' || *p > '9')
-        return -1;
-    while (*p >= '0' && *p <= '9' && n < 1000000)
-        n = n * 10 + (*p++ - '0');
-    return *p == '.' ? (int)n : -1;
-}
-
 /* The layer whose weights node t reads; -1: none. */
 static int layer_of_node(const struct ggml_tensor *t)
 {
     for (int i = 0; i < GGML_MAX_SRC; i++) {
         const struct ggml_tensor *s = t->src[i];
         if (s && s->op == GGML_OP_NONE) {
-            int l = layer_of_name(s->name);
+            int l = rf_tensor_layer_of(s->name);
             if (l >= 0)
                 return l;
         }
@@ -132,7 +119,7 @@ int forge_ahead_create(struct forge_model *m, uint32_t distance, struct forge_ah
     *out = NULL;
     uint32_t n_layers = 0;
     for (size_t i = 0; i < m->n_tensors; i++) {
-        int l = layer_of_name(m->tensors[i].name);
+        int l = rf_tensor_layer_of(m->tensors[i].name);
         if (l >= 0 && m->tensors[i].mapping_index >= 0 && (uint32_t)l + 1 > n_layers)
             n_layers = (uint32_t)l + 1;
     }
@@ -153,7 +140,7 @@ int forge_ahead_create(struct forge_model *m, uint32_t distance, struct forge_ah
     atomic_init(&a->stop, false);
     for (size_t i = 0; i < m->n_tensors; i++) {
         const struct rf_tensor_meta *t = &m->tensors[i];
-        int l = layer_of_name(t->name);
+        int l = rf_tensor_layer_of(t->name);
         uint64_t end;
         if (l < 0 || t->mapping_index < 0 || t->logical_bytes == 0 ||
             __builtin_add_overflow(t->file_offset_bytes, t->logical_bytes, &end))

@@ -193,7 +193,7 @@ int forge_gguf_open_measured(const char *path, struct gguf_context **out, struct
     *out = NULL;
     rc = open_reader(path, direct_reason, &r);
     if (rc < 0) {
-        snprintf(err, FORGE_ERR_MAX, "cannot open %s: %s", path, strerror(-rc));
+        snprintf(err, FORGE_ERR_MAX, "cannot open %s: %s", path, rf_strerror(rc));
         if (read_end_bytes)
             *read_end_bytes = 0;
         return rc;
@@ -203,7 +203,7 @@ int forge_gguf_open_measured(const char *path, struct gguf_context **out, struct
     (void)posix_fadvise(r.fd, 0, 0, POSIX_FADV_RANDOM);
     if (fstat(r.fd, st) < 0) {
         rc = -errno;
-        snprintf(err, FORGE_ERR_MAX, "cannot stat %s: %s", path, strerror(-rc));
+        snprintf(err, FORGE_ERR_MAX, "cannot stat %s: %s", path, rf_strerror(rc));
         goto out;
     }
     if (!S_ISREG(st->st_mode)) {
@@ -214,7 +214,7 @@ int forge_gguf_open_measured(const char *path, struct gguf_context **out, struct
     got = check_read(&r, 0, magic, sizeof(magic));
     if (got < 0) {
         rc = (int)got;
-        snprintf(err, FORGE_ERR_MAX, "cannot read %s: %s", path, strerror(-rc));
+        snprintf(err, FORGE_ERR_MAX, "cannot read %s: %s", path, rf_strerror(rc));
         goto out;
     }
     if (got < (long)sizeof(magic) || memcmp(magic, "GGUF", 4) != 0) {

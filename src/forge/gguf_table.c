@@ -8,6 +8,7 @@
  */
 #include "forge_internal.h"
 
+#include "ramforge/error.h"
 #include "ramforge/forge_pages.h"
 #include "ramforge/fs_profile.h"
 #include "ramforge/pages.h"
@@ -179,7 +180,7 @@ int forge_gguf_identity(const char *path, char out[RF_PROFILE_IDENTITY_MAX],
     rc = 0;
     if (!buf || !f) {
         rc = !buf ? -ENOMEM : -errno;
-        snprintf(err, FORGE_ERR_MAX, "%s: %s", path, strerror(-rc));
+        snprintf(err, FORGE_ERR_MAX, "%s: %s", path, rf_strerror(rc));
     } else if (fread(buf, 1, header, f) != header) {
         rc = -EIO;
         snprintf(err, FORGE_ERR_MAX, "%s: the header changed while it was read", path);

@@ -284,7 +284,7 @@ static bool visit(struct forge_window *w, struct ggml_tensor *t)
 {
     for (int i = 0; i < GGML_MAX_SRC; i++) {
         struct ggml_tensor *src = t->src[i];
-        if (!src || src->op != GGML_OP_NONE || rf_stream_layer_of(src->name) < 0)
+        if (!src || src->op != GGML_OP_NONE || rf_tensor_layer_of(src->name) < 0)
             continue;
         struct wunit *u = find(w, src->name);
         if (!u)
@@ -437,10 +437,9 @@ int forge_window_create(struct forge_model *m, const struct rf_inventory *inv,
         return -ENOMEM;
     fw->fd = -1;
     fw->ring = MAP_FAILED;
-    fw->n_units = (uint32_t)w->n_units;
+    fw->n_units = w->n_units;
     fw->ring_bytes = ring_bytes;
     fw->skip_max = w->slots;
-    fw->n_units = w->n_units;
     fw->cur_unit = fw->cur_slot = -1;
     fw->st.slots = w->slots;
     fw->st.slot_bytes = w->slot_bytes;

@@ -70,10 +70,8 @@ int exec_config_read(struct exec_config *c, char *why, size_t why_size)
         return -EINVAL;
     }
     if ((v = getenv(EXEC_ENV_RELEASE_MODE))) {
-        if (strcmp(v, "dontneed") == 0 || strcmp(v, "pageout") == 0) {
-            p->release_mode = v[0] == 'd' ? RF_RELEASE_DONTNEED : RF_RELEASE_PAGEOUT;
-        } else {
-            snprintf(why, why_size, "%s=%s: not dontneed or pageout", EXEC_ENV_RELEASE_MODE, v);
+        if (rf_release_mode_parse(v, &p->release_mode) < 0) {
+            snprintf(why, why_size, "%s=%s: not " RF_RELEASE_MODE_NAMES, EXEC_ENV_RELEASE_MODE, v);
             return -EINVAL;
         }
     }

@@ -100,7 +100,8 @@ struct exec_engine {
     const struct forge_exec_host *host;
     struct exec_config cfg;
     pthread_mutex_t table_mu, session_mu;
-    pthread_cond_t idle_cv; /* table_mu: a submission or a stop */
+    pthread_cond_t idle_cv; /* table_mu: signalled at a stop only; otherwise the idle thread wakes
+                               at its deadline */
     struct exec_model models[EXEC_MAX_MODELS];
     unsigned loads;              /* models managed so far */
     unsigned loads_without_mmap; /* loads not managed: no mmap */

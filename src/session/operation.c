@@ -56,9 +56,7 @@ static void op_identity(struct rf_session *s, struct rf_report *r)
     r->target_bytes = p->target_bytes;
     r->reserve_bytes = p->reserve_bytes;
     r->release_dead_file_pages = p->release_dead_file_pages;
-    r->release_mode = !r->policy_mutates                      ? NULL
-                      : p->release_mode == RF_RELEASE_PAGEOUT ? "pageout"
-                                                              : "dontneed";
+    r->release_mode = !r->policy_mutates ? NULL : rf_release_mode_name(p->release_mode);
     if (p->policy == RF_POLICY_OFF) {
         r->not_built_reason = "residency policy off: no inventory, ledger or sample was taken";
         r->plan_reason = "residency policy off";

@@ -455,9 +455,7 @@ static int preload_report(const char *model_path, struct rf_session_params param
     r.target_bytes = params.target_bytes;
     r.reserve_bytes = params.reserve_bytes;
     r.release_dead_file_pages = params.release_dead_file_pages;
-    r.release_mode = !r.policy_mutates                           ? NULL
-                     : params.release_mode == RF_RELEASE_PAGEOUT ? "pageout"
-                                                                 : "dontneed";
+    r.release_mode = !r.policy_mutates ? NULL : rf_release_mode_name(params.release_mode);
     r.admission = adm;
     r.not_built_reason = "admission refused the run before the model was loaded";
     r.plan_reason = r.not_built_reason;

@@ -168,7 +168,7 @@ const char *rfsys_remote_advice_name(enum rfsys_remote_advice a)
 int rfsys_process_madvise(int pidfd, const struct rfsys_range *ranges, size_t n,
                           enum rfsys_remote_advice advice, uint64_t *accepted_bytes)
 {
-    struct iovec iov[64];
+    struct iovec iov[RFSYS_MADVISE_BATCH];
     int madv;
 
     if (!accepted_bytes)

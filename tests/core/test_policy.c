@@ -70,6 +70,26 @@ static bool plan_releases(const struct rf_plan *plan, int32_t m, uint64_t page)
 
 /* ---- profiles ---------------------------------------------------------- */
 
+/* The release modes: one spelling, parsed and named by one table. */
+static void test_release_mode_names(void **state)
+{
+    enum rf_release_mode m = RF_RELEASE_PAGEOUT;
+
+    (void)state;
+    assert_int_equal(rf_release_mode_parse("dontneed", &m), 0);
+    assert_int_equal(m, RF_RELEASE_DONTNEED);
+    assert_string_equal(rf_release_mode_name(m), "dontneed");
+    assert_int_equal(rf_release_mode_parse("pageout", &m), 0);
+    assert_int_equal(m, RF_RELEASE_PAGEOUT);
+    assert_string_equal(rf_release_mode_name(m), "pageout");
+    assert_int_equal(rf_release_mode_parse("cold", &m), -EINVAL); /* watch's, not ours */
+    assert_int_equal(rf_release_mode_parse("PageOut", &m), -EINVAL);
+    assert_int_equal(rf_release_mode_parse(NULL, &m), -EINVAL);
+    assert_int_equal(rf_release_mode_parse("pageout", NULL), -EINVAL);
+    assert_int_equal(m, RF_RELEASE_PAGEOUT); /* unchanged on error */
+    assert_null(rf_release_mode_name((enum rf_release_mode)2));
+}
+
 static void test_profile_names(void **state)
 {
     static const char *const names[] = {"off",         "observe", "conservative", "memory-bound",
@@ -1116,6 +1136,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_profile_names),
+        cmocka_unit_test(test_release_mode_names),
         cmocka_unit_test(test_parse_size_table),
         cmocka_unit_test(test_size_hint),
         cmocka_unit_test(test_parse_size_fractions_exact),

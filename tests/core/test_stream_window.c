@@ -181,7 +181,7 @@ static void test_random(void **state)
             size_t e = u->entry;
             assert_true(e < n && !placed[e]);
             placed[e] = true;
-            assert_int_equal(rf_stream_layer_of(names[e]), u->layer);
+            assert_int_equal(rf_tensor_layer_of(names[e]), u->layer);
             assert_true(k == 0 || u->layer > w.units[k - 1].layer ||
                         (u->layer == w.units[k - 1].layer && off[e] >= off[w.units[k - 1].entry]));
             assert_int_equal(u->file_offset_bytes % PAGE, 0);
@@ -202,8 +202,8 @@ static void test_random(void **state)
             bool pin = false;
             for (size_t k = 0; k < n_pinned; k++)
                 pin |= pinned[k] == i;
-            expected += !pin && rf_stream_layer_of(names[i]) >= 0;
-            assert_true(!placed[i] || (!pin && rf_stream_layer_of(names[i]) >= 0));
+            expected += !pin && rf_tensor_layer_of(names[i]) >= 0;
+            assert_true(!placed[i] || (!pin && rf_tensor_layer_of(names[i]) >= 0));
         }
         assert_int_equal(w.n_units + w.units_too_large, expected);
         free(placed);

@@ -30,14 +30,14 @@
 static void test_layer_of(void **state)
 {
     (void)state;
-    assert_int_equal(rf_stream_layer_of("blk.0.attn_q.weight"), 0);
-    assert_int_equal(rf_stream_layer_of("blk.21.ffn_up.weight"), 21);
-    assert_int_equal(rf_stream_layer_of("blk..x"), -1);
-    assert_int_equal(rf_stream_layer_of("blk.3"), -1);
-    assert_int_equal(rf_stream_layer_of("blk.-1.x"), -1);
-    assert_int_equal(rf_stream_layer_of("blk.1234567890.x"), -1);
-    assert_int_equal(rf_stream_layer_of("output.weight"), -1);
-    assert_int_equal(rf_stream_layer_of(NULL), -1);
+    assert_int_equal(rf_tensor_layer_of("blk.0.attn_q.weight"), 0);
+    assert_int_equal(rf_tensor_layer_of("blk.21.ffn_up.weight"), 21);
+    assert_int_equal(rf_tensor_layer_of("blk..x"), -1);
+    assert_int_equal(rf_tensor_layer_of("blk.3"), -1);
+    assert_int_equal(rf_tensor_layer_of("blk.-1.x"), -1);
+    assert_int_equal(rf_tensor_layer_of("blk.1234567890.x"), -1);
+    assert_int_equal(rf_tensor_layer_of("output.weight"), -1);
+    assert_int_equal(rf_tensor_layer_of(NULL), -1);
 }
 
 /*

@@ -848,7 +848,20 @@ static void test_public_accessors(void **state)
     assert_string_equal(v->llama_cpp, forge_llama_version());
 }
 
-/* The same warning text from two places (two pointers) is one warning. */
+/* rf_session_foreach_warning's callback: counts the lines, keeps the last. */
+struct seen_warnings {
+    size_t n;
+    const char *last;
+};
+static void count_warning(const char *w, void *ud)
+{
+    struct seen_warnings *seen = ud;
+    seen->n++;
+    seen->last = w;
+}
+
+/* The same warning text from two places (two pointers) is one warning, in the report and
+   through rf_session_foreach_warning alike. */
 static void test_warning_once_by_text(void **state)
 {
     (void)state;
@@ -862,6 +875,12 @@ static void test_warning_once_by_text(void **state)
     ses_add_warning(s, a);
     json_t *doc = fake_report(s, RF_REPORT_OPERATION);
     assert_int_equal(fake_report_warnings(doc, "the same warning, twice"), 1);
+    struct seen_warnings seen = {0};
+    rf_session_foreach_warning(s, count_warning, &seen);
+    assert_int_equal(seen.n, json_array_size(json_object_get(doc, "warnings")));
+    assert_non_null(seen.last);
+    assert_string_equal(seen.last, "the same warning, twice");
+    rf_session_foreach_warning(s, NULL, &seen); /* no callback: nothing, no crash */
     json_decref(doc);
     rf_session_free(s);
 }

@@ -201,6 +201,14 @@ int rf_inventory_check(const struct rf_inventory *inv);
 int rf_inventory_rank(const struct rf_inventory *inv, const uint32_t *order, size_t n,
                       size_t **rank_out, uint32_t *bad_index, bool *named_twice);
 
+/*
+ * The repeating-layer index of a tensor name "blk.<N>.<...>" (N decimal,
+ * no sign, at most 9 digits), or -1 for any other name (token_embd,
+ * output, norms) and for NULL. The one parser of a tensor's layer:
+ * streaming, the read-ahead, the residency picture and watch use it.
+ */
+int32_t rf_tensor_layer_of(const char *name);
+
 const char *rf_weight_access_name(enum rf_weight_access a); /* "file_backed", ... */
 const char *rf_access_basis_name(enum rf_access_basis b);   /* "graph_probe", ... */
 const char *rf_eligibility_name(enum rf_eligibility e);     /* "eligible", ... */

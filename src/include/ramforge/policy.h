@@ -47,6 +47,20 @@ bool rf_policy_mutates(enum rf_policy_profile p);         /* conservative, memor
 bool rf_policy_requires_target(enum rf_policy_profile p); /* memory-bound, active */
 
 /*
+ * Parses a release mode of the process's own pages: "dontneed" or "pageout"
+ * (exact, lowercase; RF_RELEASE_MODE_NAMES for messages). watch advises
+ * another process through process_madvise(2), which refuses MADV_DONTNEED:
+ * its --release-mode takes "cold" or "pageout" (rfsys_remote_advice).
+ * Errors: -EINVAL (unknown name, NULL argument); *out is unchanged on error.
+ */
+int rf_release_mode_parse(const char *name, enum rf_release_mode *out);
+
+/* The mode's static name as rf_release_mode_parse spells it; NULL outside the enum. */
+const char *rf_release_mode_name(enum rf_release_mode m);
+
+#define RF_RELEASE_MODE_NAMES "dontneed or pageout" /* for "expected ..." messages */
+
+/*
  * Parses a byte size by one rule, Kubernetes' for a memory quantity
  * (RF_SIZE_RULE, the sentence --help, ramforge(1) and the README print):
  *

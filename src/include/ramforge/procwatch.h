@@ -72,6 +72,10 @@ struct rfsys_range {
 int rfsys_pidfd_open(int pid, int *fd);
 
 /* The advice process_madvise accepts here. */
+/* Ranges per process_madvise(2) call: a stack array of iovecs, well under
+   the kernel's UIO_MAXIOV (1024), which the call refuses above with -EINVAL. */
+#define RFSYS_MADVISE_BATCH 64
+
 enum rfsys_remote_advice {
     RFSYS_ADVISE_COLD = 0,    /* MADV_COLD: deactivate; reclaimed first under pressure */
     RFSYS_ADVISE_PAGEOUT = 1, /* MADV_PAGEOUT: reclaim now (clean file pages are dropped) */
@@ -79,7 +83,7 @@ enum rfsys_remote_advice {
 
 /*
  * process_madvise(2) of advice over ranges[0..n) of the process behind
- * pidfd, in batches of at most IOV_MAX ranges. *accepted_bytes is the sum
+ * pidfd, in batches of at most RFSYS_MADVISE_BATCH ranges. *accepted_bytes is the sum
  * the kernel said it advised (it stops at the first range it refuses:
  * then the call returns that error with the bytes accepted so far).
  * Needs PTRACE_MODE_READ on the process and CAP_SYS_NICE. The kernel

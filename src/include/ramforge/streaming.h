@@ -122,12 +122,6 @@ void rf_stream_plan_init(struct rf_stream_plan *plan);
 void rf_stream_plan_free(struct rf_stream_plan *plan);
 
 /*
- * The repeating-layer index of a tensor name "blk.<N>.<...>" (N decimal,
- * no sign, at most 9 digits), or -1 for any other name.
- */
-int32_t rf_stream_layer_of(const char *name);
-
-/*
  * The order in which the planner tries n layers for pinning, into order[n]
  * (a permutation of 0 .. n - 1). Not spread: 0, 1, ..., n - 1. Spread: the
  * reverse of the van der Corput sequence scaled to n (first occurrences),
