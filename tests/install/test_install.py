@@ -54,6 +54,10 @@ EMBED_MAX_CALLS = 8
 # The installed interface (issue 19): session.h, error.h and one types header.
 MAX_HEADERS = 3
 MAX_EXPORTS = 40
+# forge's application code (src/forge: generate.c, sample.c, mkmodel.c, library rfforge_app),
+# which the CLI links and libramforge does not.
+APP_FUNCTIONS = {"forge_generate", "forge_sampler_chain", "forge_sample", "forge_mkmodel",
+                 "forge_tokenize", "forge_chat_apply"}
 INTERNAL_NAME = re.compile(r"\b(?:forge_\w+|rfsys_\w+|FORGE_\w+)")
 
 
@@ -299,6 +303,9 @@ def case_exports(c):
     private = archive_globals(os.path.join(c.libdir, "libramforge.a")) - declared
     check(private, "libramforge.a holds no internal function (the check would be empty)")
     check(not private & exported, f"private helpers exported: {sorted(private & exported)}")
+    # forge's application code (generation, sampling, mkmodel) is the CLI's, not the library's.
+    app = sorted(s for s in private if s in APP_FUNCTIONS)
+    check(not app, f"libramforge carries the CLI's application code: {app}")
     # llama.cpp's C++ internals are looked up at first use, never imported.
     out = run(["nm", "-D", "--undefined-only", c.so]).stdout
     mangled = [s for s in (line.split()[-1] for line in out.splitlines() if line.split())
