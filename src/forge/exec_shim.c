@@ -171,14 +171,18 @@ SHIM_API struct llama_model *llama_model_load_from_file(const char *path,
     if (!h)
         return REAL(llama_model_load_from_file)(path, params);
     enum llama_load_mode lm = params.load_mode;
-    bool mmap = lm != LLAMA_LOAD_MODE_NONE && lm != LLAMA_LOAD_MODE_MLOCK &&
-                lm != LLAMA_LOAD_MODE_DIRECT_IO;
-    bool mlock = lm == LLAMA_LOAD_MODE_MLOCK || lm == LLAMA_LOAD_MODE_MMAP_MLOCK;
+    const struct forge_exec_load load = {
+        .mmap = lm != LLAMA_LOAD_MODE_NONE && lm != LLAMA_LOAD_MODE_MLOCK &&
+                lm != LLAMA_LOAD_MODE_DIRECT_IO,
+        .mlock = lm == LLAMA_LOAD_MODE_MLOCK || lm == LLAMA_LOAD_MODE_MMAP_MLOCK,
+        .use_extra_bufts = params.use_extra_bufts,
+        .no_alloc = params.no_alloc,
+    };
     struct llama_model *m = NULL;
-    if (h->before_load(path, params.use_extra_bufts, mmap, mlock) == 0) {
+    if (h->before_load(path, &load) == 0) {
         m = REAL(llama_model_load_from_file)(path, params);
         if (m)
-            h->loaded(m, path, mmap, mlock);
+            h->loaded(m, path, &load);
     }
     leave();
     return m;

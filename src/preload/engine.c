@@ -127,7 +127,7 @@ static void say_admission(const char *path, const struct rf_admission_result *ad
     pthread_mutex_unlock(&exec_engine.table_mu);
 }
 
-static int hook_before_load(const char *path, bool use_extra_bufts, bool mmap, bool mlock)
+static int hook_before_load(const char *path, const struct forge_exec_load *load)
 {
     const struct exec_config *c = &exec_engine.cfg;
     struct rf_session_params p = c->params;
@@ -137,7 +137,6 @@ static int hook_before_load(const char *path, bool use_extra_bufts, bool mmap, b
     bool decided = false;
     int rc = 0;
 
-    (void)mmap;
     if (p.policy == RF_POLICY_OFF)
         return 0;
     if (forge_gguf_check(path, err) < 0) {
@@ -151,11 +150,11 @@ static int hook_before_load(const char *path, bool use_extra_bufts, bool mmap, b
     }
     if (p.admission_mode == RF_ADMISSION_OFF)
         return 0;
-    p.mlock_requested = mlock;
+    p.mlock_requested = load->mlock;
     adm = calloc(1, sizeof(*adm));
     if (!adm)
         return 0; /* fail open: the after-load figures still come */
-    int arc = rf_session_preload_admit(path, use_extra_bufts, p, &req, adm, &decided, err);
+    int arc = rf_session_preload_admit(path, load->use_extra_bufts, p, &req, adm, &decided, err);
     if (arc < 0) {
         /* llama.cpp will say what it thinks of the file; admission could not read it */
         exec_engine.host->say("exec: no admission before loading %s: %s", path, err);
@@ -176,7 +175,8 @@ static int hook_before_load(const char *path, bool use_extra_bufts, bool mmap, b
     return rc;
 }
 
-static void hook_loaded(struct llama_model *model, const char *path, bool mmap, bool mlock)
+static void hook_loaded(struct llama_model *model, const char *path,
+                        const struct forge_exec_load *load)
 {
     const struct exec_config *c = &exec_engine.cfg;
     struct rf_session_params p = c->params;
@@ -185,9 +185,18 @@ static void hook_loaded(struct llama_model *model, const char *path, bool mmap, 
 
     if (p.policy == RF_POLICY_OFF)
         return;
-    if (!mmap) {
-        /* llama-server's --fit pass loads without mmap before its real load: said only -v,
-           or at exit when no load of the process was managed */
+    if (load->no_alloc) {
+        /* llama-server's --fit pass (common_fit_params): sizes measured, nothing read or
+           mapped, the model freed at once (its real load, if any, follows) */
+        if (c->verbose)
+            exec_engine.host->say("exec: %s: llama.cpp's memory-fit probe (llama-server's "
+                                  "--fit: a load that reads and allocates no weight), nothing "
+                                  "to manage",
+                                  path);
+        return;
+    }
+    if (!load->mmap) {
+        /* said only -v, or at exit when no load of the process was managed */
         pthread_mutex_lock(&exec_engine.table_mu);
         exec_engine.loads_without_mmap++;
         pthread_mutex_unlock(&exec_engine.table_mu);
@@ -197,7 +206,7 @@ static void hook_loaded(struct llama_model *model, const char *path, bool mmap, 
                                   path);
         return;
     }
-    p.mlock_requested = mlock;
+    p.mlock_requested = load->mlock;
     p.entry_ns = rf_now_ns();
     int rc = rf_session_wrap(model, path, p, &s, err);
     if (rc < 0) {

@@ -1,13 +1,83 @@
 #!/usr/bin/env python3
-"""ramforge exec end to end, the engine's edges (docs/EXEC.md): a libllama of another build.
+"""ramforge exec end to end, the engine's edges (docs/EXEC.md): what it says of llama-server's
+memory-fit probe, the idle boundary's -v line in the specification's words, and a libllama
+of another build.
 The programs and helpers are test_exec.py's (exec_hold, ExecServer, metrics).
 Usage: test_exec_engine.py --ramforge PATH --simple PATH --schema PATH CASE
 """
+import json
 import os
 import re
 
-from test_exec import Ctx, rf_lines, run
-from e2e_util import Skip, check, run_main  # noqa: E402 (test_exec's path)
+from test_exec import PROMPT, Ctx, ExecServer, Hold, free_port, http, metrics, rf_lines, run
+from e2e_util import Skip, check, run_main, wait_for  # noqa: E402 (test_exec's path)
+
+
+IDLE_ALIVE = "ramforge_exec_idle_alive_boundaries_total"
+
+
+def idle_alive_count(prom):
+    """The idle boundaries with contexts alive the metrics file at prom counts (0: none yet)."""
+    return os.path.exists(prom) and metrics(prom).get(IDLE_ALIVE, [({}, 0)])[0][1]
+
+
+def size_text(n):
+    """rf_size_format's words: under 1 KiB "N B", else two decimals of the largest IEC unit."""
+    units = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
+    if n < 1024:
+        return f"{n} B"
+    i = 0
+    while i + 1 < len(units) and n >= 1024 ** (i + 2):
+        i += 1
+    return f"{n / 1024 ** (i + 1):.2f} {units[i]}"
+
+
+def case_fit_probe_verbose(c):
+    """llama-server's default --fit loads the model without allocating (no_alloc) before its
+    load: with -v the probe is named as what it is, once, never "not managed"; then the
+    model is managed."""
+    model = c.model("small")
+    with ExecServer(c, model, "-v", "--metrics-listen", str(free_port())) as s:
+        # /health answers before llama-server handles SIGTERM; a request answered, it does
+        http(f"http://127.0.0.1:{s.port}/completion", {"prompt": PROMPT, "n_predict": 1})
+        rc = s.stop()
+        err = s.stderr()
+    lines = rf_lines(err)
+    check(not [ln for ln in lines if "not managed" in ln or "no model was managed" in ln],
+          f"a load said unmanaged: {lines}")
+    probe = [ln for ln in lines if "memory-fit probe" in ln]
+    check(len(probe) == 1 and model in probe[0], f"the probe: {probe}")
+    check(len([ln for ln in lines if ln.startswith(f"ramforge: exec: managing {model} ")]) == 1,
+          f"managing: {lines}")
+    check(rc == 0, f"exec exited {rc}: {err[-1500:]}")
+
+
+def case_idle_verbose_words(c):
+    """-v's idle line in the specification's words: the release requested, what the kernel
+    accepted (madvise), the mapping's Rss measured; each figure the report's."""
+    model = c.model("small")
+    rep, prom = c.path("idle.json"), c.path("idle.prom")
+    h = Hold(c, model, c.exec_argv("--residency-policy", "memory-bound", "--memory-target", "5M",
+                                   "--idle-seconds", "1", "--residency-report-json", rep,
+                                   "--metrics-file", prom, "-v"), "exec")
+    try:
+        h.cmd("gen 4")
+        wait_for(lambda: idle_alive_count(prom) >= 1, 30, "the idle boundary")
+    finally:
+        h.close()
+    with open(c.path("exec.err")) as f:
+        idle = [ln for ln in rf_lines(f.read()) if "idle boundary" in ln]
+    with open(rep) as f:
+        apps = [a for a in json.load(f)["application"]["boundaries"]
+                if a["boundary"] == "idle_alive"]
+    check(len(idle) == 1 and apps, f"idle lines {idle}, boundaries {apps}")
+    requested = sum(a["requested_bytes"] for a in apps)
+    accepted = sum(a["accepted_bytes"] for a in apps)
+    check(accepted > 0 and " released" not in idle[0] and
+          f"release requested {size_text(requested)}, the kernel accepted "
+          f"{size_text(accepted)} (madvise), the mapping's Rss measured: " in idle[0],
+          f"the idle line {idle[0]!r}: requested {requested}, accepted {accepted}")
+    print(idle[0])
 
 
 def other_libllama(c, prog):
