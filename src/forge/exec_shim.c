@@ -2,8 +2,9 @@
  * libramforge-preload.so: the shim ramforge exec preloads into an
  * unmodified llama.cpp program (docs/EXEC.md). It defines the libllama
  * calls the gate and the session need (load, free, contexts, decode and
- * encode, synchronize and the logits/embeddings getters that synchronize),
- * and each calls the real one, resolved once with dlsym(RTLD_NEXT).
+ * encode, synchronize and every getter that synchronizes: logits,
+ * embeddings and the backend-sampling results), and each calls the real
+ * one, resolved once with dlsym(RTLD_NEXT).
  *
  * It links no llama.cpp and does nothing until the program loads a model:
  * then, once per process, it checks that the libllama defining the real
@@ -260,10 +261,11 @@ SHIM_API void llama_synchronize(struct llama_context *ctx)
     completed(ctx);
 }
 
-/* A getter that synchronizes ctx: the real call, then completion observed. */
+/* A getter that synchronizes ctx (whatever it returns): the real call, then completion
+   observed. */
 #define SYNCED(name, ctx, ...)                                                                     \
     do {                                                                                           \
-        float *r_ = REAL(name)(ctx, ##__VA_ARGS__);                                                \
+        __typeof__(name(ctx, ##__VA_ARGS__)) r_ = REAL(name)(ctx, ##__VA_ARGS__);                  \
         completed(ctx);                                                                            \
         return r_;                                                                                 \
     } while (0)
@@ -291,4 +293,42 @@ SHIM_API float *llama_get_embeddings_ith(struct llama_context *ctx, int32_t i)
 SHIM_API float *llama_get_embeddings_seq(struct llama_context *ctx, llama_seq_id seq_id)
 {
     SYNCED(llama_get_embeddings_seq, ctx, seq_id);
+}
+
+/* The backend-sampling getters (llama.h's "backend sampling API"): each synchronizes ctx, and a
+   program that samples on the backend (common_sampler with --backend-sampling) may read its
+   token through them alone. */
+SHIM_API llama_token llama_get_sampled_token_ith(struct llama_context *ctx, int32_t i)
+{
+    SYNCED(llama_get_sampled_token_ith, ctx, i);
+}
+
+SHIM_API float *llama_get_sampled_probs_ith(struct llama_context *ctx, int32_t i)
+{
+    SYNCED(llama_get_sampled_probs_ith, ctx, i);
+}
+
+SHIM_API uint32_t llama_get_sampled_probs_count_ith(struct llama_context *ctx, int32_t i)
+{
+    SYNCED(llama_get_sampled_probs_count_ith, ctx, i);
+}
+
+SHIM_API float *llama_get_sampled_logits_ith(struct llama_context *ctx, int32_t i)
+{
+    SYNCED(llama_get_sampled_logits_ith, ctx, i);
+}
+
+SHIM_API uint32_t llama_get_sampled_logits_count_ith(struct llama_context *ctx, int32_t i)
+{
+    SYNCED(llama_get_sampled_logits_count_ith, ctx, i);
+}
+
+SHIM_API llama_token *llama_get_sampled_candidates_ith(struct llama_context *ctx, int32_t i)
+{
+    SYNCED(llama_get_sampled_candidates_ith, ctx, i);
+}
+
+SHIM_API uint32_t llama_get_sampled_candidates_count_ith(struct llama_context *ctx, int32_t i)
+{
+    SYNCED(llama_get_sampled_candidates_count_ith, ctx, i);
 }

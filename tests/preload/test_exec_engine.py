@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ramforge exec end to end, the engine's edges (docs/EXEC.md): what it says of llama-server's
-memory-fit probe, the idle boundary's -v line in the specification's words, and a libllama
-of another build.
+memory-fit probe, the idle boundary's -v line in the specification's words, the lease of a
+program that samples on the backend, and a libllama of another build.
 The programs and helpers are test_exec.py's (exec_hold, ExecServer, metrics).
 Usage: test_exec_engine.py --ramforge PATH --simple PATH --schema PATH CASE
 """
@@ -78,6 +78,28 @@ def case_idle_verbose_words(c):
           f"{size_text(accepted)} (madvise), the mapping's Rss measured: " in idle[0],
           f"the idle line {idle[0]!r}: requested {requested}, accepted {accepted}")
     print(idle[0])
+
+
+def case_backend_sampling(c):
+    """A program that reads its tokens with llama_get_sampled_token_ith alone (the backend
+    sampler): each read observes the decode's completion, so the idle boundary comes; tokens
+    identical to the same program bare."""
+    model = c.model("small")
+    bare = Hold(c, model, [], "bare", "backend")
+    expect = bare.cmd("sampled 6")
+    bare.close()
+    check(re.fullmatch(r"tokens( \d+){6}", expect), f"bare backend sampling: {expect!r}")
+    prom = c.path("b.prom")
+    h = Hold(c, model, c.exec_argv("--residency-policy", "memory-bound", "--memory-target", "5M",
+                                   "--idle-seconds", "1", "--metrics-file", prom), "exec",
+             "backend")
+    try:
+        got = h.cmd("sampled 6")
+        wait_for(lambda: idle_alive_count(prom) >= 1, 30,
+                 "the idle boundary after backend-sampled decodes (the lease ended)")
+    finally:
+        h.close()
+    check(got == expect, f"tokens differ: bare {expect}, exec {got}")
 
 
 def other_libllama(c, prog):

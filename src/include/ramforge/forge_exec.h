@@ -63,8 +63,9 @@ struct forge_exec_hooks {
     void (*submit)(struct llama_context *ctx, int32_t n_tokens);
     /* After it: rc its return; a failed submission ends the lease. */
     void (*submitted)(struct llama_context *ctx, int32_t rc);
-    /* After llama_synchronize or a llama_get_logits* / llama_get_embeddings* (each
-       synchronizes): completion observed, the lease ended. */
+    /* After llama_synchronize or a getter that synchronizes (llama_get_logits*,
+       llama_get_embeddings*, the backend-sampling llama_get_sampled_*): completion
+       observed, the lease ended. */
     void (*completed)(struct llama_context *ctx);
 };
 
