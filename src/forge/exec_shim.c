@@ -212,14 +212,19 @@ SHIM_API struct llama_context *llama_init_from_model(struct llama_model *model,
     return ctx;
 }
 
+/* The context's lease ends before the real free; it stops counting after it (its buffers are
+   gone by the after_session boundary the last one runs). */
 SHIM_API void llama_free(struct llama_context *ctx)
 {
     const struct forge_exec_hooks *h = enter();
-    if (h) {
-        h->context_freeing(ctx);
-        leave();
+    if (!h) {
+        REAL(llama_free)(ctx);
+        return;
     }
+    void *freeing = h->context_freeing(ctx);
     REAL(llama_free)(ctx);
+    h->context_freed(freeing);
+    leave();
 }
 
 /* A submission under the gate: the lease from the call until completion is observed. */

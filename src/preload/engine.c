@@ -323,19 +323,34 @@ static void settle(struct llama_context *ctx)
     pthread_mutex_unlock(&exec_engine.table_mu);
 }
 
-static void hook_context_freeing(struct llama_context *ctx)
+/*
+ * Before llama_free(ctx): its lease ended and its entry gone (another thread may get the same
+ * address from llama_init_from_model at once), still counted alive: its buffers are. Returns
+ * its model (NULL: not a managed model's context) for hook_context_freed.
+ */
+static void *hook_context_freeing(struct llama_context *ctx)
 {
     settle(ctx);
     pthread_mutex_lock(&exec_engine.table_mu);
     struct exec_ctx *e = ctx_of(ctx);
     struct exec_model *m = e ? e->m : NULL;
-    bool last = false;
     if (e) {
         complete(e);
-        rf_session_context_alive(m->s, false);
-        last = --m->contexts == 0;
         *e = exec_engine.ctxs[--exec_engine.n_ctxs];
     }
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    return m;
+}
+
+/* After the real llama_free: no longer counted; the last context's after_session boundary. */
+static void hook_context_freed(void *freeing)
+{
+    struct exec_model *m = freeing;
+    if (!m)
+        return;
+    pthread_mutex_lock(&exec_engine.table_mu);
+    rf_session_context_alive(m->s, false);
+    bool last = --m->contexts == 0;
     pthread_mutex_unlock(&exec_engine.table_mu);
     if (last) {
         /* No context left: the strict after_session boundary ends the operation. */
@@ -415,6 +430,7 @@ static const struct forge_exec_hooks hooks = {
     .model_freeing = hook_model_freeing,
     .context_created = hook_context_created,
     .context_freeing = hook_context_freeing,
+    .context_freed = hook_context_freed,
     .submit = hook_submit,
     .submitted = hook_submitted,
     .completed = hook_completed,

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """ramforge exec end to end, the engine's edges (docs/EXEC.md): what it says of llama-server's
 memory-fit probe, the idle boundary's -v line in the specification's words, the lease of a
-program that samples on the backend, and a libllama of another build.
+program that samples on the backend, the after_session boundary after the last context's
+buffers are gone, and a libllama of another build.
 The programs and helpers are test_exec.py's (exec_hold, ExecServer, metrics).
 Usage: test_exec_engine.py --ramforge PATH --simple PATH --schema PATH CASE
 """
@@ -9,7 +10,8 @@ import json
 import os
 import re
 
-from test_exec import PROMPT, Ctx, ExecServer, Hold, free_port, http, metrics, rf_lines, run
+from test_exec import (PROMPT, Ctx, ExecServer, Hold, free_port, http, metrics, one,
+                       rf_lines, run)
 from e2e_util import Skip, check, run_main, wait_for  # noqa: E402 (test_exec's path)
 
 
@@ -100,6 +102,40 @@ def case_backend_sampling(c):
     finally:
         h.close()
     check(got == expect, f"tokens differ: bare {expect}, exec {got}")
+
+
+def status_kib(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(rf"^{field}:\s+(\d+) kB", f.read(), re.M).group(1)) * 1024
+
+
+def case_after_session_freed(c):
+    """The after_session boundary runs after the last context's real llama_free: its sample
+    no longer holds the context's KV cache (64 MiB here: the process's VmRSS there is below
+    what the test read with the context alive by at least half of it), and the report says
+    no context alive there, as is then true."""
+    model, n_ctx = c.model("small"), 32768  # the small model's KV: 2 KiB a cell
+    kv = 2048 * n_ctx
+    rep, prom = c.path("s.json"), c.path("s.prom")
+    h = Hold(c, model, c.exec_argv("--residency-report-json", rep, "--metrics-file", prom),
+             "exec", n_ctx=n_ctx)
+    try:
+        h.cmd("gen 2")
+        alive = status_kib(h.p.pid, "VmRSS")
+    finally:
+        h.close()
+    with open(rep) as f:
+        doc = json.load(f)
+    ends = [s for s in doc["residency"]["samples"] if s["label"] == "after_session"]
+    check(ends and ends[-1]["process_rss_bytes"] is not None, f"after_session samples {ends}")
+    check(doc["native"]["observed_at"] == "after_session" and
+          doc["native"]["active_contexts"] == 0, f"native {doc['native']}")
+    freed = alive - ends[-1]["process_rss_bytes"]
+    print(f"VmRSS with the context {alive} B, at after_session "
+          f"{ends[-1]['process_rss_bytes']} B (KV cache {kv} B)")
+    check(freed >= kv // 2, f"the after_session sample still holds the context's buffers: "
+          f"{freed} B freed of a {kv} B KV cache")
+    check(one(metrics(prom), "ramforge_exec_contexts_alive") == 0, "no context at the end")
 
 
 def other_libllama(c, prog):

@@ -57,8 +57,12 @@ struct forge_exec_hooks {
     /* After llama_init_from_model(model) returned ctx (not NULL); n_ctx as asked (0: the
        model's). */
     void (*context_created)(struct llama_model *model, struct llama_context *ctx, uint32_t n_ctx);
-    /* Before llama_free(ctx): its lease ended, the context no longer counted. */
-    void (*context_freeing)(struct llama_context *ctx);
+    /* Before llama_free(ctx): its lease ended, ctx no longer looked up (its address may be
+       reused at once). Returns what context_freed takes. */
+    void *(*context_freeing)(struct llama_context *ctx);
+    /* After the real llama_free (its buffers gone): the context no longer counted; the last
+       one's after_session boundary. freeing: context_freeing's return. */
+    void (*context_freed)(void *freeing);
     /* Before llama_decode/llama_encode(ctx): the operation opened, the lease taken. */
     void (*submit)(struct llama_context *ctx, int32_t n_tokens);
     /* After it: rc its return; a failed submission ends the lease. */
