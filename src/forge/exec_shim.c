@@ -205,8 +205,10 @@ SHIM_API struct llama_context *llama_init_from_model(struct llama_model *model,
     const struct forge_exec_hooks *h = enter();
     struct llama_context *ctx = REAL(llama_init_from_model)(model, params);
     if (h) {
-        if (ctx)
-            h->context_created(model, ctx, params.n_ctx);
+        if (ctx && h->context_created(model, ctx, params.n_ctx) < 0) {
+            REAL(llama_free)(ctx); /* it would decode without a lease: not created */
+            ctx = NULL;
+        }
         leave();
     }
     return ctx;

@@ -266,15 +266,20 @@ static void hook_model_freeing(struct llama_model *model)
     pthread_mutex_unlock(&exec_engine.session_mu);
 }
 
-static void hook_context_created(struct llama_model *model, struct llama_context *ctx,
-                                 uint32_t n_ctx)
+/*
+ * Records ctx of model. 0: recorded, or not a managed model's; -1 (said): a managed model's
+ * context the table has no room for (out of memory): its decodes would take no lease and a
+ * release could run under them, so the shim frees it and the program sees its creation fail.
+ */
+static int hook_context_created(struct llama_model *model, struct llama_context *ctx,
+                                uint32_t n_ctx)
 {
     pthread_mutex_lock(&exec_engine.table_mu);
     struct exec_model *m = model_of(model);
     struct exec_ctx *e = NULL;
     if (m && exec_engine.n_ctxs == exec_engine.cap_ctxs) {
         size_t cap = exec_engine.cap_ctxs ? 2 * exec_engine.cap_ctxs : 8;
-        void *p = realloc(exec_engine.ctxs, cap * sizeof(*exec_engine.ctxs));
+        void *p = reallocarray(exec_engine.ctxs, cap, sizeof(*exec_engine.ctxs));
         if (p) {
             exec_engine.ctxs = p;
             exec_engine.cap_ctxs = cap;
@@ -289,8 +294,12 @@ static void hook_context_created(struct llama_model *model, struct llama_context
         rf_session_context_alive(m->s, true);
     }
     pthread_mutex_unlock(&exec_engine.table_mu);
-    if (m && !e)
-        exec_engine.host->say("exec: out of memory: a context of %s is not counted", m->path);
+    if (!m || e)
+        return 0;
+    exec_engine.host->say("exec: out of memory: cannot record a context of %s (it would run "
+                          "without the execution lease): its creation fails",
+                          m->path);
+    return -1;
 }
 
 /* Ends e's lease when a submission is in flight (completion observed). Under table_mu. */

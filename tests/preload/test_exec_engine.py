@@ -2,7 +2,7 @@
 """ramforge exec end to end, the engine's edges (docs/EXEC.md): what it says of llama-server's
 memory-fit probe, the idle boundary's -v line in the specification's words, the lease of a
 program that samples on the backend, the after_session boundary after the last context's
-buffers are gone, and a libllama of another build.
+buffers are gone, a context the engine cannot record, and a libllama of another build.
 The programs and helpers are test_exec.py's (exec_hold, ExecServer, metrics).
 Usage: test_exec_engine.py --ramforge PATH --simple PATH --schema PATH CASE
 """
@@ -13,7 +13,6 @@ import re
 from test_exec import (PROMPT, Ctx, ExecServer, Hold, free_port, http, metrics, one,
                        rf_lines, run)
 from e2e_util import Skip, check, run_main, wait_for  # noqa: E402 (test_exec's path)
-
 
 IDLE_ALIVE = "ramforge_exec_idle_alive_boundaries_total"
 
@@ -136,6 +135,27 @@ def case_after_session_freed(c):
     check(freed >= kv // 2, f"the after_session sample still holds the context's buffers: "
           f"{freed} B freed of a {kv} B KV cache")
     check(one(metrics(prom), "ramforge_exec_contexts_alive") == 0, "no context at the end")
+
+
+def case_context_oom(c):
+    """A context the engine cannot record (its table's reallocarray fails: the test engine,
+    exec_fail_alloc.c) would decode without a lease: its creation fails instead, one line
+    says why, and the program takes its own out-of-memory path."""
+    engine = os.environ.get("RF_EXEC_OOM_ENGINE", "")
+    if not engine or not c.hold:
+        raise Skip("exec_oom_engine or exec_hold was not built")
+    shim = os.path.join(os.path.dirname(c.rf), "libramforge-preload.so")
+    env = dict(os.environ, LD_PRELOAD=shim, RAMFORGE_EXEC_ENGINE=engine,
+               RAMFORGE_EXEC_POLICY="observe", RF_TEST_FAIL_REALLOCARRAY="1")
+    p = run([c.hold, c.model("small"), PROMPT, "64"], env=env, input="gen 2\nquit\n")
+    lines = rf_lines(p.stderr)
+    check(p.returncode == 1 and "exec_hold: cannot create a context" in p.stderr and
+          len(lines) == 1 and "out of memory: cannot record a context" in lines[0],
+          f"exit {p.returncode}, stdout {p.stdout!r}, lines {lines}")
+    env.pop("RF_TEST_FAIL_REALLOCARRAY")
+    p = run([c.hold, c.model("small"), PROMPT, "64"], env=env, input="gen 2\nquit\n")
+    check(p.returncode == 0 and p.stdout.startswith("tokens "),
+          f"without the failure: exit {p.returncode} {rf_lines(p.stderr)}")
 
 
 def other_libllama(c, prog):

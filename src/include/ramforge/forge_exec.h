@@ -55,8 +55,10 @@ struct forge_exec_hooks {
     /* Before llama_model_free(model): the last boundary, the report, the session freed. */
     void (*model_freeing)(struct llama_model *model);
     /* After llama_init_from_model(model) returned ctx (not NULL); n_ctx as asked (0: the
-       model's). */
-    void (*context_created)(struct llama_model *model, struct llama_context *ctx, uint32_t n_ctx);
+       model's). 0: counted (or not the engine's model); -1: a context of a managed model the
+       engine could not record (out of memory; said), which would run without a lease: the
+       shim frees it and returns NULL, the program's own out-of-memory path. */
+    int (*context_created)(struct llama_model *model, struct llama_context *ctx, uint32_t n_ctx);
     /* Before llama_free(ctx): its lease ended, ctx no longer looked up (its address may be
        reused at once). Returns what context_freed takes. */
     void *(*context_freeing)(struct llama_context *ctx);
