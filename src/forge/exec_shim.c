@@ -2,8 +2,9 @@
  * libramforge-preload.so: the shim ramforge exec preloads into an
  * unmodified llama.cpp program (docs/EXEC.md). It defines the libllama
  * calls the gate and the session need (load, free, contexts, decode and
- * encode, synchronize and the logits/embeddings getters that synchronize),
- * and each calls the real one, resolved once with dlsym(RTLD_NEXT).
+ * encode, synchronize and every getter that synchronizes: logits,
+ * embeddings and the backend-sampling results), and each calls the real
+ * one, resolved once with dlsym(RTLD_NEXT).
  *
  * It links no llama.cpp and does nothing until the program loads a model:
  * then, once per process, it checks that the libllama defining the real
@@ -171,14 +172,18 @@ SHIM_API struct llama_model *llama_model_load_from_file(const char *path,
     if (!h)
         return REAL(llama_model_load_from_file)(path, params);
     enum llama_load_mode lm = params.load_mode;
-    bool mmap = lm != LLAMA_LOAD_MODE_NONE && lm != LLAMA_LOAD_MODE_MLOCK &&
-                lm != LLAMA_LOAD_MODE_DIRECT_IO;
-    bool mlock = lm == LLAMA_LOAD_MODE_MLOCK || lm == LLAMA_LOAD_MODE_MMAP_MLOCK;
+    const struct forge_exec_load load = {
+        .mmap = lm != LLAMA_LOAD_MODE_NONE && lm != LLAMA_LOAD_MODE_MLOCK &&
+                lm != LLAMA_LOAD_MODE_DIRECT_IO,
+        .mlock = lm == LLAMA_LOAD_MODE_MLOCK || lm == LLAMA_LOAD_MODE_MMAP_MLOCK,
+        .use_extra_bufts = params.use_extra_bufts,
+        .no_alloc = params.no_alloc,
+    };
     struct llama_model *m = NULL;
-    if (h->before_load(path, params.use_extra_bufts, mmap, mlock) == 0) {
+    if (h->before_load(path, &load) == 0) {
         m = REAL(llama_model_load_from_file)(path, params);
         if (m)
-            h->loaded(m, path, mmap, mlock);
+            h->loaded(m, path, &load);
     }
     leave();
     return m;
@@ -200,21 +205,28 @@ SHIM_API struct llama_context *llama_init_from_model(struct llama_model *model,
     const struct forge_exec_hooks *h = enter();
     struct llama_context *ctx = REAL(llama_init_from_model)(model, params);
     if (h) {
-        if (ctx)
-            h->context_created(model, ctx, params.n_ctx);
+        if (ctx && h->context_created(model, ctx, params.n_ctx) < 0) {
+            REAL(llama_free)(ctx); /* it would decode without a lease: not created */
+            ctx = NULL;
+        }
         leave();
     }
     return ctx;
 }
 
+/* The context's lease ends before the real free; it stops counting after it (its buffers are
+   gone by the after_session boundary the last one runs). */
 SHIM_API void llama_free(struct llama_context *ctx)
 {
     const struct forge_exec_hooks *h = enter();
-    if (h) {
-        h->context_freeing(ctx);
-        leave();
+    if (!h) {
+        REAL(llama_free)(ctx);
+        return;
     }
+    void *freeing = h->context_freeing(ctx);
     REAL(llama_free)(ctx);
+    h->context_freed(freeing);
+    leave();
 }
 
 /* A submission under the gate: the lease from the call until completion is observed. */
@@ -256,10 +268,11 @@ SHIM_API void llama_synchronize(struct llama_context *ctx)
     completed(ctx);
 }
 
-/* A getter that synchronizes ctx: the real call, then completion observed. */
+/* A getter that synchronizes ctx (whatever it returns): the real call, then completion
+   observed. */
 #define SYNCED(name, ctx, ...)                                                                     \
     do {                                                                                           \
-        float *r_ = REAL(name)(ctx, ##__VA_ARGS__);                                                \
+        __typeof__(name(ctx, ##__VA_ARGS__)) r_ = REAL(name)(ctx, ##__VA_ARGS__);                  \
         completed(ctx);                                                                            \
         return r_;                                                                                 \
     } while (0)
@@ -287,4 +300,42 @@ SHIM_API float *llama_get_embeddings_ith(struct llama_context *ctx, int32_t i)
 SHIM_API float *llama_get_embeddings_seq(struct llama_context *ctx, llama_seq_id seq_id)
 {
     SYNCED(llama_get_embeddings_seq, ctx, seq_id);
+}
+
+/* The backend-sampling getters (llama.h's "backend sampling API"): each synchronizes ctx, and a
+   program that samples on the backend (common_sampler with --backend-sampling) may read its
+   token through them alone. */
+SHIM_API llama_token llama_get_sampled_token_ith(struct llama_context *ctx, int32_t i)
+{
+    SYNCED(llama_get_sampled_token_ith, ctx, i);
+}
+
+SHIM_API float *llama_get_sampled_probs_ith(struct llama_context *ctx, int32_t i)
+{
+    SYNCED(llama_get_sampled_probs_ith, ctx, i);
+}
+
+SHIM_API uint32_t llama_get_sampled_probs_count_ith(struct llama_context *ctx, int32_t i)
+{
+    SYNCED(llama_get_sampled_probs_count_ith, ctx, i);
+}
+
+SHIM_API float *llama_get_sampled_logits_ith(struct llama_context *ctx, int32_t i)
+{
+    SYNCED(llama_get_sampled_logits_ith, ctx, i);
+}
+
+SHIM_API uint32_t llama_get_sampled_logits_count_ith(struct llama_context *ctx, int32_t i)
+{
+    SYNCED(llama_get_sampled_logits_count_ith, ctx, i);
+}
+
+SHIM_API llama_token *llama_get_sampled_candidates_ith(struct llama_context *ctx, int32_t i)
+{
+    SYNCED(llama_get_sampled_candidates_ith, ctx, i);
+}
+
+SHIM_API uint32_t llama_get_sampled_candidates_count_ith(struct llama_context *ctx, int32_t i)
+{
+    SYNCED(llama_get_sampled_candidates_count_ith, ctx, i);
 }

@@ -127,7 +127,7 @@ static void say_admission(const char *path, const struct rf_admission_result *ad
     pthread_mutex_unlock(&exec_engine.table_mu);
 }
 
-static int hook_before_load(const char *path, bool use_extra_bufts, bool mmap, bool mlock)
+static int hook_before_load(const char *path, const struct forge_exec_load *load)
 {
     const struct exec_config *c = &exec_engine.cfg;
     struct rf_session_params p = c->params;
@@ -137,7 +137,6 @@ static int hook_before_load(const char *path, bool use_extra_bufts, bool mmap, b
     bool decided = false;
     int rc = 0;
 
-    (void)mmap;
     if (p.policy == RF_POLICY_OFF)
         return 0;
     if (forge_gguf_check(path, err) < 0) {
@@ -151,11 +150,11 @@ static int hook_before_load(const char *path, bool use_extra_bufts, bool mmap, b
     }
     if (p.admission_mode == RF_ADMISSION_OFF)
         return 0;
-    p.mlock_requested = mlock;
+    p.mlock_requested = load->mlock;
     adm = calloc(1, sizeof(*adm));
     if (!adm)
         return 0; /* fail open: the after-load figures still come */
-    int arc = rf_session_preload_admit(path, use_extra_bufts, p, &req, adm, &decided, err);
+    int arc = rf_session_preload_admit(path, load->use_extra_bufts, p, &req, adm, &decided, err);
     if (arc < 0) {
         /* llama.cpp will say what it thinks of the file; admission could not read it */
         exec_engine.host->say("exec: no admission before loading %s: %s", path, err);
@@ -176,7 +175,8 @@ static int hook_before_load(const char *path, bool use_extra_bufts, bool mmap, b
     return rc;
 }
 
-static void hook_loaded(struct llama_model *model, const char *path, bool mmap, bool mlock)
+static void hook_loaded(struct llama_model *model, const char *path,
+                        const struct forge_exec_load *load)
 {
     const struct exec_config *c = &exec_engine.cfg;
     struct rf_session_params p = c->params;
@@ -185,9 +185,18 @@ static void hook_loaded(struct llama_model *model, const char *path, bool mmap, 
 
     if (p.policy == RF_POLICY_OFF)
         return;
-    if (!mmap) {
-        /* llama-server's --fit pass loads without mmap before its real load: said only -v,
-           or at exit when no load of the process was managed */
+    if (load->no_alloc) {
+        /* llama-server's --fit pass (common_fit_params): sizes measured, nothing read or
+           mapped, the model freed at once (its real load, if any, follows) */
+        if (c->verbose)
+            exec_engine.host->say("exec: %s: llama.cpp's memory-fit probe (llama-server's "
+                                  "--fit: a load that reads and allocates no weight), nothing "
+                                  "to manage",
+                                  path);
+        return;
+    }
+    if (!load->mmap) {
+        /* said only -v, or at exit when no load of the process was managed */
         pthread_mutex_lock(&exec_engine.table_mu);
         exec_engine.loads_without_mmap++;
         pthread_mutex_unlock(&exec_engine.table_mu);
@@ -197,7 +206,7 @@ static void hook_loaded(struct llama_model *model, const char *path, bool mmap, 
                                   path);
         return;
     }
-    p.mlock_requested = mlock;
+    p.mlock_requested = load->mlock;
     p.entry_ns = rf_now_ns();
     int rc = rf_session_wrap(model, path, p, &s, err);
     if (rc < 0) {
@@ -257,15 +266,20 @@ static void hook_model_freeing(struct llama_model *model)
     pthread_mutex_unlock(&exec_engine.session_mu);
 }
 
-static void hook_context_created(struct llama_model *model, struct llama_context *ctx,
-                                 uint32_t n_ctx)
+/*
+ * Records ctx of model. 0: recorded, or not a managed model's; -1 (said): a managed model's
+ * context the table has no room for (out of memory): its decodes would take no lease and a
+ * release could run under them, so the shim frees it and the program sees its creation fail.
+ */
+static int hook_context_created(struct llama_model *model, struct llama_context *ctx,
+                                uint32_t n_ctx)
 {
     pthread_mutex_lock(&exec_engine.table_mu);
     struct exec_model *m = model_of(model);
     struct exec_ctx *e = NULL;
     if (m && exec_engine.n_ctxs == exec_engine.cap_ctxs) {
         size_t cap = exec_engine.cap_ctxs ? 2 * exec_engine.cap_ctxs : 8;
-        void *p = realloc(exec_engine.ctxs, cap * sizeof(*exec_engine.ctxs));
+        void *p = reallocarray(exec_engine.ctxs, cap, sizeof(*exec_engine.ctxs));
         if (p) {
             exec_engine.ctxs = p;
             exec_engine.cap_ctxs = cap;
@@ -280,8 +294,12 @@ static void hook_context_created(struct llama_model *model, struct llama_context
         rf_session_context_alive(m->s, true);
     }
     pthread_mutex_unlock(&exec_engine.table_mu);
-    if (m && !e)
-        exec_engine.host->say("exec: out of memory: a context of %s is not counted", m->path);
+    if (!m || e)
+        return 0;
+    exec_engine.host->say("exec: out of memory: cannot record a context of %s (it would run "
+                          "without the execution lease): its creation fails",
+                          m->path);
+    return -1;
 }
 
 /* Ends e's lease when a submission is in flight (completion observed). Under table_mu. */
@@ -314,19 +332,34 @@ static void settle(struct llama_context *ctx)
     pthread_mutex_unlock(&exec_engine.table_mu);
 }
 
-static void hook_context_freeing(struct llama_context *ctx)
+/*
+ * Before llama_free(ctx): its lease ended and its entry gone (another thread may get the same
+ * address from llama_init_from_model at once), still counted alive: its buffers are. Returns
+ * its model (NULL: not a managed model's context) for hook_context_freed.
+ */
+static void *hook_context_freeing(struct llama_context *ctx)
 {
     settle(ctx);
     pthread_mutex_lock(&exec_engine.table_mu);
     struct exec_ctx *e = ctx_of(ctx);
     struct exec_model *m = e ? e->m : NULL;
-    bool last = false;
     if (e) {
         complete(e);
-        rf_session_context_alive(m->s, false);
-        last = --m->contexts == 0;
         *e = exec_engine.ctxs[--exec_engine.n_ctxs];
     }
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    return m;
+}
+
+/* After the real llama_free: no longer counted; the last context's after_session boundary. */
+static void hook_context_freed(void *freeing)
+{
+    struct exec_model *m = freeing;
+    if (!m)
+        return;
+    pthread_mutex_lock(&exec_engine.table_mu);
+    rf_session_context_alive(m->s, false);
+    bool last = --m->contexts == 0;
     pthread_mutex_unlock(&exec_engine.table_mu);
     if (last) {
         /* No context left: the strict after_session boundary ends the operation. */
@@ -406,6 +439,7 @@ static const struct forge_exec_hooks hooks = {
     .model_freeing = hook_model_freeing,
     .context_created = hook_context_created,
     .context_freeing = hook_context_freeing,
+    .context_freed = hook_context_freed,
     .submit = hook_submit,
     .submitted = hook_submitted,
     .completed = hook_completed,

@@ -20,6 +20,7 @@
 
 #include "ramforge/metrics.h"
 #include "ramforge/policy.h"
+#include "ramforge/report.h"
 #include "ramforge/session_ext.h"
 #include "ramforge/timing.h"
 
@@ -80,6 +81,46 @@ void exec_op_end(struct exec_model *m, int b)
     op_close(m, submits);
 }
 
+/*
+ * The -v line of an idle boundary in the specification's words: the bytes its releases
+ * requested, the bytes madvise accepted (native_accepted: a request taken, not proof of
+ * reclamation) and the model mapping's Rss change measured around them. Under session_mu.
+ */
+static void say_idle(struct exec_model *m, bool alive, uint64_t ns)
+{
+    const char *label = alive ? "idle_alive" : "idle";
+    const struct rf_report *r = rf_session_report(m->s, RF_REPORT_OPERATION);
+    uint64_t requested = 0, accepted = 0;
+    int64_t delta = 0;
+    bool measured = false, over = false;
+    for (size_t i = 0; r && i < r->n_applications; i++) {
+        const struct rf_report_application *a = &r->applications[i];
+        if (!a->attempted || !a->boundary || strcmp(a->boundary, label) != 0)
+            continue;
+        over |= __builtin_add_overflow(requested, a->requested_bytes, &requested);
+        over |= __builtin_add_overflow(accepted, a->accepted_bytes, &accepted);
+        if (a->mapping_delta.has_value) {
+            over |= __builtin_add_overflow(delta, a->mapping_delta.value, &delta);
+            measured = true;
+        }
+    }
+    char req[32], acc[32], mag[32], change[64];
+    uint64_t abs_delta = delta < 0 ? (uint64_t)0 - (uint64_t)delta : (uint64_t)delta;
+    if (!measured || over)
+        snprintf(change, sizeof(change), "not measured");
+    else if (delta == 0)
+        snprintf(change, sizeof(change), "did not change");
+    else
+        snprintf(change, sizeof(change), "%s by %s", delta < 0 ? "fell" : "rose",
+                 rf_size_format(abs_delta, mag, sizeof(mag)));
+    exec_engine.host->say("exec: %s: idle boundary (%s): release requested %s, the kernel "
+                          "accepted %s (madvise), the mapping's Rss measured: %s; %.1f ms",
+                          m->path, alive ? "contexts alive" : "no context",
+                          over ? "unknown" : rf_size_format(requested, req, sizeof(req)),
+                          over ? "unknown" : rf_size_format(accepted, acc, sizeof(acc)), change,
+                          (double)ns / 1e6);
+}
+
 void exec_op_idle(struct exec_model *m, bool alive)
 {
     uint64_t submits;
@@ -88,20 +129,16 @@ void exec_op_idle(struct exec_model *m, bool alive)
     uint64_t t0 = rf_now_ns();
     int rc =
         alive ? rf_session_idle_alive_boundary(m->s) : rf_session_boundary(m->s, RF_BOUNDARY_IDLE);
-    uint64_t released = rf_session_released_bytes(m->s);
+    uint64_t accepted = rf_session_released_bytes(m->s);
     if (rc < 0)
         exec_engine.host->say("exec: %s: the idle boundary failed: %s", m->path, rf_strerror(rc));
     pthread_mutex_lock(&exec_engine.table_mu);
     m->idle_boundaries++;
     m->idle_alive_boundaries += alive;
-    m->idle_released = released > 0;
+    m->idle_released = accepted > 0;
     pthread_mutex_unlock(&exec_engine.table_mu);
-    char size[32];
     if (exec_engine.cfg.verbose)
-        exec_engine.host->say("exec: %s: idle boundary (%s) released %s in %.1f ms", m->path,
-                              alive ? "contexts alive" : "no context",
-                              rf_size_format(released, size, sizeof(size)),
-                              (double)(rf_now_ns() - t0) / 1e6);
+        say_idle(m, alive, rf_now_ns() - t0);
     op_close(m, submits);
 }
 

@@ -10,8 +10,14 @@
  *   calls N      N x (llama_synchronize + llama_get_logits_ith), the calls that end
  *                a lease: "call_ns NS", this thread's CPU time per pair (what an
  *                interposer adds to them, robust to other processes' load)
+ *   sampled N    (with "backend") decode N more tokens, each read with
+ *                llama_get_sampled_token_ith alone (the backend sampler's greedy
+ *                choice; no other call observes the decode's completion):
+ *                "tokens ID ID ..."
  *   quit         free the context and the model, exit 0
- * Usage: exec_hold MODEL PROMPT N_CTX
+ * With "backend" the context samples on the backend (llama_context_params.samplers:
+ * a greedy chain for sequence 0).
+ * Usage: exec_hold MODEL PROMPT N_CTX [backend]
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -48,8 +54,9 @@ static llama_token greedy(struct llama_context *ctx, const struct llama_vocab *v
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: exec_hold MODEL PROMPT N_CTX\n");
+    bool backend = argc == 5 && strcmp(argv[4], "backend") == 0;
+    if (argc != 4 && !backend) {
+        fprintf(stderr, "usage: exec_hold MODEL PROMPT N_CTX [backend]\n");
         return 2;
     }
     llama_backend_init();
@@ -64,6 +71,13 @@ int main(int argc, char **argv)
     struct llama_context_params cp = llama_context_default_params();
     cp.n_ctx = (uint32_t)atoi(argv[3]);
     cp.n_batch = cp.n_ctx;
+    struct llama_sampler *chain = llama_sampler_chain_init(llama_sampler_chain_default_params());
+    llama_sampler_chain_add(chain, llama_sampler_init_greedy());
+    struct llama_sampler_seq_config greedy_seq0 = {.seq_id = 0, .sampler = chain};
+    if (backend) {
+        cp.samplers = &greedy_seq0;
+        cp.n_samplers = 1;
+    }
     struct llama_context *ctx = llama_init_from_model(model, cp);
     if (!ctx) {
         fprintf(stderr, "exec_hold: cannot create a context\n");
@@ -83,7 +97,8 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     while (fgets(line, sizeof(line), stdin)) {
         long n = 0;
-        if (sscanf(line, "gen %ld", &n) == 1) {
+        bool gen = sscanf(line, "gen %ld", &n) == 1;
+        if (gen || (backend && sscanf(line, "sampled %ld", &n) == 1)) {
             printf("tokens");
             for (long i = 0; i < n; i++) {
                 struct llama_batch b =
@@ -93,7 +108,7 @@ int main(int argc, char **argv)
                     fprintf(stderr, "exec_hold: decode failed\n");
                     return 1;
                 }
-                next = greedy(ctx, vocab);
+                next = gen ? greedy(ctx, vocab) : llama_get_sampled_token_ith(ctx, -1);
                 printf(" %d", next);
             }
             last_end = now_ns();
@@ -125,6 +140,7 @@ int main(int argc, char **argv)
         }
     }
     llama_free(ctx);
+    llama_sampler_free(chain);
     llama_model_free(model);
     llama_backend_free();
     return 0;

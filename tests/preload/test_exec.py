@@ -202,12 +202,13 @@ def smaps_rss(pid, model):
 class Hold:
     """exec_hold, bare or under exec, driven line by line (stderr to a file)."""
 
-    def __init__(self, c, model, prefix, name):
+    def __init__(self, c, model, prefix, name, *extra, n_ctx=256):
         if not c.hold:
             raise Skip("exec_hold was not built")
         self.err = open(c.path(f"{name}.err"), "w")
-        self.p = subprocess.Popen(prefix + [c.hold, model, PROMPT, "256"], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=self.err, text=True)
+        self.p = subprocess.Popen(prefix + [c.hold, model, PROMPT, str(n_ctx), *extra],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=self.err, text=True)
 
     def cmd(self, line):
         self.p.stdin.write(line + "\n")
@@ -318,20 +319,6 @@ def case_static_llama(c):
     check(p.returncode == 1 and not p.stdout and len(lines) == 1 and
           "statically" in lines[0] and "ramforge watch" in lines[0],
           f"exit {p.returncode}, stdout {p.stdout!r}, lines {lines}")
-
-
-def case_mismatched_llama(c):
-    """A program whose loader finds another libllama build is refused, naming both."""
-    prog = os.environ.get("RF_EXEC_OLD", "")
-    if not prog:
-        raise Skip("no other libllama build to link exec_old_llama against (RF_LLAMA_OLD)")
-    check(run([prog]).stdout == "ran\n", "exec_old_llama runs bare")
-    p = run(c.exec_argv() + [prog])
-    lines = rf_lines(p.stderr)
-    check(p.returncode == 1 and not p.stdout and len(lines) == 1, f"exit {p.returncode} {lines}")
-    ids = re.findall(r"build ID ([0-9a-f]+)", lines[0])
-    check("libllama.so" in lines[0] and len(ids) == 2 and ids[0] != ids[1],
-          f"names both builds: {lines[0]}")
 
 
 def free_port():

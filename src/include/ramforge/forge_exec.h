@@ -29,6 +29,16 @@ struct forge_exec_host {
     uint32_t (*n_ctx)(const struct llama_context *ctx);
 };
 
+/* How the program asked llama.cpp to load a model (its llama_model_params). */
+struct forge_exec_load {
+    bool mmap;            /* the weights mapped from the file */
+    bool mlock;           /* the mapping (or the copy) locked */
+    bool use_extra_bufts; /* repacked copies allowed (llama.cpp's default) */
+    bool no_alloc;        /* llama.cpp's memory-fit probe (common_fit_params: llama-server's
+                             --fit, on by default): metadata only, no weight read, mapped or
+                             allocated, freed at once */
+};
+
 /*
  * The engine's hooks, called by the shim's interposers with the nesting
  * guard held (a llama_* call made inside a hook, or by libllama itself
@@ -38,22 +48,30 @@ struct forge_exec_host {
 struct forge_exec_hooks {
     /* Before llama_model_load_from_file(path): 0 to load, -1 to refuse (the shim returns NULL;
        the engine said why and wrote the report). */
-    int (*before_load)(const char *path, bool use_extra_bufts, bool mmap, bool mlock);
-    /* After a successful load: bind a session (mmap only). */
-    void (*loaded)(struct llama_model *model, const char *path, bool mmap, bool mlock);
+    int (*before_load)(const char *path, const struct forge_exec_load *load);
+    /* After a successful load: bind a session (mmap only; a no_alloc probe is not a model to
+       manage). */
+    void (*loaded)(struct llama_model *model, const char *path, const struct forge_exec_load *load);
     /* Before llama_model_free(model): the last boundary, the report, the session freed. */
     void (*model_freeing)(struct llama_model *model);
     /* After llama_init_from_model(model) returned ctx (not NULL); n_ctx as asked (0: the
-       model's). */
-    void (*context_created)(struct llama_model *model, struct llama_context *ctx, uint32_t n_ctx);
-    /* Before llama_free(ctx): its lease ended, the context no longer counted. */
-    void (*context_freeing)(struct llama_context *ctx);
+       model's). 0: counted (or not the engine's model); -1: a context of a managed model the
+       engine could not record (out of memory; said), which would run without a lease: the
+       shim frees it and returns NULL, the program's own out-of-memory path. */
+    int (*context_created)(struct llama_model *model, struct llama_context *ctx, uint32_t n_ctx);
+    /* Before llama_free(ctx): its lease ended, ctx no longer looked up (its address may be
+       reused at once). Returns what context_freed takes. */
+    void *(*context_freeing)(struct llama_context *ctx);
+    /* After the real llama_free (its buffers gone): the context no longer counted; the last
+       one's after_session boundary. freeing: context_freeing's return. */
+    void (*context_freed)(void *freeing);
     /* Before llama_decode/llama_encode(ctx): the operation opened, the lease taken. */
     void (*submit)(struct llama_context *ctx, int32_t n_tokens);
     /* After it: rc its return; a failed submission ends the lease. */
     void (*submitted)(struct llama_context *ctx, int32_t rc);
-    /* After llama_synchronize or a llama_get_logits* / llama_get_embeddings* (each
-       synchronizes): completion observed, the lease ended. */
+    /* After llama_synchronize or a getter that synchronizes (llama_get_logits*,
+       llama_get_embeddings*, the backend-sampling llama_get_sampled_*): completion
+       observed, the lease ended. */
     void (*completed)(struct llama_context *ctx);
 };
 
