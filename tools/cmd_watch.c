@@ -235,39 +235,49 @@ static void drop_gone(struct watch_proc **procs, size_t *n)
     *n = k;
 }
 
+/* The --metrics-file writes so far. */
+struct file_state {
+    int last_rc;            /* the last write's result: 0 or -errno */
+    uint64_t errors;        /* failed writes since the watch began */
+    uint64_t outage_errors; /* failed writes since the last that succeeded */
+};
+
 /*
  * The text of reading r to --metrics-file and --listen. A failed file write
  * is a warning once per change of state (a new reason, or written again),
- * not at each reading; it is counted in r->metrics_file_errors, which the
- * text carries from then on, and retried at the next reading: the watch
- * and its endpoint go on. *last_rc: the last write's result. Only a text
- * that cannot be rendered (out of memory) fails.
+ * not at each reading; it is counted in fs->errors, which the text carries
+ * from then on (the endpoint's at once), and retried at the next reading:
+ * the watch and its endpoint go on. Only a text that cannot be rendered
+ * (out of memory) fails.
  */
 static int publish(const struct watch_options *o, struct watch_reading *r,
-                   struct watch_proc **procs, size_t n, int *last_rc, uint64_t *errors)
+                   struct watch_proc **procs, size_t n, struct file_state *fs)
 {
     char *text = NULL;
     int rc;
 
     r->metrics_file = o->metrics_file != NULL;
-    r->metrics_file_errors = *errors;
+    r->metrics_file_errors = fs->errors;
     rc = watch_metrics_text(r, procs, n, &text);
     if (rc == 0 && o->metrics_file) {
         int wrc = rf_metrics_write_file(text, o->metrics_file);
-        if (wrc < 0 && wrc != *last_rc)
+        if (wrc < 0 && wrc != fs->last_rc)
             cli_error("warning: cannot write %s: %s; watching on, retrying at each reading "
                       "(ramforge_watch_metrics_file_errors_total)",
                       o->metrics_file, rf_strerror(wrc));
-        else if (wrc == 0 && *last_rc < 0)
-            cli_error("%s written again after %" PRIu64 " failed write%s", o->metrics_file, *errors,
-                      *errors == 1 ? "" : "s");
-        *last_rc = wrc;
-        if (wrc < 0) { /* the endpoint's text counts this failure too */
-            r->metrics_file_errors = ++*errors;
+        else if (wrc == 0 && fs->last_rc < 0)
+            cli_error("%s written again after %" PRIu64 " failed write%s", o->metrics_file,
+                      fs->outage_errors, fs->outage_errors == 1 ? "" : "s");
+        fs->last_rc = wrc;
+        fs->outage_errors = wrc < 0 ? fs->outage_errors + 1 : 0;
+        if (wrc < 0 && o->listen) { /* the endpoint's text counts this failure at once */
+            r->metrics_file_errors = fs->errors + 1;
             free(text);
             text = NULL;
             rc = watch_metrics_text(r, procs, n, &text);
         }
+        if (wrc < 0)
+            fs->errors++;
     }
     if (rc < 0) {
         cli_error("cannot render metrics: %s", rf_strerror(rc));
@@ -284,8 +294,8 @@ static int watch_loop(const struct watch_options *o)
 {
     struct watch_proc **procs = NULL;
     size_t n = 0;
-    int status = 0, file_rc = 0;
-    uint64_t file_errors = 0;
+    int status = 0;
+    struct file_state fs = {0, 0, 0};
 
     for (size_t i = 0; i < o->n_pids; i++) {
         if (kill(o->pids[i], 0) < 0 && errno == ESRCH) {
@@ -333,8 +343,8 @@ static int watch_loop(const struct watch_options *o)
         } else {
             watch_view(stdout, &r, procs, n, o->raw, o->iterations != 1 && isatty(STDOUT_FILENO));
         }
-        if (cli_flush_stdout() < 0 || ((o->metrics_file || o->listen) &&
-                                       publish(o, &r, procs, n, &file_rc, &file_errors) < 0)) {
+        if (cli_flush_stdout() < 0 ||
+            ((o->metrics_file || o->listen) && publish(o, &r, procs, n, &fs) < 0)) {
             status = RF_EXIT_FAILURE;
             goto out;
         }
