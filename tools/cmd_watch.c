@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -44,18 +45,21 @@ static void usage(FILE *out)
             "scratch) is one figure: it cannot be split from outside.\n"
             "\n"
             "Options:\n"
-            "  -a, --all                 every process that maps a GGUF file\n"
+            "  -a, --all                 every process that maps a GGUF file (those whose maps\n"
+            "                            cannot be read are counted, with the reason)\n"
             "  -i, --interval SECONDS    time between readings (default 1; 0.1 to 3600)\n"
             "  -n, --iterations N        stop after N readings (default: until interrupted)\n"
             "      --once                one reading (-n 1)\n"
-            "  -j, --json                JSON lines, one per process and reading\n"
-            "                            (schema/watch.schema.json)\n"
+            "  -j, --json                JSON lines, one per process and reading, with --all\n"
+            "                            one more per reading (schema/watch.schema.json)\n"
             "  -b, --bytes               exact bytes in the terminal view\n"
             "      --metrics-file PATH   write Prometheus text to PATH after each reading\n"
-            "                            (atomic: node_exporter's textfile collector)\n"
+            "                            (atomic: node_exporter's textfile collector); a failed\n"
+            "                            write is a warning, counted and retried next reading\n"
             "      --listen ADDR:PORT    serve the latest reading on http://ADDR:PORT/metrics\n"
             "      --release-idle SECONDS\n"
-            "                            when a process's CPU time has not moved for SECONDS,\n"
+            "                            when a process's CPU time has not moved for SECONDS\n"
+            "                            (never while its /proc/PID/stat cannot be read),\n"
             "                            advise its model mapping's pages out with\n"
             "                            process_madvise down to --memory-target (off by default;\n"
             "                            only r--s pages of the model file, never anonymous\n"
@@ -231,24 +235,59 @@ static void drop_gone(struct watch_proc **procs, size_t *n)
     *n = k;
 }
 
-static int publish(const struct watch_options *o, struct watch_proc **procs, size_t n)
+/* The --metrics-file writes so far. */
+struct file_state {
+    int last_rc;            /* the last write's result: 0 or -errno */
+    uint64_t errors;        /* failed writes since the watch began */
+    uint64_t outage_errors; /* failed writes since the last that succeeded */
+};
+
+/*
+ * The text of reading r to --metrics-file and --listen. A failed file write
+ * is a warning once per change of state (a new reason, or written again),
+ * not at each reading; it is counted in fs->errors, which the text carries
+ * from then on (the endpoint's at once), and retried at the next reading:
+ * the watch and its endpoint go on. Only a text that cannot be rendered
+ * (out of memory) fails.
+ */
+static int publish(const struct watch_options *o, struct watch_reading *r,
+                   struct watch_proc **procs, size_t n, struct file_state *fs)
 {
     char *text = NULL;
-    int rc = watch_metrics_text(procs, n, &text);
+    int rc;
+
+    r->metrics_file = o->metrics_file != NULL;
+    r->metrics_file_errors = fs->errors;
+    rc = watch_metrics_text(r, procs, n, &text);
+    if (rc == 0 && o->metrics_file) {
+        int wrc = rf_metrics_write_file(text, o->metrics_file);
+        if (wrc < 0 && wrc != fs->last_rc)
+            cli_error("warning: cannot write %s: %s; watching on, retrying at each reading "
+                      "(ramforge_watch_metrics_file_errors_total)",
+                      o->metrics_file, rf_strerror(wrc));
+        else if (wrc == 0 && fs->last_rc < 0)
+            cli_error("%s written again after %" PRIu64 " failed write%s", o->metrics_file,
+                      fs->outage_errors, fs->outage_errors == 1 ? "" : "s");
+        fs->last_rc = wrc;
+        fs->outage_errors = wrc < 0 ? fs->outage_errors + 1 : 0;
+        if (wrc < 0 && o->listen) { /* the endpoint's text counts this failure at once */
+            r->metrics_file_errors = fs->errors + 1;
+            free(text);
+            text = NULL;
+            rc = watch_metrics_text(r, procs, n, &text);
+        }
+        if (wrc < 0)
+            fs->errors++;
+    }
     if (rc < 0) {
         cli_error("cannot render metrics: %s", rf_strerror(rc));
         return rc;
-    }
-    if (o->metrics_file) {
-        rc = rf_metrics_write_file(text, o->metrics_file);
-        if (rc < 0)
-            cli_error("cannot write %s: %s", o->metrics_file, rf_strerror(rc));
     }
     if (o->listen)
         metrics_listen_publish(text);
     else
         free(text);
-    return rc;
+    return 0;
 }
 
 static int watch_loop(const struct watch_options *o)
@@ -256,6 +295,7 @@ static int watch_loop(const struct watch_options *o)
     struct watch_proc **procs = NULL;
     size_t n = 0;
     int status = 0;
+    struct file_state fs = {0, 0, 0};
 
     for (size_t i = 0; i < o->n_pids; i++) {
         if (kill(o->pids[i], 0) < 0 && errno == ESRCH) {
@@ -267,13 +307,15 @@ static int watch_loop(const struct watch_options *o)
             goto oom;
     }
     for (uint64_t reading = 1; !g_stop; reading++) {
-        struct watch_reading r = {clock_s(CLOCK_REALTIME), reading};
-        double now = clock_s(CLOCK_MONOTONIC);
+        struct watch_reading r = {.time_s = clock_s(CLOCK_REALTIME),
+                                  .now_s = clock_s(CLOCK_MONOTONIC),
+                                  .index = reading,
+                                  .all = o->all};
         drop_gone(procs, &n);
         if (o->all) {
             int *pids;
             size_t np;
-            int rc = watch_find_all(&pids, &np);
+            int rc = watch_find_all(&pids, &np, &r.unreadable);
             if (rc < 0) {
                 cli_error("cannot list /proc: %s", rf_strerror(rc));
                 status = RF_EXIT_FAILURE;
@@ -289,21 +331,20 @@ static int watch_loop(const struct watch_options *o)
             break; /* every process named has gone */
         }
         for (size_t i = 0; i < n; i++) {
-            watch_proc_read(procs[i], now);
-            watch_release_maybe(procs[i], o, now);
+            watch_proc_read(procs[i], r.now_s);
+            watch_release_maybe(procs[i], o, r.now_s);
         }
         if (o->json) {
             for (size_t i = 0; i < n; i++)
-                if (watch_json_line(stdout, &r, procs[i]) < 0) {
-                    cli_error("out of memory");
-                    status = RF_EXIT_FAILURE;
-                    goto out;
-                }
+                if (watch_json_line(stdout, &r, procs[i]) < 0)
+                    goto oom;
+            if (o->all && watch_json_all(stdout, &r, n) < 0)
+                goto oom;
         } else {
             watch_view(stdout, &r, procs, n, o->raw, o->iterations != 1 && isatty(STDOUT_FILENO));
         }
         if (cli_flush_stdout() < 0 ||
-            ((o->metrics_file || o->listen) && publish(o, procs, n) < 0)) {
+            ((o->metrics_file || o->listen) && publish(o, &r, procs, n, &fs) < 0)) {
             status = RF_EXIT_FAILURE;
             goto out;
         }

@@ -43,6 +43,11 @@
     "KV cache, prompt cache, compute scratch, repacked weights and heap together: not split "      \
     "from outside"
 
+/* What a count of processes --all could not read means, said wherever the count is. */
+#define WATCH_UNREADABLE_NOTE                                                                      \
+    "their maps could not be read (another user's processes need root or ptrace access): any of "  \
+    "them may map a GGUF file"
+
 struct watch_options {
     int *pids; /* the PID operands; owned */
     size_t n_pids;
@@ -153,9 +158,10 @@ struct watch_proc {
     uint64_t anon0_bytes;
     bool has_growth;
     double growth_bytes_per_min;
-    /* idleness for --release-idle */
-    uint64_t last_cpu_ticks;
-    double cpu_changed_s; /* when cpu_ticks last moved (or was first read) */
+    /* idleness for --release-idle: known only while /proc/PID/stat reads */
+    bool cpu_known;          /* the last reading read stat: the idle clock runs */
+    uint64_t last_cpu_ticks; /* utime + stime of that read */
+    double cpu_changed_s;    /* when cpu_ticks last moved, or stat was first read (again) */
     /* the last release, for the reading's report */
     bool released;
     char release_json_note[RF_ERR_MAX];
@@ -167,9 +173,26 @@ struct watch_proc {
     bool rel_met_target;
 };
 
+#define WATCH_MAX_REASONS 8 /* distinct reasons --all counts unreadable processes under */
+
+/* The processes --all could not read (their maps refused): each may map a GGUF file. */
+struct watch_unreadable {
+    size_t n; /* processes */
+    size_t n_reasons;
+    struct {
+        int err;             /* -errno of the maps read */
+        size_t n;            /* processes refused with it */
+    } by[WATCH_MAX_REASONS]; /* the first WATCH_MAX_REASONS reasons met */
+};
+
 struct watch_reading {
     double time_s;  /* CLOCK_REALTIME */
+    double now_s;   /* CLOCK_MONOTONIC: the clock of the procs' times */
     uint64_t index; /* 1, 2, ... */
+    bool all;       /* --all: unreadable is counted */
+    struct watch_unreadable unreadable;
+    bool metrics_file;            /* --metrics-file given */
+    uint64_t metrics_file_errors; /* its failed writes since the watch began */
 };
 
 /* watch_read.c */
@@ -177,8 +200,18 @@ void watch_proc_init(struct watch_proc *p, int pid);
 void watch_proc_clear_models(struct watch_proc *p);
 /* One reading of p at monotonic time now_s. Sets p->state; never fails. */
 void watch_proc_read(struct watch_proc *p, double now_s);
-/* Lists every pid whose maps name a GGUF file (--all); *out owned. 0 or -errno. */
-int watch_find_all(int **out, size_t *n);
+/*
+ * Lists every pid whose maps name a GGUF file (--all); *out owned; the
+ * processes whose maps could not be read (not those that exited meanwhile)
+ * are counted in *u by reason. 0 or -errno.
+ */
+int watch_find_all(int **out, size_t *n, struct watch_unreadable *u);
+/*
+ * Seconds p's CPU time has not moved at monotonic time now_s in *idle_s;
+ * false when unknown: the last reading could not read /proc/PID/stat (a
+ * busy process would look idle), or p no longer runs.
+ */
+bool watch_idle_seconds(const struct watch_proc *p, double now_s, double *idle_s);
 /* The binding level: its index in cg.levels (-1: the host) and the room, bytes. */
 bool watch_binding(const struct watch_proc *p, int *level, uint64_t *room_bytes);
 
@@ -198,13 +231,16 @@ bool watch_is_gguf(const char *path);
 
 /* watch_json.c: one line per process to f. */
 int watch_json_line(FILE *f, const struct watch_reading *r, const struct watch_proc *p);
+/* With --all, the reading's own line (kind watch_all): n processes listed, those not readable. */
+int watch_json_all(FILE *f, const struct watch_reading *r, size_t n);
 
 /* watch_view.c: the terminal view of procs[0..n). */
 void watch_view(FILE *f, const struct watch_reading *r, struct watch_proc *const *procs, size_t n,
                 bool raw, bool clear);
 
 /* watch_metrics.c */
-int watch_metrics_text(struct watch_proc *const *procs, size_t n, char **out);
+int watch_metrics_text(const struct watch_reading *r, struct watch_proc *const *procs, size_t n,
+                       char **out);
 
 /* watch_release.c: --release-idle for p at monotonic time now_s. */
 void watch_release_maybe(struct watch_proc *p, const struct watch_options *o, double now_s);

@@ -1,12 +1,15 @@
 /*
  * ramforge watch --json: one JSON line per process and reading (kind
- * "watch_process", schema/watch.schema.json). A figure that could not be
- * read is null with its reason beside it, never 0.
+ * "watch_process", schema/watch.schema.json), and with --all one line per
+ * reading (kind "watch_all": how many processes were listed, how many
+ * could not be read and why). A figure that could not be read is null
+ * with its reason beside it, never 0.
  */
 #include "watch.h"
 
 #include <errno.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "ramforge/json_util.h"
@@ -126,6 +129,17 @@ static json_t *release_json(const struct watch_proc *p)
         p->release_json_note);
 }
 
+/* doc (NULL: out of memory) as one compact line to f, then freed. */
+static int emit_line(FILE *f, json_t *doc)
+{
+    if (!doc)
+        return -ENOMEM;
+    int rc = json_dumpf(doc, f, JSON_COMPACT | JSON_SORT_KEYS);
+    fputc('\n', f);
+    json_decref(doc);
+    return rc < 0 ? -EIO : 0;
+}
+
 int watch_json_line(FILE *f, const struct watch_reading *r, const struct watch_proc *p)
 {
     static const char *const states[] = {"running", "exited", "pid_reused"};
@@ -140,9 +154,15 @@ int watch_json_line(FILE *f, const struct watch_reading *r, const struct watch_p
                          : p->status_rc < 0             ? rf_strerror(p->status_rc)
                                                         : NULL;
     bool anon = st && s->has_rss_anon;
+    double idle_s;
+    bool idle = watch_idle_seconds(p, r->now_s, &idle_s);
+    char idle_reason[RF_ERR_MAX + 64];
+    snprintf(idle_reason, sizeof(idle_reason),
+             "/proc/%d/stat: %s: idle unknown, never idle (no --release-idle advice)", p->pid,
+             rf_strerror(p->stat_rc));
     json_t *doc = json_pack(
         "{s:i,s:s,s:f,s:I,s:i,s:I,s:o,s:s,s:o,s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:s,s:o},"
-        "s:{s:o,s:o,s:s,s:o,s:o},s:o,s:I,s:o,s:o,s:o}",
+        "s:{s:o,s:o,s:s,s:o,s:o},s:o,s:I,s:o,s:o,s:o,s:o,s:o}",
         "schema_version", WATCH_SCHEMA_VERSION, "kind", "watch_process", "time", r->time_s,
         "reading", (json_int_t)r->index, "pid", p->pid, "start_ticks", (json_int_t)p->start_ticks,
         "comm", rf_json_str(p->comm), "state", states[p->state], "reason", rf_json_str(reason),
@@ -161,11 +181,23 @@ int watch_json_line(FILE *f, const struct watch_reading *r, const struct watch_p
         st && p->has_growth ? json_null() : json_string("one reading: no growth yet"), "models",
         models, "models_left_out", (json_int_t)p->models_left_out, "maps_reason",
         st && p->maps_rc < 0 ? json_string(rf_strerror(p->maps_rc)) : json_null(), "cgroup",
-        st ? cgroup_json(p) : json_null(), "release", release_json(p));
-    if (!doc)
-        return -ENOMEM;
-    int rc = json_dumpf(doc, f, JSON_COMPACT | JSON_SORT_KEYS);
-    fputc('\n', f);
-    json_decref(doc);
-    return rc < 0 ? -EIO : 0;
+        st ? cgroup_json(p) : json_null(), "release", release_json(p), "idle_seconds",
+        idle ? json_real(idle_s) : json_null(), "idle_reason",
+        idle || p->state != WATCH_RUNNING ? json_null() : json_string(idle_reason));
+    return emit_line(f, doc);
+}
+
+int watch_json_all(FILE *f, const struct watch_reading *r, size_t n)
+{
+    const struct watch_unreadable *u = &r->unreadable;
+    json_t *by = json_array();
+    for (size_t i = 0; i < u->n_reasons; i++)
+        json_array_append_new(by, json_pack("{s:s,s:I}", "reason", rf_strerror(u->by[i].err),
+                                            "processes", (json_int_t)u->by[i].n));
+    json_t *doc = json_pack("{s:i,s:s,s:f,s:I,s:I,s:I,s:o,s:o}", "schema_version",
+                            WATCH_SCHEMA_VERSION, "kind", "watch_all", "time", r->time_s, "reading",
+                            (json_int_t)r->index, "processes", (json_int_t)n,
+                            "unreadable_processes", (json_int_t)u->n, "unreadable", by, "note",
+                            u->n ? json_string(WATCH_UNREADABLE_NOTE) : json_null());
+    return emit_line(f, doc);
 }

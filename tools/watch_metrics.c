@@ -6,7 +6,8 @@
  * --metrics-file writes it atomically (rf_metrics_write_file, for
  * node_exporter's textfile collector); --listen serves the latest
  * reading on /metrics (metrics_listen.c; the loop publishes a new text
- * after each reading).
+ * after each reading). Then the reading's own: with --all the processes it
+ * could not read, with --metrics-file its failed writes (a counter).
  */
 #include "watch.h"
 
@@ -25,11 +26,14 @@ static void family(FILE *f, const char *name, const char *type, const char *help
 }
 
 /* name{pid="..",model="<file name>",path="<path>" (the caller closes the braces): the labels
-   of exec's series (pid) and of run's and serve's (model, path), one convention. */
+   of exec's series (pid) and of run's and serve's (model, path), one convention; a model file
+   unlinked since it was mapped adds deleted="true". */
 static void series(FILE *f, const char *name, const struct watch_proc *p)
 {
     fprintf(f, "%s{pid=\"%d\",", name, p->pid);
     rf_metrics_model_labels(f, watch_model_label(p));
+    if (p->n_models && p->models[0].deleted)
+        fputs(",deleted=\"true\"", f); /* the path names no file now: /proc's " (deleted)" */
 }
 
 static void figure(FILE *f, const char *name, const struct watch_proc *p, const char *category,
@@ -151,26 +155,55 @@ static void per_proc(FILE *f, const struct watch_proc *p, int fam)
         }
         break;
     case 5:
+        if (running && p->n_models && p->models[0].has_sum) {
+            series(f, "ramforge_watch_smaps_age_seconds", p);
+            fprintf(f, "} %.3f\n", p->models[0].smaps_age_s);
+        }
+        break;
     case 6:
+    case 7:
         if (p->released) {
             series(f,
-                   fam == 5 ? "ramforge_watch_release_requested_bytes"
+                   fam == 6 ? "ramforge_watch_release_requested_bytes"
                             : "ramforge_watch_release_accepted_bytes",
                    p);
             fprintf(f, "} %" PRIu64 "\n",
-                    fam == 5 ? p->rel_requested_bytes : p->rel_accepted_bytes);
+                    fam == 6 ? p->rel_requested_bytes : p->rel_accepted_bytes);
         }
         break;
     }
 }
 
-int watch_metrics_text(struct watch_proc *const *procs, size_t n, char **out)
+/* The reading's own families: the processes --all could not read, the failed file writes. */
+static void reading_families(FILE *f, const struct watch_reading *r)
+{
+    if (r->all) {
+        family(f, "ramforge_watch_unreadable_processes", "gauge",
+               "Processes --all could not read, by reason: " WATCH_UNREADABLE_NOTE ".");
+        for (size_t i = 0; i < r->unreadable.n_reasons; i++) {
+            fputs("ramforge_watch_unreadable_processes{", f);
+            rf_metrics_label(f, "reason", rf_strerror(r->unreadable.by[i].err));
+            fprintf(f, "} %zu\n", r->unreadable.by[i].n);
+        }
+    }
+    if (r->metrics_file) {
+        family(f, "ramforge_watch_metrics_file_errors_total", "counter",
+               "Failed --metrics-file writes since the watch began (each retried at the next "
+               "reading).");
+        fprintf(f, "ramforge_watch_metrics_file_errors_total %" PRIu64 "\n",
+                r->metrics_file_errors);
+    }
+}
+
+int watch_metrics_text(const struct watch_reading *r, struct watch_proc *const *procs, size_t n,
+                       char **out)
 {
     static const char *const fams[][3] = {
         {"ramforge_watch_up", "gauge", "1 while the watched process runs, 0 once it exited."},
         {"ramforge_watch_bytes", "gauge",
          "Figures of a watched process beyond the ledger, bytes; Anonymous is RssAnon + VmSwap: "
-         "KV cache, prompt cache, scratch and heap together, not split from outside."},
+         "KV cache, prompt cache, scratch and heap together, not split from outside; "
+         "MappingLocked is of the smaps read ramforge_watch_smaps_age_seconds old."},
         {"ramforge_watch_anonymous_growth_bytes_per_minute", "gauge",
          "Growth of RssAnon + VmSwap since the watch began, bytes per minute."},
         {"ramforge_watch_room_before_oom_bytes", "gauge",
@@ -178,6 +211,10 @@ int watch_metrics_text(struct watch_proc *const *procs, size_t n, char **out)
          "cache (host: MemAvailable + SwapFree)."},
         {"ramforge_watch_layer_bytes", "gauge",
          "A layer's tensor pages mapped by the process (pagemap) or in the page cache, bytes."},
+        {"ramforge_watch_smaps_age_seconds", "gauge",
+         "Age of the smaps read behind MappingPss, MappingLocked (and FileBackedResident when the "
+         "pagemap walk could not be read): smaps is read at most every 10 s, those figures are "
+         "exact_measured at that point in time, not at this reading."},
         {"ramforge_watch_release_requested_bytes", "gauge",
          "Bytes the last --release-idle submitted to process_madvise."},
         {"ramforge_watch_release_accepted_bytes", "gauge",
@@ -188,7 +225,8 @@ int watch_metrics_text(struct watch_proc *const *procs, size_t n, char **out)
     if (!f)
         return -ENOMEM;
     family(f, "ramforge_ledger_bytes", "gauge",
-           "A watched process's memory ledger, bytes; provenance says what kind of figure.");
+           "A watched process's memory ledger, bytes; provenance says what kind of figure "
+           "(MappingPss: at the time ramforge_watch_smaps_age_seconds says).");
     ledger(f, procs, n, false);
     family(f, "ramforge_ledger_unknown", "gauge",
            "1 for a ledger category whose value is unknown (absent from ramforge_ledger_bytes).");
@@ -198,6 +236,7 @@ int watch_metrics_text(struct watch_proc *const *procs, size_t n, char **out)
         for (size_t i = 0; i < n; i++)
             per_proc(f, procs[i], fam);
     }
+    reading_families(f, r);
     if (fclose(f) != 0) {
         free(*out);
         *out = NULL;

@@ -148,15 +148,21 @@ void watch_proc_read(struct watch_proc *p, double now_s)
         p->state = WATCH_PID_REUSED;
         return;
     }
-    if (!p->started) {
-        p->started = true;
-        p->start_ticks = p->stat.start_ticks;
-        p->last_cpu_ticks = p->stat.cpu_ticks;
-        p->cpu_changed_s = now_s;
+    if (!p->comm[0])
         read_comm(p);
-    } else if (p->stat_rc == 0 && p->stat.cpu_ticks != p->last_cpu_ticks) {
-        p->last_cpu_ticks = p->stat.cpu_ticks;
-        p->cpu_changed_s = now_s;
+    if (p->stat_rc < 0) {
+        p->cpu_known = false; /* a busy process would look idle: unknown, never idle */
+    } else {
+        if (!p->started) { /* the identity: the first stat read */
+            p->started = true;
+            p->start_ticks = p->stat.start_ticks;
+        }
+        /* the idle clock starts again after an unreadable stat: it may have run meanwhile */
+        if (!p->cpu_known || p->stat.cpu_ticks != p->last_cpu_ticks) {
+            p->last_cpu_ticks = p->stat.cpu_ticks;
+            p->cpu_changed_s = now_s;
+        }
+        p->cpu_known = true;
     }
     p->status_rc = rfsys_read_status(NULL, p->pid_s, &p->status);
     p->cg_rc = rfsys_read_cgroup_tree(NULL, p->pid_s, &p->cg);
@@ -175,6 +181,15 @@ void watch_proc_read(struct watch_proc *p, double now_s)
                 ((double)anon - (double)p->anon0_bytes) * 60.0 / (now_s - p->t0_s);
         }
     }
+}
+
+bool watch_idle_seconds(const struct watch_proc *p, double now_s, double *idle_s)
+{
+    *idle_s = 0;
+    if (p->state != WATCH_RUNNING || !p->cpu_known)
+        return false;
+    *idle_s = now_s > p->cpu_changed_s ? now_s - p->cpu_changed_s : 0;
+    return true;
 }
 
 bool watch_binding(const struct watch_proc *p, int *level, uint64_t *room_bytes)
@@ -207,7 +222,21 @@ bool watch_binding(const struct watch_proc *p, int *level, uint64_t *room_bytes)
     return found;
 }
 
-int watch_find_all(int **out, size_t *n)
+/* Counts one process --all could not read, under its reason. */
+static void count_unreadable(struct watch_unreadable *u, int err)
+{
+    size_t i = 0;
+    u->n++;
+    while (i < u->n_reasons && u->by[i].err != err)
+        i++;
+    if (i == WATCH_MAX_REASONS)
+        return; /* counted in n, not by reason */
+    if (i == u->n_reasons)
+        u->by[u->n_reasons++].err = err;
+    u->by[i].n++;
+}
+
+int watch_find_all(int **out, size_t *n, struct watch_unreadable *u)
 {
     DIR *d = opendir("/proc");
     struct dirent *e;
@@ -216,6 +245,7 @@ int watch_find_all(int **out, size_t *n)
 
     *out = NULL;
     *n = 0;
+    memset(u, 0, sizeof(*u));
     if (!d)
         return -errno;
     while ((e = readdir(d)) != NULL) {
@@ -224,10 +254,13 @@ int watch_find_all(int **out, size_t *n)
         struct rfsys_maps maps;
         bool gguf = false;
         rfsys_maps_init(&maps);
-        if (rfsys_read_maps(NULL, e->d_name, &maps) == 0)
+        int mrc = rfsys_read_maps(NULL, e->d_name, &maps);
+        if (mrc == 0)
             for (size_t i = 0; !gguf && i < maps.n; i++)
                 gguf = maps.v[i].inode && maps.v[i].path && first_of_file(&maps, i) &&
                        mapping_is_gguf(e->d_name, &maps.v[i]);
+        else if (mrc != -ENOENT && mrc != -ESRCH)
+            count_unreadable(u, mrc); /* refused, not gone */
         rfsys_maps_free(&maps);
         if (!gguf)
             continue;

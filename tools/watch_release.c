@@ -3,12 +3,14 @@
  * moved for the idle seconds and its model mapping's Rss is above
  * --memory-target, advise file-backed pages of its own model mapping out
  * with process_madvise(2) (MADV_PAGEOUT, or MADV_COLD) until the excess is
- * covered, then measure. Only present pages of the model file's r--s
- * mappings, validated against /proc/PID/maps just before the call; never
- * anonymous memory. The advice is non-destructive (the process reads the
- * same bytes back from the file), so its tokens cannot change, only the
- * next request's speed. The guarantee is weaker than run's and serve's:
- * there is no gate, the process may begin a decode meanwhile.
+ * covered, then measure. A process whose /proc/PID/stat could not be
+ * read at the last reading is not known idle, so it is never advised.
+ * Only present pages of the model file's r--s mappings, validated against
+ * /proc/PID/maps just before the call; never anonymous memory. The advice
+ * is non-destructive (the process reads the same bytes back from the
+ * file), so its tokens cannot change, only the next request's speed. The
+ * guarantee is weaker than run's and serve's: there is no gate, the
+ * process may begin a decode meanwhile.
  */
 #include "watch.h"
 
@@ -89,10 +91,12 @@ void watch_release_maybe(struct watch_proc *p, const struct watch_options *o, do
     size_t n = 0;
     uint64_t picked;
     int pidfd = -1, rc;
+    double idle_s;
 
     p->released = false;
-    if (!o->release || p->state != WATCH_RUNNING || !p->n_models ||
-        now_s - p->cpu_changed_s < o->release_idle_s)
+    /* idle unknown (stat unreadable) is never idle: no advice */
+    if (!o->release || !p->n_models || !watch_idle_seconds(p, now_s, &idle_s) ||
+        idle_s < o->release_idle_s)
         return;
     const struct watch_model *m = &p->models[0];
     if (!m->has_sum || !m->has_table || m->mapped_reason[0] || m->sum.rss_bytes <= o->target_bytes)

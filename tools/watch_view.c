@@ -4,7 +4,8 @@
  * anonymous figure and its growth, swap, the room before the binding
  * level's OOM kill); when one process is watched, one row per layer with
  * bars of its mapped and page-cache pages. "?" is a figure that could not
- * be read (the JSON says why).
+ * be read (the JSON says why); with --all, a line counts the processes
+ * that could not be read, by reason.
  */
 #include "watch.h"
 
@@ -13,7 +14,8 @@
 
 #include "cli.h"
 
-#define BAR_WIDTH 20 /* characters of a layer's bar */
+#define BAR_WIDTH 20         /* characters of a layer's bar */
+#define DELETED " (deleted)" /* after a model path unlinked since it was mapped, as /proc says */
 
 static const char *opt_bytes(bool has, uint64_t v, bool raw, char *buf, size_t len)
 {
@@ -32,8 +34,8 @@ static void bar(FILE *f, const struct watch_pages *w, uint64_t whole)
 static void layers(FILE *f, const struct watch_model *m, bool raw)
 {
     char a[32], b[32], c[32];
-    fprintf(f, "\n  %s\n  %-6s %10s  %-22s %10s  %-22s %10s\n", m->path, "layer", "mapped", "",
-            "page cache", "", "logical");
+    fprintf(f, "\n  %s%s\n  %-6s %10s  %-22s %10s  %-22s %10s\n", m->path,
+            m->deleted ? DELETED : "", "layer", "mapped", "", "page cache", "", "logical");
     for (size_t i = 0; i < m->n_layers; i++) {
         const struct watch_layer *l = &m->layers[i];
         char name[16];
@@ -60,6 +62,13 @@ void watch_view(FILE *f, const struct watch_reading *r, struct watch_proc *const
         fputs("\033[H\033[J", f);
     fprintf(f, "ramforge watch: reading %" PRIu64 ", %zu process%s\n", r->index, n,
             n == 1 ? "" : "es");
+    if (r->all && r->unreadable.n) {
+        fprintf(f, "not read: %zu process%s (", r->unreadable.n, r->unreadable.n == 1 ? "" : "es");
+        for (size_t i = 0; i < r->unreadable.n_reasons; i++)
+            fprintf(f, "%s%s: %zu", i ? ", " : "", rf_strerror(r->unreadable.by[i].err),
+                    r->unreadable.by[i].n);
+        fprintf(f, "): %s\n", WATCH_UNREADABLE_NOTE);
+    }
     fprintf(f, "%7s %-15s %10s %10s %10s %12s %9s %12s  %s\n", "PID", "COMMAND", "MODEL RSS",
             "PAGECACHE", "ANON*", "ANON/MIN", "SWAP", "BEFORE OOM", "MODEL");
     for (size_t i = 0; i < n; i++) {
@@ -81,7 +90,7 @@ void watch_view(FILE *f, const struct watch_reading *r, struct watch_proc *const
             cli_format_signed_bytes((int64_t)p->growth_bytes_per_min, g, sizeof(g));
         else
             snprintf(g, sizeof(g), "?");
-        fprintf(f, "%7d %-15.15s %10s %10s %10s %12s %9s %12s  %s\n", p->pid, p->comm,
+        fprintf(f, "%7d %-15.15s %10s %10s %10s %12s %9s %12s  %s%s\n", p->pid, p->comm,
                 opt_bytes(m && m->has_sum, m ? m->sum.rss_bytes : 0, raw, a, sizeof(a)),
                 opt_bytes(m && m->file_cache.has, m ? m->file_cache.resident_bytes : 0, raw, b,
                           sizeof(b)),
@@ -90,7 +99,8 @@ void watch_view(FILE *f, const struct watch_reading *r, struct watch_proc *const
                 opt_bytes(has_room, room, raw, e, sizeof(e)),
                 m                ? m->path
                 : p->maps_rc < 0 ? maps_why
-                                 : "(no GGUF mapping)");
+                                 : "(no GGUF mapping)",
+                m && m->deleted ? DELETED : "");
         if (p->released)
             fprintf(f, "%7s release: requested %" PRIu64 ", accepted %" PRIu64 " bytes%s\n", "",
                     p->rel_requested_bytes, p->rel_accepted_bytes,

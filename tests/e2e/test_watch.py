@@ -146,7 +146,9 @@ def watch_all_json(c, want):
     """--all --once --json until every pid in want is listed idle; the figures to the page."""
     for attempt in range(3):  # a page may come or go between the two reads: read again
         docs = lines(c, watch(c, "--all", "--once", "--json"))
-        by_pid = {d["pid"]: d for d in docs}
+        check(docs[-1]["kind"] == "watch_all" and docs[-1]["processes"] == len(docs) - 1,
+              f"--all's reading line last: {docs[-1]}")
+        by_pid = {d["pid"]: d for d in docs[:-1]}
         for pid in want:
             check(pid in by_pid, f"--all lists pid {pid}: {sorted(by_pid)}")
         try:
@@ -198,6 +200,9 @@ def case_prometheus(c):
                      f'path="{os.path.realpath(model)}"'
             for name in ("ramforge_ledger_bytes", "ramforge_watch_up", "ramforge_watch_bytes"):
                 check(f'{name}{{{labels}' in body, f"{name} without {{{labels}: {body[:800]}")
+            # Pss and Locked are of the last smaps read (every 10 s): its age is beside them
+            check(f'ramforge_watch_smaps_age_seconds{{{labels}}} ' in body,
+                  f"no smaps age: {body[:800]}")
             promtool_check_metrics(body)
             res = prometheus_query(c.tmp, f"127.0.0.1:{wport}",
                                    f'ramforge_ledger_bytes{{category="FileBackedResident",'
@@ -391,12 +396,198 @@ def case_badinput(c):
     check("no process 4194304" in p.stderr, p.stderr)
 
 
+def metric_value(text, series):
+    """The value of the series (its name and labels, exactly as written) in text, or None."""
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[-1])
+    return None
+
+
+def case_metrics_file_fault(c):
+    """The textfile directory removed (a redeploy, a full disk): one warning, the failures
+    counted, the reading and the endpoint go on, the file written again when it can be."""
+    model = c.model("small")
+    d = c.path("textfile")
+    os.mkdir(d)
+    path = os.path.join(d, "ramforge.prom")
+    wport = free_port()
+    url = f"http://127.0.0.1:{wport}/metrics"
+    errors = "ramforge_watch_metrics_file_errors_total"
+    with mapper(model, 8) as m:
+        w = subprocess.Popen([c.rf, "watch", "-i", "0.2", "--json", "--metrics-file", path,
+                              "--listen", f"127.0.0.1:{wport}", str(m.pid)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for(lambda: w.poll() is not None or os.path.exists(path), 60, "the first file")
+            if w.poll() is not None:
+                raise Failure(f"watch exited {w.returncode}: {w.stderr.read()}")
+            with open(path) as f:
+                first = f.read()
+            shutil.rmtree(d)
+
+            def failed_often():
+                try:
+                    body = urllib.request.urlopen(url, timeout=10).read().decode()
+                except OSError as e:
+                    try:
+                        w.wait(10)  # the endpoint went away: has the watch exited?
+                    except subprocess.TimeoutExpired:
+                        raise Failure(f"/metrics unanswered while the watch runs: {e}")
+                    body = ""
+                if w.poll() is not None:
+                    raise Failure(f"watch exited {w.returncode} at a failed write: "
+                                  f"{w.stderr.read()}")
+                v = metric_value(body, errors)
+                return v is not None and v >= 5 and body
+            body = wait_for(failed_often, 60, "five failed writes counted on /metrics")
+            check(f'ramforge_watch_up{{pid="{m.pid}"' in body, "the readings go on")
+            os.mkdir(d)
+            wait_for(lambda: os.path.exists(path), 60, "the file written again")
+            with open(path) as f:
+                text = f.read()
+            check(metric_value(first, errors) == 0, f"{errors} 0 in the first file")
+            check(metric_value(text, errors) >= 5, f"the file counts the failures: {text[-300:]}")
+        finally:
+            w.terminate()
+            w.wait(30)
+        err = w.stderr.read()
+        check(w.returncode == 0, f"watch after SIGTERM: exit {w.returncode}: {err}")
+        warn = [line for line in err.splitlines() if "cannot write" in line]
+        check(len(warn) == 1 and warn[0].startswith("ramforge: warning: cannot write " + path),
+              f"one warning for the whole outage, not one per reading: {err!r}")
+        again = [line for line in err.splitlines() if "written again" in line]
+        check(len(again) == 1 and again[0].endswith(
+            f"written again after {metric_value(text, errors):.0f} failed writes"),
+            f"one line when written again, the outage's failures counted: {err!r}")
+        print(f"{warn[0]}\n{errors} in the file written again: {metric_value(text, errors):.0f}")
+
+
+def nobody_dir(c):
+    """A folder in c.tmp that uid 65534 may write."""
+    os.chmod(c.tmp, 0o755)
+    d = c.path("nobody")
+    os.mkdir(d)
+    os.chmod(d, 0o777)
+    return d
+
+
+def case_all_unreadable(c):
+    """--all as an unprivileged user: the processes it could not read are counted with the
+    reason (text, JSON, metrics), not left out as if none mapped a model."""
+    if os.geteuid() != 0:
+        raise Skip("needs root: the processes must belong to another user")
+    if not shutil.which("setpriv"):
+        raise Skip("setpriv (util-linux) is not installed")
+    model = c.model("small")
+    prom = os.path.join(nobody_dir(c), "watch.prom")
+    with mapper(model, 8) as m:
+        p = subprocess.run([*NOBODY, c.rf, "watch", "--all", "--once"], capture_output=True,
+                           text=True)
+        if p.returncode != 0 and "ermission" in p.stderr and not p.stdout:
+            raise Skip(f"uid 65534 cannot run {c.rf}: {p.stderr.strip()}")
+        check(p.returncode == 0, p.stderr)
+        text = p.stdout
+        check(f"\n{m.pid:7d} " not in text, "root's mapper is not readable by uid 65534")
+        head = text.splitlines()[1]
+        check(head.startswith("not read: ") and "(Permission denied: " in head and
+              "another user's processes need root" in head, f"the view says it: {text}")
+        n = int(head.split()[2])
+        docs = lines(c, watch(c, "--all", "--once", "--json", prefix=NOBODY))
+        a = docs[-1]
+        check(a["kind"] == "watch_all" and a["unreadable_processes"] >= 1 and
+              a["unreadable"][0]["reason"] == "Permission denied" and a["note"],
+              f"the JSON says it: {a}")
+        watch(c, "--all", "--once", "--metrics-file", prom, prefix=NOBODY)
+        with open(prom) as f:
+            body = f.read()
+        v = metric_value(body, 'ramforge_watch_unreadable_processes{reason="Permission denied"}')
+        check(v is not None and v >= 1, f"the metric says it: {body[-600:]}")
+        promtool_check_metrics(body)
+        print(f"{head}\nJSON unreadable_processes {a['unreadable_processes']}, metric {v:.0f}"
+              f" (view {n})")
+
+
+# A process that maps the model, touches TOUCH pages, prints "ready" and keeps a CPU busy.
+BUSY = MAPPER.replace("sys.stdin.read()", "while True:\n    s += 1")
+
+# Run in a mount namespace of its own (unshare --mount): after the first reading, the watched
+# process's /proc/PID/stat is covered by a file that cannot be parsed (as a kernel or a
+# security module that refuses it would leave it unreadable).
+STAT_HIDDEN = r"""
+import json, subprocess, sys
+rf, pid, garbage = sys.argv[1:4]
+w = subprocess.Popen([rf, "watch", "--json", "-i", "0.2", "-n", "20", "--release-idle", "0.6",
+                      "--memory-target", "4096", pid], stdout=subprocess.PIPE, text=True)
+first = json.loads(w.stdout.readline())
+subprocess.run(["mount", "--bind", garbage, f"/proc/{pid}/stat"], check=True)
+out = [first] + [json.loads(line) for line in w.stdout]
+w.wait()
+print(json.dumps({"rc": w.returncode, "lines": out}))
+"""
+
+
+def case_stat_unreadable(c):
+    """A busy process whose /proc/PID/stat cannot be read: its idle state is unknown, never
+    idle, so --release-idle advises nothing."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        raise Skip("needs root and unshare (util-linux): a mount namespace to cover "
+                   "/proc/PID/stat in")
+    model = c.model("small")
+    garbage = c.path("stat")
+    with open(garbage, "w") as f:
+        f.write("not a stat line\n")
+    with child([sys.executable, "-c", BUSY, model, "64", "whole"],
+               lambda p: p.stdout.readline().strip() == "ready",
+               stdout=subprocess.PIPE, text=True) as b:
+        p = subprocess.run(["unshare", "--mount", "--propagation", "private", sys.executable,
+                            "-c", STAT_HIDDEN, c.rf, str(b.pid), garbage],
+                           capture_output=True, text=True, timeout=120)
+        if p.returncode != 0 and "unshare failed" in p.stderr:
+            raise Skip(f"cannot create a mount namespace: {p.stderr.strip()}")
+        check(p.returncode == 0, f"driver: {p.stderr}")
+        r = json.loads(p.stdout)
+        docs = r["lines"]
+        check(r["rc"] == 0 and len(docs) == 20, f"watch exit {r['rc']}, {len(docs)} lines")
+        released = [d["reading"] for d in docs if d["release"]]
+        check(not released, f"a busy process was advised at readings {released}")
+        check(docs[0].get("idle_seconds") is not None, f"first reading: {docs[0]}")
+        # from the first reading after the mount on, idle is unknown with the reason
+        after = [i for i, d in enumerate(docs) if d["idle_seconds"] is None]
+        check(len(after) >= 5 and after == list(range(after[0], len(docs))) and
+              all(d["state"] == "running" and "/stat: " in d["idle_reason"]
+                  for d in docs[after[0]:]),
+              f"idle unknown once stat is unreadable: {[d['idle_seconds'] for d in docs]} "
+              f"{docs[-1]['idle_reason']}")
+        print(f"{len(docs)} readings, none advised; {docs[-1]['idle_reason']}")
+
+
+def case_deleted(c):
+    """A model file unlinked while mapped: the view and the Prometheus labels say deleted."""
+    model = c.model("small")
+    path = c.path("deleted.gguf")
+    shutil.copyfile(model, path)
+    with mapper(path, 16) as m:
+        os.unlink(path)
+        text = watch(c, "--once", str(m.pid)).stdout
+        check(f"{path} (deleted)\n" in text, f"the view: {text}")
+        prom = c.path("deleted.prom")
+        watch(c, "--once", "--metrics-file", prom, str(m.pid))
+        with open(prom) as f:
+            body = f.read()
+        check(f'ramforge_watch_up{{pid="{m.pid}",model="deleted.gguf",path="{path}",'
+              f'deleted="true"}} 1' in body, f"the labels: {body[:600]}")
+        doc = lines(c, watch(c, "--once", "--json", str(m.pid)))[0]
+        check(doc["models"][0]["deleted"], "the JSON")
+
 CASES = {"watch_all_serve": case_all_serve, "watch_all_llama_server": case_all_llama_server,
          "watch_prometheus": case_prometheus, "watch_release_idle": case_release_idle,
          "watch_robust": case_robust, "watch_no_mmap": case_no_mmap,
          "watch_replaced": case_replaced, "watch_nonroot": case_nonroot,
          "watch_cgroup": case_cgroup, "watch_pid_reused": case_pid_reused,
-         "watch_badinput": case_badinput}
+         "watch_badinput": case_badinput, "watch_metrics_file_fault": case_metrics_file_fault,
+         "watch_all_unreadable": case_all_unreadable,
+         "watch_stat_unreadable": case_stat_unreadable, "watch_deleted": case_deleted}
 
 if __name__ == "__main__":
     run_main(CASES, ModelCtx, "rf-watch-")
