@@ -463,6 +463,7 @@ int cmd_serve(int argc, char **argv)
 
     pthread_mutex_init(&sv.session_mu, NULL);
     pthread_mutex_init(&sv.mu, NULL);
+    pthread_mutex_init(&sv.conns_mu, NULL);
     pthread_cond_init(&sv.cv, NULL);
     atomic_init(&sv.stopping, false);
 
@@ -521,6 +522,7 @@ out:
     free(sv.metrics_kept);
     rf_session_free(sv.session);
     pthread_cond_destroy(&sv.cv);
+    pthread_mutex_destroy(&sv.conns_mu);
     pthread_mutex_destroy(&sv.mu);
     pthread_mutex_destroy(&sv.session_mu);
     return status;

@@ -97,6 +97,7 @@ enum serve_residency {
 };
 
 struct MHD_Daemon;
+struct serve_conn;
 
 /* The server: one session, one queue, counters. */
 struct serve {
@@ -111,6 +112,11 @@ struct serve {
     size_t n_daemons;
 
     pthread_mutex_t session_mu; /* every rf_session_* call */
+
+    pthread_mutex_t conns_mu; /* the open connections (serve_conns.c): what follows */
+    struct serve_conn *waiting_head, *waiting_tail; /* those waiting for a request head,
+                                                       oldest first */
+    size_t conns_open; /* open connections, every address, but those closed for another */
 
     pthread_mutex_t mu; /* what follows */
     pthread_cond_t cv;

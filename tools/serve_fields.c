@@ -481,15 +481,15 @@ static int parse_sampling(const struct serve_request_env *env, json_t *body, enu
         !serve_field_bool(body, "ignore_eos", &j->ignore_eos, msg, len) ||
         !parse_probs(body, api, &n_probs, msg, len))
         return 400;
-    /* one slot: llama-server refuses n_cmpl above its --parallel in these words */
-    if (!serve_field_int(body, "n", &n_cmpl, msg, len) ||
-        !serve_field_int(body, "n_cmpl", &n_cmpl, msg, len))
+    /* one slot: llama-server reads "n_cmpl", else its alias "n" (null: absent), and refuses
+       a count above its --parallel naming the field given, in these words */
+    json_t *given = json_object_get(body, "n_cmpl");
+    const char *n_name = given && !json_is_null(given) ? "n_cmpl" : "n";
+    if (!serve_field_int(body, n_name, &n_cmpl, msg, len))
         return 400;
     if (n_cmpl != 1) {
-        snprintf(msg, len,
-                 "'n_cmpl': Value must be between 1 <= value <= 1, but got %lld (ramforge serve "
-                 "has one slot)",
-                 n_cmpl);
+        snprintf(msg, len, "Field '%s': Value must be between 1 <= value <= 1, but got %lld",
+                 n_name, n_cmpl);
         return 400;
     }
     if (rep == 0.0) {

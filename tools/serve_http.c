@@ -3,9 +3,9 @@
  * routing, the API key, body limits, JSON bodies (jansson) in llama-server's
  * shapes, and the endpoints but the completions (serve_completion.c); the
  * replies and llama-server's error shape are serve_reply.c's. Connections:
- * at most --max-connections (and a few more for /health alone),
- * --max-connections-per-address of one client address; --header-timeout
- * until a request head is in, --timeout after.
+ * at most --max-connections (the idle ones give way, serve_conns.c; a few
+ * more for /health alone), --max-connections-per-address of one client
+ * address; --header-timeout until a request head is in, --timeout after.
  */
 #include "serve_http.h"
 
@@ -318,12 +318,6 @@ static enum MHD_Result route_request(struct serve *sv, struct MHD_Connection *c,
     return ret;
 }
 
-/* Whether more than --max-connections connections are open (this one among them). */
-static bool over_connection_limit(struct serve *sv)
-{
-    return serve_listen_connections(sv) > (unsigned long long)sv->o->max_connections;
-}
-
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -336,6 +330,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!rq)
             return MHD_NO;
         *con_cls = rq;
+        serve_conn_head_in(sv, c);
         /* The head is in: the body and the reply get --timeout, not --header-timeout. */
         MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned int)sv->o->timeout_s);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
@@ -367,7 +362,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (atomic_load(&sv->stopping))
         return serve_reply_error(c, 503, "the server is shutting down");
-    if (strcmp(url, "/health") && strcmp(url, "/v1/health") && over_connection_limit(sv))
+    if (strcmp(url, "/health") && strcmp(url, "/v1/health") && serve_conns_over_limit(sv))
         return serve_reply_error(c, 503,
                                  "%lld connections are open (--max-connections): beyond them "
                                  "only /health is answered",
@@ -383,6 +378,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     /* A keep-alive connection's next request head gets --header-timeout again. */
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
                               (unsigned int)sv->o->head_timeout_s);
+    serve_conn_head_wait(sv, c);
     if (!rq)
         return;
     if (rq->job) {

@@ -25,11 +25,38 @@ struct conn_req {
 };
 
 /*
- * Connections accepted beyond --max-connections, for /health alone: with
- * the table full of idle connections, a health check is still answered
- * (every other request beyond the limit: 503).
+ * Connections open beyond --max-connections, for /health alone: with every
+ * connection in a request (the idle ones give way, serve_conns.c), a health
+ * check is still answered (every other request beyond the limit: 503).
  */
 #define SERVE_HEALTH_RESERVE 4
+
+/*
+ * The table of each daemon (MHD_OPTION_CONNECTION_LIMIT): the connections
+ * above, and as many again as --max-connections for those closed for others
+ * (serve_conns.c) whose threads libmicrohttpd has not joined yet. Beyond it
+ * libmicrohttpd closes a new connection at once.
+ */
+#define SERVE_MHD_TABLE(max_connections) (2 * (max_connections) + SERVE_HEALTH_RESERVE)
+
+/* --- the open connections (serve_conns.c) --- */
+
+/*
+ * libmicrohttpd's MHD_OPTION_NOTIFY_CONNECTION (cls: the server): a new
+ * connection waits for its head; beyond --max-connections and the reserve
+ * it closes those that have waited longest. A closed one leaves the table.
+ */
+void serve_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                       enum MHD_ConnectionNotificationCode code);
+
+/* c's head is in: off the waiting list; beyond --max-connections the oldest waiting close. */
+void serve_conn_head_in(struct serve *sv, struct MHD_Connection *c);
+
+/* c answered its request and stays open (keep-alive): it waits for a head again, from now. */
+void serve_conn_head_wait(struct serve *sv, struct MHD_Connection *c);
+
+/* Whether more than --max-connections connections are open (every address; c among them). */
+bool serve_conns_over_limit(struct serve *sv);
 
 /* --- listening (serve_listen.c) --- */
 
@@ -40,9 +67,6 @@ struct conn_req {
  */
 int serve_listen(struct serve *sv, MHD_AccessHandlerCallback on_request,
                  MHD_RequestCompletedCallback on_completed);
-
-/* Open connections, every address together. */
-unsigned long long serve_listen_connections(struct serve *sv);
 
 /* Stops every daemon (closes their connections). */
 void serve_listen_stop(struct serve *sv);

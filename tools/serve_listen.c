@@ -86,10 +86,10 @@ int serve_listen(struct serve *sv, MHD_AccessHandlerCallback on_request,
                 (l->v6 ? MHD_USE_IPv6 : 0),
             port, NULL, NULL, on_request, sv, MHD_OPTION_SOCK_ADDR, &l->sa,
             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)sv->o->head_timeout_s,
-            MHD_OPTION_CONNECTION_LIMIT,
-            (unsigned int)sv->o->max_connections + SERVE_HEALTH_RESERVE,
+            MHD_OPTION_CONNECTION_LIMIT, (unsigned int)SERVE_MHD_TABLE(sv->o->max_connections),
             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)sv->o->max_per_address,
-            MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv, MHD_OPTION_END);
+            MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv, MHD_OPTION_NOTIFY_CONNECTION,
+            serve_conn_notify, sv, MHD_OPTION_END);
         if (!d) {
             int e = errno;
             cli_error("cannot listen on %s%s%s:%u: %s", l->v6 ? "[" : "", l->text, l->v6 ? "]" : "",
@@ -105,17 +105,6 @@ int serve_listen(struct serve *sv, MHD_AccessHandlerCallback on_request,
                 l->v6 ? "[" : "", l->text, l->v6 ? "]" : "", di ? di->port : (unsigned)port);
     }
     return 0;
-}
-
-unsigned long long serve_listen_connections(struct serve *sv)
-{
-    unsigned long long n = 0;
-    for (size_t i = 0; i < sv->n_daemons; i++) {
-        const union MHD_DaemonInfo *di =
-            MHD_get_daemon_info(sv->daemons[i], MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-        n += di ? di->num_connections : 0;
-    }
-    return n;
 }
 
 void serve_listen_stop(struct serve *sv)

@@ -42,13 +42,19 @@ def case_unimplemented_fields(c):
         # out of range or not finite: 400 naming the field, never a 200 without settings
         for key, value in (("top_p", 1e300), ("min_p", -1), ("temperature", 1e300),
                            ("top_p", 2), ("repeat_penalty", 0), ("seed", 2 ** 40),
-                           ("n_probs", 10 ** 6), ("n", 2), ("n_cmpl", 2),
+                           ("n_probs", 10 ** 6), ("n_cmpl", 2),
                            ("logit_bias", [[1]]), ("logit_bias", [[99999999, 1.0]]),
                            ("stop", [1]), ("response_fields", "content"),
                            ("stream_options", {"include_obfuscation": True})):
-            name = "n_cmpl" if key == "n" else key
             expect_error(sv, "POST", "/completion", {"prompt": PROMPT, key: value}, 400,
-                         f"'{name}")
+                         f"'{key}")
+        # n (n_cmpl's alias) above the one slot: llama-server's words, naming the field given
+        # (tools/server/server-schema.cpp: "n_cmpl" first, "n" when it is absent or null)
+        for fields, name in (({"n": 2}, "n"), ({"n_cmpl": 2}, "n_cmpl"),
+                             ({"n_cmpl": None, "n": 3}, "n"), ({"n_cmpl": 2, "n": 1}, "n_cmpl")):
+            want = f"Field '{name}': Value must be between 1 <= value <= 1, but got {fields[name]}"
+            doc = expect_error(sv, "POST", "/completion", {"prompt": PROMPT, **fields}, 400, want)
+            check(doc["error"]["message"] == want, f"{fields}: {doc['error']['message']!r}")
         expect_error(sv, "POST", "/completion", {"prompt": PROMPT, "grammar": "root ::= ("}, 400,
                      "'grammar'")
         # fields whose absence changes nothing are accepted (README: one slot, one model)

@@ -12,8 +12,11 @@ Idle connections (silent sockets, half-sent request heads, keep-alive clients
 between requests) must not take every slot: one client address holds at most
 --max-connections-per-address, a connection without a whole request head is
 closed after --header-timeout (not --timeout), and /health answers another
-address at once and this one once the head timeout has freed a slot. Every
-wait polls against a deadline.
+address at once and this one once the head timeout has freed a slot. Many
+addresses each under their cap (issue 36, item 6): beyond --max-connections
+the connection that has waited longest for its head is closed for a new one,
+so /health and other requests from a new address are answered at once, and a
+connection whose head is in is kept. Every wait polls against a deadline.
 """
 import os
 import socket
@@ -60,6 +63,17 @@ def idle_sockets(port, n):
     return socks
 
 
+def read_head(s):
+    """What s receives until the end of a response head (or the server's close)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
 def health(port, source, deadline_s):
     """/health from source; (status line, seconds), or raises Failure past the deadline."""
     t0 = time.monotonic()
@@ -67,12 +81,7 @@ def health(port, source, deadline_s):
     s.settimeout(deadline_s)
     try:
         s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            data += chunk
+        data = read_head(s)
     except socket.timeout:
         raise Failure(f"/health from {source} did not answer within {deadline_s} s")
     except OSError as e:
@@ -80,6 +89,41 @@ def health(port, source, deadline_s):
     finally:
         s.close()
     return data.split(b"\r\n", 1)[0].decode(errors="replace"), time.monotonic() - t0
+
+
+def busy(port, source="127.0.0.1"):
+    """A connection whose request head is in (serve answered its Expect: 100-continue) and
+    whose body is not: POST /tokenize, the body's last byte withheld; (socket, rest)."""
+    body = b'{"content": "Hello"}'
+    s = connect(port, source)
+    s.sendall(b"POST /tokenize HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+              b"Content-Type: application/json\r\nExpect: 100-continue\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(body))
+    data = read_head(s)
+    check(data.startswith(b"HTTP/1.1 100"), f"POST with Expect: 100-continue: {data[:80]!r}")
+    s.sendall(body[:-1])
+    return s, body[-1:]
+
+
+def answer(s, timeout_s=30):
+    """Everything the server sends on s until it closes it (Connection: close)."""
+    s.settimeout(timeout_s)
+    data = b""
+    while True:
+        chunk = s.recv(4096)
+        if not chunk:
+            return data
+        data += chunk
+
+
+def wait_open_at_most(socks, n, deadline_s):
+    """Polls until at most n of socks are open; returns how many are."""
+    t0 = time.monotonic()
+    while True:
+        n_open = sum(not closed(s) for s in socks)
+        if n_open <= n or time.monotonic() - t0 > deadline_s:
+            return n_open
+        time.sleep(0.05)
 
 
 def wait_closed(socks, deadline_s):
@@ -143,12 +187,7 @@ def case_per_address(c):
                 "--header-timeout", "300") as sv:
         socks = idle_sockets(sv.port, 40)
         try:
-            t0 = time.monotonic()
-            while time.monotonic() - t0 < 20:
-                n_open = sum(not closed(s) for s in socks)
-                if n_open <= 8:
-                    break
-                time.sleep(0.05)
+            n_open = wait_open_at_most(socks, 8, 20)
             check(n_open <= 8, f"{n_open} of 40 idle connections of one address stay open "
                                f"(limit 8)")
             line, took = health(sv.port, "127.0.0.2", 20)
@@ -187,25 +226,71 @@ def case_header_timeout(c):
     return 0
 
 
+def case_many_addresses(c):
+    """40 addresses x 4 unfinished request heads, each address under its cap of 32, against
+    --max-connections 64 (the issue's 40 x 30 against 256, scaled down): /health from a new
+    address is answered at once, although the head timeout (300 s) is far away, and so is
+    another request; the oldest heads were closed for the new ones (a keep-alive connection
+    between requests first), the newest are open, and a connection whose head is in (its
+    body pending) is kept and answered."""
+    with Server(c, c.model(), "--max-connections", "64", "--header-timeout", "300",
+                "--timeout", "600") as sv:
+        keep = connect(sv.port, "127.0.0.8")
+        keep.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        first = read_head(keep)
+        while not first.endswith(b'{"status":"ok"}'):
+            first += keep.recv(4096)
+        check(first.startswith(b"HTTP/1.1 200"), f"keep-alive /health: {first[:60]!r}")
+        work, rest = busy(sv.port, "127.0.0.9")
+        flood = []
+        try:
+            for i in range(4):
+                for a in range(40):
+                    s = connect(sv.port, f"127.0.0.{10 + a}")
+                    s.sendall(PARTIAL_HEAD)
+                    flood.append(s)
+            line, took = health(sv.port, "127.0.0.200", 10)
+            check(line.endswith("200 OK"), f"/health from a new address: {line!r}")
+            print(f"/health from a new address under 160 unfinished heads: {took:.3f} s")
+            s = connect(sv.port, "127.0.0.201")
+            s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            data = answer(s)
+            s.close()
+            check(data.startswith(b"HTTP/1.1 200"),
+                  f"/v1/models from a new address: {data[:300]!r}")
+            n_open = wait_open_at_most(flood, 63, 30)
+            check(n_open <= 63, f"{n_open} of 160 unfinished heads open (--max-connections 64, "
+                                f"one connection busy)")
+            check(closed(keep) and closed(flood[0]) and not closed(flood[-1]),
+                  "the connections that waited longest give way, the newest stays")
+            check(not closed(work), "the connection whose head is in was closed for another")
+            work.sendall(rest)
+            data = answer(work)
+            check(data.startswith(b"HTTP/1.1 200") and b'"tokens"' in data,
+                  f"the busy connection's request: {data[:300]!r}")
+        finally:
+            keep.close()
+            work.close()
+            for s in flood:
+                s.close()
+    return 0
+
+
 def case_table_full(c):
-    """--max-connections idle connections fill the table: /health is still answered at
-    once (a reserve beyond the limit is for it alone), another request beyond the limit
-    gets 503 with the reason, and the head timeout is far away."""
+    """--max-connections connections in a request (heads in, bodies pending) fill the
+    table: /health is still answered at once (a reserve beyond the limit is for it alone),
+    another request beyond the limit gets 503 with the reason, and the timeouts are far
+    away."""
     with Server(c, c.model(), "--max-connections", "16", "--max-connections-per-address", "16",
                 "--header-timeout", "300", "--timeout", "600") as sv:
-        socks = idle_sockets(sv.port, 16)
+        socks = [busy(sv.port)[0] for _ in range(16)]
         try:
             for source in ("127.0.0.2", "127.0.0.3"):
                 line, took = health(sv.port, source, 20)
                 check(line.endswith("200 OK"), f"/health with the table full: {line!r}")
             s = connect(sv.port, "127.0.0.2")
             s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            data = b""
-            while True:
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                data += chunk
+            data = answer(s)
             s.close()
             check(data.startswith(b"HTTP/1.1 503") and b"--max-connections" in data,
                   f"another request beyond the limit: {data[:300]!r}")
@@ -236,6 +321,7 @@ CASES = {
     "request_report": case_request_report,
     "per_address": case_per_address,
     "header_timeout": case_header_timeout,
+    "many_addresses": case_many_addresses,
     "table_full": case_table_full,
     "limits_badinput": case_limits_badinput,
 }
