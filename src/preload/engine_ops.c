@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ramforge/host.h"
+#include "ramforge/idle_clock.h"
 #include "ramforge/metrics.h"
 #include "ramforge/policy.h"
 #include "ramforge/session_ext.h"
@@ -36,20 +38,18 @@ static bool submitted_since(struct exec_model *m, uint64_t *submits)
 void exec_op_begin(struct exec_model *m, uint32_t n_ctx, int32_t n_tokens)
 {
     const struct exec_config *c = &exec_engine.cfg;
-    struct rf_operation_request req = {.n_ctx = n_ctx,
-                                       .n_prompt = n_tokens > 0 ? (uint32_t)n_tokens : 0};
+    struct rf_operation_start_params sp = {
+        .request = {.n_ctx = n_ctx, .n_prompt = n_tokens > 0 ? (uint32_t)n_tokens : 0},
+        .admit = c->params.admission_mode != RF_ADMISSION_OFF, /* recorded: a submission is
+                                                                  never refused */
+        .staging_budget_bytes = c->has_staging ? c->staging_bytes : 0,
+    };
+    struct rf_operation_start st;
     m->op_open = true;
     if (c->params.policy == RF_POLICY_OFF)
         return;
-    if (c->params.admission_mode != RF_ADMISSION_OFF)
-        rf_session_admit(m->s, &req); /* recorded: a submission is never refused */
-    pthread_mutex_lock(&exec_engine.table_mu);
-    bool stage = m->idle_released && c->has_staging;
-    m->idle_released = false;
-    pthread_mutex_unlock(&exec_engine.table_mu);
-    if (stage)
-        rf_session_stage(m->s, c->staging_bytes);
-    rf_session_stream_pin(m->s, NULL); /* streaming: undone at the operation's boundary */
+    /* staging after an idle release; streaming: pins undone at the operation's boundary */
+    rf_session_operation_start(m->s, &sp, &st);
 }
 
 /* Ends the operation: its report frozen, the submissions so far counted, the figures out. */
@@ -86,21 +86,20 @@ void exec_op_idle(struct exec_model *m, bool alive)
     if (!submitted_since(m, &submits))
         return;
     uint64_t t0 = rf_now_ns();
-    int rc =
-        alive ? rf_session_idle_alive_boundary(m->s) : rf_session_boundary(m->s, RF_BOUNDARY_IDLE);
-    uint64_t released = rf_session_released_bytes(m->s);
-    if (rc < 0)
-        exec_engine.host->say("exec: %s: the idle boundary failed: %s", m->path, rf_strerror(rc));
+    struct rf_idle_result idle;
+    rf_session_idle(m->s, alive, &idle);
+    if (idle.error < 0)
+        exec_engine.host->say("exec: %s: the idle boundary failed: %s", m->path,
+                              rf_strerror(idle.error));
     pthread_mutex_lock(&exec_engine.table_mu);
     m->idle_boundaries++;
     m->idle_alive_boundaries += alive;
-    m->idle_released = released > 0;
     pthread_mutex_unlock(&exec_engine.table_mu);
     char size[32];
     if (exec_engine.cfg.verbose)
         exec_engine.host->say("exec: %s: idle boundary (%s) released %s in %.1f ms", m->path,
                               alive ? "contexts alive" : "no context",
-                              rf_size_format(released, size, sizeof(size)),
+                              rf_size_format(idle.accepted_bytes, size, sizeof(size)),
                               (double)(rf_now_ns() - t0) / 1e6);
     op_close(m, submits);
 }
@@ -241,16 +240,7 @@ void *exec_idle_thread(void *ud)
             pthread_mutex_lock(&exec_engine.table_mu);
             continue;
         }
-        /* rf_now_ns is CLOCK_MONOTONIC; the condition variable waits on CLOCK_REALTIME. */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t wait = next - now + 1000000; /* 1 ms past the due time */
-        ts.tv_sec += (time_t)(wait / 1000000000ull);
-        ts.tv_nsec += (long)(wait % 1000000000ull);
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = rf_deadline_realtime(next + 1000000, now); /* 1 ms past due */
         pthread_cond_timedwait(&exec_engine.idle_cv, &exec_engine.table_mu, &ts);
     }
     pthread_mutex_unlock(&exec_engine.table_mu);
