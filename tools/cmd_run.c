@@ -22,6 +22,7 @@
 #include "ramforge/forge_ahead.h"
 #include "ramforge/forge_observer.h"
 #include "ramforge/forge_window.h"
+#include "ramforge/host.h"
 #include "ramforge/metrics.h"
 #include "ramforge/residency.h"
 #include "ramforge/session_ext.h"
@@ -372,29 +373,34 @@ int cmd_run(int argc, char **argv)
     if (o.sess.profile_path && !open_profile(s, &o))
         goto out;
     if (observing) {
-        struct rf_operation_request req = {.n_ctx = (uint32_t)o.sess.n_ctx,
-                                           .n_predict = (uint32_t)o.sess.n_predict};
-        struct rf_admission_result adm;
-        forge_tokenize_count(rf_session_forge_model(s), o.prompt, &req.n_prompt);
-        rc = rf_session_admit_result(s, &req, &adm);
-        if (rc == 0 && adm.lock_note[0])
-            cli_error("warning: %s", adm.lock_note);
-        if (rc == 0 && adm.refused) {
-            run_print_admission(&adm, "", o.sess.verbose);
+        struct rf_operation_start_params sp = {
+            .request = {.n_ctx = (uint32_t)o.sess.n_ctx, .n_predict = (uint32_t)o.sess.n_predict},
+            .admit = true,
+            .staging_budget_bytes = o.sess.has_staging ? o.sess.staging_budget : 0,
+            .stage_always = true, /* one operation: its staging is a cold start's */
+        };
+        struct rf_operation_start st;
+        const struct rf_admission_result *adm = &st.admission;
+        forge_tokenize_count(rf_session_forge_model(s), o.prompt, &sp.request.n_prompt);
+        rf_session_operation_start(s, &sp, &st);
+        if (st.admission_decided && adm->lock_note[0])
+            cli_error("warning: %s", adm->lock_note);
+        if (st.refused) {
+            run_print_admission(adm, "", o.sess.verbose);
             rf_session_operation_end(s, NULL);
             write_reports(s, &o);
             goto out;
         }
         /* A releasing policy's soft target is judged after the release (warn_above_target). */
-        if (rc == 0 && adm.outcome != RF_ADMIT_ADMITTED &&
-            !(adm.cause == RF_ADMIT_CAUSE_SOFT_TARGET && rf_policy_mutates(o.sess.policy)))
-            run_print_admission(&adm, "", o.sess.verbose);
-        if (o.sess.has_staging && (rc = rf_session_stage(s, o.sess.staging_budget)) < 0) {
-            cli_error("%s: cannot plan staging: %s", o.sess.model, rf_strerror(rc));
+        if (st.admission_decided && adm->outcome != RF_ADMIT_ADMITTED &&
+            !(adm->cause == RF_ADMIT_CAUSE_SOFT_TARGET && rf_policy_mutates(o.sess.policy)))
+            run_print_admission(adm, "", o.sess.verbose);
+        if (st.staging_error < 0) {
+            cli_error("%s: cannot plan staging: %s", o.sess.model, rf_strerror(st.staging_error));
             goto out;
         }
-        bool pinned = false;
-        if (rf_session_stream_pin(s, &pinned) == 0) {
+        bool pinned = st.pinned;
+        if (st.pin_error == 0) {
             const struct rf_stream_report *sr =
                 rf_session_report(s, RF_REPORT_OPERATION)->streaming;
             char b1[32], b2[32], b3[32];

@@ -27,6 +27,8 @@
 #include "ramforge/defaults.h"
 #include "ramforge/error.h"
 #include "ramforge/forge_observer.h"
+#include "ramforge/host.h"
+#include "ramforge/idle_clock.h"
 #include "ramforge/report.h"
 #include "ramforge/residency.h"
 #include "ramforge/session_ext.h"
@@ -56,54 +58,50 @@ static void count_operation(struct serve *sv)
 }
 
 /*
- * Admission and staging of job's operation (policy not off). Returns false
+ * The start of job's operation (policy not off): admission, staging after an
+ * idle release, the streaming pins (rf_session_operation_start). Returns false
  * when the job was answered (refused).
  */
 static bool admit_and_stage(struct serve *sv, struct serve_job *j)
 {
-    struct rf_operation_request req = {.n_prompt = (uint32_t)j->n_prompt,
-                                       .n_predict = (uint32_t)j->n_predict};
+    struct rf_operation_start_params sp = {
+        .request = {.n_prompt = (uint32_t)j->n_prompt, .n_predict = (uint32_t)j->n_predict},
+        .admit = true,
+        .staging_budget_bytes = sv->o->sess.has_staging ? sv->o->sess.staging_budget : 0,
+    };
     if (sv->o->prompt_cache && j->cache_prompt) /* the kept context is of -c tokens */
-        req.n_predict = sv->n_ctx_limit - (uint32_t)j->n_prompt;
-    struct rf_admission_result adm;
+        sp.request.n_predict = sv->n_ctx_limit - (uint32_t)j->n_prompt;
+    struct rf_operation_start st;
+    pthread_mutex_lock(&sv->mu);
+    if (sp.staging_budget_bytes && sv->residency == SERVE_IDLE_RELEASED)
+        sv->residency = SERVE_STAGING; /* what /metrics says while the host stages */
+    pthread_mutex_unlock(&sv->mu);
     pthread_mutex_lock(&sv->session_mu);
-    int rc = rf_session_admit_result(sv->session, &req, &adm);
+    rf_session_operation_start(sv->session, &sp, &st);
     pthread_mutex_unlock(&sv->session_mu);
-    if (rc == 0) {
+    const struct rf_admission_result *adm = &st.admission;
+    if (st.admission_decided) {
         pthread_mutex_lock(&sv->mu);
-        if ((unsigned)adm.outcome < 4)
-            sv->admission[adm.outcome]++;
-        sv->admission_refused += adm.refused;
+        if ((unsigned)adm->outcome < 4)
+            sv->admission[adm->outcome]++;
+        sv->admission_refused += adm->refused;
         pthread_mutex_unlock(&sv->mu);
     }
-    if (rc == 0 && adm.refused) {
+    if (st.refused) {
         serve_job_finish(j, 503, "admission refused the request (%s, --admission %s): %s",
-                         rf_admission_outcome_name(adm.outcome), rf_admission_mode_name(adm.mode),
-                         adm.reason);
+                         rf_admission_outcome_name(adm->outcome), rf_admission_mode_name(adm->mode),
+                         adm->reason);
         pthread_mutex_lock(&sv->session_mu);
         rf_session_operation_end(sv->session, NULL);
         count_operation(sv);
         pthread_mutex_unlock(&sv->session_mu);
         return false;
     }
-    if (rc == 0 && sv->o->sess.verbose && adm.outcome != RF_ADMIT_ADMITTED)
-        cli_error("warning: admission %s: %s", rf_admission_outcome_name(adm.outcome), adm.reason);
-    pthread_mutex_lock(&sv->mu);
-    bool stage = sv->o->sess.has_staging && sv->residency == SERVE_IDLE_RELEASED;
-    if (stage)
-        sv->residency = SERVE_STAGING;
-    pthread_mutex_unlock(&sv->mu);
-    if (stage) {
-        pthread_mutex_lock(&sv->session_mu);
-        rc = rf_session_stage(sv->session, sv->o->sess.staging_budget);
-        pthread_mutex_unlock(&sv->session_mu);
-        if (rc < 0)
-            cli_error("cannot plan staging: %s", rf_strerror(rc));
-    }
-    /* streaming: pin what admission planned; undone at the operation's end */
-    pthread_mutex_lock(&sv->session_mu);
-    rf_session_stream_pin(sv->session, NULL);
-    pthread_mutex_unlock(&sv->session_mu);
+    if (st.admission_decided && sv->o->sess.verbose && adm->outcome != RF_ADMIT_ADMITTED)
+        cli_error("warning: admission %s: %s", rf_admission_outcome_name(adm->outcome),
+                  adm->reason);
+    if (st.staging_error < 0)
+        cli_error("cannot plan staging: %s", rf_strerror(st.staging_error));
     pthread_mutex_lock(&sv->mu);
     sv->residency = SERVE_RESIDENT;
     pthread_mutex_unlock(&sv->mu);
@@ -228,101 +226,44 @@ static void run_job(struct serve *sv, struct serve_job *j)
     forge_generate_result_free(&gen);
 }
 
-/*
- * The residency state after the idle boundary (rc its return), from the
- * idle operation's applications (serve.h has the states): why receives the
- * reason when nothing was released ("" when bytes were).
- */
-static enum serve_residency idle_outcome(const struct rf_report *r, bool mutates, int rc, char *why,
-                                         size_t len)
-{
-    const struct rf_report_application *wanted = NULL, *nothing = NULL;
-    why[0] = '\0';
-    for (size_t i = 0; i < r->n_applications; i++) {
-        const struct rf_report_application *a = &r->applications[i];
-        if (a->attempted && a->accepted_bytes > 0)
-            return SERVE_IDLE_RELEASED;
-        if (!wanted && (a->attempted || (a->plan && a->plan->n_selected > 0)))
-            wanted = a;
-        if (!nothing)
-            nothing = a;
-    }
-    if (!mutates) {
-        snprintf(why, len, "the policy does not mutate");
-    } else if (rc < 0) {
-        snprintf(why, len, "the idle boundary failed: %s", rf_strerror(rc));
-        return SERVE_IDLE_RELEASE_REFUSED;
-    } else if (wanted && wanted->attempted) {
-        snprintf(why, len, "the kernel accepted none of the release: %s",
-                 wanted->first_error ? strerror(-wanted->first_error) : "0 bytes accepted");
-        return SERVE_IDLE_RELEASE_REFUSED;
-    } else if (wanted) {
-        snprintf(why, len, "%s", wanted->refused_reason ? wanted->refused_reason : "not attempted");
-        return SERVE_IDLE_RELEASE_REFUSED;
-    } else {
-        /* Nothing selected: under the target already, or the binding refused selection. */
-        snprintf(why, len, "nothing to release: %s",
-                 nothing && nothing->plan ? nothing->plan->reason : "no plan was built");
-    }
-    return SERVE_RESIDENT;
-}
-
 /* One line per idle release on stderr (not with -q): bytes requested, accepted, and the
  * measured change of the mapping RSS with the figure it reached (the sample after the last
  * release). */
-static void log_idle(const struct rf_report *r)
+static void log_idle(const struct rf_idle_result *r)
 {
-    uint64_t requested = 0, accepted = 0;
-    int64_t observed = 0;
-    bool attempted = false, known = true;
-    const char *after = NULL;
     char b1[32], b2[32], b3[48], b4[32];
 
-    for (size_t i = 0; r && i < r->n_applications; i++) {
-        const struct rf_report_application *a = &r->applications[i];
-        if (!a->attempted)
-            continue;
-        attempted = true;
-        requested += a->requested_bytes;
-        accepted += a->accepted_bytes;
-        known = known && a->mapping_delta.has_value;
-        observed += a->mapping_delta.has_value ? a->mapping_delta.value : 0;
-        after = a->after_label ? a->after_label : after;
-    }
-    if (!attempted) {
+    if (!r->attempted) {
         fprintf(stderr, "%s serve: idle: nothing released\n", RF_PROGRAM);
         return;
     }
-    const struct rf_residency_sample *end = NULL;
-    for (size_t i = r->n_samples; after && !end && i-- > 0;)
-        if (r->samples[i].has_mapping && r->samples[i].label &&
-            strcmp(r->samples[i].label, after) == 0)
-            end = &r->samples[i];
+    bool known = r->has_mapping_change;
     fprintf(stderr, "%s serve: idle release: requested %s, accepted %s; mapping RSS %s%s%s\n",
-            RF_PROGRAM, cli_format_bytes(requested, false, b1, sizeof(b1)),
-            cli_format_bytes(accepted, false, b2, sizeof(b2)),
-            known ? cli_format_change(observed, b3, sizeof(b3)) : "change unknown",
-            !end                 ? ""
-            : known && !observed ? ", at "
-                                 : ", to ",
-            end ? cli_format_bytes(end->mapping_rss_bytes, false, b4, sizeof(b4)) : "");
+            RF_PROGRAM, cli_format_bytes(r->requested_bytes, false, b1, sizeof(b1)),
+            cli_format_bytes(r->accepted_bytes, false, b2, sizeof(b2)),
+            known ? cli_format_change(r->mapping_change_bytes, b3, sizeof(b3)) : "change unknown",
+            !r->has_mapping_after               ? ""
+            : known && !r->mapping_change_bytes ? ", at "
+                                                : ", to ",
+            r->has_mapping_after ? cli_format_bytes(r->mapping_after_bytes, false, b4, sizeof(b4))
+                                 : "");
 }
 
 /* The idle boundary: the policy's release with the model quiescent, then its report. */
 static void run_idle(struct serve *sv)
 {
-    char why[sizeof(sv->idle_reason)];
+    struct rf_idle_result idle;
     serve_sleep_enter(sv);
     forge_context_free(serve_forget_prompt(sv)); /* the model quiescent: the cache goes first */
     pthread_mutex_lock(&sv->session_mu);
-    int rc = rf_session_boundary(sv->session, RF_BOUNDARY_IDLE);
-    if (rc < 0)
-        cli_error("the idle boundary failed: %s", rf_strerror(rc));
-    const struct rf_report *r = rf_session_report(sv->session, RF_REPORT_OPERATION);
-    enum serve_residency state =
-        idle_outcome(r, rf_policy_mutates(sv->o->sess.policy), rc, why, sizeof(why));
+    rf_session_idle(sv->session, false, &idle);
+    if (idle.error < 0)
+        cli_error("the idle boundary failed: %s", rf_strerror(idle.error));
+    enum serve_residency state = idle.outcome == RF_IDLE_RELEASED  ? SERVE_IDLE_RELEASED
+                                 : idle.outcome == RF_IDLE_REFUSED ? SERVE_IDLE_RELEASE_REFUSED
+                                                                   : SERVE_RESIDENT;
     if (!sv->o->sess.quiet)
-        log_idle(r);
+        log_idle(&idle);
     int orc = rf_session_operation_end(sv->session, NULL);
     if (orc < 0)
         cli_error("cannot end the idle operation: %s", rf_strerror(orc));
@@ -330,7 +271,7 @@ static void run_idle(struct serve *sv)
     pthread_mutex_lock(&sv->mu);
     sv->idle_boundaries++;
     sv->residency = state;
-    snprintf(sv->idle_reason, sizeof(sv->idle_reason), "%s", why);
+    snprintf(sv->idle_reason, sizeof(sv->idle_reason), "%s", idle.reason);
     pthread_mutex_unlock(&sv->mu);
     serve_sleep_entered(sv, state);
     if (sv->o->sess.verbose)
@@ -340,46 +281,38 @@ static void run_idle(struct serve *sv)
 /* The worker: jobs in order, the idle boundary when due, until stopping. */
 static void worker(struct serve *sv)
 {
-    const bool idle = sv->o->idle_seconds > 0 && sv->o->sess.policy != RF_POLICY_OFF;
     pthread_mutex_lock(&sv->mu);
     while (!atomic_load(&sv->stopping)) {
         struct serve_job *j = serve_dequeue(sv);
         if (j) {
             sv->processing = true;
+            rf_idle_clock_submit(&sv->idle, rf_now_ns());
             serve_wake_locked(sv); /* drops what /metrics kept: none is kept while processing */
             pthread_mutex_unlock(&sv->mu);
             run_job(sv, j);
             serve_job_put(j);
             pthread_mutex_lock(&sv->mu);
             sv->processing = false;
-            sv->last_activity_ns = rf_now_ns();
-            sv->idle_done = false;
+            rf_idle_clock_finish(&sv->idle, rf_now_ns());
             continue;
         }
-        if (!idle || sv->idle_done) {
+        uint64_t now = rf_now_ns(), due = 0;
+        switch (rf_idle_clock_due(&sv->idle, now, &due)) {
+        case RF_IDLE_QUIET:
             pthread_cond_wait(&sv->cv, &sv->mu);
-            continue;
-        }
-        uint64_t due = sv->last_activity_ns + (uint64_t)sv->o->idle_seconds * 1000000000ull;
-        uint64_t now = rf_now_ns();
-        if (now >= due) {
-            sv->idle_done = true;
+            break;
+        case RF_IDLE_DUE:
+            rf_idle_clock_closed(&sv->idle);
             pthread_mutex_unlock(&sv->mu);
             run_idle(sv);
             pthread_mutex_lock(&sv->mu);
-            continue;
+            break;
+        case RF_IDLE_NOT_DUE: {
+            struct timespec ts = rf_deadline_realtime(due, now);
+            pthread_cond_timedwait(&sv->cv, &sv->mu, &ts);
+            break;
         }
-        /* rf_now_ns is CLOCK_MONOTONIC; the condition variable waits on CLOCK_REALTIME. */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t wait = due - now;
-        ts.tv_sec += (time_t)(wait / 1000000000ull);
-        ts.tv_nsec += (long)(wait % 1000000000ull);
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
         }
-        pthread_cond_timedwait(&sv->cv, &sv->mu, &ts);
     }
     /* Stopping: what is still queued never runs. */
     serve_queue_drain(sv);
@@ -484,7 +417,15 @@ int cmd_serve(int argc, char **argv)
                          ? (uint32_t)o.sess.n_ctx
                          : (uint32_t)(sv.info.n_ctx_train > 0 ? sv.info.n_ctx_train : 4096);
     sv.t_start_s = (uint64_t)time(NULL);
-    sv.last_activity_ns = rf_now_ns();
+    /* The load counts as a submission: the first idle boundary may come before any request. */
+    uint64_t t_loaded = rf_now_ns();
+    rf_idle_clock_init(&sv.idle,
+                       o.idle_seconds > 0 && o.sess.policy != RF_POLICY_OFF
+                           ? (uint64_t)o.idle_seconds * 1000000000ull
+                           : 0,
+                       t_loaded);
+    rf_idle_clock_submit(&sv.idle, t_loaded);
+    rf_idle_clock_finish(&sv.idle, t_loaded);
     /* The load's operation (after_load boundary) ends before the first request. */
     rc = rf_session_operation_end(sv.session, NULL);
     if (rc < 0 && rc != -EINVAL) {

@@ -22,6 +22,7 @@
 
 #include "ramforge/forge.h"
 #include "ramforge/forge_common.h"
+#include "ramforge/idle_clock.h"
 #include "ramforge/policy.h"
 #include "serve_queue.h"
 #include "session_options.h"
@@ -125,8 +126,7 @@ struct serve {
     size_t connections_with_job; /* connections a generation request is bound to */
     atomic_bool stopping;
     enum serve_residency residency;
-    uint64_t last_activity_ns;
-    bool idle_done;     /* the idle boundary ran since the last request */
+    struct rf_idle_clock idle; /* requests and wakes; idle_ns 0: no idle boundary */
     bool sleeping;      /* /props is_sleeping: the idle boundary released the weights (or, with
                            --sleep-idle-seconds, found them released) since the last request that
                            wakes (serve_sleep.c) */

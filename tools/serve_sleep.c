@@ -48,8 +48,9 @@ void serve_wake_locked(struct serve *sv)
     sv->metrics_kept = NULL;
     if (!sv->o->sleep)
         return;
-    sv->last_activity_ns = rf_now_ns();
-    sv->idle_done = false;
+    uint64_t now = rf_now_ns(); /* a wake is a submission that ends at once: idle again later */
+    rf_idle_clock_submit(&sv->idle, now);
+    rf_idle_clock_finish(&sv->idle, now);
     pthread_cond_broadcast(&sv->cv);
 }
 

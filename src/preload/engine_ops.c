@@ -18,9 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ramforge/host.h"
+#include "ramforge/idle_clock.h"
 #include "ramforge/metrics.h"
 #include "ramforge/policy.h"
-#include "ramforge/report.h"
 #include "ramforge/session_ext.h"
 #include "ramforge/timing.h"
 
@@ -37,20 +38,18 @@ static bool submitted_since(struct exec_model *m, uint64_t *submits)
 void exec_op_begin(struct exec_model *m, uint32_t n_ctx, int32_t n_tokens)
 {
     const struct exec_config *c = &exec_engine.cfg;
-    struct rf_operation_request req = {.n_ctx = n_ctx,
-                                       .n_prompt = n_tokens > 0 ? (uint32_t)n_tokens : 0};
+    struct rf_operation_start_params sp = {
+        .request = {.n_ctx = n_ctx, .n_prompt = n_tokens > 0 ? (uint32_t)n_tokens : 0},
+        .admit = c->params.admission_mode != RF_ADMISSION_OFF, /* recorded: a submission is
+                                                                  never refused */
+        .staging_budget_bytes = c->has_staging ? c->staging_bytes : 0,
+    };
+    struct rf_operation_start st;
     m->op_open = true;
     if (c->params.policy == RF_POLICY_OFF)
         return;
-    if (c->params.admission_mode != RF_ADMISSION_OFF)
-        rf_session_admit(m->s, &req); /* recorded: a submission is never refused */
-    pthread_mutex_lock(&exec_engine.table_mu);
-    bool stage = m->idle_released && c->has_staging;
-    m->idle_released = false;
-    pthread_mutex_unlock(&exec_engine.table_mu);
-    if (stage)
-        rf_session_stage(m->s, c->staging_bytes);
-    rf_session_stream_pin(m->s, NULL); /* streaming: undone at the operation's boundary */
+    /* staging after an idle release; streaming: pins undone at the operation's boundary */
+    rf_session_operation_start(m->s, &sp, &st);
 }
 
 /* Ends the operation: its report frozen, the submissions so far counted, the figures out. */
@@ -86,39 +85,27 @@ void exec_op_end(struct exec_model *m, int b)
  * requested, the bytes madvise accepted (native_accepted: a request taken, not proof of
  * reclamation) and the model mapping's Rss change measured around them. Under session_mu.
  */
-static void say_idle(struct exec_model *m, bool alive, uint64_t ns)
+static void say_idle(struct exec_model *m, bool alive, const struct rf_idle_result *r, uint64_t ns)
 {
-    const char *label = alive ? "idle_alive" : "idle";
-    const struct rf_report *r = rf_session_report(m->s, RF_REPORT_OPERATION);
-    uint64_t requested = 0, accepted = 0;
-    int64_t delta = 0;
-    bool measured = false, over = false;
-    for (size_t i = 0; r && i < r->n_applications; i++) {
-        const struct rf_report_application *a = &r->applications[i];
-        if (!a->attempted || !a->boundary || strcmp(a->boundary, label) != 0)
-            continue;
-        over |= __builtin_add_overflow(requested, a->requested_bytes, &requested);
-        over |= __builtin_add_overflow(accepted, a->accepted_bytes, &accepted);
-        if (a->mapping_delta.has_value) {
-            over |= __builtin_add_overflow(delta, a->mapping_delta.value, &delta);
-            measured = true;
-        }
-    }
     char req[32], acc[32], mag[32], change[64];
+    int64_t delta = r->mapping_change_bytes;
     uint64_t abs_delta = delta < 0 ? (uint64_t)0 - (uint64_t)delta : (uint64_t)delta;
-    if (!measured || over)
+    if (!r->has_mapping_change)
         snprintf(change, sizeof(change), "not measured");
     else if (delta == 0)
         snprintf(change, sizeof(change), "did not change");
     else
         snprintf(change, sizeof(change), "%s by %s", delta < 0 ? "fell" : "rose",
                  rf_size_format(abs_delta, mag, sizeof(mag)));
-    exec_engine.host->say("exec: %s: idle boundary (%s): release requested %s, the kernel "
-                          "accepted %s (madvise), the mapping's Rss measured: %s; %.1f ms",
-                          m->path, alive ? "contexts alive" : "no context",
-                          over ? "unknown" : rf_size_format(requested, req, sizeof(req)),
-                          over ? "unknown" : rf_size_format(accepted, acc, sizeof(acc)), change,
-                          (double)ns / 1e6);
+    exec_engine.host->say(
+        "exec: %s: idle boundary (%s): release requested %s, the kernel "
+        "accepted %s (madvise), the mapping's Rss measured: %s; %.1f ms",
+        m->path, alive ? "contexts alive" : "no context",
+        r->requested_bytes == UINT64_MAX ? "unknown"
+                                         : rf_size_format(r->requested_bytes, req, sizeof(req)),
+        r->accepted_bytes == UINT64_MAX ? "unknown"
+                                        : rf_size_format(r->accepted_bytes, acc, sizeof(acc)),
+        change, (double)ns / 1e6);
 }
 
 void exec_op_idle(struct exec_model *m, bool alive)
@@ -127,18 +114,17 @@ void exec_op_idle(struct exec_model *m, bool alive)
     if (!submitted_since(m, &submits))
         return;
     uint64_t t0 = rf_now_ns();
-    int rc =
-        alive ? rf_session_idle_alive_boundary(m->s) : rf_session_boundary(m->s, RF_BOUNDARY_IDLE);
-    uint64_t accepted = rf_session_released_bytes(m->s);
-    if (rc < 0)
-        exec_engine.host->say("exec: %s: the idle boundary failed: %s", m->path, rf_strerror(rc));
+    struct rf_idle_result idle;
+    rf_session_idle(m->s, alive, &idle);
+    if (idle.error < 0)
+        exec_engine.host->say("exec: %s: the idle boundary failed: %s", m->path,
+                              rf_strerror(idle.error));
     pthread_mutex_lock(&exec_engine.table_mu);
     m->idle_boundaries++;
     m->idle_alive_boundaries += alive;
-    m->idle_released = accepted > 0;
     pthread_mutex_unlock(&exec_engine.table_mu);
     if (exec_engine.cfg.verbose)
-        say_idle(m, alive, rf_now_ns() - t0);
+        say_idle(m, alive, &idle, rf_now_ns() - t0);
     op_close(m, submits);
 }
 
@@ -278,16 +264,7 @@ void *exec_idle_thread(void *ud)
             pthread_mutex_lock(&exec_engine.table_mu);
             continue;
         }
-        /* rf_now_ns is CLOCK_MONOTONIC; the condition variable waits on CLOCK_REALTIME. */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t wait = next - now + 1000000; /* 1 ms past the due time */
-        ts.tv_sec += (time_t)(wait / 1000000000ull);
-        ts.tv_nsec += (long)(wait % 1000000000ull);
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = rf_deadline_realtime(next + 1000000, now); /* 1 ms past due */
         pthread_cond_timedwait(&exec_engine.idle_cv, &exec_engine.table_mu, &ts);
     }
     pthread_mutex_unlock(&exec_engine.table_mu);

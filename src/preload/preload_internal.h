@@ -85,7 +85,6 @@ struct exec_model {
     uint64_t submits_bookkept; /* submits when the open operation's bookkeeping ran */
     uint64_t last_submit_ns;   /* CLOCK_MONOTONIC of the last submission */
     uint32_t last_n_ctx;       /* n_ctx of the last context created */
-    bool idle_released;        /* the kernel accepted bytes at the last idle boundary: stage next */
     uint64_t operations;       /* operations ended (the load's included) */
     uint64_t idle_boundaries, idle_alive_boundaries;
     uint64_t gate_wait_max_ns;    /* the longest a submission waited in the gate (a release's

@@ -244,6 +244,7 @@ struct rf_session {
     struct session_op op;
     struct ses_held held; /* the last request's figures, for the metrics text */
     uint64_t n_ended;
+    bool idle_released; /* the last idle boundary released bytes: the next start stages (host.c) */
     struct rf_report view[2]; /* rf_session_report's assembly, per scope (operation, session) */
 };
 

@@ -20,6 +20,7 @@
 #include <linux/magic.h>
 
 #include "ramforge/error.h"
+#include "ramforge/host.h"
 
 #include "../core/test_util.h"
 #include "fake_native.h"
@@ -848,6 +849,69 @@ static void test_public_accessors(void **state)
     assert_string_equal(v->llama_cpp, forge_llama_version());
 }
 
+/*
+ * The host's idle boundary (ramforge/host.h): its outcome read from the
+ * releases (released with the bytes madvise accepted; a policy that does
+ * not mutate; a release the native layer refused), and the next operation's
+ * start stages only after an idle boundary that released.
+ */
+static void test_host_idle_and_start(void **state)
+{
+    (void)state;
+    struct fake f = {
+        .nat.resident_bytes = 5 * TENSOR_BYTES, .drop_num = 1, .drop_den = 1, .refuse_range = -1};
+    struct rf_session *s = start(&f, keep_dead(2 * TENSOR_BYTES));
+    struct rf_idle_result r;
+    struct rf_operation_start st;
+    struct rf_operation_start_params sp = {.staging_budget_bytes = TENSOR_BYTES};
+
+    assert_int_equal(rf_session_context_alive(s, true), 0);
+    execute(s, &f, 0);
+    assert_int_equal(rf_session_idle(s, true, &r), 0);
+    assert_int_equal(r.outcome, RF_IDLE_RELEASED);
+    assert_string_equal(r.reason, "");
+    assert_true(r.attempted);
+    assert_true(r.accepted_bytes > 0);
+    assert_int_equal(r.accepted_bytes, rf_session_released_bytes(s));
+    assert_true(r.requested_bytes >= r.accepted_bytes);
+    assert_true(r.has_mapping_change && r.mapping_change_bytes < 0); /* the fake drops all */
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    /* after a release, the next start stages; the one after does not */
+    assert_int_equal(rf_session_operation_start(s, &sp, &st), 0);
+    assert_true(st.staged);
+    assert_false(st.admission_decided);
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    assert_int_equal(rf_session_operation_start(s, &sp, &st), 0);
+    assert_false(st.staged);
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+
+    /* the native layer refuses the release: wanted, not done, and why */
+    f.release_rc = -EBUSY;
+    execute(s, &f, 3 * TENSOR_BYTES);
+    assert_int_equal(rf_session_idle(s, true, &r), 0);
+    assert_int_equal(r.outcome, RF_IDLE_REFUSED);
+    assert_true(r.reason[0] != '\0');
+    assert_int_equal(r.accepted_bytes, 0);
+    assert_int_equal(rf_session_operation_end(s, NULL), 0);
+    assert_int_equal(rf_session_operation_start(s, &sp, &st), 0);
+    assert_false(st.staged);
+    assert_int_equal(rf_session_context_alive(s, false), 0);
+    assert_int_equal(rf_session_idle(NULL, false, &r), -EINVAL);
+    assert_int_equal(rf_session_operation_start(s, NULL, &st), -EINVAL);
+    rf_session_free(s);
+
+    /* observe: nothing to release, and the reason says the policy does not mutate */
+    struct rf_session_params p = rf_session_default_params();
+    f = (struct fake){.nat.resident_bytes = 5 * TENSOR_BYTES, .drop_den = 1, .refuse_range = -1};
+    s = start(&f, p);
+    assert_int_equal(rf_session_idle(s, false, &r), 0);
+    assert_int_equal(r.outcome, RF_IDLE_NOTHING);
+    assert_string_equal(r.reason, "the policy does not mutate");
+    assert_false(r.attempted);
+    assert_string_equal(rf_idle_outcome_name(r.outcome), "nothing");
+    rf_session_free(s);
+}
+
 /* rf_session_foreach_warning's callback: counts the lines, keeps the last. */
 struct seen_warnings {
     size_t n;
@@ -905,6 +969,7 @@ int main(void)
         cmocka_unit_test(test_page_snapshot_now),
         cmocka_unit_test(test_tmpfs_release_not_attempted),
         cmocka_unit_test(test_warning_once_by_text),
+        cmocka_unit_test(test_host_idle_and_start),
         cmocka_unit_test(test_public_accessors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

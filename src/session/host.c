@@ -1,0 +1,153 @@
+/*
+ * The host of a long-running program (ramforge/host.h): an operation's
+ * start (admission, staging, pins) and the idle boundary's outcome, once
+ * for run, serve's worker and exec's engine. The outcome is read from the
+ * operation's releases here, so no program reads report structs to learn
+ * what the boundary did.
+ */
+#include "session_internal.h"
+
+#include "ramforge/host.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ramforge/policy.h"
+#include "ramforge/report.h"
+#include "ramforge/session_ext.h"
+
+int rf_session_operation_start(struct rf_session *s, const struct rf_operation_start_params *params,
+                               struct rf_operation_start *out)
+{
+    if (!s || !params || !out)
+        return -EINVAL;
+    memset(out, 0, sizeof(*out));
+    if (params->admit) {
+        out->admission_error = rf_session_admit_result(s, &params->request, &out->admission);
+        out->admission_decided = out->admission_error == 0;
+        out->refused = out->admission_decided && out->admission.refused;
+        if (out->refused)
+            return 0;
+    }
+    bool stage = params->staging_budget_bytes > 0 && (params->stage_always || s->idle_released);
+    s->idle_released = false;
+    if (stage) {
+        out->staged = true;
+        out->staging_error = rf_session_stage(s, params->staging_budget_bytes);
+    }
+    out->pin_error = rf_session_stream_pin(s, &out->pinned);
+    return 0;
+}
+
+const char *rf_idle_outcome_name(enum rf_idle_outcome o)
+{
+    switch (o) {
+    case RF_IDLE_RELEASED:
+        return "released";
+    case RF_IDLE_NOTHING:
+        return "nothing";
+    case RF_IDLE_REFUSED:
+        return "refused";
+    }
+    return NULL;
+}
+
+/* Whether application a is one of the idle boundary's (label: "idle" or "idle_alive"). */
+static bool of_boundary(const struct rf_report_application *a, const char *label)
+{
+    return a->boundary && strcmp(a->boundary, label) == 0;
+}
+
+/* The figures of the boundary's releases: sums (UINT64_MAX when they overflow), the
+   measured change, the mapping after. */
+static void idle_figures(const struct rf_report *r, const char *label, struct rf_idle_result *out)
+{
+    const char *after = NULL;
+    bool over = false;
+    out->has_mapping_change = true;
+    for (size_t i = 0; i < r->n_applications; i++) {
+        const struct rf_report_application *a = &r->applications[i];
+        if (!a->attempted || !of_boundary(a, label))
+            continue;
+        out->attempted = true;
+        over |=
+            __builtin_add_overflow(out->requested_bytes, a->requested_bytes, &out->requested_bytes);
+        over |=
+            __builtin_add_overflow(out->accepted_bytes, a->accepted_bytes, &out->accepted_bytes);
+        out->has_mapping_change = out->has_mapping_change && a->mapping_delta.has_value;
+        if (a->mapping_delta.has_value)
+            over |= __builtin_add_overflow(out->mapping_change_bytes, a->mapping_delta.value,
+                                           &out->mapping_change_bytes);
+        after = a->after_label ? a->after_label : after;
+    }
+    if (over)
+        out->requested_bytes = out->accepted_bytes = UINT64_MAX;
+    out->has_mapping_change = out->has_mapping_change && out->attempted && !over;
+    for (size_t i = r->n_samples; after && !out->has_mapping_after && i-- > 0;) {
+        const struct rf_residency_sample *x = &r->samples[i];
+        if (x->has_mapping && x->label && strcmp(x->label, after) == 0) {
+            out->has_mapping_after = true;
+            out->mapping_after_bytes = x->mapping_rss_bytes;
+        }
+    }
+}
+
+/* The outcome and its reason from the operation's applications and the boundary's rc. */
+static void idle_outcome(const struct rf_report *r, const char *label, bool mutates, int rc,
+                         struct rf_idle_result *out)
+{
+    const struct rf_report_application *wanted = NULL, *nothing = NULL;
+    for (size_t i = 0; i < r->n_applications; i++) {
+        const struct rf_report_application *a = &r->applications[i];
+        if (!of_boundary(a, label))
+            continue;
+        if (a->attempted && a->accepted_bytes > 0) {
+            out->outcome = RF_IDLE_RELEASED;
+            return;
+        }
+        if (!wanted && (a->attempted || (a->plan && a->plan->n_selected > 0)))
+            wanted = a;
+        if (!nothing)
+            nothing = a;
+    }
+    out->outcome = RF_IDLE_REFUSED;
+    if (!mutates) {
+        out->outcome = RF_IDLE_NOTHING;
+        snprintf(out->reason, sizeof(out->reason), "the policy does not mutate");
+    } else if (rc < 0) {
+        snprintf(out->reason, sizeof(out->reason), "the idle boundary failed: %s", rf_strerror(rc));
+    } else if (wanted && wanted->attempted) {
+        snprintf(out->reason, sizeof(out->reason), "the kernel accepted none of the release: %s",
+                 wanted->first_error ? rf_strerror(wanted->first_error) : "0 bytes accepted");
+    } else if (wanted) {
+        snprintf(out->reason, sizeof(out->reason), "%s",
+                 wanted->refused_reason ? wanted->refused_reason : "not attempted");
+    } else {
+        /* Nothing selected: under the target already, or the binding refused selection. */
+        out->outcome = RF_IDLE_NOTHING;
+        snprintf(out->reason, sizeof(out->reason), "nothing to release: %s",
+                 nothing && nothing->plan ? nothing->plan->reason : "no plan was built");
+    }
+}
+
+int rf_session_idle(struct rf_session *s, bool contexts_alive, struct rf_idle_result *out)
+{
+    if (!s || !out)
+        return -EINVAL;
+    memset(out, 0, sizeof(*out));
+    out->error = contexts_alive ? rf_session_idle_alive_boundary(s)
+                                : rf_session_boundary(s, RF_BOUNDARY_IDLE);
+    const struct rf_report *r = rf_session_report(s, RF_REPORT_OPERATION);
+    if (!r) {
+        out->outcome = RF_IDLE_REFUSED;
+        snprintf(out->reason, sizeof(out->reason), "the idle boundary failed: %s",
+                 rf_strerror(out->error < 0 ? out->error : -ENOMEM));
+        return 0;
+    }
+    const char *label = contexts_alive ? "idle_alive" : "idle";
+    idle_figures(r, label, out);
+    idle_outcome(r, label, rf_policy_mutates(s->p.policy), out->error, out);
+    s->idle_released = out->outcome == RF_IDLE_RELEASED;
+    return 0;
+}
