@@ -334,7 +334,8 @@ int cmd_run(int argc, char **argv)
     if (o.svg_path && !run_report_path_usable(o.svg_path, o.sess.model))
         return RF_EXIT_FAILURE;
     if (o.sess.has_memory_limit &&
-        (rc = limit_cgroup_enter("rf-run-", o.sess.memory_limit, o.sess.quiet)) >= 0)
+        (rc = limit_cgroup_enter("rf-run-", o.sess.memory_limit, o.sess.quiet,
+                                 o.sess.policy == RF_POLICY_STREAMING)) >= 0)
         return rc; /* the parent: the run was the child's, in the cgroup */
     run_svg_init(&svg);
     if (o.sess.verbose)

@@ -65,14 +65,20 @@ void rf_admission_not_bound(const struct rf_admission_input *in, struct rf_admis
         " bytes would fit under the hard limit of %" PRIu64
         " bytes of cgroup %s, but at least %" PRIu64
         " bytes of the model's pages are charged to another cgroup (the model %s: "
-        "%" PRIu64 " bytes, more than this cgroup's whole charge of %" PRIu64
-        " bytes: the file was cached before the run). The limit cannot evict those pages: they "
+        "%" PRIu64 " bytes, more than the %" PRIu64 " bytes of it this cgroup can hold, %s"
+        ": the file was cached before the run). The limit cannot evict those pages: they "
         "stay cached, the decode does not thrash, and the limit does not cap the weights. To make "
         "it bind, evict the file from the page cache before the run.",
         in->file_working_set.bytes, rf_admission_sat_sub(c->run_room_bytes, out->anonymous_bytes),
         c->level.limit.bytes, c->level.dir, c->unbound_bytes,
         loaded ? "mapping's RSS" : "file's pages in the page cache",
-        loaded ? in->mapping_rss.bytes : in->model_cached.bytes, c->level.usage.bytes);
+        loaded ? in->mapping_rss.bytes : in->model_cached.bytes,
+        loaded ? rf_admission_sat_sub(in->mapping_rss.bytes, c->unbound_bytes)
+               : c->level.usage.bytes,
+        loaded && c->level.mapped_file.has && in->locked.has &&
+                rf_admission_sat_sub(in->mapping_rss.bytes, c->unbound_bytes) < c->level.usage.bytes
+            ? "its clean mapped file pages (memory.stat) and the mapping's locked ones"
+            : "its whole charge");
 }
 
 static const struct rf_admission_record *record_of(const struct rf_admission_result *a,

@@ -28,16 +28,6 @@
 /* llama.cpp pads the context size to a multiple of 256 cells. */
 #define RF_KV_CELL_PAD 256u
 
-/* KV cache bytes estimated from the hyperparameters: K and V, f16, n_ctx cells. */
-bool ses_estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uint64_t *out)
-{
-    if (info->n_head <= 0 || info->n_head_kv <= 0 || info->n_layer <= 0 || info->n_embd <= 0)
-        return false;
-    uint64_t n_embd_kv =
-        (uint64_t)info->n_embd / (uint64_t)info->n_head * (uint64_t)info->n_head_kv;
-    return rf_admission_kv_bytes((uint64_t)info->n_layer, n_ctx, n_embd_kv, n_embd_kv, 2, out) == 0;
-}
-
 static struct rf_admission_figure measured(bool has, uint64_t bytes, const char *source)
 {
     struct rf_admission_figure f = {0};
@@ -126,7 +116,8 @@ int rf_session_admit_result(struct rf_session *s, const struct rf_operation_requ
                                          "(placement; an upper bound)");
     else
         in.file_working_set.source = "the weights were not classified (residency policy off)";
-    in.graph_scratch.source = "not known before the operation's context exists";
+    ses_estimate_runtime((uint64_t)s->model.info.n_vocab, (uint64_t)s->model.info.n_embd, request,
+                         s->p.n_threads, &in);
     in.reclaimable.source = "the residency policy does not release";
     if (rf_policy_mutates(s->p.policy) && !in.locked.has) {
         in.reclaimable.source = "whether the model mapping is locked is not known (smaps Locked "
@@ -157,7 +148,6 @@ int rf_session_admit_result(struct rf_session *s, const struct rf_operation_requ
         in.cgroups_truncated = tree->truncated;
         in.host = &tree->host;
     }
-    in.unknown_components[in.n_unknown++] = "Runtime";
     int rc = rf_admission_decide(&in, &s->op.admission);
     if (rc == 0)
         rc = ses_stream_admit(s, &in);
@@ -332,7 +322,7 @@ static int preload_decide(const char *path, bool use_extra_bufts, struct rf_sess
     in.n_cgroups = tree->n;
     in.cgroups_truncated = tree->truncated;
     in.host = &tree->host;
-    in.unknown_components[in.n_unknown++] = "Runtime";
+    ses_estimate_runtime(est.n_vocab, est.n_embd, request, params.n_threads, &in);
     rc = rf_admission_decide(&in, out);
     if (rc == 0 && params.policy == RF_POLICY_STREAMING && out->cause == RF_ADMIT_CAUSE_THRASH)
         streaming_preload(out);
