@@ -71,20 +71,26 @@ const char *rf_admission_project(const struct rf_admission_input *in,
 }
 
 /*
- * After the load, the most of the model mapping's resident pages this
- * level can hold: its whole usage, or, when its clean mapped file pages
- * and the mapping's locked bytes were read, those two (the mapping's
- * pages are mapped, and either clean or locked).
+ * The most of the model's pages this level can hold: its whole usage, or
+ * less when memory.stat was read. After the load the mapping's pages are
+ * mapped, clean or locked: at most the clean mapped file pages and the
+ * mapping's locked bytes. Before it the file's cached pages are page
+ * cache, unmapped or mapped by another process: at most the clean
+ * unmapped and mapped file pages (its locked pages are not, unless some
+ * process of the level locked them: then the usage bounds it).
  */
 static uint64_t model_charged_at_most(const struct rf_admission_input *in,
                                       const struct rf_cgroup_level *l)
 {
-    uint64_t at_most = l->usage.bytes, mapped;
+    uint64_t at_most = l->usage.bytes, held;
+    bool loaded = in->phase == RF_ADMISSION_AFTER_LOAD;
 
-    if (l->mapped_file.has && in->locked.has && /* locked pages are not in mapped_file */
-        !__builtin_add_overflow(l->mapped_file.bytes, in->locked.bytes, &mapped) &&
-        mapped < at_most)
-        at_most = mapped;
+    if (!l->mapped_file.has || (loaded ? !in->locked.has : !l->reclaimable_file.has))
+        return at_most;
+    if (!__builtin_add_overflow(l->mapped_file.bytes,
+                                loaded ? in->locked.bytes : l->reclaimable_file.bytes, &held) &&
+        held < at_most)
+        at_most = held;
     return at_most;
 }
 
@@ -137,6 +143,12 @@ bool rf_admission_check_level(const struct rf_admission_input *in, struct rf_adm
         /* (the process's RSS holds them: others above counts them once) */
         c->mapping_reclaimable_bytes =
             own < usage - c->reclaimable_bytes ? own : usage - c->reclaimable_bytes;
+    } else if (in->phase != RF_ADMISSION_AFTER_LOAD && l->mapped_file.has) {
+        /* Before the load the level's clean mapped file pages are the programs' libraries
+           (and other processes' files): reclaimable as well. */
+        c->mapping_reclaimable_bytes = l->mapped_file.bytes < usage - c->reclaimable_bytes
+                                           ? l->mapped_file.bytes
+                                           : usage - c->reclaimable_bytes;
     }
     c->reclaimable_bytes += c->mapping_reclaimable_bytes;
     base = usage - c->reclaimable_bytes;
@@ -156,7 +168,8 @@ bool rf_admission_check_level(const struct rf_admission_input *in, struct rf_adm
                 c->unbound_bytes =
                     rf_admission_sat_sub(in->mapping_rss.bytes, model_charged_at_most(in, l));
             else if (in->phase != RF_ADMISSION_AFTER_LOAD && !in->streaming && in->model_cached.has)
-                c->unbound_bytes = rf_admission_sat_sub(in->model_cached.bytes, usage);
+                c->unbound_bytes =
+                    rf_admission_sat_sub(in->model_cached.bytes, model_charged_at_most(in, l));
             c->working_set_unbound =
                 !c->working_set_fits &&
                 rf_admission_sat_sub(out->working_set_bytes, c->unbound_bytes) <= c->run_room_bytes;

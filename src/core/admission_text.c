@@ -53,6 +53,8 @@ void rf_admission_not_bound(const struct rf_admission_input *in, struct rf_admis
 {
     const struct rf_admission_level_check *c = &out->cgroups[out->unbound_level];
     bool loaded = in->phase == RF_ADMISSION_AFTER_LOAD;
+    uint64_t held_of = loaded ? in->mapping_rss.bytes : in->model_cached.bytes;
+    uint64_t held = rf_admission_sat_sub(held_of, c->unbound_bytes); /* what the level can hold */
 
     out->outcome = RF_ADMIT_WARNING;
     out->cause = RF_ADMIT_CAUSE_NOT_BOUND;
@@ -71,14 +73,10 @@ void rf_admission_not_bound(const struct rf_admission_input *in, struct rf_admis
         "it bind, evict the file from the page cache before the run.",
         in->file_working_set.bytes, rf_admission_sat_sub(c->run_room_bytes, out->anonymous_bytes),
         c->level.limit.bytes, c->level.dir, c->unbound_bytes,
-        loaded ? "mapping's RSS" : "file's pages in the page cache",
-        loaded ? in->mapping_rss.bytes : in->model_cached.bytes,
-        loaded ? rf_admission_sat_sub(in->mapping_rss.bytes, c->unbound_bytes)
-               : c->level.usage.bytes,
-        loaded && c->level.mapped_file.has && in->locked.has &&
-                rf_admission_sat_sub(in->mapping_rss.bytes, c->unbound_bytes) < c->level.usage.bytes
-            ? "its clean mapped file pages (memory.stat) and the mapping's locked ones"
-            : "its whole charge");
+        loaded ? "mapping's RSS" : "file's pages in the page cache", held_of, held,
+        held >= c->level.usage.bytes ? "its whole charge"
+        : loaded ? "its clean mapped file pages (memory.stat) and the mapping's locked ones"
+                 : "its clean file pages, mapped or not (memory.stat)");
 }
 
 static const struct rf_admission_record *record_of(const struct rf_admission_result *a,

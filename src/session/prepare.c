@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ramforge/admission.h"
@@ -20,7 +19,6 @@
 #include "ramforge/fs_profile.h"
 #include "ramforge/pages.h"
 #include "ramforge/policy.h"
-#include "ramforge/report_json.h"
 #include "ramforge/streaming.h"
 
 /* ------------------------------------------------------------------ admission */
@@ -401,6 +399,9 @@ int rf_session_fit_check(const char *path, bool use_extra_bufts, struct rf_sessi
         snprintf(l->inactive_file.source, sizeof(l->inactive_file.source),
                  "hypothetical: no file cache charged before the run");
         l->reclaimable_file = l->inactive_file;
+        l->mapped_file.error = -ENOENT; /* not read: its usage bounds the model's pages */
+        snprintf(l->mapped_file.source, sizeof(l->mapped_file.source),
+                 "hypothetical: no memory.stat to read");
         if (rfsys_read_status(NULL, "self", &st) == 0 && st.has_vm_rss) {
             l->usage.has = true;
             l->usage.bytes = st.vm_rss_bytes;
