@@ -284,7 +284,8 @@ int cmd_exec(int argc, char **argv)
         !exec_check_program(program) || !set_environment(&o, preload, engine))
         return RF_EXIT_FAILURE;
     if (o.listen || o.sess.has_memory_limit) {
-        struct exec_parent parent = {.listen = o.listen};
+        struct exec_parent parent = {.listen = o.listen,
+                                     .streaming = o.sess.policy == RF_POLICY_STREAMING};
         rc = exec_parent_run(&parent, o.sess.has_memory_limit ? &o.sess.memory_limit : NULL);
         if (rc >= 0)
             return rc; /* the parent; the child runs PROGRAM */

@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "limit_cgroup.h"
 #include "ramforge/defaults.h"
 #include "ramforge/error.h"
 #include "ramforge/forge_ahead.h"
@@ -165,7 +164,8 @@ static void stream_figures(struct rf_session *s, struct forge_ahead *ahead, uint
     rf_session_stream_prefetch(s, &sp);
 }
 
-static int write_reports(struct rf_session *s, const struct run_options *o)
+/* The summary and the reports asked for; sh (--memory-limit's parent) hears of the JSON one. */
+static int write_reports(struct rf_session *s, const struct run_options *o, struct run_shared *sh)
 {
     if (o->human_report)
         run_print_report(rf_session_report(s, RF_REPORT_OPERATION), o->sess.verbose);
@@ -189,6 +189,7 @@ static int write_reports(struct rf_session *s, const struct run_options *o)
             return rc;
         }
     }
+    run_shared_written(sh);
     if (o->metrics_path) {
         char *text = NULL;
         int rc = rf_session_metrics_text(s, o->sess.model, &text);
@@ -207,10 +208,11 @@ static int write_reports(struct rf_session *s, const struct run_options *o)
  * Admission from the GGUF header before the load: a run the load alone
  * would get killed for is refused before llama.cpp maps the file (exit 1;
  * the JSON report says so, every loaded-model section null with the
- * reason). Returns false to stop.
+ * reason). Returns false to stop. The decision is recorded in sh (--memory-limit).
  */
 static bool admit_before_load(const struct run_options *o, struct rf_session_params p,
-                              struct rf_admission_result *adm, bool *decided_out)
+                              struct rf_admission_result *adm, bool *decided_out,
+                              struct run_shared *sh)
 {
     /* No tokenizer before the load: at most one token per byte, plus BOS and EOS. */
     size_t bytes = strlen(o->prompt);
@@ -227,6 +229,7 @@ static bool admit_before_load(const struct run_options *o, struct rf_session_par
     } else if (!*decided_out) {
         /* no enforced limit: nothing to decide before the load */
     } else if (adm->refused) {
+        run_shared_admission(sh, adm);
         run_print_admission(adm, " before loading", o->sess.verbose);
         go = false;
         int rc = 0;
@@ -241,9 +244,13 @@ static bool admit_before_load(const struct run_options *o, struct rf_session_par
         }
         if (rc < 0)
             cli_error("cannot write %s: %s", o->sess.json_path, rf_strerror(rc));
-    } else if (adm->outcome != RF_ADMIT_ADMITTED && o->sess.verbose) {
-        /* Without -v said once, by the admission after the load (the report keeps both). */
-        run_print_admission(adm, " before loading", true);
+        else
+            run_shared_written(sh);
+    } else {
+        run_shared_admission(sh, adm);
+        if (adm->outcome != RF_ADMIT_ADMITTED && o->sess.verbose)
+            /* Without -v said once, by the admission after the load (the report keeps both). */
+            run_print_admission(adm, " before loading", true);
     }
     return go;
 }
@@ -313,6 +320,7 @@ int cmd_run(int argc, char **argv)
     struct forge_window *window = NULL;
     struct rf_session *s = NULL;
     struct rf_admission_result *pre = NULL; /* the decision before the load */
+    struct run_shared *sh = NULL;           /* --memory-limit: what the parent hears */
     struct run_svg svg;
     struct run_hook hook = {0};
     bool pre_decided = false, profile_failed = false;
@@ -334,8 +342,7 @@ int cmd_run(int argc, char **argv)
         return RF_EXIT_FAILURE;
     if (o.svg_path && !run_report_path_usable(o.svg_path, o.sess.model))
         return RF_EXIT_FAILURE;
-    if (o.sess.has_memory_limit &&
-        (rc = limit_cgroup_enter("rf-run-", o.sess.memory_limit, o.sess.quiet)) >= 0)
+    if (o.sess.has_memory_limit && (rc = run_supervise(&o, session_params(&o, t_entry), &sh)) >= 0)
         return rc; /* the parent: the run was the child's, in the cgroup */
     run_svg_init(&svg);
     if (o.sess.verbose)
@@ -346,8 +353,9 @@ int cmd_run(int argc, char **argv)
         cli_error("out of memory");
         return RF_EXIT_FAILURE;
     }
+    run_shared_stage(sh, "deciding admission before the load");
     if (observing && o.admission != RF_ADMISSION_OFF &&
-        !admit_before_load(&o, session_params(&o, t_entry), pre, &pre_decided)) {
+        !admit_before_load(&o, session_params(&o, t_entry), pre, &pre_decided, sh)) {
         free(pre);
         return RF_EXIT_FAILURE;
     }
@@ -357,6 +365,7 @@ int cmd_run(int argc, char **argv)
     mp.probe_access = observing && (rf_policy_mutates(o.sess.policy) || o.access_probe);
     mp.placement_access = observing;
     mp.n_threads = (int)o.sess.n_threads;
+    run_shared_stage(sh, "loading the model");
     rc = rf_session_load(o.sess.model, &mp, session_params(&o, t_entry), &s, err);
     if (rc < 0) {
         cli_error("%s", err);
@@ -382,13 +391,16 @@ int cmd_run(int argc, char **argv)
         struct rf_operation_start st;
         const struct rf_admission_result *adm = &st.admission;
         forge_tokenize_count(rf_session_forge_model(s), o.prompt, &sp.request.n_prompt);
+        run_shared_stage(sh, "deciding admission after the load");
         rf_session_operation_start(s, &sp, &st);
+        if (st.admission_decided)
+            run_shared_admission(sh, adm);
         if (st.admission_decided && adm->lock_note[0])
             cli_error("warning: %s", adm->lock_note);
         if (st.refused) {
             run_print_admission(adm, "", o.sess.verbose);
             rf_session_operation_end(s, NULL);
-            write_reports(s, &o);
+            write_reports(s, &o, sh);
             goto out;
         }
         /* A releasing policy's soft target is judged after the release (warn_above_target). */
@@ -448,10 +460,12 @@ int cmd_run(int argc, char **argv)
     if (o.sess.policy == RF_POLICY_STREAMING)
         window_open(s, &o, &window);
     gp.window = window;
+    run_shared_stage(sh, "generating (the first session)");
     if (forge_generate(rf_session_forge_model(s), &gp, &gen, err) < 0) {
         cli_error("%s: %s", o.sess.model, err);
         goto out;
     }
+    run_shared_stage(sh, "ending the operation and writing its reports");
     stream_figures(s, ahead, (uint32_t)o.stream_prefetch, &gen);
     if (observer && (rc = rf_session_dispatch_trace(s, observer)) < 0) {
         cli_error("cannot attribute the dispatch trace: %s", rf_strerror(rc));
@@ -498,7 +512,7 @@ int cmd_run(int argc, char **argv)
     /* With the JSON report on stdout, stdout holds only it: the text goes to stderr. */
     fprintf(run_json_to_stdout(&o) ? stderr : stdout, "%s\n", gen.text);
     cli_flush_stdout(); /* a failure is reported at exit by cli_finish_stdout */
-    if (write_reports(s, &o) < 0)
+    if (write_reports(s, &o, sh) < 0)
         goto out;
     if (o.svg_path && run_svg_write(&svg, s, o.svg_path) < 0)
         goto out;

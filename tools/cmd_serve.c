@@ -379,7 +379,8 @@ int cmd_serve(int argc, char **argv)
     if (rc >= 0)
         return rc;
     if (o.sess.has_memory_limit &&
-        (rc = limit_cgroup_enter("rf-serve-", o.sess.memory_limit, o.sess.quiet)) >= 0)
+        (rc = limit_cgroup_enter("rf-serve-", o.sess.memory_limit, o.sess.quiet,
+                                 o.sess.policy == RF_POLICY_STREAMING)) >= 0)
         return rc; /* the parent: the server was the child, in the cgroup */
     cli_default_threads(&o.sess.n_threads);
     if (o.sess.verbose)

@@ -291,6 +291,6 @@ static void stop(void *ud)
 
 int exec_parent_run(struct exec_parent *p, const uint64_t *limit_bytes)
 {
-    const struct limit_parent hooks = {start, child, stop, p};
-    return limit_cgroup_supervise("rf-exec-", limit_bytes, false, &hooks);
+    const struct limit_parent hooks = {.start = start, .child = child, .stop = stop, .ud = p};
+    return limit_cgroup_supervise("rf-exec-", limit_bytes, false, p->streaming, &hooks);
 }

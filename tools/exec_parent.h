@@ -17,6 +17,7 @@ struct exec_parent {
     const char *listen;   /* --metrics-listen [ADDR:]PORT; NULL: no endpoint */
     char spool[PATH_MAX]; /* the engine's spool directory (mkdtemp); "" : none */
     atomic_int child;     /* PROGRAM's pid once forked; 0 before */
+    bool streaming;       /* --residency-policy streaming (the OOM line does not suggest it) */
 };
 
 /*

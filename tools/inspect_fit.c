@@ -60,6 +60,7 @@ static void print_fit(const struct fit_options *f, const struct rf_admission_res
     print_input(a, "page_tables", "page tables", raw);
     print_input(a, "kv_cache", "KV cache", raw);
     print_input(a, "graph_scratch", "graph scratch", raw);
+    print_input(a, "runtime", "runtime", raw);
     print_input(a, "file_working_set", "read per token", raw);
     print_input(a, "process_rss", "this command now", raw);
     if (a->has_request)

@@ -43,36 +43,25 @@ int limit_cgroup_create(const char *name, uint64_t limit_bytes, struct rfsys_cgr
     return rc;
 }
 
-/* After the child ended: what the cgroup recorded, on stderr; the exit status. stop: the
-   stop signal passed on to the child (0: none). */
-static int finish(const struct rfsys_cgroup_child *cg, int wstatus, bool quiet, int stop)
+/* After the child ended: what the cgroup recorded, on stderr (limit_cgroup_end_text), and the
+   hooks' ended; the exit status. */
+static int finish(const struct rfsys_cgroup_child *cg, struct limit_end *e,
+                  const struct limit_parent *hooks)
 {
-    struct rfsys_cgroup_child_stats st;
-    char b1[32], b2[32];
-    bool killed = WIFSIGNALED(wstatus);
-    int status = killed ? RF_EXIT_FAILURE : WEXITSTATUS(wstatus);
+    char line[512];
+    enum limit_end_kind kind;
 
-    if (rfsys_cgroup_child_read(cg, &st) < 0)
-        memset(&st, 0, sizeof(st));
-    const char *limit = st.has_limit && !st.limit_max
-                            ? cli_format_bytes(st.limit_bytes, false, b1, sizeof(b1))
-                            : "unknown";
-    const char *peak =
-        st.has_peak ? cli_format_bytes(st.peak_bytes, false, b2, sizeof(b2)) : "unknown";
-    if (killed && st.has_oom_kill && st.oom_kill > 0)
-        cli_error("the kernel's OOM killer killed the run in its memory cgroup (limit %s, peak "
-                  "%s): try a larger --memory-limit or --residency-policy streaming",
-                  limit, peak);
-    else if (killed && WTERMSIG(wstatus) != stop) /* a stop signal passed on: said by none */
-        cli_error("the run was killed by signal %d (%s)", WTERMSIG(wstatus),
-                  strsignal(WTERMSIG(wstatus)));
-    else if (!quiet)
-        fprintf(stderr,
-                "  memory cgroup of --memory-limit: limit %s (%" PRIu64 " bytes), peak %s (this "
-                "run only)%s\n",
-                limit, st.has_limit ? st.limit_bytes : 0, peak,
-                st.has_failcnt && st.failcnt ? ", limit reached" : "");
-    return status;
+    e->read_error = rfsys_cgroup_child_read(cg, &e->st);
+    if (e->read_error > 0)
+        e->read_error = 0;
+    kind = limit_cgroup_end_text(e, line, sizeof(line));
+    if (kind == LIMIT_END_OOM || kind == LIMIT_END_KILLED)
+        cli_error("%s", line);
+    else if (kind == LIMIT_END_FOOTER)
+        fprintf(stderr, "%s\n", line);
+    if (hooks && hooks->ended)
+        hooks->ended(e, kind, hooks->ud);
+    return WIFSIGNALED(e->wstatus) ? RF_EXIT_FAILURE : WEXITSTATUS(e->wstatus);
 }
 
 /* Bounds the wait for a busy cgroup to empty: a loaded host can take seconds to move an
@@ -91,7 +80,7 @@ static int remove_cgroup(const struct rfsys_cgroup_child *cg)
 }
 
 int limit_cgroup_supervise(const char *prefix, const uint64_t *limit_bytes, bool quiet,
-                           const struct limit_parent *hooks)
+                           bool streaming, const struct limit_parent *hooks)
 {
     struct rfsys_cgroup_child cg;
     char name[64], reason[RFSYS_CGROUP_CHILD_PATH_MAX + 128];
@@ -112,7 +101,7 @@ int limit_cgroup_supervise(const char *prefix, const uint64_t *limit_bytes, bool
     sigaddset(&set, SIGHUP);
     sigaddset(&set, SIGCHLD);
     sigprocmask(SIG_BLOCK, &set, &old);
-    if (hooks && hooks->start(hooks->ud) < 0) {
+    if (hooks && hooks->start && hooks->start(hooks->ud) < 0) {
         sigprocmask(SIG_SETMASK, &old, NULL);
         return RF_EXIT_FAILURE;
     }
@@ -147,7 +136,7 @@ int limit_cgroup_supervise(const char *prefix, const uint64_t *limit_bytes, bool
        cgroup is removed: its writes fail with EPIPE instead; a child killed by SIGPIPE is
        ended the same way below, after the cleanup. */
     pipe_ignored = sigaction(SIGPIPE, &ign, &old_pipe) == 0;
-    if (hooks)
+    if (hooks && hooks->child)
         hooks->child(pid, hooks->ud);
     /* The child does the work; a stop signal is passed on to it (serve stops gracefully). */
     for (;;) {
@@ -161,12 +150,14 @@ int limit_cgroup_supervise(const char *prefix, const uint64_t *limit_bytes, bool
     }
     if (WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGPIPE)
         got = SIGPIPE; /* said by none: the reader is gone */
-    if (limit_bytes)
-        status = finish(&cg, wstatus, quiet || got, got);
-    else
+    if (limit_bytes) {
+        struct limit_end e = {
+            .wstatus = wstatus, .stop = got, .quiet = quiet || got, .streaming = streaming};
+        status = finish(&cg, &e, hooks);
+    } else
         status = WIFSIGNALED(wstatus) ? RF_EXIT_FAILURE : WEXITSTATUS(wstatus);
 out:
-    if (started)
+    if (started && hooks->stop)
         hooks->stop(hooks->ud);
     if (cg.created && remove_cgroup(&cg) < 0)
         cli_error("--memory-limit: cannot remove the cgroup %s", cg.path);
@@ -182,7 +173,7 @@ out:
     return status;
 }
 
-int limit_cgroup_enter(const char *prefix, uint64_t limit_bytes, bool quiet)
+int limit_cgroup_enter(const char *prefix, uint64_t limit_bytes, bool quiet, bool streaming)
 {
-    return limit_cgroup_supervise(prefix, &limit_bytes, quiet, NULL);
+    return limit_cgroup_supervise(prefix, &limit_bytes, quiet, streaming, NULL);
 }

@@ -29,6 +29,31 @@
 int limit_cgroup_create(const char *name, uint64_t limit_bytes, struct rfsys_cgroup_child *cg,
                         char *reason, size_t len);
 
+/* How the child ended, as the supervising parent saw it. */
+struct limit_end {
+    int wstatus;                        /* waitpid's */
+    int stop;                           /* the stop signal passed on to the child; 0: none */
+    bool quiet;                         /* no footer after a normal exit */
+    bool streaming;                     /* the run streams: the OOM line does not suggest it */
+    int read_error;                     /* -errno of reading the cgroup's figures; 0: read */
+    struct rfsys_cgroup_child_stats st; /* the cgroup's figures when read_error is 0 */
+};
+
+enum limit_end_kind {
+    LIMIT_END_NONE,   /* nothing to say (quiet, or a stop signal passed on) */
+    LIMIT_END_OOM,    /* the kernel's OOM killer killed the run in the cgroup */
+    LIMIT_END_KILLED, /* another signal killed it */
+    LIMIT_END_FOOTER, /* it exited: the cgroup's limit and peak */
+};
+
+/*
+ * The line to write on stderr once the child ended (limit_text.c), into
+ * buf (len bytes; "" with LIMIT_END_NONE): an OOM kill names the ways out
+ * not in use already; a limit or peak that could not be read is "unknown"
+ * with why, never 0 bytes.
+ */
+enum limit_end_kind limit_cgroup_end_text(const struct limit_end *e, char *buf, size_t len);
+
 /*
  * Runs the rest of the command in a fresh child cgroup named
  * PREFIX<pid> with limit_bytes. Returns -1 in the child, which goes on
@@ -36,16 +61,21 @@ int limit_cgroup_create(const char *name, uint64_t limit_bytes, struct rfsys_cgr
  * ended and the cgroup was removed, the exit status to return (the
  * child's; 1 when it was killed, said on stderr with the cgroup's
  * figures, or when the cgroup could not be made, said). quiet: no line
- * of the cgroup's figures after a normal exit.
+ * of the cgroup's figures after a normal exit. streaming: the command
+ * runs under --residency-policy streaming (the OOM line says so).
  */
-int limit_cgroup_enter(const char *prefix, uint64_t limit_bytes, bool quiet);
+int limit_cgroup_enter(const char *prefix, uint64_t limit_bytes, bool quiet, bool streaming);
 
-/* What a supervising parent does beside waiting for its child (exec --metrics-listen). */
+/* What a supervising parent does beside waiting for its child (exec --metrics-listen). Each
+   hook may be NULL. */
 struct limit_parent {
     int (*start)(void *ud);             /* the stop signals blocked, before the fork: threads
                                            started here keep them blocked; < 0: fail (said) */
     void (*child)(pid_t pid, void *ud); /* the child's pid, in the parent after the fork */
     void (*stop)(void *ud);             /* after the child ended, or after a failure past start */
+    /* after the child ended and its line was written, before the cgroup is removed (run's
+       report of a killed run) */
+    void (*ended)(const struct limit_end *e, enum limit_end_kind kind, void *ud);
     void *ud;
 };
 
@@ -56,6 +86,6 @@ struct limit_parent {
  * limit_cgroup_enter.
  */
 int limit_cgroup_supervise(const char *prefix, const uint64_t *limit_bytes, bool quiet,
-                           const struct limit_parent *hooks);
+                           bool streaming, const struct limit_parent *hooks);
 
 #endif

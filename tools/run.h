@@ -65,6 +65,24 @@ bool run_json_to_stdout(const struct run_options *o);
 /* Writes JSON text and a newline on stdout and flushes it: 0 or -errno. */
 int run_put_json(const char *text);
 
+/*
+ * run --memory-limit (run_supervise.c): forks into a fresh memory cgroup
+ * (limit_cgroup_supervise). Returns -1 in the child, which records through
+ * *shared (NULL: nothing is recorded) what its parent needs to write the
+ * report of a run the kernel killed; in the parent, once the child ended
+ * (its report written for it when it was killed before writing one and
+ * --residency-report-json was given, or why not said), the exit status.
+ */
+struct run_shared;
+int run_supervise(const struct run_options *o, struct rf_session_params params,
+                  struct run_shared **shared);
+/* In the child: what it is doing (stage static, e.g. "loading the model"); sh NULL: no-op. */
+void run_shared_stage(struct run_shared *sh, const char *stage);
+/* In the child: its latest admission decision (copied); sh NULL: no-op. */
+void run_shared_admission(struct run_shared *sh, const struct rf_admission_result *a);
+/* In the child: its report was written; sh NULL: no-op. */
+void run_shared_written(struct run_shared *sh);
+
 /* --residency-svg: the snapshots taken during the run (run_svg.c). */
 #define RUN_SVG_SNAPSHOTS 2 /* after_load, end_of_session; the report's is the last panel */
 struct run_svg {

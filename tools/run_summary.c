@@ -156,9 +156,13 @@ static void print_limit(FILE *f, const struct rf_report *r)
                 iec(c->reclaimable_bytes, b3, sizeof(b3)), iec(c->room_bytes, b4, sizeof(b4)));
         fprintf(f,
                 "    reclaimable: %s clean unmapped page cache (memory.stat) + %s the model "
-                "mapping's own unlocked pages (smaps Rss - Locked; re-read when reclaimed)",
+                "mapping's own unlocked pages%s; re-read when reclaimed)",
                 iec(c->reclaimable_bytes - c->mapping_reclaimable_bytes, b1, sizeof(b1)),
-                iec(c->mapping_reclaimable_bytes, b2, sizeof(b2)));
+                iec(c->mapping_reclaimable_bytes, b2, sizeof(b2)),
+                c->level.mapped_file.has
+                    ? " and the libraries' charged to this cgroup (memory.stat clean mapped file "
+                      "pages - smaps Locked"
+                    : " (smaps Rss - Locked");
         if (r->streaming && r->streaming->has_locked && r->streaming->locked_bytes > 0)
             fprintf(f, "; then the streaming plan locked %s of them (pinned: not reclaimable)",
                     iec(r->streaming->locked_bytes, b3, sizeof(b3)));

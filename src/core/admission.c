@@ -249,6 +249,7 @@ static void copy_inputs(const struct rf_admission_input *in, struct rf_admission
     record(out, "locked", &in->locked);
     record(out, "kv_cache", &in->kv_cache);
     record(out, "graph_scratch", &in->graph_scratch);
+    record(out, "runtime", &in->runtime);
     if (pre) {
         record(out, "mapped_weights", &in->mapped_weights);
         record(out, "repacked_weights", &in->repacked_weights);
@@ -262,6 +263,8 @@ static void copy_inputs(const struct rf_admission_input *in, struct rf_admission
         add_unknown(out, in->unknown_components[k]);
     if (!in->graph_scratch.has)
         add_unknown(out, "GraphScratch");
+    if (!in->runtime.has)
+        add_unknown(out, "Runtime");
     if (!in->file_working_set.has)
         add_unknown(out, "FileWorkingSet");
     if (pre && !in->loader_growth.has)

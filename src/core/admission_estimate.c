@@ -41,6 +41,7 @@ const char *rf_admission_project(const struct rf_admission_input *in,
         return "which weights the load will repack is unknown";
     /* The charge grows by anonymous memory; mapped file pages are the working set's. */
     if (!add_figure(&growth, &in->kv_cache) || !add_figure(&growth, &in->graph_scratch) ||
+        !add_figure(&growth, &in->runtime) ||
         (pre &&
          (!add_figure(&growth, &in->repacked_weights) || !add_figure(&growth, &in->loader_growth) ||
           !add_figure(&growth, &in->page_tables))))
@@ -67,6 +68,30 @@ const char *rf_admission_project(const struct rf_admission_input *in,
         }
     }
     return NULL;
+}
+
+/*
+ * The most of the model's pages this level can hold: its whole usage, or
+ * less when memory.stat was read. After the load the mapping's pages are
+ * mapped, clean or locked: at most the clean mapped file pages and the
+ * mapping's locked bytes. Before it the file's cached pages are page
+ * cache, unmapped or mapped by another process: at most the clean
+ * unmapped and mapped file pages (its locked pages are not, unless some
+ * process of the level locked them: then the usage bounds it).
+ */
+static uint64_t model_charged_at_most(const struct rf_admission_input *in,
+                                      const struct rf_cgroup_level *l)
+{
+    uint64_t at_most = l->usage.bytes, held;
+    bool loaded = in->phase == RF_ADMISSION_AFTER_LOAD;
+
+    if (!l->mapped_file.has || (loaded ? !in->locked.has : !l->reclaimable_file.has))
+        return at_most;
+    if (!__builtin_add_overflow(l->mapped_file.bytes,
+                                loaded ? in->locked.bytes : l->reclaimable_file.bytes, &held) &&
+        held < at_most)
+        at_most = held;
+    return at_most;
 }
 
 /*
@@ -110,9 +135,20 @@ bool rf_admission_check_level(const struct rf_admission_input *in, struct rf_adm
     if (in->phase == RF_ADMISSION_AFTER_LOAD && in->mapping_rss.has && in->locked.has) {
         uint64_t own = rf_admission_sat_sub(in->mapping_rss.bytes, in->locked.bytes);
 
+        /* The level's clean mapped file pages, when read: the model mapping's charged here and
+           the programs' libraries', all unlocked, all reclaimable; the mapping's pages charged
+           to another cgroup are not this level's (the usage is then mostly anonymous). */
+        if (l->mapped_file.has)
+            own = rf_admission_sat_sub(l->mapped_file.bytes, in->locked.bytes);
         /* (the process's RSS holds them: others above counts them once) */
         c->mapping_reclaimable_bytes =
             own < usage - c->reclaimable_bytes ? own : usage - c->reclaimable_bytes;
+    } else if (in->phase != RF_ADMISSION_AFTER_LOAD && l->mapped_file.has) {
+        /* Before the load the level's clean mapped file pages are the programs' libraries
+           (and other processes' files): reclaimable as well. */
+        c->mapping_reclaimable_bytes = l->mapped_file.bytes < usage - c->reclaimable_bytes
+                                           ? l->mapped_file.bytes
+                                           : usage - c->reclaimable_bytes;
     }
     c->reclaimable_bytes += c->mapping_reclaimable_bytes;
     base = usage - c->reclaimable_bytes;
@@ -129,9 +165,11 @@ bool rf_admission_check_level(const struct rf_admission_input *in, struct rf_adm
             /* The model's pages beyond this level's whole charge are charged elsewhere: after
                the load its mapping's RSS, before it (inspect's fit check too) its cached pages. */
             if (in->phase == RF_ADMISSION_AFTER_LOAD && in->mapping_rss.has)
-                c->unbound_bytes = rf_admission_sat_sub(in->mapping_rss.bytes, usage);
+                c->unbound_bytes =
+                    rf_admission_sat_sub(in->mapping_rss.bytes, model_charged_at_most(in, l));
             else if (in->phase != RF_ADMISSION_AFTER_LOAD && !in->streaming && in->model_cached.has)
-                c->unbound_bytes = rf_admission_sat_sub(in->model_cached.bytes, usage);
+                c->unbound_bytes =
+                    rf_admission_sat_sub(in->model_cached.bytes, model_charged_at_most(in, l));
             c->working_set_unbound =
                 !c->working_set_fits &&
                 rf_admission_sat_sub(out->working_set_bytes, c->unbound_bytes) <= c->run_room_bytes;
@@ -157,6 +195,43 @@ int rf_admission_loader_bytes(uint64_t n_vocab, uint64_t n_tensors, uint64_t *ou
     if (__builtin_mul_overflow(n_vocab, (uint64_t)RF_ADMISSION_LOADER_TOKEN_BYTES, &a) ||
         __builtin_mul_overflow(n_tensors, (uint64_t)RF_ADMISSION_LOADER_TENSOR_BYTES, &b) ||
         __builtin_add_overflow(a, b, out)) {
+        *out = 0;
+        return -EOVERFLOW;
+    }
+    return 0;
+}
+
+int rf_admission_scratch_bytes(uint64_t n_ubatch, uint64_t n_vocab, uint64_t n_embd, uint64_t *out)
+{
+    uint64_t floats, ub = n_ubatch < 1 ? 1 : n_ubatch;
+
+    if (!out)
+        return -EINVAL;
+    *out = 0;
+    if (ub > RF_ADMISSION_UBATCH_MAX)
+        ub = RF_ADMISSION_UBATCH_MAX;
+    if (__builtin_mul_overflow(n_embd, (uint64_t)2, &floats) ||
+        __builtin_add_overflow(floats, n_vocab, &floats) ||
+        __builtin_add_overflow(floats, (uint64_t)4, &floats) ||
+        __builtin_mul_overflow(floats, ub, &floats) ||
+        __builtin_mul_overflow(floats, (uint64_t)sizeof(float), out)) {
+        *out = 0;
+        return -EOVERFLOW;
+    }
+    return 0;
+}
+
+int rf_admission_runtime_bytes(uint64_t n_vocab, uint64_t n_threads, uint64_t *out)
+{
+    uint64_t logits, stacks;
+
+    if (!out)
+        return -EINVAL;
+    *out = 0;
+    if (__builtin_mul_overflow(n_vocab, (uint64_t)sizeof(float), &logits) ||
+        __builtin_mul_overflow(n_threads ? n_threads : 1, (uint64_t)RF_ADMISSION_THREAD_BYTES,
+                               &stacks) ||
+        __builtin_add_overflow(logits, stacks, out)) {
         *out = 0;
         return -EOVERFLOW;
     }

@@ -53,6 +53,8 @@ void rf_admission_not_bound(const struct rf_admission_input *in, struct rf_admis
 {
     const struct rf_admission_level_check *c = &out->cgroups[out->unbound_level];
     bool loaded = in->phase == RF_ADMISSION_AFTER_LOAD;
+    uint64_t held_of = loaded ? in->mapping_rss.bytes : in->model_cached.bytes;
+    uint64_t held = rf_admission_sat_sub(held_of, c->unbound_bytes); /* what the level can hold */
 
     out->outcome = RF_ADMIT_WARNING;
     out->cause = RF_ADMIT_CAUSE_NOT_BOUND;
@@ -65,14 +67,16 @@ void rf_admission_not_bound(const struct rf_admission_input *in, struct rf_admis
         " bytes would fit under the hard limit of %" PRIu64
         " bytes of cgroup %s, but at least %" PRIu64
         " bytes of the model's pages are charged to another cgroup (the model %s: "
-        "%" PRIu64 " bytes, more than this cgroup's whole charge of %" PRIu64
-        " bytes: the file was cached before the run). The limit cannot evict those pages: they "
+        "%" PRIu64 " bytes, more than the %" PRIu64 " bytes of it this cgroup can hold, %s"
+        ": the file was cached before the run). The limit cannot evict those pages: they "
         "stay cached, the decode does not thrash, and the limit does not cap the weights. To make "
         "it bind, evict the file from the page cache before the run.",
         in->file_working_set.bytes, rf_admission_sat_sub(c->run_room_bytes, out->anonymous_bytes),
         c->level.limit.bytes, c->level.dir, c->unbound_bytes,
-        loaded ? "mapping's RSS" : "file's pages in the page cache",
-        loaded ? in->mapping_rss.bytes : in->model_cached.bytes, c->level.usage.bytes);
+        loaded ? "mapping's RSS" : "file's pages in the page cache", held_of, held,
+        held >= c->level.usage.bytes ? "its whole charge"
+        : loaded ? "its clean mapped file pages (memory.stat) and the mapping's locked ones"
+                 : "its clean file pages, mapped or not (memory.stat)");
 }
 
 static const struct rf_admission_record *record_of(const struct rf_admission_result *a,

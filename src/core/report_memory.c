@@ -160,6 +160,7 @@ static json_t *admission_cgroup_json(const struct rf_admission_result *a, size_t
     json_object_set_new(o, "usage", cgroup_figure_json(&l->usage, false));
     json_object_set_new(o, "inactive_file", cgroup_figure_json(&l->inactive_file, false));
     json_object_set_new(o, "reclaimable_file", cgroup_figure_json(&l->reclaimable_file, false));
+    json_object_set_new(o, "mapped_file", cgroup_figure_json(&l->mapped_file, false));
     json_object_set_new(o, "reclaimable_bytes", rf_json_u64(c->checked, c->reclaimable_bytes));
     json_object_set_new(o, "mapping_reclaimable_bytes",
                         rf_json_u64(c->checked, c->mapping_reclaimable_bytes));

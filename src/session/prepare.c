@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ramforge/admission.h"
@@ -20,23 +19,12 @@
 #include "ramforge/fs_profile.h"
 #include "ramforge/pages.h"
 #include "ramforge/policy.h"
-#include "ramforge/report_json.h"
 #include "ramforge/streaming.h"
 
 /* ------------------------------------------------------------------ admission */
 
 /* llama.cpp pads the context size to a multiple of 256 cells. */
 #define RF_KV_CELL_PAD 256u
-
-/* KV cache bytes estimated from the hyperparameters: K and V, f16, n_ctx cells. */
-bool ses_estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uint64_t *out)
-{
-    if (info->n_head <= 0 || info->n_head_kv <= 0 || info->n_layer <= 0 || info->n_embd <= 0)
-        return false;
-    uint64_t n_embd_kv =
-        (uint64_t)info->n_embd / (uint64_t)info->n_head * (uint64_t)info->n_head_kv;
-    return rf_admission_kv_bytes((uint64_t)info->n_layer, n_ctx, n_embd_kv, n_embd_kv, 2, out) == 0;
-}
 
 static struct rf_admission_figure measured(bool has, uint64_t bytes, const char *source)
 {
@@ -126,7 +114,8 @@ int rf_session_admit_result(struct rf_session *s, const struct rf_operation_requ
                                          "(placement; an upper bound)");
     else
         in.file_working_set.source = "the weights were not classified (residency policy off)";
-    in.graph_scratch.source = "not known before the operation's context exists";
+    ses_estimate_runtime((uint64_t)s->model.info.n_vocab, (uint64_t)s->model.info.n_embd, request,
+                         s->p.n_threads, &in);
     in.reclaimable.source = "the residency policy does not release";
     if (rf_policy_mutates(s->p.policy) && !in.locked.has) {
         in.reclaimable.source = "whether the model mapping is locked is not known (smaps Locked "
@@ -157,7 +146,6 @@ int rf_session_admit_result(struct rf_session *s, const struct rf_operation_requ
         in.cgroups_truncated = tree->truncated;
         in.host = &tree->host;
     }
-    in.unknown_components[in.n_unknown++] = "Runtime";
     int rc = rf_admission_decide(&in, &s->op.admission);
     if (rc == 0)
         rc = ses_stream_admit(s, &in);
@@ -332,7 +320,7 @@ static int preload_decide(const char *path, bool use_extra_bufts, struct rf_sess
     in.n_cgroups = tree->n;
     in.cgroups_truncated = tree->truncated;
     in.host = &tree->host;
-    in.unknown_components[in.n_unknown++] = "Runtime";
+    ses_estimate_runtime(est.n_vocab, est.n_embd, request, params.n_threads, &in);
     rc = rf_admission_decide(&in, out);
     if (rc == 0 && params.policy == RF_POLICY_STREAMING && out->cause == RF_ADMIT_CAUSE_THRASH)
         streaming_preload(out);
@@ -411,6 +399,9 @@ int rf_session_fit_check(const char *path, bool use_extra_bufts, struct rf_sessi
         snprintf(l->inactive_file.source, sizeof(l->inactive_file.source),
                  "hypothetical: no file cache charged before the run");
         l->reclaimable_file = l->inactive_file;
+        l->mapped_file.error = -ENOENT; /* not read: its usage bounds the model's pages */
+        snprintf(l->mapped_file.source, sizeof(l->mapped_file.source),
+                 "hypothetical: no memory.stat to read");
         if (rfsys_read_status(NULL, "self", &st) == 0 && st.has_vm_rss) {
             l->usage.has = true;
             l->usage.bytes = st.vm_rss_bytes;
@@ -423,73 +414,6 @@ int rf_session_fit_check(const char *path, bool use_extra_bufts, struct rf_sessi
     ret = preload_decide(path, use_extra_bufts, params, request, tree, out, err);
     free(tree);
     return ret;
-}
-
-/* The refused run's report written to report_path, or as text in *out. */
-static int preload_report(const char *model_path, struct rf_session_params params,
-                          const struct rf_admission_result *adm, const char *report_path,
-                          char **out)
-{
-    struct rf_report r;
-    struct rf_timing t;
-    json_t *doc;
-    struct stat st;
-
-    if (!model_path || !adm || (!report_path && !out))
-        return -EINVAL;
-    memset(&r, 0, sizeof(r));
-    rf_timing_init(&t);
-    r.scope = "operation";
-    r.operation_index = 1;
-    r.n_operations = 1;
-    r.ramforge_version = RAMFORGE_VERSION;
-    r.llama_cpp_version = forge_llama_version();
-    r.model_path = model_path;
-    r.model_file_size_bytes = stat(model_path, &st) == 0 ? (uint64_t)st.st_size : 0;
-    if (rfsys_fs_magic_path(model_path, &r.model_fs_magic) < 0)
-        r.model_fs_magic = 0;
-    r.policy = rf_policy_name(params.policy);
-    r.policy_plans = rf_policy_plans(params.policy);
-    r.policy_mutates = rf_policy_mutates(params.policy);
-    r.has_target = params.has_target;
-    r.target_bytes = params.target_bytes;
-    r.reserve_bytes = params.reserve_bytes;
-    r.release_dead_file_pages = params.release_dead_file_pages;
-    r.release_mode = !r.policy_mutates ? NULL : rf_release_mode_name(params.release_mode);
-    r.admission = adm;
-    r.not_built_reason = "admission refused the run before the model was loaded";
-    r.plan_reason = r.not_built_reason;
-    r.page_snapshot_reason = r.not_built_reason;
-    r.cgroup_verdict_reason = r.not_built_reason;
-    r.timing = &t;
-    static const char *const warnings[] = {
-        "admission refused the run before the load: every admission figure is a GGUF-header "
-        "estimate (see admission.inputs)"};
-    r.warnings = warnings;
-    r.n_warnings = 1;
-    int rc = rf_report_to_json(&r, &doc);
-    if (rc < 0)
-        return rc;
-    if (report_path) {
-        rc = rf_json_write_file(doc, report_path);
-    } else {
-        *out = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
-        rc = *out ? 0 : -ENOMEM;
-    }
-    json_decref(doc);
-    return rc;
-}
-
-int rf_session_preload_report_write(const char *model_path, struct rf_session_params params,
-                                    const struct rf_admission_result *adm, const char *report_path)
-{
-    return report_path ? preload_report(model_path, params, adm, report_path, NULL) : -EINVAL;
-}
-
-int rf_session_preload_report_json(const char *model_path, struct rf_session_params params,
-                                   const struct rf_admission_result *adm, char **out)
-{
-    return out ? preload_report(model_path, params, adm, NULL, out) : -EINVAL;
 }
 
 /* ------------------------------------------------------------------ staging */

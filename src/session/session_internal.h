@@ -319,6 +319,15 @@ bool ses_mapping_locked(struct rf_session *s, uint64_t *out);
 
 bool ses_estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uint64_t *out);
 
+/*
+ * Sets in's graph_scratch and runtime to their estimates before the
+ * operation's context exists (a batch of request's n_batch, else n_prompt,
+ * tokens; n_threads <= 0: one), or unknown with the reason when n_vocab is 0.
+ */
+void ses_estimate_runtime(uint64_t n_vocab, uint64_t n_embd,
+                          const struct rf_operation_request *request, int32_t n_threads,
+                          struct rf_admission_input *in);
+
 /* ---- the streaming policy (stream.c) ---- */
 
 /* Reads the operation's storage-traffic baseline; links the report's streaming object. */

@@ -94,6 +94,7 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
     p.anonymous_bytes = in->anonymous.has ? in->anonymous.bytes : 0;
     p.kv_bytes = in->kv_cache.has ? in->kv_cache.bytes : 0;
     p.scratch_bytes = in->graph_scratch.has ? in->graph_scratch.bytes : 0;
+    p.runtime_bytes = in->runtime.has ? in->runtime.bytes : 0;
     p.window_bytes = s->p.stream_window_bytes;
     p.read_ahead_slots = s->p.stream_read_ahead_slots;
     p.margin_bytes = s->p.stream_margin_bytes;
@@ -145,9 +146,11 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
         const struct rf_admission_level_check *c = &a->cgroups[a->thrash_level];
         uint64_t need;
         bool hard = a->has_thrash_level && c->working_set_checked && !c->working_set_fits;
+        /* The margin is the room the kernel's reclaim works in (the pages read now, the page
+           tables, the kernel's own charges): a run with less was OOM-killed (issue 36). */
         bool over =
             __builtin_add_overflow(st->plan.fixed_bytes, st->plan.min_window_bytes, &need) ||
-            need > p.limit_bytes;
+            __builtin_add_overflow(need, st->plan.margin_bytes, &need) || need > p.limit_bytes;
 
         st->rep.plan_reason = "the fixed part and a minimum window do not fit: not applied";
         rf_admission_append(a, "Streaming cannot help: %s.", st->plan.reason);
@@ -158,7 +161,7 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
             a->refused = a->mode != RF_ADMISSION_OFF;
             rf_admission_append(
                 a,
-                "The fixed part and a minimum window exceed the %" PRIu64
+                "The fixed part, a minimum window and the margin exceed the %" PRIu64
                 " bytes of room under the hard limit of cgroup %s: the kernel would kill the "
                 "run, so it is rejected.",
                 p.limit_bytes, c->level.dir);

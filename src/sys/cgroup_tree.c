@@ -91,19 +91,29 @@ static const struct stat_term v2_terms[] = {
     {"file_writeback", true, false}, {"shmem", true, false},      {"unevictable", true, false},
 };
 
+/* The clean mapped file pages (cgroup_levels.h mapped_file). */
+static const struct stat_term v1_mapped_terms[] = {
+    {"total_mapped_file", false, true}, {"total_shmem", true, false},
+    {"total_unevictable", true, false}, {"total_dirty", true, false},
+    {"total_writeback", true, false},
+};
+
+static const struct stat_term v2_mapped_terms[] = {
+    {"file_mapped", false, true}, {"shmem", true, false},          {"unevictable", true, false},
+    {"file_dirty", true, false},  {"file_writeback", true, false},
+};
+
 #define MAX_TERMS 6
+#define N_TERMS(t) (sizeof(t) / sizeof((t)[0]))
 
 /*
- * Reads the file cache the kernel can drop under the limit from
- * dir/memory.stat into *f (see cgroup_levels.h): the sum of the added
- * keys less the subtracted ones present, floored at 0; source names the
- * file and the keys used. A required key absent: -ENOENT, naming it.
+ * Reads the sum of the added keys of dir/memory.stat less the subtracted
+ * ones present, floored at 0, into *f (terms t[n]); source names the file
+ * and the keys used. A required key absent: -ENOENT, naming it.
  */
-static void read_reclaimable_file(const char *sysroot, const char *dir, bool v1,
-                                  struct rf_cgroup_figure *f)
+static void read_stat_terms(const char *sysroot, const char *dir, const struct stat_term *t,
+                            size_t n, struct rf_cgroup_figure *f)
 {
-    const struct stat_term *t = v1 ? v1_terms : v2_terms;
-    size_t n = v1 ? sizeof(v1_terms) / sizeof(v1_terms[0]) : sizeof(v2_terms) / sizeof(v2_terms[0]);
     struct rfsys__keyed k[MAX_TERMS];
     uint64_t v[MAX_TERMS] = {0}, add = 0, sub = 0;
     bool file_found = false;
@@ -199,13 +209,15 @@ static void read_level(const char *sysroot, const char *dir, enum rfsys_cgroup_v
         l->high.error = -ENOENT; /* v1 has no memory.high */
         read_figure(sysroot, dir, "memory.usage_in_bytes", FIG_VALUE, &l->usage);
         read_keyed_figure(sysroot, dir, "memory.stat", "total_inactive_file", &l->inactive_file);
-        read_reclaimable_file(sysroot, dir, true, &l->reclaimable_file);
+        read_stat_terms(sysroot, dir, v1_terms, N_TERMS(v1_terms), &l->reclaimable_file);
+        read_stat_terms(sysroot, dir, v1_mapped_terms, N_TERMS(v1_mapped_terms), &l->mapped_file);
     } else {
         read_figure(sysroot, dir, "memory.max", FIG_V2_LIMIT, &l->limit);
         read_figure(sysroot, dir, "memory.high", FIG_V2_LIMIT, &l->high);
         read_figure(sysroot, dir, "memory.current", FIG_VALUE, &l->usage);
         read_keyed_figure(sysroot, dir, "memory.stat", "inactive_file", &l->inactive_file);
-        read_reclaimable_file(sysroot, dir, false, &l->reclaimable_file);
+        read_stat_terms(sysroot, dir, v2_terms, N_TERMS(v2_terms), &l->reclaimable_file);
+        read_stat_terms(sysroot, dir, v2_mapped_terms, N_TERMS(v2_mapped_terms), &l->mapped_file);
     }
     read_counters(sysroot, dir, version, &l->counters);
 }

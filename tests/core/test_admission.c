@@ -573,6 +573,99 @@ static void test_not_bound(void **state)
     assert_int_equal(r.cause, RF_ADMIT_CAUSE_THRASH);
 }
 
+/*
+ * Issue 36 item 2: the small model cached by another cgroup, run under
+ * --memory-limit 12MiB, as measured after the load: usage 7.27 MiB, all of
+ * it anonymous (memory.stat mapped_file 0: the mapping's 19.60 MiB are
+ * charged to the cgroup that cached the file), 9.21 MiB of anonymous memory
+ * projected. The usage bounded the model's pages this cgroup could hold:
+ * only 12.33 MiB counted unbound, 16.5 MiB of working set left against a
+ * 12 MiB room, and "less than a minimum window fits: the kernel would kill
+ * the run", rejected (with --admission off it ran, peak 9 MiB). The clean
+ * mapped file pages bound it: every page of the mapping is another
+ * cgroup's, not bound, admitted with the warning. The whole usage was
+ * counted as the mapping's reclaimable pages, too: none of it is.
+ */
+static void test_not_bound_by_mapped_file(void **state)
+{
+    struct rf_admission_input in;
+    struct rf_cgroup_level l =
+        lvl("/sys/fs/cgroup/memory/rf-run-1", 12 * MIB, true, 7623147 /* 7.27 MiB */, true, 0);
+    struct rf_admission_result r;
+
+    (void)state;
+    memset(&in, 0, sizeof(in));
+    in.phase = RF_ADMISSION_AFTER_LOAD;
+    in.mode = RF_ADMISSION_WARN;
+    in.process_rss = fig(37 * MIB);
+    in.anonymous = fig(8 * MIB);
+    in.mapping_rss = fig(19 * MIB + 615 * 1024);
+    in.locked = fig(0);
+    in.kv_cache = fig(512 * 1024);
+    in.graph_scratch = fig(254 * 1024);
+    in.runtime = fig(640 * 1024);
+    in.file_working_set = fig(19 * MIB + 615 * 1024);
+    in.cgroups = &l;
+    in.n_cgroups = 1;
+
+    /* memory.stat without mapped_file (or not read): the usage bounds it, as before */
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_int_equal(r.outcome, RF_ADMIT_REJECTED);
+    assert_non_null(strstr(r.reason, "the kernel would kill the run"));
+
+    l.mapped_file.has = true;
+    l.mapped_file.bytes = 0;
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_int_equal(r.outcome, RF_ADMIT_WARNING);
+    assert_int_equal(r.cause, RF_ADMIT_CAUSE_NOT_BOUND);
+    assert_false(r.refused);
+    assert_int_equal(r.cgroups[0].unbound_bytes, 19 * MIB + 615 * 1024);
+    assert_int_equal(r.cgroups[0].mapping_reclaimable_bytes, 0);
+    assert_int_equal(r.cgroups[0].reclaimable_bytes, 0);
+    assert_non_null(strstr(r.reason, "more than the 0 bytes of it this cgroup can hold, its clean "
+                                     "mapped file pages (memory.stat) and the mapping's locked "
+                                     "ones"));
+
+    /* A cold mapping read by the run itself is charged here: mapped, so bound; it thrashes. */
+    l.usage.bytes = 28 * MIB;
+    l.mapped_file.bytes = 19 * MIB;
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_int_not_equal(r.cause, RF_ADMIT_CAUSE_NOT_BOUND);
+    assert_int_equal(r.cgroups[0].mapping_reclaimable_bytes, 19 * MIB);
+}
+
+/*
+ * Issue 36 item 1: before the context exists the compute buffer and the
+ * runtime were counted 0. The estimates against the pinned build's
+ * measured graph scratch (tinyllama: n_vocab 32000, n_embd 2048; small:
+ * n_embd 256), capped at llama.cpp's default n_ubatch, checked.
+ */
+static void test_scratch_and_runtime_estimates(void **state)
+{
+    uint64_t v;
+
+    (void)state;
+    assert_int_equal(rf_admission_scratch_bytes(2, 32000, 2048, &v), 0);
+    assert_int_equal(v, 288800); /* measured: 288800 */
+    assert_int_equal(rf_admission_scratch_bytes(101, 32000, 2048, &v), 0);
+    assert_int_equal(v, 14584400); /* measured: 14583200 */
+    assert_int_equal(rf_admission_scratch_bytes(2, 32000, 256, &v), 0);
+    assert_int_equal(v, 260128); /* measured: 260128 */
+    assert_int_equal(rf_admission_scratch_bytes(0, 32000, 2048, &v), 0);
+    assert_int_equal(v, 144400); /* one token at least */
+    assert_int_equal(rf_admission_scratch_bytes(4096, 32000, 2048, &v), 0);
+    assert_int_equal(v, 512 * 144400); /* n_ubatch 512 */
+    assert_int_equal(rf_admission_scratch_bytes(2, UINT64_MAX, 2048, &v), -EOVERFLOW);
+    assert_int_equal(v, 0);
+    assert_int_equal(rf_admission_scratch_bytes(2, 1, 1, NULL), -EINVAL);
+
+    assert_int_equal(rf_admission_runtime_bytes(32000, 2, &v), 0);
+    assert_int_equal(v, 128000 + 2 * RF_ADMISSION_THREAD_BYTES);
+    assert_int_equal(rf_admission_runtime_bytes(32000, 0, &v), 0);
+    assert_int_equal(v, 128000 + RF_ADMISSION_THREAD_BYTES);
+    assert_int_equal(rf_admission_runtime_bytes(UINT64_MAX, 1, &v), -EOVERFLOW);
+}
+
 /* Fault 1: a working set larger than the limit thrashes; the charge alone fits. */
 static void test_thrash(void **state)
 {
@@ -1333,7 +1426,7 @@ static void test_records(void **state)
     (void)state;
     in.graph_scratch = rf_admission_figure_of(7, RF_PROV_NATIVE_LOGICAL, "memory breakdown");
     assert_int_equal(rf_admission_decide(&in, &r), 0);
-    assert_int_equal(r.n_records, 8);
+    assert_int_equal(r.n_records, 9);
     assert_string_equal(r.records[0].name, "process_rss");
     assert_true(r.records[0].has);
     assert_int_equal(r.records[0].bytes, 900 * MIB);
@@ -1348,11 +1441,12 @@ static void test_records(void **state)
 
     in.phase = RF_ADMISSION_PRE_LOAD;
     assert_int_equal(rf_admission_decide(&in, &r), 0);
-    assert_int_equal(r.n_records, 12); /* + loader_growth and page_tables (issue 20 fault 3) */
-    assert_string_equal(r.records[5].name, "mapped_weights");
-    assert_string_equal(r.records[8].name, "loader_growth");
-    assert_false(r.records[8].has);
-    assert_string_equal(r.records[9].name, "page_tables");
+    assert_int_equal(r.n_records, 13); /* + loader_growth and page_tables (issue 20 fault 3) */
+    assert_string_equal(r.records[5].name, "runtime"); /* issue 36: counted, or unknown */
+    assert_string_equal(r.records[6].name, "mapped_weights");
+    assert_string_equal(r.records[9].name, "loader_growth");
+    assert_false(r.records[9].has);
+    assert_string_equal(r.records[10].name, "page_tables");
 }
 
 static void test_checked_arithmetic(void **state)
@@ -1471,6 +1565,8 @@ int main(void)
         cmocka_unit_test(test_kv_excess_named_without_target),
         cmocka_unit_test(test_thrash),
         cmocka_unit_test(test_not_bound),
+        cmocka_unit_test(test_not_bound_by_mapped_file),
+        cmocka_unit_test(test_scratch_and_runtime_estimates),
         cmocka_unit_test(test_streaming_words),
         cmocka_unit_test(test_append_ends_sentence),
         cmocka_unit_test(test_append_never_cuts_a_sentence),

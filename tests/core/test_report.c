@@ -703,12 +703,15 @@ static void test_policy_and_admission(void **state)
     assert_true(json_is_false(json_object_get(adm, "hard_limit_checked")));
     assert_true(json_is_object(json_object_get(adm, "hard_limit")));
     /* Absent figures are listed, never counted as zero. */
-    assert_int_equal(json_array_size(json_object_get(adm, "unknown_components")), 2);
+    assert_int_equal(json_array_size(json_object_get(adm, "unknown_components")), 3);
     assert_string_equal(
         json_string_value(json_array_get(json_object_get(adm, "unknown_components"), 0)),
         "GraphScratch");
     assert_string_equal(
         json_string_value(json_array_get(json_object_get(adm, "unknown_components"), 1)),
+        "Runtime");
+    assert_string_equal(
+        json_string_value(json_array_get(json_object_get(adm, "unknown_components"), 2)),
         "FileWorkingSet");
     assert_string_equal(json_string_value(json_object_get(adm, "reason")), m.adm.reason);
     json_decref(doc);

@@ -21,6 +21,14 @@ cgroup v1 here (the v2 path logic is tests/sys's rfsys_cgroup_child_* on fixture
                         read figure covers and does not blame the model's pages for the
                         RSS above the limit
   limit_no_root         as uid 65534: one line naming the cgroup and "needs root", exit 1
+  limit_killed_report   issue 36: the small Q8_0, evicted, streaming with --admission off
+                        under 6 MiB: the kernel kills the run; the kill line does not suggest
+                        --residency-policy streaming (in use) and the supervising parent
+                        writes the report the run could not (valid, saying what ended it)
+  limit_cached_small    issue 36 item 2: the small Q8_0 cached before the run (by the test's
+                        cgroup), under 12 MiB: the cgroup's charge is the run's anonymous
+                        memory, not the model's pages: admitted with "not bound", it runs
+                        (it was rejected: "the kernel would kill the run")
   limit_warm_not_bound  a small F32 model cached before the run, under a limit below its
                         size: the verdict says the limit cannot bind it (never "will
                         thrash"), the summary labels charge and room and explains the RSS
@@ -98,8 +106,8 @@ def case_limit_streaming_cold(c):
     check(dec_read is not None and
           f", {iec(dec_read)} read from storage during the decode;" in p.stderr,
           f"the tokens line against decode.read_bytes {dec_read}: {p.stderr[-600:]}")
-    check("the model mapping's own unlocked pages (smaps Rss - Locked" in p.stderr,
-          p.stderr[-1500:])
+    check("the model mapping's own unlocked pages and the libraries' charged to this cgroup "
+          "(memory.stat clean mapped file pages - smaps Locked" in p.stderr, p.stderr[-1500:])
     check(not leftovers(parent), f"cgroups left behind: {leftovers(parent)}")
     errors = validate_report.validate(c.schema, js)
     check(not errors, f"the report does not match the schema: {errors[:3]}")
@@ -157,7 +165,8 @@ def case_limit_warm_not_bound(c):
                     r"[\d.]+ \w+ of it reclaimable; room [\d.]+ \w+ = the limit - the "
                     r"charge the kernel cannot reclaim\n    reclaimable: [\d.]+ \w+ clean unmapped "
                     r"page cache \(memory.stat\) \+ [\d.]+ \w+ the model mapping's own unlocked "
-                    r"pages \(smaps Rss - Locked", p.stderr), p.stderr[-1200:])
+                    r"pages and the libraries' charged to this cgroup \(memory.stat clean mapped "
+                    r"file pages - smaps Locked", p.stderr), p.stderr[-1200:])
     check("usage " not in p.stderr, "an unlabelled usage figure")
     led = {e["category"]: e["value_bytes"] for e in doc["ledger"]["entries"]}
     above = [ln for ln in p.stderr.splitlines() if "is above the 60.00 MiB limit:" in ln]
@@ -267,7 +276,55 @@ def case_limit_no_root(c):
           "needs root" in lines[0], f"stderr: {p.stderr}")
 
 
+def case_limit_killed_report(c):
+    if asan_build(c.rf):
+        raise Skip("an ASan build: its shadow memory is charged to the cgroup the test sizes")
+    parent = memory_cgroup_v1()
+    model = c.model("small", "q8_0")
+    evict(model)
+    js = os.path.join(c.tmp, "killed.json")
+    p = c.run("run", "-m", model, "-p", PROMPT, "-n", "4", "-t", "1", "--admission", "off",
+              "--residency-policy", "streaming", "--memory-limit", "6MiB",
+              "--residency-report-json", js, check_rc=1)
+    check("OOM killer killed the run" in p.stderr, p.stderr[-1500:])
+    check("or --residency-policy streaming" not in p.stderr and "it streams already" in p.stderr,
+          f"the kill line suggests the policy in use: {p.stderr[-800:]}")
+    check(os.path.exists(js), f"no report was written: {p.stderr[-800:]}")
+    with open(js) as f:
+        doc = json.load(f)
+    check(any("supervised it" in w and "OOM killer" in w for w in doc["warnings"]),
+          f"{doc['warnings']}")
+    check("OOM killer" in doc["ledger"]["reason"], doc["ledger"]["reason"])
+    errors = validate_report.validate(c.schema, js)
+    check(not errors, f"the report does not match the schema: {errors[:3]}")
+    check(not leftovers(parent), f"cgroups left behind: {leftovers(parent)}")
+
+
+def case_limit_cached_small(c):
+    if asan_build(c.rf):
+        raise Skip("an ASan build: its shadow memory is charged to the cgroup the test sizes")
+    parent = memory_cgroup_v1()
+    model = c.model("small", "q8_0")
+    with open(model, "rb") as f:  # cached by this (the test's) cgroup
+        while f.read(1 << 20):
+            pass
+    js = os.path.join(c.tmp, "cached.json")
+    p = c.run("run", "-m", model, "-p", PROMPT, "-n", "4", "-t", "1", "--memory-limit",
+              "12MiB", "--residency-report-json", js, check_rc=None)
+    check(p.returncode == 0 and "refused" not in p.stderr and
+          "would kill" not in p.stderr, f"exit {p.returncode}: {p.stderr[-1500:]}")
+    with open(js) as f:
+        doc = json.load(f)
+    adm = doc["admission"]
+    check(adm["outcome"] == "admitted_with_warning" and adm["cause"] == "not_bound",
+          f"{adm['outcome']} {adm['cause']}: {adm['reason'][:400]}")
+    check(doc["output"]["n_generated_tokens"] == 4, f"{doc['output']['n_generated_tokens']}")
+    check(not leftovers(parent), f"cgroups left behind: {leftovers(parent)}")
+
+
 CASES = {"limit_streaming_cold": case_limit_streaming_cold, "limit_signal": case_limit_signal,
+         "limit_killed_report": case_limit_killed_report,
+         "limit_cached_small": case_limit_cached_small,
          "limit_warm_not_bound": case_limit_warm_not_bound,
          "limit_cold_default": case_limit_cold_default, "limit_no_root": case_limit_no_root}
 

@@ -246,7 +246,7 @@ def _admission_figures(adm):
                           _is_int(inputs.get("repacked_weights")))):
         return inputs, None
     opt = lambda k: inputs.get(k) if _is_int(inputs.get(k)) else 0
-    growth = kv + opt("graph_scratch") + \
+    growth = kv + opt("graph_scratch") + opt("runtime") + \
         (opt("repacked_weights") + opt("loader_growth") + opt("page_tables") if pre else 0)
     want = {"growth_bytes": growth,
             "request_bytes": rss + growth +
@@ -259,10 +259,16 @@ def _admission_figures(adm):
     return inputs, want
 
 
-def _admission_cgroup_errors(i, c, growth, others_minus, cached, own=0, mlock=False):
+def _admission_cgroup_errors(i, c, growth, others_minus, cached, own=0, mlock=False,
+                             locked=None):
     """Errors of one checked cgroup of the admission section (own: the model mapping's
-    resident unlocked bytes that count as reclaimable after the load, every policy)."""
+    resident unlocked bytes that count as reclaimable after the load, every policy; the
+    level's clean mapped file pages less locked instead, when read and locked is known)."""
     errors = []
+    mapped_file = c.get("mapped_file", {}).get("bytes")
+    if own is not None and _is_int(mapped_file) and _is_int(locked):
+        own = max(0, mapped_file - locked)
+    own = own or 0
     limit = c.get("limit", {}).get("bytes")
     usage = c.get("usage", {}).get("bytes")
     dropable = c.get("reclaimable_file", {}).get("bytes")
@@ -303,13 +309,14 @@ def _admission_errors(doc):
         others_minus += cached
     cgroups = adm["cgroups"]
     checked = [(i, c) for i, c in enumerate(cgroups) if isinstance(c, dict) and c.get("checked")]
-    own = 0  # after the load, every policy: the mapping's resident unlocked pages
+    own = None  # after the load, every policy: the mapping's resident unlocked pages
     if adm.get("phase") != "pre_load" and _is_int(inputs.get("mapping_rss")) and \
             _is_int(inputs.get("locked")):
         own = max(0, inputs["mapping_rss"] - inputs["locked"])
     for i, c in checked:
         errors += _admission_cgroup_errors(i, c, want["growth_bytes"], others_minus, cached, own,
-                                           adm.get("mlock_requested", False))
+                                           adm.get("mlock_requested", False),
+                                           inputs.get("locked"))
     least = None
     for i, c in checked:
         if _is_int(c.get("room_bytes")) and (least is None or

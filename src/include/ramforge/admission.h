@@ -74,7 +74,7 @@ extern "C" {
 #define RF_ADMISSION_SOURCE_MAX 600      /* a figure's source, including the NUL */
 #define RF_ADMISSION_REASON_MAX 4096     /* the reason, including the NUL */
 #define RF_ADMISSION_NOTE_MAX RF_ERR_MAX /* the lock note, including the NUL */
-#define RF_ADMISSION_MAX_RECORDS 12      /* scalar inputs recorded in the result */
+#define RF_ADMISSION_MAX_RECORDS 13      /* scalar inputs recorded in the result */
 /* What ends a reason that outgrew RF_ADMISSION_REASON_MAX (the report's figures have the rest). */
 #define RF_ADMISSION_CUT                                                                           \
     "[The rest of the reason did not fit its buffer: see the report's figures.]"
@@ -162,7 +162,14 @@ struct rf_admission_input {
 
     /* What the run will add; all of it is anonymous except mapped_weights. */
     struct rf_admission_figure kv_cache;         /* required */
-    struct rf_admission_figure graph_scratch;    /* absent: listed as the unknown "GraphScratch" */
+    struct rf_admission_figure graph_scratch;    /* llama.cpp's compute buffer (measured, or
+                                                    before the context exists estimated by
+                                                    rf_admission_scratch_bytes); absent: listed
+                                                    as the unknown "GraphScratch" */
+    struct rf_admission_figure runtime;          /* the rest the operation adds: the logits
+                                                    buffer and the threads' stacks
+                                                    (rf_admission_runtime_bytes); absent:
+                                                    listed as the unknown "Runtime" */
     struct rf_admission_figure mapped_weights;   /* pre-load, required: file bytes the load
                                                     maps and brings into the page cache
                                                     (file size minus model_cached) */
@@ -500,6 +507,32 @@ int rf_admission_loader_bytes(uint64_t n_vocab, uint64_t n_tensors, uint64_t *ou
  * 0, -EOVERFLOW.
  */
 int rf_admission_page_table_bytes(uint64_t mapped_bytes, uint64_t page_bytes, uint64_t *out);
+
+/*
+ * llama.cpp's CPU compute buffer (graph scratch) for a batch of n_ubatch
+ * tokens, before the context exists: n_ubatch * (n_vocab + 2 * n_embd + 4)
+ * floats, the logits and two hidden states live at once. Measured on the
+ * pinned build (flash attention on, so n_ctx does not enter): tinyllama
+ * 144400 bytes per token (2, 21, 101 and 301 tokens, -c 512 and 1024),
+ * small 130064: the formula exactly. An estimate: a model whose
+ * feed-forward or attention outgrows its vocabulary needs more. n_ubatch is
+ * capped at RF_ADMISSION_UBATCH_MAX (llama.cpp's default n_ubatch) and
+ * floored at 1. Errors: -EINVAL (NULL out), -EOVERFLOW.
+ */
+#define RF_ADMISSION_UBATCH_MAX 512u
+int rf_admission_scratch_bytes(uint64_t n_ubatch, uint64_t n_vocab, uint64_t n_embd, uint64_t *out);
+
+/*
+ * What an operation's runtime adds beside the KV cache and the compute
+ * buffer: the logits of one output (n_vocab floats) and, per compute
+ * thread, RF_ADMISSION_THREAD_BYTES (its stack pages, its malloc arena's
+ * first heap, its kernel stack; about 170 KiB each measured on the pinned
+ * build: tinyllama Q4_0, 2 threads, RssAnon at the OOM kill less the
+ * admission's RssAnon, KV cache and scratch). n_threads 0: one. An
+ * estimate. Errors: -EINVAL (NULL out), -EOVERFLOW.
+ */
+#define RF_ADMISSION_THREAD_BYTES (256u << 10)
+int rf_admission_runtime_bytes(uint64_t n_vocab, uint64_t n_threads, uint64_t *out);
 
 /*
  * KV-cache bytes of n_ctx cells: n_layer * n_ctx * (n_embd_k + n_embd_v) *

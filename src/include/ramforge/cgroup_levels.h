@@ -77,6 +77,16 @@ struct rf_cgroup_level {
      * absent. What admission counts as headroom (reclaimable, not free).
      */
     struct rf_cgroup_figure reclaimable_file;
+    /*
+     * The clean file pages some process maps, charged to this level (the
+     * model mapping's and the programs' libraries among them): v1
+     * memory.stat total_mapped_file, v2 file_mapped, less shmem,
+     * unevictable (locked), dirty and writeback pages where reported,
+     * floored at 0. The kernel can unmap and drop them (they are re-read
+     * when touched again); a mapped page of a file charged to another
+     * cgroup is not here. -ENOENT when the mapped key is absent.
+     */
+    struct rf_cgroup_figure mapped_file;
     struct rf_cgroup_counters counters;
 };
 

@@ -119,6 +119,20 @@ int rf_session_preload_report_json(const char *model_path, struct rf_session_par
                                    const struct rf_admission_result *adm, char **out);
 
 /*
+ * The report of a run that ended without writing its own (killed: the
+ * kernel's OOM killer under --memory-limit), written by the process that
+ * supervised it: to report_path atomically, or (report_path NULL) as JSON
+ * text in *out, which the caller frees. why (required) says what ended the
+ * run: the reason of every section that needs a loaded model, and a
+ * warning; adm is the last decision the run recorded (NULL: none, the
+ * admission is null with a reason). Errors: -EINVAL, -ENOMEM, -errno of
+ * the write.
+ */
+int rf_session_ended_report(const char *model_path, struct rf_session_params params,
+                            const struct rf_admission_result *adm, const char *why,
+                            const char *report_path, char **out);
+
+/*
  * The streaming policy's pins, after rf_session_admit (and rf_session_stage)
  * and before the operation's decode: when admission found that the weights
  * the graph reads from the file do not fit the binding limit and the

@@ -1,0 +1,48 @@
+/*
+ * What an operation will add before its context exists, from the model's
+ * hyperparameters and the request: the KV cache, llama.cpp's compute
+ * buffer (graph scratch) and the runtime beside them, each an estimate
+ * that admission records with its provenance.
+ */
+#include "session_internal.h"
+
+#include "ramforge/admission.h"
+
+/* KV cache bytes estimated from the hyperparameters: K and V, f16, n_ctx cells. */
+bool ses_estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uint64_t *out)
+{
+    if (info->n_head <= 0 || info->n_head_kv <= 0 || info->n_layer <= 0 || info->n_embd <= 0)
+        return false;
+    uint64_t n_embd_kv =
+        (uint64_t)info->n_embd / (uint64_t)info->n_head * (uint64_t)info->n_head_kv;
+    return rf_admission_kv_bytes((uint64_t)info->n_layer, n_ctx, n_embd_kv, n_embd_kv, 2, out) == 0;
+}
+
+/*
+ * The graph scratch and runtime figures of in before the context exists
+ * (estimated; see rf_admission_scratch_bytes, rf_admission_runtime_bytes):
+ * a batch of the request's n_batch tokens, else its prompt's.
+ */
+void ses_estimate_runtime(uint64_t n_vocab, uint64_t n_embd,
+                          const struct rf_operation_request *request, int32_t n_threads,
+                          struct rf_admission_input *in)
+{
+    uint64_t scratch, runtime;
+    uint64_t ub = request->n_batch ? request->n_batch : request->n_prompt;
+
+    in->graph_scratch.source = "not known before the operation's context exists (the model's "
+                               "vocabulary and width unknown)";
+    in->runtime.source = "the model's vocabulary is unknown";
+    if (!n_vocab)
+        return;
+    if (n_embd && rf_admission_scratch_bytes(ub, n_vocab, n_embd, &scratch) == 0)
+        in->graph_scratch = rf_admission_figure_of(
+            scratch, RF_PROV_ESTIMATED,
+            "before the context exists: batch tokens (at most 512) x (n_vocab + 2 n_embd + 4) "
+            "floats, llama.cpp's CPU compute buffer as measured on the pinned build");
+    if (rf_admission_runtime_bytes(n_vocab, n_threads > 0 ? (uint64_t)n_threads : 0, &runtime) == 0)
+        in->runtime = rf_admission_figure_of(
+            runtime, RF_PROV_ESTIMATED,
+            "the logits of one output (n_vocab floats) + 256 KiB per compute thread (stack, "
+            "malloc arena, kernel stack)");
+}
