@@ -141,9 +141,14 @@ static void end_leftovers(const struct rfsys_cgroup_child *cg, const sigset_t *s
         if (sig == SIGTERM && (stop || rf_now_ns() >= deadline)) {
             sig = SIGKILL;
             n = rfsys_cgroup_child_signal(cg, SIGKILL);
-            cli_error("--memory-limit: %d process%s still in the cgroup %s %s: sent SIGKILL", n,
-                      n == 1 ? "" : "es", cg->path,
-                      stop ? "at a stop signal" : "5 seconds after SIGTERM");
+            if (stop)
+                cli_error("--memory-limit: %d process%s still in the cgroup %s at a stop signal: "
+                          "sent SIGKILL",
+                          n, n == 1 ? "" : "es", cg->path);
+            else
+                cli_error("--memory-limit: %d process%s still in the cgroup %s %llu seconds after "
+                          "SIGTERM: sent SIGKILL",
+                          n, n == 1 ? "" : "es", cg->path, LEFTOVER_GRACE_NS / 1000000000ULL);
             deadline = rf_now_ns() + REMOVE_DEADLINE_NS;
         } else if (sig == SIGKILL && rf_now_ns() >= deadline) {
             return;
