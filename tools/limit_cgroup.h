@@ -4,10 +4,27 @@
  * (ramforge/cgroup_child.h; cgroup v1 or v2), so "keep it under N" is a
  * cap the kernel holds. The command forks: the child joins the cgroup and
  * does the work; the parent waits, says what the cgroup recorded, removes
- * it and exits with the child's status. SIGINT, SIGTERM or SIGHUP to the
- * parent is passed on to the child (serve stops gracefully); once the child
- * ended, the cgroup is removed and the parent ends as the child did: no
- * cgroup is left behind (only SIGKILL of the parent can leave one).
+ * it and exits with the child's status. No cgroup is left behind:
+ *
+ *   signals   SIGINT, SIGTERM or SIGHUP to the parent is passed on to the
+ *             child (serve stops gracefully), once: one the kernel sent
+ *             to the whole process group (the terminal's Ctrl-C, si_code
+ *             SI_KERNEL) reached the child already and is not sent again
+ *             (llama-server takes a second SIGINT for "terminate now").
+ *             Once the child ended, the parent ends as the child did.
+ *   leftovers processes the child left in the cgroup (a server started in
+ *             the background) get SIGTERM when it ends, SIGKILL 5 s later
+ *             (at once on a stop signal), as systemd's
+ *             KillMode=control-group; then the cgroup is removed. A
+ *             cgroup that cannot be removed is said and the exit status
+ *             is 1 where it would have been 0.
+ *   SIGKILL   the child dies with its parent (PR_SET_PDEATHSIG SIGKILL,
+ *             kept across exec). The empty cgroup a killed parent left is
+ *             removed by the next --memory-limit command of this cgroup
+ *             (rf-run-, rf-serve-, rf-exec-, rf-bench- and a pid this
+ *             system does not run; said). Processes the child's own
+ *             children started outlive such a kill, and their cgroup stays
+ *             (said).
  */
 #ifndef RAMFORGE_LIMIT_CGROUP_H
 #define RAMFORGE_LIMIT_CGROUP_H

@@ -94,8 +94,9 @@ static void usage(FILE *out)
             "                                command's own with that hard limit (cgroup v1\n"
             "                                or v2; root or a delegated cgroup): a cap the\n"
             "                                kernel holds, not a figure; removed at exit,\n"
-            "                                also on SIGINT/SIGTERM/SIGHUP; a killed run's\n"
-            "                                JSON report is then written by this command\n"
+            "                                also on SIGINT/SIGTERM/SIGHUP (processes left\n"
+            "                                in it: SIGTERM, SIGKILL 5 s later); a killed\n"
+            "                                run's JSON report is then written by this command\n"
             "      --memory-target SIZE      memory target (required by memory-bound and\n"
             "                                active). The plan brings the model mapping's\n"
             "                                resident bytes under target - reserve; admission\n"
@@ -545,10 +546,9 @@ int run_put_json(const char *text)
 }
 
 /*
- * Fails early, before inference, when the report cannot be written: the
- * path names something that is not a regular file (a directory, a device,
- * a FIFO, a symlink: the report is renamed into place and would replace
- * it), the model itself, or its directory is not writable.
+ * Fails early, before inference, when the report cannot be written: the path names something
+ * that is not a regular file (a directory, a device, a FIFO, a symlink: the report is renamed
+ * into place and would replace it), the model itself, or its directory is not writable.
  */
 bool run_report_path_usable(const char *path, const char *model)
 {

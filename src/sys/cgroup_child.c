@@ -2,13 +2,17 @@
  * A child memory cgroup for one process (see ramforge/cgroup_child.h):
  * located through rfsys__cgroup_locate, made with mkdir and a limit file,
  * joined through cgroup.procs, read with the value parsers of cgroup.c,
- * removed with rmdir.
+ * its processes signalled through cgroup.procs, removed with rmdir; the
+ * empty ones of dead processes found by name and removed.
  */
 #include "ramforge/cgroup_child.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -21,10 +25,25 @@ static const char *limit_file(enum rfsys_cgroup_version v)
     return v == RFSYS_CGROUP_V1 ? "memory.limit_in_bytes" : "memory.max";
 }
 
+/* The memory controller directory of process pid, sysroot included, into full; *version.
+   Returns 0, -EOPNOTSUPP (no memory controller) or the errors of rfsys__cgroup_locate. */
+static int controller_dir(const char *sysroot, const char *pid, enum rfsys_cgroup_version *version,
+                          char full[RFSYS_CGROUP_CHILD_PATH_MAX])
+{
+    char dir[512], point[512];
+    int ret = rfsys__cgroup_locate(sysroot, pid, version, dir, sizeof(dir), point, sizeof(point));
+
+    if (ret < 0)
+        return ret;
+    if (*version == RFSYS_CGROUP_NONE)
+        return -EOPNOTSUPP;
+    return rfsys__path(full, RFSYS_CGROUP_CHILD_PATH_MAX, sysroot, dir);
+}
+
 int rfsys_cgroup_child_path(const char *sysroot, const char *pid, const char *name,
                             struct rfsys_cgroup_child *out)
 {
-    char dir[512], point[512], full[RFSYS_CGROUP_CHILD_PATH_MAX];
+    char full[RFSYS_CGROUP_CHILD_PATH_MAX];
     int ret;
 
     if (!out)
@@ -32,12 +51,7 @@ int rfsys_cgroup_child_path(const char *sysroot, const char *pid, const char *na
     memset(out, 0, sizeof(*out));
     if (!name || !*name || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
         return -EINVAL;
-    ret = rfsys__cgroup_locate(sysroot, pid, &out->version, dir, sizeof(dir), point, sizeof(point));
-    if (ret < 0)
-        return ret;
-    if (out->version == RFSYS_CGROUP_NONE)
-        return -EOPNOTSUPP;
-    ret = rfsys__path(full, sizeof(full), sysroot, dir);
+    ret = controller_dir(sysroot, pid, &out->version, full);
     if (ret == 0)
         ret = rfsys__cgroup_join(out->path, sizeof(out->path), full, name);
     if (ret < 0) {
@@ -179,4 +193,87 @@ int rfsys_cgroup_child_remove(const struct rfsys_cgroup_child *cg)
         nanosleep(&step, NULL);
     }
     return ret;
+}
+
+/* Bound for a child cgroup's cgroup.procs: a line per process, a few thousand at most. */
+#define PROCS_MAX_BYTES (1u << 20)
+
+int rfsys_cgroup_child_signal(const struct rfsys_cgroup_child *cg, int sig)
+{
+    char path[RFSYS_CGROUP_CHILD_PATH_MAX + 16], *text = NULL, *cursor, *line;
+    int ret, n = 0;
+
+    if (!cg || cg->version == RFSYS_CGROUP_NONE)
+        return -EINVAL;
+    if (rfsys__cgroup_join(path, sizeof(path), cg->path, "cgroup.procs") < 0)
+        return -ENAMETOOLONG;
+    ret = rfsys_slurp(NULL, path, PROCS_MAX_BYTES, &text, NULL);
+    if (ret < 0)
+        return ret;
+    cursor = text;
+    while ((line = rfsys__next_line(&cursor))) {
+        const char *p = line;
+        uint64_t pid;
+        /* never 0 or a negative number: kill() would take it for a process group */
+        if (rfsys__parse_u64(&p, 10, &pid) < 0 || *p || pid == 0 || pid > INT32_MAX) {
+            ret = -EBADMSG;
+            break;
+        }
+        n += kill((pid_t)pid, sig) == 0; /* a process that exited since the read: not counted */
+    }
+    free(text);
+    return ret < 0 ? ret : n;
+}
+
+/* Whether name is one of prefixes[0..n) followed by a process id and optionally "-" and a
+   number; the id into *id. */
+static bool stale_name(const char *name, const char *const *prefixes, size_t n, uint64_t *id)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(prefixes[i]);
+        const char *p = name + len;
+        uint64_t k;
+        if (strncmp(name, prefixes[i], len) != 0 || rfsys__parse_u64(&p, 10, id) < 0 || *id == 0)
+            continue;
+        if (*p == '-' && (p++, rfsys__parse_u64(&p, 10, &k) < 0))
+            continue;
+        if (!*p)
+            return true;
+    }
+    return false;
+}
+
+int rfsys_cgroup_child_remove_stale(const char *sysroot, const char *pid,
+                                    const char *const *prefixes, size_t n_prefixes, unsigned *left)
+{
+    enum rfsys_cgroup_version version;
+    char dir[RFSYS_CGROUP_CHILD_PATH_MAX], path[RFSYS_CGROUP_CHILD_PATH_MAX + 256], proc[64];
+    struct dirent *e;
+    struct stat st;
+    uint64_t id;
+    int ret = controller_dir(sysroot, pid, &version, dir), removed = 0;
+
+    if (left)
+        *left = 0;
+    if (ret < 0)
+        return ret;
+    DIR *d = opendir(dir);
+    if (!d)
+        return -errno;
+    while ((e = readdir(d))) {
+        if (!stale_name(e->d_name, prefixes, n_prefixes, &id))
+            continue;
+        snprintf(proc, sizeof(proc), "/proc/%llu", (unsigned long long)id);
+        if (rfsys__path(path, sizeof(path), sysroot, proc) < 0 || stat(path, &st) == 0 ||
+            errno != ENOENT)
+            continue; /* its process runs (or cannot be told dead): its own */
+        if (rfsys__cgroup_join(path, sizeof(path), dir, e->d_name) < 0)
+            continue;
+        if (rmdir(path) == 0)
+            removed++;
+        else if (errno != ENOENT && left) /* ENOENT: another sweep took it */
+            (*left)++;
+    }
+    closedir(d);
+    return removed;
 }

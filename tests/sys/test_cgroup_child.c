@@ -3,12 +3,15 @@
  * goes (fixture sysroots tests/data/sys/cg-v1-limit, cg-v2-limit, cg-none),
  * a v2 parent without the memory controller delegated (a scratch sysroot
  * made here: the directory is made and removed again), what is read back
- * (fixtures cg-child-v1, cg-child-v2), the join's text, and, as root with a
- * v1 memory controller, the whole life of one live child cgroup.
+ * (fixtures cg-child-v1, cg-child-v2), the join's text, the signal sent to
+ * the processes a cgroup.procs lists (a forked child), the removal of the
+ * cgroups of dead processes (a scratch sysroot), and, as root with a v1
+ * memory controller, the whole life of one live child cgroup.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -212,6 +215,100 @@ static void test_join_text(void **state)
     assert_int_equal(rfsys_cgroup_child_join(-1), -EBADF);
 }
 
+/* A scratch directory as a cgroup whose cgroup.procs holds text. */
+static void procs_file(struct rfsys_cgroup_child *cg, const char *text)
+{
+    char p[RFSYS_CGROUP_CHILD_PATH_MAX + 16];
+
+    snprintf(p, sizeof(p), "%s/cgroup.procs", cg->path);
+    write_text(p, text);
+}
+
+static void test_signal(void **state)
+{
+    struct rfsys_cgroup_child cg = {.version = RFSYS_CGROUP_V1, .created = true};
+    char text[64], p[RFSYS_CGROUP_CHILD_PATH_MAX + 16];
+    int wst;
+
+    (void)state;
+    snprintf(cg.path, sizeof(cg.path), "/tmp/rf-cgsig-XXXXXX");
+    assert_non_null(mkdtemp(cg.path));
+    assert_int_equal(rfsys_cgroup_child_signal(&cg, 0), -ENOENT);
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (;;)
+            pause();
+    }
+    assert_true(pid > 0);
+    /* 4194305 is above PID_MAX_LIMIT (2^22): no process has it, none is counted */
+    snprintf(text, sizeof(text), "%ld\n4194305\n", (long)pid);
+    procs_file(&cg, text);
+    assert_int_equal(rfsys_cgroup_child_signal(&cg, 0), 1);
+    assert_int_equal(rfsys_cgroup_child_signal(&cg, SIGTERM), 1);
+    assert_int_equal(waitpid(pid, &wst, 0), pid);
+    assert_true(WIFSIGNALED(wst));
+    assert_int_equal(WTERMSIG(wst), SIGTERM);
+    assert_int_equal(rfsys_cgroup_child_signal(&cg, 0), 0);
+    static const char *const bad[] = {"0\n", "-1\n", "x\n", "2147483648\n"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) { /* never a process group */
+        procs_file(&cg, bad[i]);
+        assert_int_equal(rfsys_cgroup_child_signal(&cg, 0), -EBADMSG);
+    }
+    procs_file(&cg, "");
+    assert_int_equal(rfsys_cgroup_child_signal(&cg, SIGKILL), 0);
+    cg.version = RFSYS_CGROUP_NONE;
+    assert_int_equal(rfsys_cgroup_child_signal(&cg, 0), -EINVAL);
+    snprintf(p, sizeof(p), "%s/cgroup.procs", cg.path);
+    assert_int_equal(unlink(p), 0);
+    assert_int_equal(rmdir(cg.path), 0);
+}
+
+static void test_remove_stale(void **state)
+{
+    static const char *const prefixes[] = {"rf-run-", "rf-exec-", "rf-bench-"};
+    /* the dead: no /proc/ID in the sysroot */
+    static const char *const gone[] = {"rf-exec-4000001", "rf-bench-4000002-3"};
+    /* a live process's (its /proc/ID made below), a name not of one, a held one */
+    static const char *const kept[] = {"rf-run-4000003",    "rf-exec-12x",   "rf-exec-",
+                                       "rf-bench-4000006-", "other-4000005", "rf-serve-4000007",
+                                       "rf-exec-4000004"};
+    char root[64], p[512];
+    struct stat st;
+    unsigned left = 7;
+
+    (void)state;
+    make_v2_root(root, sizeof(root));
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(p, sizeof(p), "%s/sys/fs/cgroup/job/%s", root, gone[i]);
+        assert_int_equal(mkdir(p, 0755), 0);
+    }
+    for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
+        snprintf(p, sizeof(p), "%s/sys/fs/cgroup/job/%s", root, kept[i]);
+        assert_int_equal(mkdir(p, 0755), 0);
+    }
+    snprintf(p, sizeof(p), "%s/proc/4000003", root);
+    assert_int_equal(mkdir(p, 0755), 0);
+    snprintf(p, sizeof(p), "%s/sys/fs/cgroup/job/rf-exec-4000004/cgroup.procs", root);
+    write_text(p, "77\n"); /* rmdir fails: as a cgroup that still holds a process */
+    assert_int_equal(rfsys_cgroup_child_remove_stale(root, "self", prefixes, 3, &left), 2);
+    assert_int_equal(left, 1);
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(p, sizeof(p), "%s/sys/fs/cgroup/job/%s", root, gone[i]);
+        assert_int_equal(stat(p, &st), -1);
+    }
+    snprintf(p, sizeof(p), "%s/sys/fs/cgroup/job/rf-exec-4000004/cgroup.procs", root);
+    assert_int_equal(unlink(p), 0);
+    for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
+        snprintf(p, sizeof(p), "%s/sys/fs/cgroup/job/%s", root, kept[i]);
+        assert_int_equal(rmdir(p), 0); /* each one still there */
+    }
+    snprintf(p, sizeof(p), "%s/proc/4000003", root);
+    assert_int_equal(rmdir(p), 0);
+    assert_int_equal(rfsys_cgroup_child_remove_stale(ROOT("cg-none"), "self", prefixes, 3, NULL),
+                     -EOPNOTSUPP);
+    remove_v2_root(root);
+}
+
 /* The live test's cgroup, removed by the teardown also when an assertion failed. */
 static struct rfsys_cgroup_child live_cg;
 
@@ -281,10 +378,11 @@ static void test_live_v1(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_path_v2),     cmocka_unit_test(test_path_v1),
-        cmocka_unit_test(test_path_errors), cmocka_unit_test(test_create_v2_not_delegated),
-        cmocka_unit_test(test_read_v2),     cmocka_unit_test(test_read_v1),
-        cmocka_unit_test(test_join_text),   cmocka_unit_test_teardown(test_live_v1, live_teardown),
+        cmocka_unit_test(test_path_v2),      cmocka_unit_test(test_path_v1),
+        cmocka_unit_test(test_path_errors),  cmocka_unit_test(test_create_v2_not_delegated),
+        cmocka_unit_test(test_read_v2),      cmocka_unit_test(test_read_v1),
+        cmocka_unit_test(test_join_text),    cmocka_unit_test(test_signal),
+        cmocka_unit_test(test_remove_stale), cmocka_unit_test_teardown(test_live_v1, live_teardown),
     };
     return rf_run_group_tests(tests, NULL, NULL);
 }

@@ -24,6 +24,7 @@
 #define RAMFORGE_CGROUP_CHILD_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ramforge/sys.h"
@@ -108,5 +109,28 @@ int rfsys_cgroup_child_read(const struct rfsys_cgroup_child *cg,
  * already: -ENOENT counts as removed) or -errno of the last rmdir.
  */
 int rfsys_cgroup_child_remove(const struct rfsys_cgroup_child *cg);
+
+/*
+ * Sends sig to each process listed in cg's cgroup.procs (sig 0: only
+ * counts them). A process that exits between the read and the kill is
+ * not counted; one that leaves the cgroup in that moment is still
+ * signalled (systemd's control-group kill has the same window). Returns
+ * the number of processes signalled (0: the cgroup is empty), -EINVAL
+ * (version NONE), -EBADMSG (a line that is not a process id) or the
+ * errors of reading cgroup.procs.
+ */
+int rfsys_cgroup_child_signal(const struct rfsys_cgroup_child *cg, int sig);
+
+/*
+ * Removes the child cgroups a killed ramforge left below the memory
+ * cgroup of process PID: each directory named one of prefixes[0..n)
+ * followed by a process id (and optionally "-" and a number, as bench's
+ * runs) whose SYSROOT/proc/<id> does not exist. rmdir only: one that still
+ * holds a process stays, counted in *left (may be NULL). Process ids are
+ * those of the caller's pid namespace. Returns the number removed, or the
+ * errors of rfsys_cgroup_child_path and -errno of opening the directory.
+ */
+int rfsys_cgroup_child_remove_stale(const char *sysroot, const char *pid,
+                                    const char *const *prefixes, size_t n_prefixes, unsigned *left);
 
 #endif
