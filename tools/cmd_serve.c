@@ -302,7 +302,7 @@ static void worker(struct serve *sv)
             pthread_cond_wait(&sv->cv, &sv->mu);
             break;
         case RF_IDLE_DUE:
-            rf_idle_clock_closed(&sv->idle);
+            rf_idle_clock_closed(&sv->idle, sv->idle.submits);
             pthread_mutex_unlock(&sv->mu);
             run_idle(sv);
             pthread_mutex_lock(&sv->mu);

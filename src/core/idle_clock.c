@@ -44,9 +44,10 @@ enum rf_idle_due rf_idle_clock_due(const struct rf_idle_clock *c, uint64_t now_n
     return RF_IDLE_NOT_DUE;
 }
 
-void rf_idle_clock_closed(struct rf_idle_clock *c)
+void rf_idle_clock_closed(struct rf_idle_clock *c, uint64_t submits)
 {
-    c->submits_closed = c->submits;
+    if (submits > c->submits_closed && submits <= c->submits)
+        c->submits_closed = submits;
 }
 
 struct timespec rf_deadline_realtime(uint64_t deadline_ns, uint64_t now_ns)

@@ -222,6 +222,7 @@ static void hook_loaded(struct llama_model *model, const char *path,
         memset(m, 0, sizeof(*m));
         m->model = model;
         m->s = s;
+        rf_idle_clock_init(&m->clock, c->idle_ns, rf_now_ns());
         m->number = free_number();
         exec_engine.loads++;
         snprintf(m->path, sizeof(m->path), "%s", path);
@@ -308,7 +309,7 @@ static void complete(struct exec_ctx *e)
     if (!e->in_flight)
         return;
     e->in_flight = false;
-    e->m->in_flight--;
+    rf_idle_clock_finish(&e->m->clock, rf_now_ns());
     rf_session_lease_end(e->m->s);
 }
 
@@ -375,7 +376,7 @@ static void hook_submit(struct llama_context *ctx, int32_t n_tokens)
     pthread_mutex_lock(&exec_engine.table_mu);
     struct exec_ctx *e = ctx_of(ctx);
     struct exec_model *m = e ? e->m : NULL;
-    bool book = m && m->submits_bookkept <= m->submits_closed;
+    bool book = m && m->submits_bookkept <= m->clock.submits_closed;
     uint32_t n_ctx = e ? e->n_ctx : 0;
     pthread_mutex_unlock(&exec_engine.table_mu);
     if (!m)
@@ -394,18 +395,18 @@ static void hook_submit(struct llama_context *ctx, int32_t n_tokens)
     uint64_t gate_ns = rf_now_ns() - t1, book_ns = t1 - t0;
     pthread_mutex_lock(&exec_engine.table_mu);
     e = ctx_of(ctx);
+    uint64_t now = rf_now_ns();
+    rf_idle_clock_submit(&m->clock, now);
     if (e) {
         e->in_flight = true;
-        m->in_flight++;
     } else {
+        rf_idle_clock_finish(&m->clock, now);
         rf_session_lease_end(m->s); /* freed meanwhile by another thread: nothing to hold */
     }
-    m->submits++;
     if (book)
-        m->submits_bookkept = m->submits;
-    else if (m->submits_bookkept <= m->submits_closed)
+        m->submits_bookkept = m->clock.submits;
+    else if (m->submits_bookkept <= m->clock.submits_closed)
         m->bookkeeping_skipped++;
-    m->last_submit_ns = rf_now_ns();
     if (gate_ns > m->gate_wait_max_ns)
         m->gate_wait_max_ns = gate_ns;
     if (book_ns > m->bookkeeping_max_ns)

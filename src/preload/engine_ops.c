@@ -25,12 +25,13 @@
 #include "ramforge/session_ext.h"
 #include "ramforge/timing.h"
 
-/* Whether m has submissions since the last operation ended (table_mu inside). */
+/* Whether m has submissions since the last operation ended (table_mu inside); *submits:
+   how many so far, the count the operation's end covers. */
 static bool submitted_since(struct exec_model *m, uint64_t *submits)
 {
     pthread_mutex_lock(&exec_engine.table_mu);
-    *submits = m->submits;
-    bool since = m->submits > m->submits_closed;
+    *submits = m->clock.submits;
+    bool since = rf_idle_clock_pending(&m->clock);
     pthread_mutex_unlock(&exec_engine.table_mu);
     return since;
 }
@@ -60,7 +61,7 @@ static void op_close(struct exec_model *m, uint64_t submits)
         exec_engine.host->say("exec: %s: cannot end the operation: %s", m->path, rf_strerror(rc));
     m->op_open = false;
     pthread_mutex_lock(&exec_engine.table_mu);
-    m->submits_closed = submits;
+    rf_idle_clock_closed(&m->clock, submits);
     m->operations++;
     pthread_mutex_unlock(&exec_engine.table_mu);
     exec_write_figures(m);
@@ -171,7 +172,7 @@ static char *exec_families(struct exec_model *m)
         {"ramforge_exec_contexts_alive", "gauge", "Contexts of the model the program holds.",
          m->contexts},
         {"ramforge_exec_submissions_total", "counter",
-         "llama_decode and llama_encode calls on the model's contexts.", (double)m->submits},
+         "llama_decode and llama_encode calls on the model's contexts.", (double)m->clock.submits},
         {"ramforge_exec_operations_total", "counter", "Operations ended (the load's included).",
          (double)m->operations},
         {"ramforge_exec_idle_boundaries_total", "counter", "Idle boundaries run.",
@@ -230,18 +231,16 @@ void exec_write_figures(struct exec_model *m)
 /* The model whose idle boundary is due now (alive: contexts kept), else the next due time. */
 static struct exec_model *due_model(uint64_t now, bool *alive, uint64_t *next)
 {
-    const uint64_t idle = exec_engine.cfg.idle_ns;
-    *next = now + idle;
+    *next = now + exec_engine.cfg.idle_ns;
     for (size_t i = 0; i < EXEC_MAX_MODELS; i++) {
         struct exec_model *m = &exec_engine.models[i];
-        if (!m->s || m->submits <= m->submits_closed || m->in_flight)
-            continue;
-        uint64_t due = m->last_submit_ns + idle;
-        if (due <= now) {
+        uint64_t due = 0;
+        enum rf_idle_due d = m->s ? rf_idle_clock_due(&m->clock, now, &due) : RF_IDLE_QUIET;
+        if (d == RF_IDLE_DUE) {
             *alive = m->contexts > 0;
             return m;
         }
-        if (due < *next)
+        if (d == RF_IDLE_NOT_DUE && due < *next)
             *next = due;
     }
     return NULL;

@@ -27,6 +27,7 @@
 
 #include "ramforge/admission.h"
 #include "ramforge/forge_exec.h"
+#include "ramforge/idle_clock.h"
 #include "ramforge/session.h"
 
 #define EXEC_MAX_MODELS 16 /* models one process may have managed at once */
@@ -78,14 +79,13 @@ struct exec_model {
     char metrics[PATH_MAX]; /* this model's metrics path; "" none */
     char spool[PATH_MAX];   /* this model's metrics for exec's parent; "" none */
     /* table_mu: */
-    uint32_t contexts;         /* contexts alive */
-    uint32_t in_flight;        /* contexts between submission and completion */
-    uint64_t submits;          /* submissions (decode, encode) since the load */
-    uint64_t submits_closed;   /* submits at the last boundary that ended an operation */
-    uint64_t submits_bookkept; /* submits when the open operation's bookkeeping ran */
-    uint64_t last_submit_ns;   /* CLOCK_MONOTONIC of the last submission */
-    uint32_t last_n_ctx;       /* n_ctx of the last context created */
-    uint64_t operations;       /* operations ended (the load's included) */
+    uint32_t contexts;          /* contexts alive */
+    struct rf_idle_clock clock; /* submissions (decode, encode) since the load, those the
+                                   last ended operation covered, in flight (contexts between
+                                   submission and completion), the last activity */
+    uint64_t submits_bookkept;  /* clock.submits when the open operation's bookkeeping ran */
+    uint32_t last_n_ctx;        /* n_ctx of the last context created */
+    uint64_t operations;        /* operations ended (the load's included) */
     uint64_t idle_boundaries, idle_alive_boundaries;
     uint64_t gate_wait_max_ns;    /* the longest a submission waited in the gate (a release's
                                      madvise pass) */

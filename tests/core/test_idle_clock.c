@@ -29,7 +29,7 @@ static void test_due_after_quiet(void **state)
     assert_int_equal(rf_idle_clock_due(&c, 151 * S, &due), RF_IDLE_NOT_DUE);
     assert_int_equal(due, 152 * S);
     assert_int_equal(rf_idle_clock_due(&c, 152 * S, &due), RF_IDLE_DUE);
-    rf_idle_clock_closed(&c);
+    rf_idle_clock_closed(&c, c.submits);
     assert_false(rf_idle_clock_pending(&c));
     assert_int_equal(rf_idle_clock_due(&c, 900 * S, &due), RF_IDLE_QUIET); /* once per period */
     /* two in flight: due only when both ended */
@@ -42,6 +42,15 @@ static void test_due_after_quiet(void **state)
     assert_int_equal(due, 1005 * S);
     rf_idle_clock_finish(&c, 1003 * S); /* an unmatched finish never goes below zero */
     assert_int_equal(c.in_flight, 0);
+    /* a submission during the idle boundary stays pending after the operation ends */
+    uint64_t covered = c.submits;
+    rf_idle_clock_submit(&c, 1006 * S);
+    rf_idle_clock_finish(&c, 1006 * S);
+    rf_idle_clock_closed(&c, covered);
+    assert_true(rf_idle_clock_pending(&c));
+    assert_int_equal(rf_idle_clock_due(&c, 1008 * S, &due), RF_IDLE_DUE);
+    rf_idle_clock_closed(&c, covered - 1); /* never backwards */
+    assert_true(rf_idle_clock_pending(&c));
 }
 
 static void test_never_due(void **state)

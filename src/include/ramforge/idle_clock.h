@@ -60,8 +60,12 @@ bool rf_idle_clock_pending(const struct rf_idle_clock *c);
 enum rf_idle_due rf_idle_clock_due(const struct rf_idle_clock *c, uint64_t now_ns,
                                    uint64_t *due_ns);
 
-/* The operation of the submissions counted so far ended: nothing is pending. */
-void rf_idle_clock_closed(struct rf_idle_clock *c);
+/*
+ * The operation that covered the first `submits` submissions ended (the
+ * caller read c->submits before the boundary; any submitted meanwhile stay
+ * pending).
+ */
+void rf_idle_clock_closed(struct rf_idle_clock *c, uint64_t submits);
 
 /*
  * The CLOCK_REALTIME time, for pthread_cond_timedwait, that lies
