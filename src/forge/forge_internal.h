@@ -53,6 +53,17 @@ struct forge_context {
     size_t n_kv;
 };
 
+/*
+ * A forge model bound to PATH's GGUF header only (tensor table, file
+ * stat, gate), no llama_model yet: model_open's first step, and the
+ * release during the load's table (load_release.c). Freed with
+ * forge_model_free. Errors: those of forge_gguf_open, -ENOMEM.
+ */
+int forge_model_shell(const char *path, struct forge_model **out, char err[FORGE_ERR_MAX]);
+
+/* Index in m's tensor table (GGUF order) of the tensor named name, or -1. */
+int64_t forge_model_tensor_index(const struct forge_model *m, const char *name);
+
 /* Creates a context from full llama.cpp parameters (the probe sets cb_eval). */
 int forge_context_open(struct forge_model *m, const struct llama_context_params *cp,
                        struct forge_context **out, char err[FORGE_ERR_MAX]);

@@ -236,6 +236,8 @@ int rf_session_load(const char *path, const struct forge_model_params *mp,
     }
     if (!mp)
         model_params_of(&params, &fp);
+    /* A releasing policy releases the copied weights' file pages during the load already. */
+    fp.release_during_load = rf_policy_mutates(params.policy) && params.release_dead_file_pages;
     /* The kernel's verdict of the first operation counts from before the load. */
     struct rfsys_cgroup_tree *pre = calloc(1, sizeof(*pre));
     bool has_pre =

@@ -21,6 +21,7 @@
 
 #include "ramforge/binding.h"
 #include "ramforge/error.h"
+#include "ramforge/forge_load_release.h"
 #include "ramforge/inventory.h"
 
 #ifdef __cplusplus
@@ -71,6 +72,8 @@ struct forge_model_params {
     bool probe_access;     /* run the graph probe at load; default true */
     bool placement_access; /* without the probe: classify weights by placement (no
                               decode); default false */
+    bool release_during_load; /* release each copied (repacked) weight's file pages as soon
+                                 as the load copied it (forge_load_release.h); default false */
 };
 
 struct forge_model_params forge_model_default_params(void);
@@ -165,6 +168,7 @@ struct forge_model_info {
     uint64_t probe_ns; /* wall time of the classification (probe or placement), ns */
     uint64_t fs_magic; /* statfs f_type of the file's filesystem (rf_fs_profile_of);
                           0: not known */
+    struct forge_load_release_result load_release; /* release_during_load: what it did */
 };
 void forge_model_get_info(const struct forge_model *m, struct forge_model_info *out);
 
