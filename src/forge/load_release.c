@@ -58,6 +58,9 @@ struct forge_load_release {
     size_t n_by_offset;
     bool *released;                     /* per file tensor: its pages released already */
     uint64_t *asked;                    /* per file tensor: the call that last requested it */
+    uint32_t *fresh;                    /* scratch: the tensors one call releases */
+    uint32_t *reread;                   /* kept tensors released with their folios, n_kept:
+                                           read back alone after each drop (reread_kept) */
     struct rf_interval_set dead;        /* every file page released so far */
     uint64_t *before;                   /* start addresses of the file's r--s VMAs before */
     size_t n_before;
@@ -201,8 +204,10 @@ static int read_pages(struct forge_load_release *lr)
     lr->pos = calloc(n, sizeof(*lr->pos));
     lr->released = calloc(n, sizeof(*lr->released));
     lr->asked = calloc(n, sizeof(*lr->asked));
+    lr->fresh = calloc(n, sizeof(*lr->fresh));
+    lr->reread = calloc(n, sizeof(*lr->reread));
     lr->ranges = calloc(n, sizeof(*lr->ranges));
-    if (!v || !lr->pages || !lr->by_offset || !lr->pos || !lr->released || !lr->asked ||
+    if (!v || !lr->pages || !lr->by_offset || !lr->pos || !lr->released || !lr->asked || !lr->fresh || !lr->reread ||
         !lr->ranges) {
         free(v);
         return -ENOMEM;
@@ -344,6 +349,54 @@ static void request_neighbours(struct forge_load_release *lr, uint32_t t, size_t
 }
 
 /*
+ * Whether kept tensor u is dropped with its neighbours' folios: a tensor
+ * read in place (a norm) of at most one PMD of pages between two released
+ * ones (or the file's ends) shares large folios with dead pages only, and
+ * its mapped page would keep each whole folio in the page cache. Marks it
+ * released and lists it in lr->reread: after each drop, its own bytes are
+ * read back alone (reread_kept), in small folios, so that its first use
+ * finds them cached and starts no read-around of the dead pages.
+ */
+static bool kept_between_dead(struct forge_load_release *lr, uint32_t u)
+{
+    const uint64_t pmd_pages = (2u << 20) / rfsys_page_bytes();
+    uint32_t j = lr->pos[u];
+
+    if (!lr->kept[u] || lr->released[u] || rf_page_range_pages(lr->pages[u]) > pmd_pages ||
+        (j > 0 && !lr->released[lr->by_offset[j - 1]]) ||
+        (j + 1 < lr->n_by_offset && !lr->released[lr->by_offset[j + 1]]))
+        return false;
+    lr->released[u] = true;
+    lr->reread[lr->r.n_kept++] = u;
+    return true;
+}
+
+/*
+ * Reads back the kept tensors of lr->reread that meet run (pages just
+ * dropped from the page cache) through lr->fd, opened with
+ * POSIX_FADV_RANDOM: no read-ahead, only their own pages come back.
+ */
+static void reread_kept(struct forge_load_release *lr, struct rf_page_range run)
+{
+    char buf[64 << 10];
+
+    for (size_t i = 0; i < lr->r.n_kept; i++) {
+        const struct rf_tensor_meta *t = &lr->shell->tensors[lr->reread[i]];
+
+        if (rf_page_range_pages(rf_page_range_intersect(lr->pages[lr->reread[i]], run)) == 0)
+            continue;
+        for (uint64_t off = 0; off < t->logical_bytes;) {
+            size_t step = t->logical_bytes - off < sizeof(buf) ? (size_t)(t->logical_bytes - off)
+                                                               : sizeof(buf);
+            ssize_t got = pread(lr->fd, buf, step, (off_t)(t->file_offset_bytes + off));
+            if (got <= 0)
+                break; /* its first use reads it then */
+            off += (uint64_t)got;
+        }
+    }
+}
+
+/*
  * Releases the file tensors whose last copy is among order[next, k) and
  * that no loaded tensor reads in place (with their released neighbours:
  * request_neighbours): madvise through forge_model_release, then
@@ -353,7 +406,7 @@ static void request_neighbours(struct forge_load_release *lr, uint32_t t, size_t
 static void release_done(struct forge_load_release *lr, size_t k, bool last)
 {
     const uint64_t page = rfsys_page_bytes();
-    size_t n = 0, n_new, first = lr->next;
+    size_t n = 0, n_new = 0;
 
     for (; lr->next < k; lr->next++) {
         const struct load_entry *e = &lr->order[lr->next];
@@ -361,15 +414,21 @@ static void release_done(struct forge_load_release *lr, size_t k, bool last)
         if (!e->copied || e->tensor < 0 || --lr->pending[e->tensor] > 0 || lr->kept[e->tensor] ||
             rf_page_range_pages(lr->pages[e->tensor]) == 0)
             continue;
-        request(lr, (uint32_t)e->tensor, &n);
         lr->released[e->tensor] = true;
+        lr->fresh[n_new++] = (uint32_t)e->tensor;
     }
-    n_new = n; /* the request's first n_new ranges are the new tensors' */
-    for (size_t i = first; i < k; i++) {
-        int64_t t = lr->order[i].tensor;
-        if (t >= 0 && lr->released[t] && lr->asked[t] == lr->r.n_calls)
-            request_neighbours(lr, (uint32_t)t, &n);
+    for (size_t i = 0, copied = n_new; i < copied; i++) {
+        uint32_t t = lr->fresh[i];
+        if (lr->pos[t] > 0 && kept_between_dead(lr, lr->by_offset[lr->pos[t] - 1]))
+            lr->fresh[n_new++] = lr->by_offset[lr->pos[t] - 1];
+        if (lr->pos[t] + 1 < lr->n_by_offset &&
+            kept_between_dead(lr, lr->by_offset[lr->pos[t] + 1]))
+            lr->fresh[n_new++] = lr->by_offset[lr->pos[t] + 1];
     }
+    for (size_t i = 0; i < n_new; i++)
+        request(lr, lr->fresh[i], &n);
+    for (size_t i = 0; i < n_new; i++)
+        request_neighbours(lr, lr->fresh[i], &n);
     if (n == 0)
         return;
     int *errs = calloc(n, sizeof(*errs));
@@ -396,7 +455,7 @@ static void release_done(struct forge_load_release *lr, size_t k, bool last)
             continue;
         }
         if (i < n_new) {
-            lr->r.n_tensors++;
+            lr->r.n_tensors++; /* (a kept one too) */
             lr->r.released_bytes += bytes;
         }
         if (rf_interval_set_add(&lr->dead, *p) < 0 || rf_interval_set_add(&now, *p) < 0)
@@ -414,6 +473,7 @@ static void release_done(struct forge_load_release *lr, size_t k, bool last)
         (void)posix_fadvise(lr->fd, (off_t)(lr->dead.v[j].first_page * page),
                             (off_t)((lr->dead.v[j].end_page - lr->dead.v[j].first_page) * page),
                             POSIX_FADV_DONTNEED);
+        reread_kept(lr, lr->dead.v[j]);
     }
     rf_interval_set_free(&now);
     free(errs);
@@ -483,6 +543,8 @@ int forge_load_release_begin(const char *path, struct llama_model_params *mp,
             close(lr->fd);
             lr->fd = -1; /* another file now: madvise only */
         }
+        if (lr->fd >= 0)
+            (void)posix_fadvise(lr->fd, 0, 0, POSIX_FADV_RANDOM); /* reread_kept: no read-ahead */
         lr->app_cb = mp->progress_callback;
         lr->app_ud = mp->progress_callback_user_data;
         mp->progress_callback = on_progress;
@@ -519,6 +581,8 @@ void forge_load_release_end(struct forge_load_release *lr, struct forge_load_rel
     free(lr->ranges);
     free(lr->before);
     free(lr->asked);
+    free(lr->fresh);
+    free(lr->reread);
     rf_interval_set_free(&lr->dead);
     free(lr->released);
     free(lr->pos);

@@ -52,6 +52,8 @@ struct forge_load_release_result {
     bool armed;               /* the release ran (prepared, the mapping found) */
     const char *stopped;      /* static: why it never ran or stopped early; NULL: it did not */
     size_t n_tensors;         /* file tensors whose pages were released during the load */
+    size_t n_kept;            /* of those, read in place (small, between released ones):
+                                 read again from the file at their first use */
     uint64_t requested_bytes; /* outward pages of the tensors requested, bytes */
     uint64_t released_bytes;  /* of those, the n_tensors' (pages shared with a tensor kept
                                  stay mapped: advise.c's protection) */
