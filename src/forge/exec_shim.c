@@ -176,7 +176,9 @@ SHIM_API struct llama_model *llama_model_load_from_file(const char *path,
     bool mlock = lm == LLAMA_LOAD_MODE_MLOCK || lm == LLAMA_LOAD_MODE_MMAP_MLOCK;
     struct llama_model *m = NULL;
     if (h->before_load(path, params.use_extra_bufts, mmap, mlock) == 0) {
+        void *token = h->load_begin(path, &params, mmap, mlock);
         m = REAL(llama_model_load_from_file)(path, params);
+        h->load_end(token);
         if (m)
             h->loaded(m, path, mmap, mlock);
     }

@@ -18,7 +18,6 @@
 #include "ramforge/forge_load_release.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,26 +42,26 @@ struct load_entry {
 };
 
 struct forge_load_release {
-    struct forge_model *shell;          /* the file's tensor table; its mapping: the load's */
-    int fd;                             /* the model file (posix_fadvise), or -1 */
-    llama_progress_callback app_cb;     /* the callback the caller's params had, or NULL */
-    void *app_ud;                       /* its user data */
-    struct load_entry *order;           /* n_order entries, the load's order */
+    struct forge_model *shell;      /* the file's tensor table; its mapping: the load's */
+    int fd;                         /* the model file (posix_fadvise), or -1 */
+    llama_progress_callback app_cb; /* the callback the caller's params had, or NULL */
+    void *app_ud;                   /* its user data */
+    struct load_entry *order;       /* n_order entries, the load's order */
     size_t n_order;
-    uint64_t *done_bytes;               /* n_order + 1: bytes of order[0, k) */
-    uint32_t *pending;                  /* per file tensor: copies not yet made */
-    bool *kept;                         /* per file tensor: a loaded tensor reads it in place */
-    struct rf_page_range *pages;        /* per file tensor: its outward file pages (empty: none) */
-    uint32_t *by_offset;                /* file tensors with pages, in file order */
-    uint32_t *pos;                      /* per file tensor: its place in by_offset */
+    uint64_t *done_bytes;        /* n_order + 1: bytes of order[0, k) */
+    uint32_t *pending;           /* per file tensor: copies not yet made */
+    bool *kept;                  /* per file tensor: a loaded tensor reads it in place */
+    struct rf_page_range *pages; /* per file tensor: its outward file pages (empty: none) */
+    uint32_t *by_offset;         /* file tensors with pages, in file order */
+    uint32_t *pos;               /* per file tensor: its place in by_offset */
     size_t n_by_offset;
-    bool *released;                     /* per file tensor: its pages released already */
-    uint64_t *asked;                    /* per file tensor: the call that last requested it */
-    uint32_t *fresh;                    /* scratch: the tensors one call releases */
-    uint32_t *reread;                   /* kept tensors released with their folios, n_kept:
-                                           read back alone after each drop (reread_kept) */
-    struct rf_interval_set dead;        /* every file page released so far */
-    uint64_t *before;                   /* start addresses of the file's r--s VMAs before */
+    bool *released;              /* per file tensor: its pages released already */
+    uint64_t *asked;             /* per file tensor: the call that last requested it */
+    uint32_t *fresh;             /* scratch: the tensors one call releases */
+    uint32_t *reread;            /* kept tensors released with their folios, n_kept:
+                                    read back alone after each drop (reread_kept) */
+    struct rf_interval_set dead; /* every file page released so far */
+    uint64_t *before;            /* start addresses of the file's r--s VMAs before */
     size_t n_before;
     size_t next;                        /* order[0, next) already handled */
     struct rf_file_range *ranges;       /* scratch: one call's ranges (n_tensors at most) */
@@ -207,8 +206,8 @@ static int read_pages(struct forge_load_release *lr)
     lr->fresh = calloc(n, sizeof(*lr->fresh));
     lr->reread = calloc(n, sizeof(*lr->reread));
     lr->ranges = calloc(n, sizeof(*lr->ranges));
-    if (!v || !lr->pages || !lr->by_offset || !lr->pos || !lr->released || !lr->asked || !lr->fresh || !lr->reread ||
-        !lr->ranges) {
+    if (!v || !lr->pages || !lr->by_offset || !lr->pos || !lr->released || !lr->asked ||
+        !lr->fresh || !lr->reread || !lr->ranges) {
         free(v);
         return -ENOMEM;
     }
@@ -568,13 +567,6 @@ void forge_load_release_end(struct forge_load_release *lr, struct forge_load_rel
         return;
     if (out)
         *out = lr->r;
-    if (getenv("H4DBG")) {
-        fprintf(stderr, "H4 armed=%d stopped=%s n=%zu req=%lu acc=%lu calls=%lu order=%zu err=%d prep=%lums\n",
-                lr->r.armed, lr->r.stopped ? lr->r.stopped : "-", lr->r.n_tensors, lr->r.requested_bytes,
-                lr->r.released_bytes, lr->r.n_calls, lr->n_order, lr->r.first_error, lr->r.prepare_ns/1000000);
-        for (size_t k = 0; k < lr->n_order; k++) if (getenv("H4DBG")[0] == '2')
-            fprintf(stderr, "  %zu %s copied=%d bytes=%lu\n", k, lr->order[k].tensor >= 0 ? lr->shell->tensors[lr->order[k].tensor].name : "?", lr->order[k].copied, lr->order[k].bytes);
-    }
     if (lr->fd >= 0)
         close(lr->fd);
     forge_model_free(lr->shell);

@@ -176,6 +176,29 @@ static int hook_before_load(const char *path, bool use_extra_bufts, bool mmap, b
     return rc;
 }
 
+/* What the release during the program's last load on this thread did (hook_load_end). */
+static __thread struct forge_load_release_result load_released;
+
+static void *hook_load_begin(const char *path, struct llama_model_params *params, bool mmap,
+                             bool mlock)
+{
+    struct rf_session_params p = exec_engine.cfg.params;
+    struct forge_load_release *lr = NULL;
+
+    p.mlock_requested = mlock;
+    memset(&load_released, 0, sizeof(load_released));
+    if (p.policy == RF_POLICY_OFF || !mmap || !rf_session_releases_during_load(&p) ||
+        forge_load_release_begin(path, params, &lr) < 0)
+        return NULL;
+    return lr;
+}
+
+static void hook_load_end(void *token)
+{
+    if (token)
+        forge_load_release_end(token, &load_released);
+}
+
 static void hook_loaded(struct llama_model *model, const char *path, bool mmap, bool mlock)
 {
     const struct exec_config *c = &exec_engine.cfg;
@@ -204,6 +227,7 @@ static void hook_loaded(struct llama_model *model, const char *path, bool mmap, 
         exec_engine.host->say("exec: %s is not managed: %s", path, err);
         return;
     }
+    rf_session_set_load_release(s, &load_released);
     pthread_mutex_lock(&exec_engine.table_mu);
     struct exec_model *m = model_of(NULL);
     for (size_t i = 0; !m && i < EXEC_MAX_MODELS; i++)
@@ -402,6 +426,8 @@ static void hook_completed(struct llama_context *ctx)
 
 static const struct forge_exec_hooks hooks = {
     .before_load = hook_before_load,
+    .load_begin = hook_load_begin,
+    .load_end = hook_load_end,
     .loaded = hook_loaded,
     .model_freeing = hook_model_freeing,
     .context_created = hook_context_created,

@@ -74,7 +74,7 @@ extern "C" {
 #define RF_ADMISSION_SOURCE_MAX 600      /* a figure's source, including the NUL */
 #define RF_ADMISSION_REASON_MAX 4096     /* the reason, including the NUL */
 #define RF_ADMISSION_NOTE_MAX RF_ERR_MAX /* the lock note, including the NUL */
-#define RF_ADMISSION_MAX_RECORDS 12      /* scalar inputs recorded in the result */
+#define RF_ADMISSION_MAX_RECORDS 13      /* scalar inputs recorded in the result */
 /* What ends a reason that outgrew RF_ADMISSION_REASON_MAX (the report's figures have the rest). */
 #define RF_ADMISSION_CUT                                                                           \
     "[The rest of the reason did not fit its buffer: see the report's figures.]"
@@ -171,6 +171,13 @@ struct rf_admission_input {
     struct rf_admission_figure model_cached;     /* pre-load: bytes of the model file already
                                                     in the page cache (cachestat): charged
                                                     already, not another process's */
+    struct rf_admission_figure load_release;     /* pre-load: the load releases each copied
+                                                    weight's file pages once copied
+                                                    (forge_load_release.h); the repacked
+                                                    bytes resident twice at once (the largest
+                                                    copied weight). Present: the request
+                                                    counts the file and the copies once, plus
+                                                    this; absent: file + every copy */
     struct rf_admission_figure loader_growth;    /* pre-load: anonymous memory llama.cpp's load
                                                     adds (vocabulary, tensor metadata;
                                                     rf_admission_loader_bytes); absent: listed

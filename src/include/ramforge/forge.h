@@ -66,12 +66,12 @@ int forge_gguf_check(const char *path, char err[FORGE_ERR_MAX]);
 struct forge_model;
 
 struct forge_model_params {
-    bool use_extra_bufts;  /* allow CPU_REPACK (repacked anonymous weights); default true */
-    bool mlock;            /* LLAMA_LOAD_MODE_MMAP_MLOCK: lock the mapping; default false */
-    int n_threads;         /* threads for the access probe; <= 0: llama.cpp's default */
-    bool probe_access;     /* run the graph probe at load; default true */
-    bool placement_access; /* without the probe: classify weights by placement (no
-                              decode); default false */
+    bool use_extra_bufts;     /* allow CPU_REPACK (repacked anonymous weights); default true */
+    bool mlock;               /* LLAMA_LOAD_MODE_MMAP_MLOCK: lock the mapping; default false */
+    int n_threads;            /* threads for the access probe; <= 0: llama.cpp's default */
+    bool probe_access;        /* run the graph probe at load; default true */
+    bool placement_access;    /* without the probe: classify weights by placement (no
+                                 decode); default false */
     bool release_during_load; /* release each copied (repacked) weight's file pages as soon
                                  as the load copied it (forge_load_release.h); default false */
 };

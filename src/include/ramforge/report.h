@@ -17,6 +17,7 @@
 #include "ramforge/admission.h"
 #include "ramforge/binding.h"
 #include "ramforge/dispatch.h"
+#include "ramforge/forge_load_release.h"
 #include "ramforge/inventory.h"
 #include "ramforge/ledger.h"
 #include "ramforge/lifetime.h"
@@ -135,6 +136,8 @@ struct rf_report {
                                           figures above are then reported null) */
     bool access_probed;                /* weights classified by the graph probe */
     enum rf_access_basis access_basis; /* how they were classified (model.access_basis) */
+    struct forge_load_release_result load_release; /* the release during the load
+                                                      (model.load_release); zero: not asked */
 
     const char *policy; /* rf_policy_name */
     bool policy_plans, policy_mutates;
