@@ -129,7 +129,7 @@ static const char *access_note(enum rf_access_basis b)
 }
 
 /* model.load_release: what the release during the load did; null when not asked. */
-static json_t *load_release_json(const struct forge_load_release_result *lr)
+static json_t *load_release_json(const struct rf_load_release *lr)
 {
     if (!lr->armed && !lr->stopped && !lr->prepare_ns)
         return json_null();

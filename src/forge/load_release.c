@@ -63,9 +63,9 @@ struct forge_load_release {
     struct rf_interval_set dead; /* every file page released so far */
     uint64_t *before;            /* start addresses of the file's r--s VMAs before */
     size_t n_before;
-    size_t next;                        /* order[0, next) already handled */
-    struct rf_file_range *ranges;       /* scratch: one call's ranges (n_tensors at most) */
-    struct forge_load_release_result r; /* what it did */
+    size_t next;                  /* order[0, next) already handled */
+    struct rf_file_range *ranges; /* scratch: one call's ranges (n_tensors at most) */
+    struct rf_load_release r;     /* what it did */
 };
 
 /* Stops the release for the rest of the load; why is static. */
@@ -559,7 +559,7 @@ int forge_load_release_begin(const char *path, struct llama_model_params *mp,
     return 0;
 }
 
-void forge_load_release_end(struct forge_load_release *lr, struct forge_load_release_result *out)
+void forge_load_release_end(struct forge_load_release *lr, struct rf_load_release *out)
 {
     if (out)
         memset(out, 0, sizeof(*out));

@@ -177,7 +177,7 @@ static int hook_before_load(const char *path, bool use_extra_bufts, bool mmap, b
 }
 
 /* What the release during the program's last load on this thread did (hook_load_end). */
-static __thread struct forge_load_release_result load_released;
+static __thread struct rf_load_release load_released;
 
 static void *hook_load_begin(const char *path, struct llama_model_params *params, bool mmap,
                              bool mlock)

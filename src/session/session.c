@@ -228,7 +228,7 @@ bool rf_session_releases_during_load(const struct rf_session_params *p)
     return rf_policy_mutates(p->policy) && p->release_dead_file_pages && !p->mlock_requested;
 }
 
-void rf_session_set_load_release(struct rf_session *s, const struct forge_load_release_result *r)
+void rf_session_set_load_release(struct rf_session *s, const struct rf_load_release *r)
 {
     if (s && r)
         s->model.info.load_release = *r;

@@ -168,7 +168,7 @@ struct forge_model_info {
     uint64_t probe_ns; /* wall time of the classification (probe or placement), ns */
     uint64_t fs_magic; /* statfs f_type of the file's filesystem (rf_fs_profile_of);
                           0: not known */
-    struct forge_load_release_result load_release; /* release_during_load: what it did */
+    struct rf_load_release load_release; /* release_during_load: what it did */
 };
 void forge_model_get_info(const struct forge_model *m, struct forge_model_info *out);
 

@@ -39,28 +39,11 @@
 #ifndef RAMFORGE_FORGE_LOAD_RELEASE_H
 #define RAMFORGE_FORGE_LOAD_RELEASE_H
 
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
+#include "ramforge/load_release.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* What a release during one load did (forge_model_info.load_release). */
-struct forge_load_release_result {
-    bool armed;               /* the release ran (prepared, the mapping found) */
-    const char *stopped;      /* static: why it never ran or stopped early; NULL: it did not */
-    size_t n_tensors;         /* file tensors whose pages were released during the load */
-    size_t n_kept;            /* of those, read in place (small, between released ones):
-                                 read again from the file at their first use */
-    uint64_t requested_bytes; /* outward pages of the tensors requested, bytes */
-    uint64_t released_bytes;  /* of those, the n_tensors' (pages shared with a tensor kept
-                                 stay mapped: advise.c's protection) */
-    uint64_t n_calls;         /* progress callbacks seen */
-    int first_error;          /* negative errno of the first refused or failed range; 0 */
-    uint64_t prepare_ns;      /* the metadata-only load of forge_load_release_begin, ns */
-};
 
 struct llama_model_params;
 struct forge_load_release;
@@ -84,7 +67,7 @@ int forge_load_release_begin(const char *path, struct llama_model_params *mp,
  * After the load returned (a model or NULL): writes what the release did
  * to *out (may be NULL) and frees lr. lr NULL: *out zeroed.
  */
-void forge_load_release_end(struct forge_load_release *lr, struct forge_load_release_result *out);
+void forge_load_release_end(struct forge_load_release *lr, struct rf_load_release *out);
 
 #ifdef __cplusplus
 }

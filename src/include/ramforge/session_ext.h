@@ -52,7 +52,7 @@ bool rf_session_releases_during_load(const struct rf_session_params *p);
  * bound to a model loaded elsewhere (rf_session_wrap): the report's
  * model.load_release. NULL s or r: no-op.
  */
-void rf_session_set_load_release(struct rf_session *s, const struct forge_load_release_result *r);
+void rf_session_set_load_release(struct rf_session *s, const struct rf_load_release *r);
 
 int rf_session_load(const char *path, const struct forge_model_params *mp,
                     struct rf_session_params params, struct rf_session **out,
