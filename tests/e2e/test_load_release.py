@@ -11,13 +11,19 @@ callback as soon as the load copied it, not at the after_load boundary.
               the probe sees read from an anonymous copy; then under a limit 8 % over the
               release's peak (far under the kept one) the run completes without reaching the
               limit (before, the load hit it and the decode re-read the file)
+  exec_load_peak  the same model under `ramforge exec --residency-policy conservative` running
+              llama.cpp's examples/simple: the cgroup peak at most 0.6 x observe's (the
+              program's load, not wrapped), the same text, the session report's
+              model.load_release armed
 
 Exit 0 pass, 1 fail, 77 skip (no root or no v1 memory cgroup; a CPU without repacking).
 """
+import json
 import os
-import sys
+import subprocess
 
-from e2e_util import ModelCtx as Ctx, Skip, check, load_peak, run_main
+from e2e_util import ModelCtx as Ctx, Skip, check, evict, load_peak, memory_child_cgroup, \
+    run_main
 
 RATIO = 0.6
 
@@ -54,7 +60,46 @@ def case_load_peak(c):
     return 0
 
 
-CASES = {"load_peak": case_load_peak}
+def exec_peak(c, model, policy):
+    """`ramforge exec --residency-policy POLICY -- simple -m MODEL -n 8` on MODEL evicted, in a
+    fresh child memory cgroup: (rc, stdout, cgroup peak, the session report)."""
+    evict(model)
+    rep = c.path(f"exec-{policy}.json")
+    with memory_child_cgroup("ramforge-peak-exec", 8 << 30) as enter:
+        p = subprocess.run([c.rf, "exec", "--residency-policy", policy, "--residency-report-json",
+                            rep, "--", c.simple, "-m", model, "-n", "8", "Hello my name is"],
+                           preexec_fn=enter, capture_output=True, text=True, timeout=600)
+        with open(os.path.join(enter.cgroup, "memory.max_usage_in_bytes")) as f:
+            peak = int(f.read())
+    check(p.returncode == 0, f"exec {policy}: {p.stderr[-800:]}")
+    with open(rep) as f:
+        return p.stdout, peak, json.load(f)
+
+
+def case_exec_load_peak(c):
+    if not c.simple:
+        raise Skip("no llama-simple-ref (the pinned llama.cpp's examples/simple)")
+    model = c.model("tinyllama", "q4_0")
+    out_kept, kept, rep = exec_peak(c, model, "observe")
+    if not rep["model"]["inventory"]["totals"].get("n_anonymous"):
+        raise Skip("llama.cpp repacks no weight on this CPU (no CPU_REPACK copy)")
+    check(rep["model"]["load_release"] is None, "observe released during the load")
+    out, peak, rep = exec_peak(c, model, "conservative")
+    print(f"exec cgroup peak {kept >> 20} MiB -> {peak >> 20} MiB")
+    check(out == out_kept, f"text differs: {out!r} vs {out_kept!r}")
+    check(peak <= RATIO * kept, f"exec cgroup peak {peak} > {RATIO} x {kept}")
+    lr = rep["model"]["load_release"]
+    check(lr and lr["armed"] and lr["stopped"] is None, f"load release: {lr}")
+    return 0
+
+
+class ExecCtx(Ctx):
+    def __init__(self, args, tmp):
+        super().__init__(args, tmp)
+        self.simple = args.simple
+
+
+CASES = {"load_peak": case_load_peak, "exec_load_peak": case_exec_load_peak}
 
 if __name__ == "__main__":
-    run_main(CASES, Ctx, "ramforge-e2e-load-release-")
+    run_main(CASES, ExecCtx, "ramforge-e2e-load-release-")
