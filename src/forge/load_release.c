@@ -22,9 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "ramforge/forge_pages.h"
 #include "ramforge/intervals.h"
 #include "ramforge/pages.h"
 #include "ramforge/sys.h"
@@ -228,91 +228,6 @@ static int read_pages(struct forge_load_release *lr)
     return 0;
 }
 
-/*
- * Whether VMA v is an r--s mapping of the shell's file (dev+inode of the
- * header's stat).
- */
-static bool file_vma(const struct forge_model *m, const struct rfsys_mapping *v)
-{
-    return strcmp(v->perms, "r--s") == 0 && v->inode == (uint64_t)m->file_st.st_ino &&
-           v->dev_major == major(m->file_st.st_dev) && v->dev_minor == minor(m->file_st.st_dev);
-}
-
-/* The start addresses of the file's r--s VMAs now into lr->before. */
-static int read_before(struct forge_load_release *lr)
-{
-    struct rfsys_maps maps;
-    int rc;
-
-    rfsys_maps_init(&maps);
-    rc = rfsys_read_maps(NULL, "self", &maps);
-    if (rc == 0 && maps.n) {
-        lr->before = calloc(maps.n, sizeof(*lr->before));
-        if (!lr->before)
-            rc = -ENOMEM;
-    }
-    for (size_t i = 0; rc == 0 && i < maps.n; i++)
-        if (file_vma(lr->shell, &maps.v[i]))
-            lr->before[lr->n_before++] = maps.v[i].start_addr;
-    rfsys_maps_free(&maps);
-    return rc;
-}
-
-static bool was_before(const struct forge_load_release *lr, uint64_t start)
-{
-    for (size_t i = 0; i < lr->n_before; i++)
-        if (lr->before[i] == start)
-            return true;
-    return false;
-}
-
-/*
- * Binds the shell's mapping to the load's: the file's r--s VMA at file
- * offset 0 that was not there before the load, with the VMAs that
- * continue it. false: none (the load maps nothing), or two.
- */
-static bool find_load_mapping(struct forge_load_release *lr)
-{
-    struct forge_model *m = lr->shell;
-    struct rf_mapping_meta *mm = &m->mapping;
-    uint64_t start = 0, end = 0;
-    size_t found = 0;
-    struct rfsys_maps maps;
-
-    rfsys_maps_init(&maps);
-    if (rfsys_read_maps(NULL, "self", &maps) < 0) {
-        rfsys_maps_free(&maps);
-        return false;
-    }
-    for (size_t i = 0; i < maps.n; i++) {
-        const struct rfsys_mapping *v = &maps.v[i];
-
-        if (!file_vma(m, v))
-            continue;
-        if (found && v->start_addr == end && v->offset_bytes == end - start) {
-            end = v->end_addr; /* a continuation of the one found */
-        } else if (v->offset_bytes == 0 && !was_before(lr, v->start_addr)) {
-            found++;
-            start = v->start_addr;
-            end = v->end_addr;
-        }
-    }
-    rfsys_maps_free(&maps);
-    if (found != 1)
-        return false;
-    snprintf(mm->path, sizeof(mm->path), "%s", m->info.path);
-    mm->file_size_bytes = (uint64_t)m->file_st.st_size;
-    mm->dev_major = major(m->file_st.st_dev);
-    mm->dev_minor = minor(m->file_st.st_dev);
-    mm->inode = (uint64_t)m->file_st.st_ino;
-    mm->map_offset_bytes = 0;
-    mm->map_length_bytes = end - start;
-    mm->validated = true;
-    m->map_start = (uintptr_t)start;
-    m->map_end = (uintptr_t)end;
-    return true;
-}
-
 /* Adds tensor t's pages to this call's request, once. */
 static void request(struct forge_load_release *lr, uint32_t t, size_t *n)
 {
@@ -498,7 +413,7 @@ static bool on_progress(float progress, void *ud)
             stop(lr, "llama.cpp called the progress callback more often than it has tensors");
         else if (at < (double)lr->done_bytes[k] - slack || at > (double)lr->done_bytes[k] + slack)
             stop(lr, "the load's order differs from the metadata-only load's");
-        else if (k == 0 && !find_load_mapping(lr))
+        else if (k == 0 && !forge_bind_new_mapping(lr->shell, lr->before, lr->n_before))
             stop(lr, "no new mapping of the file at the load's first tensor");
         if (!stopped(lr)) {
             lr->r.armed = true;
@@ -506,6 +421,22 @@ static bool on_progress(float progress, void *ud)
         }
     }
     return lr->app_cb ? lr->app_cb(progress, lr->app_ud) : true;
+}
+
+/*
+ * Whether the header says no weight would be copied out of the mapping: no
+ * device but the CPU, and no tensor of a type llama.cpp repacks (or no
+ * extra buffer types): the metadata-only load is then not worth its time.
+ */
+static bool copies_nothing(const struct forge_model *shell, const struct llama_model_params *mp)
+{
+    for (size_t i = 0; i < ggml_backend_dev_count(); i++)
+        if (ggml_backend_dev_type(ggml_backend_dev_get(i)) != GGML_BACKEND_DEVICE_TYPE_CPU)
+            return false;
+    for (size_t i = 0; mp->use_extra_bufts && i < shell->n_tensors; i++)
+        if (forge_gguf_tensor_copied(shell->tensors[i].name, shell->tensors[i].type_name))
+            return false;
+    return true;
 }
 
 int forge_load_release_begin(const char *path, struct llama_model_params *mp,
@@ -529,11 +460,13 @@ int forge_load_release_begin(const char *path, struct llama_model_params *mp,
         why = "the load maps nothing (no mmap)";
     else if (forge_model_shell(path, &lr->shell, err) < 0)
         why = "the model's header cannot be read";
+    else if (copies_nothing(lr->shell, mp))
+        why = "the load copies no weight out of the mapping (GGUF header)";
     rc = why ? 0 : read_order(lr, path, mp, &why);
     if (rc == 0 && !why)
         rc = read_pages(lr);
     if (rc == 0 && !why)
-        rc = read_before(lr);
+        rc = forge_file_vma_starts(lr->shell, &lr->before, &lr->n_before);
     if (rc == 0 && !why) {
         struct stat st;
         lr->fd = open(path, O_RDONLY | O_CLOEXEC);
