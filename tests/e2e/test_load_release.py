@@ -22,8 +22,8 @@ import json
 import os
 import subprocess
 
-from e2e_util import ModelCtx as Ctx, Skip, check, evict, load_peak, memory_child_cgroup, \
-    run_main
+from e2e_util import ModelCtx as Ctx, Skip, asan_build, check, evict, load_peak, \
+    memory_child_cgroup, run_main
 
 RATIO = 0.6
 
@@ -41,13 +41,18 @@ def case_load_peak(c):
     print(f"cgroup peak {kept['cgroup_peak'] >> 20} MiB -> {rel['cgroup_peak'] >> 20} MiB, "
           f"VmHWM {kept['vmhwm'] >> 20} MiB -> {rel['vmhwm'] >> 20} MiB")
     check(rel["text"] == kept["text"], f"tokens differ: {rel['text']!r} vs {kept['text']!r}")
+    lr = rel["report"]["model"]["load_release"]
+    check(lr["armed"] and lr["stopped"] is None and lr["n_tensors"] >= totals["n_anonymous"],
+          f"load release: {lr}")
+    if asan_build(c.rf):
+        # The sanitizer's shadow pages and quarantine are charged beside the program's own
+        # memory on both sides: the ratio is the plain build's (the release ran, checked above).
+        print("AddressSanitizer build: the peaks' ratio is checked on the plain build")
+        return 0
     check(rel["cgroup_peak"] <= RATIO * kept["cgroup_peak"],
           f"cgroup peak {rel['cgroup_peak']} > {RATIO} x {kept['cgroup_peak']}")
     check(0 < rel["vmhwm"] <= RATIO * kept["vmhwm"],
           f"VmHWM {rel['vmhwm']} > {RATIO} x {kept['vmhwm']}")
-    lr = rel["report"]["model"]["load_release"]
-    check(lr["armed"] and lr["stopped"] is None and lr["n_tensors"] >= totals["n_anonymous"],
-          f"load release: {lr}")
     # under a limit between the new peak and the old one
     limit = rel["cgroup_peak"] * 108 // 100
     check(limit < kept["cgroup_peak"], f"limit {limit} not under the kept peak")
@@ -87,9 +92,9 @@ def case_exec_load_peak(c):
     out, peak, rep = exec_peak(c, model, "conservative")
     print(f"exec cgroup peak {kept >> 20} MiB -> {peak >> 20} MiB")
     check(out == out_kept, f"text differs: {out!r} vs {out_kept!r}")
-    check(peak <= RATIO * kept, f"exec cgroup peak {peak} > {RATIO} x {kept}")
     lr = rep["model"]["load_release"]
     check(lr and lr["armed"] and lr["stopped"] is None, f"load release: {lr}")
+    check(asan_build(c.rf) or peak <= RATIO * kept, f"exec cgroup peak {peak} > {RATIO} x {kept}")
     return 0
 
 
