@@ -84,6 +84,9 @@ def exec_peak(c, model, policy):
 def case_exec_load_peak(c):
     if not c.simple:
         raise Skip("no llama-simple-ref (the pinned llama.cpp's examples/simple)")
+    if asan_build(c.rf):
+        raise Skip("an AddressSanitizer build: its runtime must come first in a process, "
+                   "so it cannot be preloaded into an uninstrumented program")
     model = c.model("tinyllama", "q4_0")
     out_kept, kept, rep = exec_peak(c, model, "observe")
     if not rep["model"]["inventory"]["totals"].get("n_anonymous"):
@@ -94,7 +97,7 @@ def case_exec_load_peak(c):
     check(out == out_kept, f"text differs: {out!r} vs {out_kept!r}")
     lr = rep["model"]["load_release"]
     check(lr and lr["armed"] and lr["stopped"] is None, f"load release: {lr}")
-    check(asan_build(c.rf) or peak <= RATIO * kept, f"exec cgroup peak {peak} > {RATIO} x {kept}")
+    check(peak <= RATIO * kept, f"exec cgroup peak {peak} > {RATIO} x {kept}")
     return 0
 
 
