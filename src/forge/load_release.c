@@ -7,8 +7,8 @@
  * over a shell forge model (the file's tensor table, no llama_model) whose
  * mapping is the load's own, found at the first callback.
  *
- * Expected workload: one metadata-only load before the real one (tens of
- * milliseconds: the vocabulary is parsed twice), then one callback per
+ * Expected workload: one metadata-only load before the real one (0.1 to
+ * 0.2 s on TinyLlama's shapes: the vocabulary is parsed twice), then one callback per
  * tensor (a few hundred to tens of thousands), each releasing the pages
  * of the tensor loaded just before: one read of /proc/self/maps and a
  * few madvise and fadvise calls.
@@ -312,10 +312,12 @@ static void reread_kept(struct forge_load_release *lr, struct rf_page_range run)
 
 /*
  * Releases the file tensors whose last copy is among order[next, k) and
- * that no loaded tensor reads in place (with their released neighbours:
- * request_neighbours): madvise through forge_model_release, then
- * posix_fadvise(DONTNEED) over each range it validated (and, at the last
- * call, over those llama.cpp unmapped itself: their copies are made).
+ * that no loaded tensor reads in place, the small kept ones between
+ * released ones (kept_between_dead), and their released neighbours
+ * (request_neighbours): MADV_DONTNEED through forge_model_release, then
+ * posix_fadvise(DONTNEED) over each run of released pages that holds
+ * pages it validated now (at the last call also those llama.cpp unmapped
+ * itself: their copies are made), then the kept ones read back.
  */
 static void release_done(struct forge_load_release *lr, size_t k, bool last)
 {
