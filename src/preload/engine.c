@@ -17,6 +17,7 @@
 
 #include "ramforge/admission.h"
 #include "ramforge/forge.h"
+#include "ramforge/forge_load_release.h"
 #include "ramforge/policy.h"
 #include "ramforge/report_json.h"
 #include "ramforge/session_ext.h"

@@ -21,8 +21,8 @@
 
 #include "ramforge/binding.h"
 #include "ramforge/error.h"
-#include "ramforge/forge_load_release.h"
 #include "ramforge/inventory.h"
+#include "ramforge/load_release.h"
 
 #ifdef __cplusplus
 extern "C" {
