@@ -115,7 +115,9 @@ static void print_where(FILE *f, const struct rf_report *r)
                 "      their sources, %s of the file, are never read again: %s; --no-repack "
                 "avoids both\n",
                 iec(r->inventory->totals.anonymous_logical_bytes, b1, sizeof(b1)),
-                r->policy_mutates && r->release_dead_file_pages
+                r->load_release.armed && !r->load_release.stopped
+                    ? "released during the load, each once copied (--dead-file-pages release)"
+                : r->policy_mutates && r->release_dead_file_pages
                     ? "released after the load (--dead-file-pages release)"
                     : "--residency-policy conservative releases them");
     if (kv || scratch)

@@ -256,6 +256,8 @@ static void copy_inputs(const struct rf_admission_input *in, struct rf_admission
         record(out, "model_cached", &in->model_cached);
         record(out, "loader_growth", &in->loader_growth);
         record(out, "page_tables", &in->page_tables);
+        if (in->load_release.has)
+            record(out, "load_release", &in->load_release);
     }
     record(out, "file_working_set", &in->file_working_set);
     record(out, "reclaimable", &in->reclaimable);

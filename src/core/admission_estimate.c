@@ -52,6 +52,13 @@ const char *rf_admission_project(const struct rf_admission_input *in,
         (pre &&
          (!add_figure(&request, &in->mapped_weights) || !add_figure(&request, &in->model_cached))))
         return "overflow";
+    /* Released during the load, a copied weight's file pages leave as its copy arrives: the
+       peak holds the repacked bytes once, and the weight being copied twice. */
+    if (pre && in->load_release.has && in->repacked_weights.has) {
+        request = rf_admission_sat_sub(request, in->repacked_weights.bytes);
+        if (!add_figure(&request, &in->load_release))
+            return "overflow";
+    }
     out->has_growth = true;
     out->growth_bytes = growth;
     out->has_request = true;

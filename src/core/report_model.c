@@ -128,6 +128,27 @@ static const char *access_note(enum rf_access_basis b)
     return "the weights were not classified: every access is unknown";
 }
 
+/* model.load_release: what the release during the load did; null when not asked. */
+static json_t *load_release_json(const struct rf_load_release *lr)
+{
+    if (!lr->armed && !lr->stopped && !lr->prepare_ns)
+        return json_null();
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "armed", json_boolean(lr->armed));
+    json_object_set_new(o, "stopped", rf_json_str(lr->stopped));
+    json_object_set_new(o, "n_tensors", rf_json_u64(true, lr->n_tensors));
+    json_object_set_new(o, "n_kept", rf_json_u64(true, lr->n_kept));
+    json_object_set_new(o, "requested_bytes", rf_json_u64(true, lr->requested_bytes));
+    json_object_set_new(o, "released_bytes", rf_json_u64(true, lr->released_bytes));
+    json_object_set_new(o, "n_calls", rf_json_u64(true, lr->n_calls));
+    json_object_set_new(o, "error",
+                        lr->first_error ? json_string(rf_strerror(lr->first_error)) : json_null());
+    json_object_set_new(o, "prepare_ns", rf_json_u64(true, lr->prepare_ns));
+    return o;
+}
+
 json_t *rf_report_model_json(const struct rf_report *r)
 {
     json_t *o = json_object();
@@ -145,6 +166,7 @@ json_t *rf_report_model_json(const struct rf_report *r)
     json_object_set_new(o, "access_probed", json_boolean(r->access_probed));
     json_object_set_new(o, "access_basis", rf_json_str(rf_access_basis_name(r->access_basis)));
     json_object_set_new(o, "access_note", json_string(access_note(r->access_basis)));
+    json_object_set_new(o, "load_release", load_release_json(&r->load_release));
     if (r->inventory) {
         json_t *inv;
         if (rf_inventory_to_json(r->inventory, false, &inv) < 0) {

@@ -181,7 +181,9 @@ SHIM_API struct llama_model *llama_model_load_from_file(const char *path,
     };
     struct llama_model *m = NULL;
     if (h->before_load(path, &load) == 0) {
+        void *token = h->load_begin(path, &params, &load);
         m = REAL(llama_model_load_from_file)(path, params);
+        h->load_end(token);
         if (m)
             h->loaded(m, path, &load);
     }

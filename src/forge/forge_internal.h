@@ -53,6 +53,32 @@ struct forge_context {
     size_t n_kv;
 };
 
+/*
+ * A forge model bound to PATH's GGUF header only (tensor table, file
+ * stat, gate), no llama_model yet: model_open's first step, and the
+ * release during the load's table (load_release.c). Freed with
+ * forge_model_free. Errors: those of forge_gguf_open, -ENOMEM.
+ */
+int forge_model_shell(const char *path, struct forge_model **out, char err[FORGE_ERR_MAX]);
+
+/* Index in m's tensor table (GGUF order) of the tensor named name, or -1. */
+int64_t forge_model_tensor_index(const struct forge_model *m, const char *name);
+
+/*
+ * The start addresses of the r--s VMAs of m's file (dev+inode of its
+ * header's stat) now into *starts (*n of them; the caller frees). Errors:
+ * those of reading /proc/self/maps, -ENOMEM (*starts NULL, *n 0).
+ */
+int forge_file_vma_starts(const struct forge_model *m, uint64_t **starts, size_t *n);
+
+/*
+ * Binds m's mapping (validated, file offset 0) to the r--s VMA of its file
+ * at file offset 0 that starts at none of before[0, n_before), with the
+ * VMAs continuing it: the mapping a load added since forge_file_vma_starts.
+ * false: none, or two (m untouched).
+ */
+bool forge_bind_new_mapping(struct forge_model *m, const uint64_t *before, size_t n_before);
+
 /* Creates a context from full llama.cpp parameters (the probe sets cb_eval). */
 int forge_context_open(struct forge_model *m, const struct llama_context_params *cp,
                        struct forge_context **out, char err[FORGE_ERR_MAX]);

@@ -142,6 +142,8 @@ int forge_gguf_estimate(const char *path, bool use_extra_bufts, struct forge_ggu
         uint64_t *sum = copied      ? &out->repacked_bytes
                         : rows_only ? NULL
                                     : &out->file_working_set_bytes;
+        if (copied && bytes > out->repacked_max_bytes)
+            out->repacked_max_bytes = bytes;
         if (sum && __builtin_add_overflow(*sum, bytes, sum)) {
             snprintf(err, FORGE_ERR_MAX, "%s: tensor sizes overflow", path);
             gguf_free(g);

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "ramforge/error.h"
+#include "ramforge/forge_load_release.h"
 #include "ramforge/pages.h"
 #include "ramforge/sys.h"
 
@@ -99,10 +100,8 @@ static struct rf_tensor_meta *weight_of(struct forge_model *m, const struct ggml
     if (!src->buffer ||
         ggml_backend_buffer_get_usage(src->buffer) != GGML_BACKEND_BUFFER_USAGE_WEIGHTS)
         return NULL;
-    struct name_index key = {.name = src->name};
-    struct name_index *hit =
-        bsearch(&key, m->by_name, m->n_tensors, sizeof(*m->by_name), cmp_name_index);
-    return hit ? &m->tensors[hit->index] : NULL;
+    int64_t i = forge_model_tensor_index(m, src->name);
+    return i >= 0 ? &m->tensors[i] : NULL;
 }
 
 /*
@@ -328,17 +327,15 @@ struct placement {
 static void placement_visit(void *ud, const struct ggml_tensor *t)
 {
     struct placement *pl = ud;
-    struct name_index key = {.name = t->name};
-    struct name_index *hit =
-        bsearch(&key, pl->m->by_name, pl->m->n_tensors, sizeof(*pl->m->by_name), cmp_name_index);
-    if (!hit)
+    int64_t i = forge_model_tensor_index(pl->m, t->name);
+    if (i < 0)
         return; /* not a tensor of the file */
-    pl->held[hit->index] = true;
+    pl->held[i] = true;
     const struct ggml_tensor *base = t;
     while (base->view_src)
         base = base->view_src;
     if (base->buffer && base->data) /* else: held without data, access stays unknown */
-        classify(pl->m, &pl->m->tensors[hit->index], t);
+        classify(pl->m, &pl->m->tensors[i], t);
 }
 
 /*
@@ -368,36 +365,21 @@ static int placement_access(struct forge_model *m)
     return rc;
 }
 
-/*
- * Binds a forge model to path's GGUF header and to `model` (loaded by the
- * caller when borrowed, else here with params), then finds the mapping,
- * reads the hyperparameters and runs the access probe.
- */
-static int model_open(const char *path, struct llama_model *borrowed,
-                      const struct forge_model_params *params, struct forge_model **out,
-                      char err[FORGE_ERR_MAX])
+int forge_model_shell(const char *path, struct forge_model **out, char err[FORGE_ERR_MAX])
 {
-    struct forge_model_params defaults = forge_model_default_params();
     struct gguf_context *g = NULL;
     struct forge_model *m = NULL;
     struct stat st;
     int rc;
 
-    if (!out || !path) {
-        snprintf(err, FORGE_ERR_MAX, "invalid argument");
-        return -EINVAL;
-    }
     *out = NULL;
-    if (!params)
-        params = &defaults;
     rc = forge_gguf_open(path, &g, &st, err);
     if (rc < 0)
         return rc;
-
     m = calloc(1, sizeof(*m));
     if (!m) {
-        rc = -ENOMEM;
-        goto fail;
+        gguf_free(g);
+        return -ENOMEM;
     }
     m->instance_id = atomic_fetch_add(&next_instance_id, 1);
     forge_gate_init(&m->gate);
@@ -408,9 +390,47 @@ static int model_open(const char *path, struct llama_model *borrowed,
         m->info.fs_magic = 0;
     m->file_st = st;
     rc = load_tensor_table(m, g);
-    if (rc < 0)
-        goto fail;
+    gguf_free(g);
+    if (rc < 0) {
+        forge_model_free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
 
+int64_t forge_model_tensor_index(const struct forge_model *m, const char *name)
+{
+    struct name_index key = {.name = name};
+    struct name_index *hit =
+        bsearch(&key, m->by_name, m->n_tensors, sizeof(*m->by_name), cmp_name_index);
+    return hit ? (int64_t)hit->index : -1;
+}
+
+/*
+ * Binds a forge model to path's GGUF header and to `model` (loaded by the
+ * caller when borrowed, else here with params, releasing the file pages
+ * of copied weights during the load when asked), then finds the mapping,
+ * reads the hyperparameters and runs the access probe.
+ */
+static int model_open(const char *path, struct llama_model *borrowed,
+                      const struct forge_model_params *params, struct forge_model **out,
+                      char err[FORGE_ERR_MAX])
+{
+    struct forge_model_params defaults = forge_model_default_params();
+    struct forge_model *m = NULL;
+    int rc;
+
+    if (!out || !path) {
+        snprintf(err, FORGE_ERR_MAX, "invalid argument");
+        return -EINVAL;
+    }
+    *out = NULL;
+    if (!params)
+        params = &defaults;
+    rc = forge_model_shell(path, &m, err);
+    if (rc < 0)
+        return rc;
     if (borrowed) {
         m->model = borrowed;
         m->borrowed = true;
@@ -418,7 +438,11 @@ static int model_open(const char *path, struct llama_model *borrowed,
         struct llama_model_params mp = llama_model_default_params();
         mp.load_mode = params->mlock ? LLAMA_LOAD_MODE_MMAP_MLOCK : LLAMA_LOAD_MODE_MMAP;
         mp.use_extra_bufts = params->use_extra_bufts;
+        struct forge_load_release *lr = NULL;
+        if (params->release_during_load)
+            (void)forge_load_release_begin(path, &mp, &lr);
         m->model = llama_model_load_from_file(path, mp);
+        forge_load_release_end(lr, &m->info.load_release); /* lr NULL: zeroed */
     }
     if (!m->model) {
         snprintf(err, FORGE_ERR_MAX,
@@ -434,7 +458,7 @@ static int model_open(const char *path, struct llama_model *borrowed,
                  path);
         goto fail;
     }
-    rc = find_mapping(m, &st, params->n_threads, err);
+    rc = find_mapping(m, &m->file_st, params->n_threads, err);
     if (rc < 0)
         goto fail;
     if (!m->mapping.validated && m->borrowed) {
@@ -468,12 +492,10 @@ static int model_open(const char *path, struct llama_model *borrowed,
         if (rc < 0)
             goto fail;
     }
-    gguf_free(g);
     *out = m;
     return 0;
 fail:
     forge_model_free(m);
-    gguf_free(g);
     return rc;
 }
 

@@ -17,6 +17,7 @@
 
 #include "ramforge/admission.h"
 #include "ramforge/forge.h"
+#include "ramforge/forge_load_release.h"
 #include "ramforge/policy.h"
 #include "ramforge/report_json.h"
 #include "ramforge/session_ext.h"
@@ -175,6 +176,29 @@ static int hook_before_load(const char *path, const struct forge_exec_load *load
     return rc;
 }
 
+/* What the release during the program's last load on this thread did (hook_load_end). */
+static __thread struct rf_load_release load_released;
+
+static void *hook_load_begin(const char *path, struct llama_model_params *params,
+                             const struct forge_exec_load *load)
+{
+    struct rf_session_params p = exec_engine.cfg.params;
+    struct forge_load_release *lr = NULL;
+
+    p.mlock_requested = load->mlock;
+    memset(&load_released, 0, sizeof(load_released));
+    if (p.policy == RF_POLICY_OFF || !load->mmap || load->no_alloc ||
+        !rf_session_releases_during_load(&p) || forge_load_release_begin(path, params, &lr) < 0)
+        return NULL;
+    return lr;
+}
+
+static void hook_load_end(void *token)
+{
+    if (token)
+        forge_load_release_end(token, &load_released);
+}
+
 static void hook_loaded(struct llama_model *model, const char *path,
                         const struct forge_exec_load *load)
 {
@@ -213,6 +237,7 @@ static void hook_loaded(struct llama_model *model, const char *path,
         exec_engine.host->say("exec: %s is not managed: %s", path, err);
         return;
     }
+    rf_session_set_load_release(s, &load_released);
     pthread_mutex_lock(&exec_engine.table_mu);
     struct exec_model *m = model_of(NULL);
     for (size_t i = 0; !m && i < EXEC_MAX_MODELS; i++)
@@ -436,6 +461,8 @@ static void hook_completed(struct llama_context *ctx)
 
 static const struct forge_exec_hooks hooks = {
     .before_load = hook_before_load,
+    .load_begin = hook_load_begin,
+    .load_end = hook_load_end,
     .loaded = hook_loaded,
     .model_freeing = hook_model_freeing,
     .context_created = hook_context_created,

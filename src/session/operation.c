@@ -49,6 +49,7 @@ static void op_identity(struct rf_session *s, struct rf_report *r)
     r->instance_id = s->model.instance_id;
     r->access_probed = s->model.info.access_probed;
     r->access_basis = s->model.info.access_basis;
+    r->load_release = s->model.info.load_release;
     r->policy = rf_policy_name(p->policy);
     r->policy_plans = rf_policy_plans(p->policy);
     r->policy_mutates = rf_policy_mutates(p->policy);

@@ -5,7 +5,6 @@
  */
 #include "session_internal.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -262,14 +261,13 @@ static int preload_decide(const char *path, bool use_extra_bufts, struct rf_sess
                           char err[FORGE_ERR_MAX])
 {
     struct forge_gguf_estimate est;
-    struct rf_admission_input in;
+    struct rf_admission_input in = {0};
     struct rfsys_status st;
     uint64_t cells, kv;
 
     int rc = forge_gguf_estimate(path, use_extra_bufts, &est, err);
     if (rc < 0)
         return rc;
-    memset(&in, 0, sizeof(in));
     in.mode = params.admission_mode;
     in.phase = RF_ADMISSION_PRE_LOAD;
     if (rfsys_read_status(NULL, "self", &st) == 0) {
@@ -286,6 +284,9 @@ static int preload_decide(const char *path, bool use_extra_bufts, struct rf_sess
     in.repacked_weights =
         rf_admission_figure_of(est.repacked_bytes, RF_PROV_ESTIMATED,
                                "GGUF header: blk.*/output Q4_0, Q4_K, IQ4_NL weights (CPU_REPACK)");
+    if (rf_session_releases_during_load(&params) && est.repacked_bytes) /* forge_load_release.h */
+        in.load_release = rf_admission_figure_of(est.repacked_max_bytes, RF_PROV_ESTIMATED,
+                                                 "the largest repacked weight, twice at once");
     in.file_working_set = rf_admission_figure_of(
         est.file_working_set_bytes, RF_PROV_ESTIMATED,
         "GGUF header: weights read from the mapping (not repacked, not token_embd)");

@@ -223,6 +223,17 @@ static void model_params_of(const struct rf_session_params *p, struct forge_mode
     fp->n_threads = p->n_threads;
 }
 
+bool rf_session_releases_during_load(const struct rf_session_params *p)
+{
+    return rf_policy_mutates(p->policy) && p->release_dead_file_pages && !p->mlock_requested;
+}
+
+void rf_session_set_load_release(struct rf_session *s, const struct rf_load_release *r)
+{
+    if (s && r)
+        s->model.info.load_release = *r;
+}
+
 int rf_session_load(const char *path, const struct forge_model_params *mp,
                     struct rf_session_params params, struct rf_session **out,
                     char err[FORGE_ERR_MAX])
@@ -236,6 +247,7 @@ int rf_session_load(const char *path, const struct forge_model_params *mp,
     }
     if (!mp)
         model_params_of(&params, &fp);
+    fp.release_during_load = rf_session_releases_during_load(&params);
     /* The kernel's verdict of the first operation counts from before the load. */
     struct rfsys_cgroup_tree *pre = calloc(1, sizeof(*pre));
     bool has_pre =

@@ -1449,6 +1449,41 @@ static void test_records(void **state)
     assert_string_equal(r.records[10].name, "page_tables");
 }
 
+/*
+ * Issue 36 item 10: released during the load, a repacked weight's file pages leave as its
+ * copy arrives, so the pre-load request (the load's peak) holds the copies once, plus the
+ * largest weight twice; without the figure, the file and every copy. Recorded as an input.
+ */
+static void test_preload_release_during_load(void **state)
+{
+    struct rf_admission_input in;
+    struct rf_admission_result r;
+
+    (void)state;
+    memset(&in, 0, sizeof(in));
+    in.phase = RF_ADMISSION_PRE_LOAD;
+    in.process_rss = fig(30 * MIB);
+    in.kv_cache = fig(11 * MIB);
+    in.mapped_weights = fig(591 * MIB);
+    in.repacked_weights = fig(555 * MIB);
+    in.model_cached = fig(0);
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_int_equal(r.request_bytes, (30 + 11 + 591 + 555) * MIB);
+    assert_int_equal(r.growth_bytes, (11 + 555) * MIB);
+
+    in.load_release = rf_admission_figure_of(6 * MIB, RF_PROV_ESTIMATED, "largest");
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_int_equal(r.request_bytes, (30 + 11 + 591 + 6) * MIB);
+    assert_int_equal(r.growth_bytes, (11 + 555) * MIB); /* the copies stay: steady state */
+    assert_string_equal(r.records[r.n_records - 3].name, "load_release");
+    assert_int_equal(r.records[r.n_records - 3].bytes, 6 * MIB);
+
+    in.phase = RF_ADMISSION_AFTER_LOAD; /* after the load: nothing to count */
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    for (size_t i = 0; i < r.n_records; i++)
+        assert_string_not_equal(r.records[i].name, "load_release");
+}
+
 static void test_checked_arithmetic(void **state)
 {
     struct rf_admission_input in = base();
@@ -1583,6 +1618,7 @@ int main(void)
         cmocka_unit_test(test_pre_load),
         cmocka_unit_test(test_records),
         cmocka_unit_test(test_preload_counts_loader_and_page_tables),
+        cmocka_unit_test(test_preload_release_during_load),
         cmocka_unit_test(test_checked_arithmetic),
         cmocka_unit_test(test_unknown_components_copied),
         cmocka_unit_test(test_invalid_arguments),

@@ -7,6 +7,7 @@ raising Skip or returning SKIP.
 import argparse
 import contextlib
 import errno
+import json
 import os
 import signal
 import subprocess
@@ -247,3 +248,30 @@ def ended_by_sigterm(proc, what):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def load_peak(rf, model, run_args, limit_bytes=8 << 30, name="ramforge-peak"):
+    """Runs `rf run -m MODEL -n 8 RUN_ARGS` on MODEL evicted first, in a fresh child memory
+    cgroup (memory_child_cgroup, removed also on failure) of limit_bytes. Returns a dict:
+    rc, cgroup_peak (memory.max_usage_in_bytes of the child: the load's page cache counts),
+    vmhwm (the report's largest process_rss_peak_bytes: VmHWM), text, failcnt, report."""
+    evict(model)
+    with tempfile.TemporaryDirectory(prefix="rf-peak-") as tmp, \
+            memory_child_cgroup(name, limit_bytes) as enter:
+        rep = os.path.join(tmp, "report.json")
+        p = subprocess.run([rf, "run", "-m", model, "-n", "8", "--residency-report-json", rep]
+                           + list(run_args), preexec_fn=enter, capture_output=True, text=True,
+                           timeout=600)
+        with open(os.path.join(enter.cgroup, "memory.max_usage_in_bytes")) as f:
+            peak = int(f.read())
+        with open(os.path.join(enter.cgroup, "memory.failcnt")) as f:
+            failcnt = int(f.read())
+        report = None
+        if os.path.exists(rep):
+            with open(rep) as f:
+                report = json.load(f)
+    hwm = max((s.get("process_rss_peak_bytes") or 0
+               for s in (report or {}).get("residency", {}).get("samples", [])), default=0)
+    return {"rc": p.returncode, "stderr": p.stderr, "cgroup_peak": peak, "vmhwm": hwm,
+            "failcnt": failcnt, "report": report,
+            "text": report["output"]["text"] if report else None}

@@ -248,9 +248,11 @@ def _admission_figures(adm):
     opt = lambda k: inputs.get(k) if _is_int(inputs.get(k)) else 0
     growth = kv + opt("graph_scratch") + opt("runtime") + \
         (opt("repacked_weights") + opt("loader_growth") + opt("page_tables") if pre else 0)
+    request = rss + growth + (opt("mapped_weights") + opt("model_cached") if pre else 0)
+    if pre and _is_int(inputs.get("load_release")):  # released during the load: copies once
+        request = max(request - inputs["repacked_weights"], 0) + inputs["load_release"]
     want = {"growth_bytes": growth,
-            "request_bytes": rss + growth +
-            (opt("mapped_weights") + opt("model_cached") if pre else 0),
+            "request_bytes": request,
             "anonymous_bytes": None, "working_set_bytes": None}
     if _is_int(inputs.get("anonymous")):
         want["anonymous_bytes"] = inputs["anonymous"] + growth

@@ -178,6 +178,13 @@ struct rf_admission_input {
     struct rf_admission_figure model_cached;     /* pre-load: bytes of the model file already
                                                     in the page cache (cachestat): charged
                                                     already, not another process's */
+    struct rf_admission_figure load_release;     /* pre-load: the load releases each copied
+                                                    weight's file pages once copied
+                                                    (forge_load_release.h); the repacked
+                                                    bytes resident twice at once (the largest
+                                                    copied weight). Present: the request
+                                                    counts the file and the copies once, plus
+                                                    this; absent: file + every copy */
     struct rf_admission_figure loader_growth;    /* pre-load: anonymous memory llama.cpp's load
                                                     adds (vocabulary, tensor metadata;
                                                     rf_admission_loader_bytes); absent: listed

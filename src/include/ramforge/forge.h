@@ -22,6 +22,7 @@
 #include "ramforge/binding.h"
 #include "ramforge/error.h"
 #include "ramforge/inventory.h"
+#include "ramforge/load_release.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -65,12 +66,14 @@ int forge_gguf_check(const char *path, char err[FORGE_ERR_MAX]);
 struct forge_model;
 
 struct forge_model_params {
-    bool use_extra_bufts;  /* allow CPU_REPACK (repacked anonymous weights); default true */
-    bool mlock;            /* LLAMA_LOAD_MODE_MMAP_MLOCK: lock the mapping; default false */
-    int n_threads;         /* threads for the access probe; <= 0: llama.cpp's default */
-    bool probe_access;     /* run the graph probe at load; default true */
-    bool placement_access; /* without the probe: classify weights by placement (no
-                              decode); default false */
+    bool use_extra_bufts;     /* allow CPU_REPACK (repacked anonymous weights); default true */
+    bool mlock;               /* LLAMA_LOAD_MODE_MMAP_MLOCK: lock the mapping; default false */
+    int n_threads;            /* threads for the access probe; <= 0: llama.cpp's default */
+    bool probe_access;        /* run the graph probe at load; default true */
+    bool placement_access;    /* without the probe: classify weights by placement (no
+                                 decode); default false */
+    bool release_during_load; /* release each copied (repacked) weight's file pages as soon
+                                 as the load copied it (forge_load_release.h); default false */
 };
 
 struct forge_model_params forge_model_default_params(void);
@@ -165,6 +168,7 @@ struct forge_model_info {
     uint64_t probe_ns; /* wall time of the classification (probe or placement), ns */
     uint64_t fs_magic; /* statfs f_type of the file's filesystem (rf_fs_profile_of);
                           0: not known */
+    struct rf_load_release load_release; /* release_during_load: what it did */
 };
 void forge_model_get_info(const struct forge_model *m, struct forge_model_info *out);
 

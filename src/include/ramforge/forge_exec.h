@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 struct llama_model;
+struct llama_model_params;
 struct llama_context;
 
 /* What the shim gives the engine. */
@@ -49,6 +50,13 @@ struct forge_exec_hooks {
     /* Before llama_model_load_from_file(path): 0 to load, -1 to refuse (the shim returns NULL;
        the engine said why and wrote the report). */
     int (*before_load)(const char *path, const struct forge_exec_load *load);
+    /* Just before the load, after before_load said 0: may decorate *params (the release
+       during the load wraps its progress callback, forge_load_release.h); returns a token
+       for load_end (NULL: nothing to end; a no_alloc probe loads nothing to release). */
+    void *(*load_begin)(const char *path, struct llama_model_params *params,
+                        const struct forge_exec_load *load);
+    /* Right after the load returned (model NULL: it failed), with load_begin's token. */
+    void (*load_end)(void *token);
     /* After a successful load: bind a session (mmap only; a no_alloc probe is not a model to
        manage). */
     void (*loaded)(struct llama_model *model, const char *path, const struct forge_exec_load *load);

@@ -240,6 +240,8 @@ struct forge_gguf_estimate {
                                                     llama.cpp repacks into anonymous CPU_REPACK
                                                     buffers on AVX2 (Q4_0, Q4_K, IQ4_NL), bytes;
                                                     0 without use_extra_bufts or AVX2 */
+    uint64_t repacked_max_bytes;     /* the largest of those weights, bytes: what the release
+                                        during the load holds twice at once */
     uint64_t file_working_set_bytes; /* the other weights, read from the mapping each token
                                         (token_embd.weight excluded: read by rows), bytes */
     uint64_t n_tensors;              /* tensors in the header */

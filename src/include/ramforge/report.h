@@ -20,6 +20,7 @@
 #include "ramforge/inventory.h"
 #include "ramforge/ledger.h"
 #include "ramforge/lifetime.h"
+#include "ramforge/load_release.h"
 #include "ramforge/policy.h"
 #include "ramforge/profile.h"
 #include "ramforge/residency.h"
@@ -131,10 +132,12 @@ struct rf_report {
                                          (model.filesystem, fs_profile.h) */
     uint64_t model_native_size_bytes; /* llama_model_size */
     uint64_t model_n_params;
-    uint64_t instance_id;              /* forge model instance; 0: not loaded (the native
-                                          figures above are then reported null) */
-    bool access_probed;                /* weights classified by the graph probe */
-    enum rf_access_basis access_basis; /* how they were classified (model.access_basis) */
+    uint64_t instance_id;                /* forge model instance; 0: not loaded (the native
+                                            figures above are then reported null) */
+    bool access_probed;                  /* weights classified by the graph probe */
+    enum rf_access_basis access_basis;   /* how they were classified (model.access_basis) */
+    struct rf_load_release load_release; /* the release during the load
+                                                      (model.load_release); zero: not asked */
 
     const char *policy; /* rf_policy_name */
     bool policy_plans, policy_mutates;

@@ -37,6 +37,23 @@ struct rf_stream_read_ahead; /* ramforge/streaming.h */
  * Errors: -EINVAL (bad params, a required target missing), -RF_EBADMODEL,
  * -EIO, -ENOMEM, -errno of the file.
  */
+/*
+ * Whether a session of params p releases the file pages of each weight the
+ * load copies (CPU_REPACK) during the load (forge_load_release.h): a
+ * releasing policy that releases dead file pages (not --dead-file-pages
+ * keep), without mlock. rf_session_load does; ramforge exec's engine does
+ * around the program's load; admission before the load counts the lower
+ * peak then.
+ */
+bool rf_session_releases_during_load(const struct rf_session_params *p);
+
+/*
+ * Records what the release during the load did (r, copied) for a session
+ * bound to a model loaded elsewhere (rf_session_wrap): the report's
+ * model.load_release. NULL s or r: no-op.
+ */
+void rf_session_set_load_release(struct rf_session *s, const struct rf_load_release *r);
+
 int rf_session_load(const char *path, const struct forge_model_params *mp,
                     struct rf_session_params params, struct rf_session **out,
                     char err[FORGE_ERR_MAX]);
