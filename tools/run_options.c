@@ -227,8 +227,7 @@ enum {
     OPT_STREAM_SPIN_WAIT,
 };
 
-/* Largest prompt file -f reads, bytes (16 MiB: far beyond any context). */
-#define PROMPT_FILE_MAX (16u << 20)
+#define PROMPT_FILE_MAX (16u << 20) /* the largest prompt file -f reads, bytes */
 
 /*
  * The text of -f FILE ('-': standard input), one trailing newline dropped as llama.cpp's -f
