@@ -20,19 +20,12 @@ import re
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
+from e2e_util import evict  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 FACTORS = "0.3,0.4,0.5,0.6,0.7,0.8,0.9,0.95,0.97,0.99,1.0,1.05,1.1,1.2"
-
-
-def evict(path):
-    """Written back, then dropped from the page cache: the run reads it itself."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 def model(rf, folder, wtype):
