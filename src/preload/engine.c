@@ -239,7 +239,7 @@ static void hook_loaded(struct llama_model *model, const char *path,
     }
     rf_session_set_load_release(s, &load_released);
     pthread_mutex_lock(&exec_engine.table_mu);
-    struct exec_model *m = model_of(NULL);
+    struct exec_model *m = NULL; /* the first free slot */
     for (size_t i = 0; !m && i < EXEC_MAX_MODELS; i++)
         if (!exec_engine.models[i].model)
             m = &exec_engine.models[i];
