@@ -29,14 +29,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ramforge/defaults.h"
+#include "ramforge/core/residency.h"
+#include "ramforge/core/timing.h"
 #include "ramforge/error.h"
-#include "ramforge/forge.h"
-#include "ramforge/forge_observer.h"
-#include "ramforge/forge_pages.h"
-#include "ramforge/pages.h"
-#include "ramforge/residency.h"
-#include "ramforge/timing.h"
+#include "ramforge/forge/forge.h"
+#include "ramforge/forge/forge_observer.h"
+#include "ramforge/forge/forge_pages.h"
+#include "ramforge/sys/pages.h"
+#include "ramforge/tools/defaults.h"
 
 #define DEFAULT_CAPACITY 32768 /* events: ~25 MiB, a 22-layer model's 32 decodes fit */
 #define MAX_REPS 101

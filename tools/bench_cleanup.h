@@ -17,7 +17,7 @@
 #include <signal.h>
 #include <sys/types.h>
 
-#include "ramforge/cgroup_child.h"
+#include "ramforge/sys/cgroup_child.h"
 
 /* Installs the handler for SIGINT, SIGTERM and SIGHUP. Returns 0 or -errno. */
 int bench_cleanup_install(void);

@@ -15,7 +15,7 @@
 #include "bench_spawn.h"
 #include "cli.h"
 #include "limit_cgroup.h"
-#include "ramforge/json_util.h"
+#include "ramforge/core/json_util.h"
 
 int bench_limit_cgroup_create(const struct bench_options *o, size_t k,
                               struct rfsys_cgroup_child *cg, char *reason, size_t len)

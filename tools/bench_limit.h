@@ -1,6 +1,6 @@
 /*
  * `ramforge bench --memory-limit SIZE`: each run process in a fresh child
- * memory cgroup with that limit (ramforge/cgroup_child.h), what the
+ * memory cgroup with that limit (ramforge/sys/cgroup_child.h), what the
  * cgroup recorded, and the per-token bound of a run under the limit:
  *
  *   per-token time >= t_c + max(0, W - R) / B
@@ -31,7 +31,7 @@
 #include "bench_options.h"
 #include "bench_prepare.h"
 #include "bench_results.h"
-#include "ramforge/cgroup_child.h"
+#include "ramforge/sys/cgroup_child.h"
 
 /* Child cgroups are named BENCH_CGROUP_PREFIX<bench pid>-<run number>. */
 #define BENCH_CGROUP_PREFIX "rf-bench-"

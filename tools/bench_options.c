@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "ramforge/defaults.h"
+#include "ramforge/tools/defaults.h"
 
 #define BENCH_MAX_REPETITIONS 1000
 #define BENCH_DEFAULT_N_PREDICT 16

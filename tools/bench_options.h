@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "bench_prepare.h"
-#include "ramforge/policy.h"
+#include "ramforge/core/policy.h"
 
 #define BENCH_MAX_VARIANTS 16    /* entries of --policies */
 #define BENCH_MAX_ARGS 64        /* extra run arguments per run, --run-args included */

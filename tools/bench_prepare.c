@@ -18,11 +18,11 @@
 
 #include "bench_cleanup.h"
 #include "cli.h"
-#include "ramforge/fs_profile.h"
-#include "ramforge/intervals.h"
-#include "ramforge/pages.h"
-#include "ramforge/report_json.h"
-#include "ramforge/timing.h"
+#include "ramforge/core/fs_profile.h"
+#include "ramforge/core/intervals.h"
+#include "ramforge/core/report_json.h"
+#include "ramforge/core/timing.h"
+#include "ramforge/sys/pages.h"
 
 /* O_DIRECT buffers are aligned to this many bytes (covers 4 KiB logical blocks). */
 #define DIRECT_ALIGN_BYTES 4096u

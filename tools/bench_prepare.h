@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #include "ramforge/error.h"
-#include "ramforge/pages.h"
+#include "ramforge/sys/pages.h"
 
 /* Bytes per read(2)/write(2) when copying, warming and timing files (8 MiB). */
 #define BENCH_IO_BYTES (8u << 20)

@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ramforge/ledger.h"
-#include "ramforge/report.h"
-#include "ramforge/timing.h"
+#include "ramforge/core/ledger.h"
+#include "ramforge/core/report.h"
+#include "ramforge/core/timing.h"
 
 /* obj.key as a non-negative integer into *v (left unknown otherwise). */
 static void get_u64(json_t *obj, const char *key, struct bench_value *v)

@@ -16,9 +16,9 @@
 
 #include "bench_limit.h"
 #include "bench_spawn.h"
-#include "ramforge/json_util.h"
-#include "ramforge/metrics.h"
-#include "ramforge/policy.h"
+#include "ramforge/core/json_util.h"
+#include "ramforge/core/policy.h"
+#include "ramforge/session/metrics.h"
 
 #ifndef RAMFORGE_VERSION
 #define RAMFORGE_VERSION "0.0.0"

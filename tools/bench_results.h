@@ -132,7 +132,7 @@ json_t *bench_summary_json(const struct bench_options *o, uint64_t model_bytes,
 
 /*
  * summary.json's figures as Prometheus text (labels spelled by
- * ramforge/metrics.h's rf_metrics_label): per group (model, condition,
+ * ramforge/session/metrics.h's rf_metrics_label): per group (model, condition,
  * policy, residency_policy) ramforge_bench_runs, _completed, _median_runs,
  * ramforge_bench_median_<figure> for every results.tsv figure, and
  * ramforge_bench_ratio_to_off{measure="end_to_end"|"ttft"}; then

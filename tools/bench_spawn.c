@@ -17,7 +17,7 @@
 
 #include "bench_cleanup.h"
 #include "cli.h"
-#include "ramforge/timing.h"
+#include "ramforge/core/timing.h"
 
 extern char **environ;
 

@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "bench_options.h"
-#include "ramforge/cgroup_child.h"
+#include "ramforge/sys/cgroup_child.h"
 
 /* The run processes execute this same binary. */
 #define BENCH_SELF_EXE "/proc/self/exe"

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ramforge/policy.h"
-#include "ramforge/profile.h"
-#include "ramforge/sys.h"
+#include "ramforge/core/policy.h"
+#include "ramforge/core/profile.h"
+#include "ramforge/sys/sys.h"
 
 void cli_error(const char *fmt, ...)
 {

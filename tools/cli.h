@@ -6,9 +6,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ramforge/core/policy.h"
 #include "ramforge/error.h"
-#include "ramforge/forge.h"
-#include "ramforge/policy.h"
+#include "ramforge/forge/forge.h"
 
 #define RF_PROGRAM "ramforge"
 #define RF_EXIT_FAILURE 1 /* the work failed */

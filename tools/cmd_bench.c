@@ -47,11 +47,11 @@
 #include "bench_results.h"
 #include "bench_spawn.h"
 #include "cli.h"
-#include "ramforge/forge.h"
-#include "ramforge/metrics.h"
-#include "ramforge/pages.h"
-#include "ramforge/report.h"
-#include "ramforge/report_json.h"
+#include "ramforge/core/report.h"
+#include "ramforge/core/report_json.h"
+#include "ramforge/forge/forge.h"
+#include "ramforge/session/metrics.h"
+#include "ramforge/sys/pages.h"
 #include "run.h"
 
 /* Prepares row r's cache condition and verifies it; sets r->label (failed on an error). */

@@ -19,8 +19,8 @@
 #include "exec.h"
 #include "exec_parent.h"
 #include "metrics_listen.h"
-#include "ramforge/admission.h"
-#include "ramforge/policy.h"
+#include "ramforge/core/admission.h"
+#include "ramforge/core/policy.h"
 #include "run.h"
 #include "session_options.h"
 

@@ -13,11 +13,11 @@
 #include "inspect_fit.h"
 #include "inspect_page_cache.h"
 #include "inspect_table.h"
+#include "ramforge/core/inventory.h"
+#include "ramforge/core/report_json.h"
+#include "ramforge/core/residency.h"
 #include "ramforge/error.h"
-#include "ramforge/forge.h"
-#include "ramforge/inventory.h"
-#include "ramforge/report_json.h"
-#include "ramforge/residency.h"
+#include "ramforge/forge/forge.h"
 #include "run.h"
 
 static void usage(FILE *out)

@@ -7,7 +7,7 @@
 
 #include "cli.h"
 #include "ramforge/error.h"
-#include "ramforge/forge.h"
+#include "ramforge/forge/forge.h"
 
 static void usage(FILE *out)
 {

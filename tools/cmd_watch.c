@@ -18,8 +18,8 @@
 
 #include "cli.h"
 #include "metrics_listen.h"
-#include "ramforge/metrics.h"
-#include "ramforge/policy.h"
+#include "ramforge/core/policy.h"
+#include "ramforge/session/metrics.h"
 #include "watch.h"
 
 static volatile sig_atomic_t g_stop;

@@ -15,8 +15,8 @@
 
 #include "cli.h"
 #include "exec.h"
-#include "ramforge/elf_info.h"
 #include "ramforge/session.h"
+#include "ramforge/sys/elf_info.h"
 
 #define LLAMA_ENTRY "llama_model_load_from_file" /* the call the preload stands in front of */
 

@@ -31,8 +31,8 @@
 #include "cli.h"
 #include "limit_cgroup.h"
 #include "metrics_listen.h"
-#include "ramforge/metrics.h"
-#include "ramforge/sys.h"
+#include "ramforge/session/metrics.h"
+#include "ramforge/sys/sys.h"
 
 #define SPOOL_FILE_MAX_BYTES (1u << 20) /* one model's text is a few KiB */
 #define SPOOL_ENV "RAMFORGE_EXEC_METRICS_SPOOL"

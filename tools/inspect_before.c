@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ramforge/intervals.h"
-#include "ramforge/residency.h"
+#include "ramforge/core/intervals.h"
+#include "ramforge/core/residency.h"
 
 #define BEFORE_MAX_PAGES (1ull << 22) /* 16 GiB of 4 KiB pages; 4 MiB of states */
 

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "ramforge/pages.h"
+#include "ramforge/sys/pages.h"
 
 /*
  * Page states as they were before ramforge read the GGUF header. The

@@ -14,10 +14,10 @@
 
 #include "cli.h"
 #include "inspect_fit.h"
-#include "ramforge/json_util.h"
-#include "ramforge/report_json.h"
-#include "ramforge/session_ext.h"
-#include "ramforge/timing.h"
+#include "ramforge/core/json_util.h"
+#include "ramforge/core/report_json.h"
+#include "ramforge/core/timing.h"
+#include "ramforge/session/session_ext.h"
 
 #define FIT_KIND "ramforge.fit_check"
 #define FIT_SCHEMA_VERSION 1

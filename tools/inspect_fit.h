@@ -7,7 +7,7 @@
 
 #include <jansson.h>
 
-#include "ramforge/admission.h"
+#include "ramforge/core/admission.h"
 
 struct fit_options {
     const char *model;

@@ -13,7 +13,7 @@
 #include <strings.h>
 
 #include "cli.h"
-#include "ramforge/forge.h"
+#include "ramforge/forge/forge.h"
 
 #ifndef RAMFORGE_VERSION
 #define RAMFORGE_VERSION "0.0.0"

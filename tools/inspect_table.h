@@ -13,8 +13,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "ramforge/inventory.h"
-#include "ramforge/residency.h"
+#include "ramforge/core/inventory.h"
+#include "ramforge/core/residency.h"
 
 #define INSPECT_SCHEMA_VERSION 1
 #define INSPECT_KIND_INVENTORY "ramforge.inspect.inventory"

@@ -16,7 +16,7 @@
 
 #include "bench_cleanup.h"
 #include "cli.h"
-#include "ramforge/timing.h"
+#include "ramforge/core/timing.h"
 
 /* The names of the cgroups this program makes, followed by the pid of the command. */
 static const char *const own_prefixes[] = {"rf-run-", "rf-serve-", "rf-exec-", "rf-bench-"};

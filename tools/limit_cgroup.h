@@ -1,7 +1,7 @@
 /*
  * --memory-limit SIZE of run and serve (and bench's runs): a fresh child
  * memory cgroup of the command's own with that hard limit
- * (ramforge/cgroup_child.h; cgroup v1 or v2), so "keep it under N" is a
+ * (ramforge/sys/cgroup_child.h; cgroup v1 or v2), so "keep it under N" is a
  * cap the kernel holds. The command forks: the child joins the cgroup and
  * does the work; the parent waits, says what the cgroup recorded, removes
  * it and exits with the child's status. No cgroup is left behind:
@@ -34,7 +34,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "ramforge/cgroup_child.h"
+#include "ramforge/sys/cgroup_child.h"
 
 /*
  * rfsys_cgroup_child_create of NAME below this process's memory cgroup with

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "ramforge/forge.h"
+#include "ramforge/forge/forge.h"
 #include "ramforge/session.h"
 
 static void usage(FILE *out)

@@ -7,11 +7,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "ramforge/admission.h"
-#include "ramforge/forge.h"
-#include "ramforge/policy.h"
-#include "ramforge/report.h"
-#include "ramforge/residency.h"
+#include "ramforge/core/admission.h"
+#include "ramforge/core/policy.h"
+#include "ramforge/core/report.h"
+#include "ramforge/core/residency.h"
+#include "ramforge/forge/forge.h"
 #include "session_options.h"
 
 /* What `ramforge run`'s command line asked for. */
@@ -33,8 +33,9 @@ struct run_options {
     long long dispatch_events;                           /* observer capacity, events */
     long long dispatch_sample_pages; /* pre-dispatch sampling per weight source; 0: off */
     bool human_report;               /* --residency-report: the details after the summary */
-    const char *metrics_path;        /* --metrics-file: Prometheus text (ramforge/metrics.h) */
-    const char *svg_path; /* --residency-svg: the residency picture (ramforge/residency_svg.h) */
+    const char *metrics_path; /* --metrics-file: Prometheus text (ramforge/session/metrics.h) */
+    const char
+        *svg_path; /* --residency-svg: the residency picture (ramforge/core/residency_svg.h) */
     bool repack;
     bool mlock;
     enum rf_admission_mode admission; /* --admission enforce|warn|off */

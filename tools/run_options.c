@@ -13,9 +13,9 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "ramforge/defaults.h"
-#include "ramforge/intervals.h"
-#include "ramforge/policy.h"
+#include "ramforge/core/intervals.h"
+#include "ramforge/core/policy.h"
+#include "ramforge/tools/defaults.h"
 #include "run.h"
 
 static void usage(FILE *out)

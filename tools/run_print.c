@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "ramforge/fs_profile.h"
+#include "ramforge/core/fs_profile.h"
 #include "run.h"
 
 /* s, or fallback when s is NULL: no "(null)" ever reaches the output. */

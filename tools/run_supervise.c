@@ -17,7 +17,7 @@
 #include "cli.h"
 #include "limit_cgroup.h"
 #include "ramforge/error.h"
-#include "ramforge/session_ext.h"
+#include "ramforge/session/session_ext.h"
 #include "run.h"
 
 struct run_shared {

@@ -1,14 +1,14 @@
 /*
  * ramforge run --residency-svg: page snapshots at the run's boundaries
  * (after load, end of session with the context alive) and the report's
- * end-of-operation snapshot, drawn side by side (ramforge/residency_svg.h).
+ * end-of-operation snapshot, drawn side by side (ramforge/core/residency_svg.h).
  */
 #include <stdio.h>
 
 #include "cli.h"
+#include "ramforge/core/residency_svg.h"
 #include "ramforge/error.h"
-#include "ramforge/residency_svg.h"
-#include "ramforge/session_ext.h"
+#include "ramforge/session/session_ext.h"
 #include "run.h"
 
 void run_svg_init(struct run_svg *v)

@@ -20,10 +20,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ramforge/forge.h"
-#include "ramforge/forge_common.h"
-#include "ramforge/idle_clock.h"
-#include "ramforge/policy.h"
+#include "ramforge/core/idle_clock.h"
+#include "ramforge/core/policy.h"
+#include "ramforge/forge/forge.h"
+#include "ramforge/forge/forge_common.h"
 #include "serve_queue.h"
 #include "session_options.h"
 

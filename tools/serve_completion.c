@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ramforge/forge_common.h"
+#include "ramforge/forge/forge_common.h"
 
 #define SERVE_POLL_MS 20 /* a waiting connection checks its socket this often, ms */
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ramforge/timing.h"
+#include "ramforge/core/timing.h"
 #include "serve.h"
 
 /* Grows *buf (elements of size el) to hold need; false on ENOMEM. */

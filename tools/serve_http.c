@@ -16,9 +16,9 @@
 #include <time.h>
 
 #include "cli.h"
+#include "ramforge/core/timing.h"
+#include "ramforge/core/utf8.h"
 #include "ramforge/session.h"
-#include "ramforge/timing.h"
-#include "ramforge/utf8.h"
 
 /* The authorization of a request: Bearer KEY, or X-Api-Key: KEY. */
 static bool authorized(struct serve *sv, struct MHD_Connection *c)

@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "ramforge/json_util.h"
+#include "ramforge/core/json_util.h"
 #include "serve.h"
 #include "serve_request.h"
 

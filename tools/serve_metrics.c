@@ -6,7 +6,7 @@
  * (requests, admission outcomes, staging, idle boundaries), the live
  * figures read at scrape time (VmRSS, the cgroup's usage and limit), then the
  * report's families from the writer `run --metrics-file` shares
- * (ramforge/metrics.h): the last operation's ledger, last sample,
+ * (ramforge/session/metrics.h): the last operation's ledger, last sample,
  * admission and staging, and the session's releases, each series with the
  * model label.
  */
@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ramforge/metrics.h"
-#include "ramforge/session_ext.h"
-#include "ramforge/sys.h"
+#include "ramforge/session/metrics.h"
+#include "ramforge/session/session_ext.h"
+#include "ramforge/sys/sys.h"
 #include "serve.h"
 
 const char *serve_residency_name(enum serve_residency r)
@@ -182,7 +182,7 @@ char *serve_metrics_ramforge_text(struct serve *sv)
     metric_u64(f, "ramforge_operations_total", "counter",
                "Operations ended (the load, each request, each idle boundary).",
                rf_session_operations(sv->session));
-    /* The report's families: the writer run --metrics-file shares (ramforge/metrics.h). */
+    /* The report's families: the writer run --metrics-file shares (ramforge/session/metrics.h). */
     char *report = NULL;
     int rc = rf_session_metrics_text(sv->session, sv->o->sess.model, &report);
     pthread_mutex_unlock(&sv->session_mu);

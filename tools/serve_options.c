@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "ramforge/forge_common.h"
+#include "ramforge/forge/forge_common.h"
 #include "serve.h"
 
 static void usage(FILE *out)

@@ -9,8 +9,8 @@
  */
 #include "cli.h"
 #include "ramforge/error.h"
-#include "ramforge/forge_observer.h"
-#include "ramforge/session_ext.h"
+#include "ramforge/forge/forge_observer.h"
+#include "ramforge/session/session_ext.h"
 #include "serve.h"
 
 #define SERVE_OBSERVER_EVENTS 65536 /* about 52 MiB: a request's nodes, prompt and decode */

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ramforge/forge.h"
+#include "ramforge/forge/forge.h"
 
 enum serve_api {
     SERVE_API_COMPLETION = 0, /* llama-server's /completion */

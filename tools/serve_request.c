@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ramforge/core/timing.h"
 #include "ramforge/error.h"
-#include "ramforge/timing.h"
 
 /* See serve_request.h. */
 json_t *serve_body_parse(const char *body, size_t len, char *msg, size_t msg_len)

@@ -11,7 +11,7 @@
  */
 #include <stdlib.h>
 
-#include "ramforge/timing.h"
+#include "ramforge/core/timing.h"
 #include "serve.h"
 
 void serve_sleep_enter(struct serve *sv)

@@ -18,8 +18,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "ramforge/forge.h"
-#include "ramforge/policy.h"
+#include "ramforge/core/policy.h"
+#include "ramforge/forge/forge.h"
 #include "ramforge/session.h"
 
 /* What the shared options asked for; the command sets the defaults before parsing. */

@@ -19,13 +19,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ramforge/core/inventory.h"
+#include "ramforge/core/residency.h"
 #include "ramforge/error.h"
-#include "ramforge/forge_pages.h"
-#include "ramforge/inventory.h"
-#include "ramforge/pages.h"
-#include "ramforge/procwatch.h"
-#include "ramforge/residency.h"
-#include "ramforge/sys.h"
+#include "ramforge/forge/forge_pages.h"
+#include "ramforge/sys/pages.h"
+#include "ramforge/sys/procwatch.h"
+#include "ramforge/sys/sys.h"
 
 #define WATCH_SCHEMA_VERSION 1
 #define WATCH_MAX_MODELS 8     /* model files per process read; more are named in a note */

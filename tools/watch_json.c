@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "ramforge/json_util.h"
+#include "ramforge/core/json_util.h"
 
 static json_t *pages_json(const struct watch_pages *w, const char *source, const char *reason)
 {

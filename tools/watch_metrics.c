@@ -17,8 +17,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "ramforge/ledger.h"
-#include "ramforge/metrics.h"
+#include "ramforge/core/ledger.h"
+#include "ramforge/session/metrics.h"
 
 static void family(FILE *f, const char *name, const char *type, const char *help)
 {

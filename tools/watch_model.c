@@ -21,9 +21,9 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "ramforge/fs_profile.h"
-#include "ramforge/intervals.h"
-#include "ramforge/inventory.h"
+#include "ramforge/core/fs_profile.h"
+#include "ramforge/core/intervals.h"
+#include "ramforge/core/inventory.h"
 
 bool watch_is_gguf(const char *path)
 {

@@ -7,9 +7,9 @@
  * The estimates it is fed (reclaimable bytes, file working set, KV cache,
  * context size) are admission_estimate.c; the names, admission_names.c.
  */
-#include "ramforge/admission.h"
+#include "ramforge/core/admission.h"
 #include "admission_internal.h"
-#include "ramforge/streaming.h"
+#include "ramforge/core/streaming.h"
 
 #include <errno.h>
 #include <inttypes.h>

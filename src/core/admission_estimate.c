@@ -7,13 +7,13 @@
  * over them, its rules and its reasons, is admission.c.
  */
 #include "admission_internal.h"
-#include "ramforge/admission.h"
+#include "ramforge/core/admission.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ramforge/intervals.h"
+#include "ramforge/core/intervals.h"
 
 /* a + b into *sum; false on overflow. An absent b adds nothing. */
 static bool add_figure(uint64_t *sum, const struct rf_admission_figure *b)

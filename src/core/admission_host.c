@@ -7,7 +7,7 @@
  * The decision's order and reasons are admission.c's.
  */
 #include "admission_internal.h"
-#include "ramforge/admission.h"
+#include "ramforge/core/admission.h"
 
 #include <inttypes.h>
 #include <stdio.h>

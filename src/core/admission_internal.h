@@ -7,7 +7,7 @@
 
 #include <stdarg.h>
 
-#include "ramforge/admission.h"
+#include "ramforge/core/admission.h"
 
 /*
  * Adds fmt's text to out->reason whole, as a new sentence (sentence true:

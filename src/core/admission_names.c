@@ -3,7 +3,7 @@
  * use for outcomes, modes, causes, bounds and phases (NULL for a value
  * outside its enum), the --admission parser, and rf_admission_figure_of.
  */
-#include "ramforge/admission.h"
+#include "ramforge/core/admission.h"
 
 #include <errno.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* Binding of the policy manager to a model instance, and the quiescence rule. */
-#include "ramforge/binding.h"
+#include "ramforge/core/binding.h"
 
 #include <string.h>
 

@@ -3,7 +3,7 @@
  * a level's limit is enforced, error texts for figures that could not be
  * read, and the kernel's verdict as counter deltas over a run.
  */
-#include "ramforge/cgroup_levels.h"
+#include "ramforge/core/cgroup_levels.h"
 #include "ramforge/error.h"
 
 #include <errno.h>

@@ -11,7 +11,7 @@
  * the observer stored in the events are summed per status in the same
  * pass.
  */
-#include "ramforge/dispatch.h"
+#include "ramforge/core/dispatch.h"
 
 #include <errno.h>
 #include <stdlib.h>

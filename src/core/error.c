@@ -3,7 +3,7 @@
  * rf_strerror), and the log sink shared by every ramforge layer.
  */
 #include "ramforge/error.h"
-#include "ramforge/error_text.h"
+#include "ramforge/core/error_text.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * The one atomic file writer (ramforge/report_json.h, rf_file_write_atomic):
+ * The one atomic file writer (ramforge/core/report_json.h, rf_file_write_atomic):
  * the JSON report, bench's summary and the Prometheus metrics file go
  * through it, so a reader of the target (a scraper, a script polling the
  * report) sees the old file or the new one, never a part.
@@ -22,7 +22,7 @@
  * Expected workload: one write per report or metrics file, at the end of a
  * run or per bench condition: a few files of a few KiB to a few MiB.
  */
-#include "ramforge/report_json.h"
+#include "ramforge/core/report_json.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,14 +5,14 @@
  * numbers are those of linux/magic.h (copied: this layer makes no OS
  * calls). docs/FILESYSTEMS.md states the same table in prose; keep both.
  */
-#include "ramforge/fs_profile.h"
-#include "ramforge/json_util.h"
+#include "ramforge/core/fs_profile.h"
+#include "ramforge/core/json_util.h"
 
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
 
-#include "ramforge/report_json.h"
+#include "ramforge/core/report_json.h"
 
 static const char NET_WHY[] =
     "a network or user-space filesystem: the client's page cache may be invalidated by the "

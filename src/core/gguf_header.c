@@ -1,5 +1,5 @@
 /*
- * ramforge's own GGUF header check (see ramforge/gguf_header.h).
+ * ramforge's own GGUF header check (see ramforge/core/gguf_header.h).
  *
  * The header is read front to back through a 64 KiB window: key/value
  * pairs are skipped (only general.alignment is kept), tensor infos are
@@ -14,7 +14,7 @@
  * alignment; the data section. A string is a u64 length and its bytes.
  * Little-endian throughout (the only byte order gguf reads here).
  */
-#include "ramforge/gguf_header.h"
+#include "ramforge/core/gguf_header.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -1,8 +1,8 @@
 /*
- * The idle clock of a long-running program (ramforge/idle_clock.h): plain
+ * The idle clock of a long-running program (ramforge/core/idle_clock.h): plain
  * counters and monotonic times, guarded by the caller's lock.
  */
-#include "ramforge/idle_clock.h"
+#include "ramforge/core/idle_clock.h"
 
 void rf_idle_clock_init(struct rf_idle_clock *c, uint64_t idle_ns, uint64_t now_ns)
 {

@@ -8,8 +8,8 @@
  * an add in file order appends and a lookup is a binary search. Nothing here
  * allocates except the set's array; nothing prints.
  */
-#include "ramforge/intervals.h"
-#include "ramforge/search.h"
+#include "ramforge/core/intervals.h"
+#include "ramforge/core/search.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -22,8 +22,8 @@
  * Confidence for a mapped entry is HIGH when access was observed and MEDIUM
  * when it is UNKNOWN.
  */
-#include "ramforge/inventory.h"
-#include "ramforge/search.h"
+#include "ramforge/core/inventory.h"
+#include "ramforge/core/search.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
  * caller names and fail on overflow or on an absent value, and
  * reconciliation differences exist only when both operands do.
  */
-#include "ramforge/ledger.h"
+#include "ramforge/core/ledger.h"
 
 #include <errno.h>
 #include <string.h>

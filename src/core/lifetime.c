@@ -7,7 +7,7 @@
  * nothing and return -EINVAL, so a caller's bug shows as an error, never as
  * a resource silently reported released.
  */
-#include "ramforge/lifetime.h"
+#include "ramforge/core/lifetime.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -21,8 +21,8 @@
  * a rebuild. Segments with 0 < sel[k] < cover[k] are the protected shared
  * pages.
  */
-#include "ramforge/policy.h"
-#include "ramforge/search.h"
+#include "ramforge/core/policy.h"
+#include "ramforge/core/search.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -4,12 +4,12 @@
  * then used, against the page-cache state before staging (hit, miss,
  * wasted, unknown). Workload: a few mappings of up to a few million pages.
  */
-#include "ramforge/profile.h"
+#include "ramforge/core/profile.h"
 
 #include <errno.h>
 
-#include "ramforge/intervals.h"
-#include "ramforge/residency.h"
+#include "ramforge/core/intervals.h"
+#include "ramforge/core/residency.h"
 
 /* The state before staging of page pg of mapping m. */
 static uint8_t before_state(const uint8_t *const *before, const uint64_t *n_before, size_t n_maps,

@@ -8,8 +8,8 @@
  * treats the text as hostile: a size cap before parsing, every field
  * type-checked and bounded, no name longer than the inventory's field.
  */
-#include "ramforge/profile.h"
-#include "ramforge/json_util.h"
+#include "ramforge/core/profile.h"
+#include "ramforge/core/json_util.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ramforge/profile.h"
+#include "ramforge/core/profile.h"
 
 int rf_profile_merge(struct rf_profile *disk, const struct rf_profile *ours,
                      uint64_t base_operations, bool traced, size_t n_new_history)

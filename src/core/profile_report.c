@@ -6,10 +6,10 @@
  */
 #include <jansson.h>
 
-#include "ramforge/json_util.h"
-#include "ramforge/profile.h"
-#include "ramforge/report.h"
-#include "ramforge/report_json.h"
+#include "ramforge/core/json_util.h"
+#include "ramforge/core/profile.h"
+#include "ramforge/core/report.h"
+#include "ramforge/core/report_json.h"
 
 json_t *rf_profile_persisted_json(const struct rf_report *r)
 {

@@ -8,9 +8,9 @@
 #ifndef RAMFORGE_CORE_REPORT_SECTIONS_H
 #define RAMFORGE_CORE_REPORT_SECTIONS_H
 
-#include "ramforge/json_util.h"
-#include "ramforge/report.h"
-#include "ramforge/report_json.h"
+#include "ramforge/core/json_util.h"
+#include "ramforge/core/report.h"
+#include "ramforge/core/report_json.h"
 
 /* {"<key>": null, ..., "reason": reason} for a section this run does not fill (report.c). */
 json_t *rf_report_absent_section(const char *reason, const char *const *keys);

@@ -4,10 +4,10 @@
  * the pins, the per-token bounds and where the decode's reads went. One
  * object, so that bench reads its keys in one place.
  */
+#include "ramforge/core/json_util.h"
+#include "ramforge/core/ledger.h"
+#include "ramforge/core/report_json.h"
 #include "ramforge/error.h"
-#include "ramforge/json_util.h"
-#include "ramforge/ledger.h"
-#include "ramforge/report_json.h"
 
 #include <stdint.h>
 

@@ -19,10 +19,10 @@
  * The sampler is therefore called at most once per (mapping, page), and
  * only inside some resource's range.
  */
-#include "ramforge/residency.h"
-#include "ramforge/json_util.h"
-#include "ramforge/report_json.h"
-#include "ramforge/search.h"
+#include "ramforge/core/residency.h"
+#include "ramforge/core/json_util.h"
+#include "ramforge/core/report_json.h"
+#include "ramforge/core/search.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * The residency picture (ramforge/residency_svg.h): rows of layers,
+ * The residency picture (ramforge/core/residency_svg.h): rows of layers,
  * columns of tensor kinds, one panel per boundary, written as plain SVG
  * text with open_memstream. Expected input: a few hundred to a few
  * thousand tensors and at most RF_SVG_MAX_BOUNDARIES snapshots; the
@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ramforge/inventory.h"
-#include "ramforge/report_json.h"
-#include "ramforge/residency_svg.h"
+#include "ramforge/core/inventory.h"
+#include "ramforge/core/report_json.h"
+#include "ramforge/core/residency_svg.h"
 
 /* Geometry, in SVG user units (px). */
 #define CELL_W 16

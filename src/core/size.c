@@ -11,7 +11,7 @@
  * formatted for a person (rf_size_format, rf_size_text), the one rule of
  * the CLI and of exec's engine.
  */
-#include "ramforge/policy.h"
+#include "ramforge/core/policy.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -9,7 +9,7 @@
  * (O(log r + k)); the one candidate the budget runs out in walks the gaps
  * of its range once (rf_interval_set_first_end_above finds the first).
  */
-#include "ramforge/staging.h"
+#include "ramforge/core/staging.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,12 +1,12 @@
 /*
- * The read-ahead window's layout (ramforge/stream_window.h): the streamed
+ * The read-ahead window's layout (ramforge/core/stream_window.h): the streamed
  * tensors of a streaming plan, each a unit the helper thread reads into a
  * slot (its outward page range) with the tensor's place in the slot.
  *
  * Workload: once per operation, over the inventory (a few hundred
  * entries); one qsort, one pass.
  */
-#include "ramforge/stream_window.h"
+#include "ramforge/core/stream_window.h"
 
 #include <errno.h>
 #include <stdbool.h>

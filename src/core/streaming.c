@@ -10,8 +10,8 @@
  * counting the pages the pinned set does not hold yet, so each group costs
  * O(its ranges * log(pinned ranges)).
  */
-#include "ramforge/streaming.h"
-#include "ramforge/stream_window.h"
+#include "ramforge/core/streaming.h"
+#include "ramforge/core/stream_window.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,5 +1,5 @@
 /* Execution timers: named, optional nanosecond durations (see timing.h). */
-#include "ramforge/timing.h"
+#include "ramforge/core/timing.h"
 
 #include <errno.h>
 #include <string.h>

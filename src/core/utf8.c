@@ -1,10 +1,10 @@
 /*
- * The UTF-8 sanitizer (ramforge/utf8.h): a validating pass over the bytes
+ * The UTF-8 sanitizer (ramforge/core/utf8.h): a validating pass over the bytes
  * (RFC 3629's well-formed sequences, Unicode table 3-7), copying each
  * well-formed sequence and writing one U+FFFD for each maximal ill-formed
  * subsequence, the substitution Python and llama-server's JSON writer make.
  */
-#include "ramforge/utf8.h"
+#include "ramforge/core/utf8.h"
 
 #include <errno.h>
 #include <stdint.h>

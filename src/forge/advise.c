@@ -36,9 +36,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "ramforge/intervals.h"
-#include "ramforge/pages.h"
-#include "ramforge/sys.h"
+#include "ramforge/core/intervals.h"
+#include "ramforge/sys/pages.h"
+#include "ramforge/sys/sys.h"
 
 /* One requested range after validation. */
 struct checked_range {

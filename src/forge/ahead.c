@@ -11,8 +11,8 @@
  */
 #include "forge_internal.h"
 
-#include "ramforge/forge_ahead.h"
-#include "ramforge/inventory.h"
+#include "ramforge/core/inventory.h"
+#include "ramforge/forge/forge_ahead.h"
 
 #include <errno.h>
 #include <fcntl.h>

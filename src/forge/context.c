@@ -14,7 +14,7 @@
 
 #include "llama.h"
 
-#include "ramforge/forge_observer.h"
+#include "ramforge/forge/forge_observer.h"
 
 static _Atomic uint64_t next_context_id = 1;
 static _Atomic uint64_t cb_eval_contexts; /* contexts opened with a cb_eval */

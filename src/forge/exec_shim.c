@@ -30,8 +30,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ramforge/elf_info.h"
-#include "ramforge/forge_exec.h"
+#include "ramforge/forge/forge_exec.h"
+#include "ramforge/sys/elf_info.h"
 
 #include "llama.h"
 

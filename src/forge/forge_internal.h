@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "ramforge/forge.h"
+#include "ramforge/forge/forge.h"
 
 #include "gate.h"
 

@@ -10,11 +10,11 @@
  */
 #include "forge_internal.h"
 
-#include "ramforge/forge_ahead.h"
-#include "ramforge/forge_observer.h"
-#include "ramforge/forge_window.h"
-#include "ramforge/sys.h"
-#include "ramforge/timing.h"
+#include "ramforge/core/timing.h"
+#include "ramforge/forge/forge_ahead.h"
+#include "ramforge/forge/forge_observer.h"
+#include "ramforge/forge/forge_window.h"
+#include "ramforge/sys/sys.h"
 
 #include <errno.h>
 #include <stdio.h>

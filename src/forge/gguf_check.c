@@ -22,8 +22,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ramforge/core/gguf_header.h"
 #include "ramforge/error.h"
-#include "ramforge/gguf_header.h"
 
 #include "gguf.h"
 

@@ -8,10 +8,10 @@
  */
 #include "forge_internal.h"
 
+#include "ramforge/core/fs_profile.h"
 #include "ramforge/error.h"
-#include "ramforge/forge_pages.h"
-#include "ramforge/fs_profile.h"
-#include "ramforge/pages.h"
+#include "ramforge/forge/forge_pages.h"
+#include "ramforge/sys/pages.h"
 
 #include <errno.h>
 #include <stdint.h>

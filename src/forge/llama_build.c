@@ -15,8 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ramforge/elf_info.h"
 #include "ramforge/error.h"
+#include "ramforge/sys/elf_info.h"
 
 #include "llama.h"
 

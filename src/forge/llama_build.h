@@ -13,7 +13,7 @@
 
 #include <stddef.h>
 
-#include "ramforge/forge.h"
+#include "ramforge/forge/forge.h"
 
 #ifdef __cplusplus
 extern "C" {

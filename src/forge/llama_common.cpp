@@ -2,7 +2,7 @@
 // prefix, headers from share/ramforge/llama-common-headers, the same source):
 // json_schema_to_grammar and the Jinja chat templates. C++ exceptions end here: every
 // call catches them and hands C a -errno and the exception's text.
-#include "ramforge/forge_common.h"
+#include "ramforge/forge/forge_common.h"
 
 #include <cerrno>
 #include <cstdio>

@@ -1,5 +1,5 @@
 /* forge_common.h without llama.cpp's common library: every call is -ENOSYS, saying why. */
-#include "ramforge/forge_common.h"
+#include "ramforge/forge/forge_common.h"
 
 #include <errno.h>
 #include <stdio.h>

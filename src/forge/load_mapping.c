@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/sysmacros.h>
 
-#include "ramforge/sys.h"
+#include "ramforge/sys/sys.h"
 
 /* Whether VMA v is an r--s mapping of m's file (dev+inode of its header's stat). */
 static bool file_vma(const struct forge_model *m, const struct rfsys_mapping *v)

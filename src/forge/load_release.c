@@ -15,7 +15,7 @@
  */
 #include "forge_internal.h"
 
-#include "ramforge/forge_load_release.h"
+#include "ramforge/forge/forge_load_release.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,11 +24,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ramforge/forge_pages.h"
-#include "ramforge/intervals.h"
-#include "ramforge/pages.h"
-#include "ramforge/sys.h"
-#include "ramforge/timing.h"
+#include "ramforge/core/intervals.h"
+#include "ramforge/core/timing.h"
+#include "ramforge/forge/forge_pages.h"
+#include "ramforge/sys/pages.h"
+#include "ramforge/sys/sys.h"
 
 #include "ggml-backend.h"
 #include "ggml.h"

@@ -27,7 +27,7 @@
  */
 #include "forge_internal.h"
 
-#include "ramforge/timing.h"
+#include "ramforge/core/timing.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,9 +40,9 @@
 #include <unistd.h>
 
 #include "ramforge/error.h"
-#include "ramforge/forge_load_release.h"
-#include "ramforge/pages.h"
-#include "ramforge/sys.h"
+#include "ramforge/forge/forge_load_release.h"
+#include "ramforge/sys/pages.h"
+#include "ramforge/sys/sys.h"
 
 #include "ggml-backend.h"
 #include "ggml.h"

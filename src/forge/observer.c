@@ -19,7 +19,7 @@
  */
 #include "forge_internal.h"
 
-#include "ramforge/forge_observer.h"
+#include "ramforge/forge/forge_observer.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -28,9 +28,9 @@
 #include "ggml-backend.h"
 #include "ggml.h"
 
-#include "ramforge/forge_pages.h"
-#include "ramforge/intervals.h"
-#include "ramforge/pages.h"
+#include "ramforge/core/intervals.h"
+#include "ramforge/forge/forge_pages.h"
+#include "ramforge/sys/pages.h"
 
 _Static_assert(RF_DISPATCH_MAX_SRC >= GGML_MAX_SRC, "every declared source fits an event");
 _Static_assert(RF_DISPATCH_MAX_SRC <= 15, "source bits and RF_DISPATCH_TRUNC_NODE share 16 bits");

@@ -22,9 +22,9 @@
  */
 #include "forge_internal.h"
 
-#include "ramforge/error_text.h"
-#include "ramforge/forge_pages.h"
-#include "ramforge/search.h"
+#include "ramforge/core/error_text.h"
+#include "ramforge/core/search.h"
+#include "ramforge/forge/forge_pages.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,9 +34,9 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "ramforge/core/fs_profile.h"
+#include "ramforge/core/intervals.h"
 #include "ramforge/error.h"
-#include "ramforge/fs_profile.h"
-#include "ramforge/intervals.h"
 
 const char *forge_page_error_reason(int err)
 {

@@ -9,14 +9,14 @@
  */
 #include "forge_internal.h"
 
-#include "ramforge/error_text.h"
-#include "ramforge/forge_pin.h"
+#include "ramforge/core/error_text.h"
+#include "ramforge/forge/forge_pin.h"
 
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
 
-#include "ramforge/timing.h"
+#include "ramforge/core/timing.h"
 
 static int pin_ranges(struct forge_model *m, const struct rf_file_range *ranges, size_t n, int lock,
                       int advice, struct forge_pin_result *out)

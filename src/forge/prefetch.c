@@ -13,14 +13,14 @@
  */
 #include "forge_internal.h"
 
-#include "ramforge/forge_prefetch.h"
+#include "ramforge/forge/forge_prefetch.h"
 
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
 
-#include "ramforge/pages.h"
-#include "ramforge/timing.h"
+#include "ramforge/core/timing.h"
+#include "ramforge/sys/pages.h"
 
 /* The chunk for a requested chunk_bytes: 0 = default; whole pages, at least one. */
 static uint64_t chunk_for(uint64_t chunk_bytes, uint64_t page_bytes)

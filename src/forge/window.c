@@ -33,8 +33,8 @@
  */
 #include "forge_internal.h"
 
-#include "ramforge/forge_window.h"
-#include "ramforge/timing.h"
+#include "ramforge/core/timing.h"
+#include "ramforge/forge/forge_window.h"
 
 #include <errno.h>
 #include <fcntl.h>

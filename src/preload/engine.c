@@ -15,13 +15,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ramforge/admission.h"
-#include "ramforge/forge.h"
-#include "ramforge/forge_load_release.h"
-#include "ramforge/policy.h"
-#include "ramforge/report_json.h"
-#include "ramforge/session_ext.h"
-#include "ramforge/timing.h"
+#include "ramforge/core/admission.h"
+#include "ramforge/core/policy.h"
+#include "ramforge/core/report_json.h"
+#include "ramforge/core/timing.h"
+#include "ramforge/forge/forge.h"
+#include "ramforge/forge/forge_load_release.h"
+#include "ramforge/session/session_ext.h"
 
 struct exec_engine exec_engine = {
     .table_mu = PTHREAD_MUTEX_INITIALIZER,
@@ -96,7 +96,7 @@ static bool said_first(const char *what, const char *path)
 }
 
 /*
- * The decision on path as run says it (ramforge/admission.h): the headline and the ways out,
+ * The decision on path as run says it (ramforge/core/admission.h): the headline and the ways out,
  * the whole reason with -v, every "N bytes" in IEC units (rf_size_text); a refusal once
  * (said_first), a warning (-v only) at each load.
  */

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ramforge/policy.h"
+#include "ramforge/core/policy.h"
 
 #define EXEC_DEFAULT_HISTORY 64 /* operations a long-lived program's report keeps */
 

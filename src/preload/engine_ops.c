@@ -18,12 +18,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ramforge/host.h"
-#include "ramforge/idle_clock.h"
-#include "ramforge/metrics.h"
-#include "ramforge/policy.h"
-#include "ramforge/session_ext.h"
-#include "ramforge/timing.h"
+#include "ramforge/core/idle_clock.h"
+#include "ramforge/core/policy.h"
+#include "ramforge/core/timing.h"
+#include "ramforge/session/host.h"
+#include "ramforge/session/metrics.h"
+#include "ramforge/session/session_ext.h"
 
 /* Whether m has submissions since the last operation ended (table_mu inside); *submits:
    how many so far, the count the operation's end covers. */

@@ -25,9 +25,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ramforge/admission.h"
-#include "ramforge/forge_exec.h"
-#include "ramforge/idle_clock.h"
+#include "ramforge/core/admission.h"
+#include "ramforge/core/idle_clock.h"
+#include "ramforge/forge/forge_exec.h"
 #include "ramforge/session.h"
 
 #define EXEC_MAX_MODELS 16 /* models one process may have managed at once */

@@ -10,7 +10,7 @@
  */
 #include "session_internal.h"
 
-#include "ramforge/fs_profile.h"
+#include "ramforge/core/fs_profile.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -19,8 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ramforge/core/policy.h"
 #include "ramforge/error.h"
-#include "ramforge/policy.h"
 
 /* ------------------------------------------------------------------ lifetimes */
 

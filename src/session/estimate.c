@@ -6,7 +6,7 @@
  */
 #include "session_internal.h"
 
-#include "ramforge/admission.h"
+#include "ramforge/core/admission.h"
 
 /* KV cache bytes estimated from the hyperparameters: K and V, f16, n_ctx cells. */
 bool ses_estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uint64_t *out)

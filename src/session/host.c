@@ -1,5 +1,5 @@
 /*
- * The host of a long-running program (ramforge/host.h): an operation's
+ * The host of a long-running program (ramforge/session/host.h): an operation's
  * start (admission, staging, pins) and the idle boundary's outcome, once
  * for run, serve's worker and exec's engine. The outcome is read from the
  * operation's releases here, so no program reads report structs to learn
@@ -7,15 +7,15 @@
  */
 #include "session_internal.h"
 
-#include "ramforge/host.h"
+#include "ramforge/session/host.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "ramforge/policy.h"
-#include "ramforge/report.h"
-#include "ramforge/session_ext.h"
+#include "ramforge/core/policy.h"
+#include "ramforge/core/report.h"
+#include "ramforge/session/session_ext.h"
 
 int rf_session_operation_start(struct rf_session *s, const struct rf_operation_start_params *params,
                                struct rf_operation_start *out)

@@ -3,7 +3,7 @@
  * sample of status, smaps and cgroup figures, and the ledger entries made
  * from it with their provenance and source file.
  */
-#include "ramforge/measure.h"
+#include "ramforge/session/measure.h"
 
 #include <errno.h>
 #include <stdio.h>

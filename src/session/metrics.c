@@ -1,5 +1,5 @@
 /*
- * The report as Prometheus text (ramforge/metrics.h): one writer for
+ * The report as Prometheus text (ramforge/session/metrics.h): one writer for
  * serve's /metrics and run's --metrics-file. Plain stdio (no jansson); the
  * text is built in an open_memstream buffer and written with core's
  * rf_file_write_atomic. The release families are counters over the whole
@@ -18,8 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ramforge/metrics.h"
-#include "ramforge/report_json.h"
+#include "ramforge/core/report_json.h"
+#include "ramforge/session/metrics.h"
 
 #include "session_internal.h"
 

@@ -7,7 +7,7 @@
 
 #include <stdlib.h>
 
-#include "ramforge/forge_pages.h"
+#include "ramforge/forge/forge_pages.h"
 
 static void fn_lifetime(void *ud, struct rf_native_lifetime *out)
 {

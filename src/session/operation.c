@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ramforge/core/policy.h"
 #include "ramforge/error.h"
-#include "ramforge/policy.h"
 
 #ifndef RAMFORGE_VERSION
 #define RAMFORGE_VERSION "unknown"

@@ -11,11 +11,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ramforge/admission.h"
+#include "ramforge/core/admission.h"
+#include "ramforge/core/fs_profile.h"
+#include "ramforge/core/policy.h"
+#include "ramforge/core/report_json.h"
 #include "ramforge/error.h"
-#include "ramforge/fs_profile.h"
-#include "ramforge/policy.h"
-#include "ramforge/report_json.h"
 
 /*
  * The report of a run with no loaded model to report on, written to

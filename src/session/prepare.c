@@ -12,13 +12,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ramforge/admission.h"
+#include "ramforge/core/admission.h"
+#include "ramforge/core/fs_profile.h"
+#include "ramforge/core/policy.h"
+#include "ramforge/core/streaming.h"
 #include "ramforge/error.h"
-#include "ramforge/forge_pages.h"
-#include "ramforge/fs_profile.h"
-#include "ramforge/pages.h"
-#include "ramforge/policy.h"
-#include "ramforge/streaming.h"
+#include "ramforge/forge/forge_pages.h"
+#include "ramforge/sys/pages.h"
 
 /* ------------------------------------------------------------------ admission */
 

@@ -27,9 +27,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ramforge/core/report_json.h"
 #include "ramforge/error.h"
-#include "ramforge/forge_observer.h"
-#include "ramforge/report_json.h"
+#include "ramforge/forge/forge_observer.h"
 #include "session_internal.h"
 
 static void free_before(struct session_persist *ps)

@@ -19,8 +19,8 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "ramforge/core/report_json.h"
 #include "ramforge/error.h"
-#include "ramforge/report_json.h"
 #include "session_internal.h"
 
 static int emit_text(int fd, void *ctx)

@@ -9,8 +9,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "ramforge/policy.h"
-#include "ramforge/report_json.h"
+#include "ramforge/core/policy.h"
+#include "ramforge/core/report_json.h"
 
 static void fill_cgroup(const struct rf_session *s, struct rf_report *r)
 {

@@ -24,9 +24,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ramforge/core/policy.h"
+#include "ramforge/core/report_json.h"
 #include "ramforge/error.h"
-#include "ramforge/policy.h"
-#include "ramforge/report_json.h"
 
 #ifndef RAMFORGE_VERSION
 #define RAMFORGE_VERSION "unknown"

@@ -2,7 +2,7 @@
  * A page-level snapshot on demand (rf_session_page_snapshot): the same
  * mincore pass as the end-of-operation snapshot, at any point the caller
  * chooses (after the load, at the end of a session with the context
- * alive), for pictures of residency over time (ramforge/residency_svg.h).
+ * alive), for pictures of residency over time (ramforge/core/residency_svg.h).
  */
 #include <errno.h>
 

@@ -1,6 +1,6 @@
 /*
  * The streaming residency policy in the session: the plan made at
- * admission (ramforge/streaming.h), the pins (mlock through the native
+ * admission (ramforge/core/streaming.h), the pins (mlock through the native
  * table) before the operation's decode, their undoing before any release
  * boundary, at the operation's end and at rf_session_free, and the
  * report's `streaming` object (storage traffic for every policy; plan,

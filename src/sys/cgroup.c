@@ -12,7 +12,7 @@
  * the lowest, and v1 takes the lower of the own memory.limit_in_bytes and
  * memory.stat's hierarchical_memory_limit.
  */
-#include "ramforge/sys.h"
+#include "ramforge/sys/sys.h"
 #include "sys_internal.h"
 
 #include <errno.h>

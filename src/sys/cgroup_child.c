@@ -1,11 +1,11 @@
 /*
- * A child memory cgroup for one process (see ramforge/cgroup_child.h):
+ * A child memory cgroup for one process (see ramforge/sys/cgroup_child.h):
  * located through rfsys__cgroup_locate, made with mkdir and a limit file,
  * joined through cgroup.procs, read with the value parsers of cgroup.c,
  * its processes signalled through cgroup.procs, removed with rmdir; the
  * empty ones of dead processes found by name and removed.
  */
-#include "ramforge/cgroup_child.h"
+#include "ramforge/sys/cgroup_child.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -7,7 +7,7 @@
  * when that directory is not visible. Hybrid systems (v1 memory + v2
  * without memory) resolve to v1. Every path is under the sysroot prefix.
  */
-#include "ramforge/sys.h"
+#include "ramforge/sys/sys.h"
 #include "sys_internal.h"
 
 #include <errno.h>

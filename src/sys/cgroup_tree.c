@@ -9,7 +9,7 @@
  * rfsys_read_cgroup_memory, a figure that cannot be read never takes the
  * others with it: the error is kept on that figure alone.
  */
-#include "ramforge/sys.h"
+#include "ramforge/sys/sys.h"
 #include "sys_internal.h"
 
 #include <errno.h>

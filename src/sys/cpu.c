@@ -3,7 +3,7 @@
  * own tools default to (common's cpu_get_num_math): SMT siblings share a
  * core's execution units, and decode threads beyond the cores slow it down.
  */
-#include "ramforge/sys.h"
+#include "ramforge/sys/sys.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,11 +1,11 @@
 /*
- * ELF facts (ramforge/elf_info.h): GNU build IDs of loaded objects and of
+ * ELF facts (ramforge/sys/elf_info.h): GNU build IDs of loaded objects and of
  * files, and the linking and symbols of a program file. Files are read
  * with bounded preads (a header, the program and section headers, one
  * symbol table and its string table at a time), every offset and size
  * checked against the file's size.
  */
-#include "ramforge/elf_info.h"
+#include "ramforge/sys/elf_info.h"
 
 #include <elf.h>
 #include <errno.h>

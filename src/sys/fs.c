@@ -2,7 +2,7 @@
  * The filesystem type of an open file (fstatfs f_type), the key of the
  * table in core/fs_profile.c.
  */
-#include "ramforge/pages.h"
+#include "ramforge/sys/pages.h"
 
 #include <errno.h>
 #include <sys/vfs.h>

@@ -13,7 +13,7 @@
  * rfsys_maps_resident_file asks PAGEMAP_SCAN about that mapping alone
  * (about 1.3 ms for the same mapping).
  */
-#include "ramforge/sys.h"
+#include "ramforge/sys/sys.h"
 #include "sys_internal.h"
 
 #include <errno.h>

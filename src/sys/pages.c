@@ -9,9 +9,9 @@
  * window, RF_PAGE_WINDOW_PAGES of intervals.h: 16 MiB of file at 4 KiB
  * pages and 4 KiB of state). Nothing here reads, prefetches or advises the observed pages.
  */
-#include "ramforge/pages.h"
-#include "ramforge/fs_profile.h"
-#include "ramforge/residency.h"
+#include "ramforge/sys/pages.h"
+#include "ramforge/core/fs_profile.h"
+#include "ramforge/core/residency.h"
 #include "sys_internal.h"
 
 #include <errno.h>

@@ -9,7 +9,7 @@
  * command name in parentheses, may hold spaces and parentheses: fields are
  * counted after its last ')'.
  */
-#include "ramforge/sys.h"
+#include "ramforge/sys/sys.h"
 #include "sys_internal.h"
 
 #include <errno.h>

@@ -1,12 +1,12 @@
 /*
- * Watching another process from outside (ramforge/procwatch.h): its stat
+ * Watching another process from outside (ramforge/sys/procwatch.h): its stat
  * line (identity, CPU time), the present bits of its pagemap, and
  * non-destructive advice through a pidfd. The workload is a watcher
  * polling once a second: each call is a few system calls, and a pagemap
  * read is bounded by PAGEMAP_BATCH entries per pread.
  */
-#include "ramforge/procwatch.h"
-#include "ramforge/pages.h" /* rfsys_page_bytes, enum rf_page_state */
+#include "ramforge/sys/procwatch.h"
+#include "ramforge/sys/pages.h" /* rfsys_page_bytes, enum rf_page_state */
 #include "sys_internal.h"
 
 #include <errno.h>

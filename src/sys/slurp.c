@@ -7,7 +7,7 @@
  * caller's bound (the largest expected input is smaps of a big process, a
  * few MiB; RFSYS_SLURP_MAX_BYTES is 64 MiB).
  */
-#include "ramforge/sys.h"
+#include "ramforge/sys/sys.h"
 #include "sys_internal.h"
 
 #include <errno.h>

@@ -6,7 +6,7 @@
  * Both are a few KiB of "Name:\tvalue" lines; only the size fields named
  * are parsed, every other line (including ones without a colon) is ignored.
  */
-#include "ramforge/sys.h"
+#include "ramforge/sys/sys.h"
 #include "sys_internal.h"
 
 #include <errno.h>

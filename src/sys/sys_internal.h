@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ramforge/sys.h"
+#include "ramforge/sys/sys.h"
 
 /* Bound for single-value cgroup files and memory.events: 64 KiB. */
 #define RFSYS_SMALL_FILE_BYTES (64u << 10)

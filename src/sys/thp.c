@@ -3,7 +3,7 @@
  * mapping's huge-page hints (the streaming policy's MADV_HUGEPAGE on the
  * streamed layers only changes faults when the mode allows it).
  */
-#include "ramforge/sys.h"
+#include "ramforge/sys/sys.h"
 
 #include <errno.h>
 #include <stdlib.h>

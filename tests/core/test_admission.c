@@ -18,8 +18,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ramforge/admission.h"
-#include "ramforge/fs_profile.h"
+#include "ramforge/core/admission.h"
+#include "ramforge/core/fs_profile.h"
 #include "test_util.h"
 
 #define MIB UINT64_C(1048576)

@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "ramforge/binding.h"
+#include "ramforge/core/binding.h"
 
 static struct rf_native_lifetime quiet(uint64_t instance)
 {

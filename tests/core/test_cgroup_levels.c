@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ramforge/cgroup_levels.h"
+#include "ramforge/core/cgroup_levels.h"
 
 /* A v1-style level: failcnt and oom_kill present. */
 static struct rf_cgroup_level v1_level(const char *dir, uint64_t failcnt, uint64_t oom_kill)

@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "ramforge/dispatch.h"
+#include "ramforge/core/dispatch.h"
 
 #define INSTANCE 7
 

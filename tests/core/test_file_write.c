@@ -37,7 +37,7 @@
 #include <jansson.h>
 
 #include "../test_skip.h"
-#include "ramforge/report_json.h"
+#include "ramforge/core/report_json.h"
 #include "test_util.h"
 
 #define FILL_BYTES (256u << 10) /* the payload of a kill-test report: a write takes a while */

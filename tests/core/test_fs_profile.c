@@ -17,8 +17,8 @@
 #include <linux/magic.h>
 #include <string.h>
 
-#include "ramforge/fs_profile.h"
-#include "ramforge/report_json.h"
+#include "ramforge/core/fs_profile.h"
+#include "ramforge/core/report_json.h"
 
 /* Not in every <linux/magic.h>. */
 #ifndef ZFS_SUPER_MAGIC

@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
+#include "ramforge/core/gguf_header.h"
 #include "ramforge/error.h"
-#include "ramforge/gguf_header.h"
 
 /* A little-endian byte writer. */
 struct buf {

@@ -1,5 +1,5 @@
 /*
- * The idle clock (ramforge/idle_clock.h): due once per quiet period after
+ * The idle clock (ramforge/core/idle_clock.h): due once per quiet period after
  * the last submission's start or end, never while one is in flight, never
  * with idle_ns 0; the monotonic deadline as a CLOCK_REALTIME timespec.
  */
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "ramforge/idle_clock.h"
+#include "ramforge/core/idle_clock.h"
 
 #define S 1000000000ull
 

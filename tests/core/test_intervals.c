@@ -13,7 +13,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "ramforge/intervals.h"
+#include "ramforge/core/intervals.h"
 #include "test_util.h"
 
 #define N_CASES 2000

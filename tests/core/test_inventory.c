@@ -15,8 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ramforge/core/inventory.h"
 #include "ramforge/error.h"
-#include "ramforge/inventory.h"
 #include "test_util.h"
 
 #define PAGE 4096

@@ -13,7 +13,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "ramforge/ledger.h"
+#include "ramforge/core/ledger.h"
 
 static void test_init_defaults(void **state)
 {

@@ -14,7 +14,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "ramforge/lifetime.h"
+#include "ramforge/core/lifetime.h"
 
 #define N RF_LT_N
 

@@ -16,9 +16,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ramforge/core/inventory.h"
+#include "ramforge/core/policy.h"
 #include "ramforge/error.h"
-#include "ramforge/inventory.h"
-#include "ramforge/policy.h"
 #include "test_util.h"
 
 #define PAGE 4096

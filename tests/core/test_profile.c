@@ -17,9 +17,9 @@
 
 #include <cmocka.h>
 
-#include "ramforge/profile.h"
-#include "ramforge/report_json.h"
-#include "ramforge/residency.h"
+#include "ramforge/core/profile.h"
+#include "ramforge/core/report_json.h"
+#include "ramforge/core/residency.h"
 #include "test_util.h"
 
 #define ID_A "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"

@@ -30,14 +30,14 @@
 
 #include <jansson.h>
 
-#include "ramforge/admission.h"
-#include "ramforge/inventory.h"
-#include "ramforge/ledger.h"
-#include "ramforge/lifetime.h"
-#include "ramforge/policy.h"
-#include "ramforge/report.h"
-#include "ramforge/report_json.h"
-#include "ramforge/timing.h"
+#include "ramforge/core/admission.h"
+#include "ramforge/core/inventory.h"
+#include "ramforge/core/ledger.h"
+#include "ramforge/core/lifetime.h"
+#include "ramforge/core/policy.h"
+#include "ramforge/core/report.h"
+#include "ramforge/core/report_json.h"
+#include "ramforge/core/timing.h"
 #include "test_util.h"
 
 #define PAGE 4096

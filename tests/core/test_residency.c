@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ramforge/inventory.h"
-#include "ramforge/report_json.h"
-#include "ramforge/residency.h"
+#include "ramforge/core/inventory.h"
+#include "ramforge/core/report_json.h"
+#include "ramforge/core/residency.h"
 #include "test_util.h"
 
 #define PAGE 16u /* bytes per page in these tests */

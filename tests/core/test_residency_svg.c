@@ -17,9 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ramforge/inventory.h"
-#include "ramforge/residency.h"
-#include "ramforge/residency_svg.h"
+#include "ramforge/core/inventory.h"
+#include "ramforge/core/residency.h"
+#include "ramforge/core/residency_svg.h"
 #include "test_util.h"
 
 #define PAGE 16u /* bytes per page in these tests */

@@ -11,8 +11,8 @@
 
 #include <cmocka.h>
 
-#include "ramforge/residency.h"
-#include "ramforge/search.h"
+#include "ramforge/core/residency.h"
+#include "ramforge/core/search.h"
 #include "test_util.h"
 
 #define N_CASES 2000

@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ramforge/inventory.h"
-#include "ramforge/staging.h"
+#include "ramforge/core/inventory.h"
+#include "ramforge/core/staging.h"
 #include "test_util.h"
 
 #define PAGE 4096

@@ -21,9 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ramforge/inventory.h"
-#include "ramforge/stream_window.h"
-#include "ramforge/streaming.h"
+#include "ramforge/core/inventory.h"
+#include "ramforge/core/stream_window.h"
+#include "ramforge/core/streaming.h"
 #include "test_util.h"
 
 #define PAGE 4096

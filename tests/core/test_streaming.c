@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ramforge/inventory.h"
-#include "ramforge/streaming.h"
+#include "ramforge/core/inventory.h"
+#include "ramforge/core/streaming.h"
 #include "test_util.h"
 
 #define PAGE 4096

@@ -17,11 +17,11 @@
 
 #include <cmocka.h>
 
+#include "ramforge/core/json_util.h"
+#include "ramforge/core/profile.h"
+#include "ramforge/core/report_json.h"
+#include "ramforge/core/utf8.h"
 #include "ramforge/error.h"
-#include "ramforge/json_util.h"
-#include "ramforge/profile.h"
-#include "ramforge/report_json.h"
-#include "ramforge/utf8.h"
 
 struct utf8_case {
     const char *in;

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ramforge/inventory.h"
-#include "ramforge/lifetime.h"
+#include "ramforge/core/inventory.h"
+#include "ramforge/core/lifetime.h"
 
 static uint64_t rng_state; /* seed it in each test: rng_state = N */
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The size rule (issue 24 item 4; Kubernetes' exactly, s24read item 7): one sentence, RF_SIZE_RULE of
-src/include/ramforge/policy.h, printed the same by `ramforge run --help` and
+src/include/ramforge/core/policy.h, printed the same by `ramforge run --help` and
 `ramforge inspect --help`, in doc/ramforge.1 and in README.md (white space
 and roff escapes aside); and the rule itself on the command line: a pod
 spec's 2G is 2,000,000,000 bytes, 2Gi is 2 GiB, 1e9 is 10^9, as the fit
@@ -29,7 +29,7 @@ def flat(text):
 
 def rule():
     """RF_SIZE_RULE's text: the C string literals of the macro, joined."""
-    with open(os.path.join(SOURCE, "src", "include", "ramforge", "policy.h")) as f:
+    with open(os.path.join(SOURCE, "src", "include", "ramforge", "core", "policy.h")) as f:
         header = f.read()
     m = re.search(r"#define RF_SIZE_RULE((?:[^\n]*\\\n)*[^\n]*)", header)
     check(m is not None, "policy.h has no RF_SIZE_RULE")

@@ -28,11 +28,11 @@
 #include <unistd.h>
 
 #include "forge_test_util.h"
-#include "ramforge/forge.h"
-#include "ramforge/forge_pages.h"
-#include "ramforge/forge_prefetch.h"
-#include "ramforge/pages.h"
-#include "ramforge/sys.h"
+#include "ramforge/forge/forge.h"
+#include "ramforge/forge/forge_pages.h"
+#include "ramforge/forge/forge_prefetch.h"
+#include "ramforge/sys/pages.h"
+#include "ramforge/sys/sys.h"
 
 static char model_path[256], other_path[256];
 

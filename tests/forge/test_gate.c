@@ -20,8 +20,8 @@
 #include <cmocka.h>
 
 #include "forge_test_util.h"
-#include "ramforge/forge.h"
-#include "ramforge/timing.h"
+#include "ramforge/core/timing.h"
+#include "ramforge/forge/forge.h"
 
 #define N_DECODERS 2
 #define N_PREDICT 12

@@ -17,7 +17,7 @@
 #include <cmocka.h>
 
 #include "forge_test_util.h"
-#include "ramforge/forge.h"
+#include "ramforge/forge/forge.h"
 
 #define N_PREDICT 6
 

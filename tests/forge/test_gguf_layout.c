@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "ggml.h"
-#include "ramforge/gguf_header.h"
+#include "ramforge/core/gguf_header.h"
 
 static void test_layout_matches_ggml(void **state)
 {

@@ -17,7 +17,7 @@
 #include <cmocka.h>
 
 #include "../test_skip.h"
-#include "ramforge/forge_common.h"
+#include "ramforge/forge/forge_common.h"
 
 static void need_common(void)
 {

@@ -25,10 +25,10 @@
 
 #include "../test_skip.h"
 #include "forge_test_util.h"
-#include "ramforge/forge.h"
-#include "ramforge/forge_load_release.h"
-#include "ramforge/pages.h"
-#include "ramforge/sys.h"
+#include "ramforge/forge/forge.h"
+#include "ramforge/forge/forge_load_release.h"
+#include "ramforge/sys/pages.h"
+#include "ramforge/sys/sys.h"
 
 #include "llama.h"
 

@@ -27,8 +27,8 @@
 #include "../test_skip.h"
 #include "forge_test_util.h"
 #include "llama.h"
-#include "ramforge/forge.h"
-#include "ramforge/inventory.h"
+#include "ramforge/core/inventory.h"
+#include "ramforge/forge/forge.h"
 
 static char q4_path[PATH_MAX], q8_path[PATH_MAX];
 

@@ -26,11 +26,11 @@
 #include "ggml.h"
 
 #include "forge_test_util.h"
-#include "ramforge/dispatch.h"
-#include "ramforge/forge.h"
-#include "ramforge/forge_observer.h"
-#include "ramforge/forge_pages.h"
-#include "ramforge/inventory.h"
+#include "ramforge/core/dispatch.h"
+#include "ramforge/core/inventory.h"
+#include "ramforge/forge/forge.h"
+#include "ramforge/forge/forge_observer.h"
+#include "ramforge/forge/forge_pages.h"
 
 #define N_PREDICT 8
 #define PROMPT "The quick brown fox"

@@ -28,12 +28,12 @@
 
 #include "../test_skip.h"
 #include "forge_test_util.h"
-#include "ramforge/forge.h"
-#include "ramforge/forge_pages.h"
-#include "ramforge/inventory.h"
-#include "ramforge/pages.h"
-#include "ramforge/residency.h"
-#include "ramforge/sys.h"
+#include "ramforge/core/inventory.h"
+#include "ramforge/core/residency.h"
+#include "ramforge/forge/forge.h"
+#include "ramforge/forge/forge_pages.h"
+#include "ramforge/sys/pages.h"
+#include "ramforge/sys/sys.h"
 
 #define NOBODY 65534
 

@@ -34,11 +34,11 @@
 
 #include "../test_skip.h"
 #include "forge_test_util.h"
-#include "ramforge/forge.h"
-#include "ramforge/forge_prefetch.h"
-#include "ramforge/inventory.h"
-#include "ramforge/pages.h"
-#include "ramforge/staging.h"
+#include "ramforge/core/inventory.h"
+#include "ramforge/core/staging.h"
+#include "ramforge/forge/forge.h"
+#include "ramforge/forge/forge_prefetch.h"
+#include "ramforge/sys/pages.h"
 
 #define POLL_TIMEOUT_NS (5ull * 1000000000ull) /* residency polling: 5 s */
 #define POLL_STEP_US 20000                     /* 20 ms between polls */

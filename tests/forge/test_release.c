@@ -28,13 +28,13 @@
 
 #include "../test_skip.h"
 #include "forge_test_util.h"
-#include "ramforge/forge.h"
-#include "ramforge/forge_pin.h"
-#include "ramforge/forge_prefetch.h"
-#include "ramforge/inventory.h"
-#include "ramforge/pages.h"
-#include "ramforge/policy.h"
-#include "ramforge/sys.h"
+#include "ramforge/core/inventory.h"
+#include "ramforge/core/policy.h"
+#include "ramforge/forge/forge.h"
+#include "ramforge/forge/forge_pin.h"
+#include "ramforge/forge/forge_prefetch.h"
+#include "ramforge/sys/pages.h"
+#include "ramforge/sys/sys.h"
 
 #define PAGEMAP_PRESENT (1ull << 63) /* /proc/PID/pagemap: page present in RAM */
 

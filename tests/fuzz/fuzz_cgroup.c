@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "fuzz_sysroot.h"
-#include "ramforge/sys.h"
+#include "ramforge/sys/sys.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ramforge/core/gguf_header.h"
 #include "ramforge/error.h"
-#include "ramforge/gguf_header.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "fuzz_sysroot.h"
-#include "ramforge/sys.h"
+#include "ramforge/sys/sys.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

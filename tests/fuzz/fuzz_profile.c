@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ramforge/profile.h"
+#include "ramforge/core/profile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "ramforge/policy.h"
+#include "ramforge/core/policy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

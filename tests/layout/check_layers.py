@@ -20,7 +20,9 @@ tools). A header of an include dir, include/ or an internal one under src/
 a header that declares no function defined in the tree (types and macros
 only) takes its layer from LAYER_OF_HEADER below or, when not named there,
 the highest layer of the project headers it includes (core if none).
-A header in a layer's own directory (src/core/report_json.h,
+An internal header lives in its layer's folder, src/include/ramforge/<layer>/
+(reached as "ramforge/<layer>/x.h"); one outside it, or in another layer's
+folder, is a violation. A header in a layer's own directory (src/core/report_json.h,
 src/forge/forge_internal.h, ...) is private to that layer.
 
 Each violation is printed as one line, `file:line: rule`; the exit status is 1
@@ -220,7 +222,7 @@ class Tree:
         if quote == '"':
             candidates.append(os.path.join(os.path.dirname(including), name))
         candidates += [os.path.join(d, name) for d in self.header_dirs]
-        candidates.append(os.path.join("src", name))  # "ramforge/report_json.h"
+        candidates.append(os.path.join("src", name))  # "ramforge/core/report_json.h"
         for c in candidates:
             c = os.path.normpath(c)
             if c in self.text:
@@ -234,6 +236,20 @@ def check(root, show_map=False):
         for rel in sorted(tree.header_layer):
             print("%s: %s" % (rel, tree.header_layer[rel]))
     violations = list(tree.problems)
+    # Internal headers live in their layer's folder: src/include/ramforge/<layer>/x.h.
+    for rel in sorted(tree.header_layer):
+        parts = rel.split(os.sep)
+        if parts[0] != "src" or "ramforge" not in parts:
+            continue  # the installed headers (include/ramforge/) are one flat folder
+        where = parts[parts.index("ramforge") + 1:-1]
+        layer = tree.header_layer[rel]
+        if not where:
+            violations.append((rel, 1, "an internal header outside a layer's folder: move it "
+                               "to ramforge/%s/" % layer))
+        elif where != [layer]:
+            violations.append((rel, 1, "a %s header in ramforge/%s/: internal headers live in "
+                               "their layer's folder (ramforge/%s/)" % (layer, "/".join(where),
+                                                                       layer)))
     for rel in tree.files:
         if not tree.in_header_dir(rel) and tree.dir_layer(rel)[0] is None:
             violations.append((rel, 1, "in no layer: not under src/{%s}/, tools/ or an include dir"

@@ -2,7 +2,8 @@
 """The layout checks can fail: each run on the fixture tree tests/data/layout,
 which breaks each rule once or twice (an upward include, through a header of
 the internal include dir src/include/ and through a header of types only; a
-session file including a header of tools; ggml and llama.cpp's common outside forge; another
+session file including a header of tools; ggml and llama.cpp's common outside forge; an
+internal header in another layer's folder and one outside any; another
 layer's private header; a file over the limit) and keeps it elsewhere, must
 print exactly those violations and exit 1 (exit 0 under a limit it keeps).
 Usage: test_checks.py CHECKS_DIR FIXTURE_DIR
@@ -13,10 +14,14 @@ import sys
 
 # What the fixture breaks, one line each, as the checks print them.
 LAYERS_EXPECTED = [
-    'src/core/upward.c:2: core includes "ramforge/fix_sys.h" of sys, a layer above it: '
-    "core includes only core",
+    "src/include/ramforge/core/fix_misplaced.h:1: a sys header in ramforge/core/: internal "
+    "headers live in their layer's folder (ramforge/sys/)",
+    "src/include/ramforge/fix_flat.h:1: an internal header outside a layer's folder: move it "
+    "to ramforge/core/",
     # a header of types only, over a sys header: sys's
-    'src/core/upward.c:3: core includes "ramforge/fix_types.h" of sys, a layer above it: '
+    'src/core/upward.c:2: core includes "ramforge/fix_types.h" of sys, a layer above it: '
+    "core includes only core",
+    'src/core/upward.c:3: core includes "ramforge/sys/fix_sys.h" of sys, a layer above it: '
     "core includes only core",
     "src/session/step.c:2: session includes llama.cpp's <chat.h>: only src/forge/ includes "
     "llama.cpp, ggml and gguf headers",

@@ -23,12 +23,12 @@
 #include <jansson.h>
 
 #include "../test_skip.h"
-#include "ramforge/inventory.h"
-#include "ramforge/ledger.h"
-#include "ramforge/measure.h"
-#include "ramforge/report.h"
-#include "ramforge/report_json.h"
-#include "ramforge/sys.h"
+#include "ramforge/core/inventory.h"
+#include "ramforge/core/ledger.h"
+#include "ramforge/core/report.h"
+#include "ramforge/core/report_json.h"
+#include "ramforge/session/measure.h"
+#include "ramforge/sys/sys.h"
 
 #include "../test_live_file.h"
 

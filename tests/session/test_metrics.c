@@ -1,5 +1,5 @@
 /*
- * Tests for ramforge/metrics.h on hand-built reports (no model): the
+ * Tests for ramforge/session/metrics.h on hand-built reports (no model): the
  * label escaping, an unknown ledger value absent and flagged, families
  * without a figure left without samples, releases summed over the
  * attempted applications only, and the atomic file write. Expected lines
@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "ramforge/metrics.h"
+#include "ramforge/session/metrics.h"
 
 static void test_label_escaping(void **state)
 {

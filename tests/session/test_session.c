@@ -20,7 +20,7 @@
 #include <linux/magic.h>
 
 #include "ramforge/error.h"
-#include "ramforge/host.h"
+#include "ramforge/session/host.h"
 
 #include "../core/test_util.h"
 #include "fake_native.h"
@@ -850,7 +850,7 @@ static void test_public_accessors(void **state)
 }
 
 /*
- * The host's idle boundary (ramforge/host.h): its outcome read from the
+ * The host's idle boundary (ramforge/session/host.h): its outcome read from the
  * releases (released with the bytes madvise accepted; a policy that does
  * not mutate; a release the native layer refused), and the next operation's
  * start stages only after an idle boundary that released.

@@ -28,10 +28,10 @@
 #include "../forge/forge_test_util.h"
 #include "../test_skip.h"
 #include "llama.h"
-#include "ramforge/forge.h"
+#include "ramforge/forge/forge.h"
 #include "ramforge/session.h"
-#include "ramforge/session_ext.h"
-#include "ramforge/sys.h"
+#include "ramforge/session/session_ext.h"
+#include "ramforge/sys/sys.h"
 
 static char path[PATH_MAX];
 

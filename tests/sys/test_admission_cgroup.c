@@ -25,8 +25,8 @@
 
 #include <cmocka.h>
 
-#include "ramforge/admission.h"
-#include "ramforge/sys.h"
+#include "ramforge/core/admission.h"
+#include "ramforge/sys/sys.h"
 
 #define ROOT(name) RF_TEST_DATA "/sys/" name
 #define MIB UINT64_C(1048576)

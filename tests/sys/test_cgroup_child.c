@@ -1,5 +1,5 @@
 /*
- * Tests for the child memory cgroup of ramforge/cgroup_child.h: where it
+ * Tests for the child memory cgroup of ramforge/sys/cgroup_child.h: where it
  * goes (fixture sysroots tests/data/sys/cg-v1-limit, cg-v2-limit, cg-none),
  * a v2 parent without the memory controller delegated (a scratch sysroot
  * made here: the directory is made and removed again), what is read back
@@ -25,7 +25,7 @@
 #include <cmocka.h>
 
 #include "../test_skip.h"
-#include "ramforge/cgroup_child.h"
+#include "ramforge/sys/cgroup_child.h"
 
 #define ROOT(name) RF_TEST_DATA "/sys/" name
 

@@ -29,7 +29,7 @@
 #include <cmocka.h>
 
 #include "../test_skip.h"
-#include "ramforge/sys.h"
+#include "ramforge/sys/sys.h"
 
 #define LIMIT_BYTES (64u << 20)  /* the child cgroup's limit */
 #define TOUCH_BYTES (128u << 20) /* what the helper allocates past it */

@@ -1,5 +1,5 @@
 /*
- * ELF facts (ramforge/elf_info.h): the build ID note parsed from crafted
+ * ELF facts (ramforge/sys/elf_info.h): the build ID note parsed from crafted
  * note segments (found, another note type or owner, a descriptor running
  * past the segment, an output too small), the loaded object holding an
  * address, and the inspection of program files (this test itself, a file
@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "ramforge/elf_info.h"
+#include "ramforge/sys/elf_info.h"
 
 /* A note: 12-byte header, name padded to 4, descriptor padded to 4. */
 static size_t note(unsigned char *p, uint32_t type, const char *name, const unsigned char *desc,

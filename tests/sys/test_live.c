@@ -23,7 +23,7 @@
 #include <cmocka.h>
 
 #include "../test_skip.h"
-#include "ramforge/sys.h"
+#include "ramforge/sys/sys.h"
 
 #include "../test_live_file.h"
 

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "ramforge/sys.h"
+#include "ramforge/sys/sys.h"
 
 #define PROCFS RF_TEST_DATA "/sys/procfs"
 #define MODEL_PATH "/srv/my models/tiny  llama.gguf"

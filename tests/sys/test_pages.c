@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "../test_skip.h"
-#include "ramforge/pages.h"
+#include "ramforge/sys/pages.h"
 
 #define FIXTURE RF_TEST_DATA "/sys/pages"
 #define PROCFS RF_TEST_DATA "/sys/procfs"

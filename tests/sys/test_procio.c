@@ -13,7 +13,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "ramforge/sys.h"
+#include "ramforge/sys/sys.h"
 
 #define ROOT RF_TEST_DATA "/sys/procio"
 

@@ -1,5 +1,5 @@
 /*
- * Tests for the outside-watch probes (ramforge/procwatch.h): the stat line
+ * Tests for the outside-watch probes (ramforge/sys/procwatch.h): the stat line
  * from fixture trees (a command name with spaces and parentheses, a short
  * line) and live; pagemap present bits of this process's own pages against
  * what was touched and advised out (a naive per-page array); pidfd_open
@@ -20,9 +20,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "ramforge/pages.h"
-#include "ramforge/procwatch.h"
-#include "ramforge/sys.h"
+#include "ramforge/sys/pages.h"
+#include "ramforge/sys/procwatch.h"
+#include "ramforge/sys/sys.h"
 
 #define ROOT RF_TEST_DATA "/sys/procio"
 #define N_PAGES 64 /* pages of the test mapping */

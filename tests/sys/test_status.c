@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "ramforge/sys.h"
+#include "ramforge/sys/sys.h"
 
 #define PROCFS RF_TEST_DATA "/sys/procfs"
 

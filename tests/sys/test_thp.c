@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "../test_skip.h"
-#include "ramforge/sys.h"
+#include "ramforge/sys/sys.h"
 
 #define ROOT(name) RF_TEST_DATA "/sys/" name
 

@@ -26,10 +26,10 @@
 #include <jansson.h>
 
 #include "bench_report.h"
-#include "ramforge/ledger.h"
-#include "ramforge/report.h"
-#include "ramforge/report_json.h"
-#include "ramforge/timing.h"
+#include "ramforge/core/ledger.h"
+#include "ramforge/core/report.h"
+#include "ramforge/core/report_json.h"
+#include "ramforge/core/timing.h"
 
 static const int32_t tokens[] = {1, -1, 256, INT32_MAX, 15043};
 #define N_TOKENS (sizeof(tokens) / sizeof(tokens[0]))

@@ -21,10 +21,10 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "ramforge/admission.h"
-#include "ramforge/report.h"
-#include "ramforge/report_json.h"
-#include "ramforge/sys.h"
+#include "ramforge/core/admission.h"
+#include "ramforge/core/report.h"
+#include "ramforge/core/report_json.h"
+#include "ramforge/sys/sys.h"
 #include "run.h"
 
 #define ROOT(name) RF_TEST_DATA "/sys/" name

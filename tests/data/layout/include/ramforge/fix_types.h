@@ -2,7 +2,7 @@
 #ifndef FIX_TYPES_H
 #define FIX_TYPES_H
 
-#include "ramforge/fix_sys.h"
+#include "ramforge/sys/fix_sys.h"
 
 struct fix_pair {
     int a, b;

@@ -1,6 +1,6 @@
 /* Fixture (tests/layout): core including sys headers (upward). */
-#include "ramforge/fix_sys.h"
 #include "ramforge/fix_types.h"
+#include "ramforge/sys/fix_sys.h"
 
 int fix_core_upward(void)
 {

@@ -1,6 +1,6 @@
 /* Fixture (tests/layout): forge, the one layer including llama.cpp. */
 #include "llama.h"
-#include "ramforge/fix_sys.h"
+#include "ramforge/sys/fix_sys.h"
 
 int fix_forge_load(void)
 {

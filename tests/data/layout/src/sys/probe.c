@@ -1,7 +1,7 @@
 /* Fixture (tests/layout): sys, including core's private header. */
 #include "core/core_private.h"
 #include "ramforge/fix_core.h"
-#include "ramforge/fix_sys.h"
+#include "ramforge/sys/fix_sys.h"
 
 int fix_sys_probe(void)
 {

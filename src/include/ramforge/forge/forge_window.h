@@ -1,0 +1,78 @@
+/*
+ * The read-ahead window of the streaming policy (issue 25,
+ * docs/STREAMING.md): helper threads pread() the streamed tensors
+ * (ramforge/core/stream_window.h) in the order the decode reads them and
+ * across the end of a token into the next, packed one after the other
+ * into a ring of anonymous memory (each tensor's place there is its
+ * slot), with O_DIRECT where the filesystem allows it (else through the
+ * page cache); the decode computes from the ring.
+ *
+ * llama.cpp's cb_eval drives it, on the decoding thread. The first decode
+ * (the prompt) runs from the mapping and records the order in which its
+ * nodes first read each window weight; at its end the ring is allocated
+ * and the thread starts. From then on each node that reads a window weight
+ * is asked for (the scheduler computes the graph up to it, then asks
+ * further), so when the ask phase reaches a node reading another window
+ * weight, every node that read the one before is computed: that weight's
+ * data goes back to the mapping's address, its slot back to the thread,
+ * and the new weight's slot is waited for (the read time the compute did
+ * not hide). A weight is pointed at its slot as the node is asked, which is
+ * before it is computed, and only when its data pointer is the file
+ * mapping's address of its bytes (a repacked copy is never touched).
+ * forge_window_decode_end, which forge_generate calls after each
+ * llama_decode's synchronisation (the lease ended), points every weight
+ * back at the mapping: between two decodes, at any boundary, every data
+ * pointer is the mapping's again. The window never touches the mapping's
+ * pages: no release, no advice.
+ */
+#ifndef RAMFORGE_FORGE_WINDOW_H
+#define RAMFORGE_FORGE_WINDOW_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ramforge/core/stream_window.h"
+#include "ramforge/forge/forge.h"
+
+struct forge_window;
+
+/*
+ * Opens m's model file (the window's mapping 0) with O_DIRECT, or without
+ * it where the filesystem refuses (EINVAL), and starts the threads, which
+ * wait for the first decode's end: then the ring (w->slots * w->slot_bytes
+ * of anonymous memory) is allocated and touched, between two decodes, and
+ * reading begins (an allocation failure leaves everything to the mapping,
+ * read_ahead.first_error -ENOMEM). inv is the inventory w was built over
+ * (names). Errors: -EINVAL (NULL argument, an empty window, a unit outside
+ * inv or larger than a slot), -ENOMEM, an open or pthread_create error as
+ * negative errno.
+ */
+int forge_window_create(struct forge_model *m, const struct rf_inventory *inv,
+                        const struct rf_stream_window *w, struct forge_window **out);
+
+/* Stops and joins the threads, restores any data pointer, frees; NULL is a no-op. */
+void forge_window_free(struct forge_window *w);
+
+/*
+ * Installs the window as p's cb_eval; a callback already in p (the
+ * dispatch observer, the layer-ahead prefetch) is kept and called as
+ * before. Call after the other callbacks are set, before
+ * forge_context_create.
+ */
+void forge_window_context_params(struct forge_window *w, struct forge_context_params *p);
+
+/*
+ * After a llama_decode has completed (llama_synchronize returned): every
+ * weight's data pointer back to the mapping, the bytes the decode held
+ * freed for the threads; after the first, the ring is allocated and the
+ * threads start reading. NULL is a no-op.
+ */
+void forge_window_decode_end(struct forge_window *w);
+
+/*
+ * What the window did since create, into out (on set). NULL w: out
+ * zeroed (on false).
+ */
+void forge_window_stats(struct forge_window *w, struct rf_stream_read_ahead *out);
+
+#endif

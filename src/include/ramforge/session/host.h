@@ -1,0 +1,104 @@
+/*
+ * The host of a long-running program that keeps a model (run, serve's
+ * worker, exec's engine): what starts an operation and what an idle
+ * boundary did, decided once here so the programs only print the result.
+ *
+ *   rf_session_operation_start  admission for this request, staging after
+ *                               an idle release (or always, for run), the
+ *                               streaming pins: one call, one result
+ *   rf_session_idle             the idle boundary (contexts alive or not)
+ *                               and its outcome with the reason: released,
+ *                               nothing to release and why, or refused
+ *
+ * The idle clock that says when the idle boundary is due is
+ * ramforge/core/idle_clock.h (core). Both calls are session calls: not
+ * concurrent with another call on the same session (the caller's session
+ * lock), as ramforge/session.h says.
+ */
+#ifndef RAMFORGE_HOST_H
+#define RAMFORGE_HOST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ramforge/core/admission.h"
+#include "ramforge/error.h"
+#include "ramforge/session.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct rf_operation_start_params {
+    struct rf_operation_request request; /* the operation's context and tokens */
+    bool admit;                          /* decide admission (the policy must not be off) */
+    uint64_t staging_budget_bytes;       /* 0: no staging */
+    bool stage_always; /* stage whatever the last idle boundary did (run: a cold start);
+                          false: only after an idle boundary that released bytes */
+};
+
+struct rf_operation_start {
+    bool admission_decided;               /* admission below is this operation's */
+    int admission_error;                  /* rf_session_admit's error, 0 if none */
+    struct rf_admission_result admission; /* when admission_decided */
+    bool refused;                         /* admission refused it: nothing staged or
+                                             pinned; the caller ends the operation */
+    bool staged;                          /* rf_session_stage ran */
+    int staging_error;                    /* its error, 0 if none */
+    bool pinned;                          /* the streaming pins are held */
+    int pin_error;                        /* rf_session_stream_pin's error, 0 if none */
+};
+
+/*
+ * Starts the operation of one request: admission (params->admit), then,
+ * unless refused, staging (params->staging_budget_bytes, after an idle
+ * release or always) and the streaming policy's pins (undone at the
+ * operation's boundary). Fills *out; every step's error is in *out, not
+ * returned. Returns 0, or -EINVAL (NULL s, params or out).
+ */
+int rf_session_operation_start(struct rf_session *s, const struct rf_operation_start_params *params,
+                               struct rf_operation_start *out);
+
+enum rf_idle_outcome {
+    RF_IDLE_RELEASED = 0, /* the kernel accepted bytes of the release */
+    RF_IDLE_NOTHING,      /* nothing to release (under the target, a policy that does not
+                             mutate, nothing selected): the weights stay resident */
+    RF_IDLE_REFUSED,      /* a release was wanted and did not happen (refused, failed,
+                             0 bytes accepted) */
+};
+
+struct rf_idle_result {
+    enum rf_idle_outcome outcome;
+    char reason[RF_ERR_MAX];      /* "" when released; else why not, one line */
+    int error;                    /* the boundary's error, 0 if none */
+    bool attempted;               /* a release was submitted to the kernel */
+    uint64_t requested_bytes;     /* bytes of the release ranges submitted; UINT64_MAX:
+                                     the sum overflows (unknown) */
+    uint64_t accepted_bytes;      /* bytes madvise accepted, not proof of reclamation;
+                                     UINT64_MAX: unknown */
+    bool has_mapping_change;      /* every release measured the mapping before and after */
+    int64_t mapping_change_bytes; /* the mapping RSS's measured change, bytes */
+    bool has_mapping_after;       /* the sample after the last release was found */
+    uint64_t mapping_after_bytes; /* the mapping RSS it measured, bytes */
+};
+
+/* "released", "nothing", "refused"; NULL outside the enum. */
+const char *rf_idle_outcome_name(enum rf_idle_outcome o);
+
+/*
+ * The idle boundary: with contexts_alive, rf_session_idle_alive_boundary
+ * (selection with contexts kept, none in flight), else
+ * rf_session_boundary(RF_BOUNDARY_IDLE); then its outcome from the
+ * releases of this boundary (the applications labelled "idle" or
+ * "idle_alive") into *out. The next rf_session_operation_start
+ * stages when this one released bytes. Does not end the operation.
+ * Returns 0, or -EINVAL (NULL s or out); the boundary's own error is
+ * out->error (the outcome then refused).
+ */
+int rf_session_idle(struct rf_session *s, bool contexts_alive, struct rf_idle_result *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
