@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
+#include "common/cli.h"
 #include "ramforge/forge/forge.h"
 #include "ramforge/session.h"
 

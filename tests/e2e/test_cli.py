@@ -339,7 +339,7 @@ def case_badinput(c):
         p = expect_error_lines(c, [cmd, *argv], 2, "invalid")
         check(f"Try 'ramforge {cmd} --help' for more information." in p.stderr.splitlines(),
               f"{cmd} {argv}: no --help hint in {p.stderr!r}")
-    # run and serve parse the options they share once (tools/session_options.c): the same bad
+    # run and serve parse the options they share once (tools/common/session_options.c): the same bad
     # value gets the same message and status, each with its own command's --help hint.
     # (-n's range differs: serve also takes -1, up to the context; its 0 is refused below)
     for argv in (["-n", "x"], ["-t", "x"], ["-c", "0"], ["--residency-policy", "bogus"],

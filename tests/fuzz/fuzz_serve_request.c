@@ -1,5 +1,5 @@
 /*
- * Fuzz harness: ramforge serve's request bodies (tools/serve_request.c):
+ * Fuzz harness: ramforge serve's request bodies (tools/serve/serve_request.c):
  * the body as JSON, then as a /completion, /v1/completions, /tokenize and
  * /detokenize request, with a fake tokenizer (one token per byte) in
  * place of the model's. An accepted completion must fit the context.
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve_request.h"
+#include "serve/serve_request.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "common/cli.h"
 #include "ramforge/core/policy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -222,6 +222,8 @@ class Tree:
         if quote == '"':
             candidates.append(os.path.join(os.path.dirname(including), name))
         candidates += [os.path.join(d, name) for d in self.header_dirs]
+        if including.startswith("tools" + os.sep):
+            candidates.append(os.path.join("tools", name))  # "common/cli.h", "run/run.h"
         candidates.append(os.path.join("src", name))  # "ramforge/core/report_json.h"
         for c in candidates:
             c = os.path.normpath(c)

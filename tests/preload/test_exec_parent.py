@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""exec's parent (--metrics-listen, --memory-limit; tools/limit_cgroup.c, the supervisor of
+"""exec's parent (--metrics-listen, --memory-limit; tools/common/limit_cgroup.c, the supervisor of
 run and serve --memory-limit too) with fake PROGRAMs in place of llama-server (issue 36).
 
   terminal_interrupt    Ctrl-C on a terminal (a pty) reaches PROGRAM once: the parent does

@@ -1,5 +1,5 @@
 /*
- * Tests for bench_report_read (tools/bench_report.c), the reader of a run's
+ * Tests for bench_report_read (tools/bench/bench_report.c), the reader of a run's
  * report in `ramforge bench`, against reports written by the library's own
  * writer (rf_report_to_json + rf_json_write_file) from hand-made structs:
  * the four timers and four ledger categories bench keeps land in the right
@@ -25,7 +25,7 @@
 
 #include <jansson.h>
 
-#include "bench_report.h"
+#include "bench/bench_report.h"
 #include "ramforge/core/ledger.h"
 #include "ramforge/core/report.h"
 #include "ramforge/core/report_json.h"

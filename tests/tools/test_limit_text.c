@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "limit_cgroup.h"
+#include "common/limit_cgroup.h"
 
 #define MIB UINT64_C(1048576)
 

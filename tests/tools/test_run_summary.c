@@ -25,7 +25,7 @@
 #include "ramforge/core/report.h"
 #include "ramforge/core/report_json.h"
 #include "ramforge/sys/sys.h"
-#include "run.h"
+#include "run/run.h"
 
 #define ROOT(name) RF_TEST_DATA "/sys/" name
 #define MIB UINT64_C(1048576)

@@ -21,7 +21,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "watch.h"
+#include "watch/watch.h"
 
 static struct watch_proc *new_proc(int pid)
 {
