@@ -27,7 +27,7 @@
 
 #include "ramforge/core/admission.h"
 #include "ramforge/core/idle_clock.h"
-#include "ramforge/forge/forge_exec.h"
+#include "ramforge/preload/forge_exec.h"
 #include "ramforge/session.h"
 
 #define EXEC_MAX_MODELS 16 /* models one process may have managed at once */

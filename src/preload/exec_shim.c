@@ -30,7 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ramforge/forge/forge_exec.h"
+#include "ramforge/preload/forge_exec.h"
 #include "ramforge/sys/elf_info.h"
 
 #include "llama.h"

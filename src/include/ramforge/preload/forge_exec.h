@@ -1,6 +1,6 @@
 /*
  * The seam between ramforge exec's two preloaded parts (docs/EXEC.md):
- * the shim (libramforge-preload.so, src/forge/exec_shim.c), which stands
+ * the shim (libramforge-preload.so, src/preload/exec_shim.c), which stands
  * between an unmodified program and its libllama, and the engine
  * (libramforge-exec.so, src/preload/), which binds an rf_session to every
  * model the program loads. The shim links no llama.cpp: it loads the
