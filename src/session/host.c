@@ -35,6 +35,10 @@ int rf_session_operation_start(struct rf_session *s, const struct rf_operation_s
     if (stage) {
         out->staged = true;
         out->staging_error = rf_session_stage(s, params->staging_budget_bytes);
+        if (out->staging_error == 0 && s->op.rep.staging) {
+            out->staging_requested_bytes = s->op.rep.staging->selected_bytes;
+            out->staging_accepted_bytes = s->op.rep.staging_accepted_bytes;
+        }
     }
     out->pin_error = rf_session_stream_pin(s, &out->pinned);
     return 0;

@@ -879,6 +879,8 @@ static void test_host_idle_and_start(void **state)
     /* after a release, the next start stages; the one after does not */
     assert_int_equal(rf_session_operation_start(s, &sp, &st), 0);
     assert_true(st.staged);
+    assert_int_equal(st.staging_error, 0);
+    assert_true(st.staging_requested_bytes > 0 && st.staging_requested_bytes <= TENSOR_BYTES);
     assert_false(st.admission_decided);
     assert_int_equal(rf_session_operation_end(s, NULL), 0);
     assert_int_equal(rf_session_operation_start(s, &sp, &st), 0);

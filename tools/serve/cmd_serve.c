@@ -45,18 +45,6 @@ static void end_of_session(void *ud)
     pthread_mutex_unlock(&sv->session_mu);
 }
 
-/* Adds the operation just ended to the counters (staging). Under session_mu. */
-static void count_operation(struct serve *sv)
-{
-    const struct rf_report *r = rf_session_report(sv->session, RF_REPORT_OPERATION);
-    pthread_mutex_lock(&sv->mu);
-    if (r && r->staging) {
-        sv->staging_requested_bytes += r->staging->selected_bytes;
-        sv->staging_accepted_bytes += r->staging_accepted_bytes;
-    }
-    pthread_mutex_unlock(&sv->mu);
-}
-
 /*
  * The start of job's operation (policy not off): admission, staging after an
  * idle release, the streaming pins (rf_session_operation_start). Returns false
@@ -80,6 +68,10 @@ static bool admit_and_stage(struct serve *sv, struct serve_job *j)
     rf_session_operation_start(sv->session, &sp, &st);
     pthread_mutex_unlock(&sv->session_mu);
     const struct rf_admission_result *adm = &st.admission;
+    pthread_mutex_lock(&sv->mu);
+    sv->staging_requested_bytes += st.staging_requested_bytes;
+    sv->staging_accepted_bytes += st.staging_accepted_bytes;
+    pthread_mutex_unlock(&sv->mu);
     if (st.admission_decided) {
         pthread_mutex_lock(&sv->mu);
         if ((unsigned)adm->outcome < 4)
@@ -93,7 +85,6 @@ static bool admit_and_stage(struct serve *sv, struct serve_job *j)
                          adm->reason);
         pthread_mutex_lock(&sv->session_mu);
         rf_session_operation_end(sv->session, NULL);
-        count_operation(sv);
         pthread_mutex_unlock(&sv->session_mu);
         return false;
     }
@@ -191,7 +182,6 @@ static void run_job(struct serve *sv, struct serve_job *j)
     int orc = rf_session_operation_end(sv->session, rc == 0 ? &out : NULL);
     if (orc < 0)
         cli_error("cannot end the operation: %s", rf_strerror(orc));
-    count_operation(sv);
     serve_profile_after_request(sv);
     pthread_mutex_unlock(&sv->session_mu);
 

@@ -45,6 +45,8 @@ struct rf_operation_start {
                                              pinned; the caller ends the operation */
     bool staged;                          /* rf_session_stage ran */
     int staging_error;                    /* its error, 0 if none */
+    uint64_t staging_requested_bytes;     /* the staging plan's selected bytes (requested) */
+    uint64_t staging_accepted_bytes;      /* bytes WILLNEED accepted (native_accepted) */
     bool pinned;                          /* the streaming pins are held */
     int pin_error;                        /* rf_session_stream_pin's error, 0 if none */
 };
