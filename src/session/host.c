@@ -15,6 +15,8 @@
 
 #include "ramforge/core/policy.h"
 #include "ramforge/core/report.h"
+#include "ramforge/core/stream_window.h"
+#include "ramforge/forge/forge_window.h"
 #include "ramforge/session/session_ext.h"
 
 int rf_session_operation_start(struct rf_session *s, const struct rf_operation_start_params *params,
@@ -154,4 +156,37 @@ int rf_session_idle(struct rf_session *s, bool contexts_alive, struct rf_idle_re
     idle_outcome(r, label, rf_policy_mutates(s->p.policy), out->error, out);
     s->idle_released = out->outcome == RF_IDLE_RELEASED;
     return 0;
+}
+
+int rf_session_stream_window_open(struct rf_session *s, struct forge_window **out)
+{
+    if (!s || !out)
+        return -EINVAL;
+    *out = NULL;
+    const uint32_t slots = s->p.stream_read_ahead_slots;
+    const struct rf_report *r = rf_session_report(s, RF_REPORT_OPERATION);
+    const struct rf_stream_report *sr = r ? r->streaming : NULL;
+    if (!slots || !s->m || !sr || !sr->plan || !sr->pinned || !sr->inv || sr->plan->nothing_streams)
+        return 0;
+    struct rf_stream_window win;
+    const uint64_t slot = sr->plan->read_ahead_bytes / slots;
+    int rc =
+        rf_stream_window_build(sr->inv, sr->plan, slots, slot - slot % sr->inv->page_bytes, &win);
+    if (rc == 0 && win.n_units == 0)
+        rc = -ENODATA;
+    if (rc == 0)
+        rc = forge_window_create(s->m, sr->inv, &win, out);
+    rf_stream_window_free(&win);
+    return rc;
+}
+
+void rf_session_stream_window_close(struct rf_session *s, struct forge_window *w)
+{
+    if (!w)
+        return;
+    struct rf_stream_read_ahead ra;
+    forge_window_stats(w, &ra);
+    if (s)
+        rf_session_stream_read_ahead(s, &ra);
+    forge_window_free(w);
 }

@@ -43,9 +43,14 @@ folder however the case ends (pass, fail, skip, an exception or SIGTERM).
                     window reads through the page cache and says why (tmpfs
                     accepts O_DIRECT since Linux 6.6 and is memory: nothing
                     streams there)
+  streaming_serve_window
+                    serve under the same limit, model evicted: two requests each
+                    decode from the host's read-ahead window (the prompt cache
+                    set aside while it is installed), tokens those of `off`
 
 Exit 0 pass, 1 fail, 77 skip (no root or no v1 memory cgroup).
 """
+import http.client
 import json
 import re
 import os
@@ -342,6 +347,49 @@ def case_streaming_read_ahead(c):
           f"both sessions should compute from the window: {ra}")
 
 
+def case_streaming_serve_window(c):
+    """serve --residency-policy streaming under a limit of 0.75x the file, model evicted: the
+    host's read-ahead window feeds the request's decode as it feeds run's (issue 32), the
+    tokens are those of `off` without a limit, and the prompt cache is not kept meanwhile."""
+    skip_asan(c)
+    model = c.model("q8_0")
+    off, _ = c.report("off", model, "--residency-policy", "off")
+    size = os.path.getsize(model)
+    with memory_child_cgroup("ramforge-e2e-stream", size * 3 // 4) as enter:
+        evict(model)
+        proc = subprocess.Popen([c.rf, "serve", "-m", model, "--port", "0", "-t", "2",
+                                 "--residency-policy", "streaming", "--prompt-cache"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=enter)
+        try:
+            line = proc.stderr.readline()
+            check("serving" in line, f"serve did not start: {line!r}")
+            port = int(line.rsplit(":", 1)[1].strip().strip("/"))
+            docs = []
+            for _ in range(2):  # the second request finds no kept context built on a window
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+                conn.request("POST", "/completion", body=json.dumps(
+                    {"prompt": PROMPT, "n_predict": int(N_PREDICT), "temperature": 0}))
+                r = conn.getresponse()
+                answer = json.loads(r.read())
+                check(r.status == 200, f"/completion: {r.status} {answer}")
+                conn.request("GET", "/residency")
+                docs.append((answer, json.loads(conn.getresponse().read())["operation"]))
+                conn.close()
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+    for answer, rep in docs:
+        check(answer["tokens"] == tokens(off),
+              f"serve under the window: {answer['tokens']} against off's {tokens(off)}")
+        ra = rep["streaming"]["read_ahead"]
+        check(ra is not None and ra["units"] > 0 and ra["units_used"] > 0 and
+              ra["units_fallback"] == 0 and ra["first_error"] == 0 and ra["read_bytes"] > 0,
+              f"the request's decode did not compute from the window: {ra}")
+        check(rep["streaming"]["plan"]["read_ahead_slots"] == 4,
+              f"serve's plan has no ring: {rep['streaming']['plan']}")
+
+
 def case_streaming_read_ahead_no_direct(c):
     skip_asan(c)
     if os.geteuid() != 0:
@@ -383,6 +431,7 @@ CASES = {
     "streaming_repack": case_streaming_repack,
     "streaming_mlock_refused": case_streaming_mlock_refused,
     "streaming_read_ahead": case_streaming_read_ahead,
+    "streaming_serve_window": case_streaming_serve_window,
     "streaming_read_ahead_no_direct": case_streaming_read_ahead_no_direct,
 }
 

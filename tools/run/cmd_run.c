@@ -63,32 +63,15 @@ static struct rf_session_params session_params(const struct run_options *o, uint
     return p;
 }
 
-/*
- * The read-ahead window over the applied streaming plan (*w NULL when
- * none: not asked, not applied, or nothing streams); a failure is a
- * warning, the run streams through the mapping.
- */
-static void window_open(struct rf_session *s, const struct run_options *o, struct forge_window **w)
+/* The host's read-ahead window (*w NULL when none); a failure is a warning, the run streams
+   through the mapping. */
+static void window_open(struct rf_session *s, struct forge_window **w)
 {
-    const struct rf_report *r = rf_session_report(s, RF_REPORT_OPERATION);
-    const struct rf_stream_report *sr = r ? r->streaming : NULL;
-    struct rf_stream_window win;
-    *w = NULL;
-    if (!o->stream_read_ahead || !sr || !sr->plan || !sr->pinned || !sr->inv ||
-        sr->plan->nothing_streams)
-        return;
-    const uint64_t slot = sr->plan->read_ahead_bytes / (uint64_t)o->stream_read_ahead;
-    int rc = rf_stream_window_build(sr->inv, sr->plan, (uint32_t)o->stream_read_ahead,
-                                    slot - slot % sr->inv->page_bytes, &win);
-    if (rc == 0 && win.n_units == 0)
-        rc = -ENODATA;
-    if (rc == 0)
-        rc = forge_window_create(rf_session_forge_model(s), sr->inv, &win, w);
+    int rc = rf_session_stream_window_open(s, w);
     if (rc < 0)
         cli_error("warning: streaming: no read-ahead window (%s): the streamed layers are read "
                   "by the decode's faults",
                   rf_strerror(rc));
-    rf_stream_window_free(&win);
 }
 
 /*
@@ -458,7 +441,7 @@ int cmd_run(int argc, char **argv)
         cli_error("warning: streaming: no layer-ahead prefetch: %s", rf_strerror(rc));
     gp.ahead = ahead;
     if (o.sess.policy == RF_POLICY_STREAMING)
-        window_open(s, &o, &window);
+        window_open(s, &window);
     gp.window = window;
     run_shared_stage(sh, "generating (the first session)");
     if (forge_generate(rf_session_forge_model(s), &gp, &gen, err) < 0) {
@@ -489,11 +472,8 @@ int cmd_run(int argc, char **argv)
             goto out;
         }
     }
-    if (window) { /* both sessions', with --verify-session */
-        struct rf_stream_read_ahead ra;
-        forge_window_stats(window, &ra);
-        rf_session_stream_read_ahead(s, &ra);
-    }
+    rf_session_stream_window_close(s, window); /* both sessions', with --verify-session */
+    window = NULL;
     struct rf_operation_output out = rf_session_output_of(&gen, (uint32_t)o.seed);
     if (o.verify) {
         out.verify_tokens = verify.tokens;

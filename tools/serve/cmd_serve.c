@@ -28,6 +28,7 @@
 #include "ramforge/core/report.h"
 #include "ramforge/core/residency.h"
 #include "ramforge/core/staging.h"
+#include "ramforge/core/stream_window.h"
 #include "ramforge/core/timing.h"
 #include "ramforge/error.h"
 #include "ramforge/forge/forge_observer.h"
@@ -162,13 +163,27 @@ static void run_job(struct serve *sv, struct serve_job *j)
         .observer = serve_profile_observer(sv),
     };
     int rc = 0;
-    if (sv->o->prompt_cache && j->cache_prompt) {
+    /* streaming: the host's read-ahead window over this operation's pins, as run reads them;
+       a context made with it must not outlive it: no prompt cache while it is installed */
+    struct forge_window *window = NULL;
+    if (observing && sv->o->sess.policy == RF_POLICY_STREAMING) {
+        pthread_mutex_lock(&sv->session_mu);
+        int wrc = rf_session_stream_window_open(sv->session, &window);
+        pthread_mutex_unlock(&sv->session_mu);
+        if (wrc < 0 && sv->o->sess.verbose)
+            cli_error("warning: streaming: no read-ahead window (%s): the streamed layers are "
+                      "read by the decode's faults",
+                      rf_strerror(wrc));
+    }
+    gp.window = window;
+    if (sv->o->prompt_cache && j->cache_prompt && !window) {
         gp.keep = &sv->kept;
         gp.n_ctx = sv->n_ctx_limit; /* llama-server's slot: one context of -c, reused */
     } else
         forge_context_free(serve_forget_prompt(sv));
     bool word = serve_generate(sv, j, &gp, &gen, err, &rc);
     pthread_mutex_lock(&sv->session_mu);
+    rf_session_stream_window_close(sv->session, window);
     if (rc == 0)
         serve_profile_trace(sv);
     if (observing && !release_waits_for_idle(sv->o) && rf_policy_mutates(sv->o->sess.policy))
@@ -338,6 +353,8 @@ static struct rf_session_params session_params(const struct serve_options *o, ui
 {
     struct rf_session_params p = session_options_params(&o->sess, t_entry);
     p.history_operations = (uint64_t)o->history; /* a long-lived session: bounded history */
+    if (p.policy == RF_POLICY_STREAMING) /* the plan's ring, for the host's read-ahead window */
+        p.stream_read_ahead_slots = RF_STREAM_READ_AHEAD_DEFAULT_SLOTS;
     return p;
 }
 

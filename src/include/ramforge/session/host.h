@@ -84,6 +84,25 @@ struct rf_idle_result {
     uint64_t mapping_after_bytes; /* the mapping RSS it measured, bytes */
 };
 
+struct forge_window;
+
+/*
+ * The read-ahead window over the current operation's applied streaming
+ * plan (docs/STREAMING.md): built when params.stream_read_ahead_slots > 0,
+ * the plan's pins are held (rf_session_operation_start) and something
+ * streams; *out is then a window the caller hands to its decode (forge's
+ * generation: forge_generate_params.window; its eval callback points each
+ * streamed weight at the ring), else NULL with 0. A context created with
+ * the window must not outlive it. Errors: -EINVAL (NULL s or out), -ENODATA
+ * (the plan's window holds no tensor), forge_window_create's: the caller
+ * warns, and the streamed layers are read by the decode's faults.
+ */
+int rf_session_stream_window_open(struct rf_session *s, struct forge_window **out);
+
+/* Records the window's figures (the operation's streaming.read_ahead) and frees it; NULL w:
+   nothing. */
+void rf_session_stream_window_close(struct rf_session *s, struct forge_window *w);
+
 /* "released", "nothing", "refused"; NULL outside the enum. */
 const char *rf_idle_outcome_name(enum rf_idle_outcome o);
 
