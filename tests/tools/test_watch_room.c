@@ -17,6 +17,7 @@
  *     mapped_file 524288000 (a 500 MiB model mapping); the leaf's
  *     memory.high 838860800 throttles, it does not kill
  *   cg-v1-tree 401, /pod/nousage: limit 1073741824, no usage file
+ *   cg-none-host: no memory controller, MemAvailable 23770620 kB, no swap
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -130,12 +131,27 @@ static void test_unknown_usage(void **state)
     assert_non_null(strstr(room.why, "usage is unknown"));
 }
 
+/* No cgroup enforces a limit (cg-none-host): the host binds both, MemAvailable 23770620 kB. */
+static void test_host_agree(void **state)
+{
+    struct rf_oom_room room;
+
+    (void)state;
+    read_both(ROOT("cg-none-host"), "self", true, 2 * MIB, 0);
+    assert_true(res.host_binding);
+    assert_true(watch_binding(&proc, &room));
+    assert_int_equal(room.level, -1);
+    assert_int_equal(room.room_bytes, res.host_room_bytes);
+    assert_int_equal(room.room_bytes, UINT64_C(23770620) * 1024);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_v1_agree),
         cmocka_unit_test(test_v2_agree),
         cmocka_unit_test(test_unknown_usage),
+        cmocka_unit_test(test_host_agree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
