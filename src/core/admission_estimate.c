@@ -111,6 +111,14 @@ bool rf_admission_check_level(const struct rf_admission_input *in, struct rf_adm
 {
     const struct rf_cgroup_level *l = &c->level;
     uint64_t usage = l->usage.bytes, base, others, cached = 0;
+    struct rf_oom_room_own own = {
+        .loaded = in->phase == RF_ADMISSION_AFTER_LOAD,
+        .has_locked = in->locked.has,
+        .locked_bytes = in->locked.bytes,
+        .has_mapping_rss = in->mapping_rss.has,
+        .mapping_rss_bytes = in->mapping_rss.bytes,
+    };
+    struct rf_oom_room_level room;
 
     c->enforced = rf_cgroup_level_enforced(l);
     c->working_set_fits = true;
@@ -118,52 +126,31 @@ bool rf_admission_check_level(const struct rf_admission_input *in, struct rf_adm
     c->high_working_set_fits = true;
     if (!l->usage.has || !out->has_growth)
         return true;
-    c->reclaimable_bytes = 0;
-    if (l->reclaimable_file.has)
-        c->reclaimable_bytes =
-            l->reclaimable_file.bytes < usage ? l->reclaimable_file.bytes : usage;
     /* Before the load the model's cached pages become the process's: not others'. */
     if (in->phase == RF_ADMISSION_PRE_LOAD && in->model_cached.has)
         cached = in->model_cached.bytes;
+    if (in->mlock_requested)
+        own.cache_to_lock_bytes = cached;
+    rf_oom_room_of_level(l, &own, &room);
     others = rf_admission_sat_sub(
-        rf_admission_sat_sub(usage - rf_admission_sat_sub(c->reclaimable_bytes, cached),
+        rf_admission_sat_sub(usage - rf_admission_sat_sub(room.cache_bytes, cached),
                              in->process_rss.bytes),
         cached);
     /*
-     * One rule under every policy: clean file pages nobody locked are reclaimable (the kernel
-     * drops them and the run re-reads them: "will thrash" is the working set's), locked ones
-     * are not. Before the load the model's cached pages are unmapped cache, counted above,
-     * unless --mlock will lock them; after it, the model mapping's own resident unlocked pages
-     * (smaps Rss - Locked: mapped, so not in reclaimable_file) are added; locked unknown: none.
+     * One rule under every policy (rf_oom_room_of_level): clean file pages nobody locked are
+     * reclaimable (the kernel drops them and the run re-reads them: "will thrash" is the
+     * working set's), locked ones are not. Before the load the model's cached pages are
+     * unmapped cache, unless --mlock will lock them; after it, the level's clean mapped file
+     * pages less the model mapping's locked bytes (Locked unknown: none).
      */
-    if (in->mlock_requested)
-        c->reclaimable_bytes = rf_admission_sat_sub(c->reclaimable_bytes, cached);
-    c->mapping_reclaimable_bytes = 0;
-    if (in->phase == RF_ADMISSION_AFTER_LOAD && in->mapping_rss.has && in->locked.has) {
-        uint64_t own = rf_admission_sat_sub(in->mapping_rss.bytes, in->locked.bytes);
-
-        /* The level's clean mapped file pages, when read: the model mapping's charged here and
-           the programs' libraries', all unlocked, all reclaimable; the mapping's pages charged
-           to another cgroup are not this level's (the usage is then mostly anonymous). */
-        if (l->mapped_file.has)
-            own = rf_admission_sat_sub(l->mapped_file.bytes, in->locked.bytes);
-        /* (the process's RSS holds them: others above counts them once) */
-        c->mapping_reclaimable_bytes =
-            own < usage - c->reclaimable_bytes ? own : usage - c->reclaimable_bytes;
-    } else if (in->phase != RF_ADMISSION_AFTER_LOAD && l->mapped_file.has) {
-        /* Before the load the level's clean mapped file pages are the programs' libraries
-           (and other processes' files): reclaimable as well. */
-        c->mapping_reclaimable_bytes = l->mapped_file.bytes < usage - c->reclaimable_bytes
-                                           ? l->mapped_file.bytes
-                                           : usage - c->reclaimable_bytes;
-    }
-    c->reclaimable_bytes += c->mapping_reclaimable_bytes;
+    c->mapping_reclaimable_bytes = room.mapped_bytes;
+    c->reclaimable_bytes = room.reclaimable_bytes;
     base = usage - c->reclaimable_bytes;
     if (__builtin_add_overflow(base, out->growth_bytes, &c->projected_bytes))
         return false;
     if (c->enforced) {
         c->checked = true;
-        c->room_bytes = rf_admission_sat_sub(l->limit.bytes, base);
+        c->room_bytes = room.room_bytes; /* the room before the OOM kill */
         c->fits = c->projected_bytes <= l->limit.bytes;
         c->run_room_bytes = rf_admission_sat_sub(l->limit.bytes, others);
         if (out->has_working_set) {

@@ -2,7 +2,8 @@
  * Admission's host level: when no cgroup of the hierarchy enforces a hard
  * limit, the host's memory (/proc/meminfo, read by src/sys) binds the run.
  * The anonymous growth must fit MemAvailable + SwapFree (what the kernel
- * can give without an OOM kill, reclaimable cache included); without
+ * can give without an OOM kill, reclaimable cache included: the room of
+ * rf_oom_room_find, watch's too); without
  * MemAvailable the projected process memory must fit MemTotal + SwapTotal.
  * The decision's order and reasons are admission.c's.
  */
@@ -33,16 +34,22 @@ bool rf_admission_check_host(const struct rf_admission_input *in, struct rf_admi
     if (!in->host || !in->host->read)
         return true;
     if (h->available.has) {
-        swap = swap_part(&h->swap_free, &swap_note);
+        struct rf_oom_room host_room; /* the room before the OOM kill, as watch's */
+
+        swap_part(&h->swap_free, &swap_note);
         snprintf(out->host_source, sizeof(out->host_source),
                  "/proc/meminfo MemAvailable + SwapFree%s", swap_note);
         out->host_projected_bytes = out->growth_bytes;
+        rf_oom_room_find(NULL, 0, false, h, NULL, &host_room);
+        room = host_room.room_bytes;
     } else if (h->total.has) {
         swap = swap_part(&h->swap_total, &swap_note);
         snprintf(out->host_source, sizeof(out->host_source),
                  "/proc/meminfo MemTotal + SwapTotal%s (MemAvailable: %s)", swap_note,
                  rf_cgroup_error_text(h->available.error));
         out->host_projected_bytes = out->request_bytes;
+        if (__builtin_add_overflow(h->total.bytes, swap, &room))
+            room = UINT64_MAX;
     } else {
         snprintf(out->host_source, sizeof(out->host_source),
                  "/proc/meminfo: MemAvailable %s, "
@@ -50,8 +57,6 @@ bool rf_admission_check_host(const struct rf_admission_input *in, struct rf_admi
                  rf_cgroup_error_text(h->available.error), rf_cgroup_error_text(h->total.error));
         return false;
     }
-    if (__builtin_add_overflow(h->available.has ? h->available.bytes : h->total.bytes, swap, &room))
-        room = UINT64_MAX;
     out->host_binding = true;
     out->hard_limit_checked = true;
     out->host_room_bytes = room;

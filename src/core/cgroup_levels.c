@@ -1,7 +1,8 @@
 /*
  * Plain-value helpers over a cgroup hierarchy (see cgroup_levels.h): whether
  * a level's limit is enforced, error texts for figures that could not be
- * read, and the kernel's verdict as counter deltas over a run.
+ * read, the room before the OOM kill (admission's and watch's) and the
+ * kernel's verdict as counter deltas over a run.
  */
 #include "ramforge/core/cgroup_levels.h"
 #include "ramforge/error.h"
@@ -23,6 +24,81 @@ const char *rf_cgroup_error_text(int err)
     if (err == -EBADMSG)
         return "malformed";
     return rf_strerror(err < 0 ? err : -err);
+}
+
+/* a - b floored at 0. */
+static uint64_t sat_sub(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : 0;
+}
+
+void rf_oom_room_of_level(const struct rf_cgroup_level *l, const struct rf_oom_room_own *own,
+                          struct rf_oom_room_level *out)
+{
+    uint64_t usage = l->usage.bytes, cache, mapped = 0;
+
+    memset(out, 0, sizeof(*out));
+    if (!l->usage.has)
+        return;
+    out->has_reclaimable = true;
+    if (l->reclaimable_file.has)
+        out->cache_bytes = l->reclaimable_file.bytes < usage ? l->reclaimable_file.bytes : usage;
+    cache = sat_sub(out->cache_bytes, own ? own->cache_to_lock_bytes : 0);
+    if (own && own->loaded) {
+        if (own->has_mapping_rss && own->has_locked)
+            mapped = sat_sub(l->mapped_file.has ? l->mapped_file.bytes : own->mapping_rss_bytes,
+                             own->locked_bytes);
+    } else if (l->mapped_file.has) {
+        mapped = l->mapped_file.bytes;
+    }
+    out->mapped_bytes = mapped < usage - cache ? mapped : usage - cache;
+    out->reclaimable_bytes = cache + out->mapped_bytes;
+    if (rf_cgroup_level_enforced(l)) {
+        out->has_room = true;
+        out->room_bytes = sat_sub(l->limit.bytes, usage - out->reclaimable_bytes);
+    }
+}
+
+void rf_oom_room_find(const struct rf_cgroup_level *levels, size_t n, bool truncated,
+                      const struct rf_host_memory *host, const struct rf_oom_room_own *own,
+                      struct rf_oom_room *out)
+{
+    bool enforced = false;
+
+    memset(out, 0, sizeof(*out));
+    out->level = -1;
+    for (size_t i = 0; i < n; i++) {
+        struct rf_oom_room_level r;
+
+        if (!rf_cgroup_level_enforced(&levels[i]))
+            continue;
+        enforced = true;
+        rf_oom_room_of_level(&levels[i], own, &r);
+        if (!r.has_room) {
+            memset(out, 0, sizeof(*out));
+            out->level = -1;
+            out->why = "an enforced limit's usage is unknown";
+            return;
+        }
+        if (!out->has || r.room_bytes < out->room_bytes) {
+            out->has = true;
+            out->level = (int)i;
+            out->room_bytes = r.room_bytes;
+        }
+    }
+    if (truncated) {
+        memset(out, 0, sizeof(*out));
+        out->level = -1;
+        out->why = "the cgroup hierarchy is deeper than the levels read";
+    } else if (!enforced && (!host || !host->read || !host->available.has)) {
+        out->why = "no cgroup enforces a hard limit and the host's MemAvailable is unknown";
+    } else if (!enforced) {
+        out->has = true;
+        if (__builtin_add_overflow(host->available.bytes,
+                                   host->swap_free.has ? host->swap_free.bytes : 0,
+                                   &out->room_bytes))
+            out->room_bytes = UINT64_MAX;
+    }
 }
 
 /*

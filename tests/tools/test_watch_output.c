@@ -3,8 +3,9 @@
  * read): a figure that could not be read is absent from the Prometheus
  * text (ramforge_ledger_unknown says so) and null in the JSON line, never
  * 0; an exited process keeps only ramforge_watch_up 0; the binding cgroup
- * level is the one with the least room (limit - usage + reclaimable), the
- * host's MemAvailable + SwapFree when no level has a limit; an unlinked
+ * level is the one with the least room (rf_oom_room_find: limit - (usage -
+ * reclaimable), unknown when an enforced level's usage is), the host's
+ * MemAvailable + SwapFree when no level has a limit; an unlinked
  * model file is said deleted in the view and the labels; Pss's smaps age is
  * exported; an unreadable stat makes idle unknown (no advice); --all's
  * unreadable processes and --metrics-file's failed writes are counted.
@@ -156,23 +157,30 @@ static void test_binding(void **state)
 {
     (void)state;
     struct watch_proc *p = new_proc(9);
-    int lvl;
-    uint64_t room;
+    struct rf_oom_room room;
     p->cg.n = 3;
     level(&p->cg.levels[0], "/sys/fs/cgroup/pod/c", false, 0, 900 << 20, 10 << 20);
     level(&p->cg.levels[1], "/sys/fs/cgroup/pod", true, 2048ull << 20, 1800 << 20, 50 << 20);
     level(&p->cg.levels[2], "/sys/fs/cgroup", true, 8192ull << 20, 4096ull << 20, 0);
-    assert_true(watch_binding(p, &lvl, &room));
-    assert_int_equal(lvl, 1);
-    assert_int_equal(room, (2048ull - 1800 + 50) << 20);
+    assert_true(watch_binding(p, &room));
+    assert_int_equal(room.level, 1);
+    assert_int_equal(room.room_bytes, (2048ull - 1800 + 50) << 20);
     char *t = metrics(&p, 1);
     assert_non_null(strstr(t, "ramforge_watch_room_before_oom_bytes{pid=\"9\",model=\"\",path=\"\","
                               "level=\"/sys/fs/cgroup/pod\"} 312475648\n"));
     free(t);
-    /* usage above the limit: no room from the limit, the reclaimable cache is still room */
+    /* usage 76 MiB above the limit: dropping the 5 MiB of cache leaves it above, no room
+       (the old formula said 5 MiB: 0 from the limit, plus the cache) */
     level(&p->cg.levels[1], "/sys/fs/cgroup/pod", true, 1024 << 20, 1100 << 20, 5 << 20);
-    assert_true(watch_binding(p, &lvl, &room));
-    assert_int_equal(room, 5 << 20);
+    assert_true(watch_binding(p, &room));
+    assert_int_equal(room.room_bytes, 0);
+    /* an enforced level whose usage is unknown may bind: unknown, not the other level's room */
+    p->cg.levels[1].usage.has = false;
+    assert_false(watch_binding(p, &room));
+    assert_non_null(strstr(room.why, "usage is unknown"));
+    t = metrics(&p, 1);
+    assert_null(strstr(t, "ramforge_watch_room_before_oom_bytes{"));
+    free(t);
     /* no level with a limit: the host */
     p->cg.n = 1;
     p->cg.host.read = true;
@@ -180,11 +188,11 @@ static void test_binding(void **state)
     p->cg.host.available.bytes = 4ull << 30;
     p->cg.host.swap_free.has = true;
     p->cg.host.swap_free.bytes = 1ull << 30;
-    assert_true(watch_binding(p, &lvl, &room));
-    assert_int_equal(lvl, -1);
-    assert_int_equal(room, 5ull << 30);
+    assert_true(watch_binding(p, &room));
+    assert_int_equal(room.level, -1);
+    assert_int_equal(room.room_bytes, 5ull << 30);
     p->cg.host.available.has = false;
-    assert_false(watch_binding(p, &lvl, &room));
+    assert_false(watch_binding(p, &room));
     free(p);
 }
 

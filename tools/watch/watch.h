@@ -43,6 +43,12 @@
     "KV cache, prompt cache, compute scratch, repacked weights and heap together: not split "      \
     "from outside"
 
+/* How the room before the OOM kill is computed (rf_oom_room_find), said with its figure. */
+#define WATCH_ROOM_BASIS                                                                           \
+    "limit - (usage - reclaimable) at the level with the least room, reclaimable being the "       \
+    "clean unmapped file cache and the clean mapped file pages less the model mappings' "          \
+    "Locked (as admission counts them); host: MemAvailable + SwapFree"
+
 /* What a count of processes --all could not read means, said wherever the count is. */
 #define WATCH_UNREADABLE_NOTE                                                                      \
     "their maps could not be read (another user's processes need root or ptrace access): any of "  \
@@ -212,8 +218,18 @@ int watch_find_all(int **out, size_t *n, struct watch_unreadable *u);
  * busy process would look idle), or p no longer runs.
  */
 bool watch_idle_seconds(const struct watch_proc *p, double now_s, double *idle_s);
-/* The binding level: its index in cg.levels (-1: the host) and the room, bytes. */
-bool watch_binding(const struct watch_proc *p, int *level, uint64_t *room_bytes);
+/*
+ * What watch knows of p's own pages for the room before the OOM kill: its
+ * models are mapped; the smaps Rss and Locked of every model mapping
+ * (unknown when one model's smaps sums were not read).
+ */
+void watch_room_own(const struct watch_proc *p, struct rf_oom_room_own *own);
+/*
+ * The room before the OOM kill of p (rf_oom_room_find over p's cgroup tree
+ * and watch_room_own): room->level the binding level's index in cg.levels
+ * (-1: the host). False, with room->why, when unknown.
+ */
+bool watch_binding(const struct watch_proc *p, struct rf_oom_room *room);
 
 /* watch_model.c */
 /*

@@ -90,9 +90,8 @@ static json_t *fig(const struct rf_cgroup_figure *f)
 static json_t *cgroup_json(const struct watch_proc *p)
 {
     json_t *levels = json_array();
-    int binding;
-    uint64_t room;
-    bool has_room = watch_binding(p, &binding, &room);
+    struct rf_oom_room room;
+    bool has_room = watch_binding(p, &room);
     for (size_t i = 0; p->cg_rc == 0 && i < p->cg.n; i++) {
         const struct rf_cgroup_level *l = &p->cg.levels[i];
         json_array_append_new(
@@ -103,16 +102,12 @@ static json_t *cgroup_json(const struct watch_proc *p)
                       "oom_kill", rf_json_u64(l->counters.has_oom_kill, l->counters.oom_kill)));
     }
     return json_pack("{s:o,s:o,s:o,s:o,s:o}", "levels", levels, "binding",
-                     !has_room     ? json_null()
-                     : binding < 0 ? json_string("host")
-                                   : rf_json_str(p->cg.levels[binding].dir),
-                     "room_before_oom_bytes", rf_json_u64(has_room, room), "basis",
-                     json_string("limit - usage + reclaimable file cache at the binding level; "
-                                 "host: MemAvailable + SwapFree"),
-                     "reason",
-                     p->cg_rc < 0 ? json_string(rf_strerror(p->cg_rc))
-                     : !has_room  ? json_string("no level with a limit and a usage was read")
-                                  : json_null());
+                     !has_room        ? json_null()
+                     : room.level < 0 ? json_string("host")
+                                      : rf_json_str(p->cg.levels[room.level].dir),
+                     "room_before_oom_bytes", rf_json_u64(has_room, room.room_bytes), "basis",
+                     json_string(WATCH_ROOM_BASIS), "reason",
+                     has_room ? json_null() : rf_json_str(room.why));
 }
 
 static json_t *release_json(const struct watch_proc *p)

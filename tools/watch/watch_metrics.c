@@ -110,8 +110,7 @@ static void watch_bytes(FILE *f, const struct watch_proc *p)
 
 static void per_proc(FILE *f, const struct watch_proc *p, int fam)
 {
-    int level;
-    uint64_t room;
+    struct rf_oom_room room;
     bool running = p->state == WATCH_RUNNING;
     switch (fam) {
     case 0:
@@ -129,11 +128,11 @@ static void per_proc(FILE *f, const struct watch_proc *p, int fam)
         }
         break;
     case 3:
-        if (running && watch_binding(p, &level, &room)) {
+        if (running && watch_binding(p, &room)) {
             series(f, "ramforge_watch_room_before_oom_bytes", p);
             fputc(',', f);
-            rf_metrics_label(f, "level", level < 0 ? "host" : p->cg.levels[level].dir);
-            fprintf(f, "} %" PRIu64 "\n", room);
+            rf_metrics_label(f, "level", room.level < 0 ? "host" : p->cg.levels[room.level].dir);
+            fprintf(f, "} %" PRIu64 "\n", room.room_bytes);
         }
         break;
     case 4:

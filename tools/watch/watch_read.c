@@ -192,34 +192,34 @@ bool watch_idle_seconds(const struct watch_proc *p, double now_s, double *idle_s
     return true;
 }
 
-bool watch_binding(const struct watch_proc *p, int *level, uint64_t *room_bytes)
+void watch_room_own(const struct watch_proc *p, struct rf_oom_room_own *own)
 {
-    bool found = false;
-
-    *level = -1;
-    *room_bytes = 0;
-    if (p->cg_rc < 0)
-        return false;
-    for (size_t i = 0; i < p->cg.n; i++) {
-        const struct rf_cgroup_level *l = &p->cg.levels[i];
-        if (!rf_cgroup_level_enforced(l) || !l->usage.has)
-            continue;
-        /* The kernel reclaims the clean file cache before it kills: that is room too. */
-        uint64_t room = l->limit.bytes > l->usage.bytes ? l->limit.bytes - l->usage.bytes : 0;
-        if (l->reclaimable_file.has)
-            room += l->reclaimable_file.bytes;
-        if (!found || room < *room_bytes) {
-            found = true;
-            *level = (int)i;
-            *room_bytes = room;
+    memset(own, 0, sizeof(*own));
+    own->loaded = true; /* watched from outside: its models are mapped, their pages charged */
+    own->has_locked = own->has_mapping_rss = true;
+    for (size_t i = 0; i < p->n_models; i++) {
+        if (!p->models[i].has_sum) {
+            own->has_locked = own->has_mapping_rss = false;
+            break;
         }
+        own->locked_bytes += p->models[i].sum.locked_bytes;
+        own->mapping_rss_bytes += p->models[i].sum.rss_bytes;
     }
-    if (!found && p->cg.host.read && p->cg.host.available.has) {
-        found = true;
-        *room_bytes = p->cg.host.available.bytes +
-                      (p->cg.host.swap_free.has ? p->cg.host.swap_free.bytes : 0);
+}
+
+bool watch_binding(const struct watch_proc *p, struct rf_oom_room *room)
+{
+    struct rf_oom_room_own own;
+
+    if (p->cg_rc < 0) {
+        memset(room, 0, sizeof(*room));
+        room->level = -1;
+        room->why = rf_strerror(p->cg_rc);
+        return false;
     }
-    return found;
+    watch_room_own(p, &own);
+    rf_oom_room_find(p->cg.levels, p->cg.n, p->cg.truncated, &p->cg.host, &own, room);
+    return room->has;
 }
 
 /* Counts one process --all could not read, under its reason. */

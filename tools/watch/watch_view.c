@@ -81,9 +81,8 @@ void watch_view(FILE *f, const struct watch_reading *r, struct watch_proc *const
         const struct rfsys_status *s = &p->status;
         bool st = p->status_rc == 0;
         const struct watch_model *m = p->n_models ? &p->models[0] : NULL;
-        int level;
-        uint64_t room;
-        bool has_room = watch_binding(p, &level, &room);
+        struct rf_oom_room room;
+        bool has_room = watch_binding(p, &room);
         char maps_why[64];
         snprintf(maps_why, sizeof(maps_why), "maps: %s", rf_strerror(p->maps_rc));
         if (st && p->has_growth)
@@ -96,7 +95,7 @@ void watch_view(FILE *f, const struct watch_reading *r, struct watch_proc *const
                           sizeof(b)),
                 opt_bytes(st && s->has_rss_anon, s->rss_anon_bytes, raw, c, sizeof(c)), g,
                 opt_bytes(st && s->has_vm_swap, s->vm_swap_bytes, raw, d, sizeof(d)),
-                opt_bytes(has_room, room, raw, e, sizeof(e)),
+                opt_bytes(has_room, room.room_bytes, raw, e, sizeof(e)),
                 m                ? m->path
                 : p->maps_rc < 0 ? maps_why
                                  : "(no GGUF mapping)",

@@ -145,6 +145,75 @@ int rf_cgroup_verdict_build(const struct rf_cgroup_level *before, size_t n_befor
                             const struct rf_cgroup_level *after, size_t n_after,
                             struct rf_cgroup_verdict *out);
 
+/*
+ * The room before the OOM kill: how many more bytes of anonymous memory a
+ * cgroup level can be charged before the kernel, having dropped every page
+ * it may drop without harm, kills. One formula, used by admission (the
+ * charge check, admission.h) and by ramforge watch (its "room"):
+ *
+ *   usage        the level's usage (l->usage: v1 memory.usage_in_bytes,
+ *                v2 memory.current), bytes
+ *   cache        min(l->reclaimable_file, usage) - own->cache_to_lock_bytes,
+ *                floored at 0 (the clean unmapped file cache; 0 when
+ *                memory.stat did not give it: unknown counts as none)
+ *   mapped       the clean mapped file pages the kernel may unmap and drop,
+ *                at most usage - cache:
+ *                  own NULL or !own->loaded: l->mapped_file (0 when unread)
+ *                  own->loaded, smaps Rss and Locked known: l->mapped_file
+ *                    - locked, or, memory.stat's mapped key unread, the
+ *                    caller's mapping Rss - Locked
+ *                  own->loaded, either unknown: 0 (a locked page is no room)
+ *   reclaimable  cache + mapped
+ *   room         limit - (usage - reclaimable), floored at 0 (l->limit:
+ *                v1 memory.limit_in_bytes, v2 memory.max)
+ *
+ * memory.high is not in it: over memory.high the kernel throttles and
+ * reclaims, it does not kill. All figures bytes.
+ */
+struct rf_oom_room_own {
+    bool loaded;                  /* the caller's model is mapped: its pages are charged */
+    bool has_locked;              /* locked_bytes was read */
+    uint64_t locked_bytes;        /* smaps Locked of the model mappings */
+    bool has_mapping_rss;         /* mapping_rss_bytes was read */
+    uint64_t mapping_rss_bytes;   /* smaps Rss of the model mappings */
+    uint64_t cache_to_lock_bytes; /* before a load that will mlock: the model's cached pages
+                                     (in the cache above, soon locked); else 0 */
+};
+
+/* One level's room; has_* false: the figure is unknown, never a 0 standing in for it. */
+struct rf_oom_room_level {
+    bool has_reclaimable;       /* the usage was read: cache, mapped and reclaimable are set */
+    uint64_t cache_bytes;       /* min(reclaimable_file, usage), before cache_to_lock */
+    uint64_t mapped_bytes;      /* the mapped term above */
+    uint64_t reclaimable_bytes; /* cache (less cache_to_lock) + mapped */
+    bool has_room;              /* has_reclaimable and the level enforces a hard limit */
+    uint64_t room_bytes;        /* limit - (usage - reclaimable), floored at 0 */
+};
+
+/* l's room as above; own may be NULL (nothing known of the caller's pages). */
+void rf_oom_room_of_level(const struct rf_cgroup_level *l, const struct rf_oom_room_own *own,
+                          struct rf_oom_room_level *out);
+
+/*
+ * The room of a hierarchy ([0] the process's cgroup, then its ancestors):
+ * the binding level is the enforced one with the least room (nearest on
+ * ties). Unknown (has false, why set) when an enforced level's usage is
+ * unknown (that level may have less room) or the hierarchy was cut
+ * (truncated). When no level enforces a hard limit the host binds:
+ * MemAvailable + SwapFree (swap unread: none counted), unknown without
+ * MemAvailable. host may be NULL (not read: unknown).
+ */
+struct rf_oom_room {
+    bool has;
+    int level;           /* index of the binding level in levels[]; -1: the host */
+    uint64_t room_bytes; /* bytes */
+    const char *why;     /* static, when !has: why the room is unknown */
+};
+
+void rf_oom_room_find(const struct rf_cgroup_level *levels, size_t n, bool truncated,
+                      const struct rf_host_memory *host, const struct rf_oom_room_own *own,
+                      struct rf_oom_room *out);
+
 #ifdef __cplusplus
 }
 #endif
