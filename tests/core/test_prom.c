@@ -89,7 +89,7 @@ static void test_numbers(void **state)
     (void)state;
     struct rf_prom p;
     rf_prom_init(&p);
-    const double v[] = {0.0,   -0.0,      1234567890.0, 0.1,        1.0 / 3.0,  2.5e-7,
+    const double v[] = {0.0,   -0.0,      1234567891.0, 0.1,        1.0 / 3.0,  2.5e-7,
                         1e300, 0.0 / 0.0, 1.0 / 0.0,    -1.0 / 0.0, 0.001234567};
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
         rf_prom_sample(&p, "x");
@@ -100,7 +100,7 @@ static void test_numbers(void **state)
     rf_prom_sample(&p, "x");
     rf_prom_i64(&p, INT64_MIN);
     char *t = taken(&p);
-    assert_string_equal(t, "x 0\nx 0\nx 1234567890\nx 0.1\nx 0.3333333333333333\nx 2.5e-07\n"
+    assert_string_equal(t, "x 0\nx 0\nx 1234567891\nx 0.1\nx 0.3333333333333333\nx 2.5e-07\n"
                            "x 1e+300\nx NaN\nx +Inf\nx -Inf\nx 0.001234567\n"
                            "x 18446744073709551615\nx -9223372036854775808\n");
     free(t);
