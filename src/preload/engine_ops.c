@@ -129,41 +129,9 @@ void exec_op_idle(struct exec_model *m, bool alive)
     op_close(m, submits);
 }
 
-/* text with pid="<pid>" before every model label (a new string, NULL on ENOMEM): the label
-   watch's series carry too. */
-static char *with_pid(const char *text)
+/* The engine's own families (ramforge_exec_*), after the session's in p. */
+static void exec_families(struct exec_model *m, struct rf_prom *p)
 {
-    static const char key[] = "{model=\"";
-    char label[48];
-    int n_label = snprintf(label, sizeof(label), "{pid=\"%ld\",model=\"", (long)getpid());
-    size_t n = 0;
-    for (const char *p = text; (p = strstr(p, key)); p += sizeof(key) - 1)
-        n++;
-    char *out = malloc(strlen(text) + n * (size_t)n_label + 1), *o = out;
-    if (!out)
-        return NULL;
-    for (const char *p = text, *q; *p; p = q + sizeof(key) - 1) {
-        if (!(q = strstr(p, key))) {
-            strcpy(o, p);
-            return out;
-        }
-        memcpy(o, p, (size_t)(q - p));
-        o += q - p;
-        memcpy(o, label, (size_t)n_label);
-        o += n_label;
-    }
-    *o = '\0';
-    return out;
-}
-
-/* The engine's own families (ramforge_exec_*), appended to the session's. */
-static char *exec_families(struct exec_model *m)
-{
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f)
-        return NULL;
     pthread_mutex_lock(&exec_engine.table_mu);
     const struct {
         const char *name, *type, *help;
@@ -192,16 +160,11 @@ static char *exec_families(struct exec_model *m)
     if (!realpath(m->path, canon)) /* else the path as given */
         snprintf(canon, sizeof(canon), "%s", m->path);
     for (size_t i = 0; i < sizeof(fam) / sizeof(fam[0]); i++) {
-        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s{pid=\"%ld\",", fam[i].name, fam[i].help,
-                fam[i].name, fam[i].type, fam[i].name, (long)getpid());
-        rf_metrics_model_labels(f, canon);
-        fprintf(f, "} %.9g\n", fam[i].v);
+        rf_prom_family(p, fam[i].name, fam[i].type, fam[i].help);
+        rf_prom_sample(p, fam[i].name);
+        rf_metrics_model_labels(p, canon);
+        rf_prom_double(p, fam[i].v);
     }
-    if (fclose(f) != 0) {
-        free(text);
-        return NULL;
-    }
-    return text;
 }
 
 void exec_write_figures(struct exec_model *m)
@@ -211,20 +174,22 @@ void exec_write_figures(struct exec_model *m)
         exec_engine.host->say("exec: cannot write %s: %s", m->report, rf_strerror(rc));
     if (!m->metrics[0] && !m->spool[0])
         return;
-    char *text = NULL, *labelled = NULL, *own = NULL, *all = NULL;
-    rc = rf_session_metrics_text(m->s, m->path, &text);
-    if (rc == 0 && (!(labelled = with_pid(text)) || !(own = exec_families(m)) ||
-                    asprintf(&all, "%s%s", labelled, own) < 0)) {
-        all = NULL;
-        rc = -ENOMEM;
-    }
+    /* every series labelled pid first: the label watch's series carry too */
+    struct rf_prom p;
+    char pid[24], *all = NULL;
+    snprintf(pid, sizeof(pid), "%ld", (long)getpid());
+    rf_prom_init(&p);
+    rc = rf_prom_const_label(&p, "pid", pid);
+    if (rc == 0 && (rc = rf_session_metrics_write(m->s, m->path, &p)) == 0)
+        exec_families(m, &p);
+    if (rc < 0)
+        rf_prom_free(&p);
+    else
+        rc = rf_prom_take(&p, &all);
     const char *paths[2] = {m->metrics, m->spool};
     for (int i = 0, wrc; i < 2; i++)
         if (paths[i][0] && (wrc = rc < 0 ? rc : rf_metrics_write_file(all, paths[i])) < 0)
             exec_engine.host->say("exec: cannot write %s: %s", paths[i], rf_strerror(wrc));
-    free(text);
-    free(labelled);
-    free(own);
     free(all);
 }
 

@@ -1,7 +1,7 @@
 /*
- * The report as Prometheus text (ramforge/session/metrics.h): one writer for
- * serve's /metrics and run's --metrics-file. Plain stdio (no jansson); the
- * text is built in an open_memstream buffer and written with core's
+ * The report as Prometheus text (ramforge/session/metrics.h): the families of
+ * serve's /metrics, run's --metrics-file and exec's engine, written with
+ * core's text writer (ramforge/core/prom.h) and to a file with core's
  * rf_file_write_atomic. The release families are counters over the whole
  * session: the retained applications plus those the history cap dropped.
  * The operation's admission, staging and speed families are those of the
@@ -23,135 +23,116 @@
 
 #include "session_internal.h"
 
-static void family(FILE *f, const char *name, const char *type, const char *help)
-{
-    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-void rf_metrics_label(FILE *f, const char *name, const char *value)
-{
-    fprintf(f, "%s=\"", name);
-    for (const char *p = value ? value : ""; *p; p++) {
-        if (*p == '\\' || *p == '"')
-            fputc('\\', f);
-        if (*p == '\n')
-            fputs("\\n", f);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
-void rf_metrics_model_labels(FILE *f, const char *path)
+void rf_metrics_model_labels(struct rf_prom *p, const char *path)
 {
     const char *slash = path ? strrchr(path, '/') : NULL;
-    rf_metrics_label(f, "model", slash ? slash + 1 : path);
-    fputc(',', f);
-    rf_metrics_label(f, "path", path);
+    rf_prom_label(p, "model", slash ? slash + 1 : path);
+    rf_prom_label(p, "path", path);
 }
 
-/* name{model=...,path=... (the caller closes the braces). */
-static void series(FILE *f, const char *name, const char *path)
+/* A sample of name with the model's labels (the caller adds more and its value). */
+static void series(struct rf_prom *p, const char *name, const char *path)
 {
-    fprintf(f, "%s{", name);
-    rf_metrics_model_labels(f, path);
+    rf_prom_sample(p, name);
+    rf_metrics_model_labels(p, path);
 }
 
 /* The operation's ledger and its last sample. */
-static void ledger_metrics(FILE *f, const struct rf_report *r, const char *m)
+static void ledger_metrics(struct rf_prom *f, const struct rf_report *r, const char *m)
 {
     const struct rf_ledger *l = r->ledger;
-    family(f, "ramforge_ledger_bytes", "gauge",
-           "The operation's memory ledger, bytes; provenance says what kind of figure.");
+    rf_prom_family(f, "ramforge_ledger_bytes", "gauge",
+                   "The operation's memory ledger, bytes; provenance says what kind of figure.");
     for (int c = 0; l && c < RF_LEDGER_N_CATEGORIES; c++) {
         const struct rf_ledger_entry *e = &l->entries[c];
         if (!e->has_value)
             continue;
         series(f, "ramforge_ledger_bytes", m);
-        fprintf(f, ",category=\"%s\",provenance=\"%s\"} %" PRIu64 "\n",
-                rf_ledger_category_name(e->category), rf_provenance_name(e->provenance),
-                e->value_bytes);
+        rf_prom_label(f, "category", rf_ledger_category_name(e->category));
+        rf_prom_label(f, "provenance", rf_provenance_name(e->provenance));
+        rf_prom_u64(f, e->value_bytes);
     }
-    family(f, "ramforge_ledger_unknown", "gauge",
-           "1 for a ledger category whose value is unknown (absent from ramforge_ledger_bytes).");
+    rf_prom_family(
+        f, "ramforge_ledger_unknown", "gauge",
+        "1 for a ledger category whose value is unknown (absent from ramforge_ledger_bytes).");
     for (int c = 0; l && c < RF_LEDGER_N_CATEGORIES; c++) {
         if (l->entries[c].has_value)
             continue;
         series(f, "ramforge_ledger_unknown", m);
-        fprintf(f, ",category=\"%s\"} 1\n", rf_ledger_category_name(l->entries[c].category));
+        rf_prom_label(f, "category", rf_ledger_category_name(l->entries[c].category));
+        rf_prom_u64(f, 1);
     }
     const struct rf_residency_sample *last = r->n_samples ? &r->samples[r->n_samples - 1] : NULL;
     /* The figures without the sample's name (a label that changed value broke a graph's
        series); which sample they are is its own info series. */
-    family(f, "ramforge_mapping_rss_bytes", "gauge",
-           "Resident bytes of the model mappings at the operation's last sample.");
+    rf_prom_family(f, "ramforge_mapping_rss_bytes", "gauge",
+                   "Resident bytes of the model mappings at the operation's last sample.");
     if (last && last->has_mapping) {
         series(f, "ramforge_mapping_rss_bytes", m);
-        fprintf(f, "} %" PRIu64 "\n", last->mapping_rss_bytes);
+        rf_prom_u64(f, last->mapping_rss_bytes);
     }
-    family(f, "ramforge_process_rss_bytes", "gauge", "VmRSS at the operation's last sample.");
+    rf_prom_family(f, "ramforge_process_rss_bytes", "gauge",
+                   "VmRSS at the operation's last sample.");
     if (last && last->has_process_rss) {
         series(f, "ramforge_process_rss_bytes", m);
-        fprintf(f, "} %" PRIu64 "\n", last->process_rss_bytes);
+        rf_prom_u64(f, last->process_rss_bytes);
     }
-    family(f, "ramforge_operation_last_sample_info", "gauge",
-           "1, labelled with the boundary of the operation's last sample (the two gauges above).");
+    rf_prom_family(
+        f, "ramforge_operation_last_sample_info", "gauge",
+        "1, labelled with the boundary of the operation's last sample (the two gauges above).");
     if (last && last->label) {
         series(f, "ramforge_operation_last_sample_info", m);
-        fputc(',', f);
-        rf_metrics_label(f, "sample", last->label);
-        fputs("} 1\n", f);
+        rf_prom_label(f, "sample", last->label);
+        rf_prom_u64(f, 1);
     }
 }
 
 /* The operation's admission outcome and staging. */
-static void operation_metrics(FILE *f, const struct rf_report *r, const char *m)
+static void operation_metrics(struct rf_prom *f, const struct rf_report *r, const char *m)
 {
     const struct rf_admission_result *a = r->admission;
-    family(f, "ramforge_operation_admission", "gauge",
-           "1 for the operation's admission outcome; absent when none was decided.");
+    rf_prom_family(f, "ramforge_operation_admission", "gauge",
+                   "1 for the operation's admission outcome; absent when none was decided.");
     for (int o = RF_ADMIT_ADMITTED; a && o <= RF_ADMIT_UNKNOWN; o++) {
         series(f, "ramforge_operation_admission", m);
-        fprintf(f, ",outcome=\"%s\"} %d\n", rf_admission_outcome_name((enum rf_admission_outcome)o),
-                (int)a->outcome == o);
+        rf_prom_label(f, "outcome", rf_admission_outcome_name((enum rf_admission_outcome)o));
+        rf_prom_u64(f, (int)a->outcome == o);
     }
-    family(f, "ramforge_operation_admission_refused", "gauge",
-           "1 when admission refused the operation; absent when none was decided.");
+    rf_prom_family(f, "ramforge_operation_admission_refused", "gauge",
+                   "1 when admission refused the operation; absent when none was decided.");
     if (a) {
         series(f, "ramforge_operation_admission_refused", m);
-        fprintf(f, "} %d\n", a->refused ? 1 : 0);
+        rf_prom_u64(f, a->refused ? 1 : 0);
     }
-    family(f, "ramforge_operation_staging_selected_bytes", "gauge",
-           "Bytes the operation's staging plan selected; absent without a plan.");
+    rf_prom_family(f, "ramforge_operation_staging_selected_bytes", "gauge",
+                   "Bytes the operation's staging plan selected; absent without a plan.");
     if (r->staging) {
         series(f, "ramforge_operation_staging_selected_bytes", m);
-        fprintf(f, "} %" PRIu64 "\n", r->staging->selected_bytes);
+        rf_prom_u64(f, r->staging->selected_bytes);
     }
-    family(f, "ramforge_operation_staging_accepted_bytes", "gauge",
-           "Bytes madvise(MADV_WILLNEED) accepted for the operation; absent if staging did not "
-           "run.");
+    rf_prom_family(
+        f, "ramforge_operation_staging_accepted_bytes", "gauge",
+        "Bytes madvise(MADV_WILLNEED) accepted for the operation; absent if staging did not "
+        "run.");
     if (r->staging && r->staging_attempted) {
         series(f, "ramforge_operation_staging_accepted_bytes", m);
-        fprintf(f, "} %" PRIu64 "\n", r->staging_accepted_bytes);
+        rf_prom_u64(f, r->staging_accepted_bytes);
     }
 }
 
 /* One gauge of the operation, absent (the family alone) when unknown. */
-static void op_gauge(FILE *f, const char *m, const char *name, const char *help, bool has, double v)
+static void op_gauge(struct rf_prom *f, const char *m, const char *name, const char *help, bool has,
+                     double v)
 {
-    family(f, name, "gauge", help);
+    rf_prom_family(f, name, "gauge", help);
     if (has) {
         series(f, name, m);
-        /* bytes and counts exactly, rates and times to 9 significant digits */
-        if (v == (double)(uint64_t)v && v < 9007199254740992.0)
-            fprintf(f, "} %" PRIu64 "\n", (uint64_t)v);
-        else
-            fprintf(f, "} %.9g\n", v);
+        rf_prom_double(f, v); /* bytes and counts exactly */
     }
 }
 
 /* The operation's speed and storage traffic: what a dashboard graphs across requests. */
-static void speed_metrics(FILE *f, const struct rf_report *r, const char *m)
+static void speed_metrics(struct rf_prom *f, const struct rf_report *r, const char *m)
 {
     const struct rf_timing *t = r->timing;
     const struct rf_stream_report *io = r->streaming;
@@ -203,38 +184,39 @@ void rf_release_totals_add(struct rf_release_totals *t, const struct rf_report_a
 }
 
 /* The session's releases (dropped: those the history cap took out of r; may be NULL). */
-static void release_metrics(FILE *f, const struct rf_report *r,
+static void release_metrics(struct rf_prom *f, const struct rf_report *r,
                             const struct rf_release_totals *dropped, const char *m)
 {
     struct rf_release_totals t = {0};
     if (dropped)
         t = *dropped;
     rf_release_totals_add(&t, r->applications, r->n_applications);
-    family(f, "ramforge_release_applications_total", "counter",
-           "Release applications attempted this session.");
+    rf_prom_family(f, "ramforge_release_applications_total", "counter",
+                   "Release applications attempted this session.");
     series(f, "ramforge_release_applications_total", m);
-    fprintf(f, "} %" PRIu64 "\n", t.applications);
+    rf_prom_u64(f, t.applications);
     /* an overflowed sum is unknown: no sample (never a wrapped number) */
-    family(f, "ramforge_release_requested_bytes_total", "counter",
-           "Bytes of release ranges submitted to madvise this session.");
+    rf_prom_family(f, "ramforge_release_requested_bytes_total", "counter",
+                   "Bytes of release ranges submitted to madvise this session.");
     if (!t.overflowed) {
         series(f, "ramforge_release_requested_bytes_total", m);
-        fprintf(f, "} %" PRIu64 "\n", t.requested_bytes);
+        rf_prom_u64(f, t.requested_bytes);
     }
-    family(f, "ramforge_release_accepted_bytes_total", "counter",
-           "Bytes madvise accepted this session (not reclamation).");
+    rf_prom_family(f, "ramforge_release_accepted_bytes_total", "counter",
+                   "Bytes madvise accepted this session (not reclamation).");
     if (!t.overflowed) {
         series(f, "ramforge_release_accepted_bytes_total", m);
-        fprintf(f, "} %" PRIu64 "\n", t.accepted_bytes);
+        rf_prom_u64(f, t.accepted_bytes);
     }
     static const char *const names[3] = {"mapping_rss", "process_rss", "cgroup_current"};
-    family(f, "ramforge_release_observed_delta_bytes", "gauge",
-           "Observed change across this session's releases, summed (negative: fell).");
+    rf_prom_family(f, "ramforge_release_observed_delta_bytes", "gauge",
+                   "Observed change across this session's releases, summed (negative: fell).");
     for (int k = 0; k < 3; k++) {
         if (!t.has_delta[k] || t.overflowed)
             continue;
         series(f, "ramforge_release_observed_delta_bytes", m);
-        fprintf(f, ",measure=\"%s\"} %" PRId64 "\n", names[k], t.delta_bytes[k]);
+        rf_prom_label(f, "measure", names[k]);
+        rf_prom_i64(f, t.delta_bytes[k]);
     }
 }
 
@@ -282,47 +264,61 @@ void ses_metrics_hold(struct rf_session *s)
 
 /* figures: the operation whose admission, staging and speed families are written (op, or
    the last one that ran a request). */
-static int metrics_text(const struct rf_report *op, const struct rf_report *figures,
-                        const struct rf_report *session, const struct rf_release_totals *dropped,
-                        const char *model, char **out)
+static int metrics_write(const struct rf_report *op, const struct rf_report *figures,
+                         const struct rf_report *session, const struct rf_release_totals *dropped,
+                         const char *model, struct rf_prom *p)
 {
-    char *text = NULL;
-    size_t len = 0;
-    if (!op || !out)
+    if (!op || !p)
         return -EINVAL;
-    *out = NULL;
     char canon[PATH_MAX];
     if (model && realpath(model, canon)) /* else the path as given */
         model = canon;
-    FILE *f = open_memstream(&text, &len);
-    if (!f)
-        return -ENOMEM;
-    ledger_metrics(f, op, model);
-    operation_metrics(f, figures, model);
-    speed_metrics(f, figures, model);
-    release_metrics(f, session ? session : op, dropped, model);
-    if (fclose(f) != 0) {
-        free(text);
-        return -ENOMEM;
+    ledger_metrics(p, op, model);
+    operation_metrics(p, figures, model);
+    speed_metrics(p, figures, model);
+    release_metrics(p, session ? session : op, dropped, model);
+    return p->error;
+}
+
+/* The text of p after write returned rc, into *out. */
+static int taken(struct rf_prom *p, int rc, char **out)
+{
+    if (rc < 0) {
+        rf_prom_free(p);
+        return rc;
     }
-    *out = text;
-    return 0;
+    return rf_prom_take(p, out);
 }
 
 int rf_metrics_text(const struct rf_report *op, const struct rf_report *session, const char *model,
                     char **out)
 {
-    return metrics_text(op, op, session, NULL, model, out);
+    struct rf_prom p;
+    if (!out)
+        return -EINVAL;
+    *out = NULL;
+    rf_prom_init(&p);
+    return taken(&p, metrics_write(op, op, session, NULL, model, &p), out);
 }
 
-int rf_session_metrics_text(struct rf_session *s, const char *model, char **out)
+int rf_session_metrics_write(struct rf_session *s, const char *model, struct rf_prom *p)
 {
     if (!s)
         return -EINVAL;
     const struct rf_report *op = rf_session_report(s, RF_REPORT_OPERATION);
     const struct rf_report *figures = !op || ran_request(op) || !s->held.has ? op : &s->held.rep;
-    return metrics_text(op, figures, rf_session_report(s, RF_REPORT_SESSION), &s->dropped_releases,
-                        model, out);
+    return metrics_write(op, figures, rf_session_report(s, RF_REPORT_SESSION), &s->dropped_releases,
+                         model, p);
+}
+
+int rf_session_metrics_text(struct rf_session *s, const char *model, char **out)
+{
+    struct rf_prom p;
+    if (!out)
+        return -EINVAL;
+    *out = NULL;
+    rf_prom_init(&p);
+    return taken(&p, rf_session_metrics_write(s, model, &p), out);
 }
 
 int rf_metrics_write_file(const char *text, const char *path)

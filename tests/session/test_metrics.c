@@ -1,6 +1,6 @@
 /*
  * Tests for ramforge/session/metrics.h on hand-built reports (no model): the
- * label escaping, an unknown ledger value absent and flagged, families
+ * model labels, an unknown ledger value absent and flagged, families
  * without a figure left without samples, releases summed over the
  * attempted applications only, and the atomic file write. Expected lines
  * are written out by hand from the report built here.
@@ -20,18 +20,21 @@
 
 #include "ramforge/session/metrics.h"
 
-static void test_label_escaping(void **state)
+static void test_model_labels(void **state)
 {
     (void)state;
+    struct rf_prom p;
     char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    assert_non_null(f);
-    rf_metrics_label(f, "model", "a\"b\\c\nd");
-    fputc(' ', f);
-    rf_metrics_label(f, "x", NULL);
-    assert_int_equal(fclose(f), 0);
-    assert_string_equal(buf, "model=\"a\\\"b\\\\c\\nd\" x=\"\"");
+    rf_prom_init(&p);
+    rf_prom_sample(&p, "x");
+    rf_metrics_model_labels(&p, "/d/a\"b\\c\nd");
+    rf_prom_u64(&p, 1);
+    rf_prom_sample(&p, "x");
+    rf_metrics_model_labels(&p, NULL);
+    rf_prom_u64(&p, 2);
+    assert_int_equal(rf_prom_take(&p, &buf), 0);
+    assert_string_equal(buf, "x{model=\"a\\\"b\\\\c\\nd\",path=\"/d/a\\\"b\\\\c\\nd\"} 1\n"
+                             "x{model=\"\",path=\"\"} 2\n");
     free(buf);
 }
 
@@ -161,7 +164,7 @@ static void test_write_file(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_label_escaping),
+        cmocka_unit_test(test_model_labels),
         cmocka_unit_test(test_report_text),
         cmocka_unit_test(test_write_file),
     };

@@ -244,11 +244,11 @@ static void test_smaps_age(void **state)
 {
     (void)state;
     struct watch_proc *p = new_proc(12);
-    add_model(p, "/models/m.gguf", false, 7.25);
+    add_model(p, "/models/m.gguf", false, 7.2504);
     char *t = metrics(&p, 1);
     assert_non_null(strstr(t, "# TYPE ramforge_watch_smaps_age_seconds gauge\n"));
     assert_non_null(strstr(t, "ramforge_watch_smaps_age_seconds{pid=\"12\",model=\"m.gguf\","
-                              "path=\"/models/m.gguf\"} 7.250\n"));
+                              "path=\"/models/m.gguf\"} 7.25\n"));
     assert_non_null(strstr(t, "category=\"MappingPss\",provenance=\"exact_measured\"} 33554432\n"));
     free(t);
     p->models[0].has_sum = false; /* no smaps read: no Pss, no age */

@@ -372,37 +372,29 @@ json_t *bench_summary_json(const struct bench_options *o, uint64_t model_bytes,
     return doc;
 }
 
-/* name{model=...,path=...,condition=...,policy=...,residency_policy=... of group g (braces
-   left open); model: the file's canonical path. */
-static void bench_series(FILE *f, const char *name, const char *model, const json_t *g)
+/* A sample of name labelled model, path, condition, policy and residency_policy of group g
+   (the caller adds more and its value); model: the file's canonical path. */
+static void bench_series(struct rf_prom *f, const char *name, const char *model, const json_t *g)
 {
-    fprintf(f, "%s{", name);
+    rf_prom_sample(f, name);
     rf_metrics_model_labels(f, model);
     static const char *const keys[] = {"condition", "policy", "residency_policy"};
-    for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
-        fputc(',', f);
-        rf_metrics_label(f, keys[k], json_string_value(json_object_get(g, keys[k])));
-    }
+    for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+        rf_prom_label(f, keys[k], json_string_value(json_object_get(g, keys[k])));
 }
 
-static void bench_family(FILE *f, const char *name, const char *help)
-{
-    fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
-}
-
-/* A JSON number as a sample value: %.17g keeps a double's every digit. */
-static void bench_value(FILE *f, const json_t *v)
+/* A JSON number as a sample value: an integer exactly, a real with a double's every digit. */
+static void bench_value(struct rf_prom *f, const json_t *v)
 {
     if (json_is_integer(v))
-        fprintf(f, "} %" JSON_INTEGER_FORMAT "\n", json_integer_value(v));
+        rf_prom_i64(f, (int64_t)json_integer_value(v));
     else
-        fprintf(f, "} %.17g\n", json_number_value(v));
+        rf_prom_double(f, json_number_value(v));
 }
 
 char *bench_summary_metrics(const json_t *summary)
 {
     char *text = NULL, name[96];
-    size_t len = 0;
     const json_t *groups = json_object_get(summary, "groups"), *g;
     const char *model =
         json_string_value(json_object_get(json_object_get(summary, "model"), "path"));
@@ -410,9 +402,8 @@ char *bench_summary_metrics(const json_t *summary)
     if (model && realpath(model, canon)) /* as run and serve label it; else the path as given */
         model = canon;
     size_t i;
-    FILE *f = open_memstream(&text, &len);
-    if (!f)
-        return NULL;
+    struct rf_prom prom, *f = &prom;
+    rf_prom_init(f);
     static const char *const counts[][2] = {
         {"runs", "Runs of this condition and policy."},
         {"completed", "Runs that completed (run_status 0)."},
@@ -420,7 +411,7 @@ char *bench_summary_metrics(const json_t *summary)
     };
     for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
         snprintf(name, sizeof(name), "ramforge_bench_%s", counts[c][0]);
-        bench_family(f, name, counts[c][1]);
+        rf_prom_family(f, name, "gauge", counts[c][1]);
         json_array_foreach(groups, i, g)
         {
             bench_series(f, name, model, g);
@@ -429,7 +420,7 @@ char *bench_summary_metrics(const json_t *summary)
     }
     for (int m = 0; m < BENCH_M_N; m++) {
         snprintf(name, sizeof(name), "ramforge_bench_median_%s", metric_info[m].name);
-        bench_family(f, name, "summary.json's median of this figure; absent when null.");
+        rf_prom_family(f, name, "gauge", "summary.json's median of this figure; absent when null.");
         json_array_foreach(groups, i, g)
         {
             const json_t *v = json_object_get(json_object_get(g, "median"), metric_info[m].name);
@@ -439,8 +430,8 @@ char *bench_summary_metrics(const json_t *summary)
             bench_value(f, v);
         }
     }
-    bench_family(f, "ramforge_bench_ratio_to_off",
-                 "Median over the 'off' entry's median in the same condition; absent when null.");
+    rf_prom_family(f, "ramforge_bench_ratio_to_off", "gauge",
+                   "Median over the 'off' entry's median in the same condition; absent when null.");
     json_array_foreach(groups, i, g)
     {
         static const char *const measures[] = {"end_to_end", "ttft", "decode_tokens_per_s"};
@@ -449,22 +440,18 @@ char *bench_summary_metrics(const json_t *summary)
             if (!json_is_number(v))
                 continue;
             bench_series(f, "ramforge_bench_ratio_to_off", model, g);
-            fputc(',', f);
-            rf_metrics_label(f, "measure", measures[k]);
+            rf_prom_label(f, "measure", measures[k]);
             bench_value(f, v);
         }
     }
     const json_t *lim = json_object_get(summary, "physical_limit");
-    bench_family(f, "ramforge_bench_physical_limit_seconds",
-                 "Model size over the cold read bandwidth of the isolated copy; absent when null.");
+    rf_prom_family(
+        f, "ramforge_bench_physical_limit_seconds", "gauge",
+        "Model size over the cold read bandwidth of the isolated copy; absent when null.");
     if (json_is_number(json_object_get(lim, "limit_seconds"))) {
-        fputs("ramforge_bench_physical_limit_seconds{", f);
+        rf_prom_sample(f, "ramforge_bench_physical_limit_seconds");
         rf_metrics_model_labels(f, model);
         bench_value(f, json_object_get(lim, "limit_seconds"));
     }
-    if (fclose(f) != 0) {
-        free(text);
-        return NULL;
-    }
-    return text;
+    return rf_prom_take(f, &text) == 0 ? text : NULL;
 }

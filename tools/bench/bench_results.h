@@ -131,8 +131,8 @@ json_t *bench_summary_json(const struct bench_options *o, uint64_t model_bytes,
                            const struct bench_calibration *cal);
 
 /*
- * summary.json's figures as Prometheus text (labels spelled by
- * ramforge/session/metrics.h's rf_metrics_label): per group (model, condition,
+ * summary.json's figures as Prometheus text (written with ramforge/core/prom.h,
+ * the model labelled as run's and serve's): per group (model, condition,
  * policy, residency_policy) ramforge_bench_runs, _completed, _median_runs,
  * ramforge_bench_median_<figure> for every results.tsv figure, and
  * ramforge_bench_ratio_to_off{measure="end_to_end"|"ttft"}; then

@@ -19,7 +19,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,11 +36,6 @@
 #define SPOOL_FILE_MAX_BYTES (1u << 20) /* one model's text is a few KiB */
 #define SPOOL_ENV "RAMFORGE_EXEC_METRICS_SPOOL"
 
-static void family(FILE *f, const char *name, const char *help)
-{
-    fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
-}
-
 /* The value of the first path="..." label of text, unescaped, into out; false: none. */
 static bool path_label(const char *text, char *out, size_t size)
 {
@@ -52,7 +46,7 @@ static bool path_label(const char *text, char *out, size_t size)
     for (p += 7; *p && *p != '"' && n + 1 < size; p++) {
         char c = *p;
         if (c == '\\' && p[1])
-            c = *++p == 'n' ? '\n' : *p; /* rf_metrics_label's escapes: \\ \" \n */
+            c = *++p == 'n' ? '\n' : *p; /* rf_prom_label's escapes: \\ \" \n */
         out[n++] = c;
     }
     out[n] = '\0';
@@ -107,8 +101,15 @@ static bool sample_of(const char *line, size_t len, const char *name, size_t nam
            (line[name_len] == '{' || line[name_len] == ' ');
 }
 
+/* A line of a spooled text as the engine wrote it (rf_prom's), and its newline. */
+static void raw_line(struct rf_prom *f, const char *line, size_t len)
+{
+    rf_prom_raw(f, line, len);
+    rf_prom_raw(f, "\n", 1);
+}
+
 /* The texts v[0..n) merged: each family's HELP and TYPE once, then every text's samples. */
-static void merge(FILE *f, const struct spooled *v, size_t n)
+static void merge(struct rf_prom *f, const struct spooled *v, size_t n)
 {
     for (size_t t = 0; t < n; t++) {
         const char *p = v[t].text, *line;
@@ -127,16 +128,16 @@ static void merge(FILE *f, const struct spooled *v, size_t n)
             }
             if (seen)
                 continue;
-            fprintf(f, "%.*s\n", (int)len, line);
+            raw_line(f, line, len);
             const char *type = p; /* the TYPE line follows its HELP */
             if (next_line(&type, &line, &len) && !strncmp(line, "# TYPE ", 7))
-                fprintf(f, "%.*s\n", (int)len, line);
+                raw_line(f, line, len);
             for (size_t u = t; u < n; u++) {
                 const char *q = v[u].text, *l;
                 size_t ll;
                 while (next_line(&q, &l, &ll))
                     if (sample_of(l, ll, name, name_len))
-                        fprintf(f, "%.*s\n", (int)ll, l);
+                        raw_line(f, l, ll);
             }
         }
     }
@@ -165,16 +166,17 @@ static bool mapping_rss(long pid, const char *model, uint64_t *rss_bytes)
 }
 
 /* The figures read now: each spooled process's VmRSS and mapping Rss, PROGRAM's cgroup. */
-static void live(FILE *f, long child, const struct spooled *v, size_t n)
+static void live(struct rf_prom *f, long child, const struct spooled *v, size_t n)
 {
     char pid_text[24], model[PATH_MAX];
     struct rfsys_status st;
     struct rfsys_cgroup_memory cg;
     uint64_t rss;
 
-    family(f, "ramforge_live_process_rss_bytes",
-           "VmRSS read at scrape time (/proc/PID/status) of the program and of each process "
-           "whose model ramforge manages.");
+    rf_prom_family(
+        f, "ramforge_live_process_rss_bytes", "gauge",
+        "VmRSS read at scrape time (/proc/PID/status) of the program and of each process "
+        "whose model ramforge manages.");
     for (size_t i = 0; i <= n; i++) { /* the program (before any load too), then the spool's */
         long pid = i == 0 ? child : v[i - 1].pid;
         bool dup = pid <= 0; /* a process with two models: one VmRSS */
@@ -182,34 +184,44 @@ static void live(FILE *f, long child, const struct spooled *v, size_t n)
             dup |= v[j].pid == pid;
         dup |= i > 0 && pid == child;
         snprintf(pid_text, sizeof(pid_text), "%ld", pid);
-        if (!dup && rfsys_read_status(NULL, pid_text, &st) == 0 && st.has_vm_rss)
-            fprintf(f, "ramforge_live_process_rss_bytes{pid=\"%ld\"} %" PRIu64 "\n", pid,
-                    st.vm_rss_bytes);
+        if (!dup && rfsys_read_status(NULL, pid_text, &st) == 0 && st.has_vm_rss) {
+            rf_prom_sample(f, "ramforge_live_process_rss_bytes");
+            rf_prom_label(f, "pid", pid_text);
+            rf_prom_u64(f, st.vm_rss_bytes);
+        }
     }
-    family(f, "ramforge_live_mapping_rss_bytes",
-           "Resident bytes of the model file's mappings read at scrape time (/proc/PID/smaps).");
+    rf_prom_family(
+        f, "ramforge_live_mapping_rss_bytes", "gauge",
+        "Resident bytes of the model file's mappings read at scrape time (/proc/PID/smaps).");
     for (size_t i = 0; i < n; i++) {
         if (!path_label(v[i].text, model, sizeof(model)) || !mapping_rss(v[i].pid, model, &rss))
             continue;
-        fprintf(f, "ramforge_live_mapping_rss_bytes{pid=\"%ld\",", v[i].pid);
+        snprintf(pid_text, sizeof(pid_text), "%ld", v[i].pid);
+        rf_prom_sample(f, "ramforge_live_mapping_rss_bytes");
+        rf_prom_label(f, "pid", pid_text);
         rf_metrics_model_labels(f, model);
-        fprintf(f, "} %" PRIu64 "\n", rss);
+        rf_prom_u64(f, rss);
     }
     snprintf(pid_text, sizeof(pid_text), "%ld", child);
     bool has_cg = child > 0 && rfsys_read_cgroup_memory(NULL, pid_text, &cg) == 0 &&
                   cg.version != RFSYS_CGROUP_NONE;
-    family(f, "ramforge_live_cgroup_current_bytes",
-           "The program's memory cgroup usage read at scrape time (memory.current or "
-           "memory.usage_in_bytes).");
-    if (has_cg && cg.has_current)
-        fprintf(f, "ramforge_live_cgroup_current_bytes{pid=\"%ld\"} %" PRIu64 "\n", child,
-                cg.current_bytes);
-    family(f, "ramforge_live_cgroup_limit_bytes",
-           "The program's memory cgroup effective hard limit read at scrape time; absent when "
-           "none.");
-    if (has_cg && cg.has_limit && !cg.limit_unlimited)
-        fprintf(f, "ramforge_live_cgroup_limit_bytes{pid=\"%ld\"} %" PRIu64 "\n", child,
-                cg.limit_bytes);
+    rf_prom_family(f, "ramforge_live_cgroup_current_bytes", "gauge",
+                   "The program's memory cgroup usage read at scrape time (memory.current or "
+                   "memory.usage_in_bytes).");
+    if (has_cg && cg.has_current) {
+        rf_prom_sample(f, "ramforge_live_cgroup_current_bytes");
+        rf_prom_label(f, "pid", pid_text);
+        rf_prom_u64(f, cg.current_bytes);
+    }
+    rf_prom_family(
+        f, "ramforge_live_cgroup_limit_bytes", "gauge",
+        "The program's memory cgroup effective hard limit read at scrape time; absent when "
+        "none.");
+    if (has_cg && cg.has_limit && !cg.limit_unlimited) {
+        rf_prom_sample(f, "ramforge_live_cgroup_limit_bytes");
+        rf_prom_label(f, "pid", pid_text);
+        rf_prom_u64(f, cg.limit_bytes);
+    }
 }
 
 #define SPOOL_MAX_TEXTS 64 /* processes x models one scrape reads */
@@ -218,20 +230,15 @@ static char *render(void *ud)
 {
     struct exec_parent *p = ud;
     struct spooled v[SPOOL_MAX_TEXTS];
+    struct rf_prom f;
     char *text = NULL;
-    size_t len = 0, n = read_spool(p->spool, v, SPOOL_MAX_TEXTS);
-    FILE *f = open_memstream(&text, &len);
-    if (f) {
-        live(f, (long)atomic_load(&p->child), v, n);
-        merge(f, v, n);
-    }
+    size_t n = read_spool(p->spool, v, SPOOL_MAX_TEXTS);
+    rf_prom_init(&f);
+    live(&f, (long)atomic_load(&p->child), v, n);
+    merge(&f, v, n);
     for (size_t i = 0; i < n; i++)
         free(v[i].text);
-    if (!f || fclose(f) != 0) {
-        free(text);
-        return NULL;
-    }
-    return text;
+    return rf_prom_take(&f, &text) == 0 ? text : NULL;
 }
 
 /* Removes the spool directory and what is in it. */

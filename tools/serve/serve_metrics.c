@@ -10,8 +10,6 @@
  * admission and staging, and the session's releases, each series with the
  * model label.
  */
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,15 +33,21 @@ const char *serve_residency_name(enum serve_residency r)
     return "unknown";
 }
 
-static void family(FILE *f, const char *name, const char *type, const char *help)
+/* A family of one sample without labels. */
+static void metric_u64(struct rf_prom *f, const char *name, const char *type, const char *help,
+                       uint64_t v)
 {
-    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    rf_prom_family(f, name, type, help);
+    rf_prom_sample(f, name);
+    rf_prom_u64(f, v);
 }
 
-static void metric_u64(FILE *f, const char *name, const char *type, const char *help, uint64_t v)
+static void metric_double(struct rf_prom *f, const char *name, const char *type, const char *help,
+                          double v)
 {
-    family(f, name, type, help);
-    fprintf(f, "%s %" PRIu64 "\n", name, v);
+    rf_prom_family(f, name, type, help);
+    rf_prom_sample(f, name);
+    rf_prom_double(f, v);
 }
 
 /*
@@ -51,26 +55,33 @@ static void metric_u64(FILE *f, const char *name, const char *type, const char *
  * VmRSS and its memory cgroup's usage and effective hard limit, exact_measured, each absent
  * when it could not be read (or, the limit, when none is set).
  */
-static void live_metrics(FILE *f)
+static void live_metrics(struct rf_prom *f)
 {
     struct rfsys_status st;
     struct rfsys_cgroup_memory cg;
     bool has_cg =
         rfsys_read_cgroup_memory(NULL, "self", &cg) == 0 && cg.version != RFSYS_CGROUP_NONE;
 
-    family(f, "ramforge_live_process_rss_bytes", "gauge",
-           "VmRSS read at scrape time (/proc/self/status).");
-    if (rfsys_read_status(NULL, "self", &st) == 0 && st.has_vm_rss)
-        fprintf(f, "ramforge_live_process_rss_bytes %" PRIu64 "\n", st.vm_rss_bytes);
-    family(f, "ramforge_live_cgroup_current_bytes", "gauge",
-           "The memory cgroup's usage read at scrape time (memory.current or "
-           "memory.usage_in_bytes).");
-    if (has_cg && cg.has_current)
-        fprintf(f, "ramforge_live_cgroup_current_bytes %" PRIu64 "\n", cg.current_bytes);
-    family(f, "ramforge_live_cgroup_limit_bytes", "gauge",
-           "The memory cgroup's effective hard limit read at scrape time; absent when none.");
-    if (has_cg && cg.has_limit && !cg.limit_unlimited)
-        fprintf(f, "ramforge_live_cgroup_limit_bytes %" PRIu64 "\n", cg.limit_bytes);
+    rf_prom_family(f, "ramforge_live_process_rss_bytes", "gauge",
+                   "VmRSS read at scrape time (/proc/self/status).");
+    if (rfsys_read_status(NULL, "self", &st) == 0 && st.has_vm_rss) {
+        rf_prom_sample(f, "ramforge_live_process_rss_bytes");
+        rf_prom_u64(f, st.vm_rss_bytes);
+    }
+    rf_prom_family(f, "ramforge_live_cgroup_current_bytes", "gauge",
+                   "The memory cgroup's usage read at scrape time (memory.current or "
+                   "memory.usage_in_bytes).");
+    if (has_cg && cg.has_current) {
+        rf_prom_sample(f, "ramforge_live_cgroup_current_bytes");
+        rf_prom_u64(f, cg.current_bytes);
+    }
+    rf_prom_family(
+        f, "ramforge_live_cgroup_limit_bytes", "gauge",
+        "The memory cgroup's effective hard limit read at scrape time; absent when none.");
+    if (has_cg && cg.has_limit && !cg.limit_unlimited) {
+        rf_prom_sample(f, "ramforge_live_cgroup_limit_bytes");
+        rf_prom_u64(f, cg.limit_bytes);
+    }
 }
 
 /* tokens / ns in tokens per second, 0 without time. */
@@ -84,7 +95,7 @@ static double per_second(uint64_t tokens, uint64_t ns)
  * nothing is drafted (no speculative decoding), so those counters are 0; the throughput gauges
  * cover the time since the last /metrics, as llama-server's.
  */
-static void llama_server_more(FILE *f, struct serve *sv)
+static void llama_server_more(struct rf_prom *f, struct serve *sv)
 {
     metric_u64(f, "llamacpp:prompt_tokens_cached_total", "counter",
                "Number of prompt tokens served from the cache.", sv->prompt_tokens_cached_total);
@@ -98,18 +109,16 @@ static void llama_server_more(FILE *f, struct serve *sv)
                "Total number of draft tokens accepted.", 0);
     metric_u64(f, "llamacpp:spec_decode_num_drafts_total", "counter",
                "Total number of speculative decoding drafts.", 0);
-    family(f, "llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.");
-    fprintf(f, "llamacpp:prompt_tokens_seconds %.6f\n",
-            per_second(sv->prompt_tokens_total - sv->bucket_prompt_tokens,
-                       sv->prompt_ns_total - sv->bucket_prompt_ns));
-    family(f, "llamacpp:predicted_tokens_seconds", "gauge",
-           "Average generation throughput in tokens/s.");
-    fprintf(f, "llamacpp:predicted_tokens_seconds %.6f\n",
-            per_second(sv->tokens_predicted_total - sv->bucket_predicted,
-                       sv->decode_ns_total - sv->bucket_decode_ns));
-    family(f, "llamacpp:n_busy_slots_per_decode", "gauge",
-           "Average number of busy slots per llama_decode() call");
-    fprintf(f, "llamacpp:n_busy_slots_per_decode %d\n", sv->n_decode_total ? 1 : 0);
+    metric_double(f, "llamacpp:prompt_tokens_seconds", "gauge",
+                  "Average prompt throughput in tokens/s.",
+                  per_second(sv->prompt_tokens_total - sv->bucket_prompt_tokens,
+                             sv->prompt_ns_total - sv->bucket_prompt_ns));
+    metric_double(f, "llamacpp:predicted_tokens_seconds", "gauge",
+                  "Average generation throughput in tokens/s.",
+                  per_second(sv->tokens_predicted_total - sv->bucket_predicted,
+                             sv->decode_ns_total - sv->bucket_decode_ns));
+    metric_u64(f, "llamacpp:n_busy_slots_per_decode", "gauge",
+               "Average number of busy slots per llama_decode() call", sv->n_decode_total ? 1 : 0);
     sv->bucket_prompt_tokens = sv->prompt_tokens_total;
     sv->bucket_prompt_ns = sv->prompt_ns_total;
     sv->bucket_predicted = sv->tokens_predicted_total;
@@ -117,16 +126,16 @@ static void llama_server_more(FILE *f, struct serve *sv)
 }
 
 /* llama-server's series: the counters kept by the server itself (under sv->mu). */
-static void llama_server_metrics(FILE *f, struct serve *sv)
+static void llama_server_metrics(struct rf_prom *f, struct serve *sv)
 {
     metric_u64(f, "llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed.",
                sv->prompt_tokens_total);
-    family(f, "llamacpp:prompt_seconds_total", "counter", "Prompt process time");
-    fprintf(f, "llamacpp:prompt_seconds_total %.6f\n", (double)sv->prompt_ns_total / 1e9);
+    metric_double(f, "llamacpp:prompt_seconds_total", "counter", "Prompt process time",
+                  (double)sv->prompt_ns_total / 1e9);
     metric_u64(f, "llamacpp:tokens_predicted_total", "counter",
                "Number of generation tokens processed.", sv->tokens_predicted_total);
-    family(f, "llamacpp:tokens_predicted_seconds_total", "counter", "Predict process time");
-    fprintf(f, "llamacpp:tokens_predicted_seconds_total %.6f\n", (double)sv->decode_ns_total / 1e9);
+    metric_double(f, "llamacpp:tokens_predicted_seconds_total", "counter", "Predict process time",
+                  (double)sv->decode_ns_total / 1e9);
     llama_server_more(f, sv);
     metric_u64(f, "llamacpp:requests_processing", "gauge", "Number of requests processing.",
                sv->processing);
@@ -135,7 +144,7 @@ static void llama_server_metrics(FILE *f, struct serve *sv)
 }
 
 /* ramforge's counters kept by the server itself. */
-static void server_metrics(FILE *f, struct serve *sv)
+static void server_metrics(struct rf_prom *f, struct serve *sv)
 {
     pthread_mutex_lock(&sv->mu);
     metric_u64(f, "ramforge_requests_total", "counter", "Generations run to their end.",
@@ -145,11 +154,13 @@ static void server_metrics(FILE *f, struct serve *sv)
                sv->cancelled_total);
     metric_u64(f, "ramforge_requests_rejected_queue_full_total", "counter",
                "Requests answered 503 because the queue was full.", sv->rejected_queue_full);
-    family(f, "ramforge_admission_total", "counter",
-           "Admission decisions by outcome (one per request, policy not off).");
-    for (int o = 0; o < 4; o++)
-        fprintf(f, "ramforge_admission_total{outcome=\"%s\"} %" PRIu64 "\n",
-                rf_admission_outcome_name((enum rf_admission_outcome)o), sv->admission[o]);
+    rf_prom_family(f, "ramforge_admission_total", "counter",
+                   "Admission decisions by outcome (one per request, policy not off).");
+    for (int o = 0; o < 4; o++) {
+        rf_prom_sample(f, "ramforge_admission_total");
+        rf_prom_label(f, "outcome", rf_admission_outcome_name((enum rf_admission_outcome)o));
+        rf_prom_u64(f, sv->admission[o]);
+    }
     metric_u64(f, "ramforge_admission_refused_total", "counter",
                "Requests admission refused (answered 503).", sv->admission_refused);
     metric_u64(f, "ramforge_idle_boundaries_total", "counter", "Idle boundaries run.",
@@ -160,51 +171,45 @@ static void server_metrics(FILE *f, struct serve *sv)
     metric_u64(f, "ramforge_staging_accepted_bytes_total", "counter",
                "Bytes madvise(MADV_WILLNEED) accepted, summed over operations.",
                sv->staging_accepted_bytes);
-    family(f, "ramforge_residency_state", "gauge",
-           "1 for the residency state the server is in (resident, idle_released, "
-           "idle_release_refused, staging).");
-    for (int r = SERVE_RESIDENT; r <= SERVE_STAGING; r++)
-        fprintf(f, "ramforge_residency_state{state=\"%s\"} %d\n",
-                serve_residency_name((enum serve_residency)r), (int)sv->residency == r);
+    rf_prom_family(f, "ramforge_residency_state", "gauge",
+                   "1 for the residency state the server is in (resident, idle_released, "
+                   "idle_release_refused, staging).");
+    for (int r = SERVE_RESIDENT; r <= SERVE_STAGING; r++) {
+        rf_prom_sample(f, "ramforge_residency_state");
+        rf_prom_label(f, "state", serve_residency_name((enum serve_residency)r));
+        rf_prom_u64(f, (int)sv->residency == r);
+    }
     pthread_mutex_unlock(&sv->mu);
 }
 
 char *serve_metrics_ramforge_text(struct serve *sv)
 {
+    struct rf_prom f;
     char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f)
-        return NULL;
-    server_metrics(f, sv);
-    live_metrics(f);
+    rf_prom_init(&f);
+    server_metrics(&f, sv);
+    live_metrics(&f);
     pthread_mutex_lock(&sv->session_mu);
-    metric_u64(f, "ramforge_operations_total", "counter",
+    metric_u64(&f, "ramforge_operations_total", "counter",
                "Operations ended (the load, each request, each idle boundary).",
                rf_session_operations(sv->session));
     /* The report's families: the writer run --metrics-file shares (ramforge/session/metrics.h). */
-    char *report = NULL;
-    int rc = rf_session_metrics_text(sv->session, sv->o->sess.model, &report);
+    int rc = rf_session_metrics_write(sv->session, sv->o->sess.model, &f);
     pthread_mutex_unlock(&sv->session_mu);
-    if (rc == 0)
-        fputs(report, f);
-    free(report);
-    if (fclose(f) != 0 || rc < 0) {
-        free(text);
+    if (rc < 0) {
+        rf_prom_free(&f);
         return NULL;
     }
-    return text;
+    return rf_prom_take(&f, &text) == 0 ? text : NULL;
 }
 
 char *serve_metrics_text(struct serve *sv)
 {
+    struct rf_prom f;
     char *text = NULL, *own = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f)
-        return NULL;
+    rf_prom_init(&f);
     pthread_mutex_lock(&sv->mu);
-    llama_server_metrics(f, sv);
+    llama_server_metrics(&f, sv);
     bool kept = sv->sleeping && sv->metrics_kept;
     if (kept)
         own = strdup(sv->metrics_kept);
@@ -221,13 +226,11 @@ char *serve_metrics_text(struct serve *sv)
         pthread_mutex_unlock(&sv->mu);
         free(copy);
     }
-    if (own)
-        fputs(own, f);
-    if (fclose(f) != 0 || !own) {
-        free(own);
-        free(text);
+    if (!own) {
+        rf_prom_free(&f);
         return NULL;
     }
+    rf_prom_raw(&f, own, strlen(own)); /* the ramforge families: whole, or kept while asleep */
     free(own);
-    return text;
+    return rf_prom_take(&f, &text) == 0 ? text : NULL;
 }

@@ -12,7 +12,7 @@
 #include "watch.h"
 
 #include <errno.h>
-#include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,32 +20,32 @@
 #include "ramforge/core/ledger.h"
 #include "ramforge/session/metrics.h"
 
-static void family(FILE *f, const char *name, const char *type, const char *help)
+/* A sample of name labelled pid="..",model="<file name>",path="<path>" (the caller adds more
+   and its value): the labels of exec's series (pid) and of run's and serve's (model, path),
+   one convention; a model file unlinked since it was mapped adds deleted="true". */
+static void series(struct rf_prom *f, const char *name, const struct watch_proc *p)
 {
-    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-/* name{pid="..",model="<file name>",path="<path>" (the caller closes the braces): the labels
-   of exec's series (pid) and of run's and serve's (model, path), one convention; a model file
-   unlinked since it was mapped adds deleted="true". */
-static void series(FILE *f, const char *name, const struct watch_proc *p)
-{
-    fprintf(f, "%s{pid=\"%d\",", name, p->pid);
+    char pid[16];
+    snprintf(pid, sizeof(pid), "%d", p->pid);
+    rf_prom_sample(f, name);
+    rf_prom_label(f, "pid", pid);
     rf_metrics_model_labels(f, watch_model_label(p));
     if (p->n_models && p->models[0].deleted)
-        fputs(",deleted=\"true\"", f); /* the path names no file now: /proc's " (deleted)" */
+        rf_prom_label(f, "deleted", "true"); /* the path names no file now: /proc's " (deleted)" */
 }
 
-static void figure(FILE *f, const char *name, const struct watch_proc *p, const char *category,
-                   const char *provenance, bool has, uint64_t v)
+static void figure(struct rf_prom *f, const char *name, const struct watch_proc *p,
+                   const char *category, const char *provenance, bool has, uint64_t v)
 {
     if (!has)
         return;
     series(f, name, p);
-    fprintf(f, ",category=\"%s\",provenance=\"%s\"} %" PRIu64 "\n", category, provenance, v);
+    rf_prom_label(f, "category", category);
+    rf_prom_label(f, "provenance", provenance);
+    rf_prom_u64(f, v);
 }
 
-static void ledger(FILE *f, struct watch_proc *const *procs, size_t n, bool unknown)
+static void ledger(struct rf_prom *f, struct watch_proc *const *procs, size_t n, bool unknown)
 {
     for (size_t i = 0; i < n; i++) {
         const struct watch_proc *p = procs[i];
@@ -79,13 +79,14 @@ static void ledger(FILE *f, struct watch_proc *const *procs, size_t n, bool unkn
                        rows[r].has, rows[r].v);
             } else if (!rows[r].has) {
                 series(f, "ramforge_ledger_unknown", p);
-                fprintf(f, ",category=\"%s\"} 1\n", cat);
+                rf_prom_label(f, "category", cat);
+                rf_prom_u64(f, 1);
             }
         }
     }
 }
 
-static void watch_bytes(FILE *f, const struct watch_proc *p)
+static void watch_bytes(struct rf_prom *f, const struct watch_proc *p)
 {
     const struct rfsys_status *s = &p->status;
     bool st = p->state == WATCH_RUNNING && p->status_rc == 0;
@@ -108,14 +109,14 @@ static void watch_bytes(FILE *f, const struct watch_proc *p)
     }
 }
 
-static void per_proc(FILE *f, const struct watch_proc *p, int fam)
+static void per_proc(struct rf_prom *f, const struct watch_proc *p, int fam)
 {
     struct rf_oom_room room;
     bool running = p->state == WATCH_RUNNING;
     switch (fam) {
     case 0:
         series(f, "ramforge_watch_up", p);
-        fprintf(f, "} %d\n", running ? 1 : 0);
+        rf_prom_u64(f, running ? 1 : 0);
         break;
     case 1:
         if (running)
@@ -124,15 +125,14 @@ static void per_proc(FILE *f, const struct watch_proc *p, int fam)
     case 2:
         if (running && p->status_rc == 0 && p->has_growth) {
             series(f, "ramforge_watch_anonymous_growth_bytes_per_minute", p);
-            fprintf(f, "} %.0f\n", p->growth_bytes_per_min);
+            rf_prom_double(f, round(p->growth_bytes_per_min)); /* whole bytes */
         }
         break;
     case 3:
         if (running && watch_binding(p, &room)) {
             series(f, "ramforge_watch_room_before_oom_bytes", p);
-            fputc(',', f);
-            rf_metrics_label(f, "level", room.level < 0 ? "host" : p->cg.levels[room.level].dir);
-            fprintf(f, "} %" PRIu64 "\n", room.room_bytes);
+            rf_prom_label(f, "level", room.level < 0 ? "host" : p->cg.levels[room.level].dir);
+            rf_prom_u64(f, room.room_bytes);
         }
         break;
     case 4:
@@ -148,15 +148,16 @@ static void per_proc(FILE *f, const struct watch_proc *p, int fam)
                 if (!w->has)
                     continue;
                 series(f, "ramforge_watch_layer_bytes", p);
-                fprintf(f, ",layer=\"%s\",measure=\"%s\"} %" PRIu64 "\n", name,
-                        k ? "page_cache" : "mapped", w->resident_bytes);
+                rf_prom_label(f, "layer", name);
+                rf_prom_label(f, "measure", k ? "page_cache" : "mapped");
+                rf_prom_u64(f, w->resident_bytes);
             }
         }
         break;
     case 5:
         if (running && p->n_models && p->models[0].has_sum) {
             series(f, "ramforge_watch_smaps_age_seconds", p);
-            fprintf(f, "} %.3f\n", p->models[0].smaps_age_s);
+            rf_prom_double(f, round(p->models[0].smaps_age_s * 1e3) / 1e3); /* milliseconds */
         }
         break;
     case 6:
@@ -166,31 +167,31 @@ static void per_proc(FILE *f, const struct watch_proc *p, int fam)
                    fam == 6 ? "ramforge_watch_release_requested_bytes"
                             : "ramforge_watch_release_accepted_bytes",
                    p);
-            fprintf(f, "} %" PRIu64 "\n",
-                    fam == 6 ? p->rel_requested_bytes : p->rel_accepted_bytes);
+            rf_prom_u64(f, fam == 6 ? p->rel_requested_bytes : p->rel_accepted_bytes);
         }
         break;
     }
 }
 
 /* The reading's own families: the processes --all could not read, the failed file writes. */
-static void reading_families(FILE *f, const struct watch_reading *r)
+static void reading_families(struct rf_prom *f, const struct watch_reading *r)
 {
     if (r->all) {
-        family(f, "ramforge_watch_unreadable_processes", "gauge",
-               "Processes --all could not read, by reason: " WATCH_UNREADABLE_NOTE ".");
+        rf_prom_family(f, "ramforge_watch_unreadable_processes", "gauge",
+                       "Processes --all could not read, by reason: " WATCH_UNREADABLE_NOTE ".");
         for (size_t i = 0; i < r->unreadable.n_reasons; i++) {
-            fputs("ramforge_watch_unreadable_processes{", f);
-            rf_metrics_label(f, "reason", rf_strerror(r->unreadable.by[i].err));
-            fprintf(f, "} %zu\n", r->unreadable.by[i].n);
+            rf_prom_sample(f, "ramforge_watch_unreadable_processes");
+            rf_prom_label(f, "reason", rf_strerror(r->unreadable.by[i].err));
+            rf_prom_u64(f, r->unreadable.by[i].n);
         }
     }
     if (r->metrics_file) {
-        family(f, "ramforge_watch_metrics_file_errors_total", "counter",
-               "Failed --metrics-file writes since the watch began (each retried at the next "
-               "reading).");
-        fprintf(f, "ramforge_watch_metrics_file_errors_total %" PRIu64 "\n",
-                r->metrics_file_errors);
+        rf_prom_family(
+            f, "ramforge_watch_metrics_file_errors_total", "counter",
+            "Failed --metrics-file writes since the watch began (each retried at the next "
+            "reading).");
+        rf_prom_sample(f, "ramforge_watch_metrics_file_errors_total");
+        rf_prom_u64(f, r->metrics_file_errors);
     }
 }
 
@@ -219,27 +220,21 @@ int watch_metrics_text(const struct watch_reading *r, struct watch_proc *const *
         {"ramforge_watch_release_accepted_bytes", "gauge",
          "Bytes process_madvise accepted at the last --release-idle."},
     };
-    size_t len = 0;
-    FILE *f = open_memstream(out, &len);
-    if (!f)
-        return -ENOMEM;
-    family(f, "ramforge_ledger_bytes", "gauge",
-           "A watched process's memory ledger, bytes; provenance says what kind of figure "
-           "(MappingPss: at the time ramforge_watch_smaps_age_seconds says).");
+    struct rf_prom prom, *f = &prom;
+    rf_prom_init(f);
+    rf_prom_family(f, "ramforge_ledger_bytes", "gauge",
+                   "A watched process's memory ledger, bytes; provenance says what kind of figure "
+                   "(MappingPss: at the time ramforge_watch_smaps_age_seconds says).");
     ledger(f, procs, n, false);
-    family(f, "ramforge_ledger_unknown", "gauge",
-           "1 for a ledger category whose value is unknown (absent from ramforge_ledger_bytes).");
+    rf_prom_family(
+        f, "ramforge_ledger_unknown", "gauge",
+        "1 for a ledger category whose value is unknown (absent from ramforge_ledger_bytes).");
     ledger(f, procs, n, true);
     for (int fam = 0; fam < (int)(sizeof(fams) / sizeof(fams[0])); fam++) {
-        family(f, fams[fam][0], fams[fam][1], fams[fam][2]);
+        rf_prom_family(f, fams[fam][0], fams[fam][1], fams[fam][2]);
         for (size_t i = 0; i < n; i++)
             per_proc(f, procs[i], fam);
     }
     reading_families(f, r);
-    if (fclose(f) != 0) {
-        free(*out);
-        *out = NULL;
-        return -ENOMEM;
-    }
-    return 0;
+    return rf_prom_take(f, out);
 }

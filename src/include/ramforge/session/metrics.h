@@ -1,8 +1,9 @@
 /*
  * The report as Prometheus text (exposition format 0.0.4, which
- * node_exporter's textfile collector and prometheus_client read): one
- * writer for `ramforge serve`'s /metrics and `ramforge run --metrics-file`,
- * so both carry the same names and labels.
+ * node_exporter's textfile collector and prometheus_client read): the
+ * report's families for `ramforge serve`'s /metrics, `ramforge run
+ * --metrics-file` and exec's engine, so all carry the same names and
+ * labels, written with the one text writer (ramforge/core/prom.h).
  *
  * Every series carries model="<label>" (the model path as given), so the
  * files of several runs can sit side by side in one collector directory.
@@ -14,8 +15,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 
+#include "ramforge/core/prom.h"
 #include "ramforge/core/report.h"
 
 #ifdef __cplusplus
@@ -62,6 +63,13 @@ struct rf_session;
  */
 int rf_session_metrics_text(struct rf_session *s, const char *model, char **out);
 
+/*
+ * As rf_session_metrics_text, written into p: after p's constant labels
+ * (exec's pid) and beside the caller's own families, each family's HELP
+ * and TYPE once. Returns 0, -EINVAL (NULL s or p) or p->error.
+ */
+int rf_session_metrics_write(struct rf_session *s, const char *model, struct rf_prom *p);
+
 /* Attempted release applications summed: what the ramforge_release_* families count. */
 struct rf_release_totals {
     uint64_t applications;    /* attempted applications */
@@ -76,17 +84,9 @@ struct rf_release_totals {
 void rf_release_totals_add(struct rf_release_totals *t, const struct rf_report_application *apps,
                            size_t n);
 
-/*
- * Writes name="value" to f, the value escaped as the text format asks (a
- * backslash, a double quote and a newline become \\, \" and \n); a NULL
- * value is written as "". For a program adding its own families (bench's
- * summary) with the same label spelling.
- */
-void rf_metrics_label(FILE *f, const char *name, const char *value);
-
-/* model="<the file's name>",path="<path>" for the canonical path of a model file: one model,
-   one series, however -m spelled its path (no braces, no trailing comma). */
-void rf_metrics_model_labels(FILE *f, const char *path);
+/* model="<the file's name>",path="<path>" on p's open sample for the canonical path of a model
+   file: one model, one series, however -m spelled its path. */
+void rf_metrics_model_labels(struct rf_prom *p, const char *path);
 
 /*
  * Writes text to path atomically: a temporary file in the same directory
