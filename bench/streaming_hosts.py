@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Streaming in every host, side by side (issue 32): decode tok/s of one model under a memory
+limit that is a fraction of its file, model evicted before every run, as
+
+  run      ramforge run --residency-policy streaming --memory-limit L (its own child cgroup)
+  serve    ramforge serve --residency-policy streaming --memory-limit L, one /completion
+  serve-off the same serve with --residency-policy off (the page cache alone)
+
+rounds alternating (run, serve, serve-off, run, ...), then one line per host: the median tok/s,
+its ratio to run's and to serve-off's, and whether every run's tokens were identical (greedy).
+exec -- llama-server is not in the table yet: exec has no read-ahead window.
+
+  bench/streaming_hosts.py -m MODEL [--fraction 0.75] [-n 16] [-t 2] [-r 3]
+
+Needs root (memory cgroups). Quote it from a quiet host, with the load average it prints.
+"""
+import argparse
+import http.client
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
+from e2e_util import evict  # noqa: E402
+
+PROMPT = "Hello my name is"
+
+
+def run_once(a, limit, tmp):
+    """run's decode tok/s and tokens from its report."""
+    evict(a.model)
+    path = os.path.join(tmp, "run.json")
+    subprocess.run([a.ramforge, "run", "-m", a.model, "-p", PROMPT, "-n", str(a.n), "-t",
+                    str(a.t), "-q", "--residency-policy", "streaming", "--memory-limit",
+                    str(limit), "--residency-report-json", path], check=True,
+                   stdout=subprocess.DEVNULL)
+    with open(path) as f:
+        rep = json.load(f)
+    ids = rep["output"]["token_ids"]
+    return (len(ids) - 1) * 1e9 / rep["timing"]["decode_ns"], ids
+
+
+def serve_once(a, limit, policy):
+    """serve's decode tok/s (its timings) and tokens for one /completion."""
+    evict(a.model)
+    proc = subprocess.Popen([a.ramforge, "serve", "-m", a.model, "--port", "0", "-t", str(a.t),
+                             "-q", "--residency-policy", policy, "--memory-limit", str(limit)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+        if "serving" not in line:
+            raise SystemExit(f"streaming_hosts: serve did not start: {line!r}")
+        port = int(line.rsplit(":", 1)[1].strip().strip("/"))
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        conn.request("POST", "/completion", body=json.dumps(
+            {"prompt": PROMPT, "n_predict": a.n, "temperature": 0}))
+        doc = json.loads(conn.getresponse().read())
+        conn.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=120)
+    return doc["timings"]["predicted_per_second"], doc["tokens"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-m", "--model", required=True)
+    ap.add_argument("--ramforge", default="build/ramforge")
+    ap.add_argument("--fraction", type=float, default=0.75)
+    ap.add_argument("-n", type=int, default=16)
+    ap.add_argument("-t", type=int, default=2)
+    ap.add_argument("-r", type=int, default=3)
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        print("streaming_hosts: needs root (memory cgroups)", file=sys.stderr)
+        return 77
+    limit = int(os.path.getsize(a.model) * a.fraction)
+    rows = {"run": [], "serve": [], "serve-off": []}
+    tokens = {k: set() for k in rows}
+    with tempfile.TemporaryDirectory(prefix="rf-hosts-") as tmp:
+        for _ in range(a.r):
+            for host, fn in (("run", lambda: run_once(a, limit, tmp)),
+                             ("serve", lambda: serve_once(a, limit, "streaming")),
+                             ("serve-off", lambda: serve_once(a, limit, "off"))):
+                tps, ids = fn()
+                rows[host].append(tps)
+                tokens[host].add(tuple(ids))
+    all_ids = set().union(*tokens.values())
+    print(f"model {a.model}, limit {limit} bytes ({a.fraction}x the file), {a.n} tokens, "
+          f"{a.t} threads, {a.r} rounds; load average {os.getloadavg()[0]:.2f}")
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    for host, v in rows.items():
+        print(f"{host:10s} {med[host]:7.2f} tok/s (runs {', '.join(f'{x:.2f}' for x in v)}), "
+              f"x run {med[host] / med['run']:.2f}, x serve-off {med[host] / med['serve-off']:.2f}")
+    print(f"tokens identical across every run: {'yes' if len(all_ids) == 1 else 'NO'}")
+    return 0 if len(all_ids) == 1 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
