@@ -25,6 +25,12 @@ void rf_idle_clock_finish(struct rf_idle_clock *c, uint64_t now_ns)
         c->last_activity_ns = now_ns;
 }
 
+void rf_idle_clock_touch(struct rf_idle_clock *c, uint64_t now_ns)
+{
+    rf_idle_clock_submit(c, now_ns);
+    rf_idle_clock_finish(c, now_ns);
+}
+
 bool rf_idle_clock_pending(const struct rf_idle_clock *c)
 {
     return c->submits > c->submits_closed;

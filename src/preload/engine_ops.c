@@ -39,6 +39,9 @@ static bool submitted_since(struct exec_model *m, uint64_t *submits)
 void exec_op_begin(struct exec_model *m, uint32_t n_ctx, int32_t n_tokens)
 {
     const struct exec_config *c = &exec_engine.cfg;
+    m->op_open = true;
+    if (c->params.policy == RF_POLICY_OFF)
+        return;
     struct rf_operation_start_params sp = {
         .request = {.n_ctx = n_ctx, .n_prompt = n_tokens > 0 ? (uint32_t)n_tokens : 0},
         .admit = c->params.admission_mode != RF_ADMISSION_OFF, /* recorded: a submission is
@@ -46,9 +49,6 @@ void exec_op_begin(struct exec_model *m, uint32_t n_ctx, int32_t n_tokens)
         .staging_budget_bytes = c->has_staging ? c->staging_bytes : 0,
     };
     struct rf_operation_start st;
-    m->op_open = true;
-    if (c->params.policy == RF_POLICY_OFF)
-        return;
     /* staging after an idle release; streaming: pins undone at the operation's boundary */
     rf_session_operation_start(m->s, &sp, &st);
 }

@@ -49,6 +49,12 @@ static void test_due_after_quiet(void **state)
     rf_idle_clock_closed(&c, covered);
     assert_true(rf_idle_clock_pending(&c));
     assert_int_equal(rf_idle_clock_due(&c, 1008 * S, &due), RF_IDLE_DUE);
+    /* a touch (a load, a wake) restarts the clock with nothing left in flight */
+    rf_idle_clock_closed(&c, c.submits);
+    rf_idle_clock_touch(&c, 2000 * S);
+    assert_int_equal(c.in_flight, 0);
+    assert_int_equal(rf_idle_clock_due(&c, 2001 * S, &due), RF_IDLE_NOT_DUE);
+    assert_int_equal(due, 2002 * S);
     rf_idle_clock_closed(&c, covered - 1); /* never backwards */
     assert_true(rf_idle_clock_pending(&c));
 }

@@ -3,9 +3,10 @@
  * (serve_http.c). This file is the worker: it takes queued requests one at
  * a time and walks the session's boundaries for each (ramforge/session.h):
  *
- *   rf_session_admit (refused: 503 with the reason) -> rf_session_stage
- *   (only after an idle release, with --staging-budget) -> forge_generate
- *   in a context of its own (end_of_session sample) -> after_session
+ *   rf_session_operation_start: admission (refused: 503 with the reason),
+ *   staging (only after an idle release, with --staging-budget), the
+ *   streaming pins -> the read-ahead window under streaming ->
+ *   forge_generate in a context of its own (end_of_session sample) -> after_session
  *   boundary (not with a releasing policy and --idle-seconds: see
  *   release_waits_for_idle) -> rf_session_operation_end
  *
@@ -72,14 +73,10 @@ static bool admit_and_stage(struct serve *sv, struct serve_job *j)
     pthread_mutex_lock(&sv->mu);
     sv->staging_requested_bytes += st.staging_requested_bytes;
     sv->staging_accepted_bytes += st.staging_accepted_bytes;
+    if (st.admission_decided && (unsigned)adm->outcome < 4)
+        sv->admission[adm->outcome]++;
+    sv->admission_refused += st.admission_decided && adm->refused;
     pthread_mutex_unlock(&sv->mu);
-    if (st.admission_decided) {
-        pthread_mutex_lock(&sv->mu);
-        if ((unsigned)adm->outcome < 4)
-            sv->admission[adm->outcome]++;
-        sv->admission_refused += adm->refused;
-        pthread_mutex_unlock(&sv->mu);
-    }
     if (st.refused) {
         serve_job_finish(j, 503, "admission refused the request (%s, --admission %s): %s",
                          rf_admission_outcome_name(adm->outcome), rf_admission_mode_name(adm->mode),
@@ -432,8 +429,7 @@ int cmd_serve(int argc, char **argv)
                            ? (uint64_t)o.idle_seconds * 1000000000ull
                            : 0,
                        t_loaded);
-    rf_idle_clock_submit(&sv.idle, t_loaded);
-    rf_idle_clock_finish(&sv.idle, t_loaded);
+    rf_idle_clock_touch(&sv.idle, t_loaded);
     /* The load's operation (after_load boundary) ends before the first request. */
     rc = rf_session_operation_end(sv.session, NULL);
     if (rc < 0 && rc != -EINVAL) {

@@ -48,9 +48,7 @@ void serve_wake_locked(struct serve *sv)
     sv->metrics_kept = NULL;
     if (!sv->o->sleep)
         return;
-    uint64_t now = rf_now_ns(); /* a wake is a submission that ends at once: idle again later */
-    rf_idle_clock_submit(&sv->idle, now);
-    rf_idle_clock_finish(&sv->idle, now);
+    rf_idle_clock_touch(&sv->idle, rf_now_ns()); /* a wake: idle again later */
     pthread_cond_broadcast(&sv->cv);
 }
 

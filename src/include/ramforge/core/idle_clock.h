@@ -49,6 +49,9 @@ void rf_idle_clock_submit(struct rf_idle_clock *c, uint64_t now_ns);
 /* A submission started with rf_idle_clock_submit ends at now_ns. */
 void rf_idle_clock_finish(struct rf_idle_clock *c, uint64_t now_ns);
 
+/* Activity that starts and ends at now_ns (a load, a wake): pending, the clock restarted. */
+void rf_idle_clock_touch(struct rf_idle_clock *c, uint64_t now_ns);
+
 /* Whether submissions started since the last operation ended (the operation is open). */
 bool rf_idle_clock_pending(const struct rf_idle_clock *c);
 
