@@ -262,13 +262,17 @@ def _admission_figures(adm):
 
 
 def _admission_cgroup_errors(i, c, growth, others_minus, cached, own=0, mlock=False,
-                             locked=None):
+                             locked=None, pre=False):
     """Errors of one checked cgroup of the admission section (own: the model mapping's
     resident unlocked bytes that count as reclaimable after the load, every policy; the
-    level's clean mapped file pages less locked instead, when read and locked is known)."""
+    level's clean mapped file pages less locked instead, when read and locked is known;
+    before the load (pre), the level's clean mapped file pages when read: the programs'
+    libraries and other files, reclaimable as well)."""
     errors = []
     mapped_file = c.get("mapped_file", {}).get("bytes")
-    if own is not None and _is_int(mapped_file) and _is_int(locked):
+    if pre and _is_int(mapped_file):
+        own = mapped_file
+    elif own is not None and _is_int(mapped_file) and _is_int(locked):
         own = max(0, mapped_file - locked)
     own = own or 0
     limit = c.get("limit", {}).get("bytes")
@@ -318,7 +322,7 @@ def _admission_errors(doc):
     for i, c in checked:
         errors += _admission_cgroup_errors(i, c, want["growth_bytes"], others_minus, cached, own,
                                            adm.get("mlock_requested", False),
-                                           inputs.get("locked"))
+                                           inputs.get("locked"), adm.get("phase") == "pre_load")
     least = None
     for i, c in checked:
         if _is_int(c.get("room_bytes")) and (least is None or
