@@ -29,14 +29,7 @@
 extern "C" {
 #endif
 
-struct rf_operation_start_params {
-    struct rf_operation_request request; /* the operation's context and tokens */
-    bool admit;                          /* decide admission (the policy must not be off) */
-    uint64_t staging_budget_bytes;       /* 0: no staging */
-    bool stage_always; /* stage whatever the last idle boundary did (run: a cold start);
-                          false: only after an idle boundary that released bytes */
-};
-
+/* struct rf_operation_start_params: ramforge/session.h (rf_session_operation_begin's). */
 struct rf_operation_start {
     bool admission_decided;               /* admission below is this operation's */
     int admission_error;                  /* rf_session_admit's error, 0 if none */
