@@ -10,6 +10,12 @@
  *                               and its outcome with the reason: released,
  *                               nothing to release and why, or refused
  *
+ * The installed face of both, for an embedder (ramforge/session.h):
+ * rf_session_operation_begin (this start, its result without the internal
+ * admission struct) and rf_session_read_ahead_open/_close,
+ * rf_read_ahead_context_params, rf_read_ahead_decode_end (the window
+ * below, behind an opaque handle).
+ *
  * The idle clock that says when the idle boundary is due is
  * ramforge/core/idle_clock.h (core). Both calls are session calls: not
  * concurrent with another call on the same session (the caller's session
