@@ -168,9 +168,7 @@ static void run_job(struct serve *sv, struct serve_job *j)
         int wrc = rf_session_stream_window_open(sv->session, &window);
         pthread_mutex_unlock(&sv->session_mu);
         if (wrc < 0 && sv->o->sess.verbose)
-            cli_error("warning: streaming: no read-ahead window (%s): the streamed layers are "
-                      "read by the decode's faults",
-                      rf_strerror(wrc));
+            cli_warn_no_window(wrc);
     }
     gp.window = window;
     if (sv->o->prompt_cache && j->cache_prompt && !window) {
