@@ -2,7 +2,8 @@
  * The residency manager as a library: one rf_session bound to one loaded
  * llama.cpp model instance, for any program that runs llama.cpp. This is
  * the installed interface, with ramforge/error.h and ramforge/types.h;
- * nothing else of ramforge is installed (examples/embed.c uses it).
+ * nothing else of ramforge is installed (examples/embed.c uses it;
+ * examples/stream_embed.c streams a model larger than its limit with it).
  *
  * A session owns the model's inventory, ledger, resource lifetimes, plans,
  * residency samples and the report of each operation. It walks the safe
@@ -10,7 +11,9 @@
  *
  *   wrap -> after_load boundary (inventory, lifetimes, sample; a mutating
  *     policy may release the dead file pages of repacked weights)
- *   per operation: admission -> staging -> the application's decode calls,
+ *   per operation: admission -> staging (or rf_session_operation_begin,
+ *     which also takes the streaming pins; the read-ahead window: below,
+ *     "Streaming for an embedder") -> the application's decode calls,
  *     each inside a lease -> end_of_session sample (optional, context
  *     alive) -> after_session boundary (contexts dropped: plan, release,
  *     re-plan from the measurement) -> rf_session_operation_end (ledger,
@@ -135,7 +138,7 @@ struct rf_session_params {
                                2.0x the decode speed measured in docs/STREAMING.md */
     uint32_t stream_read_ahead_slots; /* > 0: the plan's window is a ring of this many slots
                                          of the largest streamed tensor (anonymous memory) that
-                                         the caller's read-ahead window fills (issue 25,
+                                         the read-ahead window fills (rf_session_read_ahead_open,
                                          docs/STREAMING.md; stream_window_bytes must be 0);
                                          0 (default): none */
 };
