@@ -18,7 +18,8 @@ into a temporary folder under the build directory, removed afterwards:
                 of the .so lists only functions an installed header declares, at
                 most MAX_EXPORTS, and no C++ internal of llama.cpp is imported
   pkgconfig     embed.c compiled with `pkg-config --cflags --libs ramforge`
-  find_package  examples/CMakeLists.txt (find_package(ramforge)), shared and static,
+  find_package  examples/CMakeLists.txt (find_package(ramforge): embed and stream_embed),
+                shared and static,
                 -Wall -Wextra -Werror
   other_llama   embed run with another build of libllama preloaded (a copy of the
                 prefix's with its GNU build ID changed): the same tokens, no crash,
