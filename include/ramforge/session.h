@@ -361,7 +361,9 @@ RF_API int rf_session_report_write(struct rf_session *s, enum rf_report_scope sc
  * window points the model's weights (shared by every context of the model)
  * at its ring during a decode of its context, so no other context of the
  * model may decode until rf_read_ahead_decode_end returned; and one context
- * per window.
+ * per window. rf_session_read_ahead_open and _close are session calls (the
+ * threads rule above); rf_read_ahead_context_params and
+ * rf_read_ahead_decode_end touch only the window, never the session.
  */
 
 /* What rf_session_operation_begin does; zero-initialize (fields may be added at the end). */
@@ -419,8 +421,9 @@ struct llama_context_params; /* llama.h */
  * 0, no pins held (rf_session_operation_begin), or a model that fits its
  * limit. The caller closes it with rf_session_read_ahead_close. Errors:
  * -EINVAL (NULL s or out), -ENODATA (the plan's window holds no tensor),
- * -ENOMEM, the model file's open error: the application may go on without a
- * window, its decode then reads the streamed layers through page faults.
+ * -ENOMEM, the model file's open error, a reader thread's creation error
+ * (negative errno): the application may go on without a window, its
+ * decode then reads the streamed layers through page faults.
  */
 RF_API int rf_session_read_ahead_open(struct rf_session *s, struct rf_read_ahead **out);
 
