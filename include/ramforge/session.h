@@ -2,7 +2,8 @@
  * The residency manager as a library: one rf_session bound to one loaded
  * llama.cpp model instance, for any program that runs llama.cpp. This is
  * the installed interface, with ramforge/error.h and ramforge/types.h;
- * nothing else of ramforge is installed (examples/embed.c uses it).
+ * nothing else of ramforge is installed (examples/embed.c uses it;
+ * examples/stream_embed.c streams a model larger than its limit with it).
  *
  * A session owns the model's inventory, ledger, resource lifetimes, plans,
  * residency samples and the report of each operation. It walks the safe
@@ -10,7 +11,9 @@
  *
  *   wrap -> after_load boundary (inventory, lifetimes, sample; a mutating
  *     policy may release the dead file pages of repacked weights)
- *   per operation: admission -> staging -> the application's decode calls,
+ *   per operation: admission -> staging (or rf_session_operation_begin,
+ *     which also takes the streaming pins; the read-ahead window: below,
+ *     "Streaming for an embedder") -> the application's decode calls,
  *     each inside a lease -> end_of_session sample (optional, context
  *     alive) -> after_session boundary (contexts dropped: plan, release,
  *     re-plan from the measurement) -> rf_session_operation_end (ledger,
@@ -42,8 +45,9 @@
  * signature, a struct's layout or size, an enum's values) raises MINOR, and
  * a program built against another MINOR does not load against it. What may
  * change in a minor of 0.x: calls added or removed, fields added to
- * struct rf_session_params, struct rf_operation_request and struct
- * rf_operation_output, enum values added at the end. A patch release
+ * struct rf_session_params, struct rf_operation_request, struct
+ * rf_operation_output, struct rf_operation_start_params and struct
+ * rf_operation_begin_result, enum values added at the end. A patch release
  * (0.MINOR.PATCH) changes none of it. The JSON report follows its own
  * schema_version: a field added keeps the version, a field renamed or
  * removed raises it. From 1.0 the SONAME is libramforge.so.MAJOR and only a
@@ -134,7 +138,7 @@ struct rf_session_params {
                                2.0x the decode speed measured in docs/STREAMING.md */
     uint32_t stream_read_ahead_slots; /* > 0: the plan's window is a ring of this many slots
                                          of the largest streamed tensor (anonymous memory) that
-                                         the caller's read-ahead window fills (issue 25,
+                                         the read-ahead window fills (rf_session_read_ahead_open,
                                          docs/STREAMING.md; stream_window_bytes must be 0);
                                          0 (default): none */
 };
@@ -331,6 +335,127 @@ RF_API int rf_session_report_json(struct rf_session *s, enum rf_report_scope sco
  */
 RF_API int rf_session_report_write(struct rf_session *s, enum rf_report_scope scope,
                                    const char *path);
+
+/*
+ * Streaming for an embedder (RF_POLICY_STREAMING, docs/STREAMING.md,
+ * "Embedding: streaming through installed calls"). For a model larger
+ * than its memory limit the streaming plan pins a resident set (mlock) and
+ * streams the rest; the read-ahead window reads the streamed tensors ahead
+ * of the decode into a ring of anonymous memory the decode computes from.
+ * An operation that streams, in order (examples/stream_embed.c):
+ *
+ *   rf_session_operation_begin      admission, staging, the plan's pins
+ *   rf_session_read_ahead_open      the window over those pins (NULL when
+ *                                   nothing streams: every call below takes it)
+ *   rf_read_ahead_context_params    decorates the llama_context_params the
+ *                                   application creates its context with
+ *   per llama_decode: rf_session_lease_begin, llama_decode,
+ *     llama_synchronize, rf_session_lease_end, rf_read_ahead_decode_end
+ *   llama_free of that context, then rf_session_read_ahead_close (the
+ *     report's streaming.read_ahead), then the after_session boundary
+ *     (which undoes the pins) and rf_session_operation_end
+ *
+ * The session needs params.policy RF_POLICY_STREAMING and
+ * params.stream_read_ahead_slots > 0 (4 is what ramforge run uses) with
+ * stream_window_bytes 0. One decode at a time while a window is open: the
+ * window points the model's weights (shared by every context of the model)
+ * at its ring during a decode of its context, so no other context of the
+ * model may decode until rf_read_ahead_decode_end returned; and one context
+ * per window. rf_session_read_ahead_open and _close are session calls (the
+ * threads rule above); rf_read_ahead_context_params and
+ * rf_read_ahead_decode_end touch only the window, never the session.
+ */
+
+/* What rf_session_operation_begin does; zero-initialize (fields may be added at the end). */
+struct rf_operation_start_params {
+    struct rf_operation_request request; /* the operation's context and tokens */
+    bool admit;                          /* decide admission (the policy must not be off) */
+    uint64_t staging_budget_bytes;       /* 0: no staging */
+    bool stage_always; /* stage whatever the last idle boundary did (a cold start);
+                          false: only after an idle boundary that released bytes */
+};
+
+/* What rf_session_operation_begin did; each step's error is here, not returned. */
+struct rf_operation_begin_result {
+    bool admission_decided;                      /* admission was decided for this operation */
+    int admission_error;                         /* rf_session_admit's error, 0 if none */
+    enum rf_admission_outcome admission_outcome; /* when admission_decided; the reason:
+                                                    rf_session_admission */
+    bool refused;                     /* admission refused it: nothing staged or pinned; the
+                                         caller does not decode and ends the operation */
+    bool staged;                      /* staging ran */
+    int staging_error;                /* its error, 0 if none */
+    uint64_t staging_requested_bytes; /* bytes the staging plan selected */
+    uint64_t staging_accepted_bytes;  /* bytes MADV_WILLNEED accepted (not proof of residency) */
+    bool pinned;                      /* the streaming plan's pins are held (until the next
+                                         after-session or idle boundary, or the operation's
+                                         end); false: the policy is not streaming, admit was
+                                         false (the plan is made at admission), or nothing
+                                         streams (the model fits its limit) */
+    int pin_error; /* the pins' error, 0 if none (-ENOMEM: mlock refused; the report's
+                      streaming section says why, and the weights stream unpinned) */
+};
+
+/*
+ * Starts an operation as ramforge run and serve do (the library's host):
+ * admission when params->admit (refused: stop there), then staging of
+ * params->staging_budget_bytes (always with stage_always, else only after
+ * an idle boundary released bytes), then the streaming policy's pins, which
+ * rf_session_read_ahead_open needs. Fills *out. Returns 0, or -EINVAL (NULL
+ * argument).
+ */
+RF_API int rf_session_operation_begin(struct rf_session *s,
+                                      const struct rf_operation_start_params *params,
+                                      struct rf_operation_begin_result *out);
+
+struct rf_read_ahead;        /* the read-ahead window of one operation (opaque) */
+struct llama_context_params; /* llama.h */
+
+/*
+ * Opens the read-ahead window over the current operation's pins: its reader
+ * threads (O_DIRECT where the filesystem allows it) and a ring of
+ * stream_read_ahead_slots slots of anonymous memory, allocated after the
+ * first decode (the prompt), which also records the order the graph reads
+ * the streamed weights in. *out is NULL (and 0 returned) when there is
+ * nothing to stream: a policy other than streaming, stream_read_ahead_slots
+ * 0, no pins held (rf_session_operation_begin), or a model that fits its
+ * limit. The caller closes it with rf_session_read_ahead_close. Errors:
+ * -EINVAL (NULL s or out), -ENODATA (the plan's window holds no tensor),
+ * -ENOMEM, the model file's open error, a reader thread's creation error
+ * (negative errno): the application may go on without a window, its
+ * decode then reads the streamed layers through page faults.
+ */
+RF_API int rf_session_read_ahead_open(struct rf_session *s, struct rf_read_ahead **out);
+
+/*
+ * The llama.h-style decorator of the application's context parameters:
+ * installs the window's eval callback (llama.cpp's cb_eval) in *params,
+ * chaining the cb_eval and cb_eval_user_data *params had, which is then
+ * called for every node as before. Call it on the params of the one
+ * llama_init_from_model of the window's context, after setting its own
+ * cb_eval if any. By pointer: the library never includes llama.h, and this
+ * header only declares struct llama_context_params (a caller includes
+ * llama.h). NULL w or params: nothing (the context decodes from the mapping).
+ */
+RF_API void rf_read_ahead_context_params(struct rf_read_ahead *w,
+                                         struct llama_context_params *params);
+
+/*
+ * After each llama_decode of the window's context, once llama_synchronize
+ * returned (after rf_session_lease_end): every weight's data pointer back
+ * at the model's mapping, the slots the decode held back to the readers;
+ * after the first decode the ring is allocated and reading starts. NULL w:
+ * nothing.
+ */
+RF_API void rf_read_ahead_decode_end(struct rf_read_ahead *w);
+
+/*
+ * After llama_free of the window's context: records what the window did in
+ * the operation's report (streaming.read_ahead: units, units_used,
+ * units_fallback, read_bytes, wait_ns, first_error) and frees it (threads
+ * joined, ring unmapped). NULL w: nothing.
+ */
+RF_API void rf_session_read_ahead_close(struct rf_session *s, struct rf_read_ahead *w);
 
 /* Operations ended so far. */
 RF_API uint64_t rf_session_operations(const struct rf_session *s);

@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "ggml.h"
+#include "llama.h"
 
 /* Reader threads: each has one pread in flight (a 12 MB read is 3 requests of 4 MiB on a
    virtio disk), so a second keeps the device busier while the first waits. */
@@ -378,6 +379,17 @@ void forge_window_context_params(struct forge_window *w, struct forge_context_pa
     w->inner_asked = false;
     p->cb_eval = window_eval_cb;
     p->cb_eval_user_data = w;
+}
+
+void forge_window_llama_context_params(struct forge_window *w, struct llama_context_params *p)
+{
+    if (!w || !p)
+        return;
+    struct forge_context_params fp = {.cb_eval = p->cb_eval,
+                                      .cb_eval_user_data = p->cb_eval_user_data};
+    forge_window_context_params(w, &fp);
+    p->cb_eval = fp.cb_eval;
+    p->cb_eval_user_data = fp.cb_eval_user_data;
 }
 
 void forge_window_stats(struct forge_window *w, struct rf_stream_read_ahead *out)

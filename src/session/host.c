@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ramforge/core/policy.h"
@@ -189,4 +190,71 @@ void rf_session_stream_window_close(struct rf_session *s, struct forge_window *w
     if (s)
         rf_session_stream_read_ahead(s, &ra);
     forge_window_free(w);
+}
+
+int rf_session_operation_begin(struct rf_session *s, const struct rf_operation_start_params *params,
+                               struct rf_operation_begin_result *out)
+{
+    if (!out)
+        return -EINVAL;
+    memset(out, 0, sizeof(*out));
+    struct rf_operation_start st;
+    int rc = rf_session_operation_start(s, params, &st);
+    if (rc < 0)
+        return rc;
+    *out = (struct rf_operation_begin_result){
+        .admission_decided = st.admission_decided,
+        .admission_error = st.admission_error,
+        .admission_outcome = st.admission.outcome,
+        .refused = st.refused,
+        .staged = st.staged,
+        .staging_error = st.staging_error,
+        .staging_requested_bytes = st.staging_requested_bytes,
+        .staging_accepted_bytes = st.staging_accepted_bytes,
+        .pinned = st.pinned,
+        .pin_error = st.pin_error,
+    };
+    return 0;
+}
+
+/* The installed handle of the window: the forge window run and serve hand to forge_generate. */
+struct rf_read_ahead {
+    struct forge_window *w;
+};
+
+int rf_session_read_ahead_open(struct rf_session *s, struct rf_read_ahead **out)
+{
+    if (!s || !out)
+        return -EINVAL;
+    *out = NULL;
+    struct forge_window *w;
+    int rc = rf_session_stream_window_open(s, &w);
+    if (rc < 0 || !w)
+        return rc;
+    if (!(*out = malloc(sizeof(**out)))) {
+        forge_window_free(w);
+        return -ENOMEM;
+    }
+    (*out)->w = w;
+    return 0;
+}
+
+void rf_read_ahead_context_params(struct rf_read_ahead *w, struct llama_context_params *params)
+{
+    if (w)
+        forge_window_llama_context_params(w->w, params);
+}
+
+void rf_read_ahead_decode_end(struct rf_read_ahead *w)
+{
+    if (w)
+        forge_window_decode_end(w->w);
+}
+
+void rf_session_read_ahead_close(struct rf_session *s, struct rf_read_ahead *w)
+{
+    if (!w)
+        return;
+    rf_session_stream_window_close(s, w->w);
+    free(w);
 }

@@ -18,13 +18,20 @@ into a temporary folder under the build directory, removed afterwards:
                 of the .so lists only functions an installed header declares, at
                 most MAX_EXPORTS, and no C++ internal of llama.cpp is imported
   pkgconfig     embed.c compiled with `pkg-config --cflags --libs ramforge`
-  find_package  examples/CMakeLists.txt (find_package(ramforge)), shared and static,
+  find_package  examples/CMakeLists.txt (find_package(ramforge): embed and stream_embed),
+                shared and static,
                 -Wall -Wextra -Werror
   other_llama   embed run with another build of libllama preloaded (a copy of the
                 prefix's with its GNU build ID changed): the same tokens, no crash,
                 and the report's warnings and KvCache note carry one line naming
                 both builds; llama.cpp's C++ internals are not called; the CLI's
                 --version prints that line on stderr
+  stream_embed  examples/stream_embed.c (pkg-config, -Werror) on a tinyllama-shaped
+                Q8_0 model under a memory cgroup of 0.75x the file, model evicted
+                first, policy streaming: tokens those of --no-ramforge without a
+                limit, the report's streaming.read_ahead shows the decode computed
+                from the window, the application's cb_eval saw every node (skip:
+                no root or no v1 memory cgroup, an ASan build)
 
 The embed binaries run on a generated model: their tokens must equal the same
 program run with --no-ramforge and `ramforge run` (forge's own decode loop), and
@@ -44,13 +51,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "schema"))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 import validate_report  # noqa: E402
-from e2e_util import SKIP, Failure, Skip, check  # noqa: E402
+from e2e_util import (SKIP, Failure, Skip, asan_build, check, evict,  # noqa: E402
+                      memory_child_cgroup)
 
 PROMPT = "Hello my name is"
 N_PREDICT = 16
 PUBLIC_PREFIX = r"(?:rf|rfsys|forge)_\w+"
 # The calls the embedding example may make (README, "Embedding ramforge").
 EMBED_MAX_CALLS = 8
+# stream_embed.c: embed's 8, and what streaming adds (operation_begin, whose admission makes
+# the plan, and rf_session_admission for a refusal's reason; the window's open, decorator,
+# decode end and close) and rf_strerror for its warning: 15.
+STREAM_EMBED_MAX_CALLS = EMBED_MAX_CALLS + 7
 # The installed interface (issue 19): session.h, error.h and one types header.
 MAX_HEADERS = 3
 MAX_EXPORTS = 40
@@ -61,9 +73,9 @@ APP_FUNCTIONS = {"forge_generate", "forge_sampler_chain", "forge_sample", "forge
 INTERNAL_NAME = re.compile(r"\b(?:forge_\w+|rfsys_\w+|FORGE_\w+)")
 
 
-def run(argv, env=None, cwd=None, check_rc=True, timeout=300):
+def run(argv, env=None, cwd=None, check_rc=True, timeout=300, preexec_fn=None):
     p = subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env, cwd=cwd,
-                       timeout=timeout)
+                       timeout=timeout, preexec_fn=preexec_fn)
     check(0 <= p.returncode < 128, f"{argv[0]} crashed ({p.returncode}): {p.stderr[-2000:]}")
     if check_rc and p.returncode != 0:
         raise Failure(f"{' '.join(map(str, argv))} exited {p.returncode}\n"
@@ -315,15 +327,15 @@ def case_exports(c):
           f"{len(private)} internal functions hidden: {', '.join(sorted(exported))}")
 
 
-def build_embed_pc(c, name):
-    """examples/embed.c compiled with `pkg-config --cflags --libs ramforge`, -Werror."""
+def build_embed_pc(c, name, source="embed.c"):
+    """examples/SOURCE compiled with `pkg-config --cflags --libs ramforge`, -Werror."""
     env = c.pkg_config_env()
     flags = run(["pkg-config", "--cflags", "--libs", "ramforge"], env=env).stdout.split()
     libdirs = [run(["pkg-config", "--variable=libdir", pkg], env=env).stdout.strip()
                for pkg in ("ramforge", "llama")]
     binary = os.path.join(c.tmp, name)
     run([c.a.cc, "-std=c11", "-Wall", "-Wextra", "-Werror",
-         os.path.join(c.a.source_dir, "examples", "embed.c"), *flags,
+         os.path.join(c.a.source_dir, "examples", source), *flags,
          "-Wl,-rpath," + ":".join(libdirs), "-o", binary], env=env)
     return binary
 
@@ -448,8 +460,57 @@ def case_other_llama(c):
           f"report: {line[0]}")
 
 
+def stream_embed_run(binary, model, *flags, report=None, preexec_fn=None):
+    """(token ids, "on"/"off" for the window, cb_eval's count) of one stream_embed run."""
+    argv = [binary, *flags, "--threads", "2", model, PROMPT, "4"] + ([report] if report else [])
+    p = run(argv, env=clean_env(), preexec_fn=preexec_fn)
+    m = re.search(r"stream_embed: window (on|off), cb_eval asked (\d+) times", p.stderr)
+    check(m, f"stream_embed printed no window line: {p.stderr[-1000:]!r}")
+    return [int(t) for t in p.stdout.split()], m.group(1), int(m.group(2))
+
+
+def case_stream_embed(c):
+    """Streaming through installed calls only: the read-ahead window in an embedder's own
+    llama_context, under a real limit the model does not fit."""
+    if asan_build(c.a.ramforge):
+        raise Skip("an ASan build: its shadow memory grows the anonymous memory past a limit "
+                   "sized from the file")
+    binary = build_embed_pc(c, "stream-embed", "stream_embed.c")
+    calls = ramforge_imports(binary, exported_symbols(c.so))
+    check("rf_read_ahead_context_params" in calls and len(calls) <= STREAM_EMBED_MAX_CALLS,
+          f"stream_embed calls {len(calls)} ramforge functions: {sorted(calls)}")
+    model = os.path.join(c.tmp, "tinyllama-q8_0.gguf")
+    run([c.a.ramforge, "mkmodel", "--preset", "tinyllama", "--type", "q8_0", "--seed", "42",
+         "--quiet", "-o", model])
+    plain, window, asked = stream_embed_run(binary, model, "--no-ramforge")
+    check(plain and window == "off", f"--no-ramforge: tokens {plain}, window {window}")
+    report = os.path.join(c.tmp, "stream-embed.json")
+    with memory_child_cgroup("ramforge-install-stream", os.path.getsize(model) * 3 // 4) as enter:
+        evict(model)  # its pages charged elsewhere would not count against the limit
+        ids, window, seen = stream_embed_run(binary, model, report=report, preexec_fn=enter)
+    check(ids == plain, f"streaming under the limit: tokens {ids} != {plain} without ramforge")
+    check(window == "on", "no read-ahead window under a limit of 0.75x the file")
+    check(seen == asked, f"the application's cb_eval was asked {seen} times through the "
+          f"window, {asked} without it: the chain lost nodes")
+    errors = validate_report.validate(c.a.schema, report)
+    check(not errors, f"{report} does not match the schema: {errors[:3]}")
+    with open(report) as f:
+        st = json.load(f)["streaming"]
+    ra = st["read_ahead"]
+    check(st["pin"]["pinned"] and st["pin"]["unpinned_at"] == "after_session",
+          f"the plan's pins: {st['pin']}")
+    check(ra is not None and ra["units"] > 0 and ra["units_used"] > 0 and
+          ra["units_fallback"] == 0 and ra["first_error"] == 0 and ra["read_bytes"] > 0,
+          f"the decode did not compute from the window: {ra}")
+    print(f"stream_embed under 0.75x the file ({len(calls)} ramforge functions): {len(ids)} "
+          f"tokens as without ramforge; window: {ra['units_used']} units used of "
+          f"{ra['units_read']} read, {ra['read_bytes']} B read, {ra['waits']} waits "
+          f"({ra['wait_ns'] / 1e6:.0f} ms); pinned {st['pin']['accepted_bytes']} B")
+
+
 CASES = {"layout": case_layout, "exports": case_exports, "pkgconfig": case_pkgconfig,
-         "find_package": case_find_package, "other_llama": case_other_llama}
+         "find_package": case_find_package, "other_llama": case_other_llama,
+         "stream_embed": case_stream_embed}
 
 
 def main():

@@ -13,6 +13,8 @@ private header of another layer:
   tools    includes any layer
   llama.cpp, ggml and gguf headers are included only from src/forge/ and by
   exec's shim (src/preload/exec_shim.c, LLAMA_INCLUDERS).
+  A seam inside a layer (ONLY_INCLUDED_BY): serve's worker header is included
+  only by serve's main and the worker, never by its HTTP front.
 
 A file's layer is its directory (src/core, src/sys, src/forge, src/session,
 tools). A header of an include dir, include/ or an internal one under src/
@@ -49,6 +51,15 @@ LAYER_OF_HEADER = {
 # The files outside src/forge that include llama.cpp's headers: exec's shim, beside its engine,
 # for the types of the calls it interposes (it links no libllama: dlsym RTLD_NEXT).
 LLAMA_INCLUDERS = {os.path.join("src", "preload", "exec_shim.c")}
+
+# Headers only the files named may include: a seam inside a layer. serve's worker
+# (library ramforge_serve_worker) is reached only from serve's main, which wires it to the
+# HTTP front (library ramforge_serve_http); the front never calls into the worker.
+ONLY_INCLUDED_BY = {
+    os.path.join("tools", "serve", "serve_worker.h"): (
+        os.path.join("tools", "serve", "cmd_serve.c"),
+        os.path.join("tools", "serve", "serve_worker.c")),
+}
 
 # llama.cpp's headers (llama.h, llama-ext.h, llama-model.h, ...), ggml's
 # (ggml.h, ggml-backend.h, ...) and gguf.h.
@@ -277,6 +288,10 @@ def check(root, show_map=False):
                     violations.append((rel, lineno, "%s names no file of the tree (looked in the "
                                        "file's dir, %s and src/)" % (shown, ", ".join(tree.header_dirs))))
                 continue
+            only = ONLY_INCLUDED_BY.get(target)
+            if only and rel not in only and rel != target:
+                violations.append((rel, lineno, "includes %s: only %s include it" %
+                                   (target, ", ".join(only))))
             to_layer, private = tree.layer_of(target)
             if to_layer is None:
                 continue  # reported by the mapping

@@ -4,7 +4,8 @@ which breaks each rule once or twice (an upward include, through a header of
 the internal include dir src/include/ and through a header of types only; a
 session file including a header of tools; ggml and llama.cpp's common outside forge; an
 internal header in another layer's folder and one outside any; another
-layer's private header; a file over the limit) and keeps it elsewhere, must
+layer's private header; serve's HTTP front including its worker's header; a file over
+the limit) and keeps it elsewhere, must
 print exactly those violations and exit 1 (exit 0 under a limit it keeps).
 Usage: test_checks.py CHECKS_DIR FIXTURE_DIR
 """
@@ -32,6 +33,9 @@ LAYERS_EXPECTED = [
     "session includes only core, sys, forge, session",
     'src/sys/probe.c:2: sys includes "core/core_private.h", a private header of core '
     "(src/core/core_private.h): only core includes it",
+    # serve's HTTP front including the worker's header (cmd_serve.c, the main, may)
+    "tools/serve/serve_http.c:2: includes tools/serve/serve_worker.h: only "
+    "tools/serve/cmd_serve.c, tools/serve/serve_worker.c include it",
 ]
 LINES_EXPECTED = [
     "tools/long_tool.c:13: 13 lines, over the limit of 12 (split it along its seams)",

@@ -896,10 +896,46 @@ static void test_read_ahead_ring_is_the_window(void **state)
     rf_session_free(s);
 }
 
+/* The installed start (rf_session_operation_begin): admission makes the plan, the pins
+   follow, and its result says so without the internal admission struct; the read-ahead
+   calls take a NULL window (a session without a native model has none). */
+static void test_installed_operation_begin(void **state)
+{
+    struct fake f;
+    struct rf_operation_begin_result r;
+    struct rf_read_ahead *w = (struct rf_read_ahead *)&f; /* overwritten with NULL */
+    struct rf_operation_start_params op = {.request = {.n_ctx = 256, .n_predict = 4, .n_prompt = 3},
+                                           .admit = true};
+    (void)state;
+    struct rf_session *s = start(&f, 100);
+    assert_int_equal(rf_session_operation_begin(NULL, &op, &r), -EINVAL);
+    assert_int_equal(rf_session_operation_begin(s, NULL, &r), -EINVAL);
+    assert_int_equal(rf_session_operation_begin(s, &op, NULL), -EINVAL);
+    assert_int_equal(rf_session_operation_begin(s, &op, &r), 0);
+    assert_true(r.admission_decided);
+    assert_int_equal(r.admission_error, 0);
+    assert_int_equal(r.admission_outcome, RF_ADMIT_WARNING); /* thrash, admitted: streaming */
+    assert_false(r.refused);
+    assert_false(r.staged);
+    assert_true(r.pinned);
+    assert_int_equal(r.pin_error, 0);
+    assert_int_equal(pins(&f), 65); /* test_admitted_and_pinned's pins */
+    assert_int_equal(rf_session_read_ahead_open(s, NULL), -EINVAL);
+    assert_int_equal(rf_session_read_ahead_open(s, &w), 0);
+    assert_null(w); /* no forge model: nothing to read ahead with */
+    rf_read_ahead_context_params(NULL, NULL);
+    rf_read_ahead_decode_end(NULL);
+    rf_session_read_ahead_close(s, NULL);
+    assert_int_equal(rf_session_boundary(s, RF_BOUNDARY_AFTER_SESSION), 0);
+    assert_int_equal(pins(&f), 0); /* undone at the boundary */
+    rf_session_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_admitted_and_pinned),
+        cmocka_unit_test(test_installed_operation_begin),
         cmocka_unit_test(test_unpinned_before_release_boundary),
         cmocka_unit_test(test_unpinned_at_operation_end),
         cmocka_unit_test(test_refused_mlock_falls_back),

@@ -35,6 +35,13 @@ void cli_error(const char *fmt, ...)
 
 static int stdout_errno; /* reason of the first failed flush of stdout, 0 if none */
 
+void cli_warn_no_window(int rc)
+{
+    cli_error("warning: streaming: no read-ahead window (%s): the streamed layers are read by "
+              "the decode's faults",
+              rf_strerror(rc));
+}
+
 int cli_flush_stdout(void)
 {
     if (fflush(stdout) == 0)

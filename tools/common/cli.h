@@ -18,6 +18,13 @@
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /*
+ * "ramforge: warning: streaming: no read-ahead window (<rf_strerror(rc)>):
+ * the streamed layers are read by the decode's faults" on stderr: what run
+ * and serve say when rf_session_stream_window_open fails (rc < 0).
+ */
+void cli_warn_no_window(int rc);
+
+/*
  * Flushes and closes standard output at the end of a command and returns
  * the exit status: status unchanged when everything written reached it,
  * otherwise one "ramforge: cannot write standard output: <reason>" line

@@ -69,9 +69,7 @@ static void window_open(struct rf_session *s, struct forge_window **w)
 {
     int rc = rf_session_stream_window_open(s, w);
     if (rc < 0)
-        cli_error("warning: streaming: no read-ahead window (%s): the streamed layers are read "
-                  "by the decode's faults",
-                  rf_strerror(rc));
+        cli_warn_no_window(rc);
 }
 
 /*

@@ -1,8 +1,9 @@
 /*
- * ramforge serve: shared by the command line (serve_options.c), the worker
- * and the session sequence (cmd_serve.c), the job queue between them
- * (serve_queue.c), the HTTP front (serve_http.c) and the Prometheus text
- * (serve_metrics.c).
+ * ramforge serve: shared by its main and command line (cmd_serve.c,
+ * serve_options.c), the worker and the session sequence (serve_worker.c,
+ * library ramforge_serve_worker), the job queue between them
+ * (serve_queue.c), the HTTP front (serve_http.c, library
+ * ramforge_serve_http) and the Prometheus text (serve_metrics.c).
  *
  * Threads: libmicrohttpd runs one thread per connection; each parses its
  * request, tokenizes (the vocabulary is read-only) and queues a job. One

@@ -13,6 +13,11 @@
 #include "serve_fields.h"
 #include "serve_http.h"
 
+const char *serve_model_name(const struct serve_options *o)
+{
+    return o->alias_first[0] ? o->alias_first : o->sess.model;
+}
+
 #ifndef RAMFORGE_VERSION
 #define RAMFORGE_VERSION "0.0.0"
 #endif

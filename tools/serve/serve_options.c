@@ -191,11 +191,6 @@ enum {
     OPT_BACKEND_SAMPLING,
 };
 
-const char *serve_model_name(const struct serve_options *o)
-{
-    return o->alias_first[0] ? o->alias_first : o->sess.model;
-}
-
 /* An option's text must not be empty (false: said so). */
 static bool non_empty(const char *what, const char *arg)
 {

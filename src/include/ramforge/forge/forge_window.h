@@ -35,6 +35,7 @@
 #include "ramforge/forge/forge.h"
 
 struct forge_window;
+struct llama_context_params; /* llama.h */
 
 /*
  * Opens m's model file (the window's mapping 0) with O_DIRECT, or without
@@ -60,6 +61,17 @@ void forge_window_free(struct forge_window *w);
  * forge_context_create.
  */
 void forge_window_context_params(struct forge_window *w, struct forge_context_params *p);
+
+/*
+ * llama.h's form of forge_window_context_params, for a program that creates
+ * its own llama_context (an embedder through rf_read_ahead_context_params,
+ * exec's llama_init_from_model interposer): installs the window's eval
+ * callback in *p, chaining the cb_eval *p had (called for every node, as
+ * before). By pointer, so the layers above forge need no llama.h. NULL w or
+ * p: nothing. One context per window: a second decoration replaces the
+ * first chain.
+ */
+void forge_window_llama_context_params(struct forge_window *w, struct llama_context_params *p);
 
 /*
  * After a llama_decode has completed (llama_synchronize returned): every

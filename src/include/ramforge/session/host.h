@@ -10,6 +10,12 @@
  *                               and its outcome with the reason: released,
  *                               nothing to release and why, or refused
  *
+ * The installed face of both, for an embedder (ramforge/session.h):
+ * rf_session_operation_begin (this start, its result without the internal
+ * admission struct) and rf_session_read_ahead_open/_close,
+ * rf_read_ahead_context_params, rf_read_ahead_decode_end (the window
+ * below, behind an opaque handle).
+ *
  * The idle clock that says when the idle boundary is due is
  * ramforge/core/idle_clock.h (core). Both calls are session calls: not
  * concurrent with another call on the same session (the caller's session
@@ -29,14 +35,7 @@
 extern "C" {
 #endif
 
-struct rf_operation_start_params {
-    struct rf_operation_request request; /* the operation's context and tokens */
-    bool admit;                          /* decide admission (the policy must not be off) */
-    uint64_t staging_budget_bytes;       /* 0: no staging */
-    bool stage_always; /* stage whatever the last idle boundary did (run: a cold start);
-                          false: only after an idle boundary that released bytes */
-};
-
+/* struct rf_operation_start_params: ramforge/session.h (rf_session_operation_begin's). */
 struct rf_operation_start {
     bool admission_decided;               /* admission below is this operation's */
     int admission_error;                  /* rf_session_admit's error, 0 if none */
