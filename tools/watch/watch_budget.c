@@ -220,7 +220,13 @@ static void activity(const struct budget_ref *r, double now_s, struct rf_budget_
         return;
     }
     bm->pending = false;
-    bm->settling = true; /* this reading's pages may predate the release: measured next */
+    if (c && c->id == bm->pending_id && c->state == RF_EXEC_CTL_DONE) {
+        /* this reading's pages may predate the release: measured at the next reading, and
+           until then its bytes count as on their way (never asked twice for them) */
+        bm->settling = true;
+        e->pending = true;
+        e->pending_bytes = c->asked_bytes;
+    }
     if (!c || c->id != bm->pending_id) {
         cli_error("budget: pid %d (%s): its request %" PRIu64 " is gone with its control "
                   "channel (the model was freed or the channel stopped): not measured",
