@@ -22,12 +22,14 @@ static bool before(const struct rf_budget_entry *v, size_t a, size_t b)
 }
 
 /* Why e may not be asked now, or RF_BUDGET_SKIP_COUNT when it may. */
-static enum rf_budget_skip skip_of(const struct rf_budget_entry *e)
+static enum rf_budget_skip skip_of(const struct rf_budget_entry *e, double min_idle_s)
 {
     if (e->keep)
         return RF_BUDGET_SKIP_KEEP;
     if (e->activity == RF_BUDGET_ACTIVITY_UNKNOWN)
         return RF_BUDGET_SKIP_UNKNOWN;
+    if (e->activity == RF_BUDGET_ACTIVITY_CPU && e->idle_s < min_idle_s)
+        return RF_BUDGET_SKIP_BUSY;
     if (e->pending)
         return RF_BUDGET_SKIP_PENDING;
     if (e->memory && e->memory->stuck && e->held_bytes <= e->memory->stuck_bytes)
@@ -38,7 +40,8 @@ static enum rf_budget_skip skip_of(const struct rf_budget_entry *e)
 }
 
 int rf_budget_plan(const struct rf_budget_entry *entries, size_t n, const uint64_t *file_held_bytes,
-                   size_t n_files, uint64_t budget_bytes, struct rf_budget_plan *out)
+                   size_t n_files, uint64_t budget_bytes, double min_idle_s,
+                   struct rf_budget_plan *out)
 {
     size_t *order = NULL, n_order = 0;
 
@@ -65,7 +68,7 @@ int rf_budget_plan(const struct rf_budget_entry *entries, size_t n, const uint64
     if (out->held_bytes <= budget_bytes)
         return 0;
     for (size_t i = 0; i < n; i++) {
-        enum rf_budget_skip s = skip_of(&entries[i]);
+        enum rf_budget_skip s = skip_of(&entries[i], min_idle_s);
         if (s != RF_BUDGET_SKIP_COUNT)
             out->skipped[s]++;
     }
@@ -81,7 +84,7 @@ int rf_budget_plan(const struct rf_budget_entry *entries, size_t n, const uint64
         return -ENOMEM;
     }
     for (size_t i = 0; i < n; i++) { /* insertion sort: a handful of entries */
-        if (skip_of(&entries[i]) != RF_BUDGET_SKIP_COUNT)
+        if (skip_of(&entries[i], min_idle_s) != RF_BUDGET_SKIP_COUNT)
             continue;
         size_t k = n_order++;
         for (; k > 0 && before(entries, i, order[k - 1]); k--)
@@ -149,7 +152,7 @@ const char *rf_budget_activity_name(enum rf_budget_activity a)
 
 const char *rf_budget_skip_name(enum rf_budget_skip s)
 {
-    static const char *const names[RF_BUDGET_SKIP_COUNT] = {"keep", "unknown_activity", "pending",
-                                                            "stuck", "nothing_releasable"};
+    static const char *const names[RF_BUDGET_SKIP_COUNT] = {
+        "keep", "unknown_activity", "busy", "pending", "stuck", "nothing_releasable"};
     return s < RF_BUDGET_SKIP_COUNT ? names[s] : "unknown";
 }

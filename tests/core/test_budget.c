@@ -36,7 +36,7 @@ static void test_under_budget(void **state)
     struct rf_budget_entry e[] = {entry(0, 50 * MiB, 50 * MiB, 9, RF_BUDGET_ACTIVITY_CPU)};
     uint64_t held[] = {50 * MiB};
     struct rf_budget_plan p;
-    assert_int_equal(rf_budget_plan(e, 1, held, 1, 100 * MiB, &p), 0);
+    assert_int_equal(rf_budget_plan(e, 1, held, 1, 100 * MiB, 0, &p), 0);
     assert_int_equal(p.n_steps, 0);
     assert_int_equal(p.held_bytes, 50 * MiB);
     assert_int_equal(p.headroom_bytes, (int64_t)(50 * MiB));
@@ -56,7 +56,7 @@ static void test_least_recently_active_first(void **state)
     };
     uint64_t held[] = {100 * MiB, 100 * MiB, 100 * MiB};
     struct rf_budget_plan p;
-    assert_int_equal(rf_budget_plan(e, 3, held, 3, 150 * MiB, &p), 0);
+    assert_int_equal(rf_budget_plan(e, 3, held, 3, 150 * MiB, 0, &p), 0);
     assert_int_equal(p.headroom_bytes, -(int64_t)(150 * MiB));
     assert_int_equal(p.excess_bytes, 150 * MiB);
     assert_int_equal(p.n_steps, 2);
@@ -67,6 +67,27 @@ static void test_least_recently_active_first(void **state)
     assert_int_equal(p.steps[1].bytes, 70 * MiB);
     assert_int_equal(p.steps[1].next, 1);
     assert_int_equal(p.short_bytes, 0);
+    rf_budget_plan_free(&p);
+}
+
+static void test_busy(void **state)
+{
+    (void)state;
+    /* the idlest by CPU time moved 0.4 s ago: busy under a 1 s minimum, passed over; an
+       exec'd entry as recent is asked (its engine waits for the idle moment) */
+    struct rf_budget_entry e[] = {
+        entry(0, 100 * MiB, 100 * MiB, 0.4, RF_BUDGET_ACTIVITY_CPU),
+        entry(1, 100 * MiB, 100 * MiB, 0.2, RF_BUDGET_ACTIVITY_EXEC),
+    };
+    uint64_t held[] = {100 * MiB, 100 * MiB};
+    struct rf_budget_plan p;
+    assert_int_equal(rf_budget_plan(e, 2, held, 2, 150 * MiB, 1.0, &p), 0);
+    assert_int_equal(p.n_steps, 1);
+    assert_int_equal(p.steps[0].entry, 1);
+    assert_int_equal(p.skipped[RF_BUDGET_SKIP_BUSY], 1);
+    rf_budget_plan_free(&p);
+    assert_int_equal(rf_budget_plan(e, 2, held, 2, 150 * MiB, 0.3, &p), 0);
+    assert_int_equal(p.steps[0].entry, 0);
     rf_budget_plan_free(&p);
 }
 
@@ -89,7 +110,7 @@ static void test_keep_unknown_pending_stuck(void **state)
     e[3].pending_bytes = 10 * MiB;
     uint64_t held[] = {100 * MiB, 100 * MiB, 99 * MiB, 100 * MiB, 100 * MiB};
     struct rf_budget_plan p;
-    assert_int_equal(rf_budget_plan(e, 5, held, 5, 300 * MiB, &p), 0);
+    assert_int_equal(rf_budget_plan(e, 5, held, 5, 300 * MiB, 0, &p), 0);
     assert_int_equal(p.pending_bytes, 10 * MiB);
     assert_int_equal(p.excess_bytes, 499 * MiB - 300 * MiB - 10 * MiB);
     assert_int_equal(p.n_steps, 1);
@@ -104,7 +125,7 @@ static void test_keep_unknown_pending_stuck(void **state)
     rf_budget_plan_free(&p);
     /* the stuck entry holds more again: asked again */
     e[2].held_bytes = 100 * MiB;
-    assert_int_equal(rf_budget_plan(e, 5, held, 5, 300 * MiB, &p), 0);
+    assert_int_equal(rf_budget_plan(e, 5, held, 5, 300 * MiB, 0, &p), 0);
     assert_int_equal(p.steps[0].entry, 2);
     rf_budget_plan_free(&p);
     assert_false(rf_budget_observe(&stuck, 100 * MiB));
@@ -121,12 +142,12 @@ static void test_shared_file_counted_once(void **state)
     };
     uint64_t held[] = {100 * MiB};
     struct rf_budget_plan p;
-    assert_int_equal(rf_budget_plan(e, 2, held, 1, 150 * MiB, &p), 0);
+    assert_int_equal(rf_budget_plan(e, 2, held, 1, 150 * MiB, 0, &p), 0);
     assert_int_equal(p.held_bytes, 100 * MiB);
     assert_int_equal(p.n_steps, 0);
     rf_budget_plan_free(&p);
     /* under 50: every page shared (nothing releasable): nothing asked, said short */
-    assert_int_equal(rf_budget_plan(e, 2, held, 1, 50 * MiB, &p), 0);
+    assert_int_equal(rf_budget_plan(e, 2, held, 1, 50 * MiB, 0, &p), 0);
     assert_int_equal(p.n_steps, 0);
     assert_int_equal(p.short_bytes, 50 * MiB);
     assert_int_equal(p.skipped[RF_BUDGET_SKIP_NOTHING], 2);
@@ -159,10 +180,10 @@ static void test_errors(void **state)
     struct rf_budget_plan p;
     struct rf_budget_entry e = entry(1, 1, 1, 1, RF_BUDGET_ACTIVITY_CPU);
     uint64_t held[] = {UINT64_MAX, 1};
-    assert_int_equal(rf_budget_plan(NULL, 0, NULL, 0, 0, NULL), -EINVAL);
-    assert_int_equal(rf_budget_plan(&e, 1, held, 1, 0, &p), -EINVAL); /* file 1 of 1 */
-    assert_int_equal(rf_budget_plan(&e, 1, held, 2, 0, &p), -EOVERFLOW);
-    assert_int_equal(rf_budget_plan(NULL, 0, NULL, 0, 0, &p), 0);
+    assert_int_equal(rf_budget_plan(NULL, 0, NULL, 0, 0, 0, NULL), -EINVAL);
+    assert_int_equal(rf_budget_plan(&e, 1, held, 1, 0, 0, &p), -EINVAL); /* file 1 of 1 */
+    assert_int_equal(rf_budget_plan(&e, 1, held, 2, 0, 0, &p), -EOVERFLOW);
+    assert_int_equal(rf_budget_plan(NULL, 0, NULL, 0, 0, 0, &p), 0);
     assert_int_equal(p.n_steps, 0);
     rf_budget_plan_free(&p);
     rf_budget_plan_free(NULL);
@@ -196,7 +217,7 @@ static void test_random(void **state)
         for (size_t i = 0; i < n; i++)
             pending += e[i].pending ? e[i].pending_bytes : 0;
         struct rf_budget_plan p;
-        assert_int_equal(rf_budget_plan(e, n, held, nf, budget, &p), 0);
+        assert_int_equal(rf_budget_plan(e, n, held, nf, budget, 0, &p), 0);
         uint64_t excess = total > budget + pending ? total - budget - pending : 0;
         assert_int_equal(p.excess_bytes, excess);
         for (size_t s = 0; s < p.n_steps; s++) {
@@ -218,6 +239,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_under_budget),
         cmocka_unit_test(test_least_recently_active_first),
+        cmocka_unit_test(test_busy),
         cmocka_unit_test(test_keep_unknown_pending_stuck),
         cmocka_unit_test(test_shared_file_counted_once),
         cmocka_unit_test(test_memory),

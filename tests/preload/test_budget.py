@@ -226,6 +226,11 @@ def case_bare_advice(c):
     line = w.wait_line(r"advised .* of pid \d+")
     check(f"of pid {h.pid} " in line and "advisory" in line and "not under exec" in line,
           f"not C by advice: {line}")
+    m = re.search(r"advised (\S+ \S+) of .*the kernel accepted (\S+ \S+)\)", line)
+    check(m and m.group(1) == m.group(2), f"the advised and accepted figures differ: {line}")
+    check("idle " in line and "by its CPU time" in line, f"no idle time said: {line}")
+    idle = float(re.search(r"idle ([0-9.]+) s by its CPU time", line).group(1))
+    check(idle >= 1.0, f"a process busy within the last second was advised: {line}")
     wait_for(lambda: h.rss() <= rss[h.pid] - rss[h.pid] // 4, 20, "C's Rss to fall")
     check(a.rss() >= rss[a.pid] * 0.95 and b.rss() >= rss[b.pid] * 0.95, "A or B lost pages")
     check(w.stop() == 0, "watch exit status")

@@ -23,6 +23,8 @@
 #include "ramforge/sys/exec_ctl_client.h"
 
 #define BUDGET_ASK_MS 1000 /* an exec'd process's channel has this long to answer */
+/* A bare process whose CPU time moved within this is busy, not asked (exec's quiet time too). */
+#define BUDGET_MIN_IDLE_S 1.0
 
 /* A model file of this reading: its pages present in how many watched processes. */
 struct budget_file {
@@ -202,7 +204,7 @@ static void activity(const struct budget_ref *r, double now_s, struct rf_budget_
     const struct watch_budget *b = r->p->budget;
     struct watch_budget_model *bm = r->bm;
     const struct rf_exec_ctl_model *c = ctl_of(b, bm);
-    char a[32], ch[32];
+    char a[32], ch[32], d[32];
     double idle_s;
 
     if (c) {
@@ -237,8 +239,8 @@ static void activity(const struct budget_ref *r, double now_s, struct rf_budget_
                   "%" PRIu64 "): asked %s, the kernel accepted %s, its mapping's Rss %s by %s",
                   r->p->pid, base_name(bm->path), c->id, sz(c->asked_bytes, a, sizeof(a)),
                   sz(c->accepted_bytes, ch, sizeof(ch)), c->change_bytes <= 0 ? "fell" : "rose",
-                  c->change_bytes <= 0 ? sz((uint64_t)-c->change_bytes, a, sizeof(a))
-                                       : sz((uint64_t)c->change_bytes, a, sizeof(a)));
+                  c->change_bytes <= 0 ? sz((uint64_t)-c->change_bytes, d, sizeof(d))
+                                       : sz((uint64_t)c->change_bytes, d, sizeof(d)));
     } else {
         cli_error("budget: pid %d (%s): its request %" PRIu64 " failed at its idle moment: %s",
                   r->p->pid, base_name(bm->path), c->id, rf_strerror(c->error));
@@ -270,7 +272,7 @@ static void act(const struct rf_budget_plan *plan, const struct rf_budget_step *
 {
     const struct budget_ref *r = &refs[s->entry];
     struct watch_budget_model *bm = r->bm;
-    char reason[512], a[32], b[32], c[32], d[32], line[160], path[128], *answer = NULL;
+    char reason[512], a[32], b[32], c[32], d[32], x[32], line[160], path[128], *answer = NULL;
     const char *name = base_name(bm->path);
 
     why(plan, s, e, refs, n, reason, sizeof(reason));
@@ -314,7 +316,7 @@ static void act(const struct rf_budget_plan *plan, const struct rf_budget_step *
                   sz(requested, c, sizeof(c)), r->p->pid, name,
                   sz(e[s->entry].held_bytes, d, sizeof(d)),
                   r->p->budget->ctl_error == -ENOENT ? "not under exec" : "its channel is silent",
-                  sz(accepted, a, sizeof(a)),
+                  sz(accepted, x, sizeof(x)),
                   r->wm->replaced || r->wm->deleted
                       ? " (its file was replaced on disk: the pages of the file it maps)"
                       : "",
@@ -338,14 +340,14 @@ static void act(const struct rf_budget_plan *plan, const struct rf_budget_step *
 /* The stuck line: a release that moved less than half of what it asked. */
 static void say_stuck(const struct budget_ref *r, uint64_t held)
 {
-    char a[32], b[32];
+    char a[32], b[32], c[32];
     const struct rf_budget_memory *m = &r->bm->mem;
     uint64_t drop = m->before_bytes > held ? m->before_bytes - held : 0;
     cli_error("budget: pid %d (%s): the release of %s moved %s (pages another process maps, "
               "which MADV_PAGEOUT skips, locked pages, or a refusal said above): not asked "
               "again until it holds more than %s",
               r->p->pid, base_name(r->bm->path), sz(m->asked_bytes, a, sizeof(a)),
-              sz(drop, b, sizeof(b)), sz(held, b, sizeof(b)));
+              sz(drop, b, sizeof(b)), sz(held, c, sizeof(c)));
 }
 
 /* The excess nothing may give, said once per change of its reasons. */
@@ -428,7 +430,7 @@ void watch_budget_run(struct watch_proc *const *procs, size_t n, const struct wa
             files[f].shared[pg] = files[f].count[pg] > 1;
         }
     }
-    rc = rf_budget_plan(e, n_e, held, n_files, o->budget_bytes, &plan);
+    rc = rf_budget_plan(e, n_e, held, n_files, o->budget_bytes, BUDGET_MIN_IDLE_S, &plan);
     if (rc < 0)
         goto out;
     *total = (struct watch_budget_total){true, plan.budget_bytes, plan.held_bytes,

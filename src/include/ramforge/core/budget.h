@@ -18,7 +18,10 @@
  * control channel answers, else CPU time), each giving at most its
  * releasable bytes, until the excess is covered. Never an entry --keep
  * names, nor one whose activity is unknown (a busy process would look
- * idle), nor one with a gated request still waiting for its idle moment
+ * idle), nor one whose CPU time moved within the plan's min_idle_s (its
+ * pages are being read: advice would only make it read them again; an
+ * exec'd entry is asked anyway, its engine waits for the idle moment), nor
+ * one with a gated request still waiting for its idle moment
  * (one request at a time: its bytes count as on their way), nor one that
  * is stuck (below).
  *
@@ -74,6 +77,7 @@ struct rf_budget_entry {
 enum rf_budget_skip {
     RF_BUDGET_SKIP_KEEP = 0, /* --keep */
     RF_BUDGET_SKIP_UNKNOWN,  /* activity unknown */
+    RF_BUDGET_SKIP_BUSY,     /* CPU time moved within min_idle_s: its pages are not cold */
     RF_BUDGET_SKIP_PENDING,  /* a gated request waits */
     RF_BUDGET_SKIP_STUCK,    /* its last release moved nothing */
     RF_BUDGET_SKIP_NOTHING,  /* no releasable page */
@@ -100,13 +104,15 @@ struct rf_budget_plan {
 
 /*
  * The plan for entries[0..n) whose files hold file_held_bytes[0..n_files)
- * under budget_bytes, into *out (its steps freed with rf_budget_plan_free).
+ * under budget_bytes (entries of CPU activity idle less than min_idle_s
+ * passed over as busy), into *out (its steps freed with rf_budget_plan_free).
  * Deterministic: ties in idle time go to the entry with more releasable
  * bytes, then the lower index. Returns 0, -EINVAL (NULL argument, an
  * entry's file outside the files), -EOVERFLOW (the held sum), -ENOMEM.
  */
 int rf_budget_plan(const struct rf_budget_entry *entries, size_t n, const uint64_t *file_held_bytes,
-                   size_t n_files, uint64_t budget_bytes, struct rf_budget_plan *out);
+                   size_t n_files, uint64_t budget_bytes, double min_idle_s,
+                   struct rf_budget_plan *out);
 void rf_budget_plan_free(struct rf_budget_plan *p);
 
 /* A release of asked_bytes was asked of an entry holding held_bytes. */
@@ -122,7 +128,7 @@ bool rf_budget_observe(struct rf_budget_memory *m, uint64_t held_bytes);
 
 /* "exec", "cpu", "unknown". */
 const char *rf_budget_activity_name(enum rf_budget_activity a);
-/* "keep", "unknown_activity", "pending", "stuck", "nothing_releasable". */
+/* "keep", "unknown_activity", "busy", "pending", "stuck", "nothing_releasable". */
 const char *rf_budget_skip_name(enum rf_budget_skip s);
 
 #ifdef __cplusplus
