@@ -5,7 +5,7 @@ exec_hold (tests/preload/exec_hold.c) holds a generated model with a context ali
 `ramforge exec` (their control channel answers) and one bare; `watch --budget` runs over them.
 The model mappings' Rss is read here from /proc/PID/smaps. Cases:
   order         the least recently active (exec's submissions) is asked first, through its
-                gate; the others keep their pages
+                gate; the others keep their pages; the budget's /metrics families
   keep          --keep PID passes it over: the next one gives
   bare_advice   with both exec'd kept, the bare one gets the advisory release (labelled so)
   gate_busy     a decode running throughout gets no release: the request waits, taken at the
@@ -30,6 +30,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 from e2e_util import Skip, asan_build, check, run_main, wait_for, ModelCtx  # noqa: E402
+from prom_util import promtool_check_metrics  # noqa: E402
 
 PROMPT = "Hello my name is"
 MiB = 1 << 20
@@ -183,7 +184,8 @@ def case_order(c):
     a, b, h = three(c)
     rss = {x.pid: x.rss() for x in (a, b, h)}
     budget = sum(rss.values()) - rss[a.pid] // 2
-    w = Watch(c, [a.pid, b.pid, h.pid], "--budget", str(budget))
+    prom = c.path("budget.prom")
+    w = Watch(c, [a.pid, b.pid, h.pid], "--budget", str(budget), "--metrics-file", prom)
     first = w.wait_line(r"^ramforge: budget .*: asked pid \d+")
     check(f"asked pid {a.pid} " in first and "through exec's gate" in first and
           "the least recently active: idle" in first and "exec's submissions" in first and
@@ -195,7 +197,23 @@ def case_order(c):
     check(b.rss() >= rss[b.pid] * 0.95 and h.rss() >= rss[h.pid] * 0.95,
           f"B or C lost pages: {b.rss()} of {rss[b.pid]}, {h.rss()} of {rss[h.pid]}")
     check(held(a, b, h) <= budget + 64 * 1024, f"held {held(a, b, h)} > budget {budget}")
+    text = wait_for(lambda: (lambda t: t if "ramforge_watch_budget_released_bytes_total" in t
+                             and re.search(rf'released_bytes_total{{pid="{a.pid}".* [1-9]', t)
+                             else None)(open(prom).read() if os.path.exists(prom) else ""),
+                    10, "the release in the metrics file")
+    check(re.search(rf"^ramforge_watch_budget_bytes {budget}$", text, re.M), "budget gauge")
+    heldv = int(re.search(r"^ramforge_watch_budget_held_bytes (\d+)$", text, re.M).group(1))
+    head = int(re.search(r"^ramforge_watch_budget_headroom_bytes (-?\d+)$", text, re.M).group(1))
+    check(head == budget - heldv, f"headroom {head} != budget {budget} - held {heldv}")
+    model_a = os.path.basename(a.model)
+    check(re.search(rf'^ramforge_watch_budget_model_held_bytes{{pid="{a.pid}",model="{model_a}",'
+                    rf'path="[^"]+",route="gate"}} \d+$', text, re.M), "A's held, route gate")
+    check(re.search(rf'^ramforge_watch_budget_model_held_bytes{{pid="{h.pid}",.*route="advice"}}',
+                    text, re.M), "C's held, route advice")
+    check(re.search(rf'^ramforge_watch_budget_releases_total{{pid="{a.pid}",.*route="gate"}} 1$',
+                    text, re.M), "A's one release through the gate")
     check(w.stop() == 0, "watch exit status")
+    promtool_check_metrics(text)
 
 
 @with_procs
