@@ -291,6 +291,7 @@ static void hook_model_freeing(struct llama_model *model)
     m->model = NULL;
     pthread_mutex_unlock(&exec_engine.table_mu);
     pthread_mutex_unlock(&exec_engine.session_mu);
+    exec_control_forget((size_t)(m - exec_engine.models));
 }
 
 /*

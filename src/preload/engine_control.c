@@ -73,10 +73,14 @@ static bool slot_fill(size_t i, struct ctl_slot *s)
     if (s->model == model)
         return true;
     bool ok = false;
-    pthread_mutex_lock(&exec_engine.session_mu);
-    if (m->s && m->model == model) {
+    pthread_mutex_lock(&exec_engine.session_mu); /* the session is freed under it only */
+    pthread_mutex_lock(&exec_engine.table_mu);   /* a load writes the slot under this one */
+    struct rf_session *session = m->model == model ? m->s : NULL;
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    if (session) {
         size_t n = 0;
-        const struct rf_mapping_meta *mm = forge_model_mappings(rf_session_forge_model(m->s), &n);
+        const struct rf_mapping_meta *mm =
+            forge_model_mappings(rf_session_forge_model(session), &n);
         if (n && mm[0].validated) {
             memset(s, 0, sizeof(*s));
             s->model = model;
@@ -239,7 +243,10 @@ static void take_if_idle(size_t i)
         struct rf_file_range *ranges = NULL;
         size_t n = 0;
         struct forge_release_result res;
-        struct forge_model *fm = m->s ? rf_session_forge_model(m->s) : NULL;
+        pthread_mutex_lock(&exec_engine.table_mu); /* the slot as a load wrote it */
+        struct rf_session *session = m->model == s.model ? m->s : NULL;
+        pthread_mutex_unlock(&exec_engine.table_mu);
+        struct forge_model *fm = session ? rf_session_forge_model(session) : NULL;
         err = fm ? pick_resident(fm, s.bytes, &ranges, &n) : -ESTALE;
         bool had_before = err == 0 && mapping_rss(&s, &before);
         if (err == 0)
@@ -395,6 +402,13 @@ void exec_control_start(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, start_once);
+}
+
+void exec_control_forget(size_t i)
+{
+    pthread_mutex_lock(&ctl.mu);
+    memset(&ctl.slots[i], 0, sizeof(ctl.slots[i]));
+    pthread_mutex_unlock(&ctl.mu);
 }
 
 void exec_control_stop(void)

@@ -136,5 +136,8 @@ void *exec_idle_thread(void *ud);
    socket removed at exit. */
 void exec_control_start(void);
 void exec_control_stop(void);
+/* The model of slot i was freed: its identity and request forgotten (a later model may get
+   the same addresses). Called without session_mu. */
+void exec_control_forget(size_t i);
 
 #endif
