@@ -16,6 +16,7 @@ The model mappings' Rss is read here from /proc/PID/smaps. Cases:
   no_cap        a watcher without CAP_SYS_NICE: what it could not do said once, not looped
   replaced      the exec'd model's file replaced on disk: the engine's release fails and says
                 so; not asked again
+  cgroup        --cgroup DIR watches the processes of that cgroup alone
 Usage: test_budget.py --ramforge PATH CASE
 """
 import os
@@ -29,7 +30,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-from e2e_util import Skip, asan_build, check, run_main, wait_for, ModelCtx  # noqa: E402
+from e2e_util import (Skip, asan_build, check, memory_child_cgroup, run_main,  # noqa: E402
+                      wait_for, ModelCtx)
 from prom_util import promtool_check_metrics  # noqa: E402
 
 PROMPT = "Hello my name is"
@@ -84,13 +86,13 @@ def smaps_rss(pid, model):
 class Hold:
     """exec_hold, bare or under exec, driven line by line."""
 
-    def __init__(self, c, model, under_exec, name, n_ctx=256):
+    def __init__(self, c, model, under_exec, name, n_ctx=256, preexec_fn=None):
         self.model = model
         self.err = open(c.path(f"{name}.err"), "w")
         prefix = [c.rf, "exec", "-v", "--"] if under_exec else []
         self.p = subprocess.Popen(prefix + [c.hold, model, PROMPT, str(n_ctx)],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=self.err, text=True, env=c.env)
+                                  stderr=self.err, text=True, env=c.env, preexec_fn=preexec_fn)
         self.pid = self.p.pid
         c.procs.append(self)
 
@@ -369,6 +371,24 @@ def case_replaced(c):
     time.sleep(2)
     check(w.count(rf"asked pid {a.pid} ") == 1, f"asked again: {w.lines}")
     check(w.stop() == 0, "watch exit status")
+
+
+@with_procs
+def case_cgroup(c):
+    """--cgroup DIR: the process in that cgroup is watched and advised; one outside it, idler
+    and larger, is not named."""
+    outside = Hold(c, c.seeded(2), False, "outside")
+    outside.cmd("gen 4")
+    with memory_child_cgroup("rf-budget", 1 << 30) as enter:
+        inside = Hold(c, c.seeded(1), False, "inside", preexec_fn=enter)
+        inside.cmd("gen 4")
+        full = inside.rss()
+        w = Watch(c, [], "--cgroup", enter.cgroup, "--budget", str(full // 2))
+        line = w.wait_line(r"advised .* of pid \d+")
+        check(f"of pid {inside.pid} " in line, f"not the process in the cgroup: {line}")
+        check(w.count(rf"pid {outside.pid} ") == 0, f"a process outside named: {w.lines}")
+        check(w.stop() == 0, "watch exit status")
+        inside.stop()
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
