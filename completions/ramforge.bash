@@ -32,7 +32,8 @@ _ramforge_opts_serve="-m --model --host --port -c --ctx-size -n --n-predict -t -
     --jinja --no-jinja
     --backend-sampling"
 _ramforge_opts_watch="-a --all -i --interval -n --iterations --once -j --json -b --bytes
-    --metrics-file --listen --release-idle --memory-target --release-mode -h --help"
+    --metrics-file --listen --release-idle --memory-target --release-mode --budget --keep
+    --cgroup -h --help"
 _ramforge_opts_exec="--residency-policy --memory-target --safety-reserve --release-mode
     --admission -c --ctx-size --idle-seconds --staging-budget --history --residency-report-json
     --metrics-file --metrics-listen --memory-limit -v --verbose -h --help"
@@ -88,7 +89,7 @@ _ramforge_value()
         inspect) _ramforge_list "$cur" "$_ramforge_columns" ;;
         *) _ramforge_files "$cur" ;;
         esac ;;
-    --copy-dir) _ramforge_dirs "$cur" ;;
+    --copy-dir | --cgroup) _ramforge_dirs "$cur" ;;
     -p | --prompt | -n | --n-predict | -t | --threads | -c | --ctx-size | -s | --seed | \
         --memory-target | --safety-reserve | --residency-page-budget | --staging-budget | \
         --stream-window | --stream-read-ahead | \
@@ -96,7 +97,7 @@ _ramforge_value()
         --run-args | --host | --port | --idle-seconds | --queue | --history | --api-key | \
         --timeout | --memory-limit | --profile-history | --profile-save-every | \
         --header-timeout | --max-connections | --max-connections-per-address | \
-        -i | --interval | --iterations | --listen | --release-idle | \
+        -i | --interval | --iterations | --listen | --release-idle | --budget | --keep | \
         --alias | --cors-origins | --temp | --sleep-idle-seconds | --tags | --batch-size | \
         --chat-template)
         COMPREPLY=() ;; # a number, size or text: nothing to offer

@@ -269,6 +269,7 @@ static void hook_loaded(struct llama_model *model, const char *path,
     if (c->verbose)
         exec_engine.host->say("exec: managing %s (policy %s, pid %ld)", path,
                               rf_policy_name(p.policy), (long)getpid());
+    exec_control_start();
     pthread_mutex_lock(&exec_engine.session_mu);
     m->op_open = true; /* the load's operation (after_load boundary) ends before any decode */
     exec_op_end(m, -1);
@@ -290,6 +291,7 @@ static void hook_model_freeing(struct llama_model *model)
     m->model = NULL;
     pthread_mutex_unlock(&exec_engine.table_mu);
     pthread_mutex_unlock(&exec_engine.session_mu);
+    exec_control_forget((size_t)(m - exec_engine.models));
 }
 
 /*
@@ -485,6 +487,7 @@ __attribute__((destructor)) static void engine_exit(void)
     exec_engine.stopping = true;
     pthread_cond_broadcast(&exec_engine.idle_cv);
     pthread_mutex_unlock(&exec_engine.table_mu);
+    exec_control_stop();
     pthread_mutex_lock(&exec_engine.session_mu);
     for (size_t i = 0; i < EXEC_MAX_MODELS; i++)
         if (exec_engine.models[i].s)

@@ -132,4 +132,12 @@ void exec_write_figures(struct exec_model *m);
 /* The idle thread's body (engine_ops.c); started at the first managed model. */
 void *exec_idle_thread(void *ud);
 
+/* engine_control.c: the control channel, started (once) at the first managed model; its
+   socket removed at exit. */
+void exec_control_start(void);
+void exec_control_stop(void);
+/* The model of slot i was freed: its identity and request forgotten (a later model may get
+   the same addresses). Called without session_mu. */
+void exec_control_forget(size_t i);
+
 #endif

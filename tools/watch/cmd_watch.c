@@ -3,7 +3,8 @@
  * processes read from outside, one reading per interval, as a terminal
  * view, JSON lines, a node_exporter textfile or a /metrics endpoint; with
  * --release-idle, non-destructive advice on an idle process's model
- * mapping. The modules are listed in watch.h.
+ * mapping; with --budget, one byte budget over them (docs/BUDGET.md). The
+ * modules are listed in watch.h.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -34,7 +35,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "Usage: %s watch [OPTIONS] PID...\n"
-            "       %s watch [OPTIONS] --all\n"
+            "       %s watch [OPTIONS] --all | --cgroup DIR\n"
             "\n"
             "The memory ledger of running llama.cpp processes, read from outside (procfs,\n"
             "pagemap, the model file's page cache, the cgroup tree) without touching them:\n"
@@ -47,6 +48,8 @@ static void usage(FILE *out)
             "Options:\n"
             "  -a, --all                 every process that maps a GGUF file (those whose maps\n"
             "                            cannot be read are counted, with the reason)\n"
+            "      --cgroup DIR          every process of the cgroup directory DIR and of its\n"
+            "                            descendants that maps a GGUF file\n"
             "  -i, --interval SECONDS    time between readings (default 1; 0.1 to 3600)\n"
             "  -n, --iterations N        stop after N readings (default: until interrupted)\n"
             "      --once                one reading (-n 1)\n"
@@ -68,6 +71,16 @@ static void usage(FILE *out)
             "      --memory-target SIZE  the model mapping Rss to advise down to (512MiB, ...)\n"
             "      --release-mode MODE   pageout (default: reclaim now) or cold (deactivate:\n"
             "                            reclaimed first under pressure, Rss need not drop)\n"
+            "      --budget SIZE         keep the pages the watched models hold (each file once)\n"
+            "                            under SIZE: over it, ask the least recently active\n"
+            "                            process first for its own cold file pages (exec's\n"
+            "                            submissions, else CPU time): through exec's gate at its\n"
+            "                            next idle moment where its control channel answers,\n"
+            "                            else by advice (process_madvise pageout, no gate);\n"
+            "                            never anonymous memory; one line on stderr per release\n"
+            "                            and why that one (docs/BUDGET.md)\n"
+            "      --keep PID|MODEL      with --budget: never release from this process, or from\n"
+            "                            this model (its file name or path); repeatable\n"
             "  -h, --help                show this help\n"
             "\n"
             "A figure that cannot be read (another user's process, a kernel that refuses) is\n"
@@ -89,7 +102,17 @@ static bool parse_seconds(const char *opt, const char *s, double min, double max
     return true;
 }
 
-enum { OPT_ONCE = 256, OPT_METRICS_FILE, OPT_LISTEN, OPT_RELEASE_IDLE, OPT_TARGET, OPT_MODE };
+enum {
+    OPT_ONCE = 256,
+    OPT_METRICS_FILE,
+    OPT_LISTEN,
+    OPT_RELEASE_IDLE,
+    OPT_TARGET,
+    OPT_MODE,
+    OPT_BUDGET,
+    OPT_KEEP,
+    OPT_CGROUP
+};
 
 static int parse_options(int argc, char **argv, struct watch_options *o)
 {
@@ -105,6 +128,9 @@ static int parse_options(int argc, char **argv, struct watch_options *o)
         {"release-idle", required_argument, NULL, OPT_RELEASE_IDLE},
         {"memory-target", required_argument, NULL, OPT_TARGET},
         {"release-mode", required_argument, NULL, OPT_MODE},
+        {"budget", required_argument, NULL, OPT_BUDGET},
+        {"keep", required_argument, NULL, OPT_KEEP},
+        {"cgroup", required_argument, NULL, OPT_CGROUP},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     bool has_target = false, has_mode = false;
@@ -163,14 +189,44 @@ static int parse_options(int argc, char **argv, struct watch_options *o)
                 return RF_EXIT_USAGE;
             }
             break;
+        case OPT_BUDGET:
+            o->budget = true;
+            if (!cli_parse_size("--budget", optarg, true, &o->budget_bytes))
+                return RF_EXIT_USAGE;
+            break;
+        case OPT_KEEP: {
+            char **v = realloc(o->keep, (o->n_keep + 1) * sizeof(*v));
+            if (!v) {
+                cli_error("out of memory");
+                return RF_EXIT_FAILURE;
+            }
+            o->keep = v;
+            v[o->n_keep++] = optarg;
+            break;
+        }
+        case OPT_CGROUP:
+            o->cgroup = optarg;
+            break;
         default: {
             int rc = cli_help_or_bad_option(c, argv, longopts, usage);
             return rc ? rc : -1; /* -1: --help was shown */
         }
         }
     }
-    if (o->all == (optind < argc)) {
-        cli_usage_error(o->all ? "--all takes no PID operands" : "no PID given (or --all)");
+    if ((o->all || o->cgroup) == (optind < argc) || (o->all && o->cgroup)) {
+        cli_usage_error(o->all && o->cgroup ? "--all and --cgroup: choose one"
+                        : o->all            ? "--all takes no PID operands"
+                        : o->cgroup         ? "--cgroup takes no PID operands"
+                                            : "no PID given (or --all, or --cgroup)");
+        return RF_EXIT_USAGE;
+    }
+    if ((o->n_keep && !o->budget) || (o->budget && o->release) ||
+        (o->budget && o->iterations == 1)) {
+        cli_usage_error(o->n_keep && !o->budget ? "--keep needs --budget"
+                        : o->release ? "--budget and --release-idle: choose one (the budget "
+                                       "releases idle processes itself)"
+                                     : "--budget needs more than one reading to measure its "
+                                       "releases");
         return RF_EXIT_USAGE;
     }
     if (o->release != has_target || (has_mode && !o->release)) {
@@ -228,6 +284,7 @@ static void drop_gone(struct watch_proc **procs, size_t *n)
         if (procs[i]->state == WATCH_RUNNING) {
             procs[k++] = procs[i];
         } else {
+            watch_budget_gone(procs[i]);
             watch_proc_clear_models(procs[i]);
             free(procs[i]);
         }
@@ -312,12 +369,13 @@ static int watch_loop(const struct watch_options *o)
                                   .index = reading,
                                   .all = o->all};
         drop_gone(procs, &n);
-        if (o->all) {
+        if (o->all || o->cgroup) {
             int *pids;
             size_t np;
-            int rc = watch_find_all(&pids, &np, &r.unreadable);
+            int rc = o->all ? watch_find_all(&pids, &np, &r.unreadable)
+                            : watch_find_cgroup(o->cgroup, &pids, &np, &r.unreadable);
             if (rc < 0) {
-                cli_error("cannot list /proc: %s", rf_strerror(rc));
+                cli_error("cannot list %s: %s", o->all ? "/proc" : o->cgroup, rf_strerror(rc));
                 status = RF_EXIT_FAILURE;
                 goto out;
             }
@@ -334,6 +392,8 @@ static int watch_loop(const struct watch_options *o)
             watch_proc_read(procs[i], r.now_s);
             watch_release_maybe(procs[i], o, r.now_s);
         }
+        if (o->budget)
+            watch_budget_run(procs, n, o, r.now_s, &r.budget);
         if (o->json) {
             for (size_t i = 0; i < n; i++)
                 if (watch_json_line(stdout, &r, procs[i]) < 0)
@@ -362,6 +422,7 @@ oom:
 out:
     for (size_t i = 0; i < n; i++) {
         watch_proc_clear_models(procs[i]);
+        free(procs[i]->budget);
         free(procs[i]);
     }
     free(procs);
@@ -379,6 +440,7 @@ int cmd_watch(int argc, char **argv)
     status = parse_options(argc, argv, &o);
     if (status != 0) {
         free(o.pids);
+        free(o.keep);
         return status < 0 ? 0 : status;
     }
     memset(&sa, 0, sizeof(sa));
@@ -389,11 +451,13 @@ int cmd_watch(int argc, char **argv)
     int rc = o.listen ? metrics_listen_start("--listen", o.listen, false, NULL, NULL) : 0;
     if (rc < 0) {
         free(o.pids);
+        free(o.keep);
         return rc == -EINVAL ? RF_EXIT_USAGE : RF_EXIT_FAILURE;
     }
     status = watch_loop(&o);
     if (o.listen)
         metrics_listen_stop();
     free(o.pids);
+    free(o.keep);
     return status;
 }

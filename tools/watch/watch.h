@@ -10,6 +10,10 @@
  *   watch_metrics.c  the reading as Prometheus text, for --metrics-file and --listen
  *                    (metrics_listen.c)
  *   watch_release.c  --release-idle: process_madvise of the idle model mapping
+ *   watch_budget.c   --budget: one byte budget over the watched processes' models
+ *                    (ramforge/core/budget.h decides; exec's control channel or
+ *                    process_madvise acts; docs/BUDGET.md)
+ *   watch_budget_metrics.c  its figures, lines and Prometheus families
  */
 #ifndef RAMFORGE_TOOLS_WATCH_H
 #define RAMFORGE_TOOLS_WATCH_H
@@ -68,6 +72,11 @@ struct watch_options {
     double release_idle_s;
     uint64_t target_bytes; /* --memory-target */
     enum rfsys_remote_advice release_mode;
+    bool budget;           /* --budget given */
+    uint64_t budget_bytes; /* --budget */
+    char **keep;           /* --keep operands (a pid, a model's file name or path); borrowed */
+    size_t n_keep;
+    const char *cgroup; /* --cgroup DIR: the processes of that cgroup (and below) */
 };
 
 /* A count of pages by state, in bytes. */
@@ -177,6 +186,16 @@ struct watch_proc {
     uint64_t rel_before_bytes, rel_after_bytes;
     int rel_error;
     bool rel_met_target;
+    struct watch_budget *budget; /* --budget's state of this process (watch_budget.c); owned */
+};
+
+/* The budget's figures of one reading (--budget). */
+struct watch_budget_total {
+    bool has;               /* --budget given and the plan made */
+    uint64_t budget_bytes;  /* --budget */
+    uint64_t held_bytes;    /* the models' resident pages, each file once */
+    int64_t headroom_bytes; /* budget - held: negative over it */
+    uint64_t pending_bytes; /* gated requests waiting for their process's idle moment */
 };
 
 #define WATCH_MAX_REASONS 8 /* distinct reasons --all counts unreadable processes under */
@@ -199,6 +218,7 @@ struct watch_reading {
     struct watch_unreadable unreadable;
     bool metrics_file;            /* --metrics-file given */
     uint64_t metrics_file_errors; /* its failed writes since the watch began */
+    struct watch_budget_total budget;
 };
 
 /* watch_read.c */
@@ -212,6 +232,8 @@ void watch_proc_read(struct watch_proc *p, double now_s);
  * are counted in *u by reason. 0 or -errno.
  */
 int watch_find_all(int **out, size_t *n, struct watch_unreadable *u);
+/* As watch_find_all over the processes of the cgroup directory dir and its descendants. */
+int watch_find_cgroup(const char *dir, int **out, size_t *n, struct watch_unreadable *u);
 /*
  * Seconds p's CPU time has not moved at monotonic time now_s in *idle_s;
  * false when unknown: the last reading could not read /proc/PID/stat (a
@@ -260,6 +282,23 @@ int watch_metrics_text(const struct watch_reading *r, struct watch_proc *const *
 
 /* watch_release.c: --release-idle for p at monotonic time now_s. */
 void watch_release_maybe(struct watch_proc *p, const struct watch_options *o, double now_s);
+/*
+ * process_madvise(mode) of up to want_bytes of m's present r--s pages in p,
+ * from the end of the file backwards, leaving out the file pages skip marks
+ * (may be NULL), validated against a fresh maps read. *requested: the bytes
+ * submitted, *accepted: those the kernel accepted. 0 or -errno (-ESTALE:
+ * the process remapped since the reading; -ESRCH: it exited).
+ */
+int watch_advise(const struct watch_proc *p, const struct watch_model *m, uint64_t want_bytes,
+                 const uint8_t *skip, enum rfsys_remote_advice mode, uint64_t *requested,
+                 uint64_t *accepted);
+
+/* watch_budget.c */
+/* --budget over procs[0..n) at monotonic time now_s: plans, acts, says; figures in *total. */
+void watch_budget_run(struct watch_proc *const *procs, size_t n, const struct watch_options *o,
+                      double now_s, struct watch_budget_total *total);
+/* p leaves the watch (exited, pid reused): what its budget could not do is said; freed. */
+void watch_budget_gone(struct watch_proc *p);
 
 /* The path label of a process: its first model's path, "" when none. */
 const char *watch_model_label(const struct watch_proc *p);

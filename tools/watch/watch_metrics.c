@@ -10,6 +10,7 @@
  * could not read, with --metrics-file its failed writes (a counter).
  */
 #include "watch.h"
+#include "watch_budget.h"
 
 #include <errno.h>
 #include <math.h>
@@ -236,5 +237,6 @@ int watch_metrics_text(const struct watch_reading *r, struct watch_proc *const *
             per_proc(f, procs[i], fam);
     }
     reading_families(f, r);
+    watch_budget_metrics(f, r, procs, n);
     return rf_prom_take(f, out);
 }

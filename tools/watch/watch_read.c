@@ -236,6 +236,34 @@ static void count_unreadable(struct watch_unreadable *u, int err)
     u->by[i].n++;
 }
 
+/* Whether the process pid_s maps a GGUF file; its maps refused (not gone) counted in u. */
+static bool maps_gguf(const char *pid_s, struct watch_unreadable *u)
+{
+    struct rfsys_maps maps;
+    bool gguf = false;
+    rfsys_maps_init(&maps);
+    int mrc = rfsys_read_maps(NULL, pid_s, &maps);
+    if (mrc == 0)
+        for (size_t i = 0; !gguf && i < maps.n; i++)
+            gguf = maps.v[i].inode && maps.v[i].path && first_of_file(&maps, i) &&
+                   mapping_is_gguf(pid_s, &maps.v[i]);
+    else if (mrc != -ENOENT && mrc != -ESRCH)
+        count_unreadable(u, mrc); /* refused, not gone */
+    rfsys_maps_free(&maps);
+    return gguf;
+}
+
+/* Appends pid to *v (n entries). -ENOMEM. */
+static int push_pid(int **v, size_t *n, int pid)
+{
+    int *nv = realloc(*v, (*n + 1) * sizeof(**v));
+    if (!nv)
+        return -ENOMEM;
+    *v = nv;
+    nv[(*n)++] = pid;
+    return 0;
+}
+
 int watch_find_all(int **out, size_t *n, struct watch_unreadable *u)
 {
     DIR *d = opendir("/proc");
@@ -248,31 +276,68 @@ int watch_find_all(int **out, size_t *n, struct watch_unreadable *u)
     memset(u, 0, sizeof(*u));
     if (!d)
         return -errno;
-    while ((e = readdir(d)) != NULL) {
-        if (!isdigit((unsigned char)e->d_name[0]))
-            continue;
-        struct rfsys_maps maps;
-        bool gguf = false;
-        rfsys_maps_init(&maps);
-        int mrc = rfsys_read_maps(NULL, e->d_name, &maps);
-        if (mrc == 0)
-            for (size_t i = 0; !gguf && i < maps.n; i++)
-                gguf = maps.v[i].inode && maps.v[i].path && first_of_file(&maps, i) &&
-                       mapping_is_gguf(e->d_name, &maps.v[i]);
-        else if (mrc != -ENOENT && mrc != -ESRCH)
-            count_unreadable(u, mrc); /* refused, not gone */
-        rfsys_maps_free(&maps);
-        if (!gguf)
-            continue;
-        int *nv = realloc(v, (*n + 1) * sizeof(*v));
-        if (!nv) {
-            rc = -ENOMEM;
-            break;
-        }
-        v = nv;
-        v[(*n)++] = atoi(e->d_name);
-    }
+    while (rc == 0 && (e = readdir(d)) != NULL)
+        if (isdigit((unsigned char)e->d_name[0]) && maps_gguf(e->d_name, u))
+            rc = push_pid(&v, n, atoi(e->d_name));
     closedir(d);
+    if (rc < 0) {
+        free(v);
+        *n = 0;
+        return rc;
+    }
+    *out = v;
+    return 0;
+}
+
+/* The processes of dir's cgroup.procs and of its descendants' that map a GGUF file. */
+static int find_in_cgroup(const char *dir, int depth, int **v, size_t *n,
+                          struct watch_unreadable *u)
+{
+    char path[4096], *text = NULL;
+    struct dirent *e;
+    int rc;
+
+    if (depth > 32)
+        return -ELOOP;
+    snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+    rc = rfsys_slurp(NULL, path, RFSYS_SLURP_MAX_BYTES, &text, NULL);
+    if (rc < 0)
+        return rc;
+    for (char *s = text; rc == 0 && *s;) {
+        char *end;
+        long pid = strtol(s, &end, 10);
+        if (end == s)
+            break;
+        char pid_s[16];
+        snprintf(pid_s, sizeof(pid_s), "%ld", pid);
+        if (pid > 0 && maps_gguf(pid_s, u))
+            rc = push_pid(v, n, (int)pid);
+        s = end + strspn(end, "\n");
+    }
+    free(text);
+    DIR *d = rc == 0 ? opendir(dir) : NULL;
+    while (d && rc == 0 && (e = readdir(d)) != NULL) {
+        if (e->d_type != DT_DIR || e->d_name[0] == '.')
+            continue;
+        if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= sizeof(path))
+            continue;
+        rc = find_in_cgroup(path, depth + 1, v, n, u);
+        if (rc == -ENOENT)
+            rc = 0; /* removed meanwhile */
+    }
+    if (d)
+        closedir(d);
+    return rc;
+}
+
+int watch_find_cgroup(const char *dir, int **out, size_t *n, struct watch_unreadable *u)
+{
+    int *v = NULL;
+
+    *out = NULL;
+    *n = 0;
+    memset(u, 0, sizeof(*u));
+    int rc = find_in_cgroup(dir, 0, &v, n, u);
     if (rc < 0) {
         free(v);
         *n = 0;

@@ -39,10 +39,11 @@ static bool still_model(const struct rfsys_maps *maps, const struct watch_model 
 
 /*
  * The present runs of the model's r--s VMAs, from the end of the file
- * backwards, until want_bytes are covered. *out owned; n ranges.
+ * backwards, until want_bytes are covered, leaving out the file pages skip
+ * marks (may be NULL). *out owned; n ranges.
  */
-static int pick_ranges(const struct watch_model *m, uint64_t want_bytes, struct rfsys_range **out,
-                       size_t *n, uint64_t *picked)
+static int pick_ranges(const struct watch_model *m, uint64_t want_bytes, const uint8_t *skip,
+                       struct rfsys_range **out, size_t *n, uint64_t *picked)
 {
     uint64_t page = m->page_bytes, file_pages = (m->file_bytes + page - 1) / page;
     struct rfsys_range *v = NULL;
@@ -59,7 +60,7 @@ static int pick_ranges(const struct watch_model *m, uint64_t want_bytes, struct 
         uint64_t end = first + (vma->end_addr - vma->start_addr) / page;
         end = end < file_pages ? end : file_pages;
         for (uint64_t pg = end; pg-- > first && *picked < want_bytes;) {
-            if (m->mapped_states[pg] != RF_PAGE_RESIDENT)
+            if (m->mapped_states[pg] != RF_PAGE_RESIDENT || (skip && skip[pg]))
                 continue;
             uint64_t addr = vma->start_addr + (pg - first) * page;
             if (*n && v[*n - 1].addr == addr + page) {
@@ -84,13 +85,39 @@ static int pick_ranges(const struct watch_model *m, uint64_t want_bytes, struct 
     return 0;
 }
 
-void watch_release_maybe(struct watch_proc *p, const struct watch_options *o, double now_s)
+int watch_advise(const struct watch_proc *p, const struct watch_model *m, uint64_t want_bytes,
+                 const uint8_t *skip, enum rfsys_remote_advice mode, uint64_t *requested,
+                 uint64_t *accepted)
 {
     struct rfsys_range *ranges = NULL;
     struct rfsys_maps maps;
     size_t n = 0;
     uint64_t picked;
-    int pidfd = -1, rc;
+    int pidfd = -1;
+
+    *requested = *accepted = 0;
+    rfsys_maps_init(&maps);
+    int rc = pick_ranges(m, want_bytes, skip, &ranges, &n, &picked);
+    if (rc == 0)
+        rc = rfsys_read_maps(NULL, p->pid_s, &maps);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if (!still_model(&maps, m, ranges[i].addr, ranges[i].len_bytes))
+            rc = -ESTALE; /* the process remapped since the reading: advise nothing */
+    if (rc == 0)
+        rc = rfsys_pidfd_open(p->pid, &pidfd);
+    if (rc == 0) {
+        *requested = picked;
+        rc = rfsys_process_madvise(pidfd, ranges, n, mode, accepted);
+    }
+    if (pidfd >= 0)
+        close(pidfd);
+    rfsys_maps_free(&maps);
+    free(ranges);
+    return rc;
+}
+
+void watch_release_maybe(struct watch_proc *p, const struct watch_options *o, double now_s)
+{
     double idle_s;
 
     p->released = false;
@@ -101,27 +128,13 @@ void watch_release_maybe(struct watch_proc *p, const struct watch_options *o, do
     const struct watch_model *m = &p->models[0];
     if (!m->has_sum || !m->has_table || m->mapped_reason[0] || m->sum.rss_bytes <= o->target_bytes)
         return;
-    rfsys_maps_init(&maps);
     p->released = true;
-    p->rel_requested_bytes = p->rel_accepted_bytes = 0;
     p->rel_has_observed = false;
     p->rel_before_bytes = m->sum.rss_bytes;
     p->rel_met_target = false;
     snprintf(p->release_json_note, sizeof(p->release_json_note), "%s", RELEASE_GUARANTEE);
-    rc = pick_ranges(m, m->sum.rss_bytes - o->target_bytes, &ranges, &n, &picked);
-    if (rc == 0)
-        rc = rfsys_read_maps(NULL, p->pid_s, &maps);
-    for (size_t i = 0; rc == 0 && i < n; i++)
-        if (!still_model(&maps, m, ranges[i].addr, ranges[i].len_bytes))
-            rc = -ESTALE; /* the process remapped since the reading: advise nothing */
-    if (rc == 0)
-        rc = rfsys_pidfd_open(p->pid, &pidfd);
-    if (rc == 0) {
-        for (size_t i = 0; i < n; i++)
-            p->rel_requested_bytes += ranges[i].len_bytes;
-        rc = rfsys_process_madvise(pidfd, ranges, n, o->release_mode, &p->rel_accepted_bytes);
-    }
-    p->rel_error = rc;
+    p->rel_error = watch_advise(p, m, m->sum.rss_bytes - o->target_bytes, NULL, o->release_mode,
+                                &p->rel_requested_bytes, &p->rel_accepted_bytes);
     if (p->rel_accepted_bytes) {
         struct rfsys_maps after;
         struct rfsys_mapping_sum sum;
@@ -136,8 +149,4 @@ void watch_release_maybe(struct watch_proc *p, const struct watch_options *o, do
         }
         rfsys_maps_free(&after);
     }
-    if (pidfd >= 0)
-        close(pidfd);
-    rfsys_maps_free(&maps);
-    free(ranges);
 }

@@ -1,0 +1,397 @@
+#!/usr/bin/env python3
+"""ramforge watch --budget end to end (docs/BUDGET.md) with real llama.cpp processes.
+
+exec_hold (tests/preload/exec_hold.c) holds a generated model with a context alive, two under
+`ramforge exec` (their control channel answers) and one bare; `watch --budget` runs over them.
+The model mappings' Rss is read here from /proc/PID/smaps. Cases:
+  order         the least recently active (exec's submissions) is asked first, through its
+                gate; the others keep their pages; the budget's /metrics families
+  keep          --keep PID passes it over: the next one gives
+  bare_advice   with both exec'd kept, the bare one gets the advisory release (labelled so)
+  gate_busy     a decode running throughout gets no release: the request waits, taken at the
+                first idle moment after the decodes stop
+  killed        a process killed while its request waits: said once, the watch goes on
+  shared        pages another process (outside the watch) maps: the release moves nothing,
+                said once, never asked again
+  no_cap        a watcher without CAP_SYS_NICE: what it could not do said once, not looped
+  replaced      the exec'd model's file replaced on disk: the engine's release fails and says
+                so; not asked again
+  cgroup        --cgroup DIR watches the processes of that cgroup alone
+Usage: test_budget.py --ramforge PATH CASE
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+from e2e_util import (Skip, asan_build, check, memory_child_cgroup, run_main,  # noqa: E402
+                      wait_for, ModelCtx)
+from prom_util import promtool_check_metrics  # noqa: E402
+
+PROMPT = "Hello my name is"
+MiB = 1 << 20
+
+
+class Ctx(ModelCtx):
+    def __init__(self, args, tmp):
+        super().__init__(args, tmp)
+        self.hold = os.environ.get("RF_EXEC_HOLD", "")
+        if not self.hold:
+            raise Skip("exec_hold was not built")
+        if asan_build(self.rf):
+            raise Skip("an AddressSanitizer build: its runtime cannot be preloaded")
+        if os.geteuid() != 0:
+            raise Skip("process_madvise of another process needs CAP_SYS_NICE: run as root")
+        self.env = dict(os.environ, RAMFORGE_RUNTIME_DIR=self.path("run"))
+        self.procs = []
+
+    def seeded(self, seed):
+        """A small q8_0 model of its own seed (distinct files: distinct page cache)."""
+        path = self.path(f"small-{seed}.gguf")
+        if not os.path.exists(path):
+            self.run("mkmodel", "--preset", "small", "--type", "q8_0", "--seed", str(seed),
+                     "-o", path)
+            with open(path, "rb") as f:
+                os.fsync(f.fileno())
+        return path
+
+
+def smaps_rss(pid, model):
+    """The Rss of pid's mappings of the model file (its inode: a path replaced still names
+    what the process maps), bytes; None when the process is gone."""
+    st = os.stat(model) if os.path.exists(model) else None
+    total = 0
+    try:
+        with open(f"/proc/{pid}/smaps") as f:
+            cur = False
+            for line in f:
+                parts = line.split()
+                if "-" in parts[0] and not parts[0].endswith(":"):
+                    cur = len(parts) >= 6 and parts[1] == "r--s" and (
+                        " ".join(parts[5:]).startswith(os.path.realpath(model)) or
+                        (st is not None and parts[4] == str(st.st_ino)))
+                elif cur and parts[0] == "Rss:":
+                    total += int(parts[1]) * 1024
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return total
+
+
+class Hold:
+    """exec_hold, bare or under exec, driven line by line."""
+
+    def __init__(self, c, model, under_exec, name, n_ctx=256, preexec_fn=None):
+        self.model = model
+        self.err = open(c.path(f"{name}.err"), "w")
+        prefix = [c.rf, "exec", "-v", "--"] if under_exec else []
+        self.p = subprocess.Popen(prefix + [c.hold, model, PROMPT, str(n_ctx)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=self.err, text=True, env=c.env, preexec_fn=preexec_fn)
+        self.pid = self.p.pid
+        c.procs.append(self)
+
+    def send(self, line):
+        self.p.stdin.write(line + "\n")
+        self.p.stdin.flush()
+
+    def cmd(self, line):
+        self.send(line)
+        answer = self.p.stdout.readline().strip()
+        check(answer and answer != "error", f"exec_hold answered {answer!r} to {line!r}")
+        return answer
+
+    def rss(self):
+        return smaps_rss(self.pid, self.model)
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait(timeout=60)
+        self.err.close()
+
+
+class Watch:
+    """ramforge watch --budget, its stderr lines collected by a thread."""
+
+    def __init__(self, c, pids, *opts, prefix=(), n=600):
+        argv = [*prefix, c.rf, "watch", "-i", "0.3", "-n", str(n), "--json", *opts,
+                *[str(p) for p in pids]]
+        self.p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  text=True, env=c.env)
+        self.lines = []
+        self.t = threading.Thread(target=self._read, daemon=True)
+        self.t.start()
+
+    def _read(self):
+        for line in self.p.stderr:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_line(self, pattern, timeout=30):
+        rx = re.compile(pattern)
+        return wait_for(lambda: next((ln for ln in list(self.lines) if rx.search(ln)), None),
+                        timeout, f"a watch line matching {pattern!r}; lines: {self.lines}")
+
+    def count(self, pattern):
+        rx = re.compile(pattern)
+        return sum(1 for ln in list(self.lines) if rx.search(ln))
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGINT)
+        rc = self.p.wait(timeout=60)
+        self.t.join(timeout=10)
+        return rc
+
+
+def three(c):
+    """A (exec), B (exec), C (bare), each with its model resident; A's last decode the
+    oldest, then B's; C's CPU time is watched from the watch's start (the most recent)."""
+    a = Hold(c, c.seeded(1), True, "a")
+    b = Hold(c, c.seeded(2), True, "b")
+    h = Hold(c, c.seeded(3), False, "c")
+    for x in (a, b, h):
+        x.cmd("gen 4")
+    time.sleep(1.5)
+    b.cmd("gen 2")
+    for x in (a, b, h):
+        wait_for(lambda x=x: x.rss() and x.rss() > 10 * MiB, 30, f"pid {x.pid} resident")
+    return a, b, h
+
+
+def held(*xs):
+    return sum(x.rss() for x in xs)
+
+
+def with_procs(fn):
+    def case(c):
+        try:
+            return fn(c)
+        finally:
+            for x in c.procs:
+                x.stop()
+    case.__doc__ = fn.__doc__
+    return case
+
+
+@with_procs
+def case_order(c):
+    """The least recently active (A, by exec's submissions) gives first, through its gate;
+    B and C keep their pages."""
+    a, b, h = three(c)
+    rss = {x.pid: x.rss() for x in (a, b, h)}
+    budget = sum(rss.values()) - rss[a.pid] // 2
+    prom = c.path("budget.prom")
+    w = Watch(c, [a.pid, b.pid, h.pid], "--budget", str(budget), "--metrics-file", prom)
+    first = w.wait_line(r"^ramforge: budget .*: asked pid \d+")
+    check(f"asked pid {a.pid} " in first and "through exec's gate" in first and
+          "the least recently active: idle" in first and "exec's submissions" in first and
+          f"next: pid {b.pid} " in first, f"not A first, through its gate: {first}")
+    w.wait_line(rf"pid {a.pid} .*released at its idle moment under its gate")
+    wait_for(lambda: a.rss() <= rss[a.pid] - rss[a.pid] // 4, 20, "A's Rss to fall")
+    time.sleep(1)
+    check(w.count(r"asked pid|advised") == 1, f"one release only: {w.lines}")
+    check(b.rss() >= rss[b.pid] * 0.95 and h.rss() >= rss[h.pid] * 0.95,
+          f"B or C lost pages: {b.rss()} of {rss[b.pid]}, {h.rss()} of {rss[h.pid]}")
+    check(held(a, b, h) <= budget + 64 * 1024, f"held {held(a, b, h)} > budget {budget}")
+    text = wait_for(lambda: (lambda t: t if "ramforge_watch_budget_released_bytes_total" in t
+                             and re.search(rf'released_bytes_total{{pid="{a.pid}".* [1-9]', t)
+                             else None)(open(prom).read() if os.path.exists(prom) else ""),
+                    10, "the release in the metrics file")
+    check(re.search(rf"^ramforge_watch_budget_bytes {budget}$", text, re.M), "budget gauge")
+    heldv = int(re.search(r"^ramforge_watch_budget_held_bytes (\d+)$", text, re.M).group(1))
+    head = int(re.search(r"^ramforge_watch_budget_headroom_bytes (-?\d+)$", text, re.M).group(1))
+    check(head == budget - heldv, f"headroom {head} != budget {budget} - held {heldv}")
+    model_a = os.path.basename(a.model)
+    check(re.search(rf'^ramforge_watch_budget_model_held_bytes{{pid="{a.pid}",model="{model_a}",'
+                    rf'path="[^"]+",route="gate"}} \d+$', text, re.M), "A's held, route gate")
+    check(re.search(rf'^ramforge_watch_budget_model_held_bytes{{pid="{h.pid}",.*route="advice"}}',
+                    text, re.M), "C's held, route advice")
+    check(re.search(rf'^ramforge_watch_budget_releases_total{{pid="{a.pid}",.*route="gate"}} 1$',
+                    text, re.M), "A's one release through the gate")
+    check(w.stop() == 0, "watch exit status")
+    promtool_check_metrics(text)
+
+
+@with_procs
+def case_keep(c):
+    """--keep A's pid: A is passed over, B (the next least recently active) gives."""
+    a, b, h = three(c)
+    rss = {x.pid: x.rss() for x in (a, b, h)}
+    budget = sum(rss.values()) - rss[b.pid] // 2
+    w = Watch(c, [a.pid, b.pid, h.pid], "--budget", str(budget), "--keep", str(a.pid))
+    first = w.wait_line(r"^ramforge: budget .*: asked pid \d+")
+    check(f"asked pid {b.pid} " in first, f"not B: {first}")
+    w.wait_line(rf"pid {b.pid} .*released at its idle moment")
+    time.sleep(1)
+    check(a.rss() >= rss[a.pid] * 0.95, f"A (kept) lost pages: {a.rss()} of {rss[a.pid]}")
+    check(w.count(rf"pid {a.pid} ") == 0, f"A named: {w.lines}")
+    check(w.stop() == 0, "watch exit status")
+
+
+@with_procs
+def case_bare_advice(c):
+    """Both exec'd kept (by model name and by pid): the bare one is advised, labelled
+    advisory, and its Rss falls."""
+    a, b, h = three(c)
+    rss = {x.pid: x.rss() for x in (a, b, h)}
+    budget = sum(rss.values()) - rss[h.pid] // 2
+    w = Watch(c, [a.pid, b.pid, h.pid], "--budget", str(budget), "--keep",
+              os.path.basename(a.model), "--keep", str(b.pid))
+    line = w.wait_line(r"advised .* of pid \d+")
+    check(f"of pid {h.pid} " in line and "advisory" in line and "not under exec" in line,
+          f"not C by advice: {line}")
+    m = re.search(r"advised (\S+ \S+) of .*the kernel accepted (\S+ \S+)\)", line)
+    check(m and m.group(1) == m.group(2), f"the advised and accepted figures differ: {line}")
+    check("idle " in line and "by its CPU time" in line, f"no idle time said: {line}")
+    idle = float(re.search(r"idle ([0-9.]+) s by its CPU time", line).group(1))
+    check(idle >= 1.0, f"a process busy within the last second was advised: {line}")
+    wait_for(lambda: h.rss() <= rss[h.pid] - rss[h.pid] // 4, 20, "C's Rss to fall")
+    check(a.rss() >= rss[a.pid] * 0.95 and b.rss() >= rss[b.pid] * 0.95, "A or B lost pages")
+    check(w.stop() == 0, "watch exit status")
+
+
+@with_procs
+def case_gate_busy(c):
+    """B decodes throughout: its request waits (its Rss stays) until the decodes stop, then
+    is taken at its idle moment."""
+    a = Hold(c, c.seeded(1), True, "a")
+    b = Hold(c, c.seeded(2), True, "b", n_ctx=8192)
+    for x in (a, b):
+        x.cmd("gen 4")
+    full = b.rss()
+    budget = a.rss() + full // 2
+    stop = threading.Event()
+    answers = []
+
+    def busy():
+        while not stop.is_set() and sum(answers) < 7000:
+            answers.append(len(b.cmd("gen 8").split()) - 1)
+    t = threading.Thread(target=busy, daemon=True)
+    t.start()
+    w = Watch(c, [a.pid, b.pid], "--budget", str(budget), "--keep", str(a.pid))
+    w.wait_line(rf"asked pid {b.pid} .*through exec's gate")
+    t_end = time.monotonic() + 3
+    while time.monotonic() < t_end:  # the decodes run: nothing may be released under them
+        check(b.rss() >= full * 0.95, f"released during a decode: {b.rss()} of {full}")
+        check(w.count(r"released at its idle moment") == 0, f"taken while busy: {w.lines}")
+        time.sleep(0.1)
+    check(t.is_alive(), f"the decodes stopped early ({sum(answers)} tokens): the case needs "
+          "them running for the 3 s checked")
+    stop.set()
+    t.join(timeout=30)
+    stopped = time.monotonic()
+    w.wait_line(rf"pid {b.pid} .*released at its idle moment under its gate", timeout=20)
+    check(time.monotonic() - stopped >= 0.9, "taken before a quiet second")
+    wait_for(lambda: b.rss() <= full * 0.75, 20, "B's Rss to fall")
+    check(w.stop() == 0, "watch exit status")
+
+
+@with_procs
+def case_killed(c):
+    """A killed while its gated request waits (a decode running): the watch says it exited
+    before its release could be measured, once, and goes on."""
+    a = Hold(c, c.seeded(1), True, "a", n_ctx=8192)
+    b = Hold(c, c.seeded(2), False, "b")
+    for x in (a, b):
+        x.cmd("gen 4")
+    budget = b.rss() + a.rss() // 2
+    a.send("gen 6000")  # busy: the request cannot be taken
+    w = Watch(c, [a.pid, b.pid], "--budget", str(budget), "--keep", str(b.pid))
+    w.wait_line(rf"asked pid {a.pid} .*through exec's gate")
+    os.kill(a.pid, signal.SIGKILL)
+    a.p.wait(timeout=30)
+    w.wait_line(rf"pid {a.pid} .*exited before its release of .* could be measured")
+    time.sleep(1.5)
+    check(w.count(rf"pid {a.pid} .*exited") == 1, f"said more than once: {w.lines}")
+    check(w.p.poll() is None, "the watch stopped")
+    check(w.stop() == 0, "watch exit status")
+
+
+@with_procs
+def case_shared(c):
+    """Two bare processes map one file, the watch sees one: every page is mapped twice, the
+    kernel's pageout skips them; the release moved nothing: said once, never asked again."""
+    model = c.seeded(1)
+    a = Hold(c, model, False, "a")
+    b = Hold(c, model, False, "b")
+    for x in (a, b):
+        x.cmd("gen 4")
+    full = a.rss()
+    w = Watch(c, [a.pid], "--budget", str(full // 2))
+    w.wait_line(rf"advised .* of pid {a.pid} ")
+    w.wait_line(rf"pid {a.pid} .*moved .*not asked again until it holds more than")
+    time.sleep(2)
+    check(w.count(rf"advised .* of pid {a.pid} ") == 1, f"asked again: {w.lines}")
+    check(w.count(r"not asked again") == 1, f"said more than once: {w.lines}")
+    check(a.rss() >= full * 0.95, f"pages mapped twice were released: {a.rss()} of {full}")
+    check(w.stop() == 0, "watch exit status")
+
+
+@with_procs
+def case_no_cap(c):
+    """A watcher without CAP_SYS_NICE: process_madvise refuses; said once with the reason,
+    not looped."""
+    setpriv = shutil.which("setpriv")
+    if not setpriv:
+        raise Skip("setpriv (util-linux) is not installed")
+    a = Hold(c, c.seeded(1), False, "a")
+    a.cmd("gen 4")
+    full = a.rss()
+    w = Watch(c, [a.pid], "--budget", str(full // 2),
+              prefix=(setpriv, "--inh-caps=-sys_nice", "--bounding-set=-sys_nice"))
+    line = w.wait_line(rf"cannot advise pid {a.pid} ")
+    check("Operation not permitted" in line and "CAP_SYS_NICE" in line, f"no reason: {line}")
+    time.sleep(2)
+    check(w.count(rf"cannot advise pid {a.pid} ") == 1, f"said or tried again: {w.lines}")
+    check(a.rss() >= full * 0.95, "released without the capability")
+    check(w.stop() == 0, "watch exit status")
+
+
+@with_procs
+def case_replaced(c):
+    """The exec'd model's file replaced on disk: its engine cannot release (the file at the
+    path is not the one mapped) and says so; the watch says it once and does not loop."""
+    model = c.seeded(1)
+    a = Hold(c, model, True, "a")
+    a.cmd("gen 4")
+    full = a.rss()
+    shutil.copyfile(model, model + ".new")
+    os.rename(model + ".new", model)
+    w = Watch(c, [a.pid], "--budget", str(full // 2))
+    w.wait_line(rf"asked pid {a.pid} .*through exec's gate")
+    line = w.wait_line(rf"pid {a.pid} .*request \d+ failed at its idle moment", timeout=20)
+    check("Stale file handle" in line, f"not the replaced file's reason: {line}")
+    w.wait_line(rf"pid {a.pid} .*not asked again")
+    time.sleep(2)
+    check(w.count(rf"asked pid {a.pid} ") == 1, f"asked again: {w.lines}")
+    check(w.stop() == 0, "watch exit status")
+
+
+@with_procs
+def case_cgroup(c):
+    """--cgroup DIR: the process in that cgroup is watched and advised; one outside it, idler
+    and larger, is not named."""
+    outside = Hold(c, c.seeded(2), False, "outside")
+    outside.cmd("gen 4")
+    with memory_child_cgroup("rf-budget", 1 << 30) as enter:
+        inside = Hold(c, c.seeded(1), False, "inside", preexec_fn=enter)
+        inside.cmd("gen 4")
+        full = inside.rss()
+        w = Watch(c, [], "--cgroup", enter.cgroup, "--budget", str(full // 2))
+        line = w.wait_line(r"advised .* of pid \d+")
+        check(f"of pid {inside.pid} " in line, f"not the process in the cgroup: {line}")
+        check(w.count(rf"pid {outside.pid} ") == 0, f"a process outside named: {w.lines}")
+        check(w.stop() == 0, "watch exit status")
+        inside.stop()
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+if __name__ == "__main__":
+    run_main(CASES, Ctx, "ramforge-budget-")
