@@ -111,6 +111,8 @@ struct exec_engine {
         struct exec_model *m;
         uint32_t n_ctx;
         bool in_flight;
+        struct forge_window_decoration *window; /* its params' decoration (streaming with
+                                                   a read-ahead ring); NULL: none */
     } * ctxs;
     size_t n_ctxs, cap_ctxs;
     bool idle_started, stopping;

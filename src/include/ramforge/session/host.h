@@ -5,7 +5,9 @@
  *
  *   rf_session_operation_start  admission for this request, staging after
  *                               an idle release (or always, for run), the
- *                               streaming pins: one call, one result
+ *                               streaming pins and, for contexts the
+ *                               application decorated, the read-ahead
+ *                               window: one call, one result
  *   rf_session_idle             the idle boundary (contexts alive or not)
  *                               and its outcome with the reason: released,
  *                               nothing to release and why, or refused
@@ -33,8 +35,11 @@ struct rf_operation_start_params {
     struct rf_operation_request request; /* the operation's context and tokens */
     bool admit;                          /* decide admission (the policy must not be off) */
     uint64_t staging_budget_bytes;       /* 0: no staging */
-    bool stage_always; /* stage whatever the last idle boundary did (run: a cold start);
-                          false: only after an idle boundary that released bytes */
+    bool stage_always;   /* stage whatever the last idle boundary did (run: a cold start);
+                            false: only after an idle boundary that released bytes */
+    bool install_window; /* after the pins, open the read-ahead window and install it for the
+                            contexts decorated with rf_session_context_params_decorate, until
+                            rf_session_stream_window_remove or the operation's end */
 };
 
 struct rf_operation_start {
@@ -49,6 +54,9 @@ struct rf_operation_start {
     uint64_t staging_accepted_bytes;      /* bytes WILLNEED accepted (native_accepted) */
     bool pinned;                          /* the streaming pins are held */
     int pin_error;                        /* rf_session_stream_pin's error, 0 if none */
+    bool window_installed;                /* install_window: the decorated contexts' decodes
+                                             compute the streamed tensors from the window */
+    int window_error;                     /* rf_session_stream_window_open's error, 0 if none */
 };
 
 /*
@@ -102,6 +110,35 @@ int rf_session_stream_window_open(struct rf_session *s, struct forge_window **ou
 /* Records the window's figures (the operation's streaming.read_ahead) and frees it; NULL w:
    nothing. */
 void rf_session_stream_window_close(struct rf_session *s, struct forge_window *w);
+
+struct forge_window_decoration;
+struct llama_context_params;
+
+/*
+ * llama.h's style for a program that creates its own contexts (ramforge
+ * exec's llama_init_from_model): decorates the application's params p
+ * before the context is created, so its decodes compute from the window an
+ * operation's start installs (install_window), chaining the cb_eval p had
+ * with its user data. *out is the context's decoration (NULL, p untouched:
+ * the session has no window to give, its policy is not streaming with a
+ * read-ahead ring): free it with forge_window_decoration_free after
+ * llama_free of the context, before rf_session_free. Each decode of the
+ * context is bracketed by forge_window_hook_decode_begin/_end(*out) (the
+ * window serves one decode at a time: while one is installed, the
+ * decorated contexts of the model decode one after the other;
+ * ramforge/forge/forge_window.h). Thread-safe (no session state changes).
+ * Errors: -EINVAL (a NULL argument), -ENOMEM.
+ */
+int rf_session_context_params_decorate(struct rf_session *s, struct llama_context_params *p,
+                                       struct forge_window_decoration **out);
+
+/*
+ * Removes the window the operation's start installed (none: nothing),
+ * after the decode in progress, and records its figures as the
+ * operation's streaming.read_ahead. The operation's end does it too; a
+ * program calls it before a boundary so that the ring is freed first.
+ */
+void rf_session_stream_window_remove(struct rf_session *s);
 
 /* "released", "nothing", "refused"; NULL outside the enum. */
 const char *rf_idle_outcome_name(enum rf_idle_outcome o);
