@@ -86,7 +86,7 @@ def llama_server_once(a, limit, exec_policy):
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 preexec_fn=None if exec_policy else enter)
         try:
-            for _ in range(3000):  # its load and warmup, polled every 0.1 s
+            for _ in range(3000):  # its load and warmup (503 meanwhile), polled every 0.1 s
                 if proc.poll() is not None:
                     raise SystemExit(f"streaming_hosts: llama-server exited {proc.returncode}")
                 try:
@@ -95,7 +95,10 @@ def llama_server_once(a, limit, exec_policy):
                     if conn.getresponse().status == 200:
                         break
                 except OSError:
-                    time.sleep(0.1)
+                    pass
+                time.sleep(0.1)
+            else:
+                raise SystemExit("streaming_hosts: llama-server did not answer /health")
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
             conn.request("POST", "/completion", body=json.dumps(
                 {"prompt": PROMPT, "n_predict": a.n, "temperature": 0, "return_tokens": True,
@@ -105,6 +108,8 @@ def llama_server_once(a, limit, exec_policy):
         finally:
             proc.terminate()
             proc.wait(timeout=120)
+    if "timings" not in doc:
+        raise SystemExit(f"streaming_hosts: llama-server answered {doc}")
     return doc["timings"]["predicted_per_second"], doc["tokens"]
 
 
