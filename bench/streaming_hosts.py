@@ -26,12 +26,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_util import evict, memory_child_cgroup  # noqa: E402
-from serve_idle import free_port  # noqa: E402
+from serve_idle import free_port, llama_server_port  # noqa: E402
 
 PROMPT = "Hello my name is"
 
@@ -83,22 +82,10 @@ def llama_server_once(a, limit, exec_policy):
         if exec_policy:
             argv = [a.ramforge, "exec", "--residency-policy", exec_policy, "--memory-limit",
                     str(limit), "--"] + argv
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 preexec_fn=None if exec_policy else enter)
         try:
-            for _ in range(3000):  # its load and warmup (503 meanwhile), polled every 0.1 s
-                if proc.poll() is not None:
-                    raise SystemExit(f"streaming_hosts: llama-server exited {proc.returncode}")
-                try:
-                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                    conn.request("GET", "/health")
-                    if conn.getresponse().status == 200:
-                        break
-                except OSError:
-                    pass
-                time.sleep(0.1)
-            else:
-                raise SystemExit("streaming_hosts: llama-server did not answer /health")
+            llama_server_port(port)(proc)  # its load and warmup
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
             conn.request("POST", "/completion", body=json.dumps(
                 {"prompt": PROMPT, "n_predict": a.n, "temperature": 0, "return_tokens": True,
