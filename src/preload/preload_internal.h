@@ -16,6 +16,12 @@
  * A submission that finds session_mu taken (a boundary running) does not
  * wait for it: it skips the operation's bookkeeping (the next submission
  * does it) and waits only in the gate, for a madvise pass in progress.
+ * Under streaming, a third, the model's window hook (forge_window.h): each
+ * submission holds it across the real llama_decode/llama_encode (shared
+ * without a window, exclusive with one), taken after the lease with
+ * neither lock above held; the operation's start and end take it
+ * exclusive under session_mu to install and remove the window. A thread
+ * holding it never waits for session_mu or table_mu.
  */
 #ifndef RAMFORGE_PRELOAD_INTERNAL_H
 #define RAMFORGE_PRELOAD_INTERNAL_H
