@@ -108,7 +108,7 @@ def main():
     ap.add_argument("-n", type=int, default=16)
     ap.add_argument("-t", type=int, default=2)
     ap.add_argument("-r", type=int, default=3)
-    ap.add_argument("--llama-server", default="", help="the pinned llama-server: exec and bare rows")
+    ap.add_argument("--llama-server", default="", help="llama-server: the exec and bare rows")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("streaming_hosts: needs root (memory cgroups)", file=sys.stderr)

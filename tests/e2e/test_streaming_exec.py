@@ -119,7 +119,8 @@ def case_exec_streaming_llama_server(c):
         finally:
             stop(bare)
     rep = os.path.join(c.tmp, "exec.json")
-    with memory_child_cgroup("ramforge-e2e-exec-stream", os.path.getsize(model) * 3 // 4) as enter, \
+    limit = os.path.getsize(model) * 3 // 4
+    with memory_child_cgroup("ramforge-e2e-exec-stream", limit) as enter, \
             open(os.path.join(c.tmp, "exec.err"), "w") as err:
         evict(model)
         port = free_port()
