@@ -29,6 +29,7 @@ struct exec_engine exec_engine = {
     .table_mu = PTHREAD_MUTEX_INITIALIZER,
     .session_mu = PTHREAD_MUTEX_INITIALIZER,
     .idle_cv = PTHREAD_COND_INITIALIZER,
+    .start_cv = PTHREAD_COND_INITIALIZER,
 };
 
 /* The model slot of model, or NULL (not managed). Under table_mu. */
@@ -447,12 +448,18 @@ static void hook_submit(struct llama_context *ctx, int32_t n_tokens)
     struct exec_ctx *e = ctx_of(ctx);
     struct exec_model *m = e ? e->m : NULL;
     submitting_window = e ? e->window : NULL;
+    uint64_t t0 = rf_now_ns();
+    /* another submission starting the operation: wait for its pins and window, then decode in
+       it (a boundary running is not waited for: below) */
+    while (m && m->starting)
+        pthread_cond_wait(&exec_engine.start_cv, &exec_engine.table_mu);
     bool book = m && m->submits_bookkept <= m->clock.submits_closed;
+    if (book)
+        m->starting = true;
     uint32_t n_ctx = e ? e->n_ctx : 0;
     pthread_mutex_unlock(&exec_engine.table_mu);
     if (!m)
         return;
-    uint64_t t0 = rf_now_ns();
     if (book) {
         if (pthread_mutex_trylock(&exec_engine.session_mu) == 0) {
             exec_op_begin(m, n_ctx, n_tokens);
@@ -460,6 +467,12 @@ static void hook_submit(struct llama_context *ctx, int32_t n_tokens)
         } else {
             book = false;
         }
+        pthread_mutex_lock(&exec_engine.table_mu);
+        m->starting = false;
+        if (book) /* at once: a submission woken now is in this operation */
+            m->submits_bookkept = m->clock.submits + 1;
+        pthread_cond_broadcast(&exec_engine.start_cv);
+        pthread_mutex_unlock(&exec_engine.table_mu);
     }
     uint64_t t1 = rf_now_ns();
     rf_session_lease_begin(m->s); /* waits while a release's madvise pass runs */
@@ -474,9 +487,7 @@ static void hook_submit(struct llama_context *ctx, int32_t n_tokens)
         rf_idle_clock_finish(&m->clock, now);
         rf_session_lease_end(m->s); /* freed meanwhile by another thread: nothing to hold */
     }
-    if (book)
-        m->submits_bookkept = m->clock.submits;
-    else if (m->submits_bookkept <= m->clock.submits_closed)
+    if (!book && m->submits_bookkept <= m->clock.submits_closed)
         m->bookkeeping_skipped++;
     if (gate_ns > m->gate_wait_max_ns)
         m->gate_wait_max_ns = gate_ns;

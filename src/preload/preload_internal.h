@@ -89,7 +89,10 @@ struct exec_model {
     struct rf_idle_clock clock; /* submissions (decode, encode) since the load, those the
                                    last ended operation covered, in flight (contexts between
                                    submission and completion), the last activity */
-    uint64_t submits_bookkept;  /* clock.submits when the open operation's bookkeeping ran */
+    uint64_t submits_bookkept;  /* clock.submits when the open operation's bookkeeping ran
+                                   (counting its own submission) */
+    bool starting;              /* a submission runs the operation's bookkeeping: the others
+                                   wait for it (start_cv) */
     uint32_t last_n_ctx;        /* n_ctx of the last context created */
     uint64_t operations;        /* operations ended (the load's included) */
     uint64_t idle_boundaries, idle_alive_boundaries;
@@ -105,8 +108,9 @@ struct exec_engine {
     const struct forge_exec_host *host;
     struct exec_config cfg;
     pthread_mutex_t table_mu, session_mu;
-    pthread_cond_t idle_cv; /* table_mu: signalled at a stop only; otherwise the idle thread wakes
-                               at its deadline */
+    pthread_cond_t idle_cv;  /* table_mu: signalled at a stop only; otherwise the idle thread wakes
+                                at its deadline */
+    pthread_cond_t start_cv; /* table_mu: a model's operation start (bookkeeping) ended */
     struct exec_model models[EXEC_MAX_MODELS];
     unsigned loads;              /* models managed so far */
     unsigned loads_without_mmap; /* loads not managed: no mmap */

@@ -14,9 +14,11 @@ runs under a child memory cgroup of 0.75x its file, evicted first, under
                     tokens are bare llama-server's without a limit
   exec_streaming_two_contexts
                     exec_two_contexts (tests/preload): two contexts of one model, each with an
-                    eval callback of its own, decode at once on two threads: the window serves
-                    both one decode at a time, the tokens are those of the bare program without
-                    a limit and its callbacks saw as many nodes as without ramforge
+                    eval callback of its own, decode at once on two threads from their first
+                    submission (one starts the operation, the other waits for its pins and
+                    window): the window serves both one decode at a time, the tokens are those
+                    of the bare program without a limit and its callbacks saw as many nodes as
+                    without ramforge
 
 Exit 0 pass, 1 fail, 77 skip (no root or no v1 memory cgroup, an ASan build, llama-server or
 the test program not built).

@@ -7,9 +7,9 @@
  * tokens on both at once, one thread each: under ramforge exec's streaming
  * window, two decodes of one model at the same time. Prints, per context,
  * "tokens ID ID ..." then "cb_eval asks N" (its own callback's count).
- * Both contexts are made, and the first decodes llama.cpp's warmup token
- * (as llama-server does before its first request), before the two
- * threads start. Usage: exec_two_contexts MODEL PROMPT N
+ * Both contexts are made before the two threads start, so their first
+ * submissions come at once (the operation's start: one runs it, the other
+ * waits for its pins and window). Usage: exec_two_contexts MODEL PROMPT N
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -104,14 +104,6 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    /* llama.cpp's warmup (common_init_from_params'), on the first context alone: one token,
-       then its memory cleared */
-    llama_token bos = llama_vocab_bos(llama_model_get_vocab(model));
-    if (llama_decode(jobs[0].ctx, llama_batch_get_one(&bos, 1)) != 0)
-        return 1;
-    llama_memory_clear(llama_get_memory(jobs[0].ctx), true);
-    llama_synchronize(jobs[0].ctx);
-    jobs[0].asks = 0;
     for (int i = 0; i < N_CTX; i++)
         if (pthread_create(&th[i], NULL, decode, &jobs[i]) != 0)
             return 1;
