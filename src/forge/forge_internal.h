@@ -200,6 +200,25 @@ int forge_gguf_open_measured(const char *path, struct gguf_context **out, struct
  */
 void forge_tensor_table_fill(const struct gguf_context *g, struct rf_tensor_meta *t);
 
+/* --- the read-ahead window's eval callback (window.c, window_hook.c) --- */
+
+struct forge_window;
+
+/* The eval callback a window's callback chains, as llama.h's cb_eval and its user data. */
+struct forge_eval_chain {
+    bool (*cb)(struct ggml_tensor *t, bool ask, void *user_data); /* NULL: none */
+    void *ud;                                                     /* cb's user data */
+    bool asked; /* cb answered true to this node's ask (the decoding thread's) */
+};
+
+/*
+ * The window's cb_eval on node t (ask as llama.cpp's), chaining inner:
+ * inner sees every node and its answers are honoured. On the decoding
+ * thread; one decode at a time per window.
+ */
+bool forge_window_eval(struct forge_window *w, struct ggml_tensor *t, bool ask,
+                       struct forge_eval_chain *inner);
+
 /* --- sampling (sample.c) --- */
 
 struct llama_sampler;

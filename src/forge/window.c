@@ -98,11 +98,9 @@ struct forge_window {
     uint64_t rel_next; /* the oldest sequence number not released: the ring's tail (mu) */
     uint64_t head;     /* the ring's byte after the newest unit's (under mu) */
     /* decoding thread only */
-    int cur_unit; /* the unit whose slot the computing node reads; -1: none */
-    int cur_slot; /* its slot; -1: none (the mapping) */
-    bool inner_asked;
-    bool (*inner)(struct ggml_tensor *t, bool ask, void *user_data);
-    void *inner_ud;
+    int cur_unit;                   /* the unit whose slot the computing node reads; -1: none */
+    int cur_slot;                   /* its slot; -1: none (the mapping) */
+    struct forge_eval_chain chain;  /* forge_window_context_params': the callback before */
     struct rf_stream_read_ahead st; /* counters: thread's under mu, decode's its own */
 };
 
@@ -325,14 +323,20 @@ static bool visit(struct forge_window *w, struct ggml_tensor *t)
     return false;
 }
 
+bool forge_window_eval(struct forge_window *w, struct ggml_tensor *t, bool ask,
+                       struct forge_eval_chain *inner)
+{
+    if (!ask)
+        return inner->asked ? inner->cb(t, false, inner->ud) : true;
+    bool split = visit(w, t); /* a node reading a slot ends its range: computed before the next */
+    inner->asked = inner->cb ? inner->cb(t, true, inner->ud) : false;
+    return split || inner->asked;
+}
+
 static bool window_eval_cb(struct ggml_tensor *t, bool ask, void *ud)
 {
     struct forge_window *w = ud;
-    if (!ask)
-        return w->inner_asked ? w->inner(t, false, w->inner_ud) : true;
-    bool split = visit(w, t); /* a node reading a slot ends its range: computed before the next */
-    w->inner_asked = w->inner ? w->inner(t, true, w->inner_ud) : false;
-    return split || w->inner_asked;
+    return forge_window_eval(w, t, ask, &w->chain);
 }
 
 /* After the first decode: the order completed, the ring allocated, the thread started. */
@@ -374,9 +378,7 @@ void forge_window_decode_end(struct forge_window *w)
 
 void forge_window_context_params(struct forge_window *w, struct forge_context_params *p)
 {
-    w->inner = p->cb_eval;
-    w->inner_ud = p->cb_eval_user_data;
-    w->inner_asked = false;
+    w->chain = (struct forge_eval_chain){.cb = p->cb_eval, .ud = p->cb_eval_user_data};
     p->cb_eval = window_eval_cb;
     p->cb_eval_user_data = w;
 }

@@ -21,12 +21,15 @@
 #include "ramforge/core/timing.h"
 #include "ramforge/forge/forge.h"
 #include "ramforge/forge/forge_load_release.h"
+#include "ramforge/forge/forge_window.h"
+#include "ramforge/session/host.h"
 #include "ramforge/session/session_ext.h"
 
 struct exec_engine exec_engine = {
     .table_mu = PTHREAD_MUTEX_INITIALIZER,
     .session_mu = PTHREAD_MUTEX_INITIALIZER,
     .idle_cv = PTHREAD_COND_INITIALIZER,
+    .start_cv = PTHREAD_COND_INITIALIZER,
 };
 
 /* The model slot of model, or NULL (not managed). Under table_mu. */
@@ -295,13 +298,40 @@ static void hook_model_freeing(struct llama_model *model)
 }
 
 /*
- * Records ctx of model. 0: recorded, or not a managed model's; -1 (said): a managed model's
- * context the table has no room for (out of memory): its decodes would take no lease and a
- * release could run under them, so the shim frees it and the program sees its creation fail.
+ * A managed model's context params decorated by its session (rf_session_context_params_decorate:
+ * under streaming, the eval callback of the operation's read-ahead window, chaining the
+ * program's). -1 (said): out of memory, the context is not created.
+ */
+static int hook_context_params(struct llama_model *model, struct llama_context_params *params,
+                               void **token)
+{
+    pthread_mutex_lock(&exec_engine.table_mu);
+    struct exec_model *m = model_of(model);
+    struct rf_session *s = m ? m->s : NULL;
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    struct forge_window_decoration *d = NULL;
+    int rc = s ? rf_session_context_params_decorate(s, params, &d) : 0;
+    *token = d;
+    if (rc < 0)
+        exec_engine.host->say("exec: %s: cannot decorate a context's parameters: %s: its "
+                              "creation fails",
+                              m->path, rf_strerror(rc));
+    return rc < 0 ? -1 : 0;
+}
+
+/*
+ * Records ctx of model with its decoration (token; freed here when ctx is NULL or -1). 0:
+ * recorded, or not a managed model's; -1 (said): a managed model's context the table has no
+ * room for (out of memory): its decodes would take no lease and a release could run under
+ * them, so the shim frees it and the program sees its creation fail.
  */
 static int hook_context_created(struct llama_model *model, struct llama_context *ctx,
-                                uint32_t n_ctx)
+                                uint32_t n_ctx, void *token)
 {
+    if (!ctx) {
+        forge_window_decoration_free(token);
+        return 0;
+    }
     pthread_mutex_lock(&exec_engine.table_mu);
     struct exec_model *m = model_of(model);
     struct exec_ctx *e = NULL;
@@ -315,13 +345,17 @@ static int hook_context_created(struct llama_model *model, struct llama_context 
     }
     if (m && exec_engine.n_ctxs < exec_engine.cap_ctxs) {
         e = &exec_engine.ctxs[exec_engine.n_ctxs++];
-        *e = (struct exec_ctx){
-            .ctx = ctx, .m = m, .n_ctx = n_ctx ? n_ctx : exec_engine.host->n_ctx(ctx)};
+        *e = (struct exec_ctx){.ctx = ctx,
+                               .m = m,
+                               .n_ctx = n_ctx ? n_ctx : exec_engine.host->n_ctx(ctx),
+                               .window = token};
         m->contexts++;
         m->last_n_ctx = e->n_ctx;
         rf_session_context_alive(m->s, true);
     }
     pthread_mutex_unlock(&exec_engine.table_mu);
+    if (!e)
+        forge_window_decoration_free(token); /* not a managed model's, or not recorded */
     if (!m || e)
         return 0;
     exec_engine.host->say("exec: out of memory: cannot record a context of %s (it would run "
@@ -360,6 +394,10 @@ static void settle(struct llama_context *ctx)
     pthread_mutex_unlock(&exec_engine.table_mu);
 }
 
+/* The decoration of the context this thread is freeing (hook_context_freeing to _freed: one
+   llama_free call, no nesting). */
+static __thread struct forge_window_decoration *freeing_window;
+
 /*
  * Before llama_free(ctx): its lease ended and its entry gone (another thread may get the same
  * address from llama_init_from_model at once), still counted alive: its buffers are. Returns
@@ -371,6 +409,7 @@ static void *hook_context_freeing(struct llama_context *ctx)
     pthread_mutex_lock(&exec_engine.table_mu);
     struct exec_ctx *e = ctx_of(ctx);
     struct exec_model *m = e ? e->m : NULL;
+    freeing_window = e ? e->window : NULL;
     if (e) {
         complete(e);
         *e = exec_engine.ctxs[--exec_engine.n_ctxs];
@@ -379,10 +418,13 @@ static void *hook_context_freeing(struct llama_context *ctx)
     return m;
 }
 
-/* After the real llama_free: no longer counted; the last context's after_session boundary. */
+/* After the real llama_free: its decoration freed, no longer counted; the last context's
+   after_session boundary. */
 static void hook_context_freed(void *freeing)
 {
     struct exec_model *m = freeing;
+    forge_window_decoration_free(freeing_window);
+    freeing_window = NULL;
     if (!m)
         return;
     pthread_mutex_lock(&exec_engine.table_mu);
@@ -397,18 +439,29 @@ static void hook_context_freed(void *freeing)
     }
 }
 
+/* The decoration whose window turn this thread's submission holds (hook_submit to
+   hook_submitted: one llama_decode call). */
+static __thread struct forge_window_decoration *submitting_window;
+
 static void hook_submit(struct llama_context *ctx, int32_t n_tokens)
 {
     settle(ctx); /* a second submission on a context: the first completes before it */
     pthread_mutex_lock(&exec_engine.table_mu);
     struct exec_ctx *e = ctx_of(ctx);
     struct exec_model *m = e ? e->m : NULL;
+    submitting_window = e ? e->window : NULL;
+    uint64_t t0 = rf_now_ns();
+    /* another submission starting the operation: wait for its pins and window, then decode in
+       it (a boundary running is not waited for: below) */
+    while (m && m->starting)
+        pthread_cond_wait(&exec_engine.start_cv, &exec_engine.table_mu);
     bool book = m && m->submits_bookkept <= m->clock.submits_closed;
+    if (book)
+        m->starting = true;
     uint32_t n_ctx = e ? e->n_ctx : 0;
     pthread_mutex_unlock(&exec_engine.table_mu);
     if (!m)
         return;
-    uint64_t t0 = rf_now_ns();
     if (book) {
         if (pthread_mutex_trylock(&exec_engine.session_mu) == 0) {
             exec_op_begin(m, n_ctx, n_tokens);
@@ -416,6 +469,12 @@ static void hook_submit(struct llama_context *ctx, int32_t n_tokens)
         } else {
             book = false;
         }
+        pthread_mutex_lock(&exec_engine.table_mu);
+        m->starting = false;
+        if (book) /* at once: a submission woken now is in this operation */
+            m->submits_bookkept = m->clock.submits + 1;
+        pthread_cond_broadcast(&exec_engine.start_cv);
+        pthread_mutex_unlock(&exec_engine.table_mu);
     }
     uint64_t t1 = rf_now_ns();
     rf_session_lease_begin(m->s); /* waits while a release's madvise pass runs */
@@ -430,19 +489,21 @@ static void hook_submit(struct llama_context *ctx, int32_t n_tokens)
         rf_idle_clock_finish(&m->clock, now);
         rf_session_lease_end(m->s); /* freed meanwhile by another thread: nothing to hold */
     }
-    if (book)
-        m->submits_bookkept = m->clock.submits;
-    else if (m->submits_bookkept <= m->clock.submits_closed)
+    if (!book && m->submits_bookkept <= m->clock.submits_closed)
         m->bookkeeping_skipped++;
     if (gate_ns > m->gate_wait_max_ns)
         m->gate_wait_max_ns = gate_ns;
     if (book_ns > m->bookkeeping_max_ns)
         m->bookkeeping_max_ns = book_ns;
     pthread_mutex_unlock(&exec_engine.table_mu);
+    /* after the operation's start (the window installed) and the lease: the window's turn */
+    forge_window_hook_decode_begin(submitting_window);
 }
 
 static void hook_submitted(struct llama_context *ctx, int32_t rc)
 {
+    forge_window_hook_decode_end(submitting_window); /* computed: the weights back */
+    submitting_window = NULL;
     if (rc == 0)
         return;
     pthread_mutex_lock(&exec_engine.table_mu);
@@ -467,6 +528,7 @@ static const struct forge_exec_hooks hooks = {
     .load_end = hook_load_end,
     .loaded = hook_loaded,
     .model_freeing = hook_model_freeing,
+    .context_params = hook_context_params,
     .context_created = hook_context_created,
     .context_freeing = hook_context_freeing,
     .context_freed = hook_context_freed,

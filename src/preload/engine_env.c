@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ramforge/core/policy.h"
+#include "ramforge/core/stream_window.h"
 
 #define EXEC_DEFAULT_HISTORY 64 /* operations a long-lived program's report keeps */
 
@@ -69,6 +70,8 @@ int exec_config_read(struct exec_config *c, char *why, size_t why_size)
         snprintf(why, why_size, "%s=%s: not a residency policy", EXEC_ENV_POLICY, v);
         return -EINVAL;
     }
+    if (p->policy == RF_POLICY_STREAMING) /* the plan's ring, for the read-ahead window */
+        p->stream_read_ahead_slots = RF_STREAM_READ_AHEAD_DEFAULT_SLOTS;
     if ((v = getenv(EXEC_ENV_RELEASE_MODE))) {
         if (rf_release_mode_parse(v, &p->release_mode) < 0) {
             snprintf(why, why_size, "%s=%s: not " RF_RELEASE_MODE_NAMES, EXEC_ENV_RELEASE_MODE, v);

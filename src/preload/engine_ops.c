@@ -4,7 +4,10 @@
  * boundary that ended the previous one, and ends at the next of: the idle
  * boundary (no submission for --idle-seconds and none in flight; contexts
  * alive or not), the last context freed (after_session), the model freed,
- * or the process's exit. Each ends with rf_session_operation_end, kept in
+ * or the process's exit. Under streaming the operation's start installs the
+ * read-ahead window for the program's contexts (their params decorated at
+ * creation, engine.c) and its end removes it, before the boundary. Each
+ * ends with rf_session_operation_end, kept in
  * the session's bounded history, and the figures rewritten atomically:
  * the session report and the node_exporter textfile.
  */
@@ -49,8 +52,15 @@ void exec_op_begin(struct exec_model *m, uint32_t n_ctx, int32_t n_tokens)
         .staging_budget_bytes = c->has_staging ? c->staging_bytes : 0,
     };
     struct rf_operation_start st;
-    /* staging after an idle release; streaming: pins undone at the operation's boundary */
+    /* staging after an idle release; streaming: pins and window undone at the operation's
+       boundary */
     rf_session_operation_start(m->s, &sp, &st);
+    bool installed; /* streaming: the decorated contexts' read-ahead window */
+    int wrc = rf_session_stream_window_install(m->s, &installed);
+    if (wrc < 0 && c->verbose)
+        exec_engine.host->say("exec: %s: streaming: no read-ahead window (%s): the streamed "
+                              "layers are read by the decode's faults",
+                              m->path, rf_strerror(wrc));
 }
 
 /* Ends the operation: its report frozen, the submissions so far counted, the figures out. */
@@ -73,6 +83,7 @@ void exec_op_end(struct exec_model *m, int b)
     bool ran = submitted_since(m, &submits);
     if (!ran && !m->op_open)
         return;
+    rf_session_stream_window_remove(m->s); /* its ring freed before the boundary samples */
     if (b >= 0 && ran && exec_engine.cfg.params.policy != RF_POLICY_OFF) {
         int rc = rf_session_boundary(m->s, (enum rf_boundary)b);
         if (rc < 0)
@@ -116,6 +127,7 @@ void exec_op_idle(struct exec_model *m, bool alive)
         return;
     uint64_t t0 = rf_now_ns();
     struct rf_idle_result idle;
+    rf_session_stream_window_remove(m->s); /* its ring freed before the release */
     rf_session_idle(m->s, alive, &idle);
     if (idle.error < 0)
         exec_engine.host->say("exec: %s: the idle boundary failed: %s", m->path,

@@ -205,9 +205,14 @@ SHIM_API struct llama_context *llama_init_from_model(struct llama_model *model,
                                                      struct llama_context_params params)
 {
     const struct forge_exec_hooks *h = enter();
+    void *token = NULL;
+    if (h && h->context_params(model, &params, &token) < 0) {
+        leave();
+        return NULL; /* it would read weights a window refills: not created */
+    }
     struct llama_context *ctx = REAL(llama_init_from_model)(model, params);
     if (h) {
-        if (ctx && h->context_created(model, ctx, params.n_ctx) < 0) {
+        if (h->context_created(model, ctx, params.n_ctx, token) < 0 && ctx) {
             REAL(llama_free)(ctx); /* it would decode without a lease: not created */
             ctx = NULL;
         }

@@ -16,6 +16,12 @@
  * A submission that finds session_mu taken (a boundary running) does not
  * wait for it: it skips the operation's bookkeeping (the next submission
  * does it) and waits only in the gate, for a madvise pass in progress.
+ * Under streaming, a third, the model's window hook (forge_window.h): each
+ * submission holds it across the real llama_decode/llama_encode (shared
+ * without a window, exclusive with one), taken after the lease with
+ * neither lock above held; the operation's start and end take it
+ * exclusive under session_mu to install and remove the window. A thread
+ * holding it never waits for session_mu or table_mu.
  */
 #ifndef RAMFORGE_PRELOAD_INTERNAL_H
 #define RAMFORGE_PRELOAD_INTERNAL_H
@@ -83,7 +89,10 @@ struct exec_model {
     struct rf_idle_clock clock; /* submissions (decode, encode) since the load, those the
                                    last ended operation covered, in flight (contexts between
                                    submission and completion), the last activity */
-    uint64_t submits_bookkept;  /* clock.submits when the open operation's bookkeeping ran */
+    uint64_t submits_bookkept;  /* clock.submits when the open operation's bookkeeping ran
+                                   (counting its own submission) */
+    bool starting;              /* a submission runs the operation's bookkeeping: the others
+                                   wait for it (start_cv) */
     uint32_t last_n_ctx;        /* n_ctx of the last context created */
     uint64_t operations;        /* operations ended (the load's included) */
     uint64_t idle_boundaries, idle_alive_boundaries;
@@ -99,8 +108,9 @@ struct exec_engine {
     const struct forge_exec_host *host;
     struct exec_config cfg;
     pthread_mutex_t table_mu, session_mu;
-    pthread_cond_t idle_cv; /* table_mu: signalled at a stop only; otherwise the idle thread wakes
-                               at its deadline */
+    pthread_cond_t idle_cv;  /* table_mu: signalled at a stop only; otherwise the idle thread wakes
+                                at its deadline */
+    pthread_cond_t start_cv; /* table_mu: a model's operation start (bookkeeping) ended */
     struct exec_model models[EXEC_MAX_MODELS];
     unsigned loads;              /* models managed so far */
     unsigned loads_without_mmap; /* loads not managed: no mmap */
@@ -111,6 +121,8 @@ struct exec_engine {
         struct exec_model *m;
         uint32_t n_ctx;
         bool in_flight;
+        struct forge_window_decoration *window; /* its params' decoration (streaming with
+                                                   a read-ahead ring); NULL: none */
     } * ctxs;
     size_t n_ctxs, cap_ctxs;
     bool idle_started, stopping;

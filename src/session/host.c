@@ -1,7 +1,8 @@
 /*
  * The host of a long-running program (ramforge/session/host.h): an operation's
- * start (admission, staging, pins) and the idle boundary's outcome, once
- * for run, serve's worker and exec's engine. The outcome is read from the
+ * start (admission, staging, pins, the window installed for the contexts
+ * the application decorated) and the idle boundary's outcome, once for
+ * run, serve's worker and exec's engine. The outcome is read from the
  * operation's releases here, so no program reads report structs to learn
  * what the boundary did.
  */
@@ -257,4 +258,46 @@ void rf_session_read_ahead_close(struct rf_session *s, struct rf_read_ahead *w)
         return;
     rf_session_stream_window_close(s, w->w);
     free(w);
+}
+
+int rf_session_context_params_decorate(struct rf_session *s, struct llama_context_params *p,
+                                       struct forge_window_decoration **out)
+{
+    if (!out)
+        return -EINVAL;
+    *out = NULL;
+    if (!s || !p)
+        return -EINVAL;
+    return s->window_hook ? forge_window_decorate(s->window_hook, p, out) : 0;
+}
+
+int rf_session_stream_window_install(struct rf_session *s, bool *installed)
+{
+    if (!s || !installed)
+        return -EINVAL;
+    *installed = false;
+    if (!s->window_hook)
+        return 0;
+    struct forge_window *w = NULL;
+    ses_window_remove(s); /* an earlier operation's, not removed at its end */
+    int rc = rf_session_stream_window_open(s, &w);
+    forge_window_hook_set(s->window_hook, w);
+    s->window_installed = w;
+    *installed = w != NULL;
+    return rc;
+}
+
+void ses_window_remove(struct rf_session *s)
+{
+    if (!s->window_installed)
+        return;
+    forge_window_hook_set(s->window_hook, NULL); /* after the decode in progress */
+    rf_session_stream_window_close(s, s->window_installed);
+    s->window_installed = NULL;
+}
+
+void rf_session_stream_window_remove(struct rf_session *s)
+{
+    if (s)
+        ses_window_remove(s);
 }

@@ -480,6 +480,7 @@ int rf_session_operation_end(struct rf_session *s, const struct rf_operation_out
     int rc = out ? record_output(s, out) : 0;
     if (rc < 0)
         return rc;
+    ses_window_remove(s); /* its figures are the operation's */
     ses_stream_op_end(s, out);
     if (s->p.policy != RF_POLICY_OFF) {
         rc = ses_operation_walk(s);

@@ -27,6 +27,7 @@
 #include "ramforge/core/policy.h"
 #include "ramforge/core/report_json.h"
 #include "ramforge/error.h"
+#include "ramforge/forge/forge_window.h"
 
 #ifndef RAMFORGE_VERSION
 #define RAMFORGE_VERSION "unknown"
@@ -114,6 +115,8 @@ void rf_session_free(struct rf_session *s)
 {
     if (!s)
         return;
+    ses_window_remove(s);
+    forge_window_hook_free(s->window_hook);
     ses_stream_unpin(s, "session_free");
     ses_op_free(&s->op);
     session_free_arrays(s);
@@ -203,6 +206,12 @@ static int create_forge(struct forge_model *m, bool owns, uint64_t load_ns,
     model.page_bytes = (uint64_t)sysconf(_SC_PAGESIZE);
     model.load_ns = load_ns;
     int rc = session_create(&model, &rf_session_forge_native, m, params, m, owns, baseline, out);
+    /* the window of the application's own contexts (host.c), under streaming with a ring */
+    if (rc == 0 && params.policy == RF_POLICY_STREAMING && params.stream_read_ahead_slots &&
+        (rc = forge_window_hook_create(&(*out)->window_hook)) < 0) {
+        rf_session_free(*out);
+        *out = NULL;
+    }
     if (rc < 0)
         snprintf(err, FORGE_ERR_MAX, "%s: cannot start the session: %s", model.info.path,
                  rf_strerror(rc));

@@ -245,9 +245,16 @@ struct rf_session {
     struct ses_held held; /* the last request's figures, for the metrics text */
     uint64_t n_ended;
     bool idle_released; /* the last idle boundary released bytes: the next start stages (host.c) */
+    struct forge_window_hook *window_hook; /* streaming with a read-ahead ring: the window of
+                                              the contexts the application decorates (host.c);
+                                              NULL: none */
+    struct forge_window *window_installed; /* the operation's window in window_hook; NULL: none */
     struct rf_report view[2]; /* rf_session_report's assembly, per scope (operation, session) */
 };
 
+/* host.c: removes the window installed for the application's contexts (none: nothing),
+   its figures the operation's. */
+void ses_window_remove(struct rf_session *s);
 /* Grows *arr (elements of size elem) to hold need; 0 or -ENOMEM. */
 int ses_grow(void **arr, size_t *cap, size_t need, size_t elem);
 /* Adds a static warning line to the operation's report (once). */

@@ -70,7 +70,10 @@ static void usage(FILE *out)
             "\n"
             "Options (as 'ramforge run', for every model PROGRAM loads):\n"
             "      --residency-policy P      observe (default); off, conservative, memory-bound,\n"
-            "                                reuse-aware, active, streaming\n"
+            "                                reuse-aware, active, streaming (the read-ahead\n"
+            "                                window in PROGRAM's contexts, their decodes of\n"
+            "                                one model one at a time while it is installed;\n"
+            "                                OMP_WAIT_POLICY=PASSIVE unless set)\n"
             "      --memory-target SIZE      each model's target (memory-bound, active)\n"
             "      --safety-reserve SIZE     taken off the target (default 0)\n"
             "      --release-mode MODE       how the policy releases: dontneed (default),\n"
@@ -195,6 +198,10 @@ static bool set_environment(const struct exec_options *o, const char *preload, c
     rc |= set_str("RAMFORGE_EXEC_METRICS_FILE", o->metrics_path);
     rc |= set_str("RAMFORGE_EXEC_VERBOSE", s->verbose ? "1" : NULL);
     rc |= unsetenv("RAMFORGE_EXEC_METRICS_SPOOL"); /* set by exec's parent, for its child */
+    /* streaming: libgomp's threads sleep at a barrier instead of spinning while a decode
+       waits for the read-ahead window (run's rule, docs/STREAMING.md), unless already said */
+    if (s->policy == RF_POLICY_STREAMING && !getenv("OMP_WAIT_POLICY"))
+        rc |= setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     if (rc) {
         cli_error("exec: cannot set the environment: %s", strerror(errno));
         return false;

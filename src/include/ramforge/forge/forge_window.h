@@ -87,4 +87,65 @@ void forge_window_decode_end(struct forge_window *w);
  */
 void forge_window_stats(struct forge_window *w, struct rf_stream_read_ahead *out);
 
+/*
+ * The window for contexts an application creates itself (window_hook.c):
+ * a hook per model holds the window installed now, or none; a context's
+ * params are decorated once, at its creation, with an eval callback that
+ * reaches the window of the decode in progress through the hook, so a
+ * context may outlive many windows (one an operation). llama.h's style:
+ *
+ *   forge_window_decorate(h, &cparams, &d);     before llama_init_from_model
+ *   forge_window_hook_decode_begin(d);          before each llama_decode/_encode
+ *   llama_decode(ctx, batch);
+ *   forge_window_hook_decode_end(d);            after it returned
+ *   forge_window_decoration_free(d);            after llama_free(ctx)
+ *
+ * One window serves one decode at a time (its pointer swap changes the
+ * model's shared weights, its slots are refilled behind the decode): while
+ * a window is installed, the decodes of the hook's contexts run one at a
+ * time (begin waits for the one in progress); without one they run
+ * concurrently. forge_window_hook_set waits for the decode in progress.
+ * With an eval callback the scheduler synchronizes every range it computes
+ * (ggml_backend_sched's compute_splits), so when llama_decode returns no
+ * weight is read any more: decode_end points them back at the mapping.
+ */
+struct forge_window_hook;
+struct forge_window_decoration;
+struct llama_context_params;
+
+/* A hook with no window installed. Errors: -EINVAL (NULL out), -ENOMEM. */
+int forge_window_hook_create(struct forge_window_hook **out);
+
+/* Frees h (its window, if any, is the caller's); every decoration of h is freed before.
+   NULL is a no-op. */
+void forge_window_hook_free(struct forge_window_hook *h);
+
+/*
+ * Installs w (NULL: none) as h's window, once no decode of h's contexts is
+ * in progress; returns the window installed before (the caller's to free).
+ * w must have been created over the hook's model.
+ */
+struct forge_window *forge_window_hook_set(struct forge_window_hook *h, struct forge_window *w);
+
+/*
+ * Decorates an application's context params p: cb_eval becomes the hook's,
+ * which calls the callback p had (with its user data) on every node and
+ * honours its answers, with or without a window installed. *out is the
+ * context's decoration, the new cb_eval_user_data: freed after the
+ * context. Errors: -EINVAL (a NULL argument), -ENOMEM (p untouched).
+ */
+int forge_window_decorate(struct forge_window_hook *h, struct llama_context_params *p,
+                          struct forge_window_decoration **out);
+
+/* NULL is a no-op. */
+void forge_window_decoration_free(struct forge_window_decoration *d);
+
+/* Before a decode of d's context, on the decoding thread: with a window installed, waits for
+   the hook's other decodes and holds the window until decode_end. NULL d: nothing. */
+void forge_window_hook_decode_begin(struct forge_window_decoration *d);
+
+/* After that llama_decode (or llama_encode) returned, on the same thread:
+   forge_window_decode_end of the window held, and the next decode may start. */
+void forge_window_hook_decode_end(struct forge_window_decoration *d);
+
 #endif

@@ -17,6 +17,7 @@
 struct llama_model;
 struct llama_model_params;
 struct llama_context;
+struct llama_context_params;
 
 /* What the shim gives the engine. */
 struct forge_exec_host {
@@ -62,20 +63,31 @@ struct forge_exec_hooks {
     void (*loaded)(struct llama_model *model, const char *path, const struct forge_exec_load *load);
     /* Before llama_model_free(model): the last boundary, the report, the session freed. */
     void (*model_freeing)(struct llama_model *model);
-    /* After llama_init_from_model(model) returned ctx (not NULL); n_ctx as asked (0: the
-       model's). 0: counted (or not the engine's model); -1: a context of a managed model the
-       engine could not record (out of memory; said), which would run without a lease: the
-       shim frees it and returns NULL, the program's own out-of-memory path. */
-    int (*context_created)(struct llama_model *model, struct llama_context *ctx, uint32_t n_ctx);
+    /* Before llama_init_from_model(model, *params): may decorate *params (the streaming
+       policy's read-ahead window: an eval callback chaining the program's,
+       ramforge/forge/forge_window.h); *token for context_created (NULL: nothing). -1: a
+       decoration the engine could not make (out of memory; said), without which the context
+       would read weights a window refills: the shim returns NULL without creating it. */
+    int (*context_params)(struct llama_model *model, struct llama_context_params *params,
+                          void **token);
+    /* After llama_init_from_model(model) returned ctx (NULL: it failed, token freed); n_ctx
+       as asked (0: the model's); token context_params'. 0: counted (or not the engine's
+       model); -1: a context of a managed model the engine could not record (out of memory;
+       said), which would run without a lease: the shim frees it and returns NULL, the
+       program's own out-of-memory path. */
+    int (*context_created)(struct llama_model *model, struct llama_context *ctx, uint32_t n_ctx,
+                           void *token);
     /* Before llama_free(ctx): its lease ended, ctx no longer looked up (its address may be
        reused at once). Returns what context_freed takes. */
     void *(*context_freeing)(struct llama_context *ctx);
     /* After the real llama_free (its buffers gone): the context no longer counted; the last
        one's after_session boundary. freeing: context_freeing's return. */
     void (*context_freed)(void *freeing);
-    /* Before llama_decode/llama_encode(ctx): the operation opened, the lease taken. */
+    /* Before llama_decode/llama_encode(ctx): the operation opened, the lease taken, the
+       window's turn (forge_window_hook_decode_begin). */
     void (*submit)(struct llama_context *ctx, int32_t n_tokens);
-    /* After it: rc its return; a failed submission ends the lease. */
+    /* After it, on the same thread: rc its return; the window's turn ended; a failed
+       submission ends the lease. */
     void (*submitted)(struct llama_context *ctx, int32_t rc);
     /* After llama_synchronize or a getter that synchronizes (llama_get_logits*,
        llama_get_embeddings*, the backend-sampling llama_get_sampled_*): completion

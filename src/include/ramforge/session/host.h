@@ -5,7 +5,9 @@
  *
  *   rf_session_operation_start  admission for this request, staging after
  *                               an idle release (or always, for run), the
- *                               streaming pins: one call, one result
+ *                               streaming pins and, for contexts the
+ *                               application decorated, the read-ahead
+ *                               window: one call, one result
  *   rf_session_idle             the idle boundary (contexts alive or not)
  *                               and its outcome with the reason: released,
  *                               nothing to release and why, or refused
@@ -101,6 +103,47 @@ int rf_session_stream_window_open(struct rf_session *s, struct forge_window **ou
 /* Records the window's figures (the operation's streaming.read_ahead) and frees it; NULL w:
    nothing. */
 void rf_session_stream_window_close(struct rf_session *s, struct forge_window *w);
+
+struct forge_window_decoration;
+struct llama_context_params;
+
+/*
+ * llama.h's style for a program that creates its own contexts (ramforge
+ * exec's llama_init_from_model): decorates the application's params p
+ * before the context is created, so its decodes compute from the window an
+ * operation's start installs (install_window), chaining the cb_eval p had
+ * with its user data. *out is the context's decoration (NULL, p untouched:
+ * the session has no window to give, its policy is not streaming with a
+ * read-ahead ring): free it with forge_window_decoration_free after
+ * llama_free of the context, before rf_session_free. Each decode of the
+ * context is bracketed by forge_window_hook_decode_begin/_end(*out) (the
+ * window serves one decode at a time: while one is installed, the
+ * decorated contexts of the model decode one after the other;
+ * ramforge/forge/forge_window.h). Thread-safe (no session state changes).
+ * Errors: -EINVAL (a NULL argument), -ENOMEM.
+ */
+int rf_session_context_params_decorate(struct rf_session *s, struct llama_context_params *p,
+                                       struct forge_window_decoration **out);
+
+/*
+ * After rf_session_operation_start took the pins: opens the read-ahead
+ * window and installs it for the contexts decorated with
+ * rf_session_context_params_decorate, until rf_session_stream_window_remove
+ * or the operation's end (an earlier operation's window still installed is
+ * removed first). *installed says whether the decorated contexts' decodes
+ * compute the streamed tensors from it. Returns 0 (nothing to install: no
+ * decorated context's hook, nothing streams), or rf_session_stream_window_open's
+ * error: the caller warns, the streamed layers are read by the decode's faults.
+ */
+int rf_session_stream_window_install(struct rf_session *s, bool *installed);
+
+/*
+ * Removes the window rf_session_stream_window_install installed (none: nothing),
+ * after the decode in progress, and records its figures as the
+ * operation's streaming.read_ahead. The operation's end does it too; a
+ * program calls it before a boundary so that the ring is freed first.
+ */
+void rf_session_stream_window_remove(struct rf_session *s);
 
 /* "released", "nothing", "refused"; NULL outside the enum. */
 const char *rf_idle_outcome_name(enum rf_idle_outcome o);
