@@ -111,7 +111,7 @@ struct llama_context_params;
  * llama.h's style for a program that creates its own contexts (ramforge
  * exec's llama_init_from_model): decorates the application's params p
  * before the context is created, so its decodes compute from the window an
- * operation's start installs (install_window), chaining the cb_eval p had
+ * operation installs (rf_session_stream_window_install), chaining the cb_eval p had
  * with its user data. *out is the context's decoration (NULL, p untouched:
  * the session has no window to give, its policy is not streaming with a
  * read-ahead ring): free it with forge_window_decoration_free after
