@@ -92,6 +92,13 @@ struct exec_model {
     uint64_t bookkeeping_max_ns;  /* the longest an operation's bookkeeping took (admission,
                                      staging, pins: the first submission of an operation) */
     uint64_t bookkeeping_skipped; /* submissions that found a boundary running */
+    /* session_mu (engine_admit.c): */
+    bool op_rejected;                     /* the last operation's admission was not admitted */
+    enum rf_admission_outcome op_outcome; /* that admission's outcome and cause, said once */
+    enum rf_admission_cause op_cause;
+    uint64_t op_rejections; /* operations whose admission was rejected or unknown */
+    uint64_t op_over_bytes; /* the last operation's projected charge over the binding hard
+                               limit, bytes; 0: not over */
 };
 
 /* The engine: its configuration, tables and the idle thread. */
@@ -119,10 +126,36 @@ struct exec_engine {
 
 extern struct exec_engine exec_engine;
 
+/* engine.c: the decision on what ("loading PATH", ...) in run's words; takes table_mu. */
+void exec_say_admission(const char *what, const char *path, const struct rf_admission_result *adm);
+
+/* The sentence a decision before the load adds when the program's context is not known. */
+#define EXEC_CTX_LOWER_BOUND                                                                       \
+    "The program's context size is not known before its load (ramforge exec -c, or "               \
+    "llama-server's own -c): the KV cache counted is the smallest llama.cpp makes (256 cells), "   \
+    "a lower bound, and the known parts alone do not fit; the context is decided again when "      \
+    "the program creates it"
+
+/*
+ * engine_admit.c: admission of the context the program asks llama_init_from_model for (want:
+ * its cells, the model's training context when it asked 0), before its KV cache exists, under
+ * session_mu (taken here). 0: create it; -1: refused (said in one line, the report written).
+ * Not decidable: one line, and it is created.
+ */
+int exec_context_admit(struct exec_model *m, const struct forge_exec_context *want);
+
+/*
+ * engine_admit.c, under session_mu: what an operation's admission (st, rf_session_operation_start)
+ * decided while the program decodes: a warning on stderr once per change of outcome, the
+ * report's warning, the figures the metrics write. A decode is never refused.
+ */
+struct rf_operation_start;
+void exec_op_admission(struct exec_model *m, const struct rf_operation_start *st);
+
 /* engine_ops.c, under session_mu unless said. */
 
 /* Opens the operation of m's submissions: admission, staging after an idle release, pins. */
-void exec_op_begin(struct exec_model *m, uint32_t n_ctx, int32_t n_tokens);
+void exec_op_begin(struct exec_model *m, int32_t n_tokens);
 /* Ends the open operation with boundary b (-1: none, at exit), then writes the figures. */
 void exec_op_end(struct exec_model *m, int b);
 /* The idle boundary (alive: contexts kept), the operation ended, the figures written. */

@@ -46,6 +46,12 @@ int rf_session_operation_start(struct rf_session *s, const struct rf_operation_s
     return 0;
 }
 
+void rf_session_add_warning(struct rf_session *s, const char *w)
+{
+    if (s && w)
+        ses_add_warning(s, w);
+}
+
 const char *rf_idle_outcome_name(enum rf_idle_outcome o)
 {
     switch (o) {

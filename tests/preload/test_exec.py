@@ -202,13 +202,13 @@ def smaps_rss(pid, model):
 class Hold:
     """exec_hold, bare or under exec, driven line by line (stderr to a file)."""
 
-    def __init__(self, c, model, prefix, name, *extra, n_ctx=256):
+    def __init__(self, c, model, prefix, name, *extra, n_ctx=256, preexec=None):
         if not c.hold:
             raise Skip("exec_hold was not built")
         self.err = open(c.path(f"{name}.err"), "w")
         self.p = subprocess.Popen(prefix + [c.hold, model, PROMPT, str(n_ctx), *extra],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=self.err, text=True)
+                                  stderr=self.err, text=True, preexec_fn=preexec)
 
     def cmd(self, line):
         self.p.stdin.write(line + "\n")

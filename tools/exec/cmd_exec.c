@@ -78,7 +78,9 @@ static void usage(FILE *out)
             "      --admission MODE          warn (default: refuse a load over a hard\n"
             "                                limit), enforce, off\n"
             "  -c, --ctx-size N              the context admission before the load counts\n"
-            "                                (PROGRAM's -c; default: unknown)\n"
+            "                                (default: llama-server's or llama-cli's own -c;\n"
+            "                                else unknown: the smallest counted, and the\n"
+            "                                context decided when PROGRAM creates it)\n"
             "      --idle-seconds N          after N seconds without a decode and none in\n"
             "                                flight, run the idle boundary (the policy's\n"
             "                                release), contexts alive or not (default 0:\n"
@@ -281,6 +283,8 @@ int cmd_exec(int argc, char **argv)
         return RF_EXIT_USAGE;
     }
     session_options_warn_release_mode(&o.sess);
+    if (!o.sess.n_ctx) /* llama-server's own -c: admission before the load counts it */
+        o.sess.n_ctx = exec_program_ctx_size(argc - end - 1, argv + end + 1);
     if (!path_usable(o.sess.json_path) || !path_usable(o.metrics_path))
         return RF_EXIT_FAILURE;
     if (!find_libraries(preload, engine) || !exec_find_program(argv[end + 1], program) ||

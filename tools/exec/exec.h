@@ -1,4 +1,5 @@
-/* ramforge exec: shared by the command (cmd_exec.c) and its checks of PROGRAM (exec_check.c). */
+/* ramforge exec: shared by the command (cmd_exec.c), its checks of PROGRAM (exec_check.c) and
+   what PROGRAM's own arguments say (exec_program.c). */
 #ifndef RAMFORGE_TOOLS_EXEC_H
 #define RAMFORGE_TOOLS_EXEC_H
 
@@ -22,5 +23,12 @@ bool exec_find_program(const char *program, char out[PATH_MAX]);
  * children are, by the preload, at their first model load.
  */
 bool exec_check_program(const char *path);
+
+/*
+ * The context size PROGRAM's own arguments (argv, argc of them, argv[0] its name) ask for:
+ * llama-server's and llama-cli's -c/--ctx-size N, or LLAMA_ARG_CTX_SIZE (exec_program.c).
+ * 0: not given, 0 (the model's training context) or another program.
+ */
+long long exec_program_ctx_size(int argc, char **argv);
 
 #endif

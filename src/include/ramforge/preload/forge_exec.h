@@ -40,6 +40,14 @@ struct forge_exec_load {
                              allocated, freed at once */
 };
 
+/* The context a program asks llama_init_from_model for (its llama_context_params). */
+struct forge_exec_context {
+    uint32_t n_ctx;       /* cells llama.cpp will size the KV cache for: the asked n_ctx, or the
+                             model's training context when 0 (llama-server's default) */
+    uint32_t n_ctx_asked; /* params.n_ctx as the program gave it; 0: the model's */
+    uint32_t n_seq_max;   /* params.n_seq_max (llama-server's --parallel) */
+};
+
 /*
  * The engine's hooks, called by the shim's interposers with the nesting
  * guard held (a llama_* call made inside a hook, or by libllama itself
@@ -62,6 +70,10 @@ struct forge_exec_hooks {
     void (*loaded)(struct llama_model *model, const char *path, const struct forge_exec_load *load);
     /* Before llama_model_free(model): the last boundary, the report, the session freed. */
     void (*model_freeing)(struct llama_model *model);
+    /* Before llama_init_from_model(model, params), before the KV cache is allocated: 0 to
+       create it, -1 to refuse (the shim returns NULL, the program's failed-allocation path;
+       the engine said why in one line and wrote the report). */
+    int (*context_admit)(struct llama_model *model, const struct forge_exec_context *c);
     /* After llama_init_from_model(model) returned ctx (not NULL); n_ctx as asked (0: the
        model's). 0: counted (or not the engine's model); -1: a context of a managed model the
        engine could not record (out of memory; said), which would run without a lease: the

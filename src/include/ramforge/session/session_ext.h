@@ -112,6 +112,13 @@ int rf_session_fit_check(const char *path, bool use_extra_bufts, struct rf_sessi
                          char err[FORGE_ERR_MAX]);
 
 /*
+ * Adds w, a string of static storage (borrowed for the session's life), to
+ * the open operation's report warnings (once: a warning already there by
+ * its text is not added again). NULL s or w: no-op.
+ */
+void rf_session_add_warning(struct rf_session *s, const char *w);
+
+/*
  * Records the decision rf_session_preload_admit made before the load
  * (copied) in the first operation's report (admission.before_load), beside
  * the after-load decision. Errors: -EINVAL (NULL argument), -ENOMEM.
