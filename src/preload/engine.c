@@ -473,6 +473,15 @@ static void hook_completed(struct llama_context *ctx)
     pthread_mutex_unlock(&exec_engine.table_mu);
 }
 
+static void hook_state(struct llama_context *ctx, uint64_t bytes, bool saved, bool partial)
+{
+    pthread_mutex_lock(&exec_engine.table_mu);
+    struct exec_ctx *e = ctx_of(ctx);
+    if (e)
+        exec_prompt_state(e->m, bytes, saved, partial);
+    pthread_mutex_unlock(&exec_engine.table_mu);
+}
+
 static const struct forge_exec_hooks hooks = {
     .before_load = hook_before_load,
     .load_begin = hook_load_begin,
@@ -486,6 +495,7 @@ static const struct forge_exec_hooks hooks = {
     .submit = hook_submit,
     .submitted = hook_submitted,
     .completed = hook_completed,
+    .state = hook_state,
 };
 
 /* At exit: every open operation ended and every model's figures written. */

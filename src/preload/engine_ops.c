@@ -59,6 +59,7 @@ void exec_op_begin(struct exec_model *m, int32_t n_tokens)
 /* Ends the operation: its report frozen, the submissions so far counted, the figures out. */
 static void op_close(struct exec_model *m, uint64_t submits)
 {
+    exec_prompt_push(m);
     int rc = rf_session_operation_end(m->s, NULL);
     if (rc < 0)
         exec_engine.host->say("exec: %s: cannot end the operation: %s", m->path, rf_strerror(rc));
@@ -175,6 +176,7 @@ static void exec_families(struct exec_model *m, struct rf_prom *p)
         rf_metrics_model_labels(p, canon);
         rf_prom_double(p, fam[i].v);
     }
+    exec_prompt_families(m, p, canon);
 }
 
 void exec_write_figures(struct exec_model *m)

@@ -27,6 +27,7 @@
 
 #include "ramforge/core/admission.h"
 #include "ramforge/core/idle_clock.h"
+#include "ramforge/core/prompt_cache.h"
 #include "ramforge/preload/forge_exec.h"
 #include "ramforge/session.h"
 
@@ -46,6 +47,8 @@
 #define EXEC_ENV_METRICS "RAMFORGE_EXEC_METRICS_FILE"      /* path; %p: the pid */
 #define EXEC_ENV_VERBOSE "RAMFORGE_EXEC_VERBOSE"           /* 1: a line per boundary */
 #define EXEC_ENV_SPOOL "RAMFORGE_EXEC_METRICS_SPOOL"       /* path; %p: the pid (exec's parent) */
+/* llama-server's --cache-ram, MiB; absent: no bound known */
+#define EXEC_ENV_CACHE_RAM "RAMFORGE_EXEC_CACHE_RAM_MIB"
 
 /* What the environment asked for. */
 struct exec_config {
@@ -55,6 +58,8 @@ struct exec_config {
     uint64_t staging_bytes; /* staging budget after an idle release, bytes */
     uint64_t idle_ns;       /* 0: no idle boundary */
     uint32_t n_ctx;         /* the context admission before the load assumes; 0: unknown */
+    bool has_cache_ram;     /* the program's prompt-cache bound is known */
+    uint64_t cache_ram_mib; /* llama-server's --cache-ram, MiB (0: the cache off) */
     char report[PATH_MAX];  /* "" : none; %p expanded */
     char metrics[PATH_MAX]; /* "" : none; %p expanded */
     char spool[PATH_MAX];   /* the metrics again, for exec's parent; "" : none; %p expanded */
@@ -99,6 +104,12 @@ struct exec_model {
     uint64_t op_rejections; /* operations whose admission was rejected or unknown */
     uint64_t op_over_bytes; /* the last operation's projected charge over the binding hard
                                limit, bytes; 0: not over */
+    /* table_mu (engine_prompt.c): */
+    bool cache_seen;              /* a state was saved or restored: cache below initialized */
+    struct rf_prompt_cache cache; /* llama-server's host prompt cache, modelled */
+    bool has_anon_base;
+    uint64_t anon_base_bytes; /* RssAnon before the first save, bytes */
+    uint64_t partial_states;  /* partial states (checkpoints) saved or restored */
 };
 
 /* The engine: its configuration, tables and the idle thread. */
@@ -151,6 +162,14 @@ int exec_context_admit(struct exec_model *m, const struct forge_exec_context *wa
  */
 struct rf_operation_start;
 void exec_op_admission(struct exec_model *m, const struct rf_operation_start *st);
+
+/* engine_prompt.c: a state of bytes saved or restored on a context of m (under table_mu). */
+void exec_prompt_state(struct exec_model *m, uint64_t bytes, bool saved, bool partial);
+/* The ledger's PromptCache of m into its session, before an operation ends (session_mu). */
+void exec_prompt_push(struct exec_model *m);
+/* The prompt cache's series of m (labels of the model at canon) into p (session_mu). */
+struct rf_prom;
+void exec_prompt_families(struct exec_model *m, struct rf_prom *p, const char *canon);
 
 /* engine_ops.c, under session_mu unless said. */
 

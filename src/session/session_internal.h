@@ -245,6 +245,8 @@ struct rf_session {
     struct ses_held held; /* the last request's figures, for the metrics text */
     uint64_t n_ended;
     bool idle_released; /* the last idle boundary released bytes: the next start stages (host.c) */
+    bool has_prompt_cache;               /* the host's PromptCache entry below */
+    struct rf_ledger_entry prompt_cache; /* copied into each operation's ledger at its end */
     struct rf_report view[2]; /* rf_session_report's assembly, per scope (operation, session) */
 };
 

@@ -11,7 +11,8 @@ import json
 import os
 import re
 
-from test_exec import LLAMA_SERVER, PROMPT, Ctx, Hold, free_port, metrics, one, rf_lines, run
+from test_exec import (LLAMA_SERVER, PROMPT, Ctx, ExecServer, Hold, free_port, http, metrics, one,
+                       rf_lines, run)
 import validate_report  # noqa: E402 (test_exec's path)
 from e2e_util import Skip, check, evict, memory_child_cgroup, run_main, wait_for  # noqa: E402
 
@@ -25,6 +26,7 @@ def simple_argv(c, model, n_predict):
 
 
 def refused_report(c, rep):
+    """The report at rep, checked against the schema."""
     errors = validate_report.validate(c.schema, rep)
     check(not errors, f"the report does not match the schema: {errors[:3]}")
     with open(rep) as f:
@@ -112,8 +114,8 @@ def case_operation_rejection_said(c):
             with open(os.path.join(enter.cgroup, "memory.limit_in_bytes"), "w") as f:
                 f.write(str(unreclaimable(enter.cgroup) + MIB // 4))
             answers = []
-            for n in range(3, 8):  # until two operations were decided (a submission that
-                answers.append(h.cmd("gen 2"))  # finds a boundary running skips admission)
+            for n in range(3, 11):  # until two operations were decided (a submission that
+                answers.append(h.cmd("gen 8"))  # finds a boundary running skips admission)
                 wait_for(lambda: one(metrics(prom), ops) >= n, 30, f"operation {n}'s end")
                 if one(metrics(prom), "ramforge_exec_operation_rejections_total") >= 2:
                     break
@@ -130,10 +132,75 @@ def case_operation_rejection_said(c):
     ms = metrics(prom)
     check(one(ms, "ramforge_exec_operation_rejections_total") >= 2 and
           one(ms, "ramforge_exec_operation_over_bytes") > 0,
-          f"the metrics {[(k, v) for k, v in ms.items() if k.startswith('ramforge_exec_op')]}")
+          f"ramforge lines {lines}, the metrics {[(k, v) for k, v in ms.items() if k.startswith('ramforge_exec_op')]}")
     with open(rep) as f:
         doc = json.load(f)
     check(any("cannot stop a decode" in w for w in doc["warnings"]), f"warnings {doc['warnings']}")
+
+
+def distinct_prompt(i, words=40):
+    """A prompt no other shares a prefix with (about 2.5 tokens a word)."""
+    return " ".join(f"q{i}w{k}" for k in range(words))
+
+
+def completion(port, prompt):
+    body = http(f"http://127.0.0.1:{port}/completion",
+                {"prompt": prompt, "n_predict": 4, "temperature": 0, "seed": 1})
+    check(body is not None, "a completion did not answer")
+    return json.loads(body)["content"]
+
+
+def case_server_prompt_cache_ledger(c):
+    """llama-server's host prompt cache in the ledger: the sequence states it saves through
+    llama_state_seq_get_data_ext are PromptCache (estimated, under the server's rule with its
+    --cache-ram 1 MiB, which evicts here), in the report (schema) and the metrics with the
+    bound beside it (the old engine: no such category, the cache unexplained in "other")."""
+    model = c.model("small")
+    rep, prom = c.path("pc.json"), c.path("pc.prom")
+    with ExecServer(c, model, "--memory-limit", "1Gi", "--residency-report-json", rep,
+                    "--metrics-file", prom, args=("-np", "1", "--cache-ram", "1")) as srv:
+        for i in range(10):
+            completion(srv.port, distinct_prompt(i))
+        check(srv.stop() == 0, "exec's exit")
+    doc = refused_report(c, rep)
+    pc = [e for e in doc["ledger"]["entries"] if e["category"] == "PromptCache"]
+    check(len(pc) == 1 and pc[0]["provenance"] == "estimated" and
+          0 < pc[0]["value_bytes"] <= MIB and "--cache-ram 1 MiB" in pc[0]["source"] and
+          "RssAnon grew by" in pc[0]["note"], f"PromptCache {pc}")
+    ms = metrics(prom)
+    check(one(ms, "ramforge_exec_prompt_cache_limit_bytes") == MIB and
+          one(ms, "ramforge_exec_prompt_cache_saves_total") >= 9 and
+          one(ms, "ramforge_exec_prompt_cache_evictions_total") >= 1, "the cache's series")
+    ledger = [v for labels, v in ms["ramforge_ledger_bytes"]
+              if labels.get("category") == "PromptCache"]
+    check(ledger == [pc[0]["value_bytes"]], f"the ledger's series {ledger}")
+
+
+def case_server_cache_sized(c):
+    """Under a 256 MiB limit llama-server without --cache-ram gets the room after the model,
+    its -c 512 context and the 64 MiB margin, said in one line, and the bound is the one the
+    engine models (its series); the user's own --cache-ram 4096 is kept, with one warning;
+    --keep-cache-ram leaves llama-server's default, silently (the old command: its 8192 MiB,
+    not a word)."""
+    model = c.model("small")
+    cases = (((), (), r"--cache-ram set to (\d+) MiB: the room under the limit of 256\.00 MiB"),
+             ((), ("--cache-ram", "4096"), r"own --cache-ram 4096 MiB does not fit.*is (\d+) MiB"),
+             (("--keep-cache-ram",), (), None))
+    for own, args, said in cases:
+        prom = c.path("sized.prom")
+        opts = ["--memory-limit", "256Mi", "--metrics-file", prom, *own]
+        with ExecServer(c, model, *opts, args=("-np", "1", *args)) as srv:
+            for i in range(2):
+                completion(srv.port, distinct_prompt(i))
+            check(srv.stop() == 0, "exec's exit")
+            lines = rf_lines(srv.stderr())
+        found = [m for m in (re.search(said, ln) for ln in lines) if m] if said else []
+        check(len(found) == len(lines) == (1 if said else 0), f"{opts} {args}: lines {lines}")
+        fit = int(found[0].group(1)) if said else None
+        check(fit is None or 64 < fit < 192, f"the room: {fit} MiB")
+        limit = one(metrics(prom), "ramforge_exec_prompt_cache_limit_bytes")
+        want = 4096 if args else fit if said else 8192
+        check(limit == want * MIB, f"{opts} {args}: the bound {limit}, {want} MiB expected")
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}

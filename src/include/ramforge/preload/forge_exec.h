@@ -87,6 +87,10 @@ struct forge_exec_hooks {
     void (*context_freed)(void *freeing);
     /* Before llama_decode/llama_encode(ctx): the operation opened, the lease taken. */
     void (*submit)(struct llama_context *ctx, int32_t n_tokens);
+    /* After llama_state_seq_get_data_ext (saved) or llama_state_seq_set_data_ext (restored) on
+       ctx returned bytes (0: failed); partial: LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY (a
+       checkpoint of the recurrent or SWA part only). llama-server's host prompt cache. */
+    void (*state)(struct llama_context *ctx, uint64_t bytes, bool saved, bool partial);
     /* After it: rc its return; a failed submission ends the lease. */
     void (*submitted)(struct llama_context *ctx, int32_t rc);
     /* After llama_synchronize or a getter that synchronizes (llama_get_logits*,
