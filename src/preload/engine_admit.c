@@ -6,7 +6,8 @@
  * path) rather than killed by the kernel later. llama-server's default
  * context (0: the model's training context) is known only here, not
  * before the load. An operation's admission while the program decodes is
- * said (a warning once per change, the report, the metrics), never acted on.
+ * said (a warning once per outcome and cause, the report, the metrics), never
+ * acted on.
  */
 #include "preload_internal.h"
 
@@ -68,21 +69,24 @@ void exec_op_admission(struct exec_model *m, const struct rf_operation_start *st
         return;
     const struct rf_admission_result *a = &st->admission;
     bool rejected = a->outcome == RF_ADMIT_REJECTED || a->outcome == RF_ADMIT_UNKNOWN;
-    bool change = rejected != m->op_rejected ||
-                  (rejected && (a->outcome != m->op_outcome || a->cause != m->op_cause));
+    /* said once per outcome and cause: a charge that hovers at the limit (page cache
+       reclaimed, refaulted) flips between admitted and rejected without a new line */
+    bool change =
+        rejected && (!m->op_said || a->outcome != m->op_outcome || a->cause != m->op_cause);
     m->op_over_bytes = a->has_hard_excess ? a->hard_excess_bytes : 0;
-    m->op_rejected = rejected;
-    m->op_outcome = a->outcome;
-    m->op_cause = a->cause;
     if (!rejected) {
-        if (change)
+        if (m->op_rejected && exec_engine.cfg.verbose)
             exec_engine.host->say("exec: %s: operations admitted again", m->path);
+        m->op_rejected = false;
         return;
     }
+    m->op_rejected = m->op_said = true;
     m->op_rejections++;
     rf_session_add_warning(m->s, OP_REJECTED_WARNING);
     if (!change)
         return;
+    m->op_outcome = a->outcome;
+    m->op_cause = a->cause;
     char head[512], line[1024], text[sizeof(line)];
     rf_admission_headline(a, head, sizeof(head)); /* what is over and by how much */
     snprintf(line, sizeof(line),

@@ -265,7 +265,7 @@ SHIM_API int32_t llama_encode(struct llama_context *ctx, struct llama_batch batc
 }
 
 /* A sequence state saved or restored (llama-server's host prompt cache): the real call, then
-   its size to the engine. */
+   its size to the engine (a save's bytes written: llama-server's buffer is that size). */
 #define STATE(name, saved, ctx, buf, size, seq_id, flags)                                          \
     do {                                                                                           \
         const struct forge_exec_hooks *h = enter();                                                \

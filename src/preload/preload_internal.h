@@ -99,7 +99,8 @@ struct exec_model {
     uint64_t bookkeeping_skipped; /* submissions that found a boundary running */
     /* session_mu (engine_admit.c): */
     bool op_rejected;                     /* the last operation's admission was not admitted */
-    enum rf_admission_outcome op_outcome; /* that admission's outcome and cause, said once */
+    bool op_said;                         /* a rejection was said: its outcome and cause */
+    enum rf_admission_outcome op_outcome; /* the last rejection said: outcome and cause */
     enum rf_admission_cause op_cause;
     uint64_t op_rejections; /* operations whose admission was rejected or unknown */
     uint64_t op_over_bytes; /* the last operation's projected charge over the binding hard

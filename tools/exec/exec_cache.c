@@ -4,10 +4,11 @@
  * from the model's GGUF header and the binding memory limit (exec's
  * --memory-limit, else the cgroup hierarchy's) what its --cache-ram may be:
  * the room under the limit after the projected charge of the load and of
- * the real context (its -c, else the model's training context) and a
- * margin. Without the user's --cache-ram, exec passes that bound
- * (LLAMA_ARG_CACHE_RAM) and says so in one line; the user's own is kept,
- * with a warning when it cannot fit. No limit: nothing to size.
+ * the real context (its -c, else the model's training context), the
+ * weights each token reads (resident beside it) and a margin (an eighth of
+ * the limit, at least 16 MiB). Without the user's --cache-ram, exec passes
+ * that bound (LLAMA_ARG_CACHE_RAM) and says so in one line; the user's own
+ * is kept, with a warning when it cannot fit. No limit: nothing to size.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -20,9 +21,9 @@
 #include "ramforge/session/session_ext.h"
 
 #define MIB ((uint64_t)1024 * 1024)
-#define EXEC_CACHE_MARGIN_BYTES                                                                    \
-    (64 * MIB) /* left beside the cache under the limit: the                                       \
-                  requests' buffers, the runtime's growth */
+/* Left beside the cache under a limit of l bytes (the requests' buffers, the runtime's
+   growth, the heap's freed entries): an eighth of the limit, at least 16 MiB. */
+#define EXEC_CACHE_MARGIN_BYTES(l) ((l) / 8 > 16 * MIB ? (l) / 8 : 16 * MIB)
 
 /*
  * The room under the binding limit after the load and the context of path (n_ctx 0: the
@@ -47,7 +48,9 @@ static bool room_of(const char *path, long long n_ctx, const struct session_opti
     ok = adm->has_binding && adm->has_projected_charge && !adm->has_hard_excess;
     if (ok) {
         *limit = adm->cgroups[adm->binding].level.limit.bytes;
-        *room = *limit > adm->projected_charge_bytes ? *limit - adm->projected_charge_bytes : 0;
+        /* the weights each token reads stay resident beside it (else the decode thrashes) */
+        uint64_t need = adm->projected_charge_bytes + est.file_working_set_bytes;
+        *room = *limit > need ? *limit - need : 0;
         *ctx_used = req.n_ctx;
     }
 out:
@@ -67,7 +70,7 @@ void exec_cache_fit(int argc, char **argv, const struct session_options *s, bool
     if ((keep && !given) || !model ||
         !room_of(model, exec_program_ctx_size(argc, argv), s, &room, &limit, &n_ctx))
         return;
-    uint64_t fit = rf_prompt_cache_fit_mib(room, EXEC_CACHE_MARGIN_BYTES, UINT64_MAX / MIB);
+    uint64_t fit = rf_prompt_cache_fit_mib(room, EXEC_CACHE_MARGIN_BYTES(limit), UINT64_MAX / MIB);
     if (given) {
         char own[48];
         snprintf(own, sizeof(own), *has_mib ? "%lld MiB" : "-1 (no limit)", *mib);
@@ -77,7 +80,7 @@ void exec_cache_fit(int argc, char **argv, const struct session_options *s, bool
                       "%" PRIu32 " tokens and a %" PRIu64 " bytes margin is %" PRIu64
                       " MiB; the kernel kills llama-server when its prompt cache grows past it "
                       "(yours is kept)",
-                      own, limit, n_ctx, EXEC_CACHE_MARGIN_BYTES, fit);
+                      own, limit, n_ctx, EXEC_CACHE_MARGIN_BYTES(limit), fit);
         return;
     }
     *mib = (long long)(fit < EXEC_SERVER_CACHE_RAM_DEFAULT_MIB ? fit
@@ -92,5 +95,6 @@ void exec_cache_fit(int argc, char **argv, const struct session_options *s, bool
     cli_error("exec: llama-server's --cache-ram set to %lld MiB%s: the room under the limit of "
               "%" PRIu64 " bytes after the model, a context of %" PRIu32 " tokens and a %" PRIu64
               " bytes margin (--keep-cache-ram: llama-server's own)",
-              *mib, *mib ? "" : " (the prompt cache off)", limit, n_ctx, EXEC_CACHE_MARGIN_BYTES);
+              *mib, *mib ? "" : " (the prompt cache off)", limit, n_ctx,
+              EXEC_CACHE_MARGIN_BYTES(limit));
 }
