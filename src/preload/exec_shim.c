@@ -206,14 +206,16 @@ SHIM_API struct llama_context *llama_init_from_model(struct llama_model *model,
                                                      struct llama_context_params params)
 {
     const struct forge_exec_hooks *h = enter();
-    const struct forge_exec_context want = {
-        .n_ctx =
-            params.n_ctx || !model ? params.n_ctx : (uint32_t)REAL(llama_model_n_ctx_train)(model),
-        .n_ctx_asked = params.n_ctx,
-        .n_seq_max = params.n_seq_max};
-    if (h && h->context_admit(model, &want) < 0) {
-        leave();
-        return NULL; /* refused before its KV cache exists (the engine said why) */
+    if (h) {
+        /* llama.cpp's n_ctx 0: the model's training context (llama-server's default) */
+        const struct forge_exec_context want = {
+            .n_ctx = params.n_ctx || !model ? params.n_ctx
+                                            : (uint32_t)REAL(llama_model_n_ctx_train)(model),
+            .n_seq_max = params.n_seq_max};
+        if (h->context_admit(model, &want) < 0) {
+            leave();
+            return NULL; /* refused before its KV cache exists (the engine said why) */
+        }
     }
     struct llama_context *ctx = REAL(llama_init_from_model)(model, params);
     if (h) {

@@ -42,10 +42,9 @@ struct forge_exec_load {
 
 /* The context a program asks llama_init_from_model for (its llama_context_params). */
 struct forge_exec_context {
-    uint32_t n_ctx;       /* cells llama.cpp will size the KV cache for: the asked n_ctx, or the
-                             model's training context when 0 (llama-server's default) */
-    uint32_t n_ctx_asked; /* params.n_ctx as the program gave it; 0: the model's */
-    uint32_t n_seq_max;   /* params.n_seq_max (llama-server's --parallel) */
+    uint32_t n_ctx;     /* cells llama.cpp will size the KV cache for: the asked n_ctx, or the
+                           model's training context when 0 (llama-server's default) */
+    uint32_t n_seq_max; /* params.n_seq_max (llama-server's --parallel) */
 };
 
 /*
