@@ -36,7 +36,7 @@ _ramforge_opts_watch="-a --all -i --interval -n --iterations --once -j --json -b
     --cgroup -h --help"
 _ramforge_opts_exec="--residency-policy --memory-target --safety-reserve --release-mode
     --admission -c --ctx-size --idle-seconds --staging-budget --history --residency-report-json
-    --metrics-file --metrics-listen --memory-limit -v --verbose -h --help"
+    --metrics-file --metrics-listen --keep-cache-ram --memory-limit -v --verbose -h --help"
 _ramforge_columns="INDEX NAME LAYER TYPE TENSORS RANGE PAGES SIZE RES NONRES UNKNOWN RES_BYTES
     PERCENT SAMPLED FILE"
 _ramforge_policies="off observe conservative memory-bound reuse-aware active streaming"

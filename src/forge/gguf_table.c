@@ -126,6 +126,7 @@ int forge_gguf_estimate(const char *path, bool use_extra_bufts, struct forge_ggu
         out->n_embd = arch_u32(g, arch, "embedding_length");
         out->n_head = arch_u32(g, arch, "attention.head_count");
         out->n_head_kv = arch_u32(g, arch, "attention.head_count_kv");
+        out->n_ctx_train = arch_u32(g, arch, "context_length");
         if (!out->n_head_kv)
             out->n_head_kv = out->n_head;
     }

@@ -99,11 +99,11 @@ static bool said_first(const char *what, const char *path)
 }
 
 /*
- * The decision on path as run says it (ramforge/core/admission.h): the headline and the ways out,
- * the whole reason with -v, every "N bytes" in IEC units (rf_size_text); a refusal once
- * (said_first), a warning (-v only) at each load.
+ * The decision on what ("loading PATH", "creating a context of N tokens for PATH") as run says it
+ * (ramforge/core/admission.h): the headline and the ways out, the whole reason with -v, every
+ * "N bytes" in IEC units (rf_size_text); a refusal of path once (said_first).
  */
-static void say_admission(const char *path, const struct rf_admission_result *adm)
+void exec_say_admission(const char *what, const char *path, const struct rf_admission_result *adm)
 {
     static char head[512], ways[1024], line[8192], text[sizeof(line)]; /* under table_mu */
     pthread_mutex_lock(&exec_engine.table_mu);
@@ -113,12 +113,12 @@ static void say_admission(const char *path, const struct rf_admission_result *ad
     }
     rf_admission_headline(adm, head, sizeof(head));
     rf_admission_ways_out(adm, ways, sizeof(ways));
-    int n = adm->refused ? snprintf(line, sizeof(line),
-                                    "exec: admission refused loading %s (%s, --admission %s): %s",
-                                    path, rf_admission_outcome_name(adm->outcome),
-                                    rf_admission_mode_name(adm->mode), head)
-                         : snprintf(line, sizeof(line),
-                                    "exec: warning: admission before loading %s: %s", path, head);
+    int n =
+        adm->refused
+            ? snprintf(line, sizeof(line), "exec: admission refused %s (%s, --admission %s): %s",
+                       what, rf_admission_outcome_name(adm->outcome),
+                       rf_admission_mode_name(adm->mode), head)
+            : snprintf(line, sizeof(line), "exec: warning: admission before %s: %s", what, head);
     for (char *w = ways, *next; *w && n >= 0 && (size_t)n < sizeof(line); w = next) {
         next = w + strcspn(w, "\n");
         if (*next)
@@ -136,7 +136,10 @@ static int hook_before_load(const char *path, const struct forge_exec_load *load
     const struct exec_config *c = &exec_engine.cfg;
     struct rf_session_params p = c->params;
     struct rf_admission_result *adm = NULL;
-    struct rf_operation_request req = {.n_ctx = c->n_ctx};
+    /* the context unknown before the load: its smallest (one padded block), a lower bound */
+    struct rf_operation_request req = {
+        .n_ctx = c->n_ctx, .n_prompt = !c->n_ctx, .n_predict = !c->n_ctx};
+    char what[PATH_MAX + 16];
     char err[RF_ERR_MAX];
     bool decided = false;
     int rc = 0;
@@ -163,7 +166,10 @@ static int hook_before_load(const char *path, const struct forge_exec_load *load
         /* llama.cpp will say what it thinks of the file; admission could not read it */
         exec_engine.host->say("exec: no admission before loading %s: %s", path, err);
     } else if (decided && adm->refused) {
-        say_admission(path, adm);
+        if (!c->n_ctx)
+            rf_admission_append(adm, "%s", EXEC_CTX_LOWER_BOUND);
+        snprintf(what, sizeof(what), "loading %s", path);
+        exec_say_admission(what, path, adm);
         char report[PATH_MAX];
         pthread_mutex_lock(&exec_engine.table_mu);
         unsigned number = free_number();
@@ -173,7 +179,8 @@ static int hook_before_load(const char *path, const struct forge_exec_load *load
             exec_engine.host->say("exec: cannot write %s: %s", report, rf_strerror(arc));
         rc = -1;
     } else if (decided && adm->outcome != RF_ADMIT_ADMITTED && c->verbose) {
-        say_admission(path, adm);
+        snprintf(what, sizeof(what), "loading %s", path);
+        exec_say_admission(what, path, adm);
     }
     free(adm);
     return rc;
@@ -295,6 +302,14 @@ static void hook_model_freeing(struct llama_model *model)
     pthread_mutex_unlock(&exec_engine.table_mu);
     pthread_mutex_unlock(&exec_engine.session_mu);
     exec_control_forget((size_t)(m - exec_engine.models));
+}
+
+static int hook_context_admit(struct llama_model *model, const struct forge_exec_context *want)
+{
+    pthread_mutex_lock(&exec_engine.table_mu);
+    struct exec_model *m = model_of(model);
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    return m ? exec_context_admit(m, want) : 0;
 }
 
 /*
@@ -458,13 +473,12 @@ static void hook_submit(struct llama_context *ctx, int32_t n_tokens)
     bool book = m && m->submits_bookkept <= m->clock.submits_closed;
     if (book)
         m->starting = true;
-    uint32_t n_ctx = e ? e->n_ctx : 0;
     pthread_mutex_unlock(&exec_engine.table_mu);
     if (!m)
         return;
     if (book) {
         if (pthread_mutex_trylock(&exec_engine.session_mu) == 0) {
-            exec_op_begin(m, n_ctx, n_tokens);
+            exec_op_begin(m, n_tokens);
             pthread_mutex_unlock(&exec_engine.session_mu);
         } else {
             book = false;
@@ -522,6 +536,15 @@ static void hook_completed(struct llama_context *ctx)
     pthread_mutex_unlock(&exec_engine.table_mu);
 }
 
+static void hook_state(struct llama_context *ctx, uint64_t bytes, bool saved, bool partial)
+{
+    pthread_mutex_lock(&exec_engine.table_mu);
+    struct exec_ctx *e = ctx_of(ctx);
+    if (e)
+        exec_prompt_state(e->m, bytes, saved, partial);
+    pthread_mutex_unlock(&exec_engine.table_mu);
+}
+
 static const struct forge_exec_hooks hooks = {
     .before_load = hook_before_load,
     .load_begin = hook_load_begin,
@@ -529,12 +552,14 @@ static const struct forge_exec_hooks hooks = {
     .loaded = hook_loaded,
     .model_freeing = hook_model_freeing,
     .context_params = hook_context_params,
+    .context_admit = hook_context_admit,
     .context_created = hook_context_created,
     .context_freeing = hook_context_freeing,
     .context_freed = hook_context_freed,
     .submit = hook_submit,
     .submitted = hook_submitted,
     .completed = hook_completed,
+    .state = hook_state,
 };
 
 /* At exit: every open operation ended and every model's figures written. */

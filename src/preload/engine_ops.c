@@ -39,14 +39,16 @@ static bool submitted_since(struct exec_model *m, uint64_t *submits)
     return since;
 }
 
-void exec_op_begin(struct exec_model *m, uint32_t n_ctx, int32_t n_tokens)
+void exec_op_begin(struct exec_model *m, int32_t n_tokens)
 {
     const struct exec_config *c = &exec_engine.cfg;
     m->op_open = true;
     if (c->params.policy == RF_POLICY_OFF)
         return;
     struct rf_operation_start_params sp = {
-        .request = {.n_ctx = n_ctx, .n_prompt = n_tokens > 0 ? (uint32_t)n_tokens : 0},
+        /* the batch's cells alone: the context's KV cache was admitted at its creation and is
+           in the process's memory already (engine_admit.c) */
+        .request = {.n_prompt = n_tokens > 0 ? (uint32_t)n_tokens : 1, .n_predict = 1},
         .admit = c->params.admission_mode != RF_ADMISSION_OFF, /* recorded: a submission is
                                                                   never refused */
         .staging_budget_bytes = c->has_staging ? c->staging_bytes : 0,
@@ -61,11 +63,13 @@ void exec_op_begin(struct exec_model *m, uint32_t n_ctx, int32_t n_tokens)
         exec_engine.host->say("exec: %s: streaming: no read-ahead window (%s): the streamed "
                               "layers are read by the decode's faults",
                               m->path, rf_strerror(wrc));
+    exec_op_admission(m, &st);
 }
 
 /* Ends the operation: its report frozen, the submissions so far counted, the figures out. */
 static void op_close(struct exec_model *m, uint64_t submits)
 {
+    exec_prompt_push(m);
     int rc = rf_session_operation_end(m->s, NULL);
     if (rc < 0)
         exec_engine.host->say("exec: %s: cannot end the operation: %s", m->path, rf_strerror(rc));
@@ -166,6 +170,13 @@ static void exec_families(struct exec_model *m, struct rf_prom *p)
          "The longest an operation's bookkeeping delayed its first submission (admission, "
          "staging, pins).",
          (double)m->bookkeeping_max_ns / 1e9},
+        {"ramforge_exec_operation_rejections_total", "counter",
+         "Operations whose admission was rejected or unknown while the program decoded (warned, "
+         "not stopped).",
+         (double)m->op_rejections},
+        {"ramforge_exec_operation_over_bytes", "gauge",
+         "The last operation's projected charge over the binding hard limit (0: not over).",
+         (double)m->op_over_bytes},
     };
     pthread_mutex_unlock(&exec_engine.table_mu);
     char canon[PATH_MAX];
@@ -177,6 +188,7 @@ static void exec_families(struct exec_model *m, struct rf_prom *p)
         rf_metrics_model_labels(p, canon);
         rf_prom_double(p, fam[i].v);
     }
+    exec_prompt_families(m, p, canon);
 }
 
 void exec_write_figures(struct exec_model *m)

@@ -3,8 +3,9 @@
  * unmodified llama.cpp program (docs/EXEC.md). It defines the libllama
  * calls the gate and the session need (load, free, contexts, decode and
  * encode, synchronize and every getter that synchronizes: logits,
- * embeddings and the backend-sampling results), and each calls the real
- * one, resolved once with dlsym(RTLD_NEXT).
+ * embeddings and the backend-sampling results, and the sequence-state
+ * saves and restores of llama-server's prompt cache), and each calls the
+ * real one, resolved once with dlsym(RTLD_NEXT).
  *
  * It links no llama.cpp and does nothing until the program loads a model:
  * then, once per process, it checks that the libllama defining the real
@@ -205,6 +206,17 @@ SHIM_API struct llama_context *llama_init_from_model(struct llama_model *model,
                                                      struct llama_context_params params)
 {
     const struct forge_exec_hooks *h = enter();
+    if (h) {
+        /* llama.cpp's n_ctx 0: the model's training context (llama-server's default) */
+        const struct forge_exec_context want = {
+            .n_ctx = params.n_ctx || !model ? params.n_ctx
+                                            : (uint32_t)REAL(llama_model_n_ctx_train)(model),
+            .n_seq_max = params.n_seq_max};
+        if (h->context_admit(model, &want) < 0) {
+            leave();
+            return NULL; /* refused before its KV cache exists (the engine said why) */
+        }
+    }
     void *token = NULL;
     if (h && h->context_params(model, &params, &token) < 0) {
         leave();
@@ -257,6 +269,32 @@ SHIM_API int32_t llama_decode(struct llama_context *ctx, struct llama_batch batc
 SHIM_API int32_t llama_encode(struct llama_context *ctx, struct llama_batch batch)
 {
     SUBMIT(llama_encode, ctx, batch);
+}
+
+/* A sequence state saved or restored (llama-server's host prompt cache): the real call, then
+   its size to the engine (a save's bytes written: llama-server's buffer is that size). */
+#define STATE(name, saved, ctx, buf, size, seq_id, flags)                                          \
+    do {                                                                                           \
+        const struct forge_exec_hooks *h = enter();                                                \
+        size_t n_ = REAL(name)(ctx, buf, size, seq_id, flags);                                     \
+        if (h) {                                                                                   \
+            h->state(ctx, n_, saved, flags &LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);                   \
+            leave();                                                                               \
+        }                                                                                          \
+        return n_;                                                                                 \
+    } while (0)
+
+SHIM_API size_t llama_state_seq_get_data_ext(struct llama_context *ctx, uint8_t *dst, size_t size,
+                                             llama_seq_id seq_id, llama_state_seq_flags flags)
+{
+    STATE(llama_state_seq_get_data_ext, true, ctx, dst, size, seq_id, flags);
+}
+
+SHIM_API size_t llama_state_seq_set_data_ext(struct llama_context *ctx, const uint8_t *src,
+                                             size_t size, llama_seq_id dest_seq_id,
+                                             llama_state_seq_flags flags)
+{
+    STATE(llama_state_seq_set_data_ext, false, ctx, src, size, dest_seq_id, flags);
 }
 
 /* After a call that synchronizes ctx: completion observed. */

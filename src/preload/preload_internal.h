@@ -33,6 +33,7 @@
 
 #include "ramforge/core/admission.h"
 #include "ramforge/core/idle_clock.h"
+#include "ramforge/core/prompt_cache.h"
 #include "ramforge/preload/forge_exec.h"
 #include "ramforge/session.h"
 
@@ -52,6 +53,8 @@
 #define EXEC_ENV_METRICS "RAMFORGE_EXEC_METRICS_FILE"      /* path; %p: the pid */
 #define EXEC_ENV_VERBOSE "RAMFORGE_EXEC_VERBOSE"           /* 1: a line per boundary */
 #define EXEC_ENV_SPOOL "RAMFORGE_EXEC_METRICS_SPOOL"       /* path; %p: the pid (exec's parent) */
+/* llama-server's --cache-ram, MiB; absent: no bound known */
+#define EXEC_ENV_CACHE_RAM "RAMFORGE_EXEC_CACHE_RAM_MIB"
 
 /* What the environment asked for. */
 struct exec_config {
@@ -61,6 +64,8 @@ struct exec_config {
     uint64_t staging_bytes; /* staging budget after an idle release, bytes */
     uint64_t idle_ns;       /* 0: no idle boundary */
     uint32_t n_ctx;         /* the context admission before the load assumes; 0: unknown */
+    bool has_cache_ram;     /* the program's prompt-cache bound is known */
+    uint64_t cache_ram_mib; /* llama-server's --cache-ram, MiB (0: the cache off) */
     char report[PATH_MAX];  /* "" : none; %p expanded */
     char metrics[PATH_MAX]; /* "" : none; %p expanded */
     char spool[PATH_MAX];   /* the metrics again, for exec's parent; "" : none; %p expanded */
@@ -101,6 +106,20 @@ struct exec_model {
     uint64_t bookkeeping_max_ns;  /* the longest an operation's bookkeeping took (admission,
                                      staging, pins: the first submission of an operation) */
     uint64_t bookkeeping_skipped; /* submissions that found a boundary running */
+    /* session_mu (engine_admit.c): */
+    bool op_rejected;                     /* the last operation's admission was not admitted */
+    bool op_said;                         /* a rejection was said: its outcome and cause */
+    enum rf_admission_outcome op_outcome; /* the last rejection said: outcome and cause */
+    enum rf_admission_cause op_cause;
+    uint64_t op_rejections; /* operations whose admission was rejected or unknown */
+    uint64_t op_over_bytes; /* the last operation's projected charge over the binding hard
+                               limit, bytes; 0: not over */
+    /* table_mu (engine_prompt.c): */
+    bool cache_seen;              /* a state was saved or restored: cache below initialized */
+    struct rf_prompt_cache cache; /* llama-server's host prompt cache, modelled */
+    bool has_anon_base;
+    uint64_t anon_base_bytes; /* RssAnon before the first save, bytes */
+    uint64_t partial_states;  /* partial states (checkpoints) saved or restored */
 };
 
 /* The engine: its configuration, tables and the idle thread. */
@@ -131,10 +150,44 @@ struct exec_engine {
 
 extern struct exec_engine exec_engine;
 
+/* engine.c: the decision on what ("loading PATH", ...) in run's words; takes table_mu. */
+void exec_say_admission(const char *what, const char *path, const struct rf_admission_result *adm);
+
+/* The sentence a decision before the load adds when the program's context is not known. */
+#define EXEC_CTX_LOWER_BOUND                                                                       \
+    "The program's context size is not known before its load (ramforge exec -c, or "               \
+    "llama-server's own -c): the KV cache counted is the smallest llama.cpp makes (256 cells), "   \
+    "a lower bound, and the known parts alone do not fit; the context is decided again when "      \
+    "the program creates it"
+
+/*
+ * engine_admit.c: admission of the context the program asks llama_init_from_model for (want:
+ * its cells, the model's training context when it asked 0), before its KV cache exists, under
+ * session_mu (taken here). 0: create it; -1: refused (said in one line, the report written).
+ * Not decidable: one line, and it is created.
+ */
+int exec_context_admit(struct exec_model *m, const struct forge_exec_context *want);
+
+/*
+ * engine_admit.c, under session_mu: what an operation's admission (st, rf_session_operation_start)
+ * decided while the program decodes: a warning on stderr once per change of outcome, the
+ * report's warning, the figures the metrics write. A decode is never refused.
+ */
+struct rf_operation_start;
+void exec_op_admission(struct exec_model *m, const struct rf_operation_start *st);
+
+/* engine_prompt.c: a state of bytes saved or restored on a context of m (under table_mu). */
+void exec_prompt_state(struct exec_model *m, uint64_t bytes, bool saved, bool partial);
+/* The ledger's PromptCache of m into its session, before an operation ends (session_mu). */
+void exec_prompt_push(struct exec_model *m);
+/* The prompt cache's series of m (labels of the model at canon) into p (session_mu). */
+struct rf_prom;
+void exec_prompt_families(struct exec_model *m, struct rf_prom *p, const char *canon);
+
 /* engine_ops.c, under session_mu unless said. */
 
 /* Opens the operation of m's submissions: admission, staging after an idle release, pins. */
-void exec_op_begin(struct exec_model *m, uint32_t n_ctx, int32_t n_tokens);
+void exec_op_begin(struct exec_model *m, int32_t n_tokens);
 /* Ends the open operation with boundary b (-1: none, at exit), then writes the figures. */
 void exec_op_end(struct exec_model *m, int b);
 /* The idle boundary (alive: contexts kept), the operation ended, the figures written. */

@@ -48,6 +48,21 @@ int rf_session_operation_start(struct rf_session *s, const struct rf_operation_s
     return 0;
 }
 
+int rf_session_set_prompt_cache(struct rf_session *s, const struct rf_ledger_entry *e)
+{
+    if (!s || !e || e->category != RF_LEDGER_PROMPT_CACHE)
+        return -EINVAL;
+    s->prompt_cache = *e;
+    s->has_prompt_cache = true;
+    return 0;
+}
+
+void rf_session_add_warning(struct rf_session *s, const char *w)
+{
+    if (s && w)
+        ses_add_warning(s, w);
+}
+
 const char *rf_idle_outcome_name(enum rf_idle_outcome o)
 {
     switch (o) {

@@ -506,6 +506,8 @@ int rf_session_operation_end(struct rf_session *s, const struct rf_operation_out
         rf_measure_fill_ledger(&op->ledger, &s->inv, s->model.info.access_basis, last, &s->cg,
                                "self");
         fill_native_ledger(s);
+        if (s->has_prompt_cache)
+            op->ledger.entries[RF_LEDGER_PROMPT_CACHE] = s->prompt_cache;
         if (op->rep.staging) {
             rf_ledger_set(&op->ledger, RF_LEDGER_STAGING_REQUESTED, op->staging.selected_bytes,
                           RF_PROV_REQUESTED, "ramforge staging plan (union of page ranges)",

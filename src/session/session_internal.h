@@ -249,6 +249,8 @@ struct rf_session {
                                               the contexts the application decorates (host.c);
                                               NULL: none */
     struct forge_window *window_installed; /* the operation's window in window_hook; NULL: none */
+    bool has_prompt_cache;                 /* the host's PromptCache entry below */
+    struct rf_ledger_entry prompt_cache;   /* copied into each operation's ledger at its end */
     struct rf_report view[2]; /* rf_session_report's assembly, per scope (operation, session) */
 };
 

@@ -72,7 +72,7 @@ static const char *const category_names[RF_LEDGER_N_CATEGORIES] = {
     "FileBackedLogical", "FileBackedResident", "AnonymousWeights", "MappingPss",
     "ProcessRss",        "ProcessRssPeak",     "CgroupCurrent",    "CgroupPeak",
     "StagingRequested",  "StagingAccepted",    "KvCache",          "GraphScratch",
-    "Runtime",
+    "Runtime",           "PromptCache",
 };
 
 static const int32_t tokens[] = {1, -1, 256, INT32_MAX, 15043};
@@ -357,8 +357,8 @@ static void test_ledger_entries(void **state)
     doc = report_of(&f.r);
     entries = at(doc, "ledger", "entries");
     assert_true(json_is_array(entries));
-    assert_int_equal(json_array_size(entries), 13);
-    for (size_t c = 0; c < 13; c++) {
+    assert_int_equal(json_array_size(entries), RF_LEDGER_N_CATEGORIES);
+    for (size_t c = 0; c < RF_LEDGER_N_CATEGORIES; c++) {
         json_t *e = json_array_get(entries, c);
         const char *prov = json_string_value(json_object_get(e, "provenance"));
 

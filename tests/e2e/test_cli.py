@@ -25,6 +25,7 @@ LEDGER_CATEGORIES = [
     "FileBackedLogical", "FileBackedResident", "AnonymousWeights", "MappingPss",
     "ProcessRss", "ProcessRssPeak", "CgroupCurrent", "CgroupPeak",
     "StagingRequested", "StagingAccepted", "KvCache", "GraphScratch", "Runtime",
+    "PromptCache",  # a program's host prompt cache (ramforge exec); unknown under run
 ]
 TOP_LEVEL_KEYS = [
     "schema_version", "kind", "ramforge_version", "llama_cpp_version", "model", "policy",
@@ -92,6 +93,9 @@ def case_report(c):
     led = ledger_map(doc)
     check(led["Runtime"]["value_bytes"] is None and led["Runtime"]["provenance"] == "unknown"
           and led["Runtime"]["note"], "Runtime must be unknown with a reason")
+    check(led["PromptCache"]["value_bytes"] is None and
+          led["PromptCache"]["provenance"] == "unknown" and "exec" in led["PromptCache"]["note"],
+          "PromptCache must be unknown under run, saying where it is measured")
     for cat in ("KvCache", "GraphScratch"):
         e = led[cat]
         check((e["provenance"] == "native_logical" and e["value_bytes"] > 0) or

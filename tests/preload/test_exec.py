@@ -202,13 +202,13 @@ def smaps_rss(pid, model):
 class Hold:
     """exec_hold, bare or under exec, driven line by line (stderr to a file)."""
 
-    def __init__(self, c, model, prefix, name, *extra, n_ctx=256):
+    def __init__(self, c, model, prefix, name, *extra, n_ctx=256, preexec=None):
         if not c.hold:
             raise Skip("exec_hold was not built")
         self.err = open(c.path(f"{name}.err"), "w")
         self.p = subprocess.Popen(prefix + [c.hold, model, PROMPT, str(n_ctx), *extra],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=self.err, text=True)
+                                  stderr=self.err, text=True, preexec_fn=preexec)
 
     def cmd(self, line):
         self.p.stdin.write(line + "\n")
@@ -340,9 +340,10 @@ def http(url, body=None):
 class ExecServer:
     """llama-server from the pin under `ramforge exec OPTS` on 127.0.0.1 (TMPDIR: the case's
     folder, where --metrics-listen's spool goes): .proc is ramforge (the parent, which stays),
-    .pid llama-server's pid, .port its port. Killed at exit if still running."""
+    .pid llama-server's pid, .port its port; args: more of llama-server's own. Killed at exit
+    if still running."""
 
-    def __init__(self, c, model, *opts):
+    def __init__(self, c, model, *opts, args=()):
         if not LLAMA_SERVER or not os.access(LLAMA_SERVER, os.X_OK):
             raise Skip(f"llama-server from the pin is not built (RF_LLAMA_SERVER="
                        f"{LLAMA_SERVER!r}; scripts/build-llama-server.sh builds it)")
@@ -350,7 +351,7 @@ class ExecServer:
         self.err = open(self.errpath, "w")
         self.proc = subprocess.Popen(
             c.exec_argv(*opts) + [LLAMA_SERVER, "-m", model, "--host", "127.0.0.1", "--port",
-                                  str(self.port), "-c", "512", "-t", "1"],
+                                  str(self.port), "-c", "512", "-t", "1", *args],
             stdout=subprocess.DEVNULL, stderr=self.err, env=dict(os.environ, TMPDIR=c.tmp))
 
         def up():

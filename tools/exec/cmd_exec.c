@@ -37,7 +37,10 @@ struct exec_options {
     long long idle_seconds; /* 0: no idle boundary */
     long long history;      /* 0: the engine's default */
     const char *metrics_path;
-    const char *listen; /* --metrics-listen [ADDR:]PORT */
+    const char *listen;      /* --metrics-listen [ADDR:]PORT */
+    bool keep_cache_ram;     /* --keep-cache-ram: llama-server's --cache-ram not sized */
+    bool has_cache_ram;      /* PROGRAM is llama-server with a prompt-cache bound: */
+    long long cache_ram_mib; /* its --cache-ram, MiB */
 };
 
 enum {
@@ -46,6 +49,7 @@ enum {
     EXEC_OPT_HISTORY,
     EXEC_OPT_METRICS,
     EXEC_OPT_LISTEN,
+    EXEC_OPT_KEEP_CACHE_RAM,
 };
 
 static void usage(FILE *out)
@@ -81,7 +85,9 @@ static void usage(FILE *out)
             "      --admission MODE          warn (default: refuse a load over a hard\n"
             "                                limit), enforce, off\n"
             "  -c, --ctx-size N              the context admission before the load counts\n"
-            "                                (PROGRAM's -c; default: unknown)\n"
+            "                                (default: llama-server's or llama-cli's own -c;\n"
+            "                                else unknown: the smallest counted, and the\n"
+            "                                context decided when PROGRAM creates it)\n"
             "      --idle-seconds N          after N seconds without a decode and none in\n"
             "                                flight, run the idle boundary (the policy's\n"
             "                                release), contexts alive or not (default 0:\n"
@@ -105,6 +111,13 @@ static void usage(FILE *out)
             "                                127.0.0.1): the figures above and the live ones\n"
             "                                (each process's VmRSS and model mapping Rss, the\n"
             "                                memory cgroup), read at each scrape\n"
+            "      --keep-cache-ram          llama-server without --cache-ram under a limit:\n"
+            "                                keep its default (8192 MiB) instead of the\n"
+            "                                room under the limit after the model, its\n"
+            "                                context and a margin of an eighth of the\n"
+            "                                limit (the default, said in one line; a\n"
+            "                                --cache-ram of yours is kept, warned when it\n"
+            "                                cannot fit)\n"
             "      --memory-limit SIZE       run PROGRAM in a fresh child memory cgroup with\n"
             "                                that hard limit (as run's; root or a delegated\n"
             "                                cgroup); removed at exit\n"
@@ -147,6 +160,9 @@ static int own_option(int c, const char *arg, void *ud)
         return cli_parse_int("--history", arg, 1, 1000000, &o->history) ? 0 : RF_EXIT_USAGE;
     case EXEC_OPT_METRICS:
         o->metrics_path = arg;
+        return 0;
+    case EXEC_OPT_KEEP_CACHE_RAM:
+        o->keep_cache_ram = true;
         return 0;
     case EXEC_OPT_LISTEN: {
         struct sockaddr_in addr;
@@ -194,6 +210,7 @@ static bool set_environment(const struct exec_options *o, const char *preload, c
     rc |= set_u64("RAMFORGE_EXEC_IDLE_SECONDS", o->idle_seconds > 0, (uint64_t)o->idle_seconds);
     rc |= set_u64("RAMFORGE_EXEC_CTX_SIZE", s->n_ctx > 0, (uint64_t)s->n_ctx);
     rc |= set_u64("RAMFORGE_EXEC_HISTORY", o->history > 0, (uint64_t)o->history);
+    rc |= set_u64("RAMFORGE_EXEC_CACHE_RAM_MIB", o->has_cache_ram, (uint64_t)o->cache_ram_mib);
     rc |= set_str("RAMFORGE_EXEC_REPORT_JSON", s->json_path);
     rc |= set_str("RAMFORGE_EXEC_METRICS_FILE", o->metrics_path);
     rc |= set_str("RAMFORGE_EXEC_VERBOSE", s->verbose ? "1" : NULL);
@@ -258,6 +275,7 @@ int cmd_exec(int argc, char **argv)
         SESSION_LONGOPT_REPORT_JSON,
         {"metrics-file", required_argument, NULL, EXEC_OPT_METRICS},
         {"metrics-listen", required_argument, NULL, EXEC_OPT_LISTEN},
+        {"keep-cache-ram", no_argument, NULL, EXEC_OPT_KEEP_CACHE_RAM},
         SESSION_LONGOPT_MEMORY_LIMIT,
         SESSION_LONGOPT_VERBOSE,
         SESSION_LONGOPT_HELP,
@@ -288,6 +306,11 @@ int cmd_exec(int argc, char **argv)
         return RF_EXIT_USAGE;
     }
     session_options_warn_release_mode(&o.sess);
+    if (!o.sess.n_ctx) /* llama-server's own -c: admission before the load counts it */
+        o.sess.n_ctx = exec_program_ctx_size(argc - end - 1, argv + end + 1);
+    o.has_cache_ram = exec_program_cache_ram(argc - end - 1, argv + end + 1, &o.cache_ram_mib);
+    exec_cache_fit(argc - end - 1, argv + end + 1, &o.sess, o.keep_cache_ram, &o.has_cache_ram,
+                   &o.cache_ram_mib);
     if (!path_usable(o.sess.json_path) || !path_usable(o.metrics_path))
         return RF_EXIT_FAILURE;
     if (!find_libraries(preload, engine) || !exec_find_program(argv[end + 1], program) ||

@@ -1,5 +1,5 @@
 /*
- * The memory ledger: the 13 categories of the specification, each with an
+ * The memory ledger: the 13 categories of the specification and PromptCache, each with an
  * optional byte value, its provenance, the source it came from and a note.
  *
  * The ledger never adds categories into one "total memory". A value that
@@ -34,6 +34,8 @@ enum rf_ledger_category {
     RF_LEDGER_KV_CACHE,
     RF_LEDGER_GRAPH_SCRATCH,
     RF_LEDGER_RUNTIME,
+    RF_LEDGER_PROMPT_CACHE, /* a program's host prompt cache (llama-server's --cache-ram): the
+                               sequence states it saved through libllama (ramforge exec) */
     RF_LEDGER_N_CATEGORIES
 };
 
@@ -45,6 +47,11 @@ enum rf_provenance {
     RF_PROV_REQUESTED,          /* bytes submitted to a hint or release */
     RF_PROV_NATIVE_ACCEPTED,    /* bytes the native layer accepted */
 };
+
+/* PromptCache's note where no program's sequence-state saves were observed. */
+#define RF_LEDGER_PROMPT_CACHE_NOT_OBSERVED                                                        \
+    "no sequence state saved through libllama was observed (llama-server's host prompt cache "     \
+    "is measured under ramforge exec)"
 
 #define RF_LEDGER_SOURCE_MAX 640
 #define RF_LEDGER_NOTE_MAX RF_ERR_MAX /* one line (error.h) */

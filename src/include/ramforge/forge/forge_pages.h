@@ -236,10 +236,11 @@ void forge_gguf_table_free(struct forge_gguf_table *t);
 struct forge_gguf_estimate {
     uint64_t file_size_bytes;                    /* st_size */
     uint32_t n_layer, n_embd, n_head, n_head_kv; /* "<arch>.block_count", ...; 0: absent */
-    uint64_t repacked_bytes;                     /* blk.* and output.weight weights of a type
-                                                    llama.cpp repacks into anonymous CPU_REPACK
-                                                    buffers on AVX2 (Q4_0, Q4_K, IQ4_NL), bytes;
-                                                    0 without use_extra_bufts or AVX2 */
+    uint32_t n_ctx_train;    /* "<arch>.context_length": a program's default context; 0: absent */
+    uint64_t repacked_bytes; /* blk.* and output.weight weights of a type
+                                llama.cpp repacks into anonymous CPU_REPACK
+                                buffers on AVX2 (Q4_0, Q4_K, IQ4_NL), bytes;
+                                0 without use_extra_bufts or AVX2 */
     uint64_t repacked_max_bytes;     /* the largest of those weights, bytes: what the release
                                         during the load holds twice at once */
     uint64_t file_working_set_bytes; /* the other weights, read from the mapping each token

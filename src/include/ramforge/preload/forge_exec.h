@@ -41,6 +41,13 @@ struct forge_exec_load {
                              allocated, freed at once */
 };
 
+/* The context a program asks llama_init_from_model for (its llama_context_params). */
+struct forge_exec_context {
+    uint32_t n_ctx;     /* cells llama.cpp will size the KV cache for: the asked n_ctx, or the
+                           model's training context when 0 (llama-server's default) */
+    uint32_t n_seq_max; /* params.n_seq_max (llama-server's --parallel) */
+};
+
 /*
  * The engine's hooks, called by the shim's interposers with the nesting
  * guard held (a llama_* call made inside a hook, or by libllama itself
@@ -63,8 +70,12 @@ struct forge_exec_hooks {
     void (*loaded)(struct llama_model *model, const char *path, const struct forge_exec_load *load);
     /* Before llama_model_free(model): the last boundary, the report, the session freed. */
     void (*model_freeing)(struct llama_model *model);
-    /* Before llama_init_from_model(model, *params): may decorate *params (the streaming
-       policy's read-ahead window: an eval callback chaining the program's,
+    /* Before llama_init_from_model(model, params), before the KV cache is allocated: 0 to
+       create it, -1 to refuse (the shim returns NULL, the program's failed-allocation path;
+       the engine said why in one line and wrote the report). */
+    int (*context_admit)(struct llama_model *model, const struct forge_exec_context *c);
+    /* After context_admit, before llama_init_from_model(model, *params): may decorate *params
+       (the streaming policy's read-ahead window: an eval callback chaining the program's,
        ramforge/forge/forge_window.h); *token for context_created (NULL: nothing). -1: a
        decoration the engine could not make (out of memory; said), without which the context
        would read weights a window refills: the shim returns NULL without creating it. */
@@ -86,8 +97,12 @@ struct forge_exec_hooks {
     /* Before llama_decode/llama_encode(ctx): the operation opened, the lease taken, the
        window's turn (forge_window_hook_decode_begin). */
     void (*submit)(struct llama_context *ctx, int32_t n_tokens);
-    /* After it, on the same thread: rc its return; the window's turn ended; a failed
-       submission ends the lease. */
+    /* After llama_state_seq_get_data_ext (saved) or llama_state_seq_set_data_ext (restored) on
+       ctx returned bytes (0: failed); partial: LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY (a
+       checkpoint of the recurrent or SWA part only). llama-server's host prompt cache. */
+    void (*state)(struct llama_context *ctx, uint64_t bytes, bool saved, bool partial);
+    /* After llama_decode/llama_encode, on the same thread: rc its return; the window's turn
+       ended; a failed submission ends the lease. */
     void (*submitted)(struct llama_context *ctx, int32_t rc);
     /* After llama_synchronize or a getter that synchronizes (llama_get_logits*,
        llama_get_embeddings*, the backend-sampling llama_get_sampled_*): completion

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "ramforge/core/admission.h"
+#include "ramforge/core/ledger.h"
 #include "ramforge/core/policy.h"
 #include "ramforge/forge/forge.h"
 #include "ramforge/session.h"
@@ -110,6 +111,21 @@ int rf_session_fit_check(const char *path, bool use_extra_bufts, struct rf_sessi
                          const struct rf_operation_request *request, bool has_limit,
                          uint64_t limit_bytes, struct rf_admission_result *out,
                          char err[FORGE_ERR_MAX]);
+
+/*
+ * The ledger's PromptCache entry as the program's host measured it (ramforge
+ * exec: llama-server's host prompt cache), copied: every operation ending
+ * after this call carries it. Errors: -EINVAL (NULL, or e of another
+ * category).
+ */
+int rf_session_set_prompt_cache(struct rf_session *s, const struct rf_ledger_entry *e);
+
+/*
+ * Adds w, a string of static storage (borrowed for the session's life), to
+ * the open operation's report warnings (once: a warning already there by
+ * its text is not added again). NULL s or w: no-op.
+ */
+void rf_session_add_warning(struct rf_session *s, const char *w);
 
 /*
  * Records the decision rf_session_preload_admit made before the load
