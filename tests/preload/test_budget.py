@@ -17,6 +17,9 @@ The model mappings' Rss is read here from /proc/PID/smaps. Cases:
   replaced      the exec'd model's file replaced on disk: the engine's release fails and says
                 so; not asked again
   cgroup        --cgroup DIR watches the processes of that cgroup alone
+  pid_reused    a watched process with a request waiting is killed and its pid given to
+                another process (in a pid namespace of the case's own, ns_last_pid): said
+                as a pid given to another process, never taken for the old one
 Usage: test_budget.py --ramforge PATH CASE
 """
 import os
@@ -176,6 +179,7 @@ def with_procs(fn):
             for x in c.procs:
                 x.stop()
     case.__doc__ = fn.__doc__
+    case.__name__ = fn.__name__
     return case
 
 
@@ -389,6 +393,74 @@ def case_cgroup(c):
         check(w.count(rf"pid {outside.pid} ") == 0, f"a process outside named: {w.lines}")
         check(w.stop() == 0, "watch exit status")
         inside.stop()
+
+
+def in_own_pid_namespace(case):
+    """Runs case in a pid namespace of its own (unshare --pid --fork --mount-proc: this
+    driver again, as its pid 1), where no other process takes a pid meanwhile and
+    /proc/sys/kernel/ns_last_pid chooses the next one."""
+    def run(c):
+        if os.getpid() == 1:
+            return case(c)
+        unshare = shutil.which("unshare")
+        if not unshare:
+            raise Skip("unshare (util-linux) is not installed")
+        probe = subprocess.run([unshare, "--pid", "--fork", "--mount-proc", "true"],
+                               capture_output=True, text=True)
+        if probe.returncode != 0:
+            raise Skip(f"cannot make a pid namespace: {probe.stderr.strip()}")
+        rc = subprocess.run([unshare, "--pid", "--fork", "--mount-proc", sys.executable,
+                             os.path.abspath(__file__), "--ramforge", c.rf,
+                             case.__name__[5:]], env=c.env).returncode
+        check(rc in (0, 77), f"the case in its pid namespace exited {rc}")
+        return rc
+    run.__doc__ = case.__doc__
+    return run
+
+
+def spawn_at(pid, fn):
+    """fn() (a Popen) started with the pid given, through ns_last_pid (pid namespace's own)."""
+    with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+        f.write(str(pid - 1))
+    x = fn()
+    check(x.pid == pid, f"the new process got pid {x.pid}, not {pid}")
+    return x
+
+
+@in_own_pid_namespace
+@with_procs
+def case_pid_reused(c):
+    """A (exec'd, a request waiting behind its decode) is killed and its pid given to B (bare,
+    another model, resident) while the watch is stopped: the watch says A gave its pid to
+    another process, and never takes B for A (no request of A's looked for in B, B never
+    asked or advised; with C kept, the budget is then met)."""
+    a = Hold(c, c.seeded(1), True, "a", n_ctx=8192)
+    k = Hold(c, c.seeded(2), False, "c")
+    model_b = c.seeded(3)  # made now: its mkmodel would take the pid meant for B
+    for x in (a, k):
+        x.cmd("gen 4")
+    budget = k.rss() + a.rss() // 2
+    a.send("gen 6000")  # busy: the request waits
+    w = Watch(c, [a.pid, k.pid], "--budget", str(budget), "--keep", str(k.pid))
+    w.wait_line(rf"asked pid {a.pid} .*through exec's gate")
+    w.p.send_signal(signal.SIGSTOP)  # no reading between A's exit and B's start
+    pid = a.pid
+    a.stop()
+    b = spawn_at(pid, lambda: Hold(c, model_b, False, "b"))
+    b.cmd("gen 4")
+    full = wait_for(lambda: (lambda r: r if r and r > 10 * MiB else None)(b.rss()), 30,
+                    "B resident")
+    w.p.send_signal(signal.SIGCONT)
+    w.wait_line(rf"pid {pid} \(small-1\.gguf\) gave its pid to another process before its "
+                r"release of .* could be measured")
+    time.sleep(1.5)
+    check(w.count(rf"pid {pid} .*exited") == 0, f"said exited: {w.lines}")
+    check(w.count(r"gone with its control channel") == 0, f"A's request looked for in B: {w.lines}")
+    check(w.count(rf"(asked|advised .* of) pid {pid} ") == 1, f"B asked or advised: {w.lines}")
+    check(w.count(r"gave its pid") == 1, f"said more than once: {w.lines}")
+    check(b.rss() >= full * 0.95, f"B lost pages: {b.rss()} of {full}")
+    check(w.p.poll() is None, "the watch stopped")
+    check(w.stop() == 0, "watch exit status")
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
