@@ -130,8 +130,7 @@ bool ses_file_changed(struct rf_session *s)
     return true;
 }
 
-/* Appends an empty application with its own plan; NULL on -ENOMEM. */
-static struct rf_report_application *new_application(struct rf_session *s, const char *boundary)
+struct rf_report_application *ses_new_application(struct rf_session *s, const char *boundary)
 {
     struct rf_plan *plan = calloc(1, sizeof(*plan));
     if (!plan || ses_grow((void **)&s->apps, &s->cap_apps, s->n_apps + 1, sizeof(*s->apps)) < 0 ||
@@ -184,7 +183,7 @@ static int plan_and_apply(struct rf_session *s, const char *boundary, bool dead_
     uint64_t t0 = rf_now_ns();
     int rc;
 
-    struct rf_report_application *app = new_application(s, boundary);
+    struct rf_report_application *app = ses_new_application(s, boundary);
     if (!app)
         return -ENOMEM;
     struct rf_plan *plan = (struct rf_plan *)app->plan;
@@ -238,7 +237,7 @@ int rf_session_apply_plan(struct rf_session *s, const char *boundary, const stru
         return -EINVAL;
     ses_op_open(s);
     long before = ses_take_sample(s, boundary, RF_MEASURE_MAPPING_RSS);
-    struct rf_report_application *app = before < 0 ? NULL : new_application(s, boundary);
+    struct rf_report_application *app = before < 0 ? NULL : ses_new_application(s, boundary);
     if (!app)
         return -ENOMEM;
     app->plan = plan;

@@ -263,6 +263,9 @@ void ses_op_free(struct session_op *op);
  * operation already has gets an ordinal ("after_release_2").
  */
 long ses_take_sample(struct rf_session *s, const char *label, enum rf_measure_mapping what);
+/* boundary.c: appends an empty application at boundary (static) with its own plan (nothing
+   selected); NULL on -ENOMEM. */
+struct rf_report_application *ses_new_application(struct rf_session *s, const char *boundary);
 /* The latest sample, or NULL. */
 const struct rf_residency_sample *ses_last_sample(const struct rf_session *s);
 /* after - before when both are known and fit int64, else absent. */

@@ -22,6 +22,7 @@ The model mappings' Rss is read here from /proc/PID/smaps. Cases:
                 as a pid given to another process, never taken for the old one
 Usage: test_budget.py --ramforge PATH CASE
 """
+import json
 import os
 import re
 import shutil
@@ -89,10 +90,10 @@ def smaps_rss(pid, model):
 class Hold:
     """exec_hold, bare or under exec, driven line by line."""
 
-    def __init__(self, c, model, under_exec, name, n_ctx=256, preexec_fn=None):
+    def __init__(self, c, model, under_exec, name, n_ctx=256, preexec_fn=None, exec_opts=()):
         self.model = model
         self.err = open(c.path(f"{name}.err"), "w")
-        prefix = [c.rf, "exec", "-v", "--"] if under_exec else []
+        prefix = [c.rf, "exec", "-v", *exec_opts, "--"] if under_exec else []
         self.p = subprocess.Popen(prefix + [c.hold, model, PROMPT, str(n_ctx)],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=self.err, text=True, env=c.env, preexec_fn=preexec_fn)
@@ -152,10 +153,11 @@ class Watch:
         return rc
 
 
-def three(c):
-    """A (exec), B (exec), C (bare), each with its model resident; A's last decode the
-    oldest, then B's; C's CPU time is watched from the watch's start (the most recent)."""
-    a = Hold(c, c.seeded(1), True, "a")
+def three(c, a_opts=()):
+    """A (exec, a_opts its exec options), B (exec), C (bare), each with its model resident;
+    A's last decode the oldest, then B's; C's CPU time is watched from the watch's start (the
+    most recent)."""
+    a = Hold(c, c.seeded(1), True, "a", exec_opts=a_opts)
     b = Hold(c, c.seeded(2), True, "b")
     h = Hold(c, c.seeded(3), False, "c")
     for x in (a, b, h):
@@ -186,8 +188,9 @@ def with_procs(fn):
 @with_procs
 def case_order(c):
     """The least recently active (A, by exec's submissions) gives first, through its gate;
-    B and C keep their pages."""
-    a, b, h = three(c)
+    B and C keep their pages; A's session report lists the release (boundary budget)."""
+    rep = c.path("a-report.json")
+    a, b, h = three(c, ("--residency-report-json", rep))
     rss = {x.pid: x.rss() for x in (a, b, h)}
     budget = sum(rss.values()) - rss[a.pid] // 2
     prom = c.path("budget.prom")
@@ -220,6 +223,33 @@ def case_order(c):
                     text, re.M), "A's one release through the gate")
     check(w.stop() == 0, "watch exit status")
     promtool_check_metrics(text)
+    check_budget_report(c, rep, a)
+
+
+def check_budget_report(c, rep, a):
+    """A's session report (rewritten at its release): the budget's release as an application
+    of its own, with what watch asked, what the kernel accepted, the mapping's Rss change and
+    who asked; valid against the schema."""
+    m = re.search(r"asked (\d+) bytes, the kernel accepted (\d+), the mapping's Rss fell by "
+                  r"(\d+) bytes", open(c.path("a.err")).read())
+    check(m, "exec's -v line of the release")
+    asked, accepted, fell = (int(g) for g in m.groups())
+    with open(rep) as f:
+        doc = json.load(f)
+    got = [x for x in doc["application"].get("boundaries", []) if x["boundary"] == "budget"]
+    check(len(got) == 1, f"not one budget release in the report: {doc['application']}")
+    x = got[0]
+    check(x["attempted"] and x["accepted_bytes"] == accepted and
+          x["requested_bytes"] >= accepted and x["observed_mapping_delta_bytes"] == -fell,
+          f"the report's release {x} is not exec's (asked {asked}, accepted {accepted}, "
+          f"fell by {fell})")
+    check(x["requested_by"] and "watch --budget" in x["requested_by"] and
+          f"asked {asked} bytes" in x["requested_by"], f"who asked: {x['requested_by']}")
+    if c.schema:
+        sys.path.insert(0, os.path.join(HERE, "..", "schema"))
+        import validate_report
+        errors = validate_report.validate(c.schema, rep)
+        check(not errors, f"the report does not match the schema: {errors[:3]}")
 
 
 @with_procs
