@@ -246,6 +246,13 @@ static void take_if_idle(size_t i)
                                             FORGE_RELEASE_PAGEOUT, &app);
         if (err == 0)
             err = app.first_error;
+        if (err == 0) {
+            pthread_mutex_lock(&exec_engine.table_mu);
+            m->budget_releases++;
+            m->budget_accepted_bytes += app.accepted_bytes;
+            m->budget_wake_armed = true; /* the next submission is timed: the wake */
+            pthread_mutex_unlock(&exec_engine.table_mu);
+        }
         if (err != -EBUSY)
             exec_write_figures(m); /* the session report lists the release */
         pthread_mutex_unlock(&exec_engine.session_mu);
@@ -306,6 +313,23 @@ static void serve_one(int c)
     }
 }
 
+/* The figures of m rewritten after a wake was measured (its metrics file carries it at once),
+   unless a boundary runs: then at the next poll. */
+static void write_wake(struct exec_model *m)
+{
+    pthread_mutex_lock(&exec_engine.table_mu);
+    bool due = m->model && m->wake_unwritten;
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    if (!due || pthread_mutex_trylock(&exec_engine.session_mu) != 0)
+        return;
+    pthread_mutex_lock(&exec_engine.table_mu);
+    m->wake_unwritten = false;
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    if (m->s)
+        exec_write_figures(m);
+    pthread_mutex_unlock(&exec_engine.session_mu);
+}
+
 static void *control_thread(void *ud)
 {
     (void)ud;
@@ -324,10 +348,32 @@ static void *control_thread(void *ud)
                 close(c);
             }
         }
-        for (size_t i = 0; i < EXEC_MAX_MODELS; i++)
+        for (size_t i = 0; i < EXEC_MAX_MODELS; i++) {
             take_if_idle(i);
+            write_wake(&exec_engine.models[i]);
+        }
     }
     return NULL;
+}
+
+void exec_control_wake_submit(struct exec_model *m, const struct llama_context *ctx, uint64_t t0)
+{
+    if (!m->budget_wake_armed || m->wake_ctx)
+        return;
+    m->budget_wake_armed = false;
+    m->wake_ctx = ctx;
+    m->wake_t0_ns = t0;
+}
+
+void exec_control_wake_done(struct exec_model *m, const struct llama_context *ctx)
+{
+    if (!m->wake_ctx || m->wake_ctx != ctx)
+        return;
+    uint64_t now = rf_now_ns();
+    m->wake_last_ns = now > m->wake_t0_ns ? now - m->wake_t0_ns : 0;
+    m->budget_wakes++;
+    m->wake_ctx = NULL;
+    m->wake_unwritten = true;
 }
 
 /* The runtime directory made (0700) or checked: a directory of this user's alone. */

@@ -92,6 +92,15 @@ struct exec_model {
     uint64_t bookkeeping_max_ns;  /* the longest an operation's bookkeeping took (admission,
                                      staging, pins: the first submission of an operation) */
     uint64_t bookkeeping_skipped; /* submissions that found a boundary running */
+    /* watch --budget's releases through the control channel (engine_control.c) and the
+       wake after each: the first submission after a release timed from its start (the
+       gate and bookkeeping included) to its completion observed (the first token's logits) */
+    uint64_t budget_releases, budget_accepted_bytes; /* taken; bytes madvise accepted */
+    bool budget_wake_armed;               /* a release was taken: the next submission is timed */
+    const struct llama_context *wake_ctx; /* the timed submission's context; NULL: none */
+    uint64_t wake_t0_ns, wake_last_ns;    /* its start; the last wake measured */
+    uint64_t budget_wakes;                /* wakes measured */
+    bool wake_unwritten;                  /* a wake measured since the figures were written */
 };
 
 /* The engine: its configuration, tables and the idle thread. */
@@ -139,5 +148,9 @@ void exec_control_stop(void);
 /* The model of slot i was freed: its identity and request forgotten (a later model may get
    the same addresses). Called without session_mu. */
 void exec_control_forget(size_t i);
+/* The wake after a budget release: ctx's submission (started at t0) is timed when m's release
+   armed it; its completion ends the timing. Under table_mu. */
+void exec_control_wake_submit(struct exec_model *m, const struct llama_context *ctx, uint64_t t0);
+void exec_control_wake_done(struct exec_model *m, const struct llama_context *ctx);
 
 #endif

@@ -189,8 +189,8 @@ def with_procs(fn):
 def case_order(c):
     """The least recently active (A, by exec's submissions) gives first, through its gate;
     B and C keep their pages; A's session report lists the release (boundary budget)."""
-    rep = c.path("a-report.json")
-    a, b, h = three(c, ("--residency-report-json", rep))
+    rep, a_prom = c.path("a-report.json"), c.path("a.prom")
+    a, b, h = three(c, ("--residency-report-json", rep, "--metrics-file", a_prom))
     rss = {x.pid: x.rss() for x in (a, b, h)}
     budget = sum(rss.values()) - rss[a.pid] // 2
     prom = c.path("budget.prom")
@@ -223,7 +223,29 @@ def case_order(c):
                     text, re.M), "A's one release through the gate")
     check(w.stop() == 0, "watch exit status")
     promtool_check_metrics(text)
-    check_budget_report(c, rep, a)
+    accepted = check_budget_report(c, rep, a)
+    check_wake(a, a_prom, accepted)
+
+
+def check_wake(a, prom, accepted):
+    """A's first decode after its release is timed (the wake) in exec's metrics file, with
+    the release and the bytes the kernel accepted."""
+    def fam(text, name):
+        m = re.search(rf"^{name}{{[^}}]*}} (\S+)$", text, re.M)
+        return float(m.group(1)) if m else None
+    before = open(prom).read()
+    check(fam(before, "ramforge_exec_budget_releases_total") == 1 and
+          fam(before, "ramforge_exec_budget_accepted_bytes_total") == accepted and
+          fam(before, "ramforge_exec_budget_wakes_total") == 0,
+          f"exec's budget figures after the release: {before}")
+    t0 = time.monotonic()
+    a.cmd("gen 2")
+    took = time.monotonic() - t0
+    text = wait_for(lambda: (lambda t: t if fam(t, "ramforge_exec_budget_wakes_total") == 1
+                             else None)(open(prom).read()), 10, "the wake in exec's metrics")
+    wake = fam(text, "ramforge_exec_budget_wake_seconds")
+    check(wake and 0 < wake <= took, f"the wake {wake} s is not within the request's {took} s")
+    promtool_check_metrics(text)
 
 
 def check_budget_report(c, rep, a):
@@ -250,6 +272,7 @@ def check_budget_report(c, rep, a):
         import validate_report
         errors = validate_report.validate(c.schema, rep)
         check(not errors, f"the report does not match the schema: {errors[:3]}")
+    return accepted
 
 
 @with_procs
