@@ -9,7 +9,7 @@
  *            and its last release request's outcome;
  *   release  a byte count of one model's file pages queued (one request per
  *            model at a time), taken at the model's next idle moment: no
- *            submission in flight and none for EXEC_CTL_QUIET_NS, under
+ *            submission in flight and none for --budget-quiet-ms (cfg.budget_quiet_ns), under
  *            session_mu and the gate's exclusive side
  *            (rf_session_release_ranges: EBUSY when a decode began
  *            meanwhile: tried again later). A decode running throughout is
@@ -43,10 +43,9 @@
 #include "ramforge/session/session_ext.h"
 #include "ramforge/sys/pages.h"
 
-#define EXEC_CTL_QUIET_NS 1000000000ull /* no submission for 1 s: the model's idle moment */
-#define EXEC_CTL_POLL_MS 100            /* how often a waiting request looks for that moment */
-#define EXEC_CTL_IO_MS 1000             /* an asker has this long to send its line */
-#define EXEC_CTL_MAX_RANGES 4096        /* runs of pages one release submits */
+#define EXEC_CTL_POLL_MS 100     /* how often a waiting request looks for that moment */
+#define EXEC_CTL_IO_MS 1000      /* an asker has this long to send its line */
+#define EXEC_CTL_MAX_RANGES 4096 /* runs of pages one release submits */
 
 /* One model slot's identity and its last request, beside exec_engine.models. ctl_mu. */
 struct ctl_slot {
@@ -218,7 +217,7 @@ static void take_if_idle(size_t i)
     pthread_mutex_lock(&exec_engine.table_mu);
     bool same = m->model == s.model && m->model;
     bool idle = same && m->clock.in_flight == 0 && now >= m->clock.last_activity_ns &&
-                now - m->clock.last_activity_ns >= EXEC_CTL_QUIET_NS;
+                now - m->clock.last_activity_ns >= exec_engine.cfg.budget_quiet_ns;
     pthread_mutex_unlock(&exec_engine.table_mu);
     int err = 0;
     struct rf_report_application app = {0};
@@ -240,7 +239,7 @@ static void take_if_idle(size_t i)
                  "the model's resident file pages from the file's end backwards, pageout, taken "
                  "at its idle moment (no submission for %.1f s)",
                  (unsigned long long)s.bytes, (unsigned long long)s.st.id,
-                 (double)EXEC_CTL_QUIET_NS / 1e9);
+                 (double)exec_engine.cfg.budget_quiet_ns / 1e9);
         if (err == 0)
             err = rf_session_release_ranges(session, "budget", "after_budget", by, ranges, n,
                                             FORGE_RELEASE_PAGEOUT, &app);

@@ -33,31 +33,33 @@
 #define EXEC_MAX_MODELS 16 /* models one process may have managed at once */
 
 /* The environment ramforge exec sets (docs/EXEC.md); each child process inherits it. */
-#define EXEC_ENV_POLICY "RAMFORGE_EXEC_POLICY"             /* rf_policy_parse's names */
-#define EXEC_ENV_TARGET "RAMFORGE_EXEC_TARGET_BYTES"       /* decimal bytes */
-#define EXEC_ENV_RESERVE "RAMFORGE_EXEC_RESERVE_BYTES"     /* decimal bytes */
-#define EXEC_ENV_RELEASE_MODE "RAMFORGE_EXEC_RELEASE_MODE" /* dontneed | pageout */
-#define EXEC_ENV_ADMISSION "RAMFORGE_EXEC_ADMISSION"       /* enforce | warn | off */
-#define EXEC_ENV_STAGING "RAMFORGE_EXEC_STAGING_BYTES"     /* decimal bytes; absent: none */
-#define EXEC_ENV_IDLE "RAMFORGE_EXEC_IDLE_SECONDS"         /* 0: no idle boundary */
-#define EXEC_ENV_CTX "RAMFORGE_EXEC_CTX_SIZE"              /* tokens, admission before load */
-#define EXEC_ENV_HISTORY "RAMFORGE_EXEC_HISTORY"           /* operations kept in the report */
-#define EXEC_ENV_REPORT "RAMFORGE_EXEC_REPORT_JSON"        /* path; %p: the pid */
-#define EXEC_ENV_METRICS "RAMFORGE_EXEC_METRICS_FILE"      /* path; %p: the pid */
-#define EXEC_ENV_VERBOSE "RAMFORGE_EXEC_VERBOSE"           /* 1: a line per boundary */
-#define EXEC_ENV_SPOOL "RAMFORGE_EXEC_METRICS_SPOOL"       /* path; %p: the pid (exec's parent) */
+#define EXEC_ENV_POLICY "RAMFORGE_EXEC_POLICY"                /* rf_policy_parse's names */
+#define EXEC_ENV_TARGET "RAMFORGE_EXEC_TARGET_BYTES"          /* decimal bytes */
+#define EXEC_ENV_RESERVE "RAMFORGE_EXEC_RESERVE_BYTES"        /* decimal bytes */
+#define EXEC_ENV_RELEASE_MODE "RAMFORGE_EXEC_RELEASE_MODE"    /* dontneed | pageout */
+#define EXEC_ENV_ADMISSION "RAMFORGE_EXEC_ADMISSION"          /* enforce | warn | off */
+#define EXEC_ENV_STAGING "RAMFORGE_EXEC_STAGING_BYTES"        /* decimal bytes; absent: none */
+#define EXEC_ENV_IDLE "RAMFORGE_EXEC_IDLE_SECONDS"            /* 0: no idle boundary */
+#define EXEC_ENV_CTX "RAMFORGE_EXEC_CTX_SIZE"                 /* tokens, admission before load */
+#define EXEC_ENV_HISTORY "RAMFORGE_EXEC_HISTORY"              /* operations kept in the report */
+#define EXEC_ENV_BUDGET_QUIET "RAMFORGE_EXEC_BUDGET_QUIET_MS" /* ms; absent: 1000 */
+#define EXEC_ENV_REPORT "RAMFORGE_EXEC_REPORT_JSON"           /* path; %p: the pid */
+#define EXEC_ENV_METRICS "RAMFORGE_EXEC_METRICS_FILE"         /* path; %p: the pid */
+#define EXEC_ENV_VERBOSE "RAMFORGE_EXEC_VERBOSE"              /* 1: a line per boundary */
+#define EXEC_ENV_SPOOL "RAMFORGE_EXEC_METRICS_SPOOL" /* path; %p: the pid (exec's parent) */
 
 /* What the environment asked for. */
 struct exec_config {
     struct rf_session_params params; /* policy, target, reserve, release and admission modes,
                                         history */
     bool has_staging;
-    uint64_t staging_bytes; /* staging budget after an idle release, bytes */
-    uint64_t idle_ns;       /* 0: no idle boundary */
-    uint32_t n_ctx;         /* the context admission before the load assumes; 0: unknown */
-    char report[PATH_MAX];  /* "" : none; %p expanded */
-    char metrics[PATH_MAX]; /* "" : none; %p expanded */
-    char spool[PATH_MAX];   /* the metrics again, for exec's parent; "" : none; %p expanded */
+    uint64_t staging_bytes;   /* staging budget after an idle release, bytes */
+    uint64_t idle_ns;         /* 0: no idle boundary */
+    uint64_t budget_quiet_ns; /* a budget release waits this long without a submission */
+    uint32_t n_ctx;           /* the context admission before the load assumes; 0: unknown */
+    char report[PATH_MAX];    /* "" : none; %p expanded */
+    char metrics[PATH_MAX];   /* "" : none; %p expanded */
+    char spool[PATH_MAX];     /* the metrics again, for exec's parent; "" : none; %p expanded */
     bool verbose;
 };
 

@@ -17,6 +17,8 @@ The model mappings' Rss is read here from /proc/PID/smaps. Cases:
   replaced      the exec'd model's file replaced on disk: the engine's release fails and says
                 so; not asked again
   cgroup        --cgroup DIR watches the processes of that cgroup alone
+  quiet         exec's --budget-quiet-ms: the request is taken only after that long without
+                a submission
   pid_reused    a watched process with a request waiting is killed and its pid given to
                 another process (in a pid namespace of the case's own, ns_last_pid): said
                 as a pid given to another process, never taken for the old one
@@ -346,6 +348,24 @@ def case_gate_busy(c):
     w.wait_line(rf"pid {b.pid} .*released at its idle moment under its gate", timeout=20)
     check(time.monotonic() - stopped >= 0.9, "taken before a quiet second")
     wait_for(lambda: b.rss() <= full * 0.75, 20, "B's Rss to fall")
+    check(w.stop() == 0, "watch exit status")
+
+
+@with_procs
+def case_quiet(c):
+    """exec --budget-quiet-ms 2500: asked right after A's last decode, the release is taken
+    no sooner than 2.5 s after it (the default would take it after 1 s)."""
+    a = Hold(c, c.seeded(1), True, "a", exec_opts=("--budget-quiet-ms", "2500"))
+    k = Hold(c, c.seeded(2), False, "c")
+    for x in (k, a):
+        x.cmd("gen 4")
+    last = time.monotonic()  # A's last decode ended before its answer
+    budget = k.rss() + a.rss() // 2
+    w = Watch(c, [a.pid, k.pid], "--budget", str(budget), "--keep", str(k.pid))
+    w.wait_line(rf"asked pid {a.pid} .*through exec's gate")
+    w.wait_line(rf"pid {a.pid} .*released at its idle moment under its gate", timeout=20)
+    took = time.monotonic() - last
+    check(took >= 2.5, f"taken {took:.2f} s after the last decode, before the quiet 2.5 s")
     check(w.stop() == 0, "watch exit status")
 
 
