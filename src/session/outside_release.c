@@ -41,23 +41,10 @@ int rf_session_release_ranges(struct rf_session *s, const char *label, const cha
     if (rc < 0) {
         app->refused_reason = rc == -EBUSY ? "the execution gate was busy" : rf_strerror(rc);
     } else {
-        app->attempted = true;
-        app->requested_bytes = res.requested_bytes;
-        app->accepted_bytes = res.accepted_bytes;
-        app->n_failed = res.n_failed;
-        app->protected_bytes = res.protected_bytes;
-        app->first_error = res.first_error;
-        long after_i = ses_take_sample(s, after_label, RF_MEASURE_MAPPING_RSS);
-        if (after_i < 0)
-            return (int)after_i;
-        const struct rf_residency_sample *b = &s->samples[before], *a = &s->samples[after_i];
-        app->after_label = a->label;
-        app->mapping_delta =
-            ses_delta(a->has_mapping, a->mapping_rss_bytes, b->has_mapping, b->mapping_rss_bytes);
-        app->rss_delta = ses_delta(a->has_process_rss, a->process_rss_bytes, b->has_process_rss,
-                                   b->process_rss_bytes);
-        app->cgroup_delta = ses_delta(a->has_cgroup_current, a->cgroup_current_bytes,
-                                      b->has_cgroup_current, b->cgroup_current_bytes);
+        ses_app_attempted(app, &res);
+        int mrc = ses_app_measure_after(s, app, (size_t)before, after_label);
+        if (mrc < 0)
+            return mrc;
     }
     if (out)
         *out = *app;
