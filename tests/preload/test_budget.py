@@ -247,6 +247,7 @@ def check_wake(a, prom, accepted):
                              else None)(open(prom).read()), 10, "the wake in exec's metrics")
     wake = fam(text, "ramforge_exec_budget_wake_seconds")
     check(wake and 0 < wake <= took, f"the wake {wake} s is not within the request's {took} s")
+    print(f"wake after the release: {wake * 1e3:.1f} ms (exec_hold's gen 2: {took * 1e3:.1f} ms)")
     promtool_check_metrics(text)
 
 
