@@ -5,7 +5,9 @@ exec_hold (tests/preload/exec_hold.c) holds a generated model with a context ali
 `ramforge exec` (their control channel answers) and one bare; `watch --budget` runs over them.
 The model mappings' Rss is read here from /proc/PID/smaps. Cases:
   order         the least recently active (exec's submissions) is asked first, through its
-                gate; the others keep their pages; the budget's /metrics families
+                gate; the others keep their pages; the budget's /metrics families; A's
+                session report lists the release (boundary budget, valid against --schema)
+                and exec's metrics time A's first decode after it (the wake)
   keep          --keep PID passes it over: the next one gives
   bare_advice   with both exec'd kept, the bare one gets the advisory release (labelled so)
   gate_busy     a decode running throughout gets no release: the request waits, taken at the
@@ -22,7 +24,7 @@ The model mappings' Rss is read here from /proc/PID/smaps. Cases:
   pid_reused    a watched process with a request waiting is killed and its pid given to
                 another process (in a pid namespace of the case's own, ns_last_pid): said
                 as a pid given to another process, never taken for the old one
-Usage: test_budget.py --ramforge PATH CASE
+Usage: test_budget.py --ramforge PATH [--schema operation_report.schema.json] CASE
 """
 import json
 import os
