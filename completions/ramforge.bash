@@ -35,8 +35,9 @@ _ramforge_opts_watch="-a --all -i --interval -n --iterations --once -j --json -b
     --metrics-file --listen --release-idle --memory-target --release-mode --budget --keep
     --cgroup -h --help"
 _ramforge_opts_exec="--residency-policy --memory-target --safety-reserve --release-mode
-    --admission -c --ctx-size --idle-seconds --staging-budget --history --residency-report-json
-    --metrics-file --metrics-listen --keep-cache-ram --memory-limit -v --verbose -h --help"
+    --admission -c --ctx-size --idle-seconds --staging-budget --history --budget-quiet-ms
+    --residency-report-json --metrics-file --metrics-listen --keep-cache-ram --memory-limit -v
+    --verbose -h --help"
 _ramforge_columns="INDEX NAME LAYER TYPE TENSORS RANGE PAGES SIZE RES NONRES UNKNOWN RES_BYTES
     PERCENT SAMPLED FILE"
 _ramforge_policies="off observe conservative memory-bound reuse-aware active streaming"
@@ -95,6 +96,7 @@ _ramforge_value()
         --stream-window | --stream-read-ahead | \
         --dispatch-events | --dispatch-sample-pages | -r | --repetitions | --policy-args | \
         --run-args | --host | --port | --idle-seconds | --queue | --history | --api-key | \
+        --budget-quiet-ms | \
         --timeout | --memory-limit | --profile-history | --profile-save-every | \
         --header-timeout | --max-connections | --max-connections-per-address | \
         -i | --interval | --iterations | --listen | --release-idle | --budget | --keep | \

@@ -94,6 +94,7 @@ static struct rf_recon_value attempted_or_null(const struct rf_report_applicatio
 static void list_boundary(json_t *b, const struct rf_report_application *a)
 {
     json_object_set_new(b, "boundary", rf_json_str(a->boundary));
+    json_object_set_new(b, "requested_by", rf_json_str(a->requested_by));
     json_object_set_new(b, "attempted", json_boolean(a->attempted));
     /* A boundary not attempted has no figures, only its reason (never null). */
     json_object_set_new(b, "refused_reason",

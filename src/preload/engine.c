@@ -386,6 +386,7 @@ static void complete(struct exec_ctx *e)
         return;
     e->in_flight = false;
     rf_idle_clock_finish(&e->m->clock, rf_now_ns());
+    exec_control_wake_done(e->m, e->ctx);
     rf_session_lease_end(e->m->s);
 }
 
@@ -499,6 +500,7 @@ static void hook_submit(struct llama_context *ctx, int32_t n_tokens)
     rf_idle_clock_submit(&m->clock, now);
     if (e) {
         e->in_flight = true;
+        exec_control_wake_submit(m, ctx, t0);
     } else {
         rf_idle_clock_finish(&m->clock, now);
         rf_session_lease_end(m->s); /* freed meanwhile by another thread: nothing to hold */

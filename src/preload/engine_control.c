@@ -9,14 +9,17 @@
  *            and its last release request's outcome;
  *   release  a byte count of one model's file pages queued (one request per
  *            model at a time), taken at the model's next idle moment: no
- *            submission in flight and none for EXEC_CTL_QUIET_NS, under
- *            session_mu and the gate's exclusive side (forge_model_release:
- *            EBUSY when a decode began meanwhile: tried again later). A
- *            decode running throughout is never released under.
+ *            submission in flight and none for --budget-quiet-ms (cfg.budget_quiet_ns), under
+ *            session_mu and the gate's exclusive side
+ *            (rf_session_release_ranges: EBUSY when a decode began
+ *            meanwhile: tried again later). A decode running throughout is
+ *            never released under.
  * The pages chosen are the page-cache-resident pages of the model's file
  * mapping from its end backwards (the output and last layers first, as
- * watch --release-idle), advised with MADV_PAGEOUT; the mapping's Rss is
- * measured around it (smaps of the process itself).
+ * watch --release-idle), advised with MADV_PAGEOUT through the session: its
+ * report lists the release as an application of its own (boundary
+ * "budget", requested_by saying who asked what), the mapping's Rss
+ * measured around it by the session's samples.
  */
 #include "preload_internal.h"
 
@@ -33,17 +36,16 @@
 
 #include "ramforge/core/exec_ctl.h"
 #include "ramforge/core/intervals.h"
+#include "ramforge/core/report.h"
 #include "ramforge/core/timing.h"
 #include "ramforge/forge/forge.h"
 #include "ramforge/forge/forge_pages.h"
 #include "ramforge/session/session_ext.h"
 #include "ramforge/sys/pages.h"
-#include "ramforge/sys/sys.h"
 
-#define EXEC_CTL_QUIET_NS 1000000000ull /* no submission for 1 s: the model's idle moment */
-#define EXEC_CTL_POLL_MS 100            /* how often a waiting request looks for that moment */
-#define EXEC_CTL_IO_MS 1000             /* an asker has this long to send its line */
-#define EXEC_CTL_MAX_RANGES 4096        /* runs of pages one release submits */
+#define EXEC_CTL_POLL_MS 100     /* how often a waiting request looks for that moment */
+#define EXEC_CTL_IO_MS 1000      /* an asker has this long to send its line */
+#define EXEC_CTL_MAX_RANGES 4096 /* runs of pages one release submits */
 
 /* One model slot's identity and its last request, beside exec_engine.models. ctl_mu. */
 struct ctl_slot {
@@ -150,21 +152,6 @@ static void answer_release(const struct rf_exec_ctl_request *r, char *buf, size_
              (unsigned long long)r->inode);
 }
 
-/* The mapping's Rss in this process's smaps; false when it cannot be read. */
-static bool mapping_rss(const struct ctl_slot *s, uint64_t *rss)
-{
-    struct rfsys_maps maps;
-    struct rfsys_mapping_sum sum;
-    rfsys_maps_init(&maps);
-    bool ok = rfsys_read_smaps(NULL, "self", &maps) == 0 &&
-              rfsys_maps_sum_file(&maps, s->st.dev_major, s->st.dev_minor, s->st.inode, NULL,
-                                  &sum) == 0 &&
-              sum.complete;
-    rfsys_maps_free(&maps);
-    *rss = ok ? sum.rss_bytes : 0;
-    return ok;
-}
-
 /*
  * The resident pages of fm's mapping from its end backwards, as runs, until bytes are
  * covered: *out owned. 0, or the sampling's error.
@@ -230,11 +217,10 @@ static void take_if_idle(size_t i)
     pthread_mutex_lock(&exec_engine.table_mu);
     bool same = m->model == s.model && m->model;
     bool idle = same && m->clock.in_flight == 0 && now >= m->clock.last_activity_ns &&
-                now - m->clock.last_activity_ns >= EXEC_CTL_QUIET_NS;
+                now - m->clock.last_activity_ns >= exec_engine.cfg.budget_quiet_ns;
     pthread_mutex_unlock(&exec_engine.table_mu);
     int err = 0;
-    uint64_t accepted = 0, before = 0, after = 0;
-    bool measured = false;
+    struct rf_report_application app = {0};
     if (!same) {
         err = -ESTALE; /* the model was freed meanwhile */
     } else if (!idle || pthread_mutex_trylock(&exec_engine.session_mu) != 0) {
@@ -242,32 +228,45 @@ static void take_if_idle(size_t i)
     } else {
         struct rf_file_range *ranges = NULL;
         size_t n = 0;
-        struct forge_release_result res;
+        char by[320];
         pthread_mutex_lock(&exec_engine.table_mu); /* the slot as a load wrote it */
         struct rf_session *session = m->model == s.model ? m->s : NULL;
         pthread_mutex_unlock(&exec_engine.table_mu);
         struct forge_model *fm = session ? rf_session_forge_model(session) : NULL;
         err = fm ? pick_resident(fm, s.bytes, &ranges, &n) : -ESTALE;
-        bool had_before = err == 0 && mapping_rss(&s, &before);
+        snprintf(by, sizeof(by),
+                 "watch --budget asked %llu bytes through exec's control channel (request %llu): "
+                 "the model's resident file pages from the file's end backwards, pageout, taken "
+                 "at its idle moment (no submission for %.1f s)",
+                 (unsigned long long)s.bytes, (unsigned long long)s.st.id,
+                 (double)exec_engine.cfg.budget_quiet_ns / 1e9);
         if (err == 0)
-            err = forge_model_release(fm, ranges, n, FORGE_RELEASE_PAGEOUT, &res, NULL);
+            err = rf_session_release_ranges(session, "budget", "after_budget", by, ranges, n,
+                                            FORGE_RELEASE_PAGEOUT, &app);
+        if (err == 0)
+            err = app.first_error;
         if (err == 0) {
-            accepted = res.accepted_bytes;
-            measured = had_before && mapping_rss(&s, &after);
-            err = res.first_error;
+            pthread_mutex_lock(&exec_engine.table_mu);
+            m->budget_releases++;
+            m->budget_accepted_bytes += app.accepted_bytes;
+            m->budget_wake_armed = true; /* the next submission is timed: the wake */
+            pthread_mutex_unlock(&exec_engine.table_mu);
         }
+        if (err != -EBUSY)
+            exec_write_figures(m); /* the session report lists the release */
         pthread_mutex_unlock(&exec_engine.session_mu);
         free(ranges);
         if (err == -EBUSY)
             return; /* a decode began between the check and the gate: the next poll */
     }
+    int64_t change = app.mapping_delta.has_value ? app.mapping_delta.value : 0;
     pthread_mutex_lock(&ctl.mu);
     struct rf_exec_ctl_model *st = &ctl.slots[i].st;
     if (st->id == s.st.id) {
         st->state = err < 0 ? RF_EXEC_CTL_FAILED : RF_EXEC_CTL_DONE;
         st->error = err;
-        st->accepted_bytes = accepted;
-        st->change_bytes = measured ? (int64_t)after - (int64_t)before : 0;
+        st->accepted_bytes = app.accepted_bytes;
+        st->change_bytes = change;
     }
     pthread_mutex_unlock(&ctl.mu);
     if (exec_engine.cfg.verbose)
@@ -275,9 +274,9 @@ static void take_if_idle(size_t i)
                               "bytes, the kernel accepted %llu, the mapping's Rss %s by %lld "
                               "bytes%s%s",
                               s.st.path, (unsigned long long)s.st.id, (unsigned long long)s.bytes,
-                              (unsigned long long)accepted, after <= before ? "fell" : "rose",
-                              (long long)(after <= before ? before - after : after - before),
-                              err ? ": " : "", err ? rf_strerror(err) : "");
+                              (unsigned long long)app.accepted_bytes, change <= 0 ? "fell" : "rose",
+                              (long long)(change <= 0 ? -change : change), err ? ": " : "",
+                              err ? rf_strerror(err) : "");
 }
 
 /* One connection: a line read under a deadline, answered, closed. */
@@ -313,6 +312,23 @@ static void serve_one(int c)
     }
 }
 
+/* The figures of m rewritten after a wake was measured (its metrics file carries it at once),
+   unless a boundary runs: then at the next poll. */
+static void write_wake(struct exec_model *m)
+{
+    pthread_mutex_lock(&exec_engine.table_mu);
+    bool due = m->model && m->wake_unwritten;
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    if (!due || pthread_mutex_trylock(&exec_engine.session_mu) != 0)
+        return;
+    pthread_mutex_lock(&exec_engine.table_mu);
+    m->wake_unwritten = false;
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    if (m->s)
+        exec_write_figures(m);
+    pthread_mutex_unlock(&exec_engine.session_mu);
+}
+
 static void *control_thread(void *ud)
 {
     (void)ud;
@@ -331,10 +347,32 @@ static void *control_thread(void *ud)
                 close(c);
             }
         }
-        for (size_t i = 0; i < EXEC_MAX_MODELS; i++)
+        for (size_t i = 0; i < EXEC_MAX_MODELS; i++) {
             take_if_idle(i);
+            write_wake(&exec_engine.models[i]);
+        }
     }
     return NULL;
+}
+
+void exec_control_wake_submit(struct exec_model *m, const struct llama_context *ctx, uint64_t t0)
+{
+    if (!m->budget_wake_armed || m->wake_ctx)
+        return;
+    m->budget_wake_armed = false;
+    m->wake_ctx = ctx;
+    m->wake_t0_ns = t0;
+}
+
+void exec_control_wake_done(struct exec_model *m, const struct llama_context *ctx)
+{
+    if (!m->wake_ctx || m->wake_ctx != ctx)
+        return;
+    uint64_t now = rf_now_ns();
+    m->wake_last_ns = now > m->wake_t0_ns ? now - m->wake_t0_ns : 0;
+    m->budget_wakes++;
+    m->wake_ctx = NULL;
+    m->wake_unwritten = true;
 }
 
 /* The runtime directory made (0700) or checked: a directory of this user's alone. */

@@ -14,7 +14,8 @@
 #include "ramforge/core/policy.h"
 #include "ramforge/core/stream_window.h"
 
-#define EXEC_DEFAULT_HISTORY 64 /* operations a long-lived program's report keeps */
+#define EXEC_DEFAULT_HISTORY 64           /* operations a long-lived program's report keeps */
+#define EXEC_DEFAULT_BUDGET_QUIET_MS 1000 /* a budget release waits 1 s without a submission */
 
 /* A decimal unsigned value of name (absent: *has false). 0 or -EINVAL. */
 static int env_u64(const char *name, uint64_t max, bool *has, uint64_t *out, char *why,
@@ -101,6 +102,9 @@ int exec_config_read(struct exec_config *c, char *why, size_t why_size)
         return rc;
     if (has)
         p->history_operations = x;
+    if ((rc = env_u64(EXEC_ENV_BUDGET_QUIET, 86400000, &has, &x, why, why_size)) < 0)
+        return rc;
+    c->budget_quiet_ns = (has && x ? x : EXEC_DEFAULT_BUDGET_QUIET_MS) * 1000000ull;
     v = getenv(EXEC_ENV_VERBOSE);
     c->verbose = v && strcmp(v, "1") == 0;
     if ((rc = env_path(EXEC_ENV_REPORT, c->report, sizeof(c->report), why, why_size)) < 0 ||

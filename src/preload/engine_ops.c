@@ -177,6 +177,19 @@ static void exec_families(struct exec_model *m, struct rf_prom *p)
         {"ramforge_exec_operation_over_bytes", "gauge",
          "The last operation's projected charge over the binding hard limit (0: not over).",
          (double)m->op_over_bytes},
+        {"ramforge_exec_budget_releases_total", "counter",
+         "watch --budget releases taken through the control channel at the model's idle moment.",
+         (double)m->budget_releases},
+        {"ramforge_exec_budget_accepted_bytes_total", "counter",
+         "Bytes madvise accepted in those releases (not proof of reclamation).",
+         (double)m->budget_accepted_bytes},
+        {"ramforge_exec_budget_wakes_total", "counter",
+         "First submissions after a budget release, timed (the wake).", (double)m->budget_wakes},
+        {"ramforge_exec_budget_wake_seconds", "gauge",
+         "The last wake: the first submission after a budget release, from its start (gate and "
+         "bookkeeping included) to its completion observed, the first token's logits; 0 before "
+         "the first (ramforge_exec_budget_wakes_total).",
+         (double)m->wake_last_ns / 1e9},
     };
     pthread_mutex_unlock(&exec_engine.table_mu);
     char canon[PATH_MAX];

@@ -40,19 +40,20 @@
 #define EXEC_MAX_MODELS 16 /* models one process may have managed at once */
 
 /* The environment ramforge exec sets (docs/EXEC.md); each child process inherits it. */
-#define EXEC_ENV_POLICY "RAMFORGE_EXEC_POLICY"             /* rf_policy_parse's names */
-#define EXEC_ENV_TARGET "RAMFORGE_EXEC_TARGET_BYTES"       /* decimal bytes */
-#define EXEC_ENV_RESERVE "RAMFORGE_EXEC_RESERVE_BYTES"     /* decimal bytes */
-#define EXEC_ENV_RELEASE_MODE "RAMFORGE_EXEC_RELEASE_MODE" /* dontneed | pageout */
-#define EXEC_ENV_ADMISSION "RAMFORGE_EXEC_ADMISSION"       /* enforce | warn | off */
-#define EXEC_ENV_STAGING "RAMFORGE_EXEC_STAGING_BYTES"     /* decimal bytes; absent: none */
-#define EXEC_ENV_IDLE "RAMFORGE_EXEC_IDLE_SECONDS"         /* 0: no idle boundary */
-#define EXEC_ENV_CTX "RAMFORGE_EXEC_CTX_SIZE"              /* tokens, admission before load */
-#define EXEC_ENV_HISTORY "RAMFORGE_EXEC_HISTORY"           /* operations kept in the report */
-#define EXEC_ENV_REPORT "RAMFORGE_EXEC_REPORT_JSON"        /* path; %p: the pid */
-#define EXEC_ENV_METRICS "RAMFORGE_EXEC_METRICS_FILE"      /* path; %p: the pid */
-#define EXEC_ENV_VERBOSE "RAMFORGE_EXEC_VERBOSE"           /* 1: a line per boundary */
-#define EXEC_ENV_SPOOL "RAMFORGE_EXEC_METRICS_SPOOL"       /* path; %p: the pid (exec's parent) */
+#define EXEC_ENV_POLICY "RAMFORGE_EXEC_POLICY"                /* rf_policy_parse's names */
+#define EXEC_ENV_TARGET "RAMFORGE_EXEC_TARGET_BYTES"          /* decimal bytes */
+#define EXEC_ENV_RESERVE "RAMFORGE_EXEC_RESERVE_BYTES"        /* decimal bytes */
+#define EXEC_ENV_RELEASE_MODE "RAMFORGE_EXEC_RELEASE_MODE"    /* dontneed | pageout */
+#define EXEC_ENV_ADMISSION "RAMFORGE_EXEC_ADMISSION"          /* enforce | warn | off */
+#define EXEC_ENV_STAGING "RAMFORGE_EXEC_STAGING_BYTES"        /* decimal bytes; absent: none */
+#define EXEC_ENV_IDLE "RAMFORGE_EXEC_IDLE_SECONDS"            /* 0: no idle boundary */
+#define EXEC_ENV_CTX "RAMFORGE_EXEC_CTX_SIZE"                 /* tokens, admission before load */
+#define EXEC_ENV_HISTORY "RAMFORGE_EXEC_HISTORY"              /* operations kept in the report */
+#define EXEC_ENV_BUDGET_QUIET "RAMFORGE_EXEC_BUDGET_QUIET_MS" /* ms; absent: 1000 */
+#define EXEC_ENV_REPORT "RAMFORGE_EXEC_REPORT_JSON"           /* path; %p: the pid */
+#define EXEC_ENV_METRICS "RAMFORGE_EXEC_METRICS_FILE"         /* path; %p: the pid */
+#define EXEC_ENV_VERBOSE "RAMFORGE_EXEC_VERBOSE"              /* 1: a line per boundary */
+#define EXEC_ENV_SPOOL "RAMFORGE_EXEC_METRICS_SPOOL" /* path; %p: the pid (exec's parent) */
 /* llama-server's --cache-ram, MiB; absent: no bound known */
 #define EXEC_ENV_CACHE_RAM "RAMFORGE_EXEC_CACHE_RAM_MIB"
 
@@ -61,14 +62,15 @@ struct exec_config {
     struct rf_session_params params; /* policy, target, reserve, release and admission modes,
                                         history */
     bool has_staging;
-    uint64_t staging_bytes; /* staging budget after an idle release, bytes */
-    uint64_t idle_ns;       /* 0: no idle boundary */
-    uint32_t n_ctx;         /* the context admission before the load assumes; 0: unknown */
-    bool has_cache_ram;     /* the program's prompt-cache bound is known */
-    uint64_t cache_ram_mib; /* llama-server's --cache-ram, MiB (0: the cache off) */
-    char report[PATH_MAX];  /* "" : none; %p expanded */
-    char metrics[PATH_MAX]; /* "" : none; %p expanded */
-    char spool[PATH_MAX];   /* the metrics again, for exec's parent; "" : none; %p expanded */
+    uint64_t staging_bytes;   /* staging budget after an idle release, bytes */
+    uint64_t idle_ns;         /* 0: no idle boundary */
+    uint64_t budget_quiet_ns; /* a budget release waits this long without a submission */
+    uint32_t n_ctx;           /* the context admission before the load assumes; 0: unknown */
+    bool has_cache_ram;       /* the program's prompt-cache bound is known */
+    uint64_t cache_ram_mib;   /* llama-server's --cache-ram, MiB (0: the cache off) */
+    char report[PATH_MAX];    /* "" : none; %p expanded */
+    char metrics[PATH_MAX];   /* "" : none; %p expanded */
+    char spool[PATH_MAX];     /* the metrics again, for exec's parent; "" : none; %p expanded */
     bool verbose;
 };
 
@@ -120,6 +122,15 @@ struct exec_model {
     bool has_anon_base;
     uint64_t anon_base_bytes; /* RssAnon before the first save, bytes */
     uint64_t partial_states;  /* partial states (checkpoints) saved or restored */
+    /* watch --budget's releases through the control channel (engine_control.c) and the
+       wake after each: the first submission after a release timed from its start (the
+       gate and bookkeeping included) to its completion observed (the first token's logits) */
+    uint64_t budget_releases, budget_accepted_bytes; /* taken; bytes madvise accepted */
+    bool budget_wake_armed;               /* a release was taken: the next submission is timed */
+    const struct llama_context *wake_ctx; /* the timed submission's context; NULL: none */
+    uint64_t wake_t0_ns, wake_last_ns;    /* its start; the last wake measured */
+    uint64_t budget_wakes;                /* wakes measured */
+    bool wake_unwritten;                  /* a wake measured since the figures were written */
 };
 
 /* The engine: its configuration, tables and the idle thread. */
@@ -204,5 +215,9 @@ void exec_control_stop(void);
 /* The model of slot i was freed: its identity and request forgotten (a later model may get
    the same addresses). Called without session_mu. */
 void exec_control_forget(size_t i);
+/* The wake after a budget release: ctx's submission (started at t0) is timed when m's release
+   armed it; its completion ends the timing. Under table_mu. */
+void exec_control_wake_submit(struct exec_model *m, const struct llama_context *ctx, uint64_t t0);
+void exec_control_wake_done(struct exec_model *m, const struct llama_context *ctx);
 
 #endif

@@ -130,8 +130,35 @@ bool ses_file_changed(struct rf_session *s)
     return true;
 }
 
-/* Appends an empty application with its own plan; NULL on -ENOMEM. */
-static struct rf_report_application *new_application(struct rf_session *s, const char *boundary)
+void ses_app_attempted(struct rf_report_application *app, const struct forge_release_result *res)
+{
+    app->attempted = true;
+    app->requested_bytes = res->requested_bytes;
+    app->accepted_bytes = res->accepted_bytes;
+    app->n_failed = res->n_failed;
+    app->protected_bytes = res->protected_bytes;
+    app->first_error = res->first_error;
+}
+
+int ses_app_measure_after(struct rf_session *s, struct rf_report_application *app, size_t before_i,
+                          const char *after_label)
+{
+    long after_i = ses_take_sample(s, after_label, RF_MEASURE_MAPPING_RSS);
+    if (after_i < 0)
+        return (int)after_i;
+    app->after_label = s->samples[after_i].label; /* after_label, with its round */
+    const struct rf_residency_sample *before = &s->samples[before_i];
+    const struct rf_residency_sample *after = &s->samples[after_i];
+    app->mapping_delta = ses_delta(after->has_mapping, after->mapping_rss_bytes,
+                                   before->has_mapping, before->mapping_rss_bytes);
+    app->rss_delta = ses_delta(after->has_process_rss, after->process_rss_bytes,
+                               before->has_process_rss, before->process_rss_bytes);
+    app->cgroup_delta = ses_delta(after->has_cgroup_current, after->cgroup_current_bytes,
+                                  before->has_cgroup_current, before->cgroup_current_bytes);
+    return 0;
+}
+
+struct rf_report_application *ses_new_application(struct rf_session *s, const char *boundary)
 {
     struct rf_plan *plan = calloc(1, sizeof(*plan));
     if (!plan || ses_grow((void **)&s->apps, &s->cap_apps, s->n_apps + 1, sizeof(*s->apps)) < 0 ||
@@ -184,7 +211,7 @@ static int plan_and_apply(struct rf_session *s, const char *boundary, bool dead_
     uint64_t t0 = rf_now_ns();
     int rc;
 
-    struct rf_report_application *app = new_application(s, boundary);
+    struct rf_report_application *app = ses_new_application(s, boundary);
     if (!app)
         return -ENOMEM;
     struct rf_plan *plan = (struct rf_plan *)app->plan;
@@ -238,7 +265,7 @@ int rf_session_apply_plan(struct rf_session *s, const char *boundary, const stru
         return -EINVAL;
     ses_op_open(s);
     long before = ses_take_sample(s, boundary, RF_MEASURE_MAPPING_RSS);
-    struct rf_report_application *app = before < 0 ? NULL : new_application(s, boundary);
+    struct rf_report_application *app = before < 0 ? NULL : ses_new_application(s, boundary);
     if (!app)
         return -ENOMEM;
     app->plan = plan;
@@ -257,7 +284,6 @@ int rf_session_apply_plan(struct rf_session *s, const char *boundary, const stru
 static int apply_plan(struct rf_session *s, struct rf_report_application *app,
                       const struct rf_plan *plan, size_t before_i, const char *after_label)
 {
-    const struct rf_residency_sample *before;
     int rc = 0;
 
     if (plan->generation != s->inv.generation) {
@@ -319,12 +345,7 @@ static int apply_plan(struct rf_session *s, struct rf_report_application *app,
         rc = 0;
         goto out;
     }
-    app->attempted = true;
-    app->requested_bytes = res.requested_bytes;
-    app->accepted_bytes = res.accepted_bytes;
-    app->n_failed = res.n_failed;
-    app->protected_bytes = res.protected_bytes;
-    app->first_error = res.first_error;
+    ses_app_attempted(app, &res);
     for (size_t k = 0; k < plan->n_selected && rc == 0; k++) {
         size_t i = pos[k];
         int err = 0;
@@ -341,20 +362,9 @@ static int apply_plan(struct rf_session *s, struct rf_report_application *app,
     }
     if (rc < 0)
         goto out;
-    long after_i = ses_take_sample(s, after_label, RF_MEASURE_MAPPING_RSS);
-    if (after_i < 0) {
-        rc = (int)after_i;
+    rc = ses_app_measure_after(s, app, before_i, after_label);
+    if (rc < 0)
         goto out;
-    }
-    app->after_label = s->samples[after_i].label; /* after_label, with its round */
-    before = &s->samples[before_i];
-    const struct rf_residency_sample *after = &s->samples[after_i];
-    app->mapping_delta = ses_delta(after->has_mapping, after->mapping_rss_bytes,
-                                   before->has_mapping, before->mapping_rss_bytes);
-    app->rss_delta = ses_delta(after->has_process_rss, after->process_rss_bytes,
-                               before->has_process_rss, before->process_rss_bytes);
-    app->cgroup_delta = ses_delta(after->has_cgroup_current, after->cgroup_current_bytes,
-                                  before->has_cgroup_current, before->cgroup_current_bytes);
     for (size_t k = 0; k < plan->n_selected && rc == 0; k++)
         if (s->lt.states[pos[k]] == RF_LT_NATIVE_ACCEPTED)
             rc = lt_move(s, pos[k], RF_LT_RECONCILED);

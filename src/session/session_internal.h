@@ -272,6 +272,15 @@ void ses_op_free(struct session_op *op);
  * operation already has gets an ordinal ("after_release_2").
  */
 long ses_take_sample(struct rf_session *s, const char *label, enum rf_measure_mapping what);
+/* boundary.c: appends an empty application at boundary (static) with its own plan (nothing
+   selected); NULL on -ENOMEM. */
+struct rf_report_application *ses_new_application(struct rf_session *s, const char *boundary);
+/* boundary.c: an application whose native release call returned 0: its figures from res. */
+void ses_app_attempted(struct rf_report_application *app, const struct forge_release_result *res);
+/* boundary.c: the sample after_label taken after app's release (app's after_label), and the
+   deltas against the sample before_i. 0, or the sample's error. */
+int ses_app_measure_after(struct rf_session *s, struct rf_report_application *app, size_t before_i,
+                          const char *after_label);
 /* The latest sample, or NULL. */
 const struct rf_residency_sample *ses_last_sample(const struct rf_session *s);
 /* after - before when both are known and fit int64, else absent. */

@@ -61,7 +61,8 @@ def case_scrape(c):
 
 
 def exported(c):
-    """The metric families ramforge exports: run --metrics-file and serve's /metrics."""
+    """The metric families ramforge exports: run --metrics-file, serve's /metrics and watch
+    --budget's --metrics-file over the serve process."""
     model = c.model()
     prom = c.path("run.prom")
     c.run("run", "-m", model, "-n", "2", "-q", "--metrics-file", prom)
@@ -75,6 +76,12 @@ def exported(c):
         port = int(line.rsplit(":", 1)[1].strip().strip("/"))
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60) as r:
             text += r.read().decode()
+        watched = c.path("watch.prom")
+        c.run("watch", "-n", "2", "-i", "0.1", "--json", "--budget", "1GiB", "--metrics-file",
+              watched,
+              str(proc.pid))
+        with open(watched) as f:
+            text += f.read()
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     finally:
@@ -126,11 +133,14 @@ def case_dashboard(c):
     check(used & have, "no query names a ramforge metric")
 
 
-# Panels with no data in dashboard_live's setup, each with the reason (none today: a panel
-# added without data there must be named here, or the test fails).
+# Panels with no data in dashboard_live's setup, each with the reason (a panel added without
+# data there must be named here, or the test fails).
 NO_DATA = {"llama-server's host prompt cache (exec): the ledger's PromptCache, its bound, the "
            "room": "run and serve save no sequence state: PromptCache is unknown there, and the "
-           "bound is exec's (test_exec_memory.py's server_prompt_cache_ledger reads both)"}
+           "bound is exec's (test_exec_memory.py's server_prompt_cache_ledger reads both)",
+           "Byte budget (watch --budget): budget, held, headroom, released per process":
+           "no watch --budget in this setup (its families: the dashboard case, from a watch "
+           "over serve)"}
 
 
 class _File(http.server.BaseHTTPRequestHandler):

@@ -5,7 +5,9 @@ exec_hold (tests/preload/exec_hold.c) holds a generated model with a context ali
 `ramforge exec` (their control channel answers) and one bare; `watch --budget` runs over them.
 The model mappings' Rss is read here from /proc/PID/smaps. Cases:
   order         the least recently active (exec's submissions) is asked first, through its
-                gate; the others keep their pages; the budget's /metrics families
+                gate; the others keep their pages; the budget's /metrics families; A's
+                session report lists the release (boundary budget, valid against --schema)
+                and exec's metrics time A's first decode after it (the wake)
   keep          --keep PID passes it over: the next one gives
   bare_advice   with both exec'd kept, the bare one gets the advisory release (labelled so)
   gate_busy     a decode running throughout gets no release: the request waits, taken at the
@@ -17,8 +19,14 @@ The model mappings' Rss is read here from /proc/PID/smaps. Cases:
   replaced      the exec'd model's file replaced on disk: the engine's release fails and says
                 so; not asked again
   cgroup        --cgroup DIR watches the processes of that cgroup alone
-Usage: test_budget.py --ramforge PATH CASE
+  quiet         exec's --budget-quiet-ms: the request is taken only after that long without
+                a submission
+  pid_reused    a watched process with a request waiting is killed and its pid given to
+                another process (in a pid namespace of the case's own, ns_last_pid): said
+                as a pid given to another process, never taken for the old one
+Usage: test_budget.py --ramforge PATH [--schema operation_report.schema.json] CASE
 """
+import json
 import os
 import re
 import shutil
@@ -86,10 +94,10 @@ def smaps_rss(pid, model):
 class Hold:
     """exec_hold, bare or under exec, driven line by line."""
 
-    def __init__(self, c, model, under_exec, name, n_ctx=256, preexec_fn=None):
+    def __init__(self, c, model, under_exec, name, n_ctx=256, preexec_fn=None, exec_opts=()):
         self.model = model
         self.err = open(c.path(f"{name}.err"), "w")
-        prefix = [c.rf, "exec", "-v", "--"] if under_exec else []
+        prefix = [c.rf, "exec", "-v", *exec_opts, "--"] if under_exec else []
         self.p = subprocess.Popen(prefix + [c.hold, model, PROMPT, str(n_ctx)],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=self.err, text=True, env=c.env, preexec_fn=preexec_fn)
@@ -149,10 +157,11 @@ class Watch:
         return rc
 
 
-def three(c):
-    """A (exec), B (exec), C (bare), each with its model resident; A's last decode the
-    oldest, then B's; C's CPU time is watched from the watch's start (the most recent)."""
-    a = Hold(c, c.seeded(1), True, "a")
+def three(c, a_opts=()):
+    """A (exec, a_opts its exec options), B (exec), C (bare), each with its model resident;
+    A's last decode the oldest, then B's; C's CPU time is watched from the watch's start (the
+    most recent)."""
+    a = Hold(c, c.seeded(1), True, "a", exec_opts=a_opts)
     b = Hold(c, c.seeded(2), True, "b")
     h = Hold(c, c.seeded(3), False, "c")
     for x in (a, b, h):
@@ -176,14 +185,16 @@ def with_procs(fn):
             for x in c.procs:
                 x.stop()
     case.__doc__ = fn.__doc__
+    case.__name__ = fn.__name__
     return case
 
 
 @with_procs
 def case_order(c):
     """The least recently active (A, by exec's submissions) gives first, through its gate;
-    B and C keep their pages."""
-    a, b, h = three(c)
+    B and C keep their pages; A's session report lists the release (boundary budget)."""
+    rep, a_prom = c.path("a-report.json"), c.path("a.prom")
+    a, b, h = three(c, ("--residency-report-json", rep, "--metrics-file", a_prom))
     rss = {x.pid: x.rss() for x in (a, b, h)}
     budget = sum(rss.values()) - rss[a.pid] // 2
     prom = c.path("budget.prom")
@@ -216,6 +227,57 @@ def case_order(c):
                     text, re.M), "A's one release through the gate")
     check(w.stop() == 0, "watch exit status")
     promtool_check_metrics(text)
+    accepted = check_budget_report(c, rep, a)
+    check_wake(a, a_prom, accepted)
+
+
+def check_wake(a, prom, accepted):
+    """A's first decode after its release is timed (the wake) in exec's metrics file, with
+    the release and the bytes the kernel accepted."""
+    def fam(text, name):
+        m = re.search(rf"^{name}{{[^}}]*}} (\S+)$", text, re.M)
+        return float(m.group(1)) if m else None
+    before = open(prom).read()
+    check(fam(before, "ramforge_exec_budget_releases_total") == 1 and
+          fam(before, "ramforge_exec_budget_accepted_bytes_total") == accepted and
+          fam(before, "ramforge_exec_budget_wakes_total") == 0,
+          f"exec's budget figures after the release: {before}")
+    t0 = time.monotonic()
+    a.cmd("gen 2")
+    took = time.monotonic() - t0
+    text = wait_for(lambda: (lambda t: t if fam(t, "ramforge_exec_budget_wakes_total") == 1
+                             else None)(open(prom).read()), 10, "the wake in exec's metrics")
+    wake = fam(text, "ramforge_exec_budget_wake_seconds")
+    check(wake and 0 < wake <= took, f"the wake {wake} s is not within the request's {took} s")
+    print(f"wake after the release: {wake * 1e3:.1f} ms (exec_hold's gen 2: {took * 1e3:.1f} ms)")
+    promtool_check_metrics(text)
+
+
+def check_budget_report(c, rep, a):
+    """A's session report (rewritten at its release): the budget's release as an application
+    of its own, with what watch asked, what the kernel accepted, the mapping's Rss change and
+    who asked; valid against the schema."""
+    m = re.search(r"asked (\d+) bytes, the kernel accepted (\d+), the mapping's Rss fell by "
+                  r"(\d+) bytes", open(c.path("a.err")).read())
+    check(m, "exec's -v line of the release")
+    asked, accepted, fell = (int(g) for g in m.groups())
+    with open(rep) as f:
+        doc = json.load(f)
+    got = [x for x in doc["application"].get("boundaries", []) if x["boundary"] == "budget"]
+    check(len(got) == 1, f"not one budget release in the report: {doc['application']}")
+    x = got[0]
+    check(x["attempted"] and x["accepted_bytes"] == accepted and
+          x["requested_bytes"] >= accepted and x["observed_mapping_delta_bytes"] == -fell,
+          f"the report's release {x} is not exec's (asked {asked}, accepted {accepted}, "
+          f"fell by {fell})")
+    check(x["requested_by"] and "watch --budget" in x["requested_by"] and
+          f"asked {asked} bytes" in x["requested_by"], f"who asked: {x['requested_by']}")
+    if c.schema:
+        sys.path.insert(0, os.path.join(HERE, "..", "schema"))
+        import validate_report
+        errors = validate_report.validate(c.schema, rep)
+        check(not errors, f"the report does not match the schema: {errors[:3]}")
+    return accepted
 
 
 @with_procs
@@ -289,6 +351,24 @@ def case_gate_busy(c):
     w.wait_line(rf"pid {b.pid} .*released at its idle moment under its gate", timeout=20)
     check(time.monotonic() - stopped >= 0.9, "taken before a quiet second")
     wait_for(lambda: b.rss() <= full * 0.75, 20, "B's Rss to fall")
+    check(w.stop() == 0, "watch exit status")
+
+
+@with_procs
+def case_quiet(c):
+    """exec --budget-quiet-ms 2500: asked right after A's last decode, the release is taken
+    no sooner than 2.5 s after it (the default would take it after 1 s)."""
+    a = Hold(c, c.seeded(1), True, "a", exec_opts=("--budget-quiet-ms", "2500"))
+    k = Hold(c, c.seeded(2), False, "c")
+    for x in (k, a):
+        x.cmd("gen 4")
+    last = time.monotonic()  # A's last decode ended before its answer
+    budget = k.rss() + a.rss() // 2
+    w = Watch(c, [a.pid, k.pid], "--budget", str(budget), "--keep", str(k.pid))
+    w.wait_line(rf"asked pid {a.pid} .*through exec's gate")
+    w.wait_line(rf"pid {a.pid} .*released at its idle moment under its gate", timeout=20)
+    took = time.monotonic() - last
+    check(took >= 2.5, f"taken {took:.2f} s after the last decode, before the quiet 2.5 s")
     check(w.stop() == 0, "watch exit status")
 
 
@@ -389,6 +469,74 @@ def case_cgroup(c):
         check(w.count(rf"pid {outside.pid} ") == 0, f"a process outside named: {w.lines}")
         check(w.stop() == 0, "watch exit status")
         inside.stop()
+
+
+def in_own_pid_namespace(case):
+    """Runs case in a pid namespace of its own (unshare --pid --fork --mount-proc: this
+    driver again, as its pid 1), where no other process takes a pid meanwhile and
+    /proc/sys/kernel/ns_last_pid chooses the next one."""
+    def run(c):
+        if os.getpid() == 1:
+            return case(c)
+        unshare = shutil.which("unshare")
+        if not unshare:
+            raise Skip("unshare (util-linux) is not installed")
+        probe = subprocess.run([unshare, "--pid", "--fork", "--mount-proc", "true"],
+                               capture_output=True, text=True)
+        if probe.returncode != 0:
+            raise Skip(f"cannot make a pid namespace: {probe.stderr.strip()}")
+        rc = subprocess.run([unshare, "--pid", "--fork", "--mount-proc", sys.executable,
+                             os.path.abspath(__file__), "--ramforge", c.rf,
+                             case.__name__[5:]], env=c.env).returncode
+        check(rc in (0, 77), f"the case in its pid namespace exited {rc}")
+        return rc
+    run.__doc__ = case.__doc__
+    return run
+
+
+def spawn_at(pid, fn):
+    """fn() (a Popen) started with the pid given, through ns_last_pid (pid namespace's own)."""
+    with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+        f.write(str(pid - 1))
+    x = fn()
+    check(x.pid == pid, f"the new process got pid {x.pid}, not {pid}")
+    return x
+
+
+@in_own_pid_namespace
+@with_procs
+def case_pid_reused(c):
+    """A (exec'd, a request waiting behind its decode) is killed and its pid given to B (bare,
+    another model, resident) while the watch is stopped: the watch says A gave its pid to
+    another process, and never takes B for A (no request of A's looked for in B, B never
+    asked or advised; with C kept, the budget is then met)."""
+    a = Hold(c, c.seeded(1), True, "a", n_ctx=8192)
+    k = Hold(c, c.seeded(2), False, "c")
+    model_b = c.seeded(3)  # made now: its mkmodel would take the pid meant for B
+    for x in (a, k):
+        x.cmd("gen 4")
+    budget = k.rss() + a.rss() // 2
+    a.send("gen 6000")  # busy: the request waits
+    w = Watch(c, [a.pid, k.pid], "--budget", str(budget), "--keep", str(k.pid))
+    w.wait_line(rf"asked pid {a.pid} .*through exec's gate")
+    w.p.send_signal(signal.SIGSTOP)  # no reading between A's exit and B's start
+    pid = a.pid
+    a.stop()
+    b = spawn_at(pid, lambda: Hold(c, model_b, False, "b"))
+    b.cmd("gen 4")
+    full = wait_for(lambda: (lambda r: r if r and r > 10 * MiB else None)(b.rss()), 30,
+                    "B resident")
+    w.p.send_signal(signal.SIGCONT)
+    w.wait_line(rf"pid {pid} \(small-1\.gguf\) gave its pid to another process before its "
+                r"release of .* could be measured")
+    time.sleep(1.5)
+    check(w.count(rf"pid {pid} .*exited") == 0, f"said exited: {w.lines}")
+    check(w.count(r"gone with its control channel") == 0, f"A's request looked for in B: {w.lines}")
+    check(w.count(rf"(asked|advised .* of) pid {pid} ") == 1, f"B asked or advised: {w.lines}")
+    check(w.count(r"gave its pid") == 1, f"said more than once: {w.lines}")
+    check(b.rss() >= full * 0.95, f"B lost pages: {b.rss()} of {full}")
+    check(w.p.poll() is None, "the watch stopped")
+    check(w.stop() == 0, "watch exit status")
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}

@@ -23,7 +23,8 @@ what a schema cannot state:
     (a missing delta makes its total null; with boundaries_dropped, the
     byte totals are at least the listed sums), accepted <= requested per
     boundary, release_mode repeats the policy's, and only a mutating policy
-    attempts a release;
+    attempts a release of its own (requested_by null: a budget release asked
+    through exec's control channel may run under any policy);
   - plan.applied is policy.mutates, and selected lists min(selected_count,
     64) names (fewer only without an inventory), selected_truncated saying
     whether the count is above 64;
@@ -185,7 +186,7 @@ def _application_errors(doc):
     if app.get("release_mode") != pol.get("release_mode"):
         errors.append("$.application.release_mode: %r but policy.release_mode is %r"
                       % (app.get("release_mode"), pol.get("release_mode")))
-    if tried and pol.get("mutates") is not True:
+    if [b for b in tried if b.get("requested_by") is None] and pol.get("mutates") is not True:
         errors.append("$.application: a release was attempted under a policy that does not "
                       "mutate")
     return errors

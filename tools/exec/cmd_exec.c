@@ -34,8 +34,9 @@
 struct exec_options {
     struct session_options sess;
     enum rf_admission_mode admission;
-    long long idle_seconds; /* 0: no idle boundary */
-    long long history;      /* 0: the engine's default */
+    long long idle_seconds;    /* 0: no idle boundary */
+    long long history;         /* 0: the engine's default */
+    long long budget_quiet_ms; /* 0: the engine's default (1000) */
     const char *metrics_path;
     const char *listen;      /* --metrics-listen [ADDR:]PORT */
     bool keep_cache_ram;     /* --keep-cache-ram: llama-server's --cache-ram not sized */
@@ -50,6 +51,7 @@ enum {
     EXEC_OPT_METRICS,
     EXEC_OPT_LISTEN,
     EXEC_OPT_KEEP_CACHE_RAM,
+    EXEC_OPT_BUDGET_QUIET,
 };
 
 static void usage(FILE *out)
@@ -98,6 +100,9 @@ static void usage(FILE *out)
             "                                graph reads (MADV_WILLNEED)\n"
             "      --history N               operations the session report keeps,\n"
             "                                1..1000000 (default 64)\n"
+            "      --budget-quiet-ms N       a watch --budget release request is taken\n"
+            "                                after N ms without a submission and none in\n"
+            "                                flight (default 1000; docs/BUDGET.md)\n"
             "      --residency-report-json PATH\n"
             "                                the session report, rewritten atomically at\n"
             "                                each boundary and at exit; %%p in PATH is the\n"
@@ -158,6 +163,10 @@ static int own_option(int c, const char *arg, void *ud)
                    : RF_EXIT_USAGE;
     case EXEC_OPT_HISTORY:
         return cli_parse_int("--history", arg, 1, 1000000, &o->history) ? 0 : RF_EXIT_USAGE;
+    case EXEC_OPT_BUDGET_QUIET:
+        return cli_parse_int("--budget-quiet-ms", arg, 1, 86400000, &o->budget_quiet_ms)
+                   ? 0
+                   : RF_EXIT_USAGE;
     case EXEC_OPT_METRICS:
         o->metrics_path = arg;
         return 0;
@@ -211,6 +220,8 @@ static bool set_environment(const struct exec_options *o, const char *preload, c
     rc |= set_u64("RAMFORGE_EXEC_CTX_SIZE", s->n_ctx > 0, (uint64_t)s->n_ctx);
     rc |= set_u64("RAMFORGE_EXEC_HISTORY", o->history > 0, (uint64_t)o->history);
     rc |= set_u64("RAMFORGE_EXEC_CACHE_RAM_MIB", o->has_cache_ram, (uint64_t)o->cache_ram_mib);
+    rc |= set_u64("RAMFORGE_EXEC_BUDGET_QUIET_MS", o->budget_quiet_ms > 0,
+                  (uint64_t)o->budget_quiet_ms);
     rc |= set_str("RAMFORGE_EXEC_REPORT_JSON", s->json_path);
     rc |= set_str("RAMFORGE_EXEC_METRICS_FILE", o->metrics_path);
     rc |= set_str("RAMFORGE_EXEC_VERBOSE", s->verbose ? "1" : NULL);
@@ -272,6 +283,7 @@ int cmd_exec(int argc, char **argv)
         {"idle-seconds", required_argument, NULL, EXEC_OPT_IDLE},
         SESSION_LONGOPT_STAGING,
         {"history", required_argument, NULL, EXEC_OPT_HISTORY},
+        {"budget-quiet-ms", required_argument, NULL, EXEC_OPT_BUDGET_QUIET},
         SESSION_LONGOPT_REPORT_JSON,
         {"metrics-file", required_argument, NULL, EXEC_OPT_METRICS},
         {"metrics-listen", required_argument, NULL, EXEC_OPT_LISTEN},

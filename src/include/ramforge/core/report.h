@@ -110,8 +110,11 @@ struct rf_report_application {
     struct rf_recon_value rss_delta;     /* status VmRSS */
     struct rf_recon_value cgroup_delta;  /* cgroup current */
     const struct rf_plan *plan;          /* the plan built at this boundary/round; NULL: none */
-    const char *after_label; /* label of the sample taken after this release ("after_release",
-                                "after_verify_release", ...); NULL: none was taken */
+    const char *after_label;  /* label of the sample taken after this release ("after_release",
+                                 "after_verify_release", ...); NULL: none was taken */
+    const char *requested_by; /* a release asked from outside the policy (watch --budget
+                                 through exec's control channel): who, what and why;
+                                 NULL: the session's own policy */
 };
 
 /* Everything one operation (or a whole session) knows; pointers are borrowed. */

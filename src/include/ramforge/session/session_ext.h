@@ -308,6 +308,27 @@ int rf_session_context_alive(struct rf_session *s, bool opened);
  */
 int rf_session_idle_alive_boundary(struct rf_session *s);
 
+struct rf_report_application; /* ramforge/core/report.h */
+
+/*
+ * A release asked from outside the policy (exec's control channel, for
+ * watch --budget): ranges of the model's file advised with mode under the
+ * gate's exclusive side, recorded in the operation's report as an
+ * application of its own at boundary label (static), its requested_by
+ * (copied; its plan's reason too, a plan that selects nothing) saying who
+ * asked what and why, with the samples label and after_label (static)
+ * around it: the mapping's Rss change. No lifetime moves: pages, not
+ * tensors, are asked for. *out (may be NULL) receives the application,
+ * its strings borrowed from the session. Returns 0 (out->attempted; the
+ * kernel's refusals in out->first_error); -EBUSY (a lease in flight:
+ * nothing advised) or the native call's error, recorded as refused;
+ * -EINVAL, -ENOMEM.
+ */
+int rf_session_release_ranges(struct rf_session *s, const char *label, const char *after_label,
+                              const char *requested_by, const struct rf_file_range *ranges,
+                              size_t n, enum forge_release_mode mode,
+                              struct rf_report_application *out);
+
 #ifdef __cplusplus
 }
 #endif
