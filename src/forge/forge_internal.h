@@ -200,6 +200,41 @@ int forge_gguf_open_measured(const char *path, struct gguf_context **out, struct
  */
 void forge_tensor_table_fill(const struct gguf_context *g, struct rf_tensor_meta *t);
 
+/* --- model generation (mkmodel.c, mkmodel_arch.c) --- */
+
+/* A preset of mkmodel: the architecture and its hyperparameters. */
+struct mkmodel_shape {
+    const char *name; /* the preset's name ("tiny", "qwen3moe-a3b", ...) */
+    const char *arch; /* general.architecture: "llama", "qwen3moe", "qwen2moe" */
+    uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, n_ctx;
+    uint32_t n_expert;      /* routed experts per layer; 0: a dense model */
+    uint32_t n_expert_used; /* experts each token selects (k) */
+    uint32_t n_ff_exp;      /* an expert's feed-forward width */
+    uint32_t n_ff_shexp;    /* the shared expert's feed-forward width; 0: none */
+};
+
+/* The shape of preset; NULL for a value outside the enum. */
+const struct mkmodel_shape *mkmodel_shape_of(enum forge_mkmodel_preset preset);
+
+/*
+ * Writes into g the hyperparameter keys of s's architecture (vocabulary of
+ * n_vocab tokens; for a MoE shape the expert keys and FORGE_KEY_ROUTE_SKEW)
+ * and every tensor it reads, with its type: wtype (an enum ggml_type) for the matrices, f32
+ * for norms, biases and routers.
+ */
+void mkmodel_describe(struct gguf_context *g, const struct mkmodel_shape *s, int wtype,
+                      float route_skew, uint32_t n_vocab);
+
+/*
+ * For the router "blk.<N>.ffn_gate_inp.weight" of a model with n_expert
+ * experts (at most FORGE_MKMODEL_MAX_EXPERTS) and route_skew > 0: writes
+ * scales[e], the factor of expert e's row, (rank(e) + 1)^-route_skew with
+ * rank a permutation of the seed and the layer, and returns true. False
+ * (scales untouched) for any other tensor or a skew of 0.
+ */
+bool mkmodel_router_scales(const char *name, uint32_t n_expert, float route_skew, uint64_t seed,
+                           float *scales);
+
 /* --- sampling (sample.c) --- */
 
 struct llama_sampler;
