@@ -200,6 +200,12 @@ int forge_gguf_open_measured(const char *path, struct gguf_context **out, struct
  */
 void forge_tensor_table_fill(const struct gguf_context *g, struct rf_tensor_meta *t);
 
+/*
+ * Fills info's n_expert, n_expert_used (both 0 for a dense model or
+ * counts a token cannot route in) and route_skew from model's metadata.
+ */
+void forge_moe_info(const struct llama_model *model, struct forge_model_info *info);
+
 /* --- model generation (mkmodel.c, mkmodel_arch.c) --- */
 
 /* A preset of mkmodel: the architecture and its hyperparameters. */

@@ -320,6 +320,15 @@ bool ses_mapping_locked(struct rf_session *s, uint64_t *out);
 bool ses_estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uint64_t *out);
 
 /*
+ * The bytes of file pages one token reads (admission's file working set):
+ * rf_admission_file_working_set, or for a MoE model (info->n_expert) the
+ * dense weights' pages + k/n of the routed experts' (rf_expert_token_read).
+ * Their errors.
+ */
+int ses_token_read(const struct rf_inventory *inv, const struct forge_model_info *info,
+                   uint64_t *out);
+
+/*
  * Sets in's graph_scratch and runtime to their estimates before the
  * operation's context exists (a batch of request's n_batch, else n_prompt,
  * tokens; n_threads <= 0: one), or unknown with the reason when n_vocab is 0.

@@ -163,7 +163,11 @@ struct forge_model_info {
     uint64_t n_params;   /* llama_model_n_params */
     uint64_t size_bytes; /* llama_model_size: native logical tensor bytes */
     int32_t n_layer, n_embd, n_head, n_head_kv, n_ctx_train, n_vocab;
-    bool access_probed;                /* the graph probe ran and classified tensors */
+    uint32_t n_expert;      /* MoE: routed experts per layer ("<arch>.expert_count"); 0: dense */
+    uint32_t n_expert_used; /* MoE: experts each token selects per layer (k) */
+    bool has_route_skew;    /* the model names the routing skew it was generated with */
+    float route_skew;       /* FORGE_KEY_ROUTE_SKEW (mkmodel --route-skew) */
+    bool access_probed;     /* the graph probe ran and classified tensors */
     enum rf_access_basis access_basis; /* how the tensors' access was classified */
     uint64_t probe_ns; /* wall time of the classification (probe or placement), ns */
     uint64_t fs_magic; /* statfs f_type of the file's filesystem (rf_fs_profile_of);
