@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import gguf_writer
-from e2e_util import SKIP, ModelCtx, check, memory_child_cgroup, run_main
+from e2e_util import SKIP, ModelCtx, check, evict, memory_child_cgroup, run_main
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "schema"))
 import validate_inspect  # noqa: E402
@@ -171,13 +171,9 @@ def case_moe_inspect(c):
 
 
 def evicted(path):
-    """path written back and dropped from the page cache: a limit binds on its pages."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
+    """path written back and dropped from the page cache (e2e_util.evict): a limit binds on
+    its pages."""
+    evict(path)
     return path
 
 
