@@ -14,6 +14,7 @@
 #include "ramforge/core/profile.h"
 #include "ramforge/core/report.h"
 #include "ramforge/core/residency.h"
+#include "ramforge/core/routing.h"
 #include "ramforge/core/staging.h"
 #include "ramforge/core/streaming.h"
 #include "ramforge/core/timing.h"
@@ -145,6 +146,7 @@ struct session_op {
     struct rf_cgroup_verdict verdict; /* the kernel's verdict over the operation */
     struct rf_staging_plan staging;
     struct rf_dispatch_summary dispatch;
+    struct rf_routing routing; /* a MoE model's observed routing (rf_session_routing_set) */
     struct rf_residency_snapshot snapshot;
     struct forge_page_source page_source; /* of the end-of-operation snapshot */
     struct rf_ledger ledger;

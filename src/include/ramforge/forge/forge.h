@@ -358,6 +358,8 @@ struct forge_generate_params {
                                         with observer; NULL: none */
     struct forge_window *window;     /* streaming read-ahead window (forge_window.h), borrowed;
                                         composes with both; NULL: none */
+    struct forge_routing *routing;   /* MoE routing recorder (forge_routing.h), borrowed;
+                                        composes with the others; NULL: none */
     /*
      * Called once with the session's context still alive, after the last
      * token (KV cache and compute buffers allocated); may be NULL.
