@@ -217,6 +217,9 @@ struct mkmodel_shape {
     uint32_t n_expert_used; /* experts each token selects (k) */
     uint32_t n_ff_exp;      /* an expert's feed-forward width */
     uint32_t n_ff_shexp;    /* the shared expert's feed-forward width; 0: none */
+    float embd_scale;       /* token_embd's values scaled by it (0: 1), so that a token's own
+                               embedding dominates the residual stream and the routing
+                               depends on the token (MKMODEL_MOE_EMBD_SCALE) */
 };
 
 /* The shape of preset; NULL for a value outside the enum. */

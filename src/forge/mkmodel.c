@@ -46,6 +46,7 @@ struct fill_state {
     enum ggml_type wtype;
     const struct gguf_context *g; /* the described model: its tensors are the standard ones */
     uint32_t n_expert;            /* routed experts per layer; 0: dense */
+    float embd_scale;             /* token_embd's scale (mkmodel_shape); 1: none */
     uint64_t done, total;
     const struct forge_mkmodel_params *params;
     int rc;
@@ -97,6 +98,7 @@ static void set_tensor_data(struct ggml_tensor *t, void *user_data)
     const bool random = is_standard(fs->g, t->name) && !is_norm(t->name) && !bias;
     const float constant = bias ? 0.0f : 1.0f;
     float scales[FORGE_MKMODEL_MAX_EXPERTS];
+    const bool embd = fs->embd_scale != 1.0f && !strcmp(t->name, "token_embd.weight");
     const bool skewed =
         nrows == fs->n_expert &&
         mkmodel_router_scales(t->name, fs->n_expert, fs->params->route_skew, fs->seed, scales);
@@ -119,6 +121,8 @@ static void set_tensor_data(struct ggml_tensor *t, void *user_data)
             src[i] = random ? weight_value(&state) : constant;
         for (int64_t i = 0; skewed && i < ne; i++)
             src[i] *= scales[r0 + i / n_per_row];
+        for (int64_t i = 0; embd && i < ne; i++)
+            src[i] *= fs->embd_scale;
         size_t bytes = (size_t)nr * row_bytes;
         switch (t->type) {
         case GGML_TYPE_F32:
@@ -332,6 +336,7 @@ int forge_mkmodel(const struct forge_mkmodel_params *p, char err[FORGE_ERR_MAX])
     fs.seed = p->seed;
     fs.g = g;
     fs.n_expert = s->n_expert;
+    fs.embd_scale = s->embd_scale > 0.0f ? s->embd_scale : 1.0f;
     fs.total = (uint64_t)gguf_get_n_tensors(g);
     fs.params = p;
 

@@ -11,6 +11,14 @@
  *             a shared expert (ffn_{gate,up,down}_shexp, gated by the
  *             vector ffn_gate_inp_shexp) that every token reads
  *
+ * A random model's layers add outputs much larger than a token's
+ * embedding to the residual stream, alike for every token: its router
+ * would then send every token to the same few experts whatever the
+ * router's rows. The MoE presets scale token_embd's values by
+ * MKMODEL_MOE_EMBD_SCALE, so that the hidden state the router sees is
+ * the token's own (measured: an LRU cache of k of the n experts then
+ * holds about k/n of the selections, as uniform routing would).
+ *
  * The router skew (mkmodel_router_scales): random router rows route near
  * uniformly; with a skew s > 0 the row of the expert at popularity rank r
  * (a seeded permutation per layer) is scaled by (r + 1)^-s, so its logit's
@@ -28,19 +36,22 @@
 #include "ggml.h"
 #include "gguf.h"
 
+/* token_embd's scale in the MoE presets (30 was enough for the small ones, 300 for a3b). */
+#define MKMODEL_MOE_EMBD_SCALE 300.0f
+
 static const struct mkmodel_shape shapes[] = {
     [FORGE_PRESET_TINY] = {"tiny", "llama", 2, 64, 128, 4, 2, 512},
     [FORGE_PRESET_SMALL] = {"small", "llama", 4, 256, 704, 8, 4, 1024},
     [FORGE_PRESET_TINYLLAMA] = {"tinyllama", "llama", 22, 2048, 5632, 32, 4, 2048},
     /* 16 experts of 256 x 128: a slice is 34 KiB in q8_0, not a whole number of pages */
     [FORGE_PRESET_QWEN3MOE_SMALL] = {"qwen3moe-small", "qwen3moe", 4, 256, 704, 8, 4, 1024, 16, 4,
-                                     128, 0},
+                                     128, 0, MKMODEL_MOE_EMBD_SCALE},
     /* Qwen3-30B-A3B's proportions (head 128, 4 KV heads, 8 of many experts, an expert's
        ffn much narrower than the width) scaled to 16 layers and 64 experts */
     [FORGE_PRESET_QWEN3MOE_A3B] = {"qwen3moe-a3b", "qwen3moe", 16, 2048, 6144, 16, 4, 4096, 64, 8,
-                                   224, 0},
+                                   224, 0, MKMODEL_MOE_EMBD_SCALE},
     [FORGE_PRESET_QWEN2MOE_SMALL] = {"qwen2moe-small", "qwen2moe", 4, 256, 704, 8, 4, 1024, 16, 4,
-                                     128, 256},
+                                     128, 256, MKMODEL_MOE_EMBD_SCALE},
 };
 
 const struct mkmodel_shape *mkmodel_shape_of(enum forge_mkmodel_preset preset)

@@ -18,8 +18,12 @@ from e2e_util import SKIP, ModelCtx, check, evict, memory_child_cgroup, run_main
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "schema"))
 import validate_inspect  # noqa: E402
+import validate_report  # noqa: E402
 
 PROMPT = "Hello my name is"
+# A prompt of many different tokens: the routing of a short greedy run is not one loop.
+LONG_PROMPT = ("The quick brown fox jumps over the lazy dog while the old man reads a book "
+               "about history, science and the stars above the quiet town near the river")
 MOE_PRESETS = ("qwen3moe-small", "qwen2moe-small")
 
 
@@ -240,7 +244,49 @@ def case_moe_run_limit(c):
     print(f"under {limit}: read per token {ws['bytes']}, {rep['admission']['outcome']}")
 
 
+def routing(c, model, *argv):
+    rpath = c.path("routing.json")
+    c.run("run", "-m", model, "-n", "32", "-p", LONG_PROMPT, "--residency-report-json", rpath,
+          *argv)
+    errors = validate_report.validate(os.path.join(c.schema, "operation_report.schema.json"),
+                                      rpath)
+    check(not errors, f"the report: {errors[:3]}")
+    with open(rpath) as f:
+        rep = json.load(f)
+    return rep, rep["residency"]["experts"]
+
+
+def case_moe_routing(c):
+    """The router's choices observed (residency.experts): every prompt and generated token
+    but the last is routed in every layer but the last (which routes the tokens whose logits
+    are computed, one a decode), k experts each (validate_report: the counts, the
+    reuse distances); random routers route near-uniformly (an LRU cache of k of the n
+    experts holds about k/n of the selections), --route-skew concentrates the routing (the
+    hit rate rises); --residency-policy off observes nothing, with its reason."""
+    rates = {}
+    for skew in (None, "2"):
+        rep, x = routing(c, c.moe(skew=skew))
+        out = rep["output"]
+        tokens = out["n_prompt_tokens"] + out["n_generated_tokens"] - 1
+        n, k = x["n_expert"], x["n_expert_used"]
+        # the last layer routes only the tokens whose logits are computed: one a decode
+        check(x["tokens"] == tokens and len(x["layers"]) == 4 and x["bad_ids"] == 0 and
+              all(lay["tokens"] == tokens for lay in x["layers"][:-1]) and
+              x["layers"][-1]["tokens"] == out["n_generated_tokens"],
+              f"{tokens} tokens decoded, routed {[lay['tokens'] for lay in x['layers']]}")
+        rates[skew] = next(h["hit_rate"] for h in x["lru_hit_rate"]
+                           if h["cache_experts_per_layer"] == k)
+    check(abs(rates[None] - k / n) < 0.1, f"uniform: LRU of {k} holds {rates[None]}, not ~{k / n}")
+    check(rates["2"] > rates[None] + 0.05, f"skewed {rates['2']} vs uniform {rates[None]}")
+    rep, x = routing(c, c.moe(), "--residency-policy", "off")
+    check(x["tokens"] is None and "--residency-policy off" in x["reason"], f"off: {x}")
+    p = c.run("run", "-m", c.moe(), "-n", "4", "--residency-report")
+    check("experts: " in p.stderr + p.stdout and "tokens routed" in p.stderr + p.stdout,
+          "--residency-report names the routing")
+    print(f"LRU of {k}/{n} experts: uniform {rates[None]:.2f}, skew 2 {rates['2']:.2f}")
+
+
 if __name__ == "__main__":
     run_main({f.__name__[5:]: f for f in (case_moe_mkmodel, case_moe_parity, case_moe_inspect,
-                                           case_moe_fit, case_moe_run_limit)},
+                                           case_moe_fit, case_moe_run_limit, case_moe_routing)},
              Ctx, "rf-moe-")
