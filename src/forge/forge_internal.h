@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "ramforge/forge/forge.h"
+#include "ramforge/forge/forge_mkmodel.h"
 
 #include "gate.h"
 

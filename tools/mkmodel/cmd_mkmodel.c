@@ -11,6 +11,7 @@
 #include "common/cli.h"
 #include "ramforge/error.h"
 #include "ramforge/forge/forge.h"
+#include "ramforge/forge/forge_mkmodel.h"
 
 static void usage(FILE *out)
 {
