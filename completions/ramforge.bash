@@ -17,8 +17,8 @@ _ramforge_opts_run="-m --model -p --prompt -f --file -n --n-predict -t --threads
 _ramforge_opts_inspect="-m --model -J --json -b --bytes --no-probe --no-repack --page-cache
     --residency-page-budget --residency-svg -c --ctx-size --memory-limit --admission
     -o --output -n --noheadings --by-layer -v --verbose -h --help"
-_ramforge_opts_mkmodel="-o --output --force -P --preset -T --type -s --seed --vocab -q --quiet
-    -v --verbose -h --help"
+_ramforge_opts_mkmodel="-o --output --force -P --preset -T --type -s --seed --route-skew
+    --vocab -q --quiet -v --verbose -h --help"
 _ramforge_opts_bench="-m --model -o --output -p --prompt -n --n-predict -t --threads
     -r --repetitions --policies --policy-args --run-args --conditions --copy-dir
     --keep-copy --metrics-file --memory-limit -q --quiet -h --help"
@@ -79,7 +79,7 @@ _ramforge_value()
     --admission) COMPREPLY=($(compgen -W "enforce warn off" -- "$cur")) ;;
     --dead-file-pages) COMPREPLY=($(compgen -W "release keep" -- "$cur")) ;;
     -T | --type) COMPREPLY=($(compgen -W "f32 f16 q8_0 q4_0" -- "$cur")) ;;
-    -P | --preset) COMPREPLY=($(compgen -W "tiny small tinyllama" -- "$cur")) ;;
+    -P | --preset) COMPREPLY=($(compgen -W "tiny small tinyllama qwen3moe-small qwen3moe-a3b qwen2moe-small" -- "$cur")) ;;
     --conditions) _ramforge_list "$cur" "warm isolated-nonresident" ;;
     --policies) _ramforge_list "$cur" "$_ramforge_policies" ;;
     -m | --model | -f | --file | --vocab | --residency-report-json | --metrics-file | --residency-svg | --profile)
@@ -92,7 +92,7 @@ _ramforge_value()
         esac ;;
     --copy-dir | --cgroup) _ramforge_dirs "$cur" ;;
     -p | --prompt | -n | --n-predict | -t | --threads | -c | --ctx-size | -s | --seed | \
-        --memory-target | --safety-reserve | --residency-page-budget | --staging-budget | \
+        --route-skew | --memory-target | --safety-reserve | --residency-page-budget | --staging-budget | \
         --stream-window | --stream-read-ahead | \
         --dispatch-events | --dispatch-sample-pages | -r | --repetitions | --policy-args | \
         --run-args | --host | --port | --idle-seconds | --queue | --history | --api-key | \

@@ -314,6 +314,13 @@ int rf_admission_reclaimable_now(const struct rf_inventory *inv, const struct rf
 
 int rf_admission_file_working_set(const struct rf_inventory *inv, uint64_t *out)
 {
+    return rf_admission_read_bytes(inv, NULL, NULL, out);
+}
+
+int rf_admission_read_bytes(const struct rf_inventory *inv,
+                            bool (*keep)(const struct rf_inventory_entry *e, void *ud), void *ud,
+                            uint64_t *out)
+{
     struct rf_interval_set *sets = NULL;
     uint64_t total = 0;
     int ret = 0;
@@ -331,7 +338,8 @@ int rf_admission_file_working_set(const struct rf_inventory *inv, uint64_t *out)
     for (size_t i = 0; i < inv->n; i++) {
         const struct rf_inventory_entry *e = &inv->entries[i];
 
-        if (e->access != RF_ACCESS_FILE_BACKED || !e->file_backed || e->mapping_index < 0)
+        if (e->access != RF_ACCESS_FILE_BACKED || !e->file_backed || e->mapping_index < 0 ||
+            (keep && !keep(e, ud)))
             continue;
         if ((size_t)e->mapping_index >= inv->n_mappings) {
             ret = -EINVAL;

@@ -156,6 +156,7 @@ int rf_report_to_json(const struct rf_report *r, json_t **out)
     }
     json_object_set_new(res, "file_page_cache", fc);
     json_object_set_new(res, "dispatch", rf_report_dispatch_json(r));
+    json_object_set_new(res, "experts", rf_report_routing_json(r));
     json_object_set_new(res, "reason",
                         snap ? json_null()
                              : rf_json_str(r->page_snapshot_reason ? r->page_snapshot_reason

@@ -40,4 +40,7 @@ json_t *rf_report_staging_json(const struct rf_report *r, const char **keys);
 json_t *rf_report_profile_json(const struct rf_report *r, const char **keys);
 json_t *rf_report_dispatch_json(const struct rf_report *r);
 
+/* residency.experts: a MoE model's observed routing (report_routing.c). */
+json_t *rf_report_routing_json(const struct rf_report *r);
+
 #endif

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "ramforge/forge/forge.h"
+#include "ramforge/forge/forge_mkmodel.h"
 
 #include "gate.h"
 
@@ -218,6 +219,50 @@ struct forge_eval_chain {
  */
 bool forge_window_eval(struct forge_window *w, struct ggml_tensor *t, bool ask,
                        struct forge_eval_chain *inner);
+
+/*
+ * Fills info's n_expert, n_expert_used (both 0 for a dense model or
+ * counts a token cannot route in) and route_skew from model's metadata.
+ */
+void forge_moe_info(const struct llama_model *model, struct forge_model_info *info);
+
+/* --- model generation (mkmodel.c, mkmodel_arch.c) --- */
+
+/* A preset of mkmodel: the architecture and its hyperparameters. */
+struct mkmodel_shape {
+    const char *name; /* the preset's name ("tiny", "qwen3moe-a3b", ...) */
+    const char *arch; /* general.architecture: "llama", "qwen3moe", "qwen2moe" */
+    uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, n_ctx;
+    uint32_t n_expert;      /* routed experts per layer; 0: a dense model */
+    uint32_t n_expert_used; /* experts each token selects (k) */
+    uint32_t n_ff_exp;      /* an expert's feed-forward width */
+    uint32_t n_ff_shexp;    /* the shared expert's feed-forward width; 0: none */
+    float embd_scale;       /* token_embd's values scaled by it (0: 1), so that a token's own
+                               embedding dominates the residual stream and the routing
+                               depends on the token (MKMODEL_MOE_EMBD_SCALE) */
+};
+
+/* The shape of preset; NULL for a value outside the enum. */
+const struct mkmodel_shape *mkmodel_shape_of(enum forge_mkmodel_preset preset);
+
+/*
+ * Writes into g the hyperparameter keys of s's architecture (vocabulary of
+ * n_vocab tokens; for a MoE shape the expert keys and FORGE_KEY_ROUTE_SKEW)
+ * and every tensor it reads, with its type: wtype (an enum ggml_type) for the matrices, f32
+ * for norms, biases and routers.
+ */
+void mkmodel_describe(struct gguf_context *g, const struct mkmodel_shape *s, int wtype,
+                      float route_skew, uint32_t n_vocab);
+
+/*
+ * For the router "blk.<N>.ffn_gate_inp.weight" of a model with n_expert
+ * experts (at most FORGE_MKMODEL_MAX_EXPERTS) and route_skew > 0: writes
+ * scales[e], the factor of expert e's row, (rank(e) + 1)^-route_skew with
+ * rank a permutation of the seed and the layer, and returns true. False
+ * (scales untouched) for any other tensor or a skew of 0.
+ */
+bool mkmodel_router_scales(const char *name, uint32_t n_expert, float route_skew, uint64_t seed,
+                           float *scales);
 
 /* --- sampling (sample.c) --- */
 

@@ -13,6 +13,7 @@
 #include "ramforge/core/timing.h"
 #include "ramforge/forge/forge_ahead.h"
 #include "ramforge/forge/forge_observer.h"
+#include "ramforge/forge/forge_routing.h"
 #include "ramforge/forge/forge_window.h"
 #include "ramforge/sys/sys.h"
 
@@ -268,6 +269,8 @@ int forge_generate(struct forge_model *m, const struct forge_generate_params *p,
         cp.n_batch = p->n_batch < cp.n_ctx ? p->n_batch : cp.n_ctx;
     if (p->observer)
         forge_observer_context_params(p->observer, &cp); /* else: no cb_eval at all */
+    if (p->routing)
+        forge_routing_context_params(p->routing, &cp); /* wraps the observer's, if any */
     if (p->ahead)
         forge_ahead_context_params(p->ahead, &cp); /* wraps the observer's, if any */
     if (p->window)

@@ -8,6 +8,7 @@
  */
 #include "forge_internal.h"
 
+#include "ramforge/core/experts.h"
 #include "ramforge/core/fs_profile.h"
 #include "ramforge/error.h"
 #include "ramforge/forge/forge_pages.h"
@@ -129,6 +130,10 @@ int forge_gguf_estimate(const char *path, bool use_extra_bufts, struct forge_ggu
         out->n_ctx_train = arch_u32(g, arch, "context_length");
         if (!out->n_head_kv)
             out->n_head_kv = out->n_head;
+        out->n_expert = arch_u32(g, arch, "expert_count");
+        out->n_expert_used = arch_u32(g, arch, "expert_used_count");
+        if (out->n_expert_used > out->n_expert) /* not a model a token can route in */
+            out->n_expert = out->n_expert_used = 0;
     }
     int64_t kt = gguf_find_key(g, "tokenizer.ggml.tokens");
     if (kt >= 0 && gguf_get_kv_type(g, kt) == GGUF_TYPE_ARRAY)
@@ -140,9 +145,11 @@ int forge_gguf_estimate(const char *path, bool use_extra_bufts, struct forge_ggu
         bool copied = use_extra_bufts &&
                       forge_gguf_tensor_copied(name, ggml_type_name(gguf_get_tensor_type(g, i)));
         bool rows_only = strcmp(name, "token_embd.weight") == 0;
+        bool routed = out->n_expert && bytes % out->n_expert == 0 && rf_expert_tensor_name(name);
         uint64_t *sum = copied      ? &out->repacked_bytes
                         : rows_only ? NULL
-                                    : &out->file_working_set_bytes;
+                        : routed    ? &out->routed_read_bytes
+                                    : &out->dense_read_bytes;
         if (copied && bytes > out->repacked_max_bytes)
             out->repacked_max_bytes = bytes;
         if (sum && __builtin_add_overflow(*sum, bytes, sum)) {
@@ -152,6 +159,12 @@ int forge_gguf_estimate(const char *path, bool use_extra_bufts, struct forge_ggu
         }
     }
     gguf_free(g);
+    uint64_t routed;
+    if (rf_expert_share(out->routed_read_bytes, out->n_expert_used, out->n_expert, &routed) < 0 ||
+        __builtin_add_overflow(out->dense_read_bytes, routed, &out->file_working_set_bytes)) {
+        snprintf(err, FORGE_ERR_MAX, "%s: tensor sizes overflow", path);
+        return -EOVERFLOW;
+    }
     return 0;
 }
 

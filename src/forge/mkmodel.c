@@ -1,8 +1,9 @@
 /*
- * Test-model generation (ramforge mkmodel): llama-architecture GGUF files
+ * Test-model generation (ramforge mkmodel): GGUF files of the presets
+ * (mkmodel_arch.c: llama, and the MoE architectures qwen3moe and qwen2moe)
  * built with llama.cpp's own API, never downloaded.
  *
- * The metadata lists the llama hyperparameters, the tokenizer keys copied
+ * The metadata lists the hyperparameters, the tokenizer keys copied
  * from ggml-vocab-llama-spm.gguf, and every standard tensor with its type
  * (llama_model_init_from_user creates any tensor it does not find as F32).
  * The pinned library also creates the optional tensors (biases, scales,
@@ -40,31 +41,12 @@
 /* Rows quantized per ggml_backend_tensor_set call: bounds the float buffer. */
 #define MKMODEL_ROWS_PER_CHUNK 256
 
-struct preset_shape {
-    const char *name;
-    uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, n_ctx;
-};
-
-static const struct preset_shape presets[] = {
-    [FORGE_PRESET_TINY] = {"tiny", 2, 64, 128, 4, 2, 512},
-    [FORGE_PRESET_SMALL] = {"small", 4, 256, 704, 8, 4, 1024},
-    [FORGE_PRESET_TINYLLAMA] = {"tinyllama", 22, 2048, 5632, 32, 4, 2048},
-};
-
-int forge_mkmodel_preset_parse(const char *s, enum forge_mkmodel_preset *out)
-{
-    for (size_t i = 0; i < sizeof(presets) / sizeof(presets[0]); i++) {
-        if (strcmp(s, presets[i].name) == 0) {
-            *out = (enum forge_mkmodel_preset)i;
-            return 0;
-        }
-    }
-    return -EINVAL;
-}
-
 struct fill_state {
     uint64_t seed;
     enum ggml_type wtype;
+    const struct gguf_context *g; /* the described model: its tensors are the standard ones */
+    uint32_t n_expert;            /* routed experts per layer; 0: dense */
+    float embd_scale;             /* token_embd's scale (mkmodel_shape); 1: none */
     uint64_t done, total;
     const struct forge_mkmodel_params *params;
     int rc;
@@ -86,26 +68,10 @@ static uint64_t fnv1a(const char *s)
     return h;
 }
 
-/* The standard llama tensors this generator lists; anything else is optional. */
-static bool is_standard(const char *name)
+/* A tensor mkmodel_describe listed; anything else is optional (llama.cpp made it). */
+static bool is_standard(const struct gguf_context *g, const char *name)
 {
-    static const char *suffixes[] = {
-        "attn_norm.weight", "attn_q.weight",      "attn_k.weight",
-        "attn_v.weight",    "attn_output.weight", "ffn_norm.weight",
-        "ffn_gate.weight",  "ffn_down.weight",    "ffn_up.weight",
-    };
-    if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output_norm.weight") ||
-        !strcmp(name, "output.weight"))
-        return true;
-    if (strncmp(name, "blk.", 4) != 0)
-        return false;
-    const char *dot = strchr(name + 4, '.');
-    if (!dot)
-        return false;
-    for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++)
-        if (!strcmp(dot + 1, suffixes[i]))
-            return true;
-    return false;
+    return gguf_find_tensor(g, name) >= 0;
 }
 
 static bool is_norm(const char *name)
@@ -126,9 +92,16 @@ static void set_tensor_data(struct ggml_tensor *t, void *user_data)
     const int64_t n_per_row = t->ne[0];
     const int64_t nrows = ggml_nelements(t) / n_per_row;
     const size_t row_bytes = ggml_row_size(t->type, n_per_row);
-    /* Random weights for standard matrices; norms and optional tensors get a constant. */
-    const bool random = is_standard(t->name) && !is_norm(t->name);
-    const float constant = strstr(t->name, ".bias") ? 0.0f : 1.0f;
+    /* Random weights for standard matrices and routers; norms, biases and optional tensors get
+       a constant. */
+    const bool bias = strstr(t->name, ".bias") != NULL;
+    const bool random = is_standard(fs->g, t->name) && !is_norm(t->name) && !bias;
+    const float constant = bias ? 0.0f : 1.0f;
+    float scales[FORGE_MKMODEL_MAX_EXPERTS];
+    const bool embd = fs->embd_scale != 1.0f && !strcmp(t->name, "token_embd.weight");
+    const bool skewed =
+        nrows == fs->n_expert &&
+        mkmodel_router_scales(t->name, fs->n_expert, fs->params->route_skew, fs->seed, scales);
     uint64_t state = fs->seed ^ fnv1a(t->name);
     float *src = NULL;
     void *dst = NULL;
@@ -146,6 +119,10 @@ static void set_tensor_data(struct ggml_tensor *t, void *user_data)
         int64_t ne = nr * n_per_row;
         for (int64_t i = 0; i < ne; i++)
             src[i] = random ? weight_value(&state) : constant;
+        for (int64_t i = 0; skewed && i < ne; i++)
+            src[i] *= scales[r0 + i / n_per_row];
+        for (int64_t i = 0; embd && i < ne; i++)
+            src[i] *= fs->embd_scale;
         size_t bytes = (size_t)nr * row_bytes;
         switch (t->type) {
         case GGML_TYPE_F32:
@@ -166,15 +143,6 @@ static void set_tensor_data(struct ggml_tensor *t, void *user_data)
 out:
     free(src);
     free(dst);
-}
-
-static void add_tensor(struct gguf_context *g, const char *name, enum ggml_type type)
-{
-    struct ggml_tensor t;
-    memset(&t, 0, sizeof(t));
-    t.type = type;
-    ggml_set_name(&t, name);
-    gguf_add_tensor(g, &t);
 }
 
 /* Copies the tokenizer.* keys of the vocab file into g. */
@@ -268,7 +236,8 @@ static uint32_t llama_ftype_of(enum ggml_type t)
  * tensors the pinned library invented (biases, scales, rope_freqs) are
  * dropped, and general.file_type is set so llama_model_desc names the type.
  */
-static int write_standard_tensors(const char *in_path, const char *out_path, enum ggml_type wtype,
+static int write_standard_tensors(const char *in_path, const char *out_path,
+                                  const struct gguf_context *g, enum ggml_type wtype,
                                   char err[FORGE_ERR_MAX])
 {
     struct ggml_context *data = NULL;
@@ -291,9 +260,13 @@ static int write_standard_tensors(const char *in_path, const char *out_path, enu
     /* chatml, which llama_chat_apply_template recognises and llama-server's Jinja runs alike
        (set here: llama_model_save_to_file does not keep it) */
     gguf_set_val_str(dst, "tokenizer.chat_template", MKMODEL_CHAT_TEMPLATE);
+    /* ramforge's own keys (the routing skew): llama_model_save_to_file does not know them */
+    for (int64_t i = 0; i < gguf_get_n_kv(g); i++)
+        if (!strcmp(gguf_get_key(g, i), FORGE_KEY_ROUTE_SKEW))
+            gguf_set_val_f32(dst, FORGE_KEY_ROUTE_SKEW, gguf_get_val_f32(g, i));
     for (int64_t i = 0; i < gguf_get_n_tensors(src); i++) {
         const char *tn = gguf_get_tensor_name(src, i);
-        if (is_standard(tn))
+        if (is_standard(g, tn))
             gguf_add_tensor(dst, ggml_get_tensor(data, tn));
     }
     if (!gguf_write_to_file(dst, out_path, false)) {
@@ -317,7 +290,7 @@ static bool silent_progress(float progress, void *user_data)
 
 int forge_mkmodel(const struct forge_mkmodel_params *p, char err[FORGE_ERR_MAX])
 {
-    const struct preset_shape *s;
+    const struct mkmodel_shape *s = mkmodel_shape_of(p->preset);
     struct gguf_context *g = NULL;
     struct llama_model *model = NULL;
     struct fill_state fs = {0};
@@ -325,11 +298,14 @@ int forge_mkmodel(const struct forge_mkmodel_params *p, char err[FORGE_ERR_MAX])
     char name[96];
     int rc;
 
-    if ((unsigned)p->preset >= sizeof(presets) / sizeof(presets[0])) {
+    if (!s) {
         snprintf(err, FORGE_ERR_MAX, "unknown preset");
         return -EINVAL;
     }
-    s = &presets[p->preset];
+    if (p->route_skew < 0.0f || (p->route_skew > 0.0f && !s->n_expert)) {
+        snprintf(err, FORGE_ERR_MAX, "a routing skew needs a MoE preset and a value >= 0");
+        return -EINVAL;
+    }
     if (parse_type(p->type, &fs.wtype) < 0) {
         snprintf(err, FORGE_ERR_MAX, "unknown type '%s' (expected f32, f16, q8_0 or q4_0)",
                  p->type);
@@ -355,36 +331,12 @@ int forge_mkmodel(const struct forge_mkmodel_params *p, char err[FORGE_ERR_MAX])
 
     snprintf(name, sizeof(name), "ramforge-%s-%s-seed%llu", s->name, p->type,
              (unsigned long long)p->seed);
-    gguf_set_val_str(g, "general.architecture", "llama");
     gguf_set_val_str(g, "general.name", name);
-    gguf_set_val_u32(g, "llama.vocab_size", n_vocab);
-    gguf_set_val_u32(g, "llama.context_length", s->n_ctx);
-    gguf_set_val_u32(g, "llama.embedding_length", s->n_embd);
-    gguf_set_val_u32(g, "llama.block_count", s->n_layer);
-    gguf_set_val_u32(g, "llama.feed_forward_length", s->n_ff);
-    gguf_set_val_u32(g, "llama.attention.head_count", s->n_head);
-    gguf_set_val_u32(g, "llama.attention.head_count_kv", s->n_head_kv);
-    gguf_set_val_u32(g, "llama.rope.dimension_count", s->n_embd / s->n_head);
-    gguf_set_val_f32(g, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    gguf_set_val_f32(g, "llama.rope.freq_base", 10000.0f);
-
-    add_tensor(g, "token_embd.weight", fs.wtype);
-    add_tensor(g, "output_norm.weight", GGML_TYPE_F32);
-    add_tensor(g, "output.weight", fs.wtype);
-    for (uint32_t il = 0; il < s->n_layer; il++) {
-        static const char *w2d[] = {"attn_q",   "attn_k",   "attn_v", "attn_output",
-                                    "ffn_gate", "ffn_down", "ffn_up"};
-        char tn[GGML_MAX_NAME];
-        snprintf(tn, sizeof(tn), "blk.%u.attn_norm.weight", il);
-        add_tensor(g, tn, GGML_TYPE_F32);
-        snprintf(tn, sizeof(tn), "blk.%u.ffn_norm.weight", il);
-        add_tensor(g, tn, GGML_TYPE_F32);
-        for (size_t k = 0; k < sizeof(w2d) / sizeof(w2d[0]); k++) {
-            snprintf(tn, sizeof(tn), "blk.%u.%s.weight", il, w2d[k]);
-            add_tensor(g, tn, fs.wtype);
-        }
-    }
+    mkmodel_describe(g, s, fs.wtype, p->route_skew, n_vocab);
     fs.seed = p->seed;
+    fs.g = g;
+    fs.n_expert = s->n_expert;
+    fs.embd_scale = s->embd_scale > 0.0f ? s->embd_scale : 1.0f;
     fs.total = (uint64_t)gguf_get_n_tensors(g);
     fs.params = p;
 
@@ -399,7 +351,7 @@ int forge_mkmodel(const struct forge_mkmodel_params *p, char err[FORGE_ERR_MAX])
     }
 
     llama_model_save_to_file(model, saved_path);
-    rc = write_standard_tensors(saved_path, tmp_path, fs.wtype, err);
+    rc = write_standard_tensors(saved_path, tmp_path, g, fs.wtype, err);
     if (rc < 0)
         goto out;
     if (chmod(tmp_path, 0644) < 0 || rename(tmp_path, p->out_path) < 0) {

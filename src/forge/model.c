@@ -485,6 +485,7 @@ static int model_open(const char *path, struct llama_model *borrowed,
     info->n_head_kv = llama_model_n_head_kv(m->model);
     info->n_ctx_train = llama_model_n_ctx_train(m->model);
     info->n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m->model));
+    forge_moe_info(m->model, info);
 
     /* Placement where this build can; else the probe, so the classification is not lost. */
     if (params->probe_access || (params->placement_access && placement_access(m) < 0)) {

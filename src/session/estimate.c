@@ -2,11 +2,29 @@
  * What an operation will add before its context exists, from the model's
  * hyperparameters and the request: the KV cache, llama.cpp's compute
  * buffer (graph scratch) and the runtime beside them, each an estimate
- * that admission records with its provenance.
+ * that admission records with its provenance; and the file pages a token
+ * reads (a MoE model's token reads k of its n experts).
  */
 #include "session_internal.h"
 
 #include "ramforge/core/admission.h"
+#include "ramforge/core/experts.h"
+
+int ses_token_read(const struct rf_inventory *inv, const struct forge_model_info *info,
+                   uint64_t *out)
+{
+    struct rf_expert_map m;
+    uint64_t dense, routed;
+
+    if (!info->n_expert)
+        return rf_admission_file_working_set(inv, out);
+    rf_expert_map_init(&m);
+    int rc = rf_expert_map_build(inv, info->n_expert, info->n_expert_used, &m);
+    if (rc == 0)
+        rc = rf_expert_token_read(inv, &m, &dense, &routed, out);
+    rf_expert_map_free(&m);
+    return rc;
+}
 
 /* KV cache bytes estimated from the hyperparameters: K and V, f16, n_ctx cells. */
 bool ses_estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uint64_t *out)

@@ -26,6 +26,7 @@ void ses_op_free(struct session_op *op)
     free(op->before_load);
     rf_staging_plan_free(&op->staging);
     rf_dispatch_summary_free(&op->dispatch);
+    rf_routing_free(&op->routing);
     rf_residency_snapshot_free(&op->snapshot);
     free(op->prompt_tokens);
     free(op->tokens);
@@ -136,6 +137,7 @@ void ses_op_open(struct rf_session *s)
     rf_timing_init(&op->timing);
     rf_staging_plan_init(&op->staging);
     rf_dispatch_summary_init(&op->dispatch);
+    rf_routing_zero(&op->routing);
     rf_residency_snapshot_init(&op->snapshot);
     rf_ledger_init(&op->ledger);
     memset(&op->rep, 0, sizeof(op->rep));

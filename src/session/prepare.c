@@ -101,16 +101,21 @@ int rf_session_admit_result(struct rf_session *s, const struct rf_operation_requ
      * only which weights the model reads from the mapping rather than a
      * repacked copy (token_embd counted whole: an upper bound, estimated).
      */
+    bool moe = s->model.info.n_expert > 0;
     if (s->model.info.access_basis != RF_ACCESS_BASIS_NONE &&
-        rf_admission_file_working_set(&s->inv, &fws) == 0)
+        ses_token_read(&s->inv, &s->model.info, &fws) == 0)
         in.file_working_set =
             s->model.info.access_basis == RF_ACCESS_BASIS_GRAPH_PROBE
                 ? rf_admission_figure_of(fws, RF_PROV_NATIVE_LOGICAL,
-                                         "inventory: weights the probe's graph read from the "
-                                         "mapping")
+                                         moe ? "inventory: weights the probe's graph read from "
+                                               "the mapping, of the routed experts k/n (MoE)"
+                                             : "inventory: weights the probe's graph read from "
+                                               "the mapping")
                 : rf_admission_figure_of(fws, RF_PROV_ESTIMATED,
-                                         "inventory: file-backed weights the model holds "
-                                         "(placement; an upper bound)");
+                                         moe ? "inventory: file-backed weights the model holds, "
+                                               "of the routed experts k/n (placement; MoE)"
+                                             : "inventory: file-backed weights the model holds "
+                                               "(placement; an upper bound)");
     else
         in.file_working_set.source = "the weights were not classified (residency policy off)";
     ses_estimate_runtime((uint64_t)s->model.info.n_vocab, (uint64_t)s->model.info.n_embd, request,
@@ -289,7 +294,10 @@ static int preload_decide(const char *path, bool use_extra_bufts, struct rf_sess
                                                  "the largest repacked weight, twice at once");
     in.file_working_set = rf_admission_figure_of(
         est.file_working_set_bytes, RF_PROV_ESTIMATED,
-        "GGUF header: weights read from the mapping (not repacked, not token_embd)");
+        est.n_expert ? "GGUF header: weights read from the mapping (not repacked, not "
+                       "token_embd): the dense ones + k/n of the routed experts (MoE: a token "
+                       "reads k of the n experts of each layer)"
+                     : "GGUF header: weights read from the mapping (not repacked, not token_embd)");
     uint64_t loader, tables;
     long page = sysconf(_SC_PAGESIZE);
     if (est.n_vocab && rf_admission_loader_bytes(est.n_vocab, est.n_tensors, &loader) == 0)

@@ -435,6 +435,17 @@ void ses_prediction_finish(struct rf_session *s)
 
 /* ------------------------------------------------------------------ dispatch */
 
+int rf_session_routing_set(struct rf_session *s, const struct rf_routing *routing)
+{
+    if (!s || !routing)
+        return -EINVAL;
+    ses_op_open(s);
+    rf_routing_free(&s->op.routing);
+    int rc = rf_routing_copy(routing, &s->op.routing);
+    s->op.rep.routing = rc == 0 && s->op.routing.n_layer ? &s->op.routing : NULL;
+    return rc;
+}
+
 int rf_session_dispatch_trace(struct rf_session *s, const struct forge_observer *obs)
 {
     struct forge_observer_stats st;

@@ -14,6 +14,7 @@
 #include "ramforge/core/profile.h"
 #include "ramforge/core/report.h"
 #include "ramforge/core/residency.h"
+#include "ramforge/core/routing.h"
 #include "ramforge/core/staging.h"
 #include "ramforge/core/streaming.h"
 #include "ramforge/core/timing.h"
@@ -145,6 +146,7 @@ struct session_op {
     struct rf_cgroup_verdict verdict; /* the kernel's verdict over the operation */
     struct rf_staging_plan staging;
     struct rf_dispatch_summary dispatch;
+    struct rf_routing routing; /* a MoE model's observed routing (rf_session_routing_set) */
     struct rf_residency_snapshot snapshot;
     struct forge_page_source page_source; /* of the end-of-operation snapshot */
     struct rf_ledger ledger;
@@ -336,6 +338,15 @@ uint32_t *ses_profile_stage_order(struct rf_session *s, size_t *n);
 bool ses_mapping_locked(struct rf_session *s, uint64_t *out);
 
 bool ses_estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uint64_t *out);
+
+/*
+ * The bytes of file pages one token reads (admission's file working set):
+ * rf_admission_file_working_set, or for a MoE model (info->n_expert) the
+ * dense weights' pages + k/n of the routed experts' (rf_expert_token_read).
+ * Their errors.
+ */
+int ses_token_read(const struct rf_inventory *inv, const struct forge_model_info *info,
+                   uint64_t *out);
 
 /*
  * Sets in's graph_scratch and runtime to their estimates before the

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ramforge/forge/forge.h"
+#include "ramforge/forge/forge_mkmodel.h"
 
 /* Writes a PRESET/TYPE model with seed to path. Returns 0, or -1 with a message. */
 static inline int forge_test_mkmodel(const char *path, enum forge_mkmodel_preset preset,

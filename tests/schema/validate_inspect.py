@@ -15,7 +15,11 @@ keys, as validate_report.py) it checks what a schema cannot state:
     page range (end - first), and resident bytes are resident pages times
     the page size; the same sums for tensor_pages and the whole file;
   - the whole file's pages are ceil(size / page_bytes);
-  - inventory: each tensor's page range holds its bytes at its offset.
+  - inventory: each tensor's page range holds its bytes at its offset;
+  - experts (a MoE model): each slice at its tensor's offset + expert x slice
+    bytes, its page range holding its bytes, its shared edges; routed + dense
+    bytes are the inventory's logical bytes; a token's read is its dense and
+    routed parts.
 """
 
 import json
@@ -62,6 +66,40 @@ def _page_cache_errors(doc, where):
     return errors
 
 
+def _experts_errors(doc):
+    x = doc.get("experts")
+    if x is None:
+        return []
+    errors, pb, n = [], doc["page_bytes"], x["n_expert"]
+    by_index = {t["index"]: t for t in doc["tensors"]}
+    routed = 0
+    for t in x["tensors"]:
+        inv = by_index.get(t["index"])
+        if inv is None or inv["name"] != t["name"] or \
+                inv["logical_bytes"] != t["slice_bytes"] * n or \
+                inv["file_offset_bytes"] != t["file_offset_bytes"]:
+            errors.append(f"$.experts {t['name']}: not the inventory's tensor {t['index']}")
+            continue
+        routed += inv["logical_bytes"]
+        if [s["expert"] for s in t["slices"]] != list(range(n)):
+            errors.append(f"$.experts {t['name']}: slices are not experts 0..{n - 1}")
+        for s in t["slices"]:
+            off = t["file_offset_bytes"] + s["expert"] * t["slice_bytes"]
+            end = off + s["bytes"]
+            shared = (s["shared_first"], s["shared_last"])
+            if s["file_offset_bytes"] != off or s["bytes"] != t["slice_bytes"] or \
+                    (s["first_page"], s["end_page"]) != (off // pb, (end + pb - 1) // pb) or \
+                    shared != (off % pb != 0, end % pb != 0):
+                errors.append(f"$.experts {t['name']} expert {s['expert']}: slice {s}")
+    if routed != x["routed_bytes"] or \
+            x["routed_bytes"] + x["dense_bytes"] != doc["totals"]["logical_bytes"]:
+        errors.append("$.experts: routed + dense bytes are not the inventory's")
+    if x["token_read_bytes"] is not None and \
+            x["token_read_bytes"] != x["token_read_dense_bytes"] + x["token_read_routed_bytes"]:
+        errors.append("$.experts.token_read_bytes != dense + routed")
+    return errors
+
+
 def _semantic_errors(doc):
     kind = doc.get("kind")
     if kind == "ramforge.fit_check":
@@ -83,7 +121,7 @@ def _semantic_errors(doc):
                 (t["first_page"], t["end_page"]) != (first, end):
             errors.append(f"$.tensors[{i}] {t['name']}: pages [{t['first_page']},"
                           f"{t['end_page']}) do not hold bytes at {t['file_offset_bytes']}")
-    return errors
+    return errors + _experts_errors(doc)
 
 
 def validate(schema_dir, doc):

@@ -39,7 +39,10 @@ what a schema cannot state:
     projected, fits and run room), the binding cgroup is the checked one
     with the least room (nearest on ties) and the charge and excess are
     its own, and a working set that does not fit a checked cgroup is a
-    thrash.
+    thrash;
+  - residency.experts (a MoE model's routing): each layer's counts sum to
+    its tokens x n_expert_used, the reuse distances to every selection, and
+    an LRU hit rate is hits / selections with no more hits than reuses.
 """
 
 import json
@@ -357,6 +360,29 @@ def _admission_errors(doc):
     return errors
 
 
+def _experts_errors(doc):
+    x = _section(doc, "residency").get("experts") or {}
+    if x.get("tokens") is None:
+        return []
+    errors, n, k = [], x["n_expert"], x["n_expert_used"]
+    for lay in x["layers"]:
+        got, want = sum(lay["counts"]), lay["tokens"] * k  # bad ids are left out of counts
+        if len(lay["counts"]) != n or not (got == want or (x["bad_ids"] and got < want)):
+            errors.append(f"$.residency.experts layer {lay['layer']}: counts {sum(lay['counts'])}"
+                          f" for {lay['tokens']} tokens of {k} experts")
+    selections = sum(sum(lay["counts"]) for lay in x["layers"])
+    if len(x["reuse_distance"]) != n + 1 or sum(x["reuse_distance"]) != selections:
+        errors.append("$.residency.experts.reuse_distance: not every selection once")
+    reuses = selections - (x["reuse_distance"][-1] if x["reuse_distance"] else 0)
+    for h in x["lru_hit_rate"]:
+        rate = h["hits"] / h["selections"] if h["selections"] else None
+        if h["selections"] != selections or h["hits"] > reuses or \
+                (rate is None) != (h["hit_rate"] is None) or \
+                abs((rate or 0) - (h["hit_rate"] or 0)) > 1e-9:
+            errors.append(f"$.residency.experts.lru_hit_rate: {h}")
+    return errors
+
+
 def _native_errors(doc):
     nat, model = _section(doc, "native"), _section(doc, "model")
     if "instance_id" in nat and nat.get("instance_id") != model.get("instance_id"):
@@ -389,6 +415,7 @@ def _semantic_errors(doc):
         return errors
     errors += _policy_errors(doc) + _application_errors(doc) + _plan_errors(doc)
     errors += _lifetime_errors(doc) + _native_errors(doc) + _admission_errors(doc)
+    errors += _experts_errors(doc)
     out = doc.get("output")
     if isinstance(out, dict):
         for n_key, ids_key in (("n_prompt_tokens", "prompt_token_ids"),

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/cli.h"
+#include "inspect_experts.h"
 #include "inspect_fit.h"
 #include "inspect_page_cache.h"
 #include "inspect_table.h"
@@ -34,6 +35,10 @@ static void usage(FILE *out)
             "estimate, what the graph reads (file mapping or an anonymous repacked copy) and\n"
             "release eligibility; then totals. No prompt is run; unless --no-probe, one\n"
             "token is decoded on a throw-away context to see which weights the graph reads.\n"
+            "On a mixture-of-experts model, then its experts: the routed expert tensors\n"
+            "(ffn_*_exps) cut into per-expert slices, the routed and dense bytes, and what\n"
+            "a token reads (the dense part + k/n of the routed experts) beside the file size\n"
+            "(docs/MOE.md); -c's read per token counts the same.\n"
             "\n"
             "With --page-cache, llama.cpp does not load the model (its load reads every\n"
             "page): the GGUF header gives the tensor table, the file is mapped read-only\n"
@@ -314,10 +319,13 @@ int cmd_inspect(int argc, char **argv)
         cli_error("%s: cannot build the inventory: %s", model, rf_strerror(rc));
         goto out;
     }
+    struct forge_model_info info;
+    forge_model_get_info(m, &info);
     if (json) {
         json_t *doc;
         if (rf_inventory_to_json(&inv, true, &doc) < 0 ||
-            inspect_envelope(doc, INSPECT_KIND_INVENTORY) < 0) {
+            inspect_envelope(doc, INSPECT_KIND_INVENTORY) < 0 ||
+            inspect_experts_json(&inv, &info, doc) < 0) {
             cli_error("out of memory");
             goto out;
         }
@@ -326,6 +334,10 @@ int cmd_inspect(int argc, char **argv)
         json_decref(doc);
     } else {
         print_table(&inv, raw);
+        if ((rc = inspect_experts_print(&inv, &info, raw)) < 0) {
+            cli_error("%s: cannot split the experts: %s", model, rf_strerror(rc));
+            goto out;
+        }
     }
     status = cli_flush_stdout() == 0 ? 0 : RF_EXIT_FAILURE;
 out:

@@ -23,6 +23,7 @@
 #include "ramforge/error.h"
 #include "ramforge/forge/forge_ahead.h"
 #include "ramforge/forge/forge_observer.h"
+#include "ramforge/forge/forge_routing.h"
 #include "ramforge/forge/forge_window.h"
 #include "ramforge/session/host.h"
 #include "ramforge/session/metrics.h"
@@ -297,6 +298,7 @@ int cmd_run(int argc, char **argv)
     struct forge_model_params mp = forge_model_default_params();
     struct forge_generate_result gen = {0}, verify = {0};
     struct forge_observer *observer = NULL;
+    struct forge_routing *routing = NULL;
     struct forge_ahead *ahead = NULL;
     struct forge_window *window = NULL;
     struct rf_session *s = NULL;
@@ -441,6 +443,12 @@ int cmd_run(int argc, char **argv)
     if (o.sess.policy == RF_POLICY_STREAMING)
         window_open(s, &window);
     gp.window = window;
+    struct forge_model_info info;
+    forge_model_get_info(rf_session_forge_model(s), &info);
+    if (observing && info.n_expert &&
+        (rc = forge_routing_create(rf_session_forge_model(s), &routing)) < 0)
+        cli_error("warning: the MoE routing is not observed: %s", rf_strerror(rc));
+    gp.routing = routing; /* residency.experts of the report (docs/MOE.md) */
     run_shared_stage(sh, "generating (the first session)");
     if (forge_generate(rf_session_forge_model(s), &gp, &gen, err) < 0) {
         cli_error("%s: %s", o.sess.model, err);
@@ -448,6 +456,10 @@ int cmd_run(int argc, char **argv)
     }
     run_shared_stage(sh, "ending the operation and writing its reports");
     stream_figures(s, ahead, (uint32_t)o.stream_prefetch, &gen);
+    if (routing && (rc = rf_session_routing_set(s, forge_routing_stats(routing))) < 0) {
+        cli_error("cannot keep the MoE routing: %s", rf_strerror(rc));
+        goto out;
+    }
     if (observer && (rc = rf_session_dispatch_trace(s, observer)) < 0) {
         cli_error("cannot attribute the dispatch trace: %s", rf_strerror(rc));
         goto out;
@@ -456,6 +468,7 @@ int cmd_run(int argc, char **argv)
         rc = rf_session_boundary(s, RF_BOUNDARY_AFTER_SESSION);
         if (rc == 0 && o.verify) {
             gp.observer = NULL; /* the verify session runs without the observer */
+            gp.routing = NULL;
             gp.ahead = NULL;
             gp.on_session_end = NULL;
             if (forge_generate(rf_session_forge_model(s), &gp, &verify, err) < 0) {
@@ -511,6 +524,7 @@ out:
     forge_generate_result_free(&gen);
     forge_generate_result_free(&verify);
     forge_observer_free(observer);
+    forge_routing_free(routing);
     forge_ahead_free(ahead);
     forge_window_free(window);
     run_svg_free(&svg);

@@ -106,6 +106,27 @@ static void print_dispatch(FILE *f, const struct rf_report *r)
     fprintf(f, "  %s\n", d->caveat);
 }
 
+/* A MoE model's routing as observed: tokens, and the hit rate of per-layer LRU caches. */
+static void print_experts(FILE *f, const struct rf_report *r)
+{
+    const struct rf_routing *g = r->routing;
+    if (!g)
+        return;
+    uint64_t tokens = 0;
+    for (uint32_t l = 0; l < g->n_layer; l++)
+        tokens = g->tokens[l] > tokens ? g->tokens[l] : tokens;
+    fprintf(f,
+            "experts: %" PRIu64 " tokens routed, %" PRIu32 " of %" PRIu32
+            " experts per layer; a per-layer LRU cache would have held",
+            tokens, g->n_expert_used, g->n_expert);
+    for (uint32_t c = g->n_expert_used; c < g->n_expert; c *= 2) {
+        uint64_t hits, sel;
+        if (rf_routing_lru_hits(g, -1, c, &hits, &sel) == 0 && sel)
+            fprintf(f, " %.0f%% at %" PRIu32, 100.0 * (double)hits / (double)sel, c);
+    }
+    fprintf(f, " experts\n");
+}
+
 /* The admission outcome, the binding cgroup's figures and the kernel's verdict. */
 static void print_admission(FILE *f, const struct rf_report *r)
 {
@@ -202,6 +223,7 @@ static void print_policy(FILE *f, const struct rf_report *r, bool verbose)
     }
     print_staging(f, r);
     print_dispatch(f, r);
+    print_experts(f, r);
     if (r->has_file_cache)
         fprintf(f, "page cache, whole file (%s): %s\n",
                 r->file_cache_source ? r->file_cache_source : "unknown source",

@@ -494,6 +494,15 @@ int rf_admission_reclaimable_now(const struct rf_inventory *inv, const struct rf
 int rf_admission_file_working_set(const struct rf_inventory *inv, uint64_t *out);
 
 /*
+ * rf_admission_file_working_set over the entries for which keep(e, ud) is
+ * true (keep NULL: every entry): the bytes of the union of their page
+ * ranges, per mapping. Same errors.
+ */
+int rf_admission_read_bytes(const struct rf_inventory *inv,
+                            bool (*keep)(const struct rf_inventory_entry *e, void *ud), void *ud,
+                            uint64_t *out);
+
+/*
  * The anonymous memory llama.cpp's load adds beyond the weights (its
  * vocabulary and tensor metadata): RF_ADMISSION_LOADER_TOKEN_BYTES per
  * vocabulary token plus RF_ADMISSION_LOADER_TENSOR_BYTES per tensor.

@@ -24,6 +24,7 @@
 #include "ramforge/core/policy.h"
 #include "ramforge/core/profile.h"
 #include "ramforge/core/residency.h"
+#include "ramforge/core/routing.h"
 #include "ramforge/core/staging.h"
 #include "ramforge/core/streaming.h"
 #include "ramforge/core/timing.h"
@@ -196,6 +197,9 @@ struct rf_report {
     /* --observe-dispatch: the CPU node-dispatch observer's summary */
     const struct rf_dispatch_summary *dispatch; /* NULL: reason below */
     const char *dispatch_reason;
+    /* a MoE model's routing as observed (routing.h): residency.experts */
+    const struct rf_routing *routing; /* NULL: reason below */
+    const char *routing_reason;       /* NULL: the default (not observed) */
     /* access profile used by reuse-aware (tensor indices, coldest first) */
     const uint32_t *profile_order;
     size_t n_profile_order;

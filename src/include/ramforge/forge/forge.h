@@ -163,7 +163,11 @@ struct forge_model_info {
     uint64_t n_params;   /* llama_model_n_params */
     uint64_t size_bytes; /* llama_model_size: native logical tensor bytes */
     int32_t n_layer, n_embd, n_head, n_head_kv, n_ctx_train, n_vocab;
-    bool access_probed;                /* the graph probe ran and classified tensors */
+    uint32_t n_expert;      /* MoE: routed experts per layer ("<arch>.expert_count"); 0: dense */
+    uint32_t n_expert_used; /* MoE: experts each token selects per layer (k) */
+    bool has_route_skew;    /* the model names the routing skew it was generated with */
+    float route_skew;       /* FORGE_KEY_ROUTE_SKEW (mkmodel --route-skew) */
+    bool access_probed;     /* the graph probe ran and classified tensors */
     enum rf_access_basis access_basis; /* how the tensors' access was classified */
     uint64_t probe_ns; /* wall time of the classification (probe or placement), ns */
     uint64_t fs_magic; /* statfs f_type of the file's filesystem (rf_fs_profile_of);
@@ -354,6 +358,8 @@ struct forge_generate_params {
                                         with observer; NULL: none */
     struct forge_window *window;     /* streaming read-ahead window (forge_window.h), borrowed;
                                         composes with both; NULL: none */
+    struct forge_routing *routing;   /* MoE routing recorder (forge_routing.h), borrowed;
+                                        composes with the others; NULL: none */
     /*
      * Called once with the session's context still alive, after the last
      * token (KV cache and compute buffers allocated); may be NULL.
@@ -527,38 +533,6 @@ const char *forge_chat_template(struct forge_model *m);
  */
 int forge_chat_apply(struct forge_model *m, const char *tmpl, const struct forge_chat_message *msgs,
                      size_t n, bool add_assistant, char **text);
-
-/* Model generation (ramforge mkmodel). */
-enum forge_mkmodel_preset {
-    FORGE_PRESET_TINY = 0,  /* 2 layers, n_embd 64: a few MiB */
-    FORGE_PRESET_SMALL,     /* 4 layers, n_embd 256: tens of MiB */
-    FORGE_PRESET_TINYLLAMA, /* TinyLlama-1.1B shapes: 22 layers, n_embd 2048 */
-};
-
-struct forge_mkmodel_params {
-    enum forge_mkmodel_preset preset;
-    const char *type;       /* "f32", "f16", "q8_0", "q4_0" for 2-D weights */
-    uint64_t seed;          /* PRNG seed: same arguments, byte-identical file */
-    const char *vocab_path; /* GGUF holding the tokenizer (ggml-vocab-llama-spm.gguf) */
-    const char *out_path;
-    /* Called with (done, total) tensors while writing data; may be NULL. */
-    void (*progress)(uint64_t done, uint64_t total, void *user_data);
-    void *progress_user_data;
-};
-
-/*
- * Builds a llama-architecture model with llama_model_init_from_user (every
- * standard tensor listed in the metadata with its type; weights from a
- * splitmix64 stream seeded by seed and the tensor name, quantized with
- * ggml_quantize_chunk; optional tensors llama.cpp adds on its own are filled
- * with neutral values) and writes it with llama_model_save_to_file to a
- * temporary file renamed over out_path, so a failure leaves no partial file.
- * Errors: -EINVAL (bad type), -errno / -RF_EBADMODEL (vocab), -EIO.
- */
-int forge_mkmodel(const struct forge_mkmodel_params *params, char err[FORGE_ERR_MAX]);
-
-/* Parses "tiny"/"small"/"tinyllama"; -EINVAL otherwise. */
-int forge_mkmodel_preset_parse(const char *s, enum forge_mkmodel_preset *out);
 
 #ifdef __cplusplus
 }

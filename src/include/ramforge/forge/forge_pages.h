@@ -241,12 +241,18 @@ struct forge_gguf_estimate {
                                 llama.cpp repacks into anonymous CPU_REPACK
                                 buffers on AVX2 (Q4_0, Q4_K, IQ4_NL), bytes;
                                 0 without use_extra_bufts or AVX2 */
-    uint64_t repacked_max_bytes;     /* the largest of those weights, bytes: what the release
-                                        during the load holds twice at once */
-    uint64_t file_working_set_bytes; /* the other weights, read from the mapping each token
-                                        (token_embd.weight excluded: read by rows), bytes */
-    uint64_t n_tensors;              /* tensors in the header */
-    uint64_t n_vocab;                /* tokenizer.ggml.tokens entries; 0: absent */
+    uint64_t repacked_max_bytes;      /* the largest of those weights, bytes: what the release
+                                         during the load holds twice at once */
+    uint64_t file_working_set_bytes;  /* the other weights, read from the mapping each token
+                                         (token_embd.weight excluded: read by rows), bytes:
+                                         dense_read_bytes + k/n of routed_read_bytes */
+    uint32_t n_expert, n_expert_used; /* MoE: "<arch>.expert_count", "expert_used_count" (n,
+                                         k); 0: dense */
+    uint64_t dense_read_bytes;        /* of those weights, the ones every token reads, bytes */
+    uint64_t routed_read_bytes;       /* the routed expert tensors among them (experts.h), of
+                                         which a token reads k/n, bytes */
+    uint64_t n_tensors;               /* tensors in the header */
+    uint64_t n_vocab;                 /* tokenizer.ggml.tokens entries; 0: absent */
 };
 
 /*

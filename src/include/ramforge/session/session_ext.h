@@ -23,6 +23,7 @@ extern "C" {
 #endif
 
 struct forge_observer;
+struct rf_routing;
 struct rf_stream_prefetch;   /* ramforge/core/streaming.h */
 struct rf_stream_decode;     /* ramforge/core/streaming.h */
 struct rf_stream_read_ahead; /* ramforge/core/streaming.h */
@@ -214,6 +215,13 @@ int rf_session_stream_decode(struct rf_session *s, const struct rf_stream_decode
  * Errors: -EINVAL, -ENOMEM.
  */
 int rf_session_dispatch_trace(struct rf_session *s, const struct forge_observer *obs);
+
+/*
+ * Copies a MoE model's observed routing (routing.h; forge_routing_stats)
+ * into the operation: its report's residency.experts. Errors: -EINVAL,
+ * -ENOMEM.
+ */
+int rf_session_routing_set(struct rf_session *s, const struct rf_routing *routing);
 
 #define RF_SESSION_PROFILE_ERR_MAX RF_ERR_MAX /* one line about a persisted profile (error.h) */
 

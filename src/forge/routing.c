@@ -1,0 +1,112 @@
+/*
+ * The MoE routing recorder (forge_routing.h): a cb_eval that asks for the
+ * graph nodes ffn_moe_topk-<layer> and reads their expert ids.
+ */
+#include "forge_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ramforge/forge/forge_routing.h"
+
+#include "ggml-backend.h"
+#include "ggml.h"
+
+/* The most experts a token selects that the recorder reads per row. */
+#define ROUTING_MAX_USED 256
+
+struct forge_routing {
+    struct rf_routing stats;
+    bool (*inner)(struct ggml_tensor *t, bool ask, void *ud); /* the callback found */
+    void *inner_ud;
+    bool inner_asked; /* the inner callback asked for the node being computed */
+};
+
+/* The layer of a node named "ffn_moe_topk-<layer>", or -1. */
+static int topk_layer(const struct ggml_tensor *t)
+{
+    int layer = -1, end = 0;
+    if (sscanf(t->name, "ffn_moe_topk-%d%n", &layer, &end) != 1 || t->name[end] != '\0')
+        return -1;
+    return layer;
+}
+
+/* Adds the ids of t (i32, ne[0] per token, ne[1] tokens) as layer's selections. */
+static void record(struct forge_routing *r, const struct ggml_tensor *t, int layer)
+{
+    int32_t ids[ROUTING_MAX_USED];
+    int64_t k = t->ne[0];
+
+    if (t->type != GGML_TYPE_I32 || k <= 0 || k > ROUTING_MAX_USED || t->nb[0] != sizeof(int32_t))
+        return;
+    bool host = t->buffer && ggml_backend_buffer_is_host(t->buffer);
+    for (int64_t j = 0; j < t->ne[1]; j++) {
+        size_t off = (size_t)j * t->nb[1];
+        if (host)
+            memcpy(ids, (const char *)t->data + off, (size_t)k * sizeof(int32_t));
+        else
+            ggml_backend_tensor_get((struct ggml_tensor *)t, ids, off, (size_t)k * sizeof(int32_t));
+        rf_routing_add(&r->stats, (uint32_t)layer, ids, (uint32_t)k);
+    }
+}
+
+static bool routing_eval_cb(struct ggml_tensor *t, bool ask, void *ud)
+{
+    struct forge_routing *r = ud;
+    int layer = topk_layer(t);
+    bool mine = layer >= 0 && (uint32_t)layer < r->stats.n_layer;
+
+    if (ask) {
+        r->inner_asked = r->inner ? r->inner(t, true, r->inner_ud) : false;
+        return mine || r->inner_asked;
+    }
+    if (mine)
+        record(r, t, layer);
+    return r->inner_asked ? r->inner(t, false, r->inner_ud) : true;
+}
+
+int forge_routing_create(const struct forge_model *m, struct forge_routing **out)
+{
+    struct forge_model_info info;
+
+    if (!m || !out)
+        return -EINVAL;
+    *out = NULL;
+    forge_model_get_info(m, &info);
+    if (!info.n_expert || info.n_layer <= 0)
+        return -EINVAL;
+    struct forge_routing *r = calloc(1, sizeof(*r));
+    if (!r)
+        return -ENOMEM;
+    int rc = rf_routing_init(&r->stats, (uint32_t)info.n_layer, info.n_expert, info.n_expert_used);
+    if (rc < 0) {
+        free(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+void forge_routing_free(struct forge_routing *r)
+{
+    if (!r)
+        return;
+    rf_routing_free(&r->stats);
+    free(r);
+}
+
+void forge_routing_context_params(struct forge_routing *r, struct forge_context_params *p)
+{
+    r->inner = p->cb_eval;
+    r->inner_ud = p->cb_eval_user_data;
+    r->inner_asked = false;
+    p->cb_eval = routing_eval_cb;
+    p->cb_eval_user_data = r;
+}
+
+const struct rf_routing *forge_routing_stats(const struct forge_routing *r)
+{
+    return r ? &r->stats : NULL;
+}
