@@ -56,7 +56,7 @@ demo:
 	@echo "  $(BUILD)/ramforge run -m YOUR.gguf -n 16                   where a real model's memory goes"
 	@echo "  $(BUILD)/ramforge inspect -c 4096 --memory-limit 2Gi YOUR.gguf   would it fit the container?"
 	@echo "  $(BUILD)/ramforge run -m YOUR.gguf --memory-limit 1Gi --residency-policy streaming   (root)"
-	@echo "README.md, 'How do I ...', has the rest."
+	@echo "README.md, 'Recipes', has the rest; docs/guide/ the reference."
 
 # llama-server first: the llama.cpp common headers it installs reconfigure the build.
 check: llama-server
@@ -71,8 +71,13 @@ check: llama-server
 # separated list; over an hour for all here) in SUITE_MODES, counted (tests/server_suite).
 SUITE_MODES ?= bare exec serve
 SUITE_FILES ?= all
+# build/llama-server: a link to it, the README's recipes' llama-server (its RUNPATH finds the
+# prefix's lib/ through the link: exec runs such a link).
 llama-server: | deps
-	@[ -n "$(LLAMA_PREFIX)" ] || scripts/build-llama-server.sh >/dev/null
+	@mkdir -p $(BUILD)
+	@if [ -n "$(LLAMA_PREFIX)" ]; then server="$(LLAMA_PREFIX)/bin/llama-server"; \
+	else server=$$(scripts/build-llama-server.sh | tail -n 1) || exit 1; fi; \
+	if [ -x "$$server" ]; then ln -sfn "$$server" $(BUILD)/llama-server; fi
 
 server-suite: build llama-server
 	@prefix="$(LLAMA_PREFIX)"; \

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The deployment examples of docs/deploy/ (issue 24 item 9, issue 21 item 11), exercised as
-far as this machine allows; README.md, "Where it runs", says what is and is not tested.
+far as this machine allows; docs/guide/deploy.md, "systemd, Docker, Kubernetes", says what is and is not tested.
 
   units       each systemd unit passes `systemd-analyze verify` (its binaries pointed at
               this build and at the pinned llama.cpp's llama-server; skipped with the
@@ -164,7 +164,7 @@ def case_units(c):
         limit = systemd_size(unit_value(text, "MemoryMax") or "")
         pre = shlex.split(unit_value(local, "ExecStartPre").replace("${MODEL}", model))
         check(pre[1:3] == ["inspect", "-c"], f"{name}: ExecStartPre is not the fit check")
-        # README: the unit's fit check reads MemoryMax= from the service's cgroup itself
+        # docs/guide/deploy.md: the unit's fit check reads MemoryMax= from the service's cgroup itself
         check("--memory-limit" not in pre, f"{name}: ExecStartPre passes a second limit")
         c.run(*pre[1:], "--memory-limit", str(limit))
         c.run(*pre[1:], "--memory-limit", "8Mi", check_rc=1)

@@ -49,7 +49,7 @@ from e2e_util import SKIP, Failure, Skip, check  # noqa: E402
 PROMPT = "Hello my name is"
 N_PREDICT = 16
 PUBLIC_PREFIX = r"(?:rf|rfsys|forge)_\w+"
-# The calls the embedding example may make (README, "Embedding ramforge").
+# The calls the embedding example may make (docs/guide/embedding.md).
 EMBED_MAX_CALLS = 8
 # The installed interface (issue 19): session.h, error.h and one types header.
 MAX_HEADERS = 3
