@@ -11,7 +11,7 @@ LLAMA_PREFIX ?=
 # Where `make install` puts the library, headers, ramforge.pc, the CMake package and the CLI.
 PREFIX ?= /usr/local
 
-.PHONY: all deps llama build install demo check check-llama tsan asan fuzz clean
+.PHONY: all deps llama build install package demo check check-llama tsan asan fuzz clean
 .PHONY: llama-server server-suite
 
 all: build
@@ -34,6 +34,13 @@ build: $(BUILD)/CMakeCache.txt
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
+
+# make package: $(BUILD)/ramforge_VERSION_ARCH.deb (scripts/make-deb.sh: the pinned llama.cpp
+# bundled in /usr/lib/ramforge/llama, found by RPATH; ctest install_package installs it).
+package: build
+	@prefix="$(LLAMA_PREFIX)"; \
+	if [ -z "$$prefix" ]; then prefix=$$(scripts/build-llama.sh | tail -n 1) || exit 1; fi; \
+	scripts/make-deb.sh $(BUILD) "$$prefix" $(BUILD)
 
 $(DEMO_MODEL): | build
 	@mkdir -p $(dir $@)
