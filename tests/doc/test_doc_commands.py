@@ -188,10 +188,11 @@ def run_page(c, page):
         else:
             script.append(f"{{ {command}\n}} >out.{k} 2>err.{k} </dev/null")
         script.append(f"echo end {k} $? >&3")
-    # A server the page started and did not stop: 10 s to end after one SIGTERM, then SIGKILL
-    # (a second SIGTERM would be a second Ctrl-C, which llama-server answers with exit()).
-    script += ["kill $(jobs -pr) 2>/dev/null",
-               "for i in $(seq 100); do [ -z \"$(jobs -pr)\" ] && break; sleep 0.1; done",
+    # Servers the page stopped get 10 s to end (a second SIGTERM would be a second Ctrl-C,
+    # which llama-server answers with exit()); one it did not stop gets SIGTERM and 10 s more,
+    # then SIGKILL.
+    settle = "for i in $(seq 100); do [ -z \"$(jobs -pr)\" ] && break; sleep 0.1; done"
+    script += [settle, "kill $(jobs -pr) 2>/dev/null", settle,
                "[ -z \"$(jobs -pr)\" ] || { echo left $(jobs -pr) >&3; kill -9 $(jobs -pr); }",
                "wait"]
     status = os.path.join(tmp, "status")
@@ -215,8 +216,8 @@ def run_page(c, page):
             elif len(w) == 3 and w[0] == "end":
                 ends[int(w[1])] = int(w[2])
             elif w and w[0] == "left":
-                print(f"note {page}: killed with SIGKILL, still running 10 s after SIGTERM: "
-                      f"{' '.join(w[1:])}")
+                print(f"note {page}: killed with SIGKILL, still running 20 s after the page's "
+                      f"end: {' '.join(w[1:])}")
     failures = []
     for k, (line, command) in enumerate(ran):
         rc = ends.get(k)
