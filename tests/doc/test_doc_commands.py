@@ -21,8 +21,9 @@ Usage: [RF_LLAMA_SERVER=PATH] test_doc_commands.py --ramforge PATH CASE   (this 
             shell's last job ($!). Blocks tagged otherwise (```console for sample output,
             ```c, ```text) are not run.
             SKIP lists the commands that cannot run here, with the reason; commands that
-            need root (--memory-limit, cgroups, dd iflag=nocache) skip without it, and those
-            naming build/llama-server without RF_LLAMA_SERVER.
+            need root (--memory-limit, cgroups, dd iflag=nocache) skip without it, those
+            naming build/llama-server without RF_LLAMA_SERVER, and exec's and llama-server's
+            in an ASan build (make asan).
   options   every option `ramforge COMMAND --help` prints is documented on its command's
             page, docs/guide/COMMAND.md (test_man.py `options` checks the man page); the
             failure names each missing option and where to add it.
@@ -39,7 +40,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 sys.path.insert(0, HERE)
-from e2e_util import Skip, check, run_main  # noqa: E402
+from e2e_util import Skip, asan_build, check, run_main  # noqa: E402
 from test_man import COMMANDS, OPTION, help_options  # noqa: E402
 
 SOURCE = os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -84,6 +85,7 @@ class Ctx:
         self.ramforge = os.path.abspath(args.ramforge)
         server = os.environ.get("RF_LLAMA_SERVER", "")
         self.server = server if os.access(server, os.X_OK) else None
+        self.asan = asan_build(self.ramforge)
         self.tmp = tmp
 
 
@@ -163,6 +165,9 @@ def skip_reason(c, command):
         return "needs root here (a memory cgroup of its own, or dropping cached pages)"
     if "build/llama-server" in command and not c.server:
         return "no llama-server (make llama-server builds it)"
+    if c.asan and re.search(r"\bramforge exec\b|build/llama-server", command):
+        return ("an ASan build (make asan): its runtime cannot be preloaded into a program "
+                "that is not instrumented, as tests/preload skip")
     return None
 
 
@@ -174,8 +179,15 @@ def run_page(c, page):
     tree(c, tmp)
     ports = {p: free_port() for p in PORTS}
     script, ran, skipped = ["set +e", "exec 3>status"], [], []
+    server_skipped = None  # the line of a server (&) not started: what talks to it waits too
     for line, command in commands:
         why = skip_reason(c, command)
+        if not why and server_skipped:
+            why = f"talks to the server of line {server_skipped}, not started"
+        if re.search(r"[^&]&$", command):
+            server_skipped = line if why else None
+        if command == "kill $!":
+            server_skipped = None
         if why:
             skipped.append(f"{page}:{line}: {why}")
             continue

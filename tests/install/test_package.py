@@ -28,7 +28,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-from e2e_util import SKIP, Failure, Skip, check  # noqa: E402
+from e2e_util import SKIP, Failure, Skip, asan_build, check  # noqa: E402
 
 PROMPT = "Hello my name is"
 
@@ -50,6 +50,8 @@ def test(a, tmp):
     for tool in ("dpkg-deb", "patchelf", "dpkg-shlibdeps", "fakeroot"):
         if not shutil.which(tool):
             raise Skip(f"{tool} is not installed (scripts/install-deps.sh)")
+    if asan_build(a.ramforge):
+        raise Skip("an ASan build (make asan): a package is made of the plain build")
     if not a.llama_prefix or not os.path.isdir(os.path.join(a.llama_prefix, "lib")):
         raise Skip("no llama.cpp prefix to bundle (a build against find_package/pkg-config)")
     deb = run([os.path.join(a.source_dir, "scripts", "make-deb.sh"), a.build_dir,
