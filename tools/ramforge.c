@@ -37,7 +37,8 @@ static void usage(FILE *out)
             "\n"
             "Options:\n"
             "  -h, --help     show this help\n"
-            "  -V, --version  show ramforge's and llama.cpp's versions\n"
+            "  -V, --version  show ramforge's and llama.cpp's versions, where that\n"
+            "                 llama.cpp comes from and the libllama loaded\n"
             "\n"
             "Run '%s COMMAND --help' for a command's options.\n"
             "Exit status: 0 success, 1 failure, 2 bad command line.\n",
