@@ -11,7 +11,7 @@ LLAMA_PREFIX ?=
 # Where `make install` puts the library, headers, ramforge.pc, the CMake package and the CLI.
 PREFIX ?= /usr/local
 
-.PHONY: all deps llama build install demo check check-llama tsan asan fuzz clean
+.PHONY: all deps llama build install package demo check check-llama tsan asan fuzz clean
 .PHONY: llama-server server-suite
 
 all: build
@@ -35,6 +35,13 @@ build: $(BUILD)/CMakeCache.txt
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
+# make package: $(BUILD)/ramforge_VERSION_ARCH.deb (scripts/make-deb.sh: the pinned llama.cpp
+# bundled in /usr/lib/ramforge/llama, found by RPATH; ctest install_package installs it).
+package: build
+	@prefix="$(LLAMA_PREFIX)"; \
+	if [ -z "$$prefix" ]; then prefix=$$(scripts/build-llama.sh | tail -n 1) || exit 1; fi; \
+	scripts/make-deb.sh $(BUILD) "$$prefix" $(BUILD)
+
 $(DEMO_MODEL): | build
 	@mkdir -p $(dir $@)
 	$(BUILD)/ramforge mkmodel --preset $(DEMO_PRESET) --type $(DEMO_TYPE) --seed 42 -o $@
@@ -56,7 +63,7 @@ demo:
 	@echo "  $(BUILD)/ramforge run -m YOUR.gguf -n 16                   where a real model's memory goes"
 	@echo "  $(BUILD)/ramforge inspect -c 4096 --memory-limit 2Gi YOUR.gguf   would it fit the container?"
 	@echo "  $(BUILD)/ramforge run -m YOUR.gguf --memory-limit 1Gi --residency-policy streaming   (root)"
-	@echo "README.md, 'How do I ...', has the rest."
+	@echo "README.md, 'Recipes', has the rest; docs/guide/ the reference."
 
 # llama-server first: the llama.cpp common headers it installs reconfigure the build.
 check: llama-server
@@ -71,8 +78,13 @@ check: llama-server
 # separated list; over an hour for all here) in SUITE_MODES, counted (tests/server_suite).
 SUITE_MODES ?= bare exec serve
 SUITE_FILES ?= all
+# build/llama-server: a link to it, the README's recipes' llama-server (its RUNPATH finds the
+# prefix's lib/ through the link: exec runs such a link).
 llama-server: | deps
-	@[ -n "$(LLAMA_PREFIX)" ] || scripts/build-llama-server.sh >/dev/null
+	@mkdir -p $(BUILD)
+	@if [ -n "$(LLAMA_PREFIX)" ]; then server="$(LLAMA_PREFIX)/bin/llama-server"; \
+	else server=$$(scripts/build-llama-server.sh | tail -n 1) || exit 1; fi; \
+	if [ -x "$$server" ]; then ln -sfn "$$server" $(BUILD)/llama-server; fi
 
 server-suite: build llama-server
 	@prefix="$(LLAMA_PREFIX)"; \

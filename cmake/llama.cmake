@@ -43,3 +43,20 @@ if(rf_libllama AND EXISTS "${rf_libllama}" AND RF_READELF)
     endif()
 endif()
 message(STATUS "ramforge: llama.cpp ${RF_LLAMA_VERSION}, ${RF_LLAMA_SONAME}, build ID ${RF_LLAMA_BUILD_ID}")
+
+# Where this llama.cpp comes from, for `ramforge --version` (issue 37): RAMFORGE_LLAMA_ORIGIN
+# when given (the package names its private copy), else the pin's npm package for a prefix
+# of scripts/build-llama.sh, else the prefix given, else the finder.
+if(NOT RAMFORGE_LLAMA_ORIGIN)
+    if(RAMFORGE_LLAMA_PREFIX MATCHES "/llama-(v[0-9.]+)-[0-9a-f]+/?$")
+        file(STRINGS ${PROJECT_SOURCE_DIR}/scripts/llama-pin.sh rf_pin
+             REGEX "^ *${CMAKE_MATCH_1}\\) NPM_PKG=")
+        string(REGEX REPLACE ".*NPM_PKG=\"([^\"]+)\".*" "\\1" rf_npm "${rf_pin}")
+        set(RAMFORGE_LLAMA_ORIGIN "the pin, built from source by scripts/build-llama.sh (the llama.cpp of ${rf_npm}), CPU-only shared libraries")
+    elseif(RAMFORGE_LLAMA_PREFIX)
+        set(RAMFORGE_LLAMA_ORIGIN "the install prefix ${RAMFORGE_LLAMA_PREFIX} (LLAMA_PREFIX)")
+    else()
+        set(RAMFORGE_LLAMA_ORIGIN "found by find_package(llama) or pkg-config")
+    endif()
+endif()
+message(STATUS "ramforge: llama.cpp origin: ${RAMFORGE_LLAMA_ORIGIN}")

@@ -11,6 +11,8 @@ PACKAGES=(cmake make gcc g++ pkg-config git python3 python3-jsonschema libjansso
 PACKAGES+=(prometheus)
 # e2e_streaming_read_ahead_no_direct: a squashfs image, a filesystem that refuses O_DIRECT.
 PACKAGES+=(squashfs-tools)
+# make package (scripts/make-deb.sh): the RPATH of the bundled llama.cpp, dpkg-shlibdeps.
+PACKAGES+=(patchelf dpkg-dev fakeroot)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

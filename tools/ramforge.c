@@ -5,6 +5,7 @@
  * inspect (the fit check and the tensor inventory), mkmodel (generated test models), bench,
  * serve (HTTP), watch (running processes, from outside).
  */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -36,7 +37,8 @@ static void usage(FILE *out)
             "\n"
             "Options:\n"
             "  -h, --help     show this help\n"
-            "  -V, --version  show ramforge's and llama.cpp's versions\n"
+            "  -V, --version  show ramforge's and llama.cpp's versions, where that\n"
+            "                 llama.cpp comes from and the libllama loaded\n"
             "\n"
             "Run '%s COMMAND --help' for a command's options.\n"
             "Exit status: 0 success, 1 failure, 2 bad command line.\n",
@@ -56,7 +58,11 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) {
         const struct rf_version_info *v = rf_version();
+        char lib[PATH_MAX];
         printf("ramforge %s (llama.cpp %s, %s)\n", v->ramforge, v->llama_cpp, v->llama_soname);
+        printf("llama.cpp: %s\n", forge_llama_origin());
+        if (forge_llama_loaded(lib, sizeof(lib)) == 0)
+            printf("libllama loaded from %s\n", lib);
         const char *mismatch = forge_llama_mismatch(); /* the process runs another libllama */
         if (mismatch)
             cli_error("warning: %s", mismatch);

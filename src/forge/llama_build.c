@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ramforge/error.h"
@@ -28,6 +29,9 @@
 #endif
 #ifndef RAMFORGE_LLAMA_BUILD_ID
 #define RAMFORGE_LLAMA_BUILD_ID "unknown"
+#endif
+#ifndef RAMFORGE_LLAMA_ORIGIN
+#define RAMFORGE_LLAMA_ORIGIN "unknown"
 #endif
 
 const struct forge_llama_build *forge_llama_built(void)
@@ -50,6 +54,22 @@ static int running_libllama(char *path, size_t path_size, char *build_id, size_t
 {
     return rfsys_build_id_at((const void *)&llama_backend_init, path, path_size, build_id,
                              build_id_size);
+}
+
+const char *forge_llama_origin(void)
+{
+    return RAMFORGE_LLAMA_ORIGIN;
+}
+
+int forge_llama_loaded(char *path, size_t path_size)
+{
+    Dl_info info;
+    if (!path_size || !dladdr((const void *)&llama_backend_init, &info) || !info.dli_fname)
+        return -ENOENT;
+    char *real = realpath(info.dli_fname, NULL); /* "/usr/bin/../lib/x" as /usr/lib/x */
+    snprintf(path, path_size, "%s", real ? real : info.dli_fname);
+    free(real);
+    return 0;
 }
 
 static const char *running_version(void)

@@ -262,8 +262,8 @@ static void streaming_preload(struct rf_admission_result *out)
 /* The pre-load decision from PATH's header against the hierarchy tree (borrowed). */
 static int preload_decide(const char *path, bool use_extra_bufts, struct rf_session_params params,
                           const struct rf_operation_request *request,
-                          const struct rfsys_cgroup_tree *tree, struct rf_admission_result *out,
-                          char err[FORGE_ERR_MAX])
+                          const struct rfsys_cgroup_tree *tree, bool file_uncached,
+                          struct rf_admission_result *out, char err[FORGE_ERR_MAX])
 {
     struct forge_gguf_estimate est;
     struct rf_admission_input in = {0};
@@ -279,7 +279,12 @@ static int preload_decide(const char *path, bool use_extra_bufts, struct rf_sess
         in.process_rss = measured(st.has_vm_rss, st.vm_rss_bytes, "/proc/self/status VmRSS");
         in.anonymous = measured(st.has_rss_anon, st.rss_anon_bytes, "/proc/self/status RssAnon");
     }
-    in.model_cached = cached_bytes(path);
+    /* A container not started yet (--memory-limit) reads the whole file itself: the pages
+       cached here are charged to this host's cgroups, not to it (issue 37). */
+    in.model_cached = file_uncached ? rf_admission_figure_of(0, RF_PROV_ESTIMATED,
+                                                             "hypothetical container: the model "
+                                                             "file starts uncached in it")
+                                    : cached_bytes(path);
     if (in.model_cached.has)
         in.mapped_weights =
             rf_admission_figure_of(est.file_size_bytes > in.model_cached.bytes
@@ -375,7 +380,8 @@ int rf_session_preload_admit(const char *path, bool use_extra_bufts,
         for (size_t i = 0; i < tree->n; i++)
             limited |= rf_cgroup_level_enforced(&tree->levels[i]) ||
                        (tree->levels[i].high.has && !tree->levels[i].high.unlimited);
-    ret = limited ? preload_decide(path, use_extra_bufts, params, request, tree, out, err) : 0;
+    ret =
+        limited ? preload_decide(path, use_extra_bufts, params, request, tree, false, out, err) : 0;
     free(tree);
     if (decided)
         *decided = limited && ret == 0;
@@ -420,7 +426,7 @@ int rf_session_fit_check(const char *path, bool use_extra_bufts, struct rf_sessi
             l->usage.error = -ENOENT;
         }
     }
-    ret = preload_decide(path, use_extra_bufts, params, request, tree, out, err);
+    ret = preload_decide(path, use_extra_bufts, params, request, tree, has_limit, out, err);
     free(tree);
     return ret;
 }

@@ -56,8 +56,24 @@ def case_rules(c):
 
 
 def case_scrape(c):
-    p = promtool("check", "config", os.path.join(MON, "prometheus-scrape.yml"))
+    """promtool check config; and a job for each way ramforge exports (issue 37): serve's
+    /metrics, exec's --metrics-listen on the port docs/deploy's exec unit gives it, watch's
+    --listen, the textfile collector."""
+    import yaml
+    path = os.path.join(MON, "prometheus-scrape.yml")
+    p = promtool("check", "config", path)
     check(p.returncode == 0, f"promtool check config: {p.stdout}{p.stderr}")
+    with open(path) as f:
+        jobs = {j["job_name"]: [t for sc in j.get("static_configs", []) for t in sc["targets"]]
+                for j in yaml.safe_load(f)["scrape_configs"]}
+    for job in ("ramforge-serve", "ramforge-exec", "ramforge-watch", "node-textfile"):
+        check(jobs.get(job), f"the scrape configuration has no {job} job: {sorted(jobs)}")
+    with open(os.path.join(SOURCE, "docs", "deploy", "ramforge-exec.service")) as f:
+        listen = re.search(r"--metrics-listen (\S+)", f.read()).group(1)
+    check(listen in jobs["ramforge-exec"], f"exec's unit listens on {listen}, the job scrapes "
+                                           f"{jobs['ramforge-exec']}")
+    ports = [t.rsplit(":", 1)[1] for ts in jobs.values() for t in ts]
+    check(len(ports) == len(set(ports)), f"two jobs scrape one port: {jobs}")
 
 
 def exported(c):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The size rule (issue 24 item 4; Kubernetes' exactly, s24read item 7): one sentence, RF_SIZE_RULE of
 src/include/ramforge/core/policy.h, printed the same by `ramforge run --help` and
-`ramforge inspect --help`, in doc/ramforge.1 and in README.md (white space
+`ramforge inspect --help`, in doc/ramforge.1 and in docs/guide/README.md (white space
 and roff escapes aside); and the rule itself on the command line: a pod
 spec's 2G is 2,000,000,000 bytes, 2Gi is 2 GiB, 1e9 is 10^9, as the fit
 check's JSON gives them in bytes; what Kubernetes refuses (2GB, 512K) or
@@ -37,7 +37,7 @@ def rule():
 
 
 def case_sentence(c):
-    """The sentence, word for word, in both --help texts, the man page and the README."""
+    """The sentence, word for word, in both --help texts, the man page and the user guide's index."""
     want = flat(rule())
     check(want.startswith("SIZE is bytes") and "Kubernetes" in want, want)
     for cmd in ("run", "inspect"):
@@ -48,8 +48,8 @@ def case_sentence(c):
         man = f.read().replace("\\-", "-")
     man = re.sub(r"\\f[BIRP]", "", man)
     check(want in flat(man), "doc/ramforge.1 lacks the size rule")
-    with open(os.path.join(SOURCE, "README.md")) as f:
-        check(want in flat(f.read()), "README.md lacks the size rule")
+    with open(os.path.join(SOURCE, "docs", "guide", "README.md")) as f:
+        check(want in flat(f.read()), "docs/guide/README.md lacks the size rule")
 
 
 def case_parse(c):

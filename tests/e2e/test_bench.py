@@ -233,7 +233,7 @@ def case_bench_small(c):
     check(cp["made"] and cp["bytes"] == size and cp["error"] is None, f"copy {cp}")
     check("physical limit" in p.stdout and "isolated-nonresident" in p.stdout, "table on stdout")
     # The printed bandwidth in MiB/s and, per isolated policy, the verdict on the load alone
-    # (the README's rule: median cold load against the physical limit), both from summary.json.
+    # (docs/guide/bench.md's rule: median cold load against the physical limit), both from summary.json.
     mib_s = f"= {size / pl['read_seconds'] / 2**20:.1f} MiB/s"
     check(mib_s in p.stdout, f"{mib_s!r} not in {p.stdout!r}")
     for g in summary["groups"]:

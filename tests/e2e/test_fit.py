@@ -81,7 +81,8 @@ def case_fit_estimates(c):
 
 def case_fit_limit(c):
     """A hypothetical --memory-limit: below the projected charge refused (exit 1), above it
-    admitted (exit 0); the human output leads with the figures and the verdict."""
+    admitted (exit 0); the human output leads with the container's verdict, then the figures
+    and the admission's verdict."""
     model = c.model()
     doc, rec = fit(c, "-c", "100000", "--memory-limit", "64GiB", model)
     a = doc["admission"]
@@ -95,7 +96,9 @@ def case_fit_limit(c):
           "rejected under the charge")
     p = c.run("inspect", "-c", "100000", "--memory-limit", str(charge - kv // 2), model,
               check_rc=1)
-    check(p.stdout.startswith("fit check of ") and "verdict: rejected" in p.stdout and
+    lines = p.stdout.splitlines()  # issue 37: the container's verdict, then the figures
+    check(lines[0].startswith("in a container with a ") and lines[1].startswith("fit check of ")
+          and "verdict: rejected" in p.stdout and
           "KV cache" in p.stdout and "binding limit: --memory-limit" in p.stdout, p.stdout)
     verdict_once(p.stdout)
     # fixadm 10a: the refusal is said on stderr too, one line naming the model
@@ -180,9 +183,42 @@ def case_fit_badinput(c):
                        "none.gguf")
 
 
+def case_fit_container(c):
+    """issue 37: the verdict in a container's terms comes first (fits / runs but thrashes /
+    would be OOM-killed), and a --memory-limit container counts the model file uncached: the
+    host's page cache is not the container's. Before, a file cached here made the fit check
+    say "not bound" (its pages charged to another cgroup) where a container thrashes."""
+    model = c.model("small", "f32")  # weights read per token well above the anonymous memory
+    with open(model, "rb") as f:  # cached here, as a model a host just downloaded or ran
+        while f.read(1 << 20):
+            pass
+    doc, rec = fit(c, "-c", "256", "--memory-limit", "64Gi", model)
+    a = doc["admission"]
+    check(doc["container_verdict"] == "fits" and a["outcome"] == "admitted", f"64Gi: {a}")
+    check(rec["model_cached"]["bytes"] == 0, f"a container starts uncached: {rec['model_cached']}")
+    charge, ws = a["projected_charge_bytes"], a["working_set_bytes"]
+    check(ws > charge + (8 << 20), f"the working set {ws} exceeds the charge {charge}")
+    limit = str((charge + ws) // 2)  # the charge fits, the weights read per token do not
+    doc, _ = fit(c, "-c", "256", "--memory-limit", limit, model)
+    a = doc["admission"]
+    check(doc["container_verdict"] == "thrashes" and a["cause"] == "thrash",
+          f"between charge and working set: {doc['container_verdict']}, cause {a['cause']}")
+    p = c.run("inspect", "-c", "256", "--memory-limit", limit, model)
+    first = p.stdout.splitlines()[0]
+    check(first.startswith("in a container with a ") and ": runs but thrashes: " in first, first)
+    p = c.run("inspect", "-c", "256", "--memory-limit", str(charge // 2), model, check_rc=1)
+    first = p.stdout.splitlines()[0]
+    check(": would be OOM-killed: " in first, first)
+    doc, _ = fit(c, "-c", "256", "--memory-limit", str(charge // 2), model, check_rc=1)
+    check(doc["container_verdict"] == "oom_killed", doc["container_verdict"])
+    p = c.run("inspect", "-c", "256", "--memory-limit", "64Gi", model)
+    check(": fits: " in p.stdout.splitlines()[0], p.stdout.splitlines()[0])
+    print(f"fits under 64Gi, thrashes under {limit} B, OOM-killed under {charge // 2} B")
+
+
 CASES = {"fit_estimates": case_fit_estimates, "fit_limit": case_fit_limit,
          "fit_cgroup": case_fit_cgroup, "fit_host": case_fit_host,
-         "fit_badinput": case_fit_badinput}
+         "fit_badinput": case_fit_badinput, "fit_container": case_fit_container}
 
 if __name__ == "__main__":
     run_main(CASES, Ctx, "ramforge-fit-")

@@ -57,7 +57,7 @@ def case_unimplemented_fields(c):
             check(doc["error"]["message"] == want, f"{fields}: {doc['error']['message']!r}")
         expect_error(sv, "POST", "/completion", {"prompt": PROMPT, "grammar": "root ::= ("}, 400,
                      "'grammar'")
-        # fields whose absence changes nothing are accepted (README: one slot, one model)
+        # fields whose absence changes nothing are accepted (docs/guide/serve.md: one slot, one model)
         doc = sv.ok("POST", "/completion", {"prompt": PROMPT, "n_predict": 4, "n": 1,
                                             "cache_prompt": False, "model": "anything"})
         check(doc["tokens_cached"] == 0, f"nothing cached: {doc}")

@@ -57,7 +57,7 @@ from e2e_util import (SKIP, Failure, Skip, asan_build, check, evict,  # noqa: E4
 PROMPT = "Hello my name is"
 N_PREDICT = 16
 PUBLIC_PREFIX = r"(?:rf|rfsys|forge)_\w+"
-# The calls the embedding example may make (README, "Embedding ramforge").
+# The calls the embedding example may make (docs/guide/embedding.md).
 EMBED_MAX_CALLS = 8
 # stream_embed.c: embed's 8, and what streaming adds (operation_begin, whose admission makes
 # the plan, and rf_session_admission for a refusal's reason; the window's open, decorator,

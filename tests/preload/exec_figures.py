@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The figures README.md's "ramforge with llama-server" quotes, measured on this machine.
+"""The figures docs/guide/benchmarks.md ("ramforge exec against bare llama-server") quotes, measured on this machine.
 
 Usage: exec_figures.py --ramforge BUILD/ramforge --server LLAMA_SERVER --hold BUILD/exec_hold
                        --model MODEL [--speed-model MODEL] [--rounds 3] [--requests 4]

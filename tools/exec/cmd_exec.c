@@ -143,7 +143,7 @@ static void usage(FILE *out)
             "Refused, in one line: a PROGRAM that links llama.cpp statically (use 'ramforge\n"
             "watch'), a statically linked one, one whose libllama is not the build ramforge\n"
             "was made against. A PROGRAM without libllama runs, and the preload does\n"
-            "nothing in it. README.md, 'ramforge with llama-server'.\n",
+            "nothing in it. docs/guide/exec.md has the rest.\n",
             RF_PROGRAM);
 }
 

@@ -43,11 +43,47 @@ static void print_input(const struct rf_admission_result *a, const char *name, c
            r->source[0] ? r->source : "not known before the load");
 }
 
+/*
+ * The verdict in a container's terms (issue 37): what the kernel would do to the run.
+ * *key is the JSON's container_verdict. A working set that fits only because the file's
+ * pages are charged to another cgroup (not_bound) thrashes in a container of its own.
+ */
+static const char *container_verdict(const struct rf_admission_result *a, const char **key)
+{
+    if (a->outcome == RF_ADMIT_UNKNOWN || a->cause == RF_ADMIT_CAUSE_OVERFLOW) {
+        *key = "unknown";
+        return "cannot tell: a figure the decision needs is unknown (the reason below)";
+    }
+    if (a->cause == RF_ADMIT_CAUSE_HARD_LIMIT) {
+        *key = "oom_killed";
+        return "would be OOM-killed: the memory the run cannot give back exceeds the limit";
+    }
+    if (a->cause == RF_ADMIT_CAUSE_THRASH || a->cause == RF_ADMIT_CAUSE_NOT_BOUND) {
+        *key = "thrashes";
+        return "runs but thrashes: the weights each token reads do not all fit under the "
+               "limit, so every token reads part of them again from storage";
+    }
+    *key = "fits";
+    return "fits: the run's memory and the weights each token reads stay under the limit";
+}
+
 static void print_fit(const struct fit_options *f, const struct rf_admission_result *a,
                       uint64_t cells)
 {
     char b1[32], b2[32], b3[32], b4[32], b5[32];
+    const char *key;
     bool raw = f->raw;
+
+    if (f->has_limit)
+        printf("in a container with a %s memory limit: ",
+               cli_format_bytes(f->limit_bytes, raw, b1, sizeof(b1)));
+    else if (a->has_binding)
+        printf("under this cgroup's %s memory limit: ",
+               cli_format_bytes(a->cgroups[a->binding].level.limit.bytes, raw, b1, sizeof(b1)));
+    else
+        printf("on this host (no memory limit; --memory-limit SIZE checks a container's): ");
+    printf("%s%s\n", container_verdict(a, &key),
+           a->refused && a->cause != RF_ADMIT_CAUSE_HARD_LIMIT ? " (refused: exit 1)" : "");
 
     printf("fit check of %s with a context of %" PRIu64 " cells (-c %lld, padded to 256 like "
            "llama.cpp), before loading: GGUF-header estimates, nothing loaded\n",
@@ -149,6 +185,9 @@ static json_t *fit_json(const struct fit_options *f, const struct rf_admission_r
     json_object_set_new(doc, "n_ctx_cells", json_integer((json_int_t)cells));
     json_object_set_new(doc, "memory_limit_bytes",
                         f->has_limit ? json_integer((json_int_t)f->limit_bytes) : json_null());
+    const char *key;
+    container_verdict(a, &key);
+    json_object_set_new(doc, "container_verdict", json_string(key));
     json_object_set(doc, "admission", json_object_get(report, "admission"));
     json_decref(report);
     return doc;

@@ -196,8 +196,8 @@ static void usage(FILE *out)
             "requested and native_accepted (bytes submitted to and accepted by madvise: not\n"
             "reclamation), estimated, or unknown (null, with the reason). They are never\n"
             "added into one total. Admission: see --admission; exceeding only the soft\n"
-            "target or memory.high is a warning. README.md, 'How admission decides'.\n"
-            "README.md, 'Reading the report', explains every ledger category.\n",
+            "target or memory.high is a warning. docs/guide/admission.md.\n"
+            "docs/guide/report.md explains every ledger category.\n",
             RF_PROGRAM, cli_wrap(RF_SIZE_RULE, wrapped, sizeof(wrapped)));
 }
 

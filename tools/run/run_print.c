@@ -327,7 +327,7 @@ void run_print_report(const struct rf_report *r, bool verbose)
     }
     if (general)
         fprintf(f,
-                "(%zu notes true of every such run left out: README 'Reading the report'; "
+                "(%zu notes true of every such run left out: docs/guide/report.md; "
                 "--verbose prints them)\n",
                 general);
 }

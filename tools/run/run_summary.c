@@ -6,7 +6,7 @@
  * policy, before -> after and whether the cgroup charge moved; the
  * verify session's verdict; the admission outcome. IEC units throughout.
  * And which report warnings hold for every run (they are documented in
- * the README and ramforge(1), and printed only with --verbose).
+ * docs/guide/report.md and ramforge(1), and printed only with --verbose).
  */
 #include <errno.h>
 #include <inttypes.h>

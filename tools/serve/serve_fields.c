@@ -66,7 +66,7 @@ bool serve_field_bool(json_t *body, const char *key, bool *out, char *msg, size_
     return true;
 }
 
-/* The generation fields every API honours (README.md, "Serving"). */
+/* The generation fields every API honours (docs/guide/serve.md). */
 const char *const serve_fields_common[] = {"stream",
                                            "stream_options",
                                            "n_predict",
@@ -136,7 +136,7 @@ bool serve_fields_known(json_t *body, enum serve_api api, char *msg, size_t len)
             listed(api == SERVE_API_CHAT ? serve_fields_chat : serve_fields_completion, key))
             continue;
         snprintf(msg, len,
-                 "'%s' is not implemented by ramforge serve (README.md, 'Serving', lists "
+                 "'%s' is not implemented by ramforge serve (docs/guide/serve.md lists "
                  "the fields it honours)",
                  key);
         return false;

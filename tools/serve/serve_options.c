@@ -157,7 +157,7 @@ static void usage(FILE *out)
             "uses the model's chat template through llama_chat_apply_template (--jinja:\n"
             "llama.cpp's Jinja engine); json_schema and response_format's schemas become\n"
             "a grammar through llama.cpp's json_schema_to_grammar (libllama-common).\n"
-            "README.md, 'Serving', lists the fields.\n",
+            "docs/guide/serve.md lists the fields.\n",
             RF_PROGRAM);
 }
 

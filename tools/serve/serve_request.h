@@ -39,7 +39,7 @@ struct serve_request_env {
 };
 
 /*
- * The fields a generation body may carry (api's list; see README.md,
+ * The fields a generation body may carry (api's list; see docs/guide/serve.md,
  * "Serving"): any other is refused with 400 naming it. NULL-terminated.
  */
 extern const char *const serve_fields_common[];

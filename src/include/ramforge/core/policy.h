@@ -62,7 +62,7 @@ const char *rf_release_mode_name(enum rf_release_mode m);
 
 /*
  * Parses a byte size by one rule, Kubernetes' for a memory quantity
- * (RF_SIZE_RULE, the sentence --help, ramforge(1) and the README print):
+ * (RF_SIZE_RULE, the sentence --help, ramforge(1) and docs/guide/README.md print):
  *
  *   size     = number [ suffix | exponent ]
  *   number   = digits [ "." [ digits ] ] | "." digits
@@ -108,7 +108,8 @@ const char *rf_size_format(uint64_t bytes, char *buf, size_t len);
  */
 const char *rf_size_text(const char *in, char *buf, size_t len);
 
-/* The size rule in one sentence: every --help, ramforge(1) and the README print it as it is. */
+/* The size rule in one sentence: every --help, ramforge(1) and docs/guide/README.md print it as it
+ * is. */
 #define RF_SIZE_RULE                                                                               \
     "SIZE is bytes written as Kubernetes writes a memory quantity: a number, which may have a "    \
     "fraction or a decimal exponent (1.5Gi, 1e9) when the result is whole bytes, alone or with "   \

@@ -50,6 +50,15 @@ const struct forge_llama_build *forge_llama_built(void);
 const char *forge_llama_mismatch(void);
 
 /*
+ * Where the llama.cpp ramforge was built against comes from (static text: the pinned
+ * build of scripts/build-llama.sh and its npm package, an install prefix, the package's
+ * private copy), and the file of the libllama this process runs (path_size bytes, the
+ * path dladdr gives). Returns 0, or -ENOENT when the loaded libllama is not found.
+ */
+const char *forge_llama_origin(void);
+int forge_llama_loaded(char *path, size_t path_size);
+
+/*
  * Initialises llama.cpp's backends once and routes its log through
  * rf_log (verbose false drops its INFO/DEBUG lines). Idempotent.
  */

@@ -103,7 +103,8 @@ int rf_session_preload_admit(const char *path, bool use_extra_bufts,
  * the run (the outcome is then admitted and the result says no limit was
  * checked). Against the process's cgroup hierarchy, or, with has_limit,
  * against one hypothetical cgroup of limit_bytes that holds only this
- * process (usage: its VmRSS now; no inactive file cache counted). The
+ * process (usage: its VmRSS now; no inactive file cache counted; the model
+ * file counted uncached: a container not started yet reads it itself). The
  * process deciding is the one that would run the model: its RSS and
  * RssAnon are the run's starting point. Returns 0 with *out decided, or
  * an error: -EINVAL, the header's errors (err says why), -ENOMEM.
