@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ramforge/core/admission.h"
+#include "ramforge/core/idle_clock.h"
 #include "ramforge/core/policy.h"
 #include "ramforge/core/report_json.h"
 #include "ramforge/core/timing.h"
@@ -81,56 +82,6 @@ static void log_sink(enum rf_log_level level, const char *msg, void *ud)
         exec_engine.host->say("exec: %s", msg);
 }
 
-/*
- * Whether what (a refusal, a bad file) of path is new: not what the engine said of the last
- * load. llama-server asks twice, its --fit pass and then its load, and the second answer is
- * the first's: said once (with -v, again in a few words). Under table_mu.
- */
-static bool said_first(const char *what, const char *path)
-{
-    char key[sizeof(exec_engine.said)];
-    snprintf(key, sizeof(key), "%s:%s", what, path);
-    bool first = strcmp(exec_engine.said, key) != 0;
-    snprintf(exec_engine.said, sizeof(exec_engine.said), "%s", key);
-    if (!first && exec_engine.cfg.verbose)
-        exec_engine.host->say("exec: %s: %s again (another load attempt of the process)", path,
-                              what);
-    return first;
-}
-
-/*
- * The decision on what ("loading PATH", "creating a context of N tokens for PATH") as run says it
- * (ramforge/core/admission.h): the headline and the ways out, the whole reason with -v, every
- * "N bytes" in IEC units (rf_size_text); a refusal of path once (said_first).
- */
-void exec_say_admission(const char *what, const char *path, const struct rf_admission_result *adm)
-{
-    static char head[512], ways[1024], line[8192], text[sizeof(line)]; /* under table_mu */
-    pthread_mutex_lock(&exec_engine.table_mu);
-    if (adm->refused && !said_first("admission refused it", path)) {
-        pthread_mutex_unlock(&exec_engine.table_mu);
-        return;
-    }
-    rf_admission_headline(adm, head, sizeof(head));
-    rf_admission_ways_out(adm, ways, sizeof(ways));
-    int n =
-        adm->refused
-            ? snprintf(line, sizeof(line), "exec: admission refused %s (%s, --admission %s): %s",
-                       what, rf_admission_outcome_name(adm->outcome),
-                       rf_admission_mode_name(adm->mode), head)
-            : snprintf(line, sizeof(line), "exec: warning: admission before %s: %s", what, head);
-    for (char *w = ways, *next; *w && n >= 0 && (size_t)n < sizeof(line); w = next) {
-        next = w + strcspn(w, "\n");
-        if (*next)
-            *next++ = '\0';
-        n += snprintf(line + n, sizeof(line) - (size_t)n, "\n  way out: %s", w);
-    }
-    if (exec_engine.cfg.verbose && n >= 0 && (size_t)n < sizeof(line))
-        snprintf(line + n, sizeof(line) - (size_t)n, "\n  in full: %s", adm->reason);
-    exec_engine.host->say("%s", rf_size_text(line, text, sizeof(text)));
-    pthread_mutex_unlock(&exec_engine.table_mu);
-}
-
 static int hook_before_load(const char *path, const struct forge_exec_load *load)
 {
     const struct exec_config *c = &exec_engine.cfg;
@@ -150,7 +101,7 @@ static int hook_before_load(const char *path, const struct forge_exec_load *load
         /* as run says it ("PATH: not a GGUF file (bad magic)"), once; llama.cpp then refuses
            it too, in its own words */
         pthread_mutex_lock(&exec_engine.table_mu);
-        if (said_first("not loadable", path))
+        if (exec_said_first("not loadable", path))
             exec_engine.host->say("exec: %s", err);
         pthread_mutex_unlock(&exec_engine.table_mu);
         return 0;
@@ -565,11 +516,28 @@ static const struct forge_exec_hooks hooks = {
 };
 
 /* At exit: every open operation ended and every model's figures written. */
+/*
+ * Takes mu within EXIT_LOCK_NS. False when it stays held: a program that calls exit() from a
+ * signal handler (llama-server's second SIGINT/SIGTERM) may have interrupted this very thread
+ * inside a boundary or a write that holds it, and waiting would never end.
+ */
+#define EXIT_LOCK_NS (5ull * 1000000000ull)
+static bool exit_lock(pthread_mutex_t *mu)
+{
+    uint64_t now = rf_now_ns();
+    struct timespec until = rf_deadline_realtime(now + EXIT_LOCK_NS, now);
+    return pthread_mutex_timedlock(mu, &until) == 0;
+}
+
 __attribute__((destructor)) static void engine_exit(void)
 {
     if (!exec_engine.host)
         return;
-    pthread_mutex_lock(&exec_engine.table_mu);
+    if (!exit_lock(&exec_engine.table_mu)) {
+        exec_engine.host->say("exec: the program exited while the engine was busy (exit() from a "
+                              "signal handler?): the last operation is not ended in the report");
+        return;
+    }
     if (exec_engine.loads == 0 && exec_engine.loads_without_mmap > 0 && !exec_engine.cfg.verbose)
         exec_engine.host->say("exec: no model was managed: every load was without mmap (the "
                               "ledger measures the mapping)");
@@ -577,7 +545,12 @@ __attribute__((destructor)) static void engine_exit(void)
     pthread_cond_broadcast(&exec_engine.idle_cv);
     pthread_mutex_unlock(&exec_engine.table_mu);
     exec_control_stop();
-    pthread_mutex_lock(&exec_engine.session_mu);
+    if (!exit_lock(&exec_engine.session_mu)) {
+        exec_engine.host->say("exec: the program exited during a boundary or a write of the "
+                              "report (exit() from a signal handler?): the last operation is not "
+                              "ended in the report");
+        return;
+    }
     for (size_t i = 0; i < EXEC_MAX_MODELS; i++)
         if (exec_engine.models[i].s)
             exec_op_end(&exec_engine.models[i], -1);

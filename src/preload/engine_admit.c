@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ramforge/core/admission.h"
 #include "ramforge/core/policy.h"
@@ -95,4 +96,54 @@ void exec_op_admission(struct exec_model *m, const struct rf_operation_start *st
              m->path, rf_admission_outcome_name(a->outcome), rf_admission_cause_name(a->cause),
              head);
     exec_engine.host->say("%s", rf_size_text(line, text, sizeof(text)));
+}
+
+/*
+ * Whether what (a refusal, a bad file) of path is new: not what the engine said of the last
+ * load. llama-server asks twice, its --fit pass and then its load, and the second answer is
+ * the first's: said once (with -v, again in a few words). Under table_mu.
+ */
+bool exec_said_first(const char *what, const char *path)
+{
+    char key[sizeof(exec_engine.said)];
+    snprintf(key, sizeof(key), "%s:%s", what, path);
+    bool first = strcmp(exec_engine.said, key) != 0;
+    snprintf(exec_engine.said, sizeof(exec_engine.said), "%s", key);
+    if (!first && exec_engine.cfg.verbose)
+        exec_engine.host->say("exec: %s: %s again (another load attempt of the process)", path,
+                              what);
+    return first;
+}
+
+/*
+ * The decision on what ("loading PATH", "creating a context of N tokens for PATH") as run says it
+ * (ramforge/core/admission.h): the headline and the ways out, the whole reason with -v, every
+ * "N bytes" in IEC units (rf_size_text); a refusal of path once (exec_said_first).
+ */
+void exec_say_admission(const char *what, const char *path, const struct rf_admission_result *adm)
+{
+    static char head[512], ways[1024], line[8192], text[sizeof(line)]; /* under table_mu */
+    pthread_mutex_lock(&exec_engine.table_mu);
+    if (adm->refused && !exec_said_first("admission refused it", path)) {
+        pthread_mutex_unlock(&exec_engine.table_mu);
+        return;
+    }
+    rf_admission_headline(adm, head, sizeof(head));
+    rf_admission_ways_out(adm, ways, sizeof(ways));
+    int n =
+        adm->refused
+            ? snprintf(line, sizeof(line), "exec: admission refused %s (%s, --admission %s): %s",
+                       what, rf_admission_outcome_name(adm->outcome),
+                       rf_admission_mode_name(adm->mode), head)
+            : snprintf(line, sizeof(line), "exec: warning: admission before %s: %s", what, head);
+    for (char *w = ways, *next; *w && n >= 0 && (size_t)n < sizeof(line); w = next) {
+        next = w + strcspn(w, "\n");
+        if (*next)
+            *next++ = '\0';
+        n += snprintf(line + n, sizeof(line) - (size_t)n, "\n  way out: %s", w);
+    }
+    if (exec_engine.cfg.verbose && n >= 0 && (size_t)n < sizeof(line))
+        snprintf(line + n, sizeof(line) - (size_t)n, "\n  in full: %s", adm->reason);
+    exec_engine.host->say("%s", rf_size_text(line, text, sizeof(text)));
+    pthread_mutex_unlock(&exec_engine.table_mu);
 }

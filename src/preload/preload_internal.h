@@ -162,6 +162,9 @@ struct exec_engine {
 extern struct exec_engine exec_engine;
 
 /* engine.c: the decision on what ("loading PATH", ...) in run's words; takes table_mu. */
+/* Whether what (a refusal, a bad file) of path is new: not what the engine said of the last
+   load (llama-server asks twice: its --fit pass, then its load). Under table_mu. */
+bool exec_said_first(const char *what, const char *path);
 void exec_say_admission(const char *what, const char *path, const struct rf_admission_result *adm);
 
 /* The sentence a decision before the load adds when the program's context is not known. */
