@@ -342,11 +342,12 @@ bool ses_estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uint64
 /*
  * The bytes of file pages one token reads (admission's file working set):
  * rf_admission_file_working_set, or for a MoE model (info->n_expert) the
- * dense weights' pages + k/n of the routed experts' (rf_expert_token_read).
- * Their errors.
+ * dense weights' pages + k/n of the routed experts' (rf_expert_token_read),
+ * and x (NULL: not wanted; untouched for a dense model) its split for
+ * admission's experts. Their errors.
  */
 int ses_token_read(const struct rf_inventory *inv, const struct forge_model_info *info,
-                   uint64_t *out);
+                   uint64_t *out, struct rf_admission_experts *x);
 
 /*
  * Sets in's graph_scratch and runtime to their estimates before the
