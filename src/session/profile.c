@@ -30,6 +30,7 @@
 #include "ramforge/core/report_json.h"
 #include "ramforge/error.h"
 #include "ramforge/forge/forge_observer.h"
+#include "ramforge/forge/forge_routing.h"
 #include "session_internal.h"
 
 static void free_before(struct session_persist *ps)
@@ -443,6 +444,26 @@ int rf_session_routing_set(struct rf_session *s, const struct rf_routing *routin
     rf_routing_free(&s->op.routing);
     int rc = rf_routing_copy(routing, &s->op.routing);
     s->op.rep.routing = rc == 0 && s->op.routing.n_layer ? &s->op.routing : NULL;
+    return rc;
+}
+
+struct forge_routing *rf_session_routing(struct rf_session *s)
+{
+    return s ? s->ctx_routing : NULL;
+}
+
+int ses_routing_end(struct rf_session *s)
+{
+    const struct rf_routing *seen = forge_routing_stats(s->ctx_routing);
+
+    if (!seen || s->op.rep.routing)
+        return 0;
+    rf_routing_free(&s->op.routing);
+    int rc = forge_routing_copy(s->ctx_routing, &s->op.routing);
+    bool any = false;
+    for (uint32_t l = 0; rc == 0 && l < s->op.routing.n_layer && !any; l++)
+        any = s->op.routing.tokens[l] > 0;
+    s->op.rep.routing = any ? &s->op.routing : NULL;
     return rc;
 }
 

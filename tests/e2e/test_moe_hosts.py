@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""The routing of a mixture-of-experts model observed where programs run it (issue 33, items 3
+and 6, docs/MOE.md): serve's and exec'd llama-server's reports carry residency.experts, the
+persisted profile keeps the routing for the next run's admission, and /metrics has its series.
+
+Usage: test_moe_hosts.py --ramforge BIN --schema DIR CASE
+Exit 0 pass, 1 fail, 77 skip (llama-server not built, an ASan build).
+"""
+import json
+import os
+
+from e2e_util import check, run_main
+from test_moe import Ctx, validate_report  # noqa: I100 (test_moe puts tests/schema on the path)
+from test_serve import Server
+from test_streaming_exec import (LLAMA_SERVER, completion, free_port, report_of, server,
+                                 skip_unless, stop)
+
+
+def experts_seen(c, rep, what, min_tokens):
+    """rep's residency.experts: routed tokens in every layer, k of n each (the schema)."""
+    path = c.path("checked.json")
+    with open(path, "w") as f:
+        json.dump(rep, f)
+    errors = validate_report.validate(os.path.join(c.schema, "operation_report.schema.json"),
+                                      path)
+    check(not errors, f"{what}: the report: {errors[:3]}")
+    x = rep["residency"]["experts"]
+    check(x["tokens"] is not None and x["tokens"] >= min_tokens and len(x["layers"]) == 4 and
+          all(lay["tokens"] > 0 for lay in x["layers"]) and x["bad_ids"] == 0,
+          f"{what}: residency.experts {x}")
+    return x
+
+
+def case_moe_serve_routing(c):
+    """serve observes the routing of every request (the session's recorder, handed to its
+    generation): /residency's operation report has residency.experts, counting what the
+    requests since the start routed (the second request adds its tokens to the first's);
+    the old serve had tokens null ("not observed")."""
+    with Server(c, c.moe()) as sv:
+        sv.complete(n=8)
+        first = experts_seen(c, sv.ok("GET", "/residency")["operation"], "serve, request 1", 8)
+        sv.complete(n=8)
+        second = experts_seen(c, sv.ok("GET", "/residency")["operation"], "serve, request 2",
+                              first["tokens"] + 8)
+    print(f"serve: {first['tokens']} then {second['tokens']} tokens routed, "
+          f"LRU at k: {second['lru_hit_rate'][0]['hit_rate']:.2f}")
+
+
+def case_moe_exec_routing(c):
+    """llama-server under exec: the context it makes is decorated with the session's routing
+    recorder (chained inside the window's callback, around the program's own), so the
+    session report's residency.experts counts the routed tokens of its requests; tokens as
+    bare llama-server's."""
+    skip_unless(c, LLAMA_SERVER, "llama-server from the pin")
+    model = c.moe()
+    args = ["-m", model, "--host", "127.0.0.1", "-c", "512", "-t", "2", "-np", "1"]
+    port = free_port()
+    with open(c.path("bare.err"), "w") as err:
+        bare = server([LLAMA_SERVER, *args, "--port", str(port)], port, err)
+        try:
+            want = completion(port)
+        finally:
+            stop(bare)
+    rep = c.path("exec.json")
+    port = free_port()
+    with open(c.path("exec.err"), "w") as err:
+        proc = server([c.rf, "exec", "--idle-seconds", "1", "--residency-report-json", rep, "--",
+                       LLAMA_SERVER, *args, "--port", str(port)], port, err)
+        try:
+            first = report_of(rep, 2)["operation"]["operations"]  # the load's, the warmup's
+            got = completion(port)
+            after = report_of(rep, first + 1)
+        finally:
+            stop(proc)
+    check(got == want, f"tokens under exec {got} against bare llama-server's {want}")
+    x = experts_seen(c, after, "exec llama-server", 8)
+    print(f"exec llama-server: {x['tokens']} tokens routed")
+
+
+CASES = {
+    "moe_serve_routing": case_moe_serve_routing,
+    "moe_exec_routing": case_moe_exec_routing,
+}
+
+if __name__ == "__main__":
+    run_main(CASES, Ctx, "rf-moe-hosts-")
