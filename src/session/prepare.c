@@ -118,6 +118,8 @@ int rf_session_admit_result(struct rf_session *s, const struct rf_operation_requ
                                                "(placement; an upper bound)");
     else
         in.file_working_set.source = "the weights were not classified (residency policy off)";
+    if (s->persist.prof.routing.n_layer) /* the routing the persisted profile kept */
+        in.experts.routing = &s->persist.prof.routing;
     ses_estimate_runtime((uint64_t)s->model.info.n_vocab, (uint64_t)s->model.info.n_embd, request,
                          s->p.n_threads, &in);
     in.reclaimable.source = "the residency policy does not release";

@@ -10,7 +10,7 @@ import json
 import os
 
 from e2e_util import check, run_main
-from test_moe import Ctx, validate_report  # noqa: I100 (test_moe puts tests/schema on the path)
+from test_moe import LONG_PROMPT, Ctx, half_cache_limit, validate_report  # noqa: I100 (test_moe puts tests/schema on the path)
 from test_serve import Server
 from test_streaming_exec import (LLAMA_SERVER, completion, free_port, report_of, server,
                                  skip_unless, stop)
@@ -77,9 +77,57 @@ def case_moe_exec_routing(c):
     print(f"exec llama-server: {x['tokens']} tokens routed")
 
 
+def lru_rate(routing, cache):
+    """The LRU hit rate of a per-layer cache of `cache` experts over a profile's routing: the
+    selections at a reuse distance below it (computed here from the distance histograms)."""
+    hits = sum(sum(lay["distance"][:cache]) for lay in routing["layers"])
+    sel = sum(sum(lay["distance"]) for lay in routing["layers"])
+    return hits / sel
+
+
+def case_moe_profile_routing(c):
+    """The persisted profile keeps the routing: a first run with --profile (and a complete
+    dispatch trace, which makes a profile) writes each layer's histogram and reuse distances
+    (schema/access_profile.schema.json); a second run reads them: its admission's expected
+    hit rate is that routing's LRU rate at its cache ("observed"), not uniform c/n; and it
+    keeps its own routing in turn (the latest observed is the profile's)."""
+    import jsonschema
+    model = c.moe(skew="2")  # skewed: the observed rate differs from c/n
+    prof = c.path("moe.profile.json")
+    c.run("run", "-m", model, "-n", "16", "-p", LONG_PROMPT, "--profile", prof,
+          "--observe-dispatch")
+    with open(prof) as f:
+        doc = json.load(f)
+    with open(os.path.join(c.schema, "access_profile.schema.json")) as f:
+        jsonschema.validate(doc, json.load(f))
+    r = doc.get("routing")
+    check(r and r["n_expert"] == 16 and len(r["layers"]) == 4 and
+          all(sum(lay["counts"]) == lay["tokens"] * r["n_expert_used"] and lay["tokens"] > 0
+              for lay in r["layers"]), f"the profile's routing: {r}")
+    limit = 64 << 20
+    rpath = c.path("second.json")
+    for _ in range(2):  # the limit that leaves about half the experts, then there
+        with open(prof) as f:  # each run keeps its own routing: the next reads that
+            r = json.load(f)["routing"]
+        c.run("run", "-m", model, "-n", "4", "-p", LONG_PROMPT, "-c", "256", "--profile", prof,
+              "--memory-limit", str(limit), "--residency-report-json", rpath)
+        with open(rpath) as f:
+            a = json.load(f)["admission"]
+        x = a["experts"]
+        check(x and x["hit_rate_basis"] == "observed", f"the second run's admission: {x}")
+        limit = half_cache_limit(limit, a)
+    want = lru_rate(r, x["cache_experts"])
+    check(abs(x["hit_rate"] - want) < 1e-9 and abs(want - x["cache_experts"] / 16) > 0.01,
+          f"expected hit rate {x['hit_rate']} at {x['cache_experts']} experts, the profile's "
+          f"LRU rate {want} (uniform {x['cache_experts'] / 16})")
+    print(f"profile routing: {x['cache_experts']}/16 experts a layer: observed hit rate "
+          f"{x['hit_rate']:.2f} (uniform would say {x['cache_experts'] / 16:.2f})")
+
+
 CASES = {
     "moe_serve_routing": case_moe_serve_routing,
     "moe_exec_routing": case_moe_exec_routing,
+    "moe_profile_routing": case_moe_profile_routing,
 }
 
 if __name__ == "__main__":
