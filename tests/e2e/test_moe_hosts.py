@@ -124,10 +124,62 @@ def case_moe_profile_routing(c):
           f"{x['hit_rate']:.2f} (uniform would say {x['cache_experts'] / 16:.2f})")
 
 
+def samples(text, name):
+    """{labels text: value} of name's samples in a Prometheus text."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            key, value = line.rsplit(" ", 1)
+            out[key[len(name):]] = float(value)
+    return out
+
+
+def case_moe_metrics(c):
+    """The routing's series through the one Prometheus writer, in run's --metrics-file and
+    serve's /metrics (promtool check metrics): selections per layer (tokens routed x k, as
+    the report's), the LRU hit ratio at the report's cache sizes, and admission's expected
+    hit ratio, cache and bytes streamed a token at the budget (as admission.experts)."""
+    from prom_util import promtool_check_metrics
+    model = c.moe()
+    mpath, rpath = c.path("run.prom"), c.path("run.json")
+    c.run("run", "-m", model, "-n", "8", "-p", LONG_PROMPT, "--memory-limit", str(32 << 20),
+          "--metrics-file", mpath, "--residency-report-json", rpath)
+    with open(mpath) as f:
+        text = f.read()
+    with open(rpath) as f:
+        rep = json.load(f)
+    promtool_check_metrics(text)
+    x, a = rep["residency"]["experts"], rep["admission"]["experts"]
+    sel = samples(text, "ramforge_experts_selections_total")
+    check(sorted(sel.values()) == sorted(float(lay["tokens"] * x["n_expert_used"])
+                                         for lay in x["layers"]) and len(sel) == 4,
+          f"selections {sel} vs the report's {[lay['tokens'] for lay in x['layers']]}")
+    lru = samples(text, "ramforge_experts_lru_hit_ratio")
+    for h in x["lru_hit_rate"]:
+        key = next(k for k in lru if f'cache_experts="{h["cache_experts_per_layer"]}"' in k)
+        check(abs(lru[key] - h["hit_rate"]) < 1e-12, f"LRU ratio {lru[key]} vs {h}")
+    exp = samples(text, "ramforge_experts_expected_hit_ratio")
+    check(a and list(exp.values()) == [a["hit_rate"]] and
+          list(samples(text, "ramforge_experts_stream_bytes_per_token").values()) ==
+          [float(a["stream_bytes_per_token"])],
+          f"expected hit ratio {exp} vs admission's {a}")
+    with Server(c, model) as sv:
+        sv.complete(n=8)
+        body = sv.ok("GET", "/metrics")
+    # llama-server's own names ("llamacpp:...", with a colon) fail promtool's lint: ours only
+    promtool_check_metrics("".join(ln + "\n" for ln in body.splitlines()
+                                   if "llamacpp:" not in ln))
+    check(len(samples(body, "ramforge_experts_selections_total")) == 4 and
+          samples(body, "ramforge_experts_lru_hit_ratio"), "serve's /metrics has no routing")
+    print(f"run: {len(sel)} layers' selections, expected hit ratio {a['hit_rate']:.2f}; "
+          "serve's /metrics: the routing series")
+
+
 CASES = {
     "moe_serve_routing": case_moe_serve_routing,
     "moe_exec_routing": case_moe_exec_routing,
     "moe_profile_routing": case_moe_profile_routing,
+    "moe_metrics": case_moe_metrics,
 }
 
 if __name__ == "__main__":
