@@ -466,10 +466,13 @@ static void decide_known(const struct rf_admission_input *in, struct rf_admissio
     }
     if (!out->has_binding && !unknown_usage(out, &at) && !out->cgroups_truncated)
         host_unknown = !rf_admission_check_host(in, out);
-    if (least(out, true, &at) && !out->cgroups[at].working_set_fits) {
-        out->thrash = true;
-        out->has_thrash_level = true;
-        out->thrash_level = at;
+    if (least(out, true, &at)) {
+        rf_admission_experts_figures(in, out, &out->cgroups[at]); /* a MoE model's */
+        if (!out->cgroups[at].working_set_fits) {
+            out->thrash = true;
+            out->has_thrash_level = true;
+            out->thrash_level = at;
+        }
     }
     for (size_t i = out->n_cgroups; i-- > 0;)
         if (out->cgroups[i].working_set_unbound) {
@@ -535,6 +538,13 @@ static void decide_known(const struct rf_admission_input *in, struct rf_admissio
         const struct rf_admission_level_check *c = &out->cgroups[out->thrash_level];
 
         classify_excess(in, out);
+        if (out->has_experts) { /* the dense part, the anonymous memory, k experts a layer */
+            rf_admission_experts_refuse(
+                in, out, in->mode == RF_ADMISSION_ENFORCE ? RF_ADMIT_REJECTED : RF_ADMIT_WARNING,
+                c);
+            note_reclaimable(out, c);
+            return;
+        }
         thrash_sentence(in, out,
                         in->mode == RF_ADMISSION_ENFORCE ? RF_ADMIT_REJECTED : RF_ADMIT_WARNING, c,
                         "hard limit", c->level.limit.bytes, c->run_room_bytes);
@@ -555,6 +565,8 @@ static void decide_known(const struct rf_admission_input *in, struct rf_admissio
         rf_admission_not_bound(in, out);
     else
         decide_soft(in, out);
+    if (out->has_experts)
+        rf_admission_experts_note(out);
 }
 
 int rf_admission_decide(const struct rf_admission_input *in, struct rf_admission_result *out)

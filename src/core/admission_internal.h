@@ -25,6 +25,29 @@ void rf_admission_reason_add(struct rf_admission_result *a, bool sentence, const
  */
 void rf_admission_not_bound(const struct rf_admission_input *in, struct rf_admission_result *out);
 
+/*
+ * A MoE model (in->experts, admission_experts.c): sets out's expert figures
+ * (has_experts, the cache the run room of c leaves beyond the dense part
+ * and the anonymous memory, its expected hit rate and the bytes streamed
+ * per token); nothing for a dense model or a level whose working set was
+ * not compared.
+ */
+void rf_admission_experts_figures(const struct rf_admission_input *in,
+                                  struct rf_admission_result *out,
+                                  const struct rf_admission_level_check *c);
+
+/* Glues "; streams experts: X bytes per token, expected hit rate H ..." to the reason. */
+void rf_admission_experts_note(struct rf_admission_result *out);
+
+/*
+ * The verdict when the cache's minimum (k experts per layer) does not fit
+ * beside the dense part and the anonymous memory at c: outcome o, cause
+ * thrash, a reason naming what cannot fit.
+ */
+void rf_admission_experts_refuse(const struct rf_admission_input *in,
+                                 struct rf_admission_result *out, enum rf_admission_outcome o,
+                                 const struct rf_admission_level_check *c);
+
 /* a - b floored at 0. */
 static inline uint64_t rf_admission_sat_sub(uint64_t a, uint64_t b)
 {

@@ -116,12 +116,43 @@ static void first_clause(const struct rf_admission_result *a, char *buf, size_t 
     snprintf(buf, len, "%.*s%s", (int)n, a->reason, cut ? RF_ADMISSION_HEADLINE_CUT : "");
 }
 
+static void headline(const struct rf_admission_result *a, char *buf, size_t len);
+
+/* The headline, and for a MoE model under a limit the experts that stream. */
+static void experts_headline(const struct rf_admission_result *a, char *buf, size_t len)
+{
+    headline(a, buf, len);
+    size_t n = strlen(buf);
+    if (a->has_experts && a->outcome != RF_ADMIT_REJECTED && a->outcome != RF_ADMIT_UNKNOWN &&
+        a->cause != RF_ADMIT_CAUSE_HARD_LIMIT && n < len)
+        snprintf(buf + n, len - n,
+                 "; streams experts: %" PRIu64 " bytes per token, expected hit rate %.2f at this "
+                 "budget",
+                 a->expert_stream_bytes, a->expert_hit_rate);
+}
+
 void rf_admission_headline(const struct rf_admission_result *a, char *buf, size_t len)
 {
     const struct rf_admission_record *ws = a ? record_of(a, "file_working_set") : NULL;
 
     if (!a || !buf || !len)
         return;
+    if (a->has_experts && a->cause == RF_ADMIT_CAUSE_THRASH && a->has_thrash_level && ws) {
+        snprintf(buf, len,
+                 "cannot fit the experts' minimum: the dense part and %" PRIu32
+                 " experts a layer need %" PRIu64 " bytes, only %" PRIu64
+                 " bytes fit under the limit of %" PRIu64 " bytes",
+                 a->n_expert_used, ws->bytes, a->working_set_fit_bytes, thrash_limit(a));
+        return;
+    }
+    experts_headline(a, buf, len);
+}
+
+/* The headline of a dense model's verdict (and a MoE model's but its experts' clause). */
+static void headline(const struct rf_admission_result *a, char *buf, size_t len)
+{
+    const struct rf_admission_record *ws = record_of(a, "file_working_set");
+
     if (a->cause == RF_ADMIT_CAUSE_THRASH && a->has_thrash_level && ws) {
         if (a->streaming)
             snprintf(buf, len,

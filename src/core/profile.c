@@ -9,6 +9,7 @@
  * type-checked and bounded, no name longer than the inventory's field.
  */
 #include "ramforge/core/profile.h"
+#include "profile_routing.h"
 #include "ramforge/core/json_util.h"
 
 #include <errno.h>
@@ -51,6 +52,7 @@ void rf_profile_free(struct rf_profile *p)
     size_t keep = p->max_history;
     free(p->tensors);
     free(p->history);
+    rf_routing_free(&p->routing);
     rf_profile_init(p);
     if (keep)
         p->max_history = keep;
@@ -365,6 +367,9 @@ int rf_profile_to_text(const struct rf_profile *p, char **out)
     }
     json_object_set(doc, "tensors", tensors);
     json_object_set(doc, "history", hist);
+    json_t *routing = rf_profile_routing_json(&p->routing);
+    if (!routing || json_object_set_new(doc, "routing", routing) < 0)
+        goto out;
     *out = json_dumps(doc, JSON_INDENT(1) | JSON_SORT_KEYS);
     rc = *out ? 0 : -ENOMEM;
 out:
@@ -558,7 +563,7 @@ int rf_profile_parse(const char *text, size_t len, size_t max_history, struct rf
         memmove(out->history, out->history + drop, out->max_history * sizeof(*out->history));
         out->n_history = out->max_history;
     }
-    rc = 0;
+    rc = rf_profile_routing_parse(json_object_get(doc, "routing"), &out->routing, why, why_size);
 out:
     json_decref(doc);
     if (rc < 0)

@@ -27,6 +27,14 @@ int rf_profile_merge(struct rf_profile *disk, const struct rf_profile *ours,
         disk->tensors = t;
         disk->n_tensors = ours->n_tensors;
     }
+    if (ours->routing.n_layer) { /* the routing last observed is the profile's */
+        struct rf_routing r;
+        int rc = rf_routing_copy(&ours->routing, &r);
+        if (rc < 0)
+            return rc;
+        rf_routing_free(&disk->routing);
+        disk->routing = r;
+    }
     disk->operations = ops;
     disk->max_history = ours->max_history;
     size_t n_new = n_new_history < ours->n_history ? n_new_history : ours->n_history;

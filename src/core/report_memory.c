@@ -249,6 +249,25 @@ static json_t *verdict_json(const struct rf_report *r)
     return o;
 }
 
+/* A MoE model's verdict in experts (admission_experts.c); null for a dense model. */
+static json_t *admission_experts_json(const struct rf_admission_result *a)
+{
+    if (!a->has_experts)
+        return json_null();
+    json_t *o = json_object();
+    json_object_set_new(o, "n_expert", json_integer(a->n_expert));
+    json_object_set_new(o, "n_expert_used", json_integer(a->n_expert_used));
+    json_object_set_new(o, "dense_bytes", rf_json_u64(true, a->expert_dense_bytes));
+    json_object_set_new(o, "cache_experts", json_integer(a->cache_experts));
+    json_object_set_new(o, "cache_bytes", rf_json_u64(true, a->expert_cache_bytes));
+    json_object_set_new(o, "cache_minimum_fits", json_boolean(a->expert_cache_min));
+    json_object_set_new(o, "stream_bytes_per_token", rf_json_u64(true, a->expert_stream_bytes));
+    json_object_set_new(o, "hit_rate", json_real(a->expert_hit_rate));
+    json_object_set_new(o, "hit_rate_basis",
+                        json_string(a->expert_hit_observed ? "observed" : "uniform"));
+    return o;
+}
+
 json_t *rf_report_admission_json(const struct rf_report *r)
 {
     static const char *keys[] = {"outcome", "soft_target_bytes", NULL};
@@ -310,6 +329,7 @@ json_t *rf_report_admission_json(const struct rf_report *r)
     json_object_set_new(o, "thrash", json_boolean(a->thrash));
     json_object_set_new(o, "working_set_fit_bytes",
                         rf_json_u64(a->has_working_set_fit, a->working_set_fit_bytes));
+    json_object_set_new(o, "experts", admission_experts_json(a));
     json_object_set_new(o, "binding_cgroup",
                         a->has_binding ? rf_json_str(a->cgroups[a->binding].level.dir)
                                        : json_null());

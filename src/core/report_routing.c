@@ -8,24 +8,17 @@
 
 #include "ramforge/core/routing.h"
 
-/* The cache sizes (experts per layer) whose LRU hit rate is reported: k, 2k, 4k, n/4, n/2. */
+/* The LRU hit rates at the reported cache sizes (rf_routing_report_sizes). */
 static json_t *hit_rates(const struct rf_routing *g)
 {
-    const uint32_t k = g->n_expert_used, n = g->n_expert;
-    const uint32_t sizes[] = {k, 2 * k, 4 * k, n / 4, n / 2};
+    uint32_t sizes[RF_ROUTING_REPORT_SIZES];
+    size_t n = rf_routing_report_sizes(g, sizes);
     json_t *a = json_array();
-    uint32_t done[sizeof(sizes) / sizeof(sizes[0])];
-    size_t n_done = 0;
 
-    for (size_t i = 0; a && i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+    for (size_t i = 0; a && i < n; i++) {
         uint64_t hits, sel;
-        bool seen = false;
-        for (size_t j = 0; j < n_done; j++)
-            seen |= done[j] == sizes[i];
-        if (seen || !sizes[i] || sizes[i] >= n ||
-            rf_routing_lru_hits(g, -1, sizes[i], &hits, &sel) < 0)
+        if (rf_routing_lru_hits(g, -1, sizes[i], &hits, &sel) < 0)
             continue;
-        done[n_done++] = sizes[i];
         json_array_append_new(
             a, json_pack("{s:I, s:o, s:o, s:o}", "cache_experts_per_layer", (json_int_t)sizes[i],
                          "hits", rf_json_u64(true, hits), "selections", rf_json_u64(true, sel),

@@ -135,3 +135,19 @@ int rf_routing_lru_hits(const struct rf_routing *r, int32_t layer, uint32_t cach
     }
     return 0;
 }
+
+size_t rf_routing_report_sizes(const struct rf_routing *r, uint32_t out[RF_ROUTING_REPORT_SIZES])
+{
+    const uint32_t k = r->n_expert_used, n = r->n_expert;
+    const uint32_t sizes[RF_ROUTING_REPORT_SIZES] = {k, 2 * k, 4 * k, n / 4, n / 2};
+    size_t n_out = 0;
+
+    for (size_t i = 0; i < RF_ROUTING_REPORT_SIZES; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < n_out; j++)
+            seen |= out[j] == sizes[i];
+        if (!seen && sizes[i] && sizes[i] < n)
+            out[n_out++] = sizes[i];
+    }
+    return n_out;
+}

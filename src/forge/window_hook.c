@@ -13,6 +13,7 @@
  */
 #include "forge_internal.h"
 
+#include "ramforge/forge/forge_routing.h"
 #include "ramforge/forge/forge_window.h"
 
 #include <errno.h>
@@ -27,10 +28,11 @@ struct forge_window_hook {
 };
 
 struct forge_window_decoration {
-    struct forge_window_hook *h;
-    struct forge_eval_chain app; /* the application's cb_eval and user data */
-    struct forge_window *active; /* the window of the decode in progress; NULL: none */
-    bool held;                   /* the decode in progress holds h->lock */
+    struct forge_window_hook *h;     /* NULL: no window, the routing's link alone */
+    struct forge_routing_link *link; /* the MoE routing's, wrapping the application's */
+    struct forge_eval_chain app;     /* the application's cb_eval and user data (or the link's) */
+    struct forge_window *active;     /* the window of the decode in progress; NULL: none */
+    bool held;                       /* the decode in progress holds h->lock */
 };
 
 int forge_window_hook_create(struct forge_window_hook **out)
@@ -83,14 +85,33 @@ static bool decorated_eval(struct ggml_tensor *t, bool ask, void *ud)
 int forge_window_decorate(struct forge_window_hook *h, struct llama_context_params *p,
                           struct forge_window_decoration **out)
 {
+    if (!h) {
+        if (out)
+            *out = NULL;
+        return -EINVAL;
+    }
+    return forge_window_decorate_routed(h, NULL, p, out);
+}
+
+int forge_window_decorate_routed(struct forge_window_hook *h, struct forge_routing *routing,
+                                 struct llama_context_params *p,
+                                 struct forge_window_decoration **out)
+{
     if (!out)
         return -EINVAL;
     *out = NULL;
-    if (!h || !p)
+    if ((!h && !routing) || !p)
         return -EINVAL;
     struct forge_window_decoration *d = calloc(1, sizeof(*d));
     if (!d)
         return -ENOMEM;
+    struct llama_context_params saved = *p;
+    int rc = routing ? forge_routing_link(routing, p, &d->link) : 0; /* the app's inside */
+    if (rc < 0) {
+        free(d);
+        *p = saved;
+        return rc;
+    }
     d->h = h;
     d->app = (struct forge_eval_chain){.cb = p->cb_eval, .ud = p->cb_eval_user_data};
     p->cb_eval = decorated_eval;
@@ -101,12 +122,14 @@ int forge_window_decorate(struct forge_window_hook *h, struct llama_context_para
 
 void forge_window_decoration_free(struct forge_window_decoration *d)
 {
+    if (d)
+        forge_routing_link_free(d->link);
     free(d);
 }
 
 void forge_window_hook_decode_begin(struct forge_window_decoration *d)
 {
-    if (!d)
+    if (!d || !d->h)
         return;
     struct forge_window_hook *h = d->h;
     pthread_rwlock_rdlock(&h->lock);

@@ -11,10 +11,10 @@
 #include "ramforge/core/experts.h"
 
 int ses_token_read(const struct rf_inventory *inv, const struct forge_model_info *info,
-                   uint64_t *out)
+                   uint64_t *out, struct rf_admission_experts *x)
 {
     struct rf_expert_map m;
-    uint64_t dense, routed;
+    uint64_t dense, routed, all;
 
     if (!info->n_expert)
         return rf_admission_file_working_set(inv, out);
@@ -22,6 +22,12 @@ int ses_token_read(const struct rf_inventory *inv, const struct forge_model_info
     int rc = rf_expert_map_build(inv, info->n_expert, info->n_expert_used, &m);
     if (rc == 0)
         rc = rf_expert_token_read(inv, &m, &dense, &routed, out);
+    if (rc == 0 && x && rf_admission_file_working_set(inv, &all) == 0 && all >= dense) {
+        x->n_expert = info->n_expert;
+        x->n_expert_used = info->n_expert_used;
+        x->dense_bytes = dense;
+        x->routed_bytes = all - dense; /* every slice's pages no dense weight covers */
+    }
     rf_expert_map_free(&m);
     return rc;
 }

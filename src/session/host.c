@@ -283,7 +283,9 @@ int rf_session_context_params_decorate(struct rf_session *s, struct llama_contex
     *out = NULL;
     if (!s || !p)
         return -EINVAL;
-    return s->window_hook ? forge_window_decorate(s->window_hook, p, out) : 0;
+    if (!s->window_hook && !s->ctx_routing)
+        return 0;
+    return forge_window_decorate_routed(s->window_hook, s->ctx_routing, p, out);
 }
 
 int rf_session_stream_window_install(struct rf_session *s, bool *installed)

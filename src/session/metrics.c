@@ -220,6 +220,57 @@ static void release_metrics(struct rf_prom *f, const struct rf_report *r,
     }
 }
 
+/*
+ * A MoE model's routing as observed (the operation's residency.experts:
+ * serve's and exec's since the session began) and admission's expected
+ * hit rate at its budget (docs/MOE.md).
+ */
+static void routing_metrics(struct rf_prom *f, const struct rf_report *r,
+                            const struct rf_report *figures, const char *m)
+{
+    const struct rf_routing *g = r->routing;
+    const struct rf_admission_result *a = figures->admission;
+    char text[16];
+
+    if (g) {
+        rf_prom_family(f, "ramforge_experts_selections_total", "counter",
+                       "Expert selections the router made in a MoE layer (tokens routed x "
+                       "experts used), observed through the eval callback.");
+        for (uint32_t l = 0; l < g->n_layer; l++) {
+            series(f, "ramforge_experts_selections_total", m);
+            snprintf(text, sizeof(text), "%" PRIu32, l);
+            rf_prom_label(f, "layer", text);
+            rf_prom_u64(f, g->tokens[l] * g->n_expert_used);
+        }
+        uint32_t sizes[RF_ROUTING_REPORT_SIZES];
+        size_t n = rf_routing_report_sizes(g, sizes);
+        rf_prom_family(f, "ramforge_experts_lru_hit_ratio", "gauge",
+                       "Share of the observed expert selections a per-layer LRU cache of "
+                       "cache_experts experts would have held.");
+        for (size_t i = 0; i < n; i++) {
+            uint64_t hits, sel;
+            if (rf_routing_lru_hits(g, -1, sizes[i], &hits, &sel) < 0 || !sel)
+                continue;
+            series(f, "ramforge_experts_lru_hit_ratio", m);
+            snprintf(text, sizeof(text), "%" PRIu32, sizes[i]);
+            rf_prom_label(f, "cache_experts", text);
+            rf_prom_double(f, (double)hits / (double)sel);
+        }
+    }
+    if (a && a->has_experts) {
+        op_gauge(f, m, "ramforge_experts_expected_hit_ratio",
+                 "Admission: the hit rate expected of the expert cache the budget leaves "
+                 "(observed routing, else uniform c/n).",
+                 true, a->expert_hit_rate);
+        op_gauge(f, m, "ramforge_experts_cache_experts",
+                 "Admission: experts per layer the budget's expert cache holds.", true,
+                 (double)a->cache_experts);
+        op_gauge(f, m, "ramforge_experts_stream_bytes_per_token",
+                 "Admission: routed bytes a token is expected to read (the cache's misses).", true,
+                 (double)a->expert_stream_bytes);
+    }
+}
+
 /* Whether r's operation ran a request: an admission decided, or tokens. */
 static bool ran_request(const struct rf_report *r)
 {
@@ -277,6 +328,7 @@ static int metrics_write(const struct rf_report *op, const struct rf_report *fig
     operation_metrics(p, figures, model);
     speed_metrics(p, figures, model);
     release_metrics(p, session ? session : op, dropped, model);
+    routing_metrics(p, op, figures, model);
     return p->error;
 }
 

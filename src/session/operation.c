@@ -484,6 +484,8 @@ int rf_session_operation_end(struct rf_session *s, const struct rf_operation_out
         return rc;
     ses_window_remove(s); /* its figures are the operation's */
     ses_stream_op_end(s, out);
+    if ((rc = ses_routing_end(s)) < 0)
+        return rc;
     if (s->p.policy != RF_POLICY_OFF) {
         rc = ses_operation_walk(s);
         if (rc < 0)

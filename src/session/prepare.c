@@ -103,7 +103,7 @@ int rf_session_admit_result(struct rf_session *s, const struct rf_operation_requ
      */
     bool moe = s->model.info.n_expert > 0;
     if (s->model.info.access_basis != RF_ACCESS_BASIS_NONE &&
-        ses_token_read(&s->inv, &s->model.info, &fws) == 0)
+        ses_token_read(&s->inv, &s->model.info, &fws, &in.experts) == 0)
         in.file_working_set =
             s->model.info.access_basis == RF_ACCESS_BASIS_GRAPH_PROBE
                 ? rf_admission_figure_of(fws, RF_PROV_NATIVE_LOGICAL,
@@ -118,6 +118,8 @@ int rf_session_admit_result(struct rf_session *s, const struct rf_operation_requ
                                                "(placement; an upper bound)");
     else
         in.file_working_set.source = "the weights were not classified (residency policy off)";
+    if (s->persist.prof.routing.n_layer) /* the routing the persisted profile kept */
+        in.experts.routing = &s->persist.prof.routing;
     ses_estimate_runtime((uint64_t)s->model.info.n_vocab, (uint64_t)s->model.info.n_embd, request,
                          s->p.n_threads, &in);
     in.reclaimable.source = "the residency policy does not release";
@@ -303,6 +305,12 @@ static int preload_decide(const char *path, bool use_extra_bufts, struct rf_sess
                        "token_embd): the dense ones + k/n of the routed experts (MoE: a token "
                        "reads k of the n experts of each layer)"
                      : "GGUF header: weights read from the mapping (not repacked, not token_embd)");
+    if (est.n_expert) { /* a MoE model: the verdict in experts (admission_experts.c) */
+        in.experts.n_expert = est.n_expert;
+        in.experts.n_expert_used = est.n_expert_used;
+        in.experts.dense_bytes = est.dense_read_bytes;
+        in.experts.routed_bytes = est.routed_read_bytes;
+    }
     uint64_t loader, tables;
     long page = sysconf(_SC_PAGESIZE);
     if (est.n_vocab && rf_admission_loader_bytes(est.n_vocab, est.n_tensors, &loader) == 0)

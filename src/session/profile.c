@@ -30,6 +30,7 @@
 #include "ramforge/core/report_json.h"
 #include "ramforge/error.h"
 #include "ramforge/forge/forge_observer.h"
+#include "ramforge/forge/forge_routing.h"
 #include "session_internal.h"
 
 static void free_before(struct session_persist *ps)
@@ -435,6 +436,22 @@ void ses_prediction_finish(struct rf_session *s)
 
 /* ------------------------------------------------------------------ dispatch */
 
+/* The operation's routing (when it routed a token) becomes the persisted profile's. */
+static int keep_routing(struct rf_session *s)
+{
+    const struct rf_routing *r = s->op.rep.routing;
+    struct rf_routing copy;
+
+    if (!s->persist.path || !r)
+        return 0;
+    int rc = rf_routing_copy(r, &copy);
+    if (rc < 0)
+        return rc;
+    rf_routing_free(&s->persist.prof.routing);
+    s->persist.prof.routing = copy;
+    return 0;
+}
+
 int rf_session_routing_set(struct rf_session *s, const struct rf_routing *routing)
 {
     if (!s || !routing)
@@ -443,7 +460,27 @@ int rf_session_routing_set(struct rf_session *s, const struct rf_routing *routin
     rf_routing_free(&s->op.routing);
     int rc = rf_routing_copy(routing, &s->op.routing);
     s->op.rep.routing = rc == 0 && s->op.routing.n_layer ? &s->op.routing : NULL;
-    return rc;
+    return rc < 0 ? rc : keep_routing(s);
+}
+
+struct forge_routing *rf_session_routing(struct rf_session *s)
+{
+    return s ? s->ctx_routing : NULL;
+}
+
+int ses_routing_end(struct rf_session *s)
+{
+    const struct rf_routing *seen = forge_routing_stats(s->ctx_routing);
+
+    if (!seen || s->op.rep.routing)
+        return 0;
+    rf_routing_free(&s->op.routing);
+    int rc = forge_routing_copy(s->ctx_routing, &s->op.routing);
+    bool any = false;
+    for (uint32_t l = 0; rc == 0 && l < s->op.routing.n_layer && !any; l++)
+        any = s->op.routing.tokens[l] > 0;
+    s->op.rep.routing = any ? &s->op.routing : NULL;
+    return rc < 0 ? rc : keep_routing(s);
 }
 
 int rf_session_dispatch_trace(struct rf_session *s, const struct forge_observer *obs)

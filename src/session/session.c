@@ -17,6 +17,8 @@
  */
 #include "session_internal.h"
 
+#include "ramforge/forge/forge_routing.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -117,6 +119,7 @@ void rf_session_free(struct rf_session *s)
         return;
     ses_window_remove(s);
     forge_window_hook_free(s->window_hook);
+    forge_routing_free(s->ctx_routing);
     ses_stream_unpin(s, "session_free");
     ses_op_free(&s->op);
     session_free_arrays(s);
@@ -209,6 +212,12 @@ static int create_forge(struct forge_model *m, bool owns, uint64_t load_ns,
     /* the window of the application's own contexts (host.c), under streaming with a ring */
     if (rc == 0 && params.policy == RF_POLICY_STREAMING && params.stream_read_ahead_slots &&
         (rc = forge_window_hook_create(&(*out)->window_hook)) < 0) {
+        rf_session_free(*out);
+        *out = NULL;
+    }
+    /* a MoE model's routing in the application's own contexts (host.c) */
+    if (rc == 0 && params.policy != RF_POLICY_OFF && model.info.n_expert &&
+        (rc = forge_routing_create(m, &(*out)->ctx_routing)) < 0) {
         rf_session_free(*out);
         *out = NULL;
     }

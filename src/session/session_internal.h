@@ -251,6 +251,9 @@ struct rf_session {
                                               the contexts the application decorates (host.c);
                                               NULL: none */
     struct forge_window *window_installed; /* the operation's window in window_hook; NULL: none */
+    struct forge_routing *ctx_routing;     /* a MoE model's routing in the contexts the
+                                              application decorates (host.c), since the
+                                              session began; NULL: a dense model, or off */
     bool has_prompt_cache;                 /* the host's PromptCache entry below */
     struct rf_ledger_entry prompt_cache;   /* copied into each operation's ledger at its end */
     struct rf_report view[2]; /* rf_session_report's assembly, per scope (operation, session) */
@@ -342,11 +345,20 @@ bool ses_estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uint64
 /*
  * The bytes of file pages one token reads (admission's file working set):
  * rf_admission_file_working_set, or for a MoE model (info->n_expert) the
- * dense weights' pages + k/n of the routed experts' (rf_expert_token_read).
- * Their errors.
+ * dense weights' pages + k/n of the routed experts' (rf_expert_token_read),
+ * and x (NULL: not wanted; untouched for a dense model) its split for
+ * admission's experts. Their errors.
  */
+/*
+ * At an operation's end: when the application set no routing of its own
+ * (rf_session_routing_set) and the decorated contexts' recorder saw a
+ * token, a copy of what it saw since the session began is the
+ * operation's (its report's residency.experts). -ENOMEM.
+ */
+int ses_routing_end(struct rf_session *s);
+
 int ses_token_read(const struct rf_inventory *inv, const struct forge_model_info *info,
-                   uint64_t *out);
+                   uint64_t *out, struct rf_admission_experts *x);
 
 /*
  * Sets in's graph_scratch and runtime to their estimates before the

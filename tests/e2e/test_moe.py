@@ -9,6 +9,7 @@ Exit 0 pass, 1 fail, 77 skip.
 """
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -244,6 +245,68 @@ def case_moe_run_limit(c):
     print(f"under {limit}: read per token {ws['bytes']}, {rep['admission']['outcome']}")
 
 
+def run_admission(c, model, limit):
+    """run under --memory-limit (a cgroup of its own; the model evicted first): the report's
+    admission and run's stderr."""
+    rpath = c.path("verdict.json")
+    p = c.run("run", "-m", evicted(model), "-n", "4", "-p", PROMPT, "-c", "256",
+              "--memory-limit", str(limit), "--residency-report-json", rpath)
+    errors = validate_report.validate(os.path.join(c.schema, "operation_report.schema.json"),
+                                      rpath)
+    check(not errors, f"the report: {errors[:3]}")
+    with open(rpath) as f:
+        return json.load(f)["admission"], p.stderr
+
+
+def half_cache_limit(limit, a):
+    """The limit at which a's run room leaves the dense part + half the experts beyond the
+    anonymous memory (a: an admission at limit)."""
+    x = a["experts"]
+    lvl = next(g for g in a["cgroups"] if g["checked"] and g["run_room_bytes"] is not None)
+    routed = x["cache_bytes"] * x["n_expert"] // x["cache_experts"]
+    anon = a["working_set_bytes"] - next(r["bytes"] for r in a["inputs"]
+                                         if r["name"] == "file_working_set")
+    return limit - lvl["run_room_bytes"] + anon + x["dense_bytes"] + routed // 2
+
+
+def case_moe_verdict(c):
+    """Admission's verdict for a MoE model speaks in experts (issue 33, item 4): under a limit
+    that leaves the dense part and half the experts, the fit check and run's admission say
+    "streams experts: X per token, expected hit rate H at this budget" (H: uniform c/n before
+    any routing is observed), text and JSON, and the verdict is not "will thrash" (the refusal
+    of what cannot fit: test_core_admission_experts)."""
+    model = c.moe()
+    a, _ = fit(c, evicted(model), 64 << 30)
+    x = a["experts"]
+    check(x and x["cache_experts"] == x["n_expert"] and x["hit_rate"] == 1.0,
+          f"every expert fits under 64 GiB: {x}")
+    limit = half_cache_limit(64 << 30, a)
+    a, _ = fit(c, evicted(model), limit)
+    x = a["experts"]
+    n, k = x["n_expert"], x["n_expert_used"]
+    check(a["outcome"] == "admitted" and not a["thrash"] and k <= x["cache_experts"] < n and
+          abs(x["hit_rate"] - x["cache_experts"] / n) < 1e-9 and x["hit_rate_basis"] == "uniform"
+          and "streams experts: " in a["reason"] and "expected hit rate" in a["reason"],
+          f"fit check at {limit}: {a['outcome']}: {x}: {a['reason']}")
+    text = c.run("inspect", "-c", "256", "--memory-limit", str(limit), evicted(model)).stdout
+    verdict = next(line for line in text.splitlines() if line.startswith("verdict:"))
+    # another process: its own size, so its own cache; some of the experts, not all
+    check("will thrash" not in verdict and "streams experts: " in verdict and
+          re.search(r"expected hit rate 0\.\d\d at this budget", verdict), verdict)
+    ra, _ = run_admission(c, model, 64 << 20)
+    rlimit = half_cache_limit(64 << 20, ra)
+    ra, err = run_admission(c, model, rlimit)
+    rx = ra["experts"]
+    line = next((ln for ln in err.splitlines() if ln.startswith("  admission: ")), "")
+    check(ra["outcome"] == "admitted" and not ra["thrash"] and rx and
+          k <= rx["cache_experts"] < n and "streams experts: " in line and
+          f"expected hit rate {rx['hit_rate']:.2f} at this budget" in line,
+          f"run at {rlimit}: {ra['outcome']}: {rx}: {line!r}")
+    print(f"fit check at {limit}: {x['cache_experts']}/{n} experts, hit rate {x['hit_rate']:.2f},"
+          f" {x['stream_bytes_per_token']} B streamed a token; run at {rlimit}: "
+          f"{rx['cache_experts']}/{n}, {rx['hit_rate']:.2f}")
+
+
 def routing(c, model, *argv):
     rpath = c.path("routing.json")
     c.run("run", "-m", model, "-n", "32", "-p", LONG_PROMPT, "--residency-report-json", rpath,
@@ -288,5 +351,6 @@ def case_moe_routing(c):
 
 if __name__ == "__main__":
     run_main({f.__name__[5:]: f for f in (case_moe_mkmodel, case_moe_parity, case_moe_inspect,
-                                           case_moe_fit, case_moe_run_limit, case_moe_routing)},
+                                           case_moe_fit, case_moe_run_limit, case_moe_routing,
+                                           case_moe_verdict)},
              Ctx, "rf-moe-")

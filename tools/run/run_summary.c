@@ -141,6 +141,27 @@ static const struct rf_admission_level_check *unread_level(const struct rf_admis
     return NULL;
 }
 
+/* The admission outcome, and for a MoE model under a limit the experts that stream. */
+static void print_admission_line(FILE *f, const struct rf_admission_result *a, bool mutates)
+{
+    char b1[32], b2[32];
+
+    fprintf(f, "  admission: %s%s", rf_admission_outcome_name(a->outcome),
+            a->outcome == RF_ADMIT_ADMITTED ? ""
+            : a->cause == RF_ADMIT_CAUSE_SOFT_TARGET && mutates
+                ? " (the projection before the release was over the soft target: the soft "
+                  "target line says where the release left the run)"
+                : " (see the admission line)");
+    if (a->has_experts && a->expert_cache_min)
+        fprintf(f,
+                "; streams experts: %s per token, expected hit rate %.2f at this budget (an LRU "
+                "cache of %" PRIu32 " of %" PRIu32 " experts a layer, %s; rate %s)",
+                iec(a->expert_stream_bytes, b1, sizeof(b1)), a->expert_hit_rate, a->cache_experts,
+                a->n_expert, iec(a->expert_cache_bytes, b2, sizeof(b2)),
+                a->expert_hit_observed ? "observed" : "of uniform routing");
+    fputc('\n', f);
+}
+
 /* The binding limit and the room left at admission, or that nothing binds. */
 static void print_limit(FILE *f, const struct rf_report *r)
 {
@@ -458,12 +479,7 @@ void run_print_summary(FILE *f, const struct rf_report *r)
         fprintf(f, "  tokens after release: %s (--verify-session)\n",
                 r->verify_tokens_equal ? "identical" : "DIFFERENT");
     if (r->admission)
-        fprintf(f, "  admission: %s%s\n", rf_admission_outcome_name(r->admission->outcome),
-                r->admission->outcome == RF_ADMIT_ADMITTED ? ""
-                : r->admission->cause == RF_ADMIT_CAUSE_SOFT_TARGET && r->policy_mutates
-                    ? " (the projection before the release was over the soft target: the soft "
-                      "target line says where the release left the run)"
-                    : " (see the admission line)");
+        print_admission_line(f, r->admission, r->policy_mutates);
     if (r->cgroup_verdict && (r->cgroup_verdict->hit_limit || r->cgroup_verdict->oom_killed))
         fprintf(f, "  the kernel: %s%s\n",
                 r->cgroup_verdict->hit_limit ? "the cgroup hit its limit" : "",

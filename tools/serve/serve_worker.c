@@ -142,6 +142,7 @@ static void run_job(struct serve *sv, struct serve_job *j)
         .on_session_end = observing ? end_of_session : NULL,
         .user_data = sv,
         .observer = serve_profile_observer(sv),
+        .routing = observing ? rf_session_routing(sv->session) : NULL, /* residency.experts */
     };
     int rc = 0;
     /* streaming: the host's read-ahead window over this operation's pins, as run reads them;

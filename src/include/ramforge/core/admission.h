@@ -59,6 +59,7 @@
 
 #include "ramforge/core/binding.h"
 #include "ramforge/core/cgroup_levels.h"
+#include "ramforge/core/experts.h"
 #include "ramforge/core/inventory.h"
 #include "ramforge/core/ledger.h"
 #include "ramforge/core/lifetime.h"
@@ -199,6 +200,7 @@ struct rf_admission_input {
      * decode working set. Absent: no thrash check, listed "FileWorkingSet".
      */
     struct rf_admission_figure file_working_set;
+    struct rf_admission_experts experts; /* a MoE model's split of it; n_expert 0: dense */
 
     /* What page release could return now (rf_admission_reclaimable_now); absent: unknown. */
     struct rf_admission_figure reclaimable;
@@ -331,8 +333,19 @@ struct rf_admission_result {
     size_t thrash_level; /* cgroups[] index where it fits least */
     bool has_working_set_fit;
     uint64_t working_set_fit_bytes; /* at that level: run room - anonymous ("only M fit") */
-    bool has_unbound;     /* some level's working set fits only without its unbound_bytes */
-    size_t unbound_level; /* cgroups[] index of the first such level */
+    bool has_unbound; /* some level's working set fits only without its unbound_bytes */
+
+    /* A MoE model (input experts) where a limit's working set was compared: */
+    bool has_experts;
+    uint32_t n_expert, n_expert_used; /* the input's n and k */
+    uint32_t cache_experts;           /* experts per layer the budget's cache holds, <= n */
+    uint64_t expert_cache_bytes;      /* that cache: cache_experts x routed_bytes / n */
+    uint64_t expert_dense_bytes;      /* the input's dense_bytes */
+    uint64_t expert_stream_bytes;     /* expected routed bytes read per token (the misses) */
+    double expert_hit_rate;           /* expected LRU hit rate of the cache, 0..1 */
+    bool expert_hit_observed;         /* from observed routing, else uniform c / n */
+    bool expert_cache_min;            /* the cache holds at least k experts per layer */
+    size_t unbound_level;             /* cgroups[] index of the first such level */
 
     size_t n_cgroups;
     struct rf_admission_level_check cgroups[RF_CGROUP_MAX_LEVELS];

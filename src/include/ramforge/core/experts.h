@@ -106,6 +106,25 @@ int rf_expert_token_read(const struct rf_inventory *inv, const struct rf_expert_
 /* routed x k / n rounded up (0 for n 0) into *out; -EINVAL (k > n), -EOVERFLOW. */
 int rf_expert_share(uint64_t routed, uint32_t k, uint32_t n, uint64_t *out);
 
+struct rf_routing; /* routing.h */
+
+/*
+ * A mixture-of-experts model (admission_experts.c): a token reads the dense
+ * part and k of the n experts of each layer, so under a limit the verdict
+ * speaks in experts. The file working set is dense_bytes + routed_bytes x
+ * k / n; what the budget leaves beyond the dense part and the anonymous
+ * memory is an expert cache of c experts per layer (k <= c <= n), whose
+ * LRU hit rate comes from the routing observed (rf_routing_lru_hits) or,
+ * before any is observed, from uniform routing (c / n).
+ */
+struct rf_admission_experts {
+    uint32_t n_expert;                /* 0: a dense model (no expert figures) */
+    uint32_t n_expert_used;           /* k, <= n_expert */
+    uint64_t dense_bytes;             /* file pages of the dense weights a token reads */
+    uint64_t routed_bytes;            /* file pages of every routed expert slice (all n) */
+    const struct rf_routing *routing; /* observed (borrowed; its n must match), NULL: none */
+};
+
 #ifdef __cplusplus
 }
 #endif

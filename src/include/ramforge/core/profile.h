@@ -30,6 +30,7 @@
 #include "ramforge/core/dispatch.h"
 #include "ramforge/core/intervals.h"
 #include "ramforge/core/inventory.h"
+#include "ramforge/core/routing.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -80,7 +81,9 @@ struct rf_profile {
     size_t n_tensors;
     struct rf_prediction *history; /* n_history, oldest first; owned */
     size_t n_history;
-    size_t max_history; /* bound; rf_profile_history_push drops the oldest past it */
+    size_t max_history;        /* bound; rf_profile_history_push drops the oldest past it */
+    struct rf_routing routing; /* a MoE model's routing last observed (docs/MOE.md);
+                                  n_layer 0: none; owned */
 };
 
 /* An empty profile (no identity, no tensors, default history bound). */

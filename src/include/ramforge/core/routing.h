@@ -14,6 +14,7 @@
 #ifndef RAMFORGE_ROUTING_H
 #define RAMFORGE_ROUTING_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -65,6 +66,15 @@ int rf_routing_copy(const struct rf_routing *src, struct rf_routing *dst);
  */
 int rf_routing_lru_hits(const struct rf_routing *r, int32_t layer, uint32_t cache_experts,
                         uint64_t *hits, uint64_t *selections);
+
+#define RF_ROUTING_REPORT_SIZES 5 /* cache sizes the report and the metrics give rates for */
+
+/*
+ * The cache sizes (experts per layer) whose LRU hit rate the report and
+ * /metrics give: k, 2k, 4k, n/4, n/2, each once, nonzero and below n; into
+ * out, their count returned.
+ */
+size_t rf_routing_report_sizes(const struct rf_routing *r, uint32_t out[RF_ROUTING_REPORT_SIZES]);
 
 #ifdef __cplusplus
 }

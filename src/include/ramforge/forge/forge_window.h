@@ -137,6 +137,20 @@ struct forge_window *forge_window_hook_set(struct forge_window_hook *h, struct f
 int forge_window_decorate(struct forge_window_hook *h, struct llama_context_params *p,
                           struct forge_window_decoration **out);
 
+struct forge_routing; /* forge_routing.h */
+
+/*
+ * forge_window_decorate, and a MoE model's routing recorder (NULL: none)
+ * linked inside, between the hook's callback and the application's (the
+ * routing observed in every context of the model: forge_routing_link). h
+ * may be NULL when routing is not: the decoration then only observes the
+ * routing (decode_begin and _end do nothing). Errors: -EINVAL (both NULL,
+ * p or out NULL), -ENOMEM (p untouched).
+ */
+int forge_window_decorate_routed(struct forge_window_hook *h, struct forge_routing *routing,
+                                 struct llama_context_params *p,
+                                 struct forge_window_decoration **out);
+
 /* NULL is a no-op. */
 void forge_window_decoration_free(struct forge_window_decoration *d);
 

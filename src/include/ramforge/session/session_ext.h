@@ -24,6 +24,7 @@ extern "C" {
 
 struct forge_observer;
 struct rf_routing;
+struct forge_routing;
 struct rf_stream_prefetch;   /* ramforge/core/streaming.h */
 struct rf_stream_decode;     /* ramforge/core/streaming.h */
 struct rf_stream_read_ahead; /* ramforge/core/streaming.h */
@@ -223,6 +224,17 @@ int rf_session_dispatch_trace(struct rf_session *s, const struct forge_observer 
  * -ENOMEM.
  */
 int rf_session_routing_set(struct rf_session *s, const struct rf_routing *routing);
+
+/*
+ * The session's MoE routing recorder (forge_routing.h; borrowed), NULL for
+ * a dense model or --residency-policy off: the contexts decorated for the
+ * application (rf_session_context_params_decorate) record into it, and a
+ * program that makes its contexts with forge_generate hands it as
+ * forge_generate_params.routing. At each operation's end what it saw since
+ * the session began is the operation's residency.experts, unless
+ * rf_session_routing_set gave the operation its own.
+ */
+struct forge_routing *rf_session_routing(struct rf_session *s);
 
 #define RF_SESSION_PROFILE_ERR_MAX RF_ERR_MAX /* one line about a persisted profile (error.h) */
 
