@@ -9,6 +9,7 @@
 
 #include "ramforge/core/admission.h"
 #include "ramforge/core/experts.h"
+#include "ramforge/core/kv_types.h"
 
 int ses_token_read(const struct rf_inventory *inv, const struct forge_model_info *info,
                    uint64_t *out)
@@ -26,14 +27,16 @@ int ses_token_read(const struct rf_inventory *inv, const struct forge_model_info
     return rc;
 }
 
-/* KV cache bytes estimated from the hyperparameters: K and V, f16, n_ctx cells. */
-bool ses_estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uint64_t *out)
+/* KV cache bytes estimated from the hyperparameters: K and V in type_k/type_v, n_ctx cells. */
+bool ses_estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uint32_t type_k,
+                     uint32_t type_v, uint64_t *out)
 {
     if (info->n_head <= 0 || info->n_head_kv <= 0 || info->n_layer <= 0 || info->n_embd <= 0)
         return false;
     uint64_t n_embd_kv =
         (uint64_t)info->n_embd / (uint64_t)info->n_head * (uint64_t)info->n_head_kv;
-    return rf_admission_kv_bytes((uint64_t)info->n_layer, n_ctx, n_embd_kv, n_embd_kv, 2, out) == 0;
+    return rf_kv_cache_bytes((uint64_t)info->n_layer, n_ctx, n_embd_kv, n_embd_kv, type_k, type_v,
+                             out) == 0;
 }
 
 /*

@@ -14,6 +14,7 @@
 
 #include "ramforge/core/admission.h"
 #include "ramforge/core/fs_profile.h"
+#include "ramforge/core/kv_types.h"
 #include "ramforge/core/policy.h"
 #include "ramforge/core/streaming.h"
 #include "ramforge/error.h"
@@ -93,9 +94,14 @@ int rf_session_admit_result(struct rf_session *s, const struct rf_operation_requ
     in.file_in_memory = rf_fs_in_memory_reason(s->model.info.fs_magic);
     if (rf_admission_ctx_cells(request->n_ctx, request->n_prompt, request->n_predict,
                                RF_KV_CELL_PAD, &cells) == 0 &&
-        ses_estimate_kv(&s->model.info, cells, &kv))
-        in.kv_cache = rf_admission_figure_of(kv, RF_PROV_ESTIMATED,
-                                             "hyperparameters x padded context cells (f16 K, V)");
+        ses_estimate_kv(&s->model.info, cells,
+                        request->has_cache_types ? request->type_k : RF_KV_TYPE_F16,
+                        request->has_cache_types ? request->type_v : RF_KV_TYPE_F16, &kv))
+        in.kv_cache = rf_admission_figure_of(
+            kv, RF_PROV_ESTIMATED,
+            request->has_cache_types
+                ? "hyperparameters x padded context cells (K, V in the context's cache types)"
+                : "hyperparameters x padded context cells (f16 K, V)");
     /*
      * The probe saw what the graph reads (native logical); placement knows
      * only which weights the model reads from the mapping rather than a
