@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <string.h>
 
 static const struct kv_type {
     uint32_t id;
@@ -33,6 +34,16 @@ const char *rf_kv_type_name(uint32_t type)
 {
     const struct kv_type *t = kv_type_of(type);
     return t ? t->name : NULL;
+}
+
+int rf_kv_type_of_name(const char *name, uint32_t *out)
+{
+    for (size_t i = 0; name && out && i < sizeof(kv_types) / sizeof(kv_types[0]); i++)
+        if (strcmp(kv_types[i].name, name) == 0) {
+            *out = kv_types[i].id;
+            return 0;
+        }
+    return -EINVAL;
 }
 
 int rf_kv_row_bytes(uint32_t type, uint64_t n_elems, uint64_t *out)

@@ -136,9 +136,7 @@ static int hook_before_load(const char *path, const struct forge_exec_load *load
     const struct exec_config *c = &exec_engine.cfg;
     struct rf_session_params p = c->params;
     struct rf_admission_result *adm = NULL;
-    /* the context unknown before the load: its smallest (one padded block), a lower bound */
-    struct rf_operation_request req = {
-        .n_ctx = c->n_ctx, .n_prompt = !c->n_ctx, .n_predict = !c->n_ctx};
+    struct rf_operation_request req = c->load_request;
     char what[PATH_MAX + 16];
     char err[RF_ERR_MAX];
     bool decided = false;

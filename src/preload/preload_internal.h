@@ -54,6 +54,9 @@
 #define EXEC_ENV_METRICS "RAMFORGE_EXEC_METRICS_FILE"         /* path; %p: the pid */
 #define EXEC_ENV_VERBOSE "RAMFORGE_EXEC_VERBOSE"              /* 1: a line per boundary */
 #define EXEC_ENV_SPOOL "RAMFORGE_EXEC_METRICS_SPOOL" /* path; %p: the pid (exec's parent) */
+/* ggml_type ids of the program's KV cache (its -ctk, -ctv); absent: f16 */
+#define EXEC_ENV_CACHE_TYPE_K "RAMFORGE_EXEC_CACHE_TYPE_K"
+#define EXEC_ENV_CACHE_TYPE_V "RAMFORGE_EXEC_CACHE_TYPE_V"
 /* llama-server's --cache-ram, MiB; absent: no bound known */
 #define EXEC_ENV_CACHE_RAM "RAMFORGE_EXEC_CACHE_RAM_MIB"
 
@@ -72,6 +75,9 @@ struct exec_config {
     char metrics[PATH_MAX];   /* "" : none; %p expanded */
     char spool[PATH_MAX];     /* the metrics again, for exec's parent; "" : none; %p expanded */
     bool verbose;
+    /* what admission before the load counts: n_ctx, the program's cache types (f16 unless it
+       said); the context unknown, its smallest (one padded block), a lower bound */
+    struct rf_operation_request load_request;
 };
 
 /*

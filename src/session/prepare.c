@@ -320,9 +320,14 @@ static int preload_decide(const char *path, bool use_extra_bufts, struct rf_sess
     if (n_embd_kv && est.n_layer &&
         rf_admission_ctx_cells(request->n_ctx, request->n_prompt, request->n_predict,
                                RF_KV_CELL_PAD, &cells) == 0 &&
-        rf_admission_kv_bytes(est.n_layer, cells, n_embd_kv, n_embd_kv, 2, &kv) == 0)
-        in.kv_cache = rf_admission_figure_of(kv, RF_PROV_ESTIMATED,
-                                             "GGUF hyperparameters x padded context cells (f16)");
+        rf_kv_cache_bytes(est.n_layer, cells, n_embd_kv, n_embd_kv,
+                          request->has_cache_types ? request->type_k : RF_KV_TYPE_F16,
+                          request->has_cache_types ? request->type_v : RF_KV_TYPE_F16, &kv) == 0)
+        in.kv_cache = rf_admission_figure_of(
+            kv, RF_PROV_ESTIMATED,
+            request->has_cache_types
+                ? "GGUF hyperparameters x padded context cells (the program's cache types)"
+                : "GGUF hyperparameters x padded context cells (f16)");
     in.mlock_requested = params.mlock_requested;
     in.streaming = params.policy == RF_POLICY_STREAMING;
     uint64_t magic;

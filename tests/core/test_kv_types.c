@@ -48,6 +48,9 @@ static void test_row_bytes(void **state)
         assert_int_equal(rf_kv_row_bytes(cases[i].type, 64, &b), 0);
         assert_int_equal(b, cases[i].bytes_of_64);
         assert_string_equal(rf_kv_type_name(cases[i].type), cases[i].name);
+        uint32_t id = 99;
+        assert_int_equal(rf_kv_type_of_name(cases[i].name, &id), 0);
+        assert_int_equal(id, cases[i].type);
     }
 }
 
@@ -59,6 +62,9 @@ static void test_refused(void **state)
     assert_int_equal(b, 0);
     assert_int_equal(rf_kv_row_bytes(12, 64, &b), -EINVAL); /* q4_K: not a cache type */
     assert_null(rf_kv_type_name(12));
+    uint32_t id;
+    assert_int_equal(rf_kv_type_of_name("q4_K", &id), -EINVAL);
+    assert_int_equal(rf_kv_type_of_name(NULL, &id), -EINVAL);
     assert_int_equal(rf_kv_cache_bytes(0, 1, 32, 32, RF_KV_TYPE_F16, RF_KV_TYPE_F16, &b), -EINVAL);
     assert_int_equal(rf_kv_cache_bytes(UINT64_MAX, 2, 32, 32, RF_KV_TYPE_F16, RF_KV_TYPE_F16, &b),
                      -EOVERFLOW);

@@ -13,8 +13,8 @@ import re
 import subprocess
 import sys
 
-from test_exec import (LLAMA_SERVER, PROMPT, Ctx, ExecServer, Hold, free_port, http, metrics, one,
-                       rf_lines, run)
+from test_exec import (LLAMA_SERVER, PROMPT, Ctx, ExecServer, Failure, Hold, free_port, http,
+                       metrics, one, rf_lines, run)
 import validate_report  # noqa: E402 (test_exec's path)
 from e2e_util import (Skip, check, evict, memory_cgroup_v1, memory_child_cgroup,  # noqa: E402
                       run_main, wait_for)
@@ -206,6 +206,34 @@ def case_server_cache_sized(c):
         limit = one(metrics(prom), "ramforge_exec_prompt_cache_limit_bytes")
         want = 4096 if args else fit if said else 8192
         check(limit == want * MIB, f"{opts} {args}: the bound {limit}, {want} MiB expected")
+
+
+def case_server_kv_types(c):
+    """llama-server's -ctk/-ctv q8_0 cache counted as q8_0, not f16: a context of 131072 tokens
+    (the `small` model: 256 MiB of KV cache in f16, 136 MiB in q8_0) under a 256 MiB limit
+    loads, creates its context and answers; in f16 the same context is refused (one line).
+    The old engine counted f16 in both: the q8_0 server was refused too."""
+    model = c.model("small")
+    ctx = ("-c", "131072", "-np", "1", "-fa", "on")
+    with ExecServer(c, model, "--memory-limit", "256Mi",
+                    args=(*ctx, "-ctk", "q8_0", "-ctv", "q8_0")) as srv:
+        completion(srv.port, distinct_prompt(0))
+        check(srv.stop() == 0, "exec's exit")
+        lines = rf_lines(srv.stderr())
+    check(all("refused" not in ln for ln in lines), f"q8_0: ramforge lines {lines}")
+    f16 = subprocess.Popen(c.exec_argv("--memory-limit", "256Mi") +
+                           [LLAMA_SERVER, "-m", model, "--host", "127.0.0.1", "--port",
+                            str(free_port()), *ctx], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = f16.communicate(timeout=120)  # refused: it ends at once
+    except subprocess.TimeoutExpired:
+        f16.terminate()
+        f16.communicate()
+        raise Failure("f16: llama-server was not refused (it started)")
+    lines = rf_lines(err)
+    check(f16.returncode != 0 and [ln for ln in lines if "admission refused" in ln],
+          f"f16: exit {f16.returncode}, ramforge lines {lines}")
 
 
 def case_prompt_cache_kill(c):

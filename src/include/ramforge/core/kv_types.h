@@ -30,6 +30,9 @@ enum rf_kv_type {
 /* The type's name as llama.cpp's -ctk spells it ("q8_0"), or NULL for an unknown id. */
 const char *rf_kv_type_name(uint32_t type);
 
+/* The id of the type llama.cpp's -ctk calls name ("q8_0"): 0, or -EINVAL (NULL, unknown). */
+int rf_kv_type_of_name(const char *name, uint32_t *out);
+
 /*
  * Bytes of n_elems elements of type (ggml_row_size): n_elems / block *
  * block bytes (q8_0: 34 bytes per 32 elements). Errors: -EINVAL (NULL out,
