@@ -208,6 +208,11 @@ struct rf_operation_request {
     bool has_cache_types;
     uint32_t type_k;
     uint32_t type_v;
+    /* The operation decodes in a context that exists (an embedder's, exec's): its KV cache
+       was allocated and cleared at its creation and is in the measured RSS, not growth; with
+       context_warm (it decoded before) its compute buffers and logits are resident too. */
+    bool in_context;
+    bool context_warm;
 };
 
 /*

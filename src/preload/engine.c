@@ -470,14 +470,15 @@ static void hook_submit(struct llama_context *ctx, int32_t n_tokens)
     while (m && m->starting)
         pthread_cond_wait(&exec_engine.start_cv, &exec_engine.table_mu);
     bool book = m && m->submits_bookkept <= m->clock.submits_closed;
+    bool first = book && !e->decoded; /* the context's first operation */
     if (book)
-        m->starting = true;
+        m->starting = e->decoded = true;
     pthread_mutex_unlock(&exec_engine.table_mu);
     if (!m)
         return;
     if (book) {
         if (pthread_mutex_trylock(&exec_engine.session_mu) == 0) {
-            exec_op_begin(m, n_tokens);
+            exec_op_begin(m, n_tokens, first);
             pthread_mutex_unlock(&exec_engine.session_mu);
         } else {
             book = false;

@@ -157,6 +157,7 @@ struct exec_engine {
         struct exec_model *m;
         uint32_t n_ctx;
         bool in_flight;
+        bool decoded; /* table_mu: an operation was admitted in it (its buffers touched) */
         struct forge_window_decoration *window; /* its params' decoration (streaming with
                                                    a read-ahead ring); NULL: none */
     } * ctxs;
@@ -203,8 +204,9 @@ void exec_prompt_families(struct exec_model *m, struct rf_prom *p, const char *c
 
 /* engine_ops.c, under session_mu unless said. */
 
-/* Opens the operation of m's submissions: admission, staging after an idle release, pins. */
-void exec_op_begin(struct exec_model *m, int32_t n_tokens);
+/* Opens the operation of m's submissions: admission, staging after an idle release, pins;
+   first: its context's first operation (its compute buffers not yet touched). */
+void exec_op_begin(struct exec_model *m, int32_t n_tokens, bool first);
 /* Ends the open operation with boundary b (-1: none, at exit), then writes the figures. */
 void exec_op_end(struct exec_model *m, int b);
 /* The idle boundary (alive: contexts kept), the operation ended, the figures written. */

@@ -67,3 +67,22 @@ void ses_estimate_runtime(uint64_t n_vocab, uint64_t n_embd,
             "the logits of one output (n_vocab floats) + 256 KiB per compute thread (stack, "
             "malloc arena, kernel stack)");
 }
+
+void ses_in_context(const struct rf_operation_request *request, struct rf_admission_input *in)
+{
+    if (!request->in_context)
+        return;
+    in->kv_cache = rf_admission_figure_of(0, RF_PROV_EXACT_MEASURED,
+                                          "the context's, allocated and cleared at its creation "
+                                          "(admitted then): inside the measured RSS, no growth");
+    if (!request->context_warm)
+        return;
+    in->graph_scratch = rf_admission_figure_of(
+        0, RF_PROV_EXACT_MEASURED,
+        "the context's compute buffers, touched by its earlier operations: inside the "
+        "measured RSS, no growth");
+    in->runtime = rf_admission_figure_of(
+        0, RF_PROV_EXACT_MEASURED,
+        "the context's logits and compute threads, there since its earlier operations: "
+        "inside the measured RSS, no growth");
+}

@@ -126,6 +126,7 @@ int rf_session_admit_result(struct rf_session *s, const struct rf_operation_requ
         in.file_working_set.source = "the weights were not classified (residency policy off)";
     ses_estimate_runtime((uint64_t)s->model.info.n_vocab, (uint64_t)s->model.info.n_embd, request,
                          s->p.n_threads, &in);
+    ses_in_context(request, &in);
     in.reclaimable.source = "the residency policy does not release";
     if (rf_policy_mutates(s->p.policy) && !in.locked.has) {
         in.reclaimable.source = "whether the model mapping is locked is not known (smaps Locked "
