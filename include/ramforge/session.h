@@ -203,6 +203,16 @@ struct rf_operation_request {
     uint32_t n_prompt;  /* tokens of the tokenized prompt; with n_ctx 0 and no prompt the
                            KV cache is unknown and so is the outcome */
     uint32_t n_predict; /* tokens to generate */
+    /* The cache's element types, ggml_type ids (llama_context_params.type_k and type_v: -ctk,
+       -ctv) used when has_cache_types; false: f16, llama.cpp's default. */
+    bool has_cache_types;
+    uint32_t type_k;
+    uint32_t type_v;
+    /* The operation decodes in a context that exists (an embedder's, exec's): its KV cache
+       was allocated and cleared at its creation and is in the measured RSS, not growth; with
+       context_warm (it decoded before) its compute buffers and logits are resident too. */
+    bool in_context;
+    bool context_warm;
 };
 
 /*
@@ -213,7 +223,8 @@ struct rf_operation_request {
  * not 0; unknown with the reason, never 0, when it cannot be read; a locked
  * mapping is never counted reclaimable), the KV cache of the request's
  * context cells padded like
- * llama.cpp (estimated from the hyperparameters, f16), the weights the
+ * llama.cpp (estimated from the hyperparameters, in the request's cache
+ * types, else f16), the weights the
  * graph reads from the file each token, what release could return now
  * (mutating policies only), the soft target and each cgroup's limit,
  * usage, memory.high and inactive file cache. The decision goes into the

@@ -87,9 +87,7 @@ static int hook_before_load(const char *path, const struct forge_exec_load *load
     const struct exec_config *c = &exec_engine.cfg;
     struct rf_session_params p = c->params;
     struct rf_admission_result *adm = NULL;
-    /* the context unknown before the load: its smallest (one padded block), a lower bound */
-    struct rf_operation_request req = {
-        .n_ctx = c->n_ctx, .n_prompt = !c->n_ctx, .n_predict = !c->n_ctx};
+    struct rf_operation_request req = c->load_request;
     char what[PATH_MAX + 16];
     char err[RF_ERR_MAX];
     bool decided = false;
@@ -423,14 +421,15 @@ static void hook_submit(struct llama_context *ctx, int32_t n_tokens)
     while (m && m->starting)
         pthread_cond_wait(&exec_engine.start_cv, &exec_engine.table_mu);
     bool book = m && m->submits_bookkept <= m->clock.submits_closed;
+    bool first = book && !e->decoded; /* the context's first operation */
     if (book)
-        m->starting = true;
+        m->starting = e->decoded = true;
     pthread_mutex_unlock(&exec_engine.table_mu);
     if (!m)
         return;
     if (book) {
         if (pthread_mutex_trylock(&exec_engine.session_mu) == 0) {
-            exec_op_begin(m, n_tokens);
+            exec_op_begin(m, n_tokens, first);
             pthread_mutex_unlock(&exec_engine.session_mu);
         } else {
             book = false;

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "ramforge/core/admission.h"
+#include "ramforge/core/kv_types.h"
 #include "ramforge/core/policy.h"
 #include "ramforge/session/host.h"
 #include "ramforge/session/session_ext.h"
@@ -32,13 +33,21 @@ int exec_context_admit(struct exec_model *m, const struct forge_exec_context *wa
     int n = snprintf(what, sizeof(what), "creating a context of %u tokens for %s", want->n_ctx,
                      m->path);
     if (want->n_seq_max > 1 && n > 0 && (size_t)n < sizeof(what))
-        snprintf(what + n, sizeof(what) - (size_t)n, " (%u sequences)", want->n_seq_max);
+        n += snprintf(what + n, sizeof(what) - (size_t)n, " (%u sequences)", want->n_seq_max);
+    const char *k = rf_kv_type_name(want->type_k), *v = rf_kv_type_name(want->type_v);
+    if ((want->type_k != RF_KV_TYPE_F16 || want->type_v != RF_KV_TYPE_F16) && n > 0 &&
+        (size_t)n < sizeof(what))
+        snprintf(what + n, sizeof(what) - (size_t)n, " (K cache %s, V cache %s)", k ? k : "?",
+                 v ? v : "?");
     struct rf_admission_result *adm = calloc(1, sizeof(*adm));
     if (!adm) {
         exec_engine.host->say("exec: warning: out of memory: no admission before %s", what);
         return 0; /* the program's own allocation fails next, or not: nothing to tell it */
     }
-    const struct rf_operation_request req = {.n_ctx = want->n_ctx};
+    const struct rf_operation_request req = {.n_ctx = want->n_ctx,
+                                             .has_cache_types = true,
+                                             .type_k = want->type_k,
+                                             .type_v = want->type_v};
     pthread_mutex_lock(&exec_engine.session_mu);
     int rc = want->n_ctx ? rf_session_admit_result(m->s, &req, adm) : -EINVAL;
     if (rc < 0) {

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ramforge/core/kv_types.h"
 #include "ramforge/core/policy.h"
 #include "ramforge/core/stream_window.h"
 
@@ -95,6 +96,14 @@ int exec_config_read(struct exec_config *c, char *why, size_t why_size)
     if ((rc = env_u64(EXEC_ENV_CTX, 16777216, &has, &x, why, why_size)) < 0)
         return rc;
     c->n_ctx = has ? (uint32_t)x : 0;
+    c->load_request = (struct rf_operation_request){
+        .n_ctx = c->n_ctx, .n_prompt = !c->n_ctx, .n_predict = !c->n_ctx, .has_cache_types = true};
+    if ((rc = env_u64(EXEC_ENV_CACHE_TYPE_K, UINT32_MAX, &has, &x, why, why_size)) < 0)
+        return rc;
+    c->load_request.type_k = has ? (uint32_t)x : RF_KV_TYPE_F16;
+    if ((rc = env_u64(EXEC_ENV_CACHE_TYPE_V, UINT32_MAX, &has, &x, why, why_size)) < 0)
+        return rc;
+    c->load_request.type_v = has ? (uint32_t)x : RF_KV_TYPE_F16;
     if ((rc = env_u64(EXEC_ENV_CACHE_RAM, UINT64_MAX / (1024 * 1024), &c->has_cache_ram,
                       &c->cache_ram_mib, why, why_size)) < 0)
         return rc;

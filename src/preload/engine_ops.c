@@ -39,16 +39,19 @@ static bool submitted_since(struct exec_model *m, uint64_t *submits)
     return since;
 }
 
-void exec_op_begin(struct exec_model *m, int32_t n_tokens)
+void exec_op_begin(struct exec_model *m, int32_t n_tokens, bool first)
 {
     const struct exec_config *c = &exec_engine.cfg;
     m->op_open = true;
     if (c->params.policy == RF_POLICY_OFF)
         return;
     struct rf_operation_start_params sp = {
-        /* the batch's cells alone: the context's KV cache was admitted at its creation and is
-           in the process's memory already (engine_admit.c) */
-        .request = {.n_prompt = n_tokens > 0 ? (uint32_t)n_tokens : 1, .n_predict = 1},
+        /* in the context: its KV cache was admitted at its creation and is in the process's
+           memory already (engine_admit.c), its compute buffers too after its first operation */
+        .request = {.n_prompt = n_tokens > 0 ? (uint32_t)n_tokens : 1,
+                    .n_predict = 1,
+                    .in_context = true,
+                    .context_warm = !first},
         .admit = c->params.admission_mode != RF_ADMISSION_OFF, /* recorded: a submission is
                                                                   never refused */
         .staging_budget_bytes = c->has_staging ? c->staging_bytes : 0,

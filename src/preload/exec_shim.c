@@ -31,10 +31,23 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ramforge/core/kv_types.h"
 #include "ramforge/preload/forge_exec.h"
 #include "ramforge/sys/elf_info.h"
 
 #include "llama.h"
+
+/* core's cache types are ggml's ids (the context's type_k/type_v reach admission as they are) */
+_Static_assert((int)RF_KV_TYPE_F32 == (int)GGML_TYPE_F32 &&
+                   (int)RF_KV_TYPE_F16 == (int)GGML_TYPE_F16 &&
+                   (int)RF_KV_TYPE_BF16 == (int)GGML_TYPE_BF16 &&
+                   (int)RF_KV_TYPE_Q8_0 == (int)GGML_TYPE_Q8_0 &&
+                   (int)RF_KV_TYPE_Q4_0 == (int)GGML_TYPE_Q4_0 &&
+                   (int)RF_KV_TYPE_Q4_1 == (int)GGML_TYPE_Q4_1 &&
+                   (int)RF_KV_TYPE_Q5_0 == (int)GGML_TYPE_Q5_0 &&
+                   (int)RF_KV_TYPE_Q5_1 == (int)GGML_TYPE_Q5_1 &&
+                   (int)RF_KV_TYPE_IQ4_NL == (int)GGML_TYPE_IQ4_NL,
+               "ramforge/core/kv_types.h: a cache type's id is not ggml's");
 
 /* RAMFORGE_LLAMA_VERSION, _SONAME and _BUILD_ID: the build recorded by CMake (llama_build.c's). */
 #define ENGINE_NAME "libramforge-exec.so"
@@ -211,7 +224,9 @@ SHIM_API struct llama_context *llama_init_from_model(struct llama_model *model,
         const struct forge_exec_context want = {
             .n_ctx = params.n_ctx || !model ? params.n_ctx
                                             : (uint32_t)REAL(llama_model_n_ctx_train)(model),
-            .n_seq_max = params.n_seq_max};
+            .n_seq_max = params.n_seq_max,
+            .type_k = (uint32_t)params.type_k,
+            .type_v = (uint32_t)params.type_v};
         if (h->context_admit(model, &want) < 0) {
             leave();
             return NULL; /* refused before its KV cache exists (the engine said why) */

@@ -54,6 +54,9 @@
 #define EXEC_ENV_METRICS "RAMFORGE_EXEC_METRICS_FILE"         /* path; %p: the pid */
 #define EXEC_ENV_VERBOSE "RAMFORGE_EXEC_VERBOSE"              /* 1: a line per boundary */
 #define EXEC_ENV_SPOOL "RAMFORGE_EXEC_METRICS_SPOOL" /* path; %p: the pid (exec's parent) */
+/* ggml_type ids of the program's KV cache (its -ctk, -ctv); absent: f16 */
+#define EXEC_ENV_CACHE_TYPE_K "RAMFORGE_EXEC_CACHE_TYPE_K"
+#define EXEC_ENV_CACHE_TYPE_V "RAMFORGE_EXEC_CACHE_TYPE_V"
 /* llama-server's --cache-ram, MiB; absent: no bound known */
 #define EXEC_ENV_CACHE_RAM "RAMFORGE_EXEC_CACHE_RAM_MIB"
 
@@ -72,6 +75,9 @@ struct exec_config {
     char metrics[PATH_MAX];   /* "" : none; %p expanded */
     char spool[PATH_MAX];     /* the metrics again, for exec's parent; "" : none; %p expanded */
     bool verbose;
+    /* what admission before the load counts: n_ctx, the program's cache types (f16 unless it
+       said); the context unknown, its smallest (one padded block), a lower bound */
+    struct rf_operation_request load_request;
 };
 
 /*
@@ -151,6 +157,7 @@ struct exec_engine {
         struct exec_model *m;
         uint32_t n_ctx;
         bool in_flight;
+        bool decoded; /* table_mu: an operation was admitted in it (its buffers touched) */
         struct forge_window_decoration *window; /* its params' decoration (streaming with
                                                    a read-ahead ring); NULL: none */
     } * ctxs;
@@ -200,8 +207,9 @@ void exec_prompt_families(struct exec_model *m, struct rf_prom *p, const char *c
 
 /* engine_ops.c, under session_mu unless said. */
 
-/* Opens the operation of m's submissions: admission, staging after an idle release, pins. */
-void exec_op_begin(struct exec_model *m, int32_t n_tokens);
+/* Opens the operation of m's submissions: admission, staging after an idle release, pins;
+   first: its context's first operation (its compute buffers not yet touched). */
+void exec_op_begin(struct exec_model *m, int32_t n_tokens, bool first);
 /* Ends the open operation with boundary b (-1: none, at exit), then writes the figures. */
 void exec_op_end(struct exec_model *m, int b);
 /* The idle boundary (alive: contexts kept), the operation ended, the figures written. */

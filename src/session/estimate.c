@@ -9,6 +9,7 @@
 
 #include "ramforge/core/admission.h"
 #include "ramforge/core/experts.h"
+#include "ramforge/core/kv_types.h"
 
 int ses_token_read(const struct rf_inventory *inv, const struct forge_model_info *info,
                    uint64_t *out, struct rf_admission_experts *x)
@@ -32,14 +33,16 @@ int ses_token_read(const struct rf_inventory *inv, const struct forge_model_info
     return rc;
 }
 
-/* KV cache bytes estimated from the hyperparameters: K and V, f16, n_ctx cells. */
-bool ses_estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uint64_t *out)
+/* KV cache bytes estimated from the hyperparameters: K and V in type_k/type_v, n_ctx cells. */
+bool ses_estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uint32_t type_k,
+                     uint32_t type_v, uint64_t *out)
 {
     if (info->n_head <= 0 || info->n_head_kv <= 0 || info->n_layer <= 0 || info->n_embd <= 0)
         return false;
     uint64_t n_embd_kv =
         (uint64_t)info->n_embd / (uint64_t)info->n_head * (uint64_t)info->n_head_kv;
-    return rf_admission_kv_bytes((uint64_t)info->n_layer, n_ctx, n_embd_kv, n_embd_kv, 2, out) == 0;
+    return rf_kv_cache_bytes((uint64_t)info->n_layer, n_ctx, n_embd_kv, n_embd_kv, type_k, type_v,
+                             out) == 0;
 }
 
 /*
@@ -69,4 +72,23 @@ void ses_estimate_runtime(uint64_t n_vocab, uint64_t n_embd,
             runtime, RF_PROV_ESTIMATED,
             "the logits of one output (n_vocab floats) + 256 KiB per compute thread (stack, "
             "malloc arena, kernel stack)");
+}
+
+void ses_in_context(const struct rf_operation_request *request, struct rf_admission_input *in)
+{
+    if (!request->in_context)
+        return;
+    in->kv_cache = rf_admission_figure_of(0, RF_PROV_EXACT_MEASURED,
+                                          "the context's, allocated and cleared at its creation "
+                                          "(admitted then): inside the measured RSS, no growth");
+    if (!request->context_warm)
+        return;
+    in->graph_scratch = rf_admission_figure_of(
+        0, RF_PROV_EXACT_MEASURED,
+        "the context's compute buffers, touched by its earlier operations: inside the "
+        "measured RSS, no growth");
+    in->runtime = rf_admission_figure_of(
+        0, RF_PROV_EXACT_MEASURED,
+        "the context's logits and compute threads, there since its earlier operations: "
+        "inside the measured RSS, no growth");
 }

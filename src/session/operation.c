@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ramforge/core/kv_types.h"
 #include "ramforge/core/policy.h"
 #include "ramforge/error.h"
 
@@ -331,7 +332,8 @@ static void fill_native_ledger(struct rf_session *s)
     }
     /* Another libllama than the build ramforge was compiled against: that is the reason. */
     const char *mismatch = s->m ? forge_llama_mismatch() : NULL;
-    if (op->kv_n_ctx && ses_estimate_kv(&s->model.info, op->kv_n_ctx, &kv))
+    if (op->kv_n_ctx &&
+        ses_estimate_kv(&s->model.info, op->kv_n_ctx, RF_KV_TYPE_F16, RF_KV_TYPE_F16, &kv))
         rf_ledger_set(&op->ledger, RF_LEDGER_KV_CACHE, kv, RF_PROV_ESTIMATED,
                       "model hyperparameters x context size (f16 K and V)",
                       mismatch ? mismatch

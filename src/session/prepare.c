@@ -14,6 +14,7 @@
 
 #include "ramforge/core/admission.h"
 #include "ramforge/core/fs_profile.h"
+#include "ramforge/core/kv_types.h"
 #include "ramforge/core/policy.h"
 #include "ramforge/core/streaming.h"
 #include "ramforge/error.h"
@@ -93,9 +94,14 @@ int rf_session_admit_result(struct rf_session *s, const struct rf_operation_requ
     in.file_in_memory = rf_fs_in_memory_reason(s->model.info.fs_magic);
     if (rf_admission_ctx_cells(request->n_ctx, request->n_prompt, request->n_predict,
                                RF_KV_CELL_PAD, &cells) == 0 &&
-        ses_estimate_kv(&s->model.info, cells, &kv))
-        in.kv_cache = rf_admission_figure_of(kv, RF_PROV_ESTIMATED,
-                                             "hyperparameters x padded context cells (f16 K, V)");
+        ses_estimate_kv(&s->model.info, cells,
+                        request->has_cache_types ? request->type_k : RF_KV_TYPE_F16,
+                        request->has_cache_types ? request->type_v : RF_KV_TYPE_F16, &kv))
+        in.kv_cache = rf_admission_figure_of(
+            kv, RF_PROV_ESTIMATED,
+            request->has_cache_types
+                ? "hyperparameters x padded context cells (K, V in the context's cache types)"
+                : "hyperparameters x padded context cells (f16 K, V)");
     /*
      * The probe saw what the graph reads (native logical); placement knows
      * only which weights the model reads from the mapping rather than a
@@ -122,6 +128,7 @@ int rf_session_admit_result(struct rf_session *s, const struct rf_operation_requ
         in.experts.routing = &s->persist.prof.routing;
     ses_estimate_runtime((uint64_t)s->model.info.n_vocab, (uint64_t)s->model.info.n_embd, request,
                          s->p.n_threads, &in);
+    ses_in_context(request, &in);
     in.reclaimable.source = "the residency policy does not release";
     if (rf_policy_mutates(s->p.policy) && !in.locked.has) {
         in.reclaimable.source = "whether the model mapping is locked is not known (smaps Locked "
@@ -327,9 +334,14 @@ static int preload_decide(const char *path, bool use_extra_bufts, struct rf_sess
     if (n_embd_kv && est.n_layer &&
         rf_admission_ctx_cells(request->n_ctx, request->n_prompt, request->n_predict,
                                RF_KV_CELL_PAD, &cells) == 0 &&
-        rf_admission_kv_bytes(est.n_layer, cells, n_embd_kv, n_embd_kv, 2, &kv) == 0)
-        in.kv_cache = rf_admission_figure_of(kv, RF_PROV_ESTIMATED,
-                                             "GGUF hyperparameters x padded context cells (f16)");
+        rf_kv_cache_bytes(est.n_layer, cells, n_embd_kv, n_embd_kv,
+                          request->has_cache_types ? request->type_k : RF_KV_TYPE_F16,
+                          request->has_cache_types ? request->type_v : RF_KV_TYPE_F16, &kv) == 0)
+        in.kv_cache = rf_admission_figure_of(
+            kv, RF_PROV_ESTIMATED,
+            request->has_cache_types
+                ? "GGUF hyperparameters x padded context cells (the program's cache types)"
+                : "GGUF hyperparameters x padded context cells (f16)");
     in.mlock_requested = params.mlock_requested;
     in.streaming = params.policy == RF_POLICY_STREAMING;
     uint64_t magic;

@@ -340,7 +340,11 @@ uint32_t *ses_profile_stage_order(struct rf_session *s, size_t *n);
 /* smaps Locked of the model mappings read now (stream.c); false: unknown (not read). */
 bool ses_mapping_locked(struct rf_session *s, uint64_t *out);
 
-bool ses_estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uint64_t *out);
+/* An operation in a context that exists (request->in_context): the KV cache not growth, nor
+   (context_warm) its compute buffers and runtime: in's figures 0, measured inside the RSS. */
+void ses_in_context(const struct rf_operation_request *request, struct rf_admission_input *in);
+bool ses_estimate_kv(const struct forge_model_info *info, uint64_t n_ctx, uint32_t type_k,
+                     uint32_t type_v, uint64_t *out);
 
 /*
  * The bytes of file pages one token reads (admission's file working set):

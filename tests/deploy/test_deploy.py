@@ -44,7 +44,8 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-from e2e_util import ModelCtx, Skip, asan_build, check, ended_by_sigterm, run_main  # noqa: E402
+from e2e_util import (ModelCtx, Skip, asan_build, check, ended_by_sigterm,  # noqa: E402
+                      memory_cgroup_v1, memory_child_cgroup, run_main)
 
 SOURCE = os.path.normpath(os.path.join(HERE, "..", ".."))
 DEPLOY = os.path.join(SOURCE, "docs", "deploy")
@@ -95,17 +96,41 @@ def option_port(argv, opt):
     return int(argv[argv.index(opt) + 1].rsplit(":", 1)[-1])
 
 
-def exec_here(c, argv, model):
-    """Runs a `ramforge exec ... -- llama-server ...` command here (see the module's text)."""
+def cache_ram_line(text):
+    """The MiB of exec's "llama-server's --cache-ram set to N MiB" line in text, or None."""
+    m = re.search(r"^ramforge: exec: llama-server's --cache-ram set to (\d+) MiB", text, re.M)
+    return int(m.group(1)) if m else None
+
+
+def exec_here(c, argv, model, limit):
+    """Runs a `ramforge exec ... -- llama-server ...` command here (see the module's text), in
+    a child memory cgroup of the unit's or the pod's limit where there is one: the file passes
+    no --cache-ram, so exec sizes llama-server's prompt cache to the room (its one line; the
+    environment llama-server got says the same figure)."""
+    for opt in ("--cache-ram", "-cram", "--keep-cache-ram"):
+        check(opt not in argv, f"{opt} in {argv}: exec's cache sizing is not used")
+    try:
+        memory_cgroup_v1()
+    except Skip as e:
+        print(f"SKIP part: the command runs without its limit ({e})")
+        return exec_started(c, argv, model, None)
+    with memory_child_cgroup("ramforge-deploy", limit) as enter:
+        text = exec_started(c, argv, model, enter)
+    check(text is None or cache_ram_line(text) is not None and 0 < cache_ram_line(text) < 8192,
+          f"exec did not size --cache-ram under {limit} bytes: {text[-800:]!r}")
+
+
+def exec_started(c, argv, model, enter):
+    """exec_here's run (enter: a preexec_fn into the limit's cgroup, or None); its stderr."""
     server = llama_server()
     if not server:
         print("SKIP part: no llama-server in the pinned llama.cpp's prefix: "
               f"{' '.join(argv[:3])} ... is not run")
-        return
+        return None
     if asan_build(c.rf):
         print("SKIP part: an AddressSanitizer build cannot be preloaded into "
               f"llama-server (make asan): {' '.join(argv[:3])} ... is not run")
-        return
+        return None
     argv = [a.replace("/models/model.gguf", model) for a in argv]
     check(IMAGE_LLAMA_SERVER in argv, f"llama-server is not {IMAGE_LLAMA_SERVER}: {argv}")
     argv[argv.index(IMAGE_LLAMA_SERVER)] = server
@@ -114,8 +139,9 @@ def exec_here(c, argv, model):
     argv[argv.index("--port") + 1] = str(lport)
     argv[argv.index("--metrics-listen") + 1] = f"127.0.0.1:{mport}"
     err = open(c.path("exec-here.err"), "w+")
+    env = {k: v for k, v in os.environ.items() if k != "LLAMA_ARG_CACHE_RAM"}
     proc = subprocess.Popen([c.rf, *argv[1:]], stdout=subprocess.DEVNULL, stderr=err,
-                            env=dict(os.environ, TMPDIR=c.tmp))
+                            env=dict(env, TMPDIR=c.tmp), preexec_fn=enter)
     with ended_by_sigterm(proc, "exec"):
         deadline = time.monotonic() + 120
         while http_text(f"http://127.0.0.1:{lport}/health") is None:
@@ -128,12 +154,23 @@ def exec_here(c, argv, model):
         for name in ("ramforge_ledger_bytes{", "ramforge_live_mapping_rss_bytes{",
                      "ramforge_exec_contexts_alive{"):
             check(name in body, f"exec --metrics-listen lacks {name}: {body[:300]!r}")
+        if enter:
+            with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+                kid = f.read().split()[0]
+            with open(f"/proc/{kid}/environ", "rb") as f:
+                given = [v for v in f.read().split(b"\0") if v.startswith(b"LLAMA_ARG_CACHE_RAM=")]
     err.seek(0)
     text = err.read()
     err.close()
     left = [n for n in os.listdir(c.tmp) if n.startswith("rf-exec-metrics-")]
-    check(not left and "ramforge:" not in text, f"spool {left}, stderr {text[-800:]!r}")
-    print(f"ran here: {' '.join(argv[1:4])} ... -- llama-server (both /metrics read)")
+    said = [ln for ln in text.splitlines() if ln.startswith("ramforge:")]
+    # under the limit: one line, exec's --cache-ram, and llama-server got that figure
+    check(not left and len(said) == (1 if enter else 0) and
+          (not enter or given == [b"LLAMA_ARG_CACHE_RAM=%d" % (cache_ram_line(said[0]) or -1)]),
+          f"spool {left}, stderr {text[-800:]!r}")
+    print(f"ran here: {' '.join(argv[1:4])} ... -- llama-server (both /metrics read)"
+          + (f", --cache-ram {cache_ram_line(text)} MiB" if enter else ""))
+    return text
 
 
 def case_units(c):
@@ -170,7 +207,7 @@ def case_units(c):
         c.run(*pre[1:], "--memory-limit", "8Mi", check_rc=1)
         start = shlex.split(unit_value(text, "ExecStart").replace("${MODEL}", model))
         if start[1] == "exec":
-            exec_here(c, start, model)
+            exec_here(c, start, model, limit)
 
 
 def pods():
@@ -244,7 +281,7 @@ def case_pod(c):
             serve_here(c, cmd)
         else:
             check(cmd[1] == "exec" and cmd[cmd.index("--") + 1] == IMAGE_LLAMA_SERVER, f"{cmd}")
-            exec_here(c, cmd, model)
+            exec_here(c, cmd, model, limit)
 
 
 def case_dockerfile(c):

@@ -258,6 +258,45 @@ static void test_thirteen_samples_one_operation(void **state)
     rf_session_free(s);
 }
 
+static const struct rf_admission_record *record(const struct rf_admission_result *a,
+                                                const char *name)
+{
+    for (size_t i = 0; i < a->n_records; i++)
+        if (strcmp(a->records[i].name, name) == 0)
+            return &a->records[i];
+    fail_msg("no %s record", name);
+    return NULL;
+}
+
+/* An operation in a context that exists (exec's llama-server) counts its KV cache, and once
+   the context decoded its compute buffers, as measured inside the RSS, not as growth again
+   (the old session added the KV cache and the scratch estimate to the RSS that held them). */
+static void test_admission_in_context(void **state)
+{
+    (void)state;
+    struct fake f = {
+        .nat.resident_bytes = TENSOR_BYTES, .drop_num = 1, .drop_den = 1, .refuse_range = -1};
+    struct rf_session *s = start(&f, memory_bound(64 * TENSOR_BYTES));
+    struct rf_operation_request req = {.n_prompt = 10, .n_predict = 1};
+    struct rf_admission_result *adm = calloc(1, sizeof(*adm));
+    assert_non_null(adm);
+    assert_int_equal(rf_session_admit_result(s, &req, adm), 0);
+    assert_true(record(adm, "kv_cache")->has && record(adm, "kv_cache")->bytes > 0);
+    uint64_t growth = adm->growth_bytes;
+    req.in_context = true;
+    assert_int_equal(rf_session_admit_result(s, &req, adm), 0);
+    assert_true(record(adm, "kv_cache")->has);
+    assert_int_equal(record(adm, "kv_cache")->bytes, 0);
+    assert_non_null(strstr(record(adm, "kv_cache")->source, "creation"));
+    assert_true(adm->growth_bytes < growth);
+    req.context_warm = true;
+    assert_int_equal(rf_session_admit_result(s, &req, adm), 0);
+    assert_true(record(adm, "graph_scratch")->has && record(adm, "runtime")->has);
+    assert_int_equal(record(adm, "graph_scratch")->bytes + record(adm, "runtime")->bytes, 0);
+    free(adm);
+    rf_session_free(s);
+}
+
 /* Operation 2's report holds its own samples; the session report holds all of them. */
 static void test_operations_have_their_own_reports(void **state)
 {
@@ -957,6 +996,7 @@ int main(void)
         cmocka_unit_test(test_admission_locked_read_or_unknown),
         cmocka_unit_test(test_thirteen_samples_one_operation),
         cmocka_unit_test(test_operations_have_their_own_reports),
+        cmocka_unit_test(test_admission_in_context),
         cmocka_unit_test(test_idle_alive_boundary),
         cmocka_unit_test(test_busy_gate),
         cmocka_unit_test(test_refused_range),

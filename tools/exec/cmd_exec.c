@@ -42,6 +42,8 @@ struct exec_options {
     bool keep_cache_ram;     /* --keep-cache-ram: llama-server's --cache-ram not sized */
     bool has_cache_ram;      /* PROGRAM is llama-server with a prompt-cache bound: */
     long long cache_ram_mib; /* its --cache-ram, MiB */
+    /* PROGRAM's KV cache types (-ctk, -ctv), if it said */
+    struct rf_operation_request kv;
 };
 
 enum {
@@ -218,6 +220,8 @@ static bool set_environment(const struct exec_options *o, const char *preload, c
     rc |= set_u64("RAMFORGE_EXEC_STAGING_BYTES", s->has_staging, s->staging_budget);
     rc |= set_u64("RAMFORGE_EXEC_IDLE_SECONDS", o->idle_seconds > 0, (uint64_t)o->idle_seconds);
     rc |= set_u64("RAMFORGE_EXEC_CTX_SIZE", s->n_ctx > 0, (uint64_t)s->n_ctx);
+    rc |= set_u64("RAMFORGE_EXEC_CACHE_TYPE_K", o->kv.has_cache_types, o->kv.type_k);
+    rc |= set_u64("RAMFORGE_EXEC_CACHE_TYPE_V", o->kv.has_cache_types, o->kv.type_v);
     rc |= set_u64("RAMFORGE_EXEC_HISTORY", o->history > 0, (uint64_t)o->history);
     rc |= set_u64("RAMFORGE_EXEC_CACHE_RAM_MIB", o->has_cache_ram, (uint64_t)o->cache_ram_mib);
     rc |= set_u64("RAMFORGE_EXEC_BUDGET_QUIET_MS", o->budget_quiet_ms > 0,
@@ -320,6 +324,7 @@ int cmd_exec(int argc, char **argv)
     session_options_warn_release_mode(&o.sess);
     if (!o.sess.n_ctx) /* llama-server's own -c: admission before the load counts it */
         o.sess.n_ctx = exec_program_ctx_size(argc - end - 1, argv + end + 1);
+    exec_program_cache_types(argc - end - 1, argv + end + 1, &o.kv);
     o.has_cache_ram = exec_program_cache_ram(argc - end - 1, argv + end + 1, &o.cache_ram_mib);
     exec_cache_fit(argc - end - 1, argv + end + 1, &o.sess, o.keep_cache_ram, &o.has_cache_ram,
                    &o.cache_ram_mib);

@@ -46,6 +46,14 @@ const char *exec_program_arg(int argc, char **argv, const char *shrt, const char
 long long exec_program_ctx_size(int argc, char **argv);
 
 /*
+ * The KV cache's types PROGRAM's own arguments ask for (llama-server's and llama-cli's
+ * -ctk/--cache-type-k and -ctv/--cache-type-v, or LLAMA_ARG_CACHE_TYPE_K/V; f16 where one
+ * is not given) into req's has_cache_types, type_k and type_v; left unset for another
+ * program, or a type exec does not know (llama.cpp says what it thinks of it).
+ */
+void exec_program_cache_types(int argc, char **argv, struct rf_operation_request *req);
+
+/*
  * llama-server's prompt-cache bound (-cram/--cache-ram N MiB, LLAMA_ARG_CACHE_RAM, default
  * 8192) into *mib: true when PROGRAM is llama-server and the bound is one (N >= 0; 0: the
  * cache off); false for another program, -1 (no limit) or a value llama.cpp would refuse.

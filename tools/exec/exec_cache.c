@@ -26,13 +26,14 @@
 #define EXEC_CACHE_MARGIN_BYTES(l) ((l) / 8 > 16 * MIB ? (l) / 8 : 16 * MIB)
 
 /*
- * The room under the binding limit after the load and the context of path (n_ctx 0: the
- * model's training context) into *room and that limit into *limit; false: no limit binds,
- * the load cannot fit at all, or the header cannot be read (the preload says each at the
- * load).
+ * The room under the binding limit after the load and the context of path (req's n_ctx 0:
+ * the model's training context; its cache types) into *room and that limit into *limit; false: no
+ * limit binds, the load cannot fit at all, or the header cannot be read (the preload says each at
+ * the load).
  */
-static bool room_of(const char *path, long long n_ctx, const struct session_options *s,
-                    uint64_t *room, uint64_t *limit, uint32_t *ctx_used)
+static bool room_of(const char *path, struct rf_operation_request req,
+                    const struct session_options *s, uint64_t *room, uint64_t *limit,
+                    uint32_t *ctx_used)
 {
     struct forge_gguf_estimate est;
     char err[FORGE_ERR_MAX];
@@ -40,7 +41,8 @@ static bool room_of(const char *path, long long n_ctx, const struct session_opti
     bool ok = false;
     if (!adm || forge_gguf_estimate(path, true, &est, err) < 0)
         goto out;
-    struct rf_operation_request req = {.n_ctx = n_ctx > 0 ? (uint32_t)n_ctx : est.n_ctx_train};
+    if (!req.n_ctx)
+        req.n_ctx = est.n_ctx_train;
     if (!req.n_ctx || rf_session_fit_check(path, true, rf_session_default_params(), &req,
                                            s->has_memory_limit, s->memory_limit, adm, err) < 0)
         goto out;
@@ -66,9 +68,10 @@ void exec_cache_fit(int argc, char **argv, const struct session_options *s, bool
     if (argc < 1 || !exec_program_is(argv[0], "llama-server"))
         return;
     bool given = exec_program_arg(argc, argv, "-cram", "--cache-ram", "LLAMA_ARG_CACHE_RAM");
+    struct rf_operation_request req = {.n_ctx = (uint32_t)exec_program_ctx_size(argc, argv)};
+    exec_program_cache_types(argc, argv, &req);
     const char *model = exec_program_arg(argc, argv, "-m", "--model", "LLAMA_ARG_MODEL");
-    if ((keep && !given) || !model ||
-        !room_of(model, exec_program_ctx_size(argc, argv), s, &room, &limit, &n_ctx))
+    if ((keep && !given) || !model || !room_of(model, req, s, &room, &limit, &n_ctx))
         return;
     uint64_t fit = rf_prompt_cache_fit_mib(room, EXEC_CACHE_MARGIN_BYTES(limit), UINT64_MAX / MIB);
     if (given) {

@@ -46,6 +46,8 @@ struct forge_exec_context {
     uint32_t n_ctx;     /* cells llama.cpp will size the KV cache for: the asked n_ctx, or the
                            model's training context when 0 (llama-server's default) */
     uint32_t n_seq_max; /* params.n_seq_max (llama-server's --parallel) */
+    uint32_t type_k;    /* params.type_k: the K cache's ggml_type (-ctk; f16 by default) */
+    uint32_t type_v;    /* params.type_v: the V cache's ggml_type (-ctv) */
 };
 
 /*
