@@ -116,7 +116,9 @@ def exec_here(c, argv, model, limit):
         return exec_started(c, argv, model, None)
     with memory_child_cgroup("ramforge-deploy", limit) as enter:
         text = exec_started(c, argv, model, enter)
-    check(text is None or cache_ram_line(text) is not None and 0 < cache_ram_line(text) < 8192,
+    if text is None:  # not run (an ASan build: said)
+        return None
+    check(cache_ram_line(text) is not None and 0 < cache_ram_line(text) < 8192,
           f"exec did not size --cache-ram under {limit} bytes: {text[-800:]!r}")
 
 

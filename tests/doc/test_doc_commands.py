@@ -180,12 +180,19 @@ def run_page(c, page):
     ports = {p: free_port() for p in PORTS}
     script, ran, skipped = ["set +e", "exec 3>status"], [], []
     server_skipped = None  # the line of a server (&) not started: what talks to it waits too
+    writes = {}  # a file a server not started would have written (a report): its line
     for line, command in commands:
         why = skip_reason(c, command)
         if not why and server_skipped:
             why = f"talks to the server of line {server_skipped}, not started"
+        read = next((f for f in writes if re.search(rf"(^|[\s/]){re.escape(f)}\b", command)), None)
+        if not why and read:
+            why = f"reads {read}, which the server of line {writes[read]} (not started) writes"
         if re.search(r"[^&]&$", command):
             server_skipped = line if why else None
+            if why:
+                writes.update((os.path.basename(f), line)
+                              for f in re.findall(r"[\w./-]+\.(?:json|prom)\b", command))
         if command == "kill $!":
             server_skipped = None
         if why:
