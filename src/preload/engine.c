@@ -408,6 +408,22 @@ static void hook_context_freed(void *freeing)
    hook_submitted: one llama_decode call). */
 static __thread struct forge_window_decoration *submitting_window;
 
+/* Takes mu within ns nanoseconds; false when it stays held that long. */
+static bool lock_within(pthread_mutex_t *mu, uint64_t ns)
+{
+    uint64_t now = rf_now_ns();
+    struct timespec until = rf_deadline_realtime(now + ns, now);
+    return pthread_mutex_timedlock(mu, &until) == 0;
+}
+
+/*
+ * How long a submission that starts an operation waits for the session: a boundary that
+ * holds it (an idle release and its figures: milliseconds) ends first, so the operation's
+ * staging, pins and window are in place for the decode. Past this bound the decode runs
+ * outside an operation and the next submission starts it.
+ */
+#define START_LOCK_NS (1000ull * 1000000ull)
+
 static void hook_submit(struct llama_context *ctx, int32_t n_tokens)
 {
     settle(ctx); /* a second submission on a context: the first completes before it */
@@ -417,7 +433,7 @@ static void hook_submit(struct llama_context *ctx, int32_t n_tokens)
     submitting_window = e ? e->window : NULL;
     uint64_t t0 = rf_now_ns();
     /* another submission starting the operation: wait for its pins and window, then decode in
-       it (a boundary running is not waited for: below) */
+       it (a boundary running is waited for, within START_LOCK_NS: below) */
     while (m && m->starting)
         pthread_cond_wait(&exec_engine.start_cv, &exec_engine.table_mu);
     bool book = m && m->submits_bookkept <= m->clock.submits_closed;
@@ -428,7 +444,7 @@ static void hook_submit(struct llama_context *ctx, int32_t n_tokens)
     if (!m)
         return;
     if (book) {
-        if (pthread_mutex_trylock(&exec_engine.session_mu) == 0) {
+        if (lock_within(&exec_engine.session_mu, START_LOCK_NS)) {
             exec_op_begin(m, n_tokens, first);
             pthread_mutex_unlock(&exec_engine.session_mu);
         } else {
@@ -523,9 +539,7 @@ static const struct forge_exec_hooks hooks = {
 #define EXIT_LOCK_NS (5ull * 1000000000ull)
 static bool exit_lock(pthread_mutex_t *mu)
 {
-    uint64_t now = rf_now_ns();
-    struct timespec until = rf_deadline_realtime(now + EXIT_LOCK_NS, now);
-    return pthread_mutex_timedlock(mu, &until) == 0;
+    return lock_within(mu, EXIT_LOCK_NS);
 }
 
 __attribute__((destructor)) static void engine_exit(void)
