@@ -279,7 +279,8 @@ def case_prompt_cache_kill(c):
     bench = os.path.join(HERE, "..", "..", "bench", "prompt_cache.py")
     p = subprocess.run([sys.executable, bench, "--ramforge", c.rf, "--llama-server",
                         LLAMA_SERVER, "-m", c.model("small"), "--limit", "64Mi", "--prompts",
-                        "28", "--words", "150", "-c", "1024", "--json", out],
+                        "28", "--words", "150", "-c", "1024", "--modes", "bare,exec",
+                        "--json", out],
                        capture_output=True, text=True, timeout=560)
     print(p.stdout)
     check(p.returncode == 0, f"the bench: exit {p.returncode}: {p.stderr[-1500:]}")
