@@ -219,14 +219,14 @@ SHIM_API struct llama_context *llama_init_from_model(struct llama_model *model,
                                                      struct llama_context_params params)
 {
     const struct forge_exec_hooks *h = enter();
+    /* llama.cpp's n_ctx 0: the model's training context (llama-server's default) */
+    const struct forge_exec_context want = {
+        .n_ctx = params.n_ctx || !model || !h ? params.n_ctx
+                                              : (uint32_t)REAL(llama_model_n_ctx_train)(model),
+        .n_seq_max = params.n_seq_max,
+        .type_k = (uint32_t)params.type_k,
+        .type_v = (uint32_t)params.type_v};
     if (h) {
-        /* llama.cpp's n_ctx 0: the model's training context (llama-server's default) */
-        const struct forge_exec_context want = {
-            .n_ctx = params.n_ctx || !model ? params.n_ctx
-                                            : (uint32_t)REAL(llama_model_n_ctx_train)(model),
-            .n_seq_max = params.n_seq_max,
-            .type_k = (uint32_t)params.type_k,
-            .type_v = (uint32_t)params.type_v};
         if (h->context_admit(model, &want) < 0) {
             leave();
             return NULL; /* refused before its KV cache exists (the engine said why) */
@@ -239,7 +239,7 @@ SHIM_API struct llama_context *llama_init_from_model(struct llama_model *model,
     }
     struct llama_context *ctx = REAL(llama_init_from_model)(model, params);
     if (h) {
-        if (h->context_created(model, ctx, params.n_ctx, token) < 0 && ctx) {
+        if (h->context_created(model, ctx, params.n_ctx, &want, token) < 0 && ctx) {
             REAL(llama_free)(ctx); /* it would decode without a lease: not created */
             ctx = NULL;
         }

@@ -87,6 +87,16 @@ struct exec_config {
 int exec_config_read(struct exec_config *out, char *why, size_t why_size);
 
 /* One model the program loaded, and its session. */
+/* The contexts an operation ran in, summed for its ledger (engine_memory.c). */
+struct exec_ctx_figures {
+    uint64_t n_contexts;
+    uint64_t n_ctx;                         /* their cells */
+    uint32_t type_k, type_v;                /* their cache types (the last one's) */
+    bool mixed_types;                       /* not all of one K and V type */
+    bool no_breakdown;                      /* llama's memory breakdown did not answer for one */
+    uint64_t kv_cache_bytes, compute_bytes; /* the breakdown's sums, bytes */
+};
+
 struct exec_model {
     struct llama_model *model; /* the program's; NULL: a free slot */
     struct rf_session *s;      /* session_mu */
@@ -126,8 +136,9 @@ struct exec_model {
     bool cache_seen;              /* a state was saved or restored: cache below initialized */
     struct rf_prompt_cache cache; /* llama-server's host prompt cache, modelled */
     bool has_anon_base;
-    uint64_t anon_base_bytes; /* RssAnon before the first save, bytes */
-    uint64_t partial_states;  /* partial states (checkpoints) saved or restored */
+    uint64_t anon_base_bytes;          /* RssAnon before the first save, bytes */
+    uint64_t partial_states;           /* partial states (checkpoints) saved or restored */
+    struct exec_ctx_figures ctxs_gone; /* table_mu: contexts freed in the open operation */
     /* watch --budget's releases through the control channel (engine_control.c) and the
        wake after each: the first submission after a release timed from its start (the
        gate and bookkeeping included) to its completion observed (the first token's logits) */
@@ -156,6 +167,7 @@ struct exec_engine {
         struct llama_context *ctx;
         struct exec_model *m;
         uint32_t n_ctx;
+        uint32_t type_k, type_v; /* its cache types (ggml_type ids, -ctk/-ctv) */
         bool in_flight;
         bool decoded; /* table_mu: an operation was admitted in it (its buffers touched) */
         struct forge_window_decoration *window; /* its params' decoration (streaming with
@@ -205,11 +217,20 @@ void exec_prompt_push(struct exec_model *m);
 struct rf_prom;
 void exec_prompt_families(struct exec_model *m, struct rf_prom *p, const char *canon);
 
+/* engine_memory.c: ctx's compute buffers (llama.cpp's memory breakdown), bytes; 0: unknown. */
+uint64_t exec_ctx_compute_bytes(const struct llama_context *ctx);
+/* e's size, cache types and memory breakdown added to f (under table_mu, e alive). */
+void exec_ctx_account(struct exec_ctx_figures *f, const struct exec_ctx *e);
+/* The output of m's operation for its ledger: the n_ctx, cache types and memory breakdown of
+   m's live contexts and of those freed since the last call (table_mu taken). False: none. */
+bool exec_op_output(struct exec_model *m, struct rf_operation_output *out);
+
 /* engine_ops.c, under session_mu unless said. */
 
-/* Opens the operation of m's submissions: admission, staging after an idle release, pins;
-   first: its context's first operation (its compute buffers not yet touched). */
-void exec_op_begin(struct exec_model *m, int32_t n_tokens, bool first);
+/* Opens the operation of m's submissions in ctx: admission, staging after an idle release,
+   pins; first: ctx's first operation (its compute buffers, allocated, not yet touched). */
+void exec_op_begin(struct exec_model *m, const struct llama_context *ctx, int32_t n_tokens,
+                   bool first);
 /* Ends the open operation with boundary b (-1: none, at exit), then writes the figures. */
 void exec_op_end(struct exec_model *m, int b);
 /* The idle boundary (alive: contexts kept), the operation ended, the figures written. */

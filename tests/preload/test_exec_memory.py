@@ -262,6 +262,45 @@ def case_server_ops_in_context(c):
     check(not said and rejections == 0, f"rejections {rejections}, ramforge lines {lines}")
 
 
+def case_server_context_figures(c):
+    """llama-server's context (-c 1024, -ctk/-ctv q8_0) in exec's figures: the admission of
+    its first decode (llama-server's warmup, operation 2) counts the context's own compute
+    buffers (llama's memory breakdown) as its graph scratch, and every operation's ledger has
+    the KV cache and compute buffers of the contexts it ran in: 1024 cells in q8_0, also in
+    the report written at exit, after the context was freed. The old engine estimated the
+    warmup's scratch from its batch of a few tokens and left the ledger's KvCache and
+    GraphScratch unknown."""
+    model = c.model("small")
+    rep, prom = c.path("ctx.json"), c.path("ctx.prom")
+    q8_kv = 1024 * 1088  # the small model: 1088 bytes a cell in q8_0 (2048 in f16)
+
+    def entry(doc, name):
+        return next(e for e in doc["ledger"]["entries"] if e["category"] == name)
+    with ExecServer(c, model, "--memory-limit", "1Gi", "--idle-seconds", "1",
+                    "--residency-report-json", rep, "--metrics-file", prom,
+                    args=("-c", "1024", "-np", "1", "-fa", "on", "-ctk", "q8_0", "-ctv",
+                          "q8_0")) as srv:
+        ops = "ramforge_exec_operations_total"
+        wait_for(lambda: os.path.exists(prom) and
+                 any(v >= 2 for _, v in metrics(prom).get(ops, ())), 30,
+                 "the warmup's operation to end")
+        with open(rep) as f:
+            doc = json.load(f)
+        scratch = next(r for r in doc["admission"]["inputs"] if r["name"] == "graph_scratch")
+        compute = entry(doc, "GraphScratch")
+        check(compute["provenance"] == "native_logical" and compute["value_bytes"] and
+              scratch["provenance"] == "native_logical" and
+              scratch["bytes"] == compute["value_bytes"],
+              f"the warmup's graph scratch {scratch}, the ledger's {compute}")
+        check(entry(doc, "KvCache")["value_bytes"] == q8_kv, f"KvCache {entry(doc, 'KvCache')}")
+        completion(srv.port, distinct_prompt(0))
+        check(srv.stop() == 0, "exec's exit")
+    doc = refused_report(c, rep)
+    check(entry(doc, "KvCache")["value_bytes"] == q8_kv and
+          entry(doc, "GraphScratch")["value_bytes"] == compute["value_bytes"],
+          f"at exit: KvCache {entry(doc, 'KvCache')}")
+
+
 def case_prompt_cache_kill(c):
     """bench/prompt_cache.py, small: the `small` model in a 64 MiB child cgroup, 28 distinct
     prompts of about 900 tokens (1.6 MB of KV state each). Bare llama-server (--cache-ram
