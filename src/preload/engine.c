@@ -491,6 +491,15 @@ static void hook_completed(struct llama_context *ctx)
     pthread_mutex_unlock(&exec_engine.table_mu);
 }
 
+static uint64_t hook_state_size(struct llama_context *ctx, uint64_t size, bool partial)
+{
+    pthread_mutex_lock(&exec_engine.table_mu);
+    struct exec_ctx *e = ctx_of(ctx);
+    uint64_t seen = e ? exec_prompt_state_size(e->m, size, partial) : size;
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    return seen;
+}
+
 static void hook_state(struct llama_context *ctx, uint64_t bytes, bool saved, bool partial)
 {
     pthread_mutex_lock(&exec_engine.table_mu);
@@ -515,6 +524,7 @@ static const struct forge_exec_hooks hooks = {
     .submitted = hook_submitted,
     .completed = hook_completed,
     .state = hook_state,
+    .state_size = hook_state_size,
 };
 
 /* At exit: every open operation ended and every model's figures written. */

@@ -299,6 +299,21 @@ SHIM_API int32_t llama_encode(struct llama_context *ctx, struct llama_batch batc
         return n_;                                                                                 \
     } while (0)
 
+/* The size of a state to save: the engine may give a size over llama-server's bound (its
+   prompt cache then skips the entry, allocating nothing). */
+SHIM_API size_t llama_state_seq_get_size_ext(struct llama_context *ctx, llama_seq_id seq_id,
+                                             llama_state_seq_flags flags)
+{
+    const struct forge_exec_hooks *h = enter();
+    size_t n = REAL(llama_state_seq_get_size_ext)(ctx, seq_id, flags);
+    if (h) {
+        uint64_t seen = h->state_size(ctx, n, flags & LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+        n = seen <= SIZE_MAX ? (size_t)seen : n;
+        leave();
+    }
+    return n;
+}
+
 SHIM_API size_t llama_state_seq_get_data_ext(struct llama_context *ctx, uint8_t *dst, size_t size,
                                              llama_seq_id seq_id, llama_state_seq_flags flags)
 {

@@ -59,6 +59,8 @@
 #define EXEC_ENV_CACHE_TYPE_V "RAMFORGE_EXEC_CACHE_TYPE_V"
 /* llama-server's --cache-ram, MiB; absent: no bound known */
 #define EXEC_ENV_CACHE_RAM "RAMFORGE_EXEC_CACHE_RAM_MIB"
+/* 1: stop the prompt cache's growth while an operation is over the hard limit (absent: no) */
+#define EXEC_ENV_CACHE_STOP "RAMFORGE_EXEC_CACHE_STOP"
 
 /* What the environment asked for. */
 struct exec_config {
@@ -71,6 +73,7 @@ struct exec_config {
     uint32_t n_ctx;           /* the context admission before the load assumes; 0: unknown */
     bool has_cache_ram;       /* the program's prompt-cache bound is known */
     uint64_t cache_ram_mib;   /* llama-server's --cache-ram, MiB (0: the cache off) */
+    bool cache_stop;          /* the cache's growth stopped while short of room (engine_prompt.c) */
     char report[PATH_MAX];    /* "" : none; %p expanded */
     char metrics[PATH_MAX];   /* "" : none; %p expanded */
     char spool[PATH_MAX];     /* the metrics again, for exec's parent; "" : none; %p expanded */
@@ -139,6 +142,9 @@ struct exec_model {
     uint64_t anon_base_bytes;          /* RssAnon before the first save, bytes */
     uint64_t partial_states;           /* partial states (checkpoints) saved or restored */
     struct exec_ctx_figures ctxs_gone; /* table_mu: contexts freed in the open operation */
+    bool room_short;      /* table_mu: the last operation's admission rejected it: hard limit */
+    bool cache_stopped;   /* table_mu: the last save was stopped (said once per stop) */
+    uint64_t cache_stops; /* table_mu: saves stopped (their size given over the bound) */
     /* watch --budget's releases through the control channel (engine_control.c) and the
        wake after each: the first submission after a release timed from its start (the
        gate and bookkeeping included) to its completion observed (the first token's logits) */
@@ -211,6 +217,9 @@ void exec_op_admission(struct exec_model *m, const struct rf_operation_start *st
 
 /* engine_prompt.c: a state of bytes saved or restored on a context of m (under table_mu). */
 void exec_prompt_state(struct exec_model *m, uint64_t bytes, bool saved, bool partial);
+/* The size of a state to save on a context of m that the program is given: size, or one byte
+   over its prompt cache's bound while the room is short (under table_mu). */
+uint64_t exec_prompt_state_size(struct exec_model *m, uint64_t size, bool partial);
 /* The ledger's PromptCache of m into its session, before an operation ends (session_mu). */
 void exec_prompt_push(struct exec_model *m);
 /* The prompt cache's series of m (labels of the model at canon) into p (session_mu). */

@@ -104,6 +104,10 @@ struct forge_exec_hooks {
        ctx returned bytes (0: failed); partial: LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY (a
        checkpoint of the recurrent or SWA part only). llama-server's host prompt cache. */
     void (*state)(struct llama_context *ctx, uint64_t bytes, bool saved, bool partial);
+    /* After llama_state_seq_get_size_ext(ctx) returned size (partial as above): the size the
+       program is given. llama-server skips an entry larger than its --cache-ram without
+       allocating it, so a size over the bound stops the cache's growth (engine_prompt.c). */
+    uint64_t (*state_size)(struct llama_context *ctx, uint64_t size, bool partial);
     /* After llama_decode/llama_encode, on the same thread: rc its return; the window's turn
        ended; a failed submission ends the lease. */
     void (*submitted)(struct llama_context *ctx, int32_t rc);
