@@ -63,9 +63,8 @@ uint64_t exec_prompt_state_size(struct exec_model *m, uint64_t size, bool partia
 {
     const struct exec_config *c = &exec_engine.cfg;
     /* a checkpoint (partial) is not the cache's entry; without a bound nothing is skipped */
-    if (partial || !c->cache_stop || !c->has_cache_ram || !c->cache_ram_mib) {
+    if (partial || !c->cache_stop || !c->has_cache_ram || !c->cache_ram_mib)
         return size;
-    }
     if (!m->room_short) {
         m->cache_stopped = false;
         return size;
