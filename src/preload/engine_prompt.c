@@ -108,14 +108,14 @@ void exec_prompt_push(struct exec_model *m)
         uint64_t grown = anon > base ? anon - base : 0;
         snprintf(recon, sizeof(recon),
                  "RssAnon grew by %" PRIu64 " bytes since before the first save (%" PRIu64
-                 "%% of it explained)",
+                 "%% of it explained; llama-server's own growth included)",
                  grown, grown ? pc.bytes * 100 / grown : 0);
     }
     snprintf(e.note, sizeof(e.note),
              "llama-server's host prompt cache, heap memory: %" PRIu64 " entries evicted, %" PRIu64
-             " larger than the bound skipped; a prompt a newer one contains is dropped unseen (an "
-             "upper bound); %s",
-             pc.evicted, pc.skipped, recon);
+             " larger than the bound skipped, %" PRIu64 " restored into a slot; a prompt a newer "
+             "one contains is dropped unseen (an upper bound); %s",
+             pc.evicted, pc.skipped, pc.taken, recon);
     rf_session_set_prompt_cache(m->s, &e);
 }
 
