@@ -15,10 +15,17 @@ distinct long prompts (greedy, a few tokens each), one after another:
          ledger's PromptCache (--metrics-file) is compared with the anonymous memory it
          explains: /proc/PID/smaps_rollup Anonymous now minus Anonymous after the first
          request (no prompt cached yet)
+  control  exec again with --cache-ram 0 (llama-server's cache off, all else the same): the
+         anonymous memory the program gains without a cache. Its growth is not the cache's:
+         the HTTP threads' malloc arenas and stacks on their first requests (~0.4 MiB) and
+         the main heap's high-water mark of a request's transient buffers, which rises with
+         the longest prompt so far (~0.4 MiB); measured, docs/EXEC.md "The prompt cache"
 Rows: mode, requests answered, killed (how), oom_kill, the cgroup's peak, the last
-PromptCache, the anonymous growth, the worst and the last |PromptCache - growth| / growth
-over the boundaries (growth of 1 MiB or more), answers equal to bare's. --json PATH writes them. Figures of a busy host are
-labelled so by whoever quotes them.
+PromptCache, the anonymous growth, what the cache explains (exec's Anonymous minus the
+control's at the same request; "-" without the control), the worst and the last
+|PromptCache - explained| / explained over the boundaries (1 MiB or more; without the
+control, against the growth), answers equal to bare's. --json PATH writes them. Figures of a
+busy host are labelled so by whoever quotes them.
 
     bench/prompt_cache.py --ramforge build/ramforge \\
         --llama-server "$(scripts/build-llama-server.sh)" -m build/models/small-q8_0.gguf \\
@@ -172,6 +179,8 @@ def run_mode(a, mode, tmp):
     port, err = free_port(), open(os.path.join(tmp, f"{mode}.err"), "w")
     server = [a.llama_server, "-m", a.model, "--host", "127.0.0.1", "--port", str(port),
               "--no-webui", "-np", "1", "-c", str(a.ctx), "-t", str(a.threads)]
+    if mode == "control":
+        server = server + ["--cache-ram", "0"]
     argv = server if mode == "bare" else (
         [a.ramforge, "exec", "--idle-seconds", "1", "--residency-report-json", rep,
          "--metrics-file", prom, "--"] + server)
@@ -204,7 +213,7 @@ def run_mode(a, mode, tmp):
                 break
             row["answered"] += 1
             row["answers"].append(r.get("content"))
-            if mode == "exec":  # the operation's idle boundary wrote the ledger
+            if mode != "bare":  # the operation's idle boundary wrote the ledger
                 wait(lambda: (prom_value(prom, "ramforge_exec_operations_total") or 0) >
                      (ops or 0), 30)
             anon = anonymous(proc.pid)
@@ -229,11 +238,20 @@ def run_mode(a, mode, tmp):
     return row
 
 
-def errors(row, min_growth):
-    """|PromptCache - growth| / growth at each boundary whose growth is at least min_growth."""
-    return [abs(b["prompt_cache_bytes"] - b["growth_bytes"]) / b["growth_bytes"]
+def explain(row, control):
+    """Each boundary's explained_bytes: Anonymous minus the control's at the same request."""
+    ctl = {b["request"]: b["anonymous_bytes"] for b in control["boundaries"]} if control else {}
+    for b in row["boundaries"]:
+        c = ctl.get(b["request"])
+        b["explained_bytes"] = (b["anonymous_bytes"] - c if c is not None and
+                                b["anonymous_bytes"] is not None else None)
+
+
+def errors(row, min_bytes, key):
+    """|PromptCache - b[key]| / b[key] at each boundary whose b[key] is at least min_bytes."""
+    return [abs(b["prompt_cache_bytes"] - b[key]) / b[key]
             for b in row["boundaries"] if b["prompt_cache_bytes"] is not None and
-            b["growth_bytes"] is not None and b["growth_bytes"] >= min_growth]
+            b.get(key) is not None and b[key] >= min_bytes]
 
 
 def main():
@@ -247,7 +265,7 @@ def main():
     ap.add_argument("-c", "--ctx", type=int, default=1024)
     ap.add_argument("-n", "--n-predict", type=int, default=4)
     ap.add_argument("-t", "--threads", type=int, default=2)
-    ap.add_argument("--modes", default="bare,exec")
+    ap.add_argument("--modes", default="bare,exec,control")
     ap.add_argument("--json", help="write the rows there")
     a = ap.parse_args()
     for path in (a.ramforge, a.llama_server):
@@ -261,14 +279,18 @@ def main():
         for mode in a.modes.split(","):
             rows.append(run_mode(a, mode, tmp))
     bare = next((r for r in rows if r["mode"] == "bare"), None)
+    control = next((r for r in rows if r["mode"] == "control"), None)
     print(f"limit {a.limit // MIB} MiB, {a.prompts} prompts of {a.words} words, -c {a.ctx}")
-    print(f"{'mode':5} {'answered':>9} {'killed':24} {'oom_kill':>8} {'peak MiB':>9} "
-          f"{'PromptCache MiB':>15} {'anon growth MiB':>15} {'worst err':>9} {'last err':>8} "
-          f"{'= bare':>6}")
+    print(f"{'mode':7} {'answered':>9} {'killed':24} {'oom_kill':>8} {'peak MiB':>9} "
+          f"{'PromptCache MiB':>15} {'anon growth MiB':>15} {'explained MiB':>13} "
+          f"{'worst err':>9} {'last err':>8} {'= bare':>6}")
     for r in rows:
         last = r["boundaries"][-1] if r["boundaries"] else {}
-        errs = errors(r, MIB)
+        explain(r, control if r is not control else None)
+        errs = errors(r, MIB, "explained_bytes" if control else "growth_bytes")
         r["worst_error"], r["last_error"] = (max(errs), errs[-1]) if errs else (None, None)
+        growth_errs = errors(r, MIB, "growth_bytes")  # the program's own growth included
+        r["worst_growth_error"] = max(growth_errs) if growth_errs else None
         n = min(len(r["answers"]), len(bare["answers"])) if bare else 0
         r["equal_to_bare"] = bare is not None and r["answers"][:n] == bare["answers"][:n]
 
@@ -276,13 +298,17 @@ def main():
             return f"{v / MIB:.1f}" if v is not None else "-"
         def pct(v):
             return f"{100 * v:.1f}%" if v is not None else "-"
-        print(f"{r['mode']:5} {r['answered']:>4}/{r['requests']:<4} "
+        print(f"{r['mode']:7} {r['answered']:>4}/{r['requests']:<4} "
               f"{(r['killed'] or 'no')[:24]:24} {str(r['oom_kill']):>8} "
               f"{mib(r['peak_bytes']):>9} {mib(last.get('prompt_cache_bytes')):>15} "
-              f"{mib(last.get('growth_bytes')):>15} {pct(r['worst_error']):>9} "
-              f"{pct(r['last_error']):>8} {str(r['equal_to_bare']):>6}")
+              f"{mib(last.get('growth_bytes')):>15} {mib(last.get('explained_bytes')):>13} "
+              f"{pct(r['worst_error']):>9} {pct(r['last_error']):>8} "
+              f"{str(r['equal_to_bare']):>6}")
+        if control and r["worst_growth_error"] is not None:
+            print(f"        against the growth since request 0 (the program's own included): "
+                  f"worst {pct(r['worst_growth_error'])}")
         for line in r["ramforge_lines"]:
-            print(f"      {line}")
+            print(f"        {line}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"limit_bytes": a.limit, "rows": rows}, f, indent=1)

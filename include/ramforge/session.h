@@ -213,6 +213,10 @@ struct rf_operation_request {
        context_warm (it decoded before) its compute buffers and logits are resident too. */
     bool in_context;
     bool context_warm;
+    /* in_context without context_warm: the context's compute buffers, bytes (llama.cpp's
+       memory breakdown of it, allocated at its creation, touched by its first decode), counted
+       as its graph scratch; 0: not known, estimated from the batch and the vocabulary. */
+    uint64_t compute_bytes;
 };
 
 /*
@@ -314,6 +318,10 @@ struct rf_operation_output {
     /* a verify session (the same prompt after release); n_verify 0: none */
     const int32_t *verify_tokens;
     size_t n_verify_tokens;
+    /* The context's cache types, ggml_type ids (type_k, type_v: -ctk, -ctv) when
+       has_cache_types; false: f16. The KV cache's estimate without the memory breakdown. */
+    bool has_cache_types;
+    uint32_t type_k, type_v;
 };
 
 /*

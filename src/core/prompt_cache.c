@@ -53,6 +53,18 @@ void rf_prompt_cache_restore(struct rf_prompt_cache *pc, uint64_t size)
 {
     pc->restores++;
     pc->restored_bytes = add_sat(pc->restored_bytes, size);
+    /* the newest live entry of that size leaves the ring, the newer ones close the gap */
+    for (uint32_t i = pc->n; i-- > 0;) {
+        if (pc->sizes[(pc->first + i) % RF_PROMPT_CACHE_MAX_ENTRIES] != size)
+            continue;
+        for (uint32_t k = i; k + 1 < pc->n; k++)
+            pc->sizes[(pc->first + k) % RF_PROMPT_CACHE_MAX_ENTRIES] =
+                pc->sizes[(pc->first + k + 1) % RF_PROMPT_CACHE_MAX_ENTRIES];
+        pc->n--;
+        pc->bytes -= size;
+        pc->taken++;
+        return;
+    }
 }
 
 uint64_t rf_prompt_cache_fit_mib(uint64_t room_bytes, uint64_t margin_bytes, uint64_t max_mib)

@@ -85,18 +85,6 @@ int forge_context_open(struct forge_model *m, const struct llama_context_params 
                        struct forge_context **out, char err[FORGE_ERR_MAX]);
 
 /*
- * Sums llama_get_memory_breakdown(ctx) over buffer types: context (KV
- * cache) and compute (graph scratch) bytes. -ENOSYS where the build has no
- * llama-ext.h, -EIO when llama.cpp throws.
- */
-#ifdef __cplusplus
-extern "C"
-#endif
-    int
-    forge_memory_breakdown(const struct llama_context *ctx, uint64_t *context_bytes,
-                           uint64_t *compute_bytes);
-
-/*
  * Calls fn(ud, t) for every tensor llama.cpp's model holds
  * (llama_internal_get_tensor_map: name, buffer, data). Returns 0, -ENOSYS
  * where the build has no internal llama-model.h, -EIO when llama.cpp

@@ -290,7 +290,7 @@ static int hook_context_params(struct llama_model *model, struct llama_context_p
  * them, so the shim frees it and the program sees its creation fail.
  */
 static int hook_context_created(struct llama_model *model, struct llama_context *ctx,
-                                uint32_t n_ctx, void *token)
+                                uint32_t n_ctx, const struct forge_exec_context *asked, void *token)
 {
     if (!ctx) {
         forge_window_decoration_free(token);
@@ -312,6 +312,8 @@ static int hook_context_created(struct llama_model *model, struct llama_context 
         *e = (struct exec_ctx){.ctx = ctx,
                                .m = m,
                                .n_ctx = n_ctx ? n_ctx : exec_engine.host->n_ctx(ctx),
+                               .type_k = asked->type_k,
+                               .type_v = asked->type_v,
                                .window = token};
         m->contexts++;
         m->last_n_ctx = e->n_ctx;
@@ -377,6 +379,7 @@ static void *hook_context_freeing(struct llama_context *ctx)
     freeing_window = e ? e->window : NULL;
     if (e) {
         complete(e);
+        exec_ctx_account(&m->ctxs_gone, e); /* its buffers in the operation's ledger */
         *e = exec_engine.ctxs[--exec_engine.n_ctxs];
     }
     pthread_mutex_unlock(&exec_engine.table_mu);
@@ -445,7 +448,7 @@ static void hook_submit(struct llama_context *ctx, int32_t n_tokens)
         return;
     if (book) {
         if (lock_within(&exec_engine.session_mu, START_LOCK_NS)) {
-            exec_op_begin(m, n_tokens, first);
+            exec_op_begin(m, ctx, n_tokens, first);
             pthread_mutex_unlock(&exec_engine.session_mu);
         } else {
             book = false;
@@ -504,6 +507,15 @@ static void hook_completed(struct llama_context *ctx)
     pthread_mutex_unlock(&exec_engine.table_mu);
 }
 
+static uint64_t hook_state_size(struct llama_context *ctx, uint64_t size, bool partial)
+{
+    pthread_mutex_lock(&exec_engine.table_mu);
+    struct exec_ctx *e = ctx_of(ctx);
+    uint64_t seen = e ? exec_prompt_state_size(e->m, size, partial) : size;
+    pthread_mutex_unlock(&exec_engine.table_mu);
+    return seen;
+}
+
 static void hook_state(struct llama_context *ctx, uint64_t bytes, bool saved, bool partial)
 {
     pthread_mutex_lock(&exec_engine.table_mu);
@@ -528,6 +540,7 @@ static const struct forge_exec_hooks hooks = {
     .submitted = hook_submitted,
     .completed = hook_completed,
     .state = hook_state,
+    .state_size = hook_state_size,
 };
 
 /* At exit: every open operation ended and every model's figures written. */

@@ -84,6 +84,9 @@ void exec_op_admission(struct exec_model *m, const struct rf_operation_start *st
     bool change =
         rejected && (!m->op_said || a->outcome != m->op_outcome || a->cause != m->op_cause);
     m->op_over_bytes = a->has_hard_excess ? a->hard_excess_bytes : 0;
+    pthread_mutex_lock(&exec_engine.table_mu); /* the prompt cache's saves read it */
+    m->room_short = a->outcome == RF_ADMIT_REJECTED && a->cause == RF_ADMIT_CAUSE_HARD_LIMIT;
+    pthread_mutex_unlock(&exec_engine.table_mu);
     if (!rejected) {
         if (m->op_rejected && exec_engine.cfg.verbose)
             exec_engine.host->say("exec: %s: operations admitted again", m->path);

@@ -107,6 +107,8 @@ int exec_config_read(struct exec_config *c, char *why, size_t why_size)
     if ((rc = env_u64(EXEC_ENV_CACHE_RAM, UINT64_MAX / (1024 * 1024), &c->has_cache_ram,
                       &c->cache_ram_mib, why, why_size)) < 0)
         return rc;
+    v = getenv(EXEC_ENV_CACHE_STOP);
+    c->cache_stop = v && strcmp(v, "1") == 0;
     if ((rc = env_u64(EXEC_ENV_HISTORY, 1000000, &has, &x, why, why_size)) < 0)
         return rc;
     if (has)

@@ -39,7 +39,8 @@ static bool submitted_since(struct exec_model *m, uint64_t *submits)
     return since;
 }
 
-void exec_op_begin(struct exec_model *m, int32_t n_tokens, bool first)
+void exec_op_begin(struct exec_model *m, const struct llama_context *ctx, int32_t n_tokens,
+                   bool first)
 {
     const struct exec_config *c = &exec_engine.cfg;
     m->op_open = true;
@@ -51,7 +52,8 @@ void exec_op_begin(struct exec_model *m, int32_t n_tokens, bool first)
         .request = {.n_prompt = n_tokens > 0 ? (uint32_t)n_tokens : 1,
                     .n_predict = 1,
                     .in_context = true,
-                    .context_warm = !first},
+                    .context_warm = !first,
+                    .compute_bytes = first ? exec_ctx_compute_bytes(ctx) : 0},
         .admit = c->params.admission_mode != RF_ADMISSION_OFF, /* recorded: a submission is
                                                                   never refused */
         .staging_budget_bytes = c->has_staging ? c->staging_bytes : 0,
@@ -72,8 +74,9 @@ void exec_op_begin(struct exec_model *m, int32_t n_tokens, bool first)
 /* Ends the operation: its report frozen, the submissions so far counted, the figures out. */
 static void op_close(struct exec_model *m, uint64_t submits)
 {
+    struct rf_operation_output out;
     exec_prompt_push(m);
-    int rc = rf_session_operation_end(m->s, NULL);
+    int rc = rf_session_operation_end(m->s, exec_op_output(m, &out) ? &out : NULL);
     if (rc < 0)
         exec_engine.host->say("exec: %s: cannot end the operation: %s", m->path, rf_strerror(rc));
     m->op_open = false;

@@ -7,7 +7,11 @@
  * cache's bytes, an estimate, since its evictions cross no libllama call.
  * At each operation's end the figure goes into the ledger as PromptCache,
  * beside its bound, with what it explains of the process's anonymous memory:
- * RssAnon's growth since the first save (the reconciliation).
+ * RssAnon's growth since the first save (the reconciliation). While the last
+ * operation's admission is over the hard limit, the cache stops growing:
+ * llama-server is given a state size one byte over its --cache-ram, which its
+ * server_prompt_cache::alloc skips ("exceeds cache size limit") without
+ * allocating; the prompt is simply not cached, the answer the same.
  */
 #include "preload_internal.h"
 
@@ -55,6 +59,27 @@ void exec_prompt_state(struct exec_model *m, uint64_t bytes, bool saved, bool pa
         rf_prompt_cache_restore(&m->cache, bytes);
 }
 
+uint64_t exec_prompt_state_size(struct exec_model *m, uint64_t size, bool partial)
+{
+    const struct exec_config *c = &exec_engine.cfg;
+    /* a checkpoint (partial) is not the cache's entry; without a bound nothing is skipped */
+    if (partial || !c->cache_stop || !c->has_cache_ram || !c->cache_ram_mib)
+        return size;
+    if (!m->room_short) {
+        m->cache_stopped = false;
+        return size;
+    }
+    m->cache_stops++;
+    if (!m->cache_stopped)
+        exec_engine.host->say("exec: warning: %s: an operation is over the hard limit: "
+                              "llama-server's prompt cache stops growing (its saves skipped, "
+                              "the answers the same) until one fits again (--keep-cache-ram: "
+                              "not stopped)",
+                              m->path);
+    m->cache_stopped = true;
+    return c->cache_ram_mib * MIB + 1; /* over llama-server's bound: the entry is skipped */
+}
+
 void exec_prompt_push(struct exec_model *m)
 {
     struct rf_ledger_entry e = {
@@ -83,14 +108,14 @@ void exec_prompt_push(struct exec_model *m)
         uint64_t grown = anon > base ? anon - base : 0;
         snprintf(recon, sizeof(recon),
                  "RssAnon grew by %" PRIu64 " bytes since before the first save (%" PRIu64
-                 "%% of it explained)",
+                 "%% of it explained; llama-server's own growth included)",
                  grown, grown ? pc.bytes * 100 / grown : 0);
     }
     snprintf(e.note, sizeof(e.note),
              "llama-server's host prompt cache, heap memory: %" PRIu64 " entries evicted, %" PRIu64
-             " larger than the bound skipped; a prompt a newer one contains is dropped unseen (an "
-             "upper bound); %s",
-             pc.evicted, pc.skipped, recon);
+             " larger than the bound skipped, %" PRIu64 " restored into a slot; a prompt a newer "
+             "one contains is dropped unseen (an upper bound); %s",
+             pc.evicted, pc.skipped, pc.taken, recon);
     rf_session_set_prompt_cache(m->s, &e);
 }
 
@@ -99,7 +124,7 @@ void exec_prompt_families(struct exec_model *m, struct rf_prom *p, const char *c
     pthread_mutex_lock(&exec_engine.table_mu);
     bool seen = m->cache_seen;
     struct rf_prompt_cache pc = m->cache;
-    uint64_t partial = m->partial_states;
+    uint64_t partial = m->partial_states, stops = m->cache_stops;
     pthread_mutex_unlock(&exec_engine.table_mu);
     const struct {
         const char *name, *type, *help;
@@ -117,6 +142,10 @@ void exec_prompt_families(struct exec_model *m, struct rf_prom *p, const char *c
          (double)pc.restores, true},
         {"ramforge_exec_prompt_cache_evictions_total", "counter",
          "Entries llama-server's rule evicted to fit its bound.", (double)pc.evicted, true},
+        {"ramforge_exec_prompt_cache_stops_total", "counter",
+         "Saves skipped while an operation was over the hard limit (the cache's growth "
+         "stopped).",
+         (double)stops, true},
         {"ramforge_exec_partial_states_total", "counter",
          "Partial sequence states (checkpoints) saved or restored: not counted in the cache.",
          (double)partial, true},

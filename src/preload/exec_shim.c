@@ -219,14 +219,14 @@ SHIM_API struct llama_context *llama_init_from_model(struct llama_model *model,
                                                      struct llama_context_params params)
 {
     const struct forge_exec_hooks *h = enter();
+    /* llama.cpp's n_ctx 0: the model's training context (llama-server's default) */
+    const struct forge_exec_context want = {
+        .n_ctx = params.n_ctx || !model || !h ? params.n_ctx
+                                              : (uint32_t)REAL(llama_model_n_ctx_train)(model),
+        .n_seq_max = params.n_seq_max,
+        .type_k = (uint32_t)params.type_k,
+        .type_v = (uint32_t)params.type_v};
     if (h) {
-        /* llama.cpp's n_ctx 0: the model's training context (llama-server's default) */
-        const struct forge_exec_context want = {
-            .n_ctx = params.n_ctx || !model ? params.n_ctx
-                                            : (uint32_t)REAL(llama_model_n_ctx_train)(model),
-            .n_seq_max = params.n_seq_max,
-            .type_k = (uint32_t)params.type_k,
-            .type_v = (uint32_t)params.type_v};
         if (h->context_admit(model, &want) < 0) {
             leave();
             return NULL; /* refused before its KV cache exists (the engine said why) */
@@ -239,7 +239,7 @@ SHIM_API struct llama_context *llama_init_from_model(struct llama_model *model,
     }
     struct llama_context *ctx = REAL(llama_init_from_model)(model, params);
     if (h) {
-        if (h->context_created(model, ctx, params.n_ctx, token) < 0 && ctx) {
+        if (h->context_created(model, ctx, params.n_ctx, &want, token) < 0 && ctx) {
             REAL(llama_free)(ctx); /* it would decode without a lease: not created */
             ctx = NULL;
         }
@@ -298,6 +298,21 @@ SHIM_API int32_t llama_encode(struct llama_context *ctx, struct llama_batch batc
         }                                                                                          \
         return n_;                                                                                 \
     } while (0)
+
+/* The size of a state to save: the engine may give a size over llama-server's bound (its
+   prompt cache then skips the entry, allocating nothing). */
+SHIM_API size_t llama_state_seq_get_size_ext(struct llama_context *ctx, llama_seq_id seq_id,
+                                             llama_state_seq_flags flags)
+{
+    const struct forge_exec_hooks *h = enter();
+    size_t n = REAL(llama_state_seq_get_size_ext)(ctx, seq_id, flags);
+    if (h) {
+        uint64_t seen = h->state_size(ctx, n, flags & LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+        n = seen <= SIZE_MAX ? (size_t)seen : n;
+        leave();
+    }
+    return n;
+}
 
 SHIM_API size_t llama_state_seq_get_data_ext(struct llama_context *ctx, uint8_t *dst, size_t size,
                                              llama_seq_id seq_id, llama_state_seq_flags flags)

@@ -59,6 +59,8 @@
 #define EXEC_ENV_CACHE_TYPE_V "RAMFORGE_EXEC_CACHE_TYPE_V"
 /* llama-server's --cache-ram, MiB; absent: no bound known */
 #define EXEC_ENV_CACHE_RAM "RAMFORGE_EXEC_CACHE_RAM_MIB"
+/* 1: stop the prompt cache's growth while an operation is over the hard limit (absent: no) */
+#define EXEC_ENV_CACHE_STOP "RAMFORGE_EXEC_CACHE_STOP"
 
 /* What the environment asked for. */
 struct exec_config {
@@ -71,6 +73,7 @@ struct exec_config {
     uint32_t n_ctx;           /* the context admission before the load assumes; 0: unknown */
     bool has_cache_ram;       /* the program's prompt-cache bound is known */
     uint64_t cache_ram_mib;   /* llama-server's --cache-ram, MiB (0: the cache off) */
+    bool cache_stop;          /* the cache's growth stopped while short of room (engine_prompt.c) */
     char report[PATH_MAX];    /* "" : none; %p expanded */
     char metrics[PATH_MAX];   /* "" : none; %p expanded */
     char spool[PATH_MAX];     /* the metrics again, for exec's parent; "" : none; %p expanded */
@@ -87,6 +90,16 @@ struct exec_config {
 int exec_config_read(struct exec_config *out, char *why, size_t why_size);
 
 /* One model the program loaded, and its session. */
+/* The contexts an operation ran in, summed for its ledger (engine_memory.c). */
+struct exec_ctx_figures {
+    uint64_t n_contexts;
+    uint64_t n_ctx;                         /* their cells */
+    uint32_t type_k, type_v;                /* their cache types (the last one's) */
+    bool mixed_types;                       /* not all of one K and V type */
+    bool no_breakdown;                      /* llama's memory breakdown did not answer for one */
+    uint64_t kv_cache_bytes, compute_bytes; /* the breakdown's sums, bytes */
+};
+
 struct exec_model {
     struct llama_model *model; /* the program's; NULL: a free slot */
     struct rf_session *s;      /* session_mu */
@@ -126,8 +139,12 @@ struct exec_model {
     bool cache_seen;              /* a state was saved or restored: cache below initialized */
     struct rf_prompt_cache cache; /* llama-server's host prompt cache, modelled */
     bool has_anon_base;
-    uint64_t anon_base_bytes; /* RssAnon before the first save, bytes */
-    uint64_t partial_states;  /* partial states (checkpoints) saved or restored */
+    uint64_t anon_base_bytes;          /* RssAnon before the first save, bytes */
+    uint64_t partial_states;           /* partial states (checkpoints) saved or restored */
+    struct exec_ctx_figures ctxs_gone; /* table_mu: contexts freed in the open operation */
+    bool room_short;      /* table_mu: the last operation's admission rejected it: hard limit */
+    bool cache_stopped;   /* table_mu: the last save was stopped (said once per stop) */
+    uint64_t cache_stops; /* table_mu: saves stopped (their size given over the bound) */
     /* watch --budget's releases through the control channel (engine_control.c) and the
        wake after each: the first submission after a release timed from its start (the
        gate and bookkeeping included) to its completion observed (the first token's logits) */
@@ -156,6 +173,7 @@ struct exec_engine {
         struct llama_context *ctx;
         struct exec_model *m;
         uint32_t n_ctx;
+        uint32_t type_k, type_v; /* its cache types (ggml_type ids, -ctk/-ctv) */
         bool in_flight;
         bool decoded; /* table_mu: an operation was admitted in it (its buffers touched) */
         struct forge_window_decoration *window; /* its params' decoration (streaming with
@@ -199,17 +217,29 @@ void exec_op_admission(struct exec_model *m, const struct rf_operation_start *st
 
 /* engine_prompt.c: a state of bytes saved or restored on a context of m (under table_mu). */
 void exec_prompt_state(struct exec_model *m, uint64_t bytes, bool saved, bool partial);
+/* The size of a state to save on a context of m that the program is given: size, or one byte
+   over its prompt cache's bound while the room is short (under table_mu). */
+uint64_t exec_prompt_state_size(struct exec_model *m, uint64_t size, bool partial);
 /* The ledger's PromptCache of m into its session, before an operation ends (session_mu). */
 void exec_prompt_push(struct exec_model *m);
 /* The prompt cache's series of m (labels of the model at canon) into p (session_mu). */
 struct rf_prom;
 void exec_prompt_families(struct exec_model *m, struct rf_prom *p, const char *canon);
 
+/* engine_memory.c: ctx's compute buffers (llama.cpp's memory breakdown), bytes; 0: unknown. */
+uint64_t exec_ctx_compute_bytes(const struct llama_context *ctx);
+/* e's size, cache types and memory breakdown added to f (under table_mu, e alive). */
+void exec_ctx_account(struct exec_ctx_figures *f, const struct exec_ctx *e);
+/* The output of m's operation for its ledger: the n_ctx, cache types and memory breakdown of
+   m's live contexts and of those freed since the last call (table_mu taken). False: none. */
+bool exec_op_output(struct exec_model *m, struct rf_operation_output *out);
+
 /* engine_ops.c, under session_mu unless said. */
 
-/* Opens the operation of m's submissions: admission, staging after an idle release, pins;
-   first: its context's first operation (its compute buffers not yet touched). */
-void exec_op_begin(struct exec_model *m, int32_t n_tokens, bool first);
+/* Opens the operation of m's submissions in ctx: admission, staging after an idle release,
+   pins; first: ctx's first operation (its compute buffers, allocated, not yet touched). */
+void exec_op_begin(struct exec_model *m, const struct llama_context *ctx, int32_t n_tokens,
+                   bool first);
 /* Ends the open operation with boundary b (-1: none, at exit), then writes the figures. */
 void exec_op_end(struct exec_model *m, int b);
 /* The idle boundary (alive: contexts kept), the operation ended, the figures written. */

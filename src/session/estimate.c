@@ -81,6 +81,11 @@ void ses_in_context(const struct rf_operation_request *request, struct rf_admiss
     in->kv_cache = rf_admission_figure_of(0, RF_PROV_EXACT_MEASURED,
                                           "the context's, allocated and cleared at its creation "
                                           "(admitted then): inside the measured RSS, no growth");
+    if (!request->context_warm && request->compute_bytes)
+        in->graph_scratch = rf_admission_figure_of(
+            request->compute_bytes, RF_PROV_NATIVE_LOGICAL,
+            "the context's compute buffers (llama_get_memory_breakdown): allocated at its "
+            "creation, its first decode touches up to this");
     if (!request->context_warm)
         return;
     in->graph_scratch = rf_admission_figure_of(

@@ -313,6 +313,8 @@ static int record_output(struct rf_session *s, const struct rf_operation_output 
     op->kv_cache_bytes = o->kv_cache_bytes;
     op->compute_bytes = o->compute_bytes;
     op->kv_n_ctx = o->n_ctx;
+    op->kv_type_k = o->has_cache_types ? o->type_k : RF_KV_TYPE_F16;
+    op->kv_type_v = o->has_cache_types ? o->type_v : RF_KV_TYPE_F16;
     return 0;
 }
 
@@ -333,9 +335,10 @@ static void fill_native_ledger(struct rf_session *s)
     /* Another libllama than the build ramforge was compiled against: that is the reason. */
     const char *mismatch = s->m ? forge_llama_mismatch() : NULL;
     if (op->kv_n_ctx &&
-        ses_estimate_kv(&s->model.info, op->kv_n_ctx, RF_KV_TYPE_F16, RF_KV_TYPE_F16, &kv))
+        ses_estimate_kv(&s->model.info, op->kv_n_ctx, op->kv_type_k, op->kv_type_v, &kv))
         rf_ledger_set(&op->ledger, RF_LEDGER_KV_CACHE, kv, RF_PROV_ESTIMATED,
-                      "model hyperparameters x context size (f16 K and V)",
+                      "model hyperparameters x context size (K and V in the context's cache "
+                      "types)",
                       mismatch ? mismatch
                                : "llama_get_memory_breakdown did not answer for this operation");
     else

@@ -157,7 +157,8 @@ struct session_op {
     size_t n_warnings, cap_warnings;
     bool has_memory_breakdown;
     uint64_t kv_cache_bytes, compute_bytes;
-    uint64_t kv_n_ctx; /* the context size of the KV estimate */
+    uint64_t kv_n_ctx;             /* the context size of the KV estimate */
+    uint32_t kv_type_k, kv_type_v; /* its cache types (ggml_type ids; f16 when not given) */
     struct ses_stream stream;
 };
 

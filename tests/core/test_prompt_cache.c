@@ -1,8 +1,8 @@
 /*
  * The prompt-cache model (ramforge/core/prompt_cache.h): llama-server's rule
- * (skip an entry over the limit, evict the oldest until the new one fits)
- * checked against a naive list over seeded random cases; the ring's edge;
- * the --cache-ram that fits a room.
+ * (skip an entry over the limit, evict the oldest until the new one fits,
+ * a restored entry leaves) checked against a naive list over seeded random
+ * cases; the ring's edge; the --cache-ram that fits a room.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,9 +30,14 @@ static void test_server_rule(void **state)
     rf_prompt_cache_save(&pc, 5 * MIB); /* the oldest goes */
     assert_int_equal(pc.evicted, 1);
     assert_int_equal(pc.bytes, 9 * MIB);
-    rf_prompt_cache_restore(&pc, 5 * MIB);
+    rf_prompt_cache_restore(&pc, 5 * MIB); /* loaded into a slot: out of the cache */
     assert_int_equal(pc.restores, 1);
-    assert_int_equal(pc.bytes, 9 * MIB);
+    assert_int_equal(pc.taken, 1);
+    assert_int_equal(pc.bytes, 4 * MIB);
+    assert_int_equal(pc.n, 1);
+    rf_prompt_cache_restore(&pc, 3 * MIB); /* no entry of that size: counted only */
+    assert_int_equal(pc.restores, 2);
+    assert_int_equal(pc.bytes, 4 * MIB);
     assert_int_equal(pc.saves, 4);
     assert_int_equal(pc.saved_bytes, 24 * MIB);
 
@@ -55,6 +60,18 @@ static void test_against_naive(void **state)
         rf_prompt_cache_init(&pc, true, limit);
         for (int i = 0; i < 300; i++) {
             uint64_t size = (uint64_t)(rand() % (16 * 1024)) * 1024;
+            if (n && rand() % 4 == 0) { /* a restore: the newest entry of its size leaves */
+                size = live[(size_t)rand() % n];
+                rf_prompt_cache_restore(&pc, size);
+                size_t k = n;
+                while (live[k - 1] != size)
+                    k--;
+                for (sum -= size, n--, k--; k < n; k++)
+                    live[k] = live[k + 1];
+                assert_int_equal(pc.bytes, sum);
+                assert_int_equal(pc.n, n);
+                continue;
+            }
             rf_prompt_cache_save(&pc, size);
             if (size > limit)
                 continue;

@@ -262,6 +262,111 @@ def case_server_ops_in_context(c):
     check(not said and rejections == 0, f"rejections {rejections}, ramforge lines {lines}")
 
 
+def case_server_context_figures(c):
+    """llama-server's context (-c 1024, -ctk/-ctv q8_0) in exec's figures: the admission of
+    its first decode (llama-server's warmup, operation 2) counts the context's own compute
+    buffers (llama's memory breakdown) as its graph scratch, and every operation's ledger has
+    the KV cache and compute buffers of the contexts it ran in: 1024 cells in q8_0, also in
+    the report written at exit, after the context was freed. The old engine estimated the
+    warmup's scratch from its batch of a few tokens and left the ledger's KvCache and
+    GraphScratch unknown."""
+    model = c.model("small")
+    rep, prom = c.path("ctx.json"), c.path("ctx.prom")
+    q8_kv = 1024 * 1088  # the small model: 1088 bytes a cell in q8_0 (2048 in f16)
+
+    def entry(doc, name):
+        return next(e for e in doc["ledger"]["entries"] if e["category"] == name)
+    with ExecServer(c, model, "--memory-limit", "1Gi", "--idle-seconds", "1",
+                    "--residency-report-json", rep, "--metrics-file", prom,
+                    args=("-c", "1024", "-np", "1", "-fa", "on", "-ctk", "q8_0", "-ctv",
+                          "q8_0")) as srv:
+        ops = "ramforge_exec_operations_total"
+        wait_for(lambda: os.path.exists(prom) and
+                 any(v >= 2 for _, v in metrics(prom).get(ops, ())), 30,
+                 "the warmup's operation to end")
+        with open(rep) as f:
+            doc = json.load(f)
+        scratch = next(r for r in doc["admission"]["inputs"] if r["name"] == "graph_scratch")
+        compute = entry(doc, "GraphScratch")
+        check(compute["provenance"] == "native_logical" and compute["value_bytes"] and
+              scratch["provenance"] == "native_logical" and
+              scratch["bytes"] == compute["value_bytes"],
+              f"the warmup's graph scratch {scratch}, the ledger's {compute}")
+        check(entry(doc, "KvCache")["value_bytes"] == q8_kv, f"KvCache {entry(doc, 'KvCache')}")
+        completion(srv.port, distinct_prompt(0))
+        check(srv.stop() == 0, "exec's exit")
+    doc = refused_report(c, rep)
+    check(entry(doc, "KvCache")["value_bytes"] == q8_kv and
+          entry(doc, "GraphScratch")["value_bytes"] == compute["value_bytes"],
+          f"at exit: KvCache {entry(doc, 'KvCache')}")
+
+
+def memory_cgroup_of(pid):
+    """The directory of pid's cgroup v1 memory controller."""
+    with open(f"/proc/{pid}/cgroup") as f:
+        for hid, ctrl, path in (ln.rstrip("\n").split(":", 2) for ln in f):
+            if "memory" in ctrl.split(","):
+                return "/sys/fs/cgroup/memory" + path.rstrip("/")
+    raise Skip("no cgroup v1 memory controller for the program")
+
+
+def case_server_cache_stop(c):
+    """llama-server's prompt cache stops growing while an operation is over the hard limit:
+    exec's memory-bound policy (8 MiB target) releases the weights at each idle boundary,
+    then the limit is lowered under the running server to its usage but its inactive file
+    cache and 4 MiB, where the weights the next operation reads cannot come back (its
+    admission is over the hard limit). The saves after that operation are given a size over
+    --cache-ram, which llama-server skips without allocating ("exceeds cache size limit"):
+    one warning, the stops counted, no save more, and every answer equal to bare
+    llama-server's (the old engine: the cache kept growing)."""
+    if not LLAMA_SERVER or not os.access(LLAMA_SERVER, os.X_OK):
+        raise Skip(f"llama-server from the pin is not built (RF_LLAMA_SERVER={LLAMA_SERVER!r})")
+    memory_cgroup_v1()
+    model = c.model("small")
+    args = ("-c", "1024", "-np", "1", "--cache-ram", "64")
+    prompts = [distinct_prompt(i, 150) for i in range(6)]
+    bare_port = free_port()
+    bare = subprocess.Popen([LLAMA_SERVER, "-m", model, "--host", "127.0.0.1", "--port",
+                             str(bare_port), "-t", "1", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: bare.poll() is not None or
+                 http(f"http://127.0.0.1:{bare_port}/health") is not None, 120,
+                 "bare llama-server to answer /health")
+        expected = [completion(bare_port, p) for p in prompts]
+    finally:
+        bare.terminate()
+        bare.wait(timeout=60)
+    prom = c.path("stop.prom")
+    ops, saves = "ramforge_exec_operations_total", "ramforge_exec_prompt_cache_saves_total"
+    with ExecServer(c, model, "--memory-limit", "256Mi", "--residency-policy", "memory-bound",
+                    "--memory-target", "8Mi", "--idle-seconds", "1", "--metrics-file", prom,
+                    args=args) as srv:
+        answers = []
+        for i, p in enumerate(prompts):
+            if i == 3:
+                cg = memory_cgroup_of(srv.pid)
+                saved = one(metrics(prom), saves)
+                with open(os.path.join(cg, "memory.limit_in_bytes"), "w") as f:
+                    f.write(str(unreclaimable(cg) + 4 * MIB))
+            wait_for(lambda: os.path.exists(prom), 30, "the metrics file")
+            before = one(metrics(prom), ops)
+            answers.append(completion(srv.port, p))
+            wait_for(lambda: one(metrics(prom), ops) > before, 60, f"request {i}'s boundary")
+        check(srv.stop() == 0, "exec's exit")
+        server_log = srv.stderr()
+    ms = metrics(prom)
+    lines = rf_lines(server_log)
+    said = [ln for ln in lines if "prompt cache stops growing" in ln]
+    print("\n".join(lines))
+    check(len(said) == 1, f"ramforge lines {lines}")
+    check(one(ms, "ramforge_exec_prompt_cache_stops_total") >= 2 and
+          one(ms, saves) <= saved + 1 and "exceeds cache size limit" in server_log,
+          f"stops {ms.get('ramforge_exec_prompt_cache_stops_total')}, saves {saved} then "
+          f"{one(ms, saves)}")
+    check(answers == expected, f"answers {answers} != bare {expected}")
+
+
 def case_prompt_cache_kill(c):
     """bench/prompt_cache.py, small: the `small` model in a 64 MiB child cgroup, 28 distinct
     prompts of about 900 tokens (1.6 MB of KV state each). Bare llama-server (--cache-ram
@@ -279,7 +384,8 @@ def case_prompt_cache_kill(c):
     bench = os.path.join(HERE, "..", "..", "bench", "prompt_cache.py")
     p = subprocess.run([sys.executable, bench, "--ramforge", c.rf, "--llama-server",
                         LLAMA_SERVER, "-m", c.model("small"), "--limit", "64Mi", "--prompts",
-                        "28", "--words", "150", "-c", "1024", "--json", out],
+                        "28", "--words", "150", "-c", "1024", "--modes", "bare,exec",
+                        "--json", out],
                        capture_output=True, text=True, timeout=560)
     print(p.stdout)
     check(p.returncode == 0, f"the bench: exit {p.returncode}: {p.stderr[-1500:]}")

@@ -19,6 +19,8 @@
 #include <jansson.h>
 #include <linux/magic.h>
 
+#include "ramforge/core/kv_types.h"
+#include "ramforge/core/report.h"
 #include "ramforge/error.h"
 #include "ramforge/session/host.h"
 
@@ -289,11 +291,46 @@ static void test_admission_in_context(void **state)
     assert_int_equal(record(adm, "kv_cache")->bytes, 0);
     assert_non_null(strstr(record(adm, "kv_cache")->source, "creation"));
     assert_true(adm->growth_bytes < growth);
+    /* before its first decode: the context's own compute buffers (llama.cpp's memory
+       breakdown), not the estimate of a 10-token batch (the old session counted that) */
+    req.compute_bytes = 7 * TENSOR_BYTES;
+    assert_int_equal(rf_session_admit_result(s, &req, adm), 0);
+    assert_int_equal(record(adm, "graph_scratch")->bytes, 7 * TENSOR_BYTES);
+    assert_non_null(strstr(record(adm, "graph_scratch")->source, "memory_breakdown"));
     req.context_warm = true;
     assert_int_equal(rf_session_admit_result(s, &req, adm), 0);
     assert_true(record(adm, "graph_scratch")->has && record(adm, "runtime")->has);
     assert_int_equal(record(adm, "graph_scratch")->bytes + record(adm, "runtime")->bytes, 0);
     free(adm);
+    rf_session_free(s);
+}
+
+/* Without the memory breakdown (another libllama) the ledger's KV cache is estimated in the
+   context's cache types: a q8_0 cache as q8_0 (the old ledger assumed f16). */
+static void test_ledger_kv_in_cache_types(void **state)
+{
+    (void)state;
+    struct fake f = {
+        .nat.resident_bytes = TENSOR_BYTES, .drop_num = 1, .drop_den = 1, .refuse_range = -1};
+    struct rf_session *s = start(&f, memory_bound(64 * TENSOR_BYTES));
+    struct rf_operation_output out = {.n_ctx = 512,
+                                      .has_cache_types = true,
+                                      .type_k = RF_KV_TYPE_Q8_0,
+                                      .type_v = RF_KV_TYPE_Q8_0};
+    uint64_t q8, f16;
+    /* fake_model: 2 layers, n_embd 64, as many KV heads as heads */
+    assert_int_equal(rf_kv_cache_bytes(2, 512, 64, 64, RF_KV_TYPE_Q8_0, RF_KV_TYPE_Q8_0, &q8), 0);
+    assert_int_equal(rf_kv_cache_bytes(2, 512, 64, 64, RF_KV_TYPE_F16, RF_KV_TYPE_F16, &f16), 0);
+    assert_int_equal(rf_session_operation_end(s, &out), 0);
+    const struct rf_ledger_entry *kv =
+        &rf_session_report(s, RF_REPORT_OPERATION)->ledger->entries[RF_LEDGER_KV_CACHE];
+    assert_true(kv->has_value);
+    assert_int_equal(kv->value_bytes, q8);
+    assert_non_null(strstr(kv->source, "cache types"));
+    out.has_cache_types = false; /* not given: llama.cpp's default, f16 */
+    assert_int_equal(rf_session_operation_end(s, &out), 0);
+    kv = &rf_session_report(s, RF_REPORT_OPERATION)->ledger->entries[RF_LEDGER_KV_CACHE];
+    assert_int_equal(kv->value_bytes, f16);
     rf_session_free(s);
 }
 
@@ -997,6 +1034,7 @@ int main(void)
         cmocka_unit_test(test_thirteen_samples_one_operation),
         cmocka_unit_test(test_operations_have_their_own_reports),
         cmocka_unit_test(test_admission_in_context),
+        cmocka_unit_test(test_ledger_kv_in_cache_types),
         cmocka_unit_test(test_idle_alive_boundary),
         cmocka_unit_test(test_busy_gate),
         cmocka_unit_test(test_refused_range),

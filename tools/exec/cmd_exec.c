@@ -124,7 +124,9 @@ static void usage(FILE *out)
             "                                context and a margin of an eighth of the\n"
             "                                limit (the default, said in one line; a\n"
             "                                --cache-ram of yours is kept, warned when it\n"
-            "                                cannot fit)\n"
+            "                                cannot fit), and let its prompt cache grow\n"
+            "                                while an operation is over the hard limit\n"
+            "                                (by default its saves are then skipped)\n"
             "      --memory-limit SIZE       run PROGRAM in a fresh child memory cgroup with\n"
             "                                that hard limit (as run's; root or a delegated\n"
             "                                cgroup); removed at exit\n"
@@ -224,6 +226,7 @@ static bool set_environment(const struct exec_options *o, const char *preload, c
     rc |= set_u64("RAMFORGE_EXEC_CACHE_TYPE_V", o->kv.has_cache_types, o->kv.type_v);
     rc |= set_u64("RAMFORGE_EXEC_HISTORY", o->history > 0, (uint64_t)o->history);
     rc |= set_u64("RAMFORGE_EXEC_CACHE_RAM_MIB", o->has_cache_ram, (uint64_t)o->cache_ram_mib);
+    rc |= set_str("RAMFORGE_EXEC_CACHE_STOP", o->has_cache_ram && !o->keep_cache_ram ? "1" : NULL);
     rc |= set_u64("RAMFORGE_EXEC_BUDGET_QUIET_MS", o->budget_quiet_ms > 0,
                   (uint64_t)o->budget_quiet_ms);
     rc |= set_str("RAMFORGE_EXEC_REPORT_JSON", s->json_path);

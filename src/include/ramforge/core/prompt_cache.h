@@ -4,10 +4,11 @@
  * sequence state the program saves (llama_state_seq_get_data_ext) and
  * restores. The server's own rule, applied to those sizes: an entry larger
  * than the limit (--cache-ram) is skipped; otherwise the oldest entries are
- * evicted until the new one fits. Evictions cross no libllama call, so the
- * model is what the figure rests on (estimated); a cached prompt the server
- * drops because a newer one contains it is not seen: the model's bytes are
- * then an upper bound. Plain state, no lock, no allocation.
+ * evicted until the new one fits; an entry restored into a slot leaves the
+ * cache (server_prompt_cache::load erases it). Evictions cross no libllama
+ * call, so the model is what the figure rests on (estimated); a cached
+ * prompt the server drops because a newer one contains it is not seen: the
+ * model's bytes are then an upper bound. Plain state, no lock, no allocation.
  */
 #ifndef RAMFORGE_PROMPT_CACHE_H
 #define RAMFORGE_PROMPT_CACHE_H
@@ -30,6 +31,7 @@ struct rf_prompt_cache {
     uint64_t saves, restores;                    /* states saved, restored */
     uint64_t saved_bytes, restored_bytes;        /* their sums, bytes (saturating) */
     uint64_t evicted, skipped;                   /* entries evicted, saves larger than the limit */
+    uint64_t taken;     /* restores that took a live entry of their size out of the cache */
     uint64_t forgotten; /* entries dropped from the model's ring while still counted by the
                            server (its bytes then undercount: more than MAX_ENTRIES entries) */
 };
@@ -40,7 +42,12 @@ void rf_prompt_cache_init(struct rf_prompt_cache *pc, bool has_limit, uint64_t l
 /* A state of size bytes saved: the server's rule applied (skip, evict the oldest, add). */
 void rf_prompt_cache_save(struct rf_prompt_cache *pc, uint64_t size);
 
-/* A state of size bytes restored into a context (counted; the cache keeps it). */
+/*
+ * A state of size bytes restored into a context: counted, and the newest
+ * live entry of that size taken out, as the server erases the entry it
+ * loads (which one of equal sizes does not change the bytes; none of that
+ * size: a state not from the cache, only counted).
+ */
 void rf_prompt_cache_restore(struct rf_prompt_cache *pc, uint64_t size);
 
 /*

@@ -49,6 +49,18 @@ const struct forge_llama_build *forge_llama_built(void);
  */
 const char *forge_llama_mismatch(void);
 
+struct llama_context;
+
+/*
+ * Sums llama_get_memory_breakdown(ctx) over buffer types: context (KV
+ * cache) and compute (graph scratch) bytes, of any context (forge's or a
+ * program's under exec). -ENOSYS where the build has no llama-ext.h,
+ * -ENOEXEC with another libllama (forge_llama_mismatch), -EIO when
+ * llama.cpp throws.
+ */
+int forge_memory_breakdown(const struct llama_context *ctx, uint64_t *context_bytes,
+                           uint64_t *compute_bytes);
+
 /*
  * Where the llama.cpp ramforge was built against comes from (static text: the pinned
  * build of scripts/build-llama.sh and its npm package, an install prefix, the package's

@@ -84,12 +84,13 @@ struct forge_exec_hooks {
     int (*context_params)(struct llama_model *model, struct llama_context_params *params,
                           void **token);
     /* After llama_init_from_model(model) returned ctx (NULL: it failed, token freed); n_ctx
-       as asked (0: the model's); token context_params'. 0: counted (or not the engine's
+       as asked (0: the model's); asked: what context_admit was given (the cache types);
+       token context_params'. 0: counted (or not the engine's
        model); -1: a context of a managed model the engine could not record (out of memory;
        said), which would run without a lease: the shim frees it and returns NULL, the
        program's own out-of-memory path. */
     int (*context_created)(struct llama_model *model, struct llama_context *ctx, uint32_t n_ctx,
-                           void *token);
+                           const struct forge_exec_context *asked, void *token);
     /* Before llama_free(ctx): its lease ended, ctx no longer looked up (its address may be
        reused at once). Returns what context_freed takes. */
     void *(*context_freeing)(struct llama_context *ctx);
@@ -103,6 +104,10 @@ struct forge_exec_hooks {
        ctx returned bytes (0: failed); partial: LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY (a
        checkpoint of the recurrent or SWA part only). llama-server's host prompt cache. */
     void (*state)(struct llama_context *ctx, uint64_t bytes, bool saved, bool partial);
+    /* After llama_state_seq_get_size_ext(ctx) returned size (partial as above): the size the
+       program is given. llama-server skips an entry larger than its --cache-ram without
+       allocating it, so a size over the bound stops the cache's growth (engine_prompt.c). */
+    uint64_t (*state_size)(struct llama_context *ctx, uint64_t size, bool partial);
     /* After llama_decode/llama_encode, on the same thread: rc its return; the window's turn
        ended; a failed submission ends the lease. */
     void (*submitted)(struct llama_context *ctx, int32_t rc);
