@@ -11,7 +11,8 @@ child memory cgroup of 32 MiB (the model evicted first), where the plan leaves c
                    read once, its page span: slice bytes up to two edge pages more), more than
                    0 and less than every routed byte for every token; the routed weights were
                    pointed at the cache (none left on a repacked copy), O_DIRECT or a reason;
-                   admission's verdict is not "will thrash"; the report matches the schema
+                   admission's verdict is not "will thrash"; the report matches the schema;
+                   --metrics-file's ramforge_expert_cache_* series are the report's figures
   moe_policy_exec  the same under `ramforge exec -- llama-server` (the pin's): the cache in
                    llama-server's own context, tokens as bare llama-server's
 
@@ -78,10 +79,20 @@ def case_moe_policy_run(c):
         evict(model)
         p = c.run("run", "-m", model, "-n", "16", "-p", PROMPT, "-c", "256",
                   "--residency-policy", "streaming", "--residency-report", "--residency-report-json",
-                  rep, preexec_fn=enter)
+                  rep, "--metrics-file", c.path("policy.prom"), preexec_fn=enter)
     check(p.stdout == off, f"tokens under the expert policy {p.stdout!r} vs off {off!r}")
     check("experts: cache of" in p.stderr, f"no expert cache line: {p.stderr[-1500:]}")
     check_experts(c, rep, model, "run")
+    with open(rep) as f:
+        x = json.load(f)["streaming"]["experts"]
+    with open(c.path("policy.prom")) as f:
+        prom = {ln.split("{")[0]: float(ln.split()[-1]) for ln in f if ln.startswith("ramforge_exp")}
+    for name, key in (("hits_total", "hits"), ("misses_total", "misses"),
+                      ("read_bytes_total", "bytes_read"), ("resident_bytes", "cache_resident_bytes"),
+                      ("experts_per_layer", "experts_per_layer")):
+        check(prom.get("ramforge_expert_cache_" + name) == x[key],
+              f"metrics ramforge_expert_cache_{name} {prom.get('ramforge_expert_cache_' + name)} "
+              f"against the report's {key} {x[key]}")
 
 
 def case_moe_policy_exec(c):

@@ -301,6 +301,8 @@ struct rf_stream_report {
     struct rf_stream_decode decode;         /* the decode's reads and CPU time; on false: none */
     struct rf_stream_read_ahead read_ahead; /* the read-ahead window; on false: none */
     struct rf_stream_experts experts;       /* the expert cache; on false: none */
+    struct rf_stream_experts experts_total; /* every operation's since the session began (the
+                                               /metrics counters); on false: none */
     bool has_overlap_limit;
     uint64_t overlap_limit_token_ns; /* max(t_c, max(0, W - (limit - fixed)) / B), ns */
 };
