@@ -362,8 +362,10 @@ static int make_tensors(struct forge_experts *x, struct forge_model *m,
         if (o->layer + 1 > x->n_layer)
             x->n_layer = o->layer + 1;
     }
-    if (!x->n_xt || !m->map_start)
+    if (!m->map_start)
         return -EINVAL;
+    if (!x->n_xt)
+        return -ENODATA; /* every routed tensor repacked: nothing to read */
     qsort(x->xt, x->n_xt, sizeof(*x->xt), xt_cmp);
     return 0;
 }
