@@ -12,7 +12,8 @@ child memory cgroup of 32 MiB (the model evicted first), where the plan leaves c
                    0 and less than every routed byte for every token; the routed weights were
                    pointed at the cache (none left on a repacked copy), O_DIRECT or a reason;
                    admission's verdict is not "will thrash"; the report matches the schema;
-                   --metrics-file's ramforge_expert_cache_* series are the report's figures
+                   --metrics-file's ramforge_expert_cache_* series are the report's figures;
+                   the ledger's ExpertCache is the cache's resident bytes (exact_measured)
   moe_policy_exec  the same under `ramforge exec -- llama-server` (the pin's): the cache in
                    llama-server's own context, tokens as bare llama-server's
 
@@ -64,6 +65,10 @@ def check_experts(c, rep, model, name):
     check(0 < x["bytes_read"] < routed * x["tokens"], f"{name}: bytes_read: {x}")
     check(x["tensors_pointed"] > 0 and x["tensors_not_mapped"] == 0, f"{name}: pointers: {x}")
     check(x["direct_io"] or x["direct_io_reason"], f"{name}: no O_DIRECT and no reason: {x}")
+    led = {e["category"]: e for e in rep["ledger"]["entries"]}["ExpertCache"]
+    check(led["value_bytes"] == x["cache_resident_bytes"] and
+          led["provenance"] == "exact_measured" and 0 < led["value_bytes"] <= x["cache_budget_bytes"] + 3 * 2 * PAGE * 4 * x["experts_per_layer"],
+          f"{name}: the ledger's ExpertCache {led} against the cache's {x}")
     print(f"{name}: c {x['experts_per_layer']} of {n}, hit rate {x['hit_rate']:.2f}, "
           f"{x['bytes_read']} bytes read for {x['tokens']} tokens, direct {x['direct_io']}")
 
