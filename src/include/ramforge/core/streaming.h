@@ -24,6 +24,10 @@
  *   3. of the first layer that did not fit, each tensor (file order) that
  *      still fits the budget left: every pinned byte is a byte not read
  *      again each token.
+ * On a mixture-of-experts model (params.experts) the routed expert tensors
+ * are neither pinned nor in W: k experts of every layer are reserved before
+ * the pins, and what the limit leaves after them is an LRU expert cache of c
+ * experts a layer (streaming_experts.c, docs/MOE.md).
  * Only entries the graph reads from the file mapping (access FILE_BACKED)
  * with a validated range (file_backed, eligibility ELIGIBLE) are ever
  * pinned: an anonymous or repacked copy is never a pin, nor a range
