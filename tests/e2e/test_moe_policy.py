@@ -15,26 +15,33 @@ child memory cgroup of 32 MiB (the model evicted first), where the plan leaves c
                    --metrics-file's ramforge_expert_cache_* series are the report's figures;
                    the ledger's ExpertCache is the cache's resident bytes (exact_measured)
   moe_policy_serve the same under `ramforge serve` (/residency's operation report after a
-                   /completion): its content as run's under `off`
+                   /completion): its content and top-3 log-probabilities as serve's under
+                   `off` without a limit
   moe_policy_exec  the same under `ramforge exec -- llama-server` (the pin's): the cache in
-                   llama-server's own context, tokens as bare llama-server's
+                   llama-server's own context, tokens and top-3 log-probabilities as bare
+                   llama-server's
 
 Exit 0 pass, 1 fail, 77 skip (no root or no v1 memory cgroup, an ASan build: its shadow
 memory does not fit the limit; llama-server not built).
 """
+import http.client
 import json
 import os
 
 from e2e_util import Skip, asan_build, check, evict, memory_child_cgroup, run_main
 from test_moe import Ctx, expected_read, validate_report
 from test_serve import Server
-from test_streaming_exec import completion, free_port, report_of, server, skip_unless, stop
+from test_streaming_exec import free_port, report_of, server, skip_unless, stop
 
 LIMIT = 32 << 20
 # 19 tokens: a longer prompt's graph scratch (estimated before the load) does not fit 32 MiB
 PROMPT = "The quick brown fox jumps over the lazy dog while the old man reads a book"
 LLAMA_SERVER = os.environ.get("RF_LLAMA_SERVER", "")
 PAGE = os.sysconf("SC_PAGE_SIZE")
+# The test model's greedy tokens hardly depend on its experts (token_embd is scaled up: the
+# residual stream is the token's own): zeroed expert weights keep the tokens, not the
+# probabilities. serve and exec compare the top N_PROBS log-probabilities of every token.
+N_PROBS = 3
 
 
 def slice_bytes(model):
@@ -111,16 +118,33 @@ def case_moe_policy_serve(c):
     if asan_build(c.rf):
         raise Skip("an AddressSanitizer build: its shadow memory does not fit the 32 MiB limit")
     model = c.moe()
-    off = c.run("run", "-m", model, "-n", "16", "-p", PROMPT, "-c", "256",
-                "--residency-policy", "off").stdout
+    body = {"prompt": PROMPT, "n_predict": 16, "temperature": 0, "n_probs": N_PROBS}
+    with Server(c, model, "-c", "256", "--residency-policy", "off") as sv:
+        want = sv.ok("POST", "/completion", body)
     with memory_child_cgroup("ramforge-moe-policy-serve", LIMIT) as enter:
         evict(model)
         with Server(c, model, "-c", "256", "--residency-policy", "streaming",
                     preexec_fn=enter) as sv:
-            got = sv.complete(prompt=PROMPT, n=16)["content"]
+            got = sv.ok("POST", "/completion", body)
             rep = sv.ok("GET", "/residency")["operation"]
-    check(got == off.rstrip("\n"), f"serve's content under the expert policy {got!r} vs {off!r}")
+    # the probabilities too: this model's tokens barely depend on its experts (docs/MOE.md)
+    for key in ("content", "completion_probabilities"):
+        check(got[key] == want[key], f"serve's {key} under the expert policy {got[key]!r} vs "
+                                     f"off's {want[key]!r}")
     check_experts(c, rep, model, "serve")
+
+
+def completion_probs(port):
+    """llama-server's greedy tokens and their top N_PROBS log-probabilities for PROMPT."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    conn.request("POST", "/completion", body=json.dumps(
+        {"prompt": PROMPT, "n_predict": 16, "temperature": 0, "return_tokens": True,
+         "cache_prompt": False, "n_probs": N_PROBS}))
+    r = conn.getresponse()
+    doc = json.loads(r.read())
+    conn.close()
+    check(r.status == 200, f"/completion: {r.status} {doc}")
+    return doc["tokens"], doc["completion_probabilities"]
 
 
 def case_moe_policy_exec(c):
@@ -131,7 +155,7 @@ def case_moe_policy_exec(c):
     with open(c.path("bare.err"), "w") as err:
         bare = server([LLAMA_SERVER, *args, "--port", str(port)], port, err)
         try:
-            want = completion(port)
+            want = completion_probs(port)
         finally:
             stop(bare)
     rep = c.path("exec.json")
@@ -144,11 +168,12 @@ def case_moe_policy_exec(c):
                        str(port)], port, err, preexec_fn=enter)
         try:
             first = report_of(rep, 2)["operation"]["operations"]  # the load's, the warmup's
-            got = completion(port)
+            got = completion_probs(port)
             after = report_of(rep, first + 1)  # its idle boundary
         finally:
             stop(proc)
-    check(got == want, f"tokens under exec's expert cache {got} against bare {want}")
+    check(got == want, f"tokens and probabilities under exec's expert cache {got} against "
+                       f"bare llama-server's {want}")
     check_experts(c, after, model, "exec llama-server")
     check_experts(c, rep, model, "exec llama-server (the final report)")
 
