@@ -128,10 +128,12 @@ struct rf_stream_plan {
     uint32_t expert_layers;            /* layers with routed tensors */
     uint64_t expert_bytes;             /* one expert of the largest layer: its slices' outward
                                           page spans (each at most its pages + 1), bytes */
-    uint64_t expert_min_bytes;         /* k experts of every layer: the cache's minimum, bytes */
+    uint64_t expert_min_bytes;         /* k experts of every layer and the other n - k of one
+                                          (a prompt batch's): the cache's minimum, bytes */
     uint32_t expert_cache_per_layer;   /* c, k <= c <= n; 0: no experts or the minimum does not
                                           fit */
-    uint64_t expert_cache_bytes;       /* c x expert_layers x expert_bytes: the cache budget */
+    uint64_t expert_cache_bytes;       /* (c x expert_layers + n - c) x expert_bytes: the most
+                                          the cache holds (a batch may load a layer's n) */
     char reason[RF_STREAM_REASON_MAX]; /* one sentence: what was pinned or why not */
 };
 
