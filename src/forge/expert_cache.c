@@ -187,12 +187,28 @@ static void point_back(struct forge_experts *x)
         }
 }
 
+/* Layer l's weights pointed at their reservations back at the mapping. */
+static void point_back_layer(struct forge_experts *x, uint32_t l)
+{
+    for (uint32_t p = x->layer_at[l]; p < x->layer_at[l + 1]; p++) {
+        struct xtensor *u = &x->xt[x->by_layer[p]];
+        if (u->t) {
+            u->t->data = u->orig;
+            u->t = NULL;
+        }
+    }
+}
+
 void forge_experts_computed(struct forge_experts *x, struct ggml_tensor *t)
 {
     int layer = forge_topk_layer(t);
     if (layer < 0 || (uint32_t)layer >= x->n_layer || x->broken)
         return;
     const uint32_t l = (uint32_t)layer;
+    /* this batch's router: the layer's weights back at the mapping until its experts are read
+       (an earlier batch of the decode may have pointed them; a failure below leaves them so) */
+    point_back_layer(x, l);
+    x->loaded[l] = false;
     const int64_t k = t->ne[0], rows = t->ne[1];
     size_t need = (size_t)(k > 0 ? k : 0) * (size_t)(rows > 0 ? rows : 0);
     if (need > x->ids_cap) {
