@@ -18,8 +18,8 @@ child memory cgroup of 32 MiB (the model evicted first), where the plan leaves c
                    /completion): its content and top-3 log-probabilities as serve's under
                    `off` without a limit
   moe_policy_exec  the same under `ramforge exec -- llama-server` (the pin's): the cache in
-                   llama-server's own context, tokens and top-3 log-probabilities as bare
-                   llama-server's
+                   llama-server's own context (-ub 8: a prompt of three batches in one
+                   decode), tokens and top-3 log-probabilities as bare llama-server's
 
 Exit 0 pass, 1 fail, 77 skip (no root or no v1 memory cgroup, an ASan build: its shadow
 memory does not fit the limit; llama-server not built).
@@ -150,7 +150,10 @@ def completion_probs(port):
 def case_moe_policy_exec(c):
     skip_unless(c, LLAMA_SERVER, "llama-server from the pin")
     model = c.moe()
-    args = ["-m", model, "--host", "127.0.0.1", "-c", "512", "-t", "2", "-np", "1"]
+    # -ub 8: the prompt's decode computes three batches, each through the cache (a batch
+    # after the first reads its own experts before the layer's weights point at the cache)
+    args = ["-m", model, "--host", "127.0.0.1", "-c", "512", "-t", "2", "-np", "1",
+            "-ub", "8", "-b", "8"]
     port = free_port()
     with open(c.path("bare.err"), "w") as err:
         bare = server([LLAMA_SERVER, *args, "--port", str(port)], port, err)
