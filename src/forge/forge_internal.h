@@ -2,6 +2,7 @@
 #ifndef RAMFORGE_FORGE_INTERNAL_H
 #define RAMFORGE_FORGE_INTERNAL_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
@@ -207,6 +208,52 @@ struct forge_eval_chain {
  */
 bool forge_window_eval(struct forge_window *w, struct ggml_tensor *t, bool ask,
                        struct forge_eval_chain *inner);
+
+/* --- reads of the model file, O_DIRECT where allowed (direct_read.c) --- */
+
+struct forge_direct_file {
+    int fd;              /* -1: closed */
+    bool direct;         /* fd has O_DIRECT (under *mu once readers run) */
+    const char *reason;  /* static: why not; NULL: direct (as direct) */
+    uint64_t file_bytes; /* the file's size at load */
+    pthread_mutex_t *mu; /* the owner's lock, guarding direct and reason */
+};
+
+/* Opens m's model file with O_DIRECT, or without it where the filesystem refuses (EINVAL),
+   with the reason. 0 or the open's -errno (fd -1). */
+int forge_direct_open(struct forge_direct_file *f, const struct forge_model *m,
+                      pthread_mutex_t *mu);
+
+/* Reads n bytes at off into dst; short only at the end of the file. A refused O_DIRECT read
+   (EINVAL) drops O_DIRECT and reads again. 0 or -errno. */
+int forge_direct_read(struct forge_direct_file *f, uint8_t *dst, uint64_t off, uint64_t n);
+
+/* Closes the file (closed: no-op). */
+void forge_direct_close(struct forge_direct_file *f);
+
+/* --- the MoE router's node (routing.c) and the expert cache (expert_cache.c) --- */
+
+/* The layer of a node named "ffn_moe_topk-<layer>", or -1. */
+int forge_topk_layer(const struct ggml_tensor *t);
+
+/* The most experts a token selects that a reader of the router's node reads per row. */
+#define FORGE_TOPK_MAX_USED 256
+
+/* Row j's k = t->ne[0] expert ids of the router's node t into ids; false: not readable (not
+   i32, k out of 1 .. FORGE_TOPK_MAX_USED, not contiguous in a row). */
+bool forge_topk_row(const struct ggml_tensor *t, int64_t j, int32_t *ids);
+
+struct forge_experts;
+
+/* The expert cache on node t in the ask phase: true for the router's node of a cached layer;
+   points the node's routed weights at their reservations (layers loaded this decode). */
+bool forge_experts_ask(struct forge_experts *x, struct ggml_tensor *t);
+
+/* After node t was computed: at the router's node, the missing slices read and waited for. */
+void forge_experts_computed(struct forge_experts *x, struct ggml_tensor *t);
+
+/* After a decode: every weight back at the mapping, layers above c trimmed. NULL: no-op. */
+void forge_experts_decode_end(struct forge_experts *x);
 
 /*
  * Fills info's n_expert, n_expert_used (both 0 for a dense model or

@@ -34,15 +34,14 @@
 #include "forge_internal.h"
 
 #include "ramforge/core/timing.h"
+#include "ramforge/forge/forge_experts.h"
 #include "ramforge/forge/forge_window.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include "ggml.h"
 #include "llama.h"
@@ -72,12 +71,9 @@ struct wunit {
 };
 
 struct forge_window {
-    int fd;
-    bool fd_direct;        /* fd has O_DIRECT (under mu once the threads run) */
-    const char *fd_reason; /* why not, static; as fd_direct */
-    uint64_t file_bytes;
-    uint64_t ring_bytes; /* the option's slots x the largest unit */
-    struct wunit *units; /* n_units, sorted by name */
+    struct forge_direct_file file; /* the model file, O_DIRECT where allowed */
+    uint64_t ring_bytes;           /* the option's slots x the largest unit */
+    struct wunit *units;           /* n_units, sorted by name */
     size_t n_units;
     uint32_t *order; /* n_units: unit indices in the decode's order (n_order learned) */
     size_t n_order;
@@ -102,44 +98,12 @@ struct forge_window {
     int cur_slot;                   /* its slot; -1: none (the mapping) */
     struct forge_eval_chain chain;  /* forge_window_context_params': the callback before */
     struct rf_stream_read_ahead st; /* counters: thread's under mu, decode's its own */
+    struct forge_experts *experts;  /* a MoE model's expert cache (owned); NULL: none */
 };
 
 static int wunit_cmp(const void *a, const void *b)
 {
     return strcmp(((const struct wunit *)a)->name, ((const struct wunit *)b)->name);
-}
-
-/* Reads n bytes at off into dst; short only at the end of the file. 0 or -errno. */
-static int read_unit(struct forge_window *w, uint8_t *dst, uint64_t off, uint64_t n)
-{
-    uint64_t got = 0;
-    bool retried = false;
-    while (got < n) {
-        ssize_t r = pread(w->fd, dst + got, (size_t)(n - got), (off_t)(off + got));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0 && errno == EINVAL && !retried) { /* the filesystem refused O_DIRECT? */
-            bool retry;
-            retried = true;
-            pthread_mutex_lock(&w->mu);
-            retry = !w->fd_direct || fcntl(w->fd, F_SETFL, fcntl(w->fd, F_GETFL) & ~O_DIRECT) == 0;
-            if (w->fd_direct && retry) {
-                w->fd_direct = false;
-                w->fd_reason = "the filesystem refused an O_DIRECT read (EINVAL): the window "
-                               "reads through the page cache";
-            }
-            pthread_mutex_unlock(&w->mu);
-            if (retry)
-                continue;
-            errno = EINVAL;
-        }
-        if (r < 0)
-            return -errno;
-        if (r == 0)
-            return off + got >= w->file_bytes ? 0 : -EIO;
-        got += (uint64_t)r;
-    }
-    return 0;
 }
 
 /*
@@ -182,12 +146,12 @@ static void *window_thread(void *arg)
         if (w->reading++ == 0)
             w->busy_t0 = rf_now_ns();
         pthread_mutex_unlock(&w->mu);
-        int rc = read_unit(w, w->ring + off, u->file_offset, u->bytes);
+        int rc = forge_direct_read(&w->file, w->ring + off, u->file_offset, u->bytes);
         pthread_mutex_lock(&w->mu);
         if (--w->reading == 0) /* read time: the union of the readers' reads */
             w->st.read_ns += rf_now_ns() - w->busy_t0;
-        w->st.direct = w->fd_direct;
-        w->st.direct_reason = w->fd_reason;
+        w->st.direct = w->file.direct;
+        w->st.direct_reason = w->file.reason;
         if (rc == 0) {
             w->st.units_read++;
             w->st.read_bytes += u->bytes;
@@ -326,9 +290,14 @@ static bool visit(struct forge_window *w, struct ggml_tensor *t)
 bool forge_window_eval(struct forge_window *w, struct ggml_tensor *t, bool ask,
                        struct forge_eval_chain *inner)
 {
-    if (!ask)
+    if (!ask) {
+        if (w->experts) /* the router's node: the missing experts read before the matmuls */
+            forge_experts_computed(w->experts, t);
         return inner->asked ? inner->cb(t, false, inner->ud) : true;
+    }
     bool split = visit(w, t); /* a node reading a slot ends its range: computed before the next */
+    if (w->experts)
+        split |= forge_experts_ask(w->experts, t);
     inner->asked = inner->cb ? inner->cb(t, true, inner->ud) : false;
     return split || inner->asked;
 }
@@ -374,6 +343,18 @@ void forge_window_decode_end(struct forge_window *w)
     pthread_mutex_unlock(&w->mu);
     w->cur_slot = -1;
     w->cur_unit = -1;
+    forge_experts_decode_end(w->experts);
+}
+
+void forge_window_set_experts(struct forge_window *w, struct forge_experts *x)
+{
+    if (w)
+        w->experts = x;
+}
+
+void forge_window_experts_stats(struct forge_window *w, struct rf_stream_experts *out)
+{
+    forge_experts_stats(w ? w->experts : NULL, out);
 }
 
 void forge_window_context_params(struct forge_window *w, struct forge_context_params *p)
@@ -409,10 +390,11 @@ void forge_window_stats(struct forge_window *w, struct rf_stream_read_ahead *out
 static int copy_units(struct forge_window *fw, struct forge_model *m,
                       const struct rf_inventory *inv, const struct rf_stream_window *w)
 {
-    fw->units = calloc(w->n_units, sizeof(*fw->units));
-    fw->order = calloc(w->n_units, sizeof(*fw->order));
-    fw->pos = calloc(w->n_units, sizeof(*fw->pos));
-    fw->slots = calloc(w->n_units, sizeof(*fw->slots));
+    const size_t n = w->n_units ? w->n_units : 1; /* none: the expert cache's carrier */
+    fw->units = calloc(n, sizeof(*fw->units));
+    fw->order = calloc(n, sizeof(*fw->order));
+    fw->pos = calloc(n, sizeof(*fw->pos));
+    fw->slots = calloc(n, sizeof(*fw->slots));
     if (!fw->units || !fw->order || !fw->pos || !fw->slots)
         return -ENOMEM;
     for (size_t i = 0; i < w->n_units; i++) {
@@ -443,13 +425,13 @@ int forge_window_create(struct forge_model *m, const struct rf_inventory *inv,
     if (!out)
         return -EINVAL;
     *out = NULL;
-    if (!m || !inv || !w || w->n_units == 0 || w->slots < RF_STREAM_READ_AHEAD_MIN_SLOTS ||
+    if (!m || !inv || !w || w->slots < RF_STREAM_READ_AHEAD_MIN_SLOTS ||
         __builtin_mul_overflow(w->slot_bytes, (uint64_t)w->slots, &ring_bytes) ||
         ring_bytes > SIZE_MAX)
         return -EINVAL;
     if (!(fw = calloc(1, sizeof(*fw))))
         return -ENOMEM;
-    fw->fd = -1;
+    fw->file.fd = -1;
     fw->ring = MAP_FAILED;
     fw->n_units = w->n_units;
     fw->ring_bytes = ring_bytes;
@@ -464,22 +446,12 @@ int forge_window_create(struct forge_model *m, const struct rf_inventory *inv,
     pthread_cond_init(&fw->cv_ready, NULL);
     if ((rc = copy_units(fw, m, inv, w)) < 0)
         goto out;
-    fw->file_bytes = (uint64_t)m->file_st.st_size;
-    fw->fd_direct = true;
-    fw->fd = open(m->mapping.path, O_RDONLY | O_CLOEXEC | O_DIRECT);
-    if (fw->fd < 0 && errno == EINVAL) {
-        fw->fd_direct = false;
-        fw->fd_reason = "the filesystem refuses O_DIRECT (open: EINVAL): the window "
-                        "reads through the page cache";
-        fw->fd = open(m->mapping.path, O_RDONLY | O_CLOEXEC);
-    }
-    fw->st.direct = fw->fd_direct;
-    fw->st.direct_reason = fw->fd_reason;
-    if (fw->fd < 0) {
-        rc = -errno;
+    rc = forge_direct_open(&fw->file, m, &fw->mu);
+    fw->st.direct = fw->file.direct;
+    fw->st.direct_reason = fw->file.reason;
+    if (rc < 0)
         goto out;
-    }
-    for (rc = 0; rc == 0 && fw->n_threads < WINDOW_READERS; fw->n_threads += rc == 0)
+    for (rc = 0; rc == 0 && w->n_units && fw->n_threads < WINDOW_READERS; fw->n_threads += rc == 0)
         rc = -pthread_create(&fw->threads[fw->n_threads], NULL, window_thread, fw);
 out:
     if (rc < 0) {
@@ -505,10 +477,10 @@ void forge_window_free(struct forge_window *w)
         slot_release(w, w->cur_slot);
         pthread_mutex_unlock(&w->mu);
     }
+    forge_experts_free(w->experts); /* its weights back at the mapping */
     if (w->ring != MAP_FAILED)
         munmap(w->ring, (size_t)w->ring_bytes);
-    if (w->fd >= 0)
-        close(w->fd);
+    forge_direct_close(&w->file);
     free(w->slots);
     free(w->pos);
     free(w->order);

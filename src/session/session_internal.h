@@ -119,16 +119,27 @@ extern const struct rf_session_native rf_session_forge_native;
 /* The streaming policy's state in one operation (stream.c). */
 struct ses_stream {
     struct rf_stream_plan plan;
-    bool planned;              /* plan holds a plan */
-    bool apply;                /* admission asked for the pins (the working set does not fit) */
-    bool held;                 /* pins are held now: munlock is owed */
-    bool seq_advised;          /* the streamed ranges are MADV_SEQUENTIAL: MADV_NORMAL is owed */
-    bool huge_advised;         /* ... MADV_HUGEPAGE: MADV_NOHUGEPAGE is owed */
-    bool rows_advised;         /* the row-read ranges are MADV_RANDOM: MADV_NORMAL is owed */
-    struct rfsys_io io_before; /* storage traffic when the operation opened */
+    struct rf_expert_map experts; /* a MoE model's routed experts (the plan's, the cache's) */
+    bool planned;                 /* plan holds a plan */
+    bool apply;                   /* admission asked for the pins (the working set does not fit) */
+    bool held;                    /* pins are held now: munlock is owed */
+    bool seq_advised;             /* the streamed ranges are MADV_SEQUENTIAL: MADV_NORMAL is owed */
+    bool huge_advised;            /* ... MADV_HUGEPAGE: MADV_NOHUGEPAGE is owed */
+    bool rows_advised;            /* the row-read ranges are MADV_RANDOM: MADV_NORMAL is owed */
+    struct rfsys_io io_before;    /* storage traffic when the operation opened */
     bool has_io_before;
     struct rf_stream_report rep;
 };
+
+/* The expert cache's capacity c when the plan is applied on a MoE model (0: no cache). */
+uint32_t ses_stream_expert_capacity(struct rf_session *s);
+
+/* The routed experts the plan was made over (borrowed). */
+const struct rf_expert_map *ses_stream_experts(struct rf_session *s);
+
+/* Adds an expert cache's figures to the operation's streaming.experts (sums; c and the
+   budget replaced, the direct flag and-ed). */
+void ses_stream_experts_add(struct rf_session *s, const struct rf_stream_experts *x);
 
 /* Per-operation state; reset when the next operation opens. */
 struct session_op {
@@ -173,7 +184,7 @@ struct ses_held {
     struct rf_timing timing;
     struct rf_admission_result admission;
     struct rf_staging_plan staging;    /* selected_bytes only */
-    struct rf_stream_report streaming; /* the read bytes and major faults only */
+    struct rf_stream_report streaming; /* the read bytes, major faults and experts only */
 };
 
 struct rf_session {
@@ -248,15 +259,16 @@ struct rf_session {
     struct ses_held held; /* the last request's figures, for the metrics text */
     uint64_t n_ended;
     bool idle_released; /* the last idle boundary released bytes: the next start stages (host.c) */
-    struct forge_window_hook *window_hook; /* streaming with a read-ahead ring: the window of
-                                              the contexts the application decorates (host.c);
-                                              NULL: none */
-    struct forge_window *window_installed; /* the operation's window in window_hook; NULL: none */
-    struct forge_routing *ctx_routing;     /* a MoE model's routing in the contexts the
-                                              application decorates (host.c), since the
-                                              session began; NULL: a dense model, or off */
-    bool has_prompt_cache;                 /* the host's PromptCache entry below */
-    struct rf_ledger_entry prompt_cache;   /* copied into each operation's ledger at its end */
+    struct forge_window_hook *window_hook;  /* streaming with a read-ahead ring: the window of
+                                               the contexts the application decorates (host.c);
+                                               NULL: none */
+    struct forge_window *window_installed;  /* the operation's window in window_hook; NULL: none */
+    struct rf_stream_experts experts_total; /* the expert caches' figures, every operation's */
+    struct forge_routing *ctx_routing;      /* a MoE model's routing in the contexts the
+                                               application decorates (host.c), since the
+                                               session began; NULL: a dense model, or off */
+    bool has_prompt_cache;                  /* the host's PromptCache entry below */
+    struct rf_ledger_entry prompt_cache;    /* copied into each operation's ledger at its end */
     struct rf_report view[2]; /* rf_session_report's assembly, per scope (operation, session) */
 };
 
