@@ -22,10 +22,6 @@
     "page release may not address it: the excess is likely anonymous (KV cache, graph scratch, "   \
     "runtime, repacked copies)"
 
-/* The least room for weights that lets a decode progress by evicting and re-reading them:
-   the floor of the streaming window's minimum (streaming.h), one layer at least. */
-#define RF_ADMIT_MIN_WINDOW_BYTES (RF_STREAM_MIN_WINDOW_BYTES / 2)
-
 /* Copies src (NULL: "") into dst of size bytes, truncating, NUL-terminated. */
 static void copy_str(char *dst, size_t size, const char *src)
 {
@@ -538,7 +534,9 @@ static void decide_known(const struct rf_admission_input *in, struct rf_admissio
         const struct rf_admission_level_check *c = &out->cgroups[out->thrash_level];
 
         classify_excess(in, out);
-        if (out->has_experts) { /* the dense part, the anonymous memory, k experts a layer */
+        if (out->has_experts && !out->expert_cache_min) { /* the dense part (unless it
+                                                             streams), the anonymous memory, k
+                                                             experts a layer */
             rf_admission_experts_refuse(
                 in, out, in->mode == RF_ADMISSION_ENFORCE ? RF_ADMIT_REJECTED : RF_ADMIT_WARNING,
                 c);
@@ -559,6 +557,8 @@ static void decide_known(const struct rf_admission_input *in, struct rf_admissio
                  (unsigned long long)RF_ADMIT_MIN_WINDOW_BYTES);
         }
         note_reclaimable(out, c);
+        if (out->has_experts) /* streaming with the dense part out of the window's room */
+            rf_admission_experts_note(out);
         return;
     }
     if (out->has_unbound) /* 5b. */

@@ -6,6 +6,10 @@
  * token misses in that cache and the hit rate expected at this budget.
  * Only what cannot fit is refused: the dense part, the anonymous memory
  * (the KV cache among it) and the cache's minimum, k experts per layer.
+ * Under streaming the dense part need not fit: what does not is read
+ * through the read-ahead window each token (streaming_experts.c plans the
+ * cache's minimum before the pins), so the minimum is k experts a layer
+ * beside a minimum window.
  */
 #include "admission_internal.h"
 #include "ramforge/core/routing.h"
@@ -28,6 +32,12 @@ void rf_admission_experts_figures(const struct rf_admission_input *in,
         return;
     uint64_t fit = rf_admission_sat_sub(c->run_room_bytes, out->anonymous_bytes);
     uint64_t cache = rf_admission_sat_sub(fit, x->dense_bytes) / per_expert;
+    out->expert_dense_streams = false;
+    if (in->streaming && cache < x->n_expert_used &&
+        fit / per_expert >= x->n_expert_used + RF_ADMIT_MIN_WINDOW_BYTES / per_expert) {
+        cache = x->n_expert_used; /* the plan's minimum: the dense part streams */
+        out->expert_dense_streams = true;
+    }
 
     out->has_experts = true;
     out->n_expert = x->n_expert;
@@ -64,9 +74,12 @@ void rf_admission_experts_note(struct rf_admission_result *out)
     add(out, false,
         "; streams experts: %" PRIu64 " bytes per token, expected hit rate %.2f at this budget (an "
         "LRU cache of %" PRIu32 " of the %" PRIu32 " experts of each layer, %" PRIu64
-        " bytes, beside the dense part of %" PRIu64 " bytes; the rate %s)",
+        " bytes, beside the dense part of %" PRIu64 " bytes%s; the rate %s)",
         out->expert_stream_bytes, out->expert_hit_rate, out->cache_experts, out->n_expert,
         out->expert_cache_bytes, out->expert_dense_bytes,
+        out->expert_dense_streams ? ", which does not fit and streams through the read-ahead "
+                                    "window"
+                                  : "",
         out->expert_hit_observed ? "of the routing observed"
                                  : "of uniform routing, c/n: no routing observed yet");
 }

@@ -8,6 +8,11 @@
 #include <stdarg.h>
 
 #include "ramforge/core/admission.h"
+#include "ramforge/core/streaming.h"
+
+/* The least room for weights that lets a decode progress by evicting and re-reading them:
+   the floor of the streaming window's minimum (streaming.h), one layer at least. */
+#define RF_ADMIT_MIN_WINDOW_BYTES (RF_STREAM_MIN_WINDOW_BYTES / 2)
 
 /*
  * Adds fmt's text to out->reason whole, as a new sentence (sentence true:

@@ -261,6 +261,7 @@ static json_t *admission_experts_json(const struct rf_admission_result *a)
     json_object_set_new(o, "cache_experts", json_integer(a->cache_experts));
     json_object_set_new(o, "cache_bytes", rf_json_u64(true, a->expert_cache_bytes));
     json_object_set_new(o, "cache_minimum_fits", json_boolean(a->expert_cache_min));
+    json_object_set_new(o, "dense_streams", json_boolean(a->expert_dense_streams));
     json_object_set_new(o, "stream_bytes_per_token", rf_json_u64(true, a->expert_stream_bytes));
     json_object_set_new(o, "hit_rate", json_real(a->expert_hit_rate));
     json_object_set_new(o, "hit_rate_basis",

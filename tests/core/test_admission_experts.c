@@ -180,12 +180,50 @@ static void test_minimum(void **state)
     assert_int_equal(r.outcome, RF_ADMIT_WARNING);
 }
 
+/*
+ * The same 456 MiB under streaming: the dense part (300 MiB) does not fit
+ * beside the cache's minimum, but k experts a layer (128 MiB) and a
+ * minimum window do in the 400 MiB: the dense part streams through the
+ * window (the plan, streaming_experts.c), so the verdict streams, with a
+ * cache of k, instead of "cannot fit the experts' minimum" (the old one).
+ * With 12 experts used and 260 MiB (204 MiB beside the anonymous memory)
+ * even that does not fit, and the minimum is refused as without streaming.
+ */
+static void test_dense_streams(void **state)
+{
+    struct rf_cgroup_level l = level(456 * MIB);
+    struct rf_admission_input in;
+    struct rf_admission_result r;
+
+    (void)state;
+    moe_input(&in, &l);
+    in.mode = RF_ADMISSION_WARN;
+    in.streaming = true;
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_int_equal(r.outcome, RF_ADMIT_WARNING);
+    assert_true(r.expert_cache_min);
+    assert_true(r.expert_dense_streams);
+    assert_int_equal(r.cache_experts, 8);
+    assert_non_null(strstr(r.reason, "streams: "));
+    assert_non_null(strstr(r.reason, "streams through the read-ahead window"));
+    assert_null(strstr(r.reason, "cannot fit the experts' minimum"));
+    assert_null(strstr(r.reason, "will thrash"));
+    in.experts.n_expert_used = 12; /* 192 MiB a token, and a window: 208 MiB */
+    in.file_working_set = fig(492 * MIB);
+    l = level(260 * MIB); /* 204 MiB beside the anonymous memory */
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_false(r.expert_cache_min);
+    assert_false(r.expert_dense_streams);
+    assert_non_null(strstr(r.reason, "cannot fit the experts' minimum"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_uniform),
         cmocka_unit_test(test_observed),
         cmocka_unit_test(test_minimum),
+        cmocka_unit_test(test_dense_streams),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

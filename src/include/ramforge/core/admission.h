@@ -345,6 +345,8 @@ struct rf_admission_result {
     double expert_hit_rate;           /* expected LRU hit rate of the cache, 0..1 */
     bool expert_hit_observed;         /* from observed routing, else uniform c / n */
     bool expert_cache_min;            /* the cache holds at least k experts per layer */
+    bool expert_dense_streams;        /* streaming: the dense part does not fit beside the
+                                         cache's minimum and is read through the window */
     size_t unbound_level;             /* cgroups[] index of the first such level */
 
     size_t n_cgroups;
