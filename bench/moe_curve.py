@@ -31,7 +31,8 @@ printed. The goals' checks come last. --json PATH writes every run.
 The models (`mkmodel -P qwen3moe-a3b`, uniform and --route-skew 1.2) are generated into the
 cache directory once and reused. --quick: qwen3moe-small, uniform, one limit (4/3 of the
 file: the small model's dense part and process do not fit below it), R=1, 8 tokens (a smoke
-test). Needs root (memory cgroups; exit 77 otherwise). Exit 1 when a run failed or tokens
+test; exit 77 without llama-server or in an AddressSanitizer build). Needs root (memory
+cgroups; exit 77 otherwise). Exit 1 when a run failed or tokens
 differ; the goals are printed, not enforced. Quote figures from a quiet host only.
 """
 import argparse
@@ -49,7 +50,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "e2e"))
 sys.path.insert(0, HERE)
-from e2e_util import Skip, evict, memory_child_cgroup, memory_cgroup_v1  # noqa: E402
+from e2e_util import Skip, asan_build, evict, memory_child_cgroup, memory_cgroup_v1  # noqa: E402
 from serve_idle import free_port, llama_server_port  # noqa: E402
 
 PROMPT = "Hello my name is"
@@ -62,13 +63,20 @@ class RunFailed(Exception):
     pass
 
 
-def sh(argv, **kw):
-    """subprocess.run, its stderr kept for the failure's message."""
-    p = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **kw)
+def sh(argv):
+    """Runs argv, its stderr kept for the failure's message. Interrupted, it stops the child
+    with SIGTERM and waits: `ramforge run --memory-limit` then removes its cgroup (SIGKILL, as
+    subprocess.run sends, would leave the cgroup and the run inside it)."""
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = p.communicate()
+    except BaseException:
+        p.terminate()
+        p.wait(timeout=60)
+        raise
     if p.returncode != 0:
-        tail = p.stderr.strip().splitlines()[-1:] or [""]
+        tail = err.strip().splitlines()[-1:] or [""]
         raise RunFailed(f"{os.path.basename(argv[0])} {argv[1]} exited {p.returncode}: {tail[0]}")
-    return p
 
 
 def ensure_model(a, preset, skew):
@@ -280,8 +288,9 @@ def measure(a, routing_name, model, bw, tmp, results):
     inv = json.loads(subprocess.run([a.ramforge, "inspect", "--json", "--no-probe", model],
                                     capture_output=True, text=True, check=True).stdout)["experts"]
     size = os.path.getsize(model)
+    share = inv["token_routed_share_bytes"]
     print(f"\n== {routing_name}: {model} ({size / 2**30:.2f} GiB; {inv['n_expert_used']} of "
-          f"{inv['n_expert']} experts, a token's share of the routed {inv['token_routed_share_bytes'] / MIB:.1f} MiB); "
+          f"{inv['n_expert']} experts, a token's share of the routed {share / MIB:.1f} MiB); "
           f"t_c {t_c / 1e6:.1f} ms/token (warm, unlimited, off; tokens stable: "
           f"{'yes' if warm_same else 'NO'}); routing observed: "
           f"{'yes' if routing and routing.get('reuse_distance') else 'no'}")
@@ -289,7 +298,7 @@ def measure(a, routing_name, model, bw, tmp, results):
     for div in a.limits:
         limit = int(size / div)
         fit, projected = fit_check(a, model, limit)
-        b = bound_of(fit, projected, limit, routing, inv["token_routed_share_bytes"], t_c, bw)
+        b = bound_of(fit, projected, limit, routing, share, t_c, bw)
         runs = {r: [] for r in rows}
         for _ in range(a.r):
             for r in rows:
@@ -376,7 +385,7 @@ def parse_args():
     ap.add_argument("-t", type=int, default=2)
     ap.add_argument("--json", default="", help="write every run and the medians here")
     ap.add_argument("--quick", action="store_true",
-                    help="smoke test: qwen3moe-small, uniform, limit 4/3 of the file, R=1, 8 tokens")
+                    help="smoke test: qwen3moe-small, uniform, 4/3 of the file, R=1, 8 tokens")
     a = ap.parse_args()
     if a.quick:
         a.preset, a.routings, a.limits, a.r, a.n = "qwen3moe-small", "uniform", "0.75", 1, 8
@@ -385,6 +394,8 @@ def parse_args():
 
 
 def main():
+    # SIGTERM as Ctrl-C: the cgroups' finally blocks run
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     a = parse_args()
     try:
         memory_cgroup_v1()
@@ -394,9 +405,11 @@ def main():
     if any(r in a.rows for r in ("bare", "exec")) and not os.access(a.llama_server, os.X_OK):
         print(f"moe_curve: {a.llama_server}: no llama-server (make llama-server, or "
               "--llama-server PATH; or --rows off,run)", file=sys.stderr)
-        return 2
-    # SIGTERM as Ctrl-C: the cgroups' finally blocks run
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+        return 77 if a.quick else 2
+    if a.quick and asan_build(a.ramforge):
+        print("moe_curve: an AddressSanitizer build: exec does not run llama-server under it "
+              "and its speeds mean nothing", file=sys.stderr)
+        return 77
     models = {"uniform": ensure_model(a, a.preset, 0)}
     if "skewed" in a.routings:
         models["skewed"] = ensure_model(a, a.preset, a.skew)
@@ -419,4 +432,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # the cgroups and children are gone: the finally blocks ran
+        print("moe_curve: interrupted", file=sys.stderr)
+        sys.exit(130)
