@@ -58,6 +58,10 @@ static json_t *plan_json(const struct rf_stream_report *sr)
     json_object_set_new(o, "n_layers", json_integer(p->n_layers));
     json_object_set_new(o, "layers_pinned", json_integer(p->layers_pinned));
     json_object_set_new(o, "layers_spread", json_boolean(p->layers_spread));
+    json_object_set_new(o, "expert_cache_per_layer", json_integer(p->expert_cache_per_layer));
+    json_object_set_new(o, "expert_cache_bytes", rf_json_u64(true, p->expert_cache_bytes));
+    json_object_set_new(o, "expert_bytes", rf_json_u64(true, p->expert_bytes));
+    json_object_set_new(o, "expert_min_bytes", rf_json_u64(true, p->expert_min_bytes));
     json_object_set_new(o, "partial_layer",
                         p->partial_layer >= 0 ? json_integer(p->partial_layer) : json_null());
     json_object_set_new(o, "partial_layer_tensors", json_integer(p->partial_layer_tensors));
@@ -186,6 +190,46 @@ static json_t *read_ahead_json(const struct rf_stream_read_ahead *r)
     return o;
 }
 
+/* The expert cache of a MoE model (docs/MOE.md, "The expert policy"). */
+static json_t *experts_json(const struct rf_stream_experts *x)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "experts_per_layer", json_integer(x->per_layer));
+    json_object_set_new(o, "cache_budget_bytes", rf_json_u64(true, x->budget_bytes));
+    json_object_set_new(o, "cache_resident_bytes", rf_json_u64(true, x->resident_bytes));
+    json_object_set_new(o, "cache_resident_provenance",
+                        json_string(rf_provenance_name(RF_PROV_EXACT_MEASURED)));
+    json_object_set_new(o, "selections", rf_json_u64(true, x->selections));
+    json_object_set_new(o, "hits", rf_json_u64(true, x->hits));
+    json_object_set_new(o, "misses", rf_json_u64(true, x->misses));
+    json_object_set_new(o, "hit_rate",
+                        x->selections ? json_real((double)x->hits / (double)x->selections)
+                                      : json_null());
+    json_object_set_new(o, "bytes_read", rf_json_u64(true, x->bytes_read));
+    json_object_set_new(o, "slices_read", rf_json_u64(true, x->slices_read));
+    json_object_set_new(o, "tokens", rf_json_u64(true, x->tokens));
+    json_object_set_new(o, "bytes_read_per_token",
+                        rf_json_u64(x->tokens > 0, x->tokens ? x->bytes_read / x->tokens : 0));
+    json_object_set_new(o, "read_wait_ns", rf_json_u64(true, x->read_wait_ns));
+    json_object_set_new(o, "evictions", rf_json_u64(true, x->evictions));
+    json_object_set_new(o, "tensors_pointed", rf_json_u64(true, x->tensors_pointed));
+    json_object_set_new(o, "tensors_not_mapped", rf_json_u64(true, x->tensors_not_mapped));
+    json_object_set_new(o, "direct_io", json_boolean(x->direct));
+    json_object_set_new(o, "direct_io_reason", rf_json_str(x->direct_reason));
+    json_object_set_new(o, "first_error", json_integer(x->first_error));
+    json_object_set_new(o, "mechanism",
+                        json_string("at each MoE layer's router node (ffn_moe_topk) the experts "
+                                    "its rows selected that a per-layer LRU of "
+                                    "experts_per_layer does not hold are read, one pread per "
+                                    "slice, into anonymous reservations as large as each routed "
+                                    "tensor (charged to the cgroup); the least recently used "
+                                    "leave (MADV_DONTNEED); the routed weights point there "
+                                    "during the decode, never at the file mapping"));
+    return o;
+}
+
 /*
  * The decode's reads: achieved bandwidth, CPU time, and the fraction of the
  * window's reads that overlapped compute (1 - wait / read time); without the
@@ -255,5 +299,6 @@ json_t *rf_stream_report_json(const struct rf_stream_report *sr)
     json_object_set_new(o, "read_ahead",
                         sr->read_ahead.on ? read_ahead_json(&sr->read_ahead) : json_null());
     json_object_set_new(o, "decode", decode_json(sr));
+    json_object_set_new(o, "experts", sr->experts.on ? experts_json(&sr->experts) : json_null());
     return o;
 }

@@ -67,7 +67,8 @@ static int candidates(const struct rf_inventory *inv, const struct rf_stream_pla
         int32_t l = rf_tensor_layer_of(e->name);
         uint64_t end;
         if (l < 0 || pinned[i] || !e->file_backed || e->access != RF_ACCESS_FILE_BACKED ||
-            e->mapping_index != 0 || e->logical_bytes == 0)
+            e->mapping_index != 0 || e->logical_bytes == 0 ||
+            (plan->n_expert && rf_expert_tensor_name(e->name))) /* the expert cache's */
             continue;
         if (__builtin_add_overflow(e->file_offset_bytes, e->logical_bytes, &end) ||
             end > UINT64_MAX - inv->page_bytes) {

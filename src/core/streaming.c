@@ -19,9 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GROUP_NONE (-3) /* not read from the file, or not a validated range */
-#define GROUP_ROWS (-2) /* token_embd: read by rows, never pinned */
-#define GROUP_HEAD (-1) /* read in full every token outside the layers */
+#define GROUP_NONE (-3)   /* not read from the file, or not a validated range */
+#define GROUP_ROWS (-2)   /* token_embd: read by rows, never pinned */
+#define GROUP_HEAD (-1)   /* read in full every token outside the layers */
+#define GROUP_EXPERT (-4) /* a routed expert tensor: the expert cache reads it */
 
 void rf_stream_plan_init(struct rf_stream_plan *plan)
 {
@@ -57,8 +58,10 @@ uint64_t rf_stream_default_margin(uint64_t limit_bytes)
 }
 
 /* The group of entry e (a layer index >= 0, or one of the GROUP_ values). */
-static int32_t group_of(const struct rf_inventory_entry *e, bool has_output)
+static int32_t group_of(const struct rf_inventory_entry *e, bool has_output, bool routed)
 {
+    if (routed)
+        return GROUP_EXPERT;
     if (!e->file_backed || e->access != RF_ACCESS_FILE_BACKED || e->eligibility != RF_ELIGIBLE ||
         e->mapping_index < 0 || rf_page_range_pages(e->pages) == 0)
         return GROUP_NONE;
@@ -370,11 +373,13 @@ static int budget(const struct rf_stream_params *p, struct rf_stream_plan *out)
         out->window_bytes = out->min_window_bytes = out->read_ahead_bytes;
     }
     if (__builtin_add_overflow(fixed, out->min_window_bytes, &need) ||
-        __builtin_add_overflow(need, out->margin_bytes, &need))
+        __builtin_add_overflow(need, out->margin_bytes, &need) ||
+        __builtin_add_overflow(need, out->expert_min_bytes, &need))
         return -EOVERFLOW;
     out->fits = need <= p->limit_bytes;
     out->resident_bytes = sub0(sub0(p->limit_bytes, out->margin_bytes), fixed);
-    out->pin_budget_bytes = sub0(out->resident_bytes, out->window_bytes);
+    out->pin_budget_bytes =
+        sub0(sub0(out->resident_bytes, out->window_bytes), out->expert_min_bytes);
     return 0;
 }
 
@@ -393,7 +398,7 @@ static int working_set(const struct rf_inventory *inv, const int32_t *group, str
     for (size_t i = 0; rc == 0 && i < inv->n; i++) {
         const struct rf_inventory_entry *e = &inv->entries[i];
         if (!e->file_backed || e->access != RF_ACCESS_FILE_BACKED || group[i] == GROUP_ROWS ||
-            e->mapping_index < 0)
+            group[i] == GROUP_EXPERT || e->mapping_index < 0)
             continue;
         rc = rf_interval_set_add(&ws->v[e->mapping_index], e->pages);
         if (rc == 0 && group[i] >= 0 &&
@@ -451,7 +456,7 @@ int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_
 {
     struct sets ws = {0}, pinned = {0}, tmp = {0};
     int32_t *group = NULL;
-    bool *partial = NULL, *layer_pinned = NULL;
+    bool *partial = NULL, *layer_pinned = NULL, *routed = NULL;
     int32_t *order = NULL;
     bool has_output = false;
     uint64_t pinned_pages = 0, budget_pages;
@@ -466,16 +471,18 @@ int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_
     out->page_bytes = inv->page_bytes;
     group = calloc(inv->n ? inv->n : 1, sizeof(*group));
     partial = calloc(inv->n ? inv->n : 1, sizeof(*partial));
-    if (!group || !partial) {
-        free(group);
-        free(partial);
-        return -ENOMEM;
+    routed = calloc(inv->n ? inv->n : 1, sizeof(*routed));
+    if (!group || !partial || !routed) {
+        rc = -ENOMEM;
+        goto out;
     }
+    if ((rc = rf_stream_plan_experts_size(inv, p, routed, out)) < 0)
+        goto out;
     for (size_t i = 0; i < inv->n; i++)
         if (strcmp(inv->entries[i].name, "output.weight") == 0)
             has_output = true;
     for (size_t i = 0; i < inv->n; i++) {
-        group[i] = group_of(&inv->entries[i], has_output);
+        group[i] = group_of(&inv->entries[i], has_output, routed[i]);
         int32_t l = rf_tensor_layer_of(inv->entries[i].name);
         if (l >= 0 && l >= out->n_layers)
             out->n_layers = l + 1;
@@ -530,14 +537,17 @@ int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_
         rc = streamed_ranges(&ws, &pinned, out);
     if (rc == 0)
         rc = rows_ranges(inv, group, &tmp, out);
-    if (rc == 0)
+    if (rc == 0) {
         describe(out);
+        rf_stream_plan_experts_cache(out);
+    }
 out:
     sets_free(&tmp);
     sets_free(&pinned);
     sets_free(&ws);
     free(group);
     free(partial);
+    free(routed);
     free(order);
     free(layer_pinned);
     if (rc < 0)

@@ -220,6 +220,30 @@ struct forge_eval_chain {
 bool forge_window_eval(struct forge_window *w, struct ggml_tensor *t, bool ask,
                        struct forge_eval_chain *inner);
 
+/* --- the MoE router's node (routing.c) and the expert cache (expert_cache.c) --- */
+
+/* The layer of a node named "ffn_moe_topk-<layer>", or -1. */
+int forge_topk_layer(const struct ggml_tensor *t);
+
+/* The most experts a token selects that a reader of the router's node reads per row. */
+#define FORGE_TOPK_MAX_USED 256
+
+/* Row j's k = t->ne[0] expert ids of the router's node t into ids; false: not readable (not
+   i32, k out of 1 .. FORGE_TOPK_MAX_USED, not contiguous in a row). */
+bool forge_topk_row(const struct ggml_tensor *t, int64_t j, int32_t *ids);
+
+struct forge_experts;
+
+/* The expert cache on node t in the ask phase: true for the router's node of a cached layer;
+   points the node's routed weights at their reservations (layers loaded this decode). */
+bool forge_experts_ask(struct forge_experts *x, struct ggml_tensor *t);
+
+/* After node t was computed: at the router's node, the missing slices read and waited for. */
+void forge_experts_computed(struct forge_experts *x, struct ggml_tensor *t);
+
+/* After a decode: every weight back at the mapping, layers above c trimmed. NULL: no-op. */
+void forge_experts_decode_end(struct forge_experts *x);
+
 /*
  * Fills info's n_expert, n_expert_used (both 0 for a dense model or
  * counts a token cannot route in) and route_skew from model's metadata.

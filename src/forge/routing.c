@@ -18,9 +18,6 @@
 #include "ggml.h"
 #include "llama.h"
 
-/* The most experts a token selects that the recorder reads per row. */
-#define ROUTING_MAX_USED 256
-
 /* One context's link to the recorder: the callback it wraps (per context: the ask state). */
 struct forge_routing_link {
     struct forge_routing *r;
@@ -35,8 +32,7 @@ struct forge_routing {
     struct forge_routing_link own; /* forge_routing_context_params' (one context) */
 };
 
-/* The layer of a node named "ffn_moe_topk-<layer>", or -1. */
-static int topk_layer(const struct ggml_tensor *t)
+int forge_topk_layer(const struct ggml_tensor *t)
 {
     int layer = -1, end = 0;
     if (sscanf(t->name, "ffn_moe_topk-%d%n", &layer, &end) != 1 || t->name[end] != '\0')
@@ -44,23 +40,31 @@ static int topk_layer(const struct ggml_tensor *t)
     return layer;
 }
 
+bool forge_topk_row(const struct ggml_tensor *t, int64_t j, int32_t *ids)
+{
+    int64_t k = t->ne[0];
+    if (t->type != GGML_TYPE_I32 || k <= 0 || k > FORGE_TOPK_MAX_USED ||
+        t->nb[0] != sizeof(int32_t) || j < 0 || j >= t->ne[1])
+        return false;
+    size_t off = (size_t)j * t->nb[1];
+    if (t->buffer && ggml_backend_buffer_is_host(t->buffer))
+        memcpy(ids, (const char *)t->data + off, (size_t)k * sizeof(int32_t));
+    else
+        ggml_backend_tensor_get((struct ggml_tensor *)t, ids, off, (size_t)k * sizeof(int32_t));
+    return true;
+}
+
 /* Adds the ids of t (i32, ne[0] per token, ne[1] tokens) as layer's selections. */
 static void record(struct forge_routing *r, const struct ggml_tensor *t, int layer)
 {
-    int32_t ids[ROUTING_MAX_USED];
-    int64_t k = t->ne[0];
+    int32_t ids[FORGE_TOPK_MAX_USED];
+    uint32_t k = (uint32_t)t->ne[0];
 
-    if (t->type != GGML_TYPE_I32 || k <= 0 || k > ROUTING_MAX_USED || t->nb[0] != sizeof(int32_t))
-        return;
-    bool host = t->buffer && ggml_backend_buffer_is_host(t->buffer);
     for (int64_t j = 0; j < t->ne[1]; j++) {
-        size_t off = (size_t)j * t->nb[1];
-        if (host)
-            memcpy(ids, (const char *)t->data + off, (size_t)k * sizeof(int32_t));
-        else
-            ggml_backend_tensor_get((struct ggml_tensor *)t, ids, off, (size_t)k * sizeof(int32_t));
+        if (!forge_topk_row(t, j, ids))
+            return;
         pthread_mutex_lock(&r->mu);
-        rf_routing_add(&r->stats, (uint32_t)layer, ids, (uint32_t)k);
+        rf_routing_add(&r->stats, (uint32_t)layer, ids, k);
         pthread_mutex_unlock(&r->mu);
     }
 }
@@ -68,7 +72,7 @@ static void record(struct forge_routing *r, const struct ggml_tensor *t, int lay
 static bool routing_eval_cb(struct ggml_tensor *t, bool ask, void *ud)
 {
     struct forge_routing_link *l = ud;
-    int layer = topk_layer(t);
+    int layer = forge_topk_layer(t);
     bool mine = layer >= 0 && (uint32_t)layer < l->r->stats.n_layer; /* n_layer: constant */
 
     if (ask) {

@@ -34,6 +34,7 @@
 #include "forge_internal.h"
 
 #include "ramforge/core/timing.h"
+#include "ramforge/forge/forge_experts.h"
 #include "ramforge/forge/forge_window.h"
 
 #include <errno.h>
@@ -102,6 +103,7 @@ struct forge_window {
     int cur_slot;                   /* its slot; -1: none (the mapping) */
     struct forge_eval_chain chain;  /* forge_window_context_params': the callback before */
     struct rf_stream_read_ahead st; /* counters: thread's under mu, decode's its own */
+    struct forge_experts *experts;  /* a MoE model's expert cache (owned); NULL: none */
 };
 
 static int wunit_cmp(const void *a, const void *b)
@@ -326,9 +328,14 @@ static bool visit(struct forge_window *w, struct ggml_tensor *t)
 bool forge_window_eval(struct forge_window *w, struct ggml_tensor *t, bool ask,
                        struct forge_eval_chain *inner)
 {
-    if (!ask)
+    if (!ask) {
+        if (w->experts) /* the router's node: the missing experts read before the matmuls */
+            forge_experts_computed(w->experts, t);
         return inner->asked ? inner->cb(t, false, inner->ud) : true;
+    }
     bool split = visit(w, t); /* a node reading a slot ends its range: computed before the next */
+    if (w->experts)
+        split |= forge_experts_ask(w->experts, t);
     inner->asked = inner->cb ? inner->cb(t, true, inner->ud) : false;
     return split || inner->asked;
 }
@@ -374,6 +381,18 @@ void forge_window_decode_end(struct forge_window *w)
     pthread_mutex_unlock(&w->mu);
     w->cur_slot = -1;
     w->cur_unit = -1;
+    forge_experts_decode_end(w->experts);
+}
+
+void forge_window_set_experts(struct forge_window *w, struct forge_experts *x)
+{
+    if (w)
+        w->experts = x;
+}
+
+void forge_window_experts_stats(struct forge_window *w, struct rf_stream_experts *out)
+{
+    forge_experts_stats(w ? w->experts : NULL, out);
 }
 
 void forge_window_context_params(struct forge_window *w, struct forge_context_params *p)
@@ -409,10 +428,11 @@ void forge_window_stats(struct forge_window *w, struct rf_stream_read_ahead *out
 static int copy_units(struct forge_window *fw, struct forge_model *m,
                       const struct rf_inventory *inv, const struct rf_stream_window *w)
 {
-    fw->units = calloc(w->n_units, sizeof(*fw->units));
-    fw->order = calloc(w->n_units, sizeof(*fw->order));
-    fw->pos = calloc(w->n_units, sizeof(*fw->pos));
-    fw->slots = calloc(w->n_units, sizeof(*fw->slots));
+    const size_t n = w->n_units ? w->n_units : 1; /* none: the expert cache's carrier */
+    fw->units = calloc(n, sizeof(*fw->units));
+    fw->order = calloc(n, sizeof(*fw->order));
+    fw->pos = calloc(n, sizeof(*fw->pos));
+    fw->slots = calloc(n, sizeof(*fw->slots));
     if (!fw->units || !fw->order || !fw->pos || !fw->slots)
         return -ENOMEM;
     for (size_t i = 0; i < w->n_units; i++) {
@@ -443,7 +463,7 @@ int forge_window_create(struct forge_model *m, const struct rf_inventory *inv,
     if (!out)
         return -EINVAL;
     *out = NULL;
-    if (!m || !inv || !w || w->n_units == 0 || w->slots < RF_STREAM_READ_AHEAD_MIN_SLOTS ||
+    if (!m || !inv || !w || w->slots < RF_STREAM_READ_AHEAD_MIN_SLOTS ||
         __builtin_mul_overflow(w->slot_bytes, (uint64_t)w->slots, &ring_bytes) ||
         ring_bytes > SIZE_MAX)
         return -EINVAL;
@@ -479,7 +499,7 @@ int forge_window_create(struct forge_model *m, const struct rf_inventory *inv,
         rc = -errno;
         goto out;
     }
-    for (rc = 0; rc == 0 && fw->n_threads < WINDOW_READERS; fw->n_threads += rc == 0)
+    for (rc = 0; rc == 0 && w->n_units && fw->n_threads < WINDOW_READERS; fw->n_threads += rc == 0)
         rc = -pthread_create(&fw->threads[fw->n_threads], NULL, window_thread, fw);
 out:
     if (rc < 0) {
@@ -505,6 +525,7 @@ void forge_window_free(struct forge_window *w)
         slot_release(w, w->cur_slot);
         pthread_mutex_unlock(&w->mu);
     }
+    forge_experts_free(w->experts); /* its weights back at the mapping */
     if (w->ring != MAP_FAILED)
         munmap(w->ring, (size_t)w->ring_bytes);
     if (w->fd >= 0)

@@ -18,6 +18,7 @@
 #include "ramforge/core/policy.h"
 #include "ramforge/core/report.h"
 #include "ramforge/core/stream_window.h"
+#include "ramforge/forge/forge_experts.h"
 #include "ramforge/forge/forge_window.h"
 #include "ramforge/session/session_ext.h"
 
@@ -183,17 +184,30 @@ int rf_session_stream_window_open(struct rf_session *s, struct forge_window **ou
     const uint32_t slots = s->p.stream_read_ahead_slots;
     const struct rf_report *r = rf_session_report(s, RF_REPORT_OPERATION);
     const struct rf_stream_report *sr = r ? r->streaming : NULL;
-    if (!slots || !s->m || !sr || !sr->plan || !sr->pinned || !sr->inv || sr->plan->nothing_streams)
+    if (!slots || !s->m || !sr || !sr->plan || !sr->inv)
+        return 0;
+    /* the expert cache (a MoE model, the plan applied): with the window, or in one of no unit */
+    const uint32_t c = ses_stream_expert_capacity(s);
+    if (!c && (!sr->pinned || sr->plan->nothing_streams))
         return 0;
     struct rf_stream_window win;
     const uint64_t slot = sr->plan->read_ahead_bytes / slots;
     int rc =
         rf_stream_window_build(sr->inv, sr->plan, slots, slot - slot % sr->inv->page_bytes, &win);
-    if (rc == 0 && win.n_units == 0)
+    if (rc == 0 && win.n_units == 0 && !c)
         rc = -ENODATA;
+    if (rc == 0 && !sr->pinned)
+        win.n_units = 0; /* the pins were refused: the dense part streams through the mapping */
     if (rc == 0)
         rc = forge_window_create(s->m, sr->inv, &win, out);
     rf_stream_window_free(&win);
+    struct forge_experts *x = NULL;
+    if (rc == 0 && c &&
+        (rc = forge_experts_create(s->m, sr->inv, ses_stream_experts(s), c, &x)) < 0) {
+        forge_window_free(*out);
+        *out = NULL;
+    }
+    forge_window_set_experts(*out, x);
     return rc;
 }
 
@@ -202,9 +216,13 @@ void rf_session_stream_window_close(struct rf_session *s, struct forge_window *w
     if (!w)
         return;
     struct rf_stream_read_ahead ra;
+    struct rf_stream_experts ex;
     forge_window_stats(w, &ra);
+    forge_window_experts_stats(w, &ex);
     if (s)
         rf_session_stream_read_ahead(s, &ra);
+    if (s && ex.on)
+        ses_stream_experts_add(s, &ex);
     forge_window_free(w);
 }
 

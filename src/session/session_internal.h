@@ -119,16 +119,27 @@ extern const struct rf_session_native rf_session_forge_native;
 /* The streaming policy's state in one operation (stream.c). */
 struct ses_stream {
     struct rf_stream_plan plan;
-    bool planned;              /* plan holds a plan */
-    bool apply;                /* admission asked for the pins (the working set does not fit) */
-    bool held;                 /* pins are held now: munlock is owed */
-    bool seq_advised;          /* the streamed ranges are MADV_SEQUENTIAL: MADV_NORMAL is owed */
-    bool huge_advised;         /* ... MADV_HUGEPAGE: MADV_NOHUGEPAGE is owed */
-    bool rows_advised;         /* the row-read ranges are MADV_RANDOM: MADV_NORMAL is owed */
-    struct rfsys_io io_before; /* storage traffic when the operation opened */
+    struct rf_expert_map experts; /* a MoE model's routed experts (the plan's, the cache's) */
+    bool planned;                 /* plan holds a plan */
+    bool apply;                   /* admission asked for the pins (the working set does not fit) */
+    bool held;                    /* pins are held now: munlock is owed */
+    bool seq_advised;             /* the streamed ranges are MADV_SEQUENTIAL: MADV_NORMAL is owed */
+    bool huge_advised;            /* ... MADV_HUGEPAGE: MADV_NOHUGEPAGE is owed */
+    bool rows_advised;            /* the row-read ranges are MADV_RANDOM: MADV_NORMAL is owed */
+    struct rfsys_io io_before;    /* storage traffic when the operation opened */
     bool has_io_before;
     struct rf_stream_report rep;
 };
+
+/* The expert cache's capacity c when the plan is applied on a MoE model (0: no cache). */
+uint32_t ses_stream_expert_capacity(struct rf_session *s);
+
+/* The routed experts the plan was made over (borrowed). */
+const struct rf_expert_map *ses_stream_experts(struct rf_session *s);
+
+/* Adds an expert cache's figures to the operation's streaming.experts (sums; c and the
+   budget replaced, the direct flag and-ed). */
+void ses_stream_experts_add(struct rf_session *s, const struct rf_stream_experts *x);
 
 /* Per-operation state; reset when the next operation opens. */
 struct session_op {

@@ -28,6 +28,7 @@ static struct ses_stream *stream_of(struct rf_session *s)
 void ses_stream_op_free(struct ses_stream *st)
 {
     rf_stream_plan_free(&st->plan);
+    rf_expert_map_free(&st->experts);
     st->planned = false;
 }
 
@@ -35,6 +36,7 @@ void ses_stream_op_open(struct rf_session *s)
 {
     struct ses_stream *st = stream_of(s);
     rf_stream_plan_init(&st->plan);
+    rf_expert_map_init(&st->experts);
     st->rep.active = s->p.policy == RF_POLICY_STREAMING;
     st->rep.inv = &s->inv;
     st->rep.plan_reason = st->rep.active ? "admission has not run: nothing was planned"
@@ -98,7 +100,13 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
     p.window_bytes = s->p.stream_window_bytes;
     p.read_ahead_slots = s->p.stream_read_ahead_slots;
     p.margin_bytes = s->p.stream_margin_bytes;
-    int rc = rf_stream_plan_build(&s->inv, &p, &st->plan);
+    int rc = 0;
+    if (s->model.info.n_expert && p.read_ahead_slots) /* the expert policy (docs/MOE.md) */
+        rc = rf_expert_map_build(&s->inv, s->model.info.n_expert, s->model.info.n_expert_used,
+                                 &st->experts);
+    p.experts = rc == 0 && st->experts.n ? &st->experts : NULL;
+    if (rc == 0)
+        rc = rf_stream_plan_build(&s->inv, &p, &st->plan);
     if (rc < 0) {
         st->rep.plan_reason = "the streaming plan could not be built (overflow or no memory)";
         return rc;
@@ -123,6 +131,14 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
             /* W fits, the file does not beside the fixed part (repacked weights: anonymous
                copies): reclaim takes the file's pages, W's among them, each read again by a
                fault with its read-around (docs/STREAMING.md): W is pinned, nothing streams */
+            st->apply = true;
+            st->rep.plan_reason = NULL;
+            return 0;
+        }
+        if (st->plan.fits && st->plan.expert_cache_per_layer &&
+            s->inv.totals.mapped_virtual_bytes + st->plan.fixed_bytes > p.limit_bytes) {
+            /* a MoE model whose token read fits, its file not: the expert policy reads the
+               routed slices into its cache, the dense part is pinned or streamed */
             st->apply = true;
             st->rep.plan_reason = NULL;
             return 0;
@@ -358,6 +374,41 @@ int rf_session_stream_read_ahead(struct rf_session *s, const struct rf_stream_re
     ses_op_open(s);
     stream_of(s)->rep.read_ahead = *r;
     return 0;
+}
+
+uint32_t ses_stream_expert_capacity(struct rf_session *s)
+{
+    const struct ses_stream *st = stream_of(s);
+    return st->planned && st->apply && !st->rep.fallback ? st->plan.expert_cache_per_layer : 0;
+}
+
+const struct rf_expert_map *ses_stream_experts(struct rf_session *s)
+{
+    return &stream_of(s)->experts;
+}
+
+void ses_stream_experts_add(struct rf_session *s, const struct rf_stream_experts *x)
+{
+    ses_op_open(s);
+    struct rf_stream_experts *o = &stream_of(s)->rep.experts;
+    bool first = !o->on;
+    o->on = true;
+    o->per_layer = x->per_layer;
+    o->budget_bytes = stream_of(s)->plan.expert_cache_bytes;
+    o->resident_bytes = x->resident_bytes;
+    o->selections += x->selections;
+    o->hits += x->hits;
+    o->misses += x->misses;
+    o->bytes_read += x->bytes_read;
+    o->slices_read += x->slices_read;
+    o->tokens += x->tokens;
+    o->read_wait_ns += x->read_wait_ns;
+    o->evictions += x->evictions;
+    o->tensors_pointed += x->tensors_pointed;
+    o->tensors_not_mapped += x->tensors_not_mapped;
+    o->direct = (first || o->direct) && x->direct;
+    o->direct_reason = x->direct_reason ? x->direct_reason : o->direct_reason;
+    o->first_error = o->first_error ? o->first_error : x->first_error;
 }
 
 int rf_session_stream_decode(struct rf_session *s, const struct rf_stream_decode *d)

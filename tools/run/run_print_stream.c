@@ -74,6 +74,21 @@ void run_print_streaming(FILE *f, const struct rf_report *r)
                 cli_format_ns(ra->wait_ns, b4, sizeof(b4)),
                 ra->first_error ? ", first error: " : "",
                 ra->first_error ? rf_strerror(ra->first_error) : "");
+    const struct rf_stream_experts *x = &sr->experts;
+    if (x->on)
+        fprintf(f,
+                "streaming: experts: cache of %" PRIu32
+                " a layer (%s budget, %s resident), %" PRIu64
+                " selections, hit rate %.2f, %s read (%s a token, %s), the decode waited %s\n",
+                x->per_layer, cli_format_bytes(x->budget_bytes, false, b1, sizeof(b1)),
+                cli_format_bytes(x->resident_bytes, false, b2, sizeof(b2)), x->selections,
+                x->selections ? (double)x->hits / (double)x->selections : 0.0,
+                cli_format_bytes(x->bytes_read, false, b3, sizeof(b3)),
+                cli_format_bytes(x->tokens ? x->bytes_read / x->tokens : 0, false, b4, sizeof(b4)),
+                x->direct          ? "O_DIRECT"
+                : x->direct_reason ? x->direct_reason
+                                   : "page cache",
+                cli_format_ns(x->read_wait_ns, b5, sizeof(b5)));
     if (sr->has_bound && sr->has_achieved)
         fprintf(f, "streaming: %s per token against a bound of %s\n",
                 cli_format_ns(sr->achieved_token_ns, b1, sizeof(b1)),

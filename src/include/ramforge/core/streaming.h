@@ -45,6 +45,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ramforge/core/experts.h"
 #include "ramforge/core/intervals.h"
 #include "ramforge/core/inventory.h"
 #include "ramforge/error.h"
@@ -73,6 +74,9 @@ struct rf_stream_params {
     uint32_t read_ahead_slots; /* > 0: the read-ahead window (stream_window.h): the window is
                                   a ring of this many largest layer tensors of anonymous
                                   memory; window_bytes must be 0 then */
+    const struct rf_expert_map *experts; /* a MoE model's routed experts (borrowed); NULL or
+                                            none: a dense plan. Its tensors leave the pins and
+                                            the window: the expert cache reads them */
 };
 
 /* The plan. Arrays are owned; free with rf_stream_plan_free. */
@@ -113,6 +117,17 @@ struct rf_stream_plan {
                                           when the model has an output tensor), outside W
                                           and never pinned; file order per mapping */
     size_t n_rows_ranges;
+    /* the expert policy (a MoE model, params.experts): its routed tensors are neither pinned
+       nor in W; what the limit leaves after fixed + pins + window + margin is an LRU cache of
+       expert_cache_per_layer experts a layer (rf_stream_plan_experts) */
+    uint32_t n_expert, n_expert_used;  /* n and k; 0: no routed experts */
+    uint32_t expert_layers;            /* layers with routed tensors */
+    uint64_t expert_bytes;             /* one expert of the largest layer: its slices' outward
+                                          page spans (each at most its pages + 1), bytes */
+    uint64_t expert_min_bytes;         /* k experts of every layer: the cache's minimum, bytes */
+    uint32_t expert_cache_per_layer;   /* c, k <= c <= n; 0: no experts or the minimum does not
+                                          fit */
+    uint64_t expert_cache_bytes;       /* c x expert_layers x expert_bytes: the cache budget */
     char reason[RF_STREAM_REASON_MAX]; /* one sentence: what was pinned or why not */
 };
 
@@ -153,6 +168,39 @@ uint64_t rf_stream_default_margin(uint64_t limit_bytes);
  */
 int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_params *p,
                          struct rf_stream_plan *out);
+
+/*
+ * The expert part of a plan (streaming_experts.c): from p->experts, the
+ * per-layer expert bytes and the minimum (k of every layer) into out, and
+ * routed[i] true for the inventory entries that are routed expert tensors
+ * (inv->n of them). A dense model: nothing set. -EOVERFLOW, -ENOMEM.
+ */
+int rf_stream_plan_experts_size(const struct rf_inventory *inv, const struct rf_stream_params *p,
+                                bool *routed, struct rf_stream_plan *out);
+
+/* After the pins: c from what the limit leaves (R - window - pinned - the margin counted in
+   R), at least k when the minimum fits, at most n; appended to out->reason. */
+void rf_stream_plan_experts_cache(struct rf_stream_plan *out);
+
+/* What the expert cache did in one operation (forge_experts.h), the report's streaming.experts. */
+struct rf_stream_experts {
+    bool on;                 /* an expert cache ran during the operation */
+    uint32_t per_layer;      /* c */
+    uint64_t budget_bytes;   /* the plan's expert_cache_bytes */
+    uint64_t resident_bytes; /* cache pages resident at the end (mincore of the reservations) */
+    uint64_t selections, hits, misses; /* the router's selections; hits + misses = selections */
+    uint64_t bytes_read;         /* bytes the readers read (each miss: its slices' page spans) */
+    uint64_t slices_read;        /* slices read */
+    uint64_t tokens;             /* tokens routed through the cache (rows of the first MoE layer) */
+    uint64_t read_wait_ns;       /* wall time the decode waited for the reads */
+    uint64_t evictions;          /* experts dropped (MADV_DONTNEED of their own pages) */
+    uint64_t tensors_pointed;    /* routed weight data pointers set to a reservation */
+    uint64_t tensors_not_mapped; /* routed weights whose data was not the mapping's (repacked):
+                                    untouched, read from their copy */
+    bool direct;                 /* every read was O_DIRECT */
+    const char *direct_reason;   /* static: why reads went through the page cache; NULL: direct */
+    int first_error;             /* negative errno of the first failed read; 0: none */
+};
 
 /* What the layer-ahead prefetch thread did in one operation (forge_ahead.h). */
 struct rf_stream_prefetch {
@@ -252,6 +300,7 @@ struct rf_stream_report {
     struct rf_stream_prefetch prefetch;     /* the layer-ahead prefetch; on false: none */
     struct rf_stream_decode decode;         /* the decode's reads and CPU time; on false: none */
     struct rf_stream_read_ahead read_ahead; /* the read-ahead window; on false: none */
+    struct rf_stream_experts experts;       /* the expert cache; on false: none */
     bool has_overlap_limit;
     uint64_t overlap_limit_token_ns; /* max(t_c, max(0, W - (limit - fixed)) / B), ns */
 };

@@ -44,7 +44,8 @@ struct llama_context_params; /* llama.h */
  * of anonymous memory) is allocated and touched, between two decodes, and
  * reading begins (an allocation failure leaves everything to the mapping,
  * read_ahead.first_error -ENOMEM). inv is the inventory w was built over
- * (names). Errors: -EINVAL (NULL argument, an empty window, a unit outside
+ * (names). A window of no unit starts no thread: it carries an expert cache
+ * (forge_experts.h). Errors: -EINVAL (NULL argument, a unit outside
  * inv or larger than a slot), -ENOMEM, an open or pthread_create error as
  * negative errno.
  */

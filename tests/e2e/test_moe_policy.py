@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""The expert policy (issue 33 item 5, docs/MOE.md): --residency-policy streaming on a MoE
+model reads the routed expert slices the router chooses into an LRU cache of c experts a
+layer, lossless. qwen3moe-small (24.6 MiB, 4 layers of 16 experts, 4 used) runs under a real
+child memory cgroup of 32 MiB (the model evicted first), where the plan leaves c < 16:
+
+  moe_policy_run   `run --residency-policy streaming`: tokens as `--residency-policy off`
+                   without a limit; the report's streaming.experts: misses and evictions
+                   happened, hit_rate = hits / selections, hits + misses = selections,
+                   bytes_read = misses x the layer's three slices' outward pages (each slice
+                   read once, its page span: slice bytes up to two edge pages more), more than
+                   0 and less than every routed byte for every token; the routed weights were
+                   pointed at the cache (none left on a repacked copy), O_DIRECT or a reason;
+                   admission's verdict is not "will thrash"; the report matches the schema
+  moe_policy_exec  the same under `ramforge exec -- llama-server` (the pin's): the cache in
+                   llama-server's own context, tokens as bare llama-server's
+
+Exit 0 pass, 1 fail, 77 skip (no root or no v1 memory cgroup, an ASan build: its shadow
+memory does not fit the limit; llama-server not built).
+"""
+import json
+import os
+
+from e2e_util import Skip, asan_build, check, evict, memory_child_cgroup, run_main
+from test_moe import Ctx, expected_read, validate_report
+from test_streaming_exec import completion, free_port, report_of, server, skip_unless, stop
+
+LIMIT = 32 << 20
+# 19 tokens: a longer prompt's graph scratch (estimated before the load) does not fit 32 MiB
+PROMPT = "The quick brown fox jumps over the lazy dog while the old man reads a book"
+LLAMA_SERVER = os.environ.get("RF_LLAMA_SERVER", "")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def slice_bytes(model):
+    """The routed tensors' slice bytes per layer (the file's own header, read here): the
+    three slices of one expert of a layer, summed; n, k."""
+    n, k, routed, _ = expected_read(model)
+    return routed // n // 4, n, k, routed  # 4 layers, each gate + up + down
+
+
+def check_experts(c, rep, model, name):
+    errors = validate_report.validate(os.path.join(c.schema, "operation_report.schema.json"),
+                                      rep) if isinstance(rep, str) else []
+    check(not errors, f"{name}: the report: {errors[:3]}")
+    if isinstance(rep, str):
+        with open(rep) as f:
+            rep = json.load(f)
+    a = rep["admission"]
+    check(not a["thrash"] and "will thrash" not in a["reason"],
+          f"{name}: admission {a['outcome']}: {a['reason']}")
+    x = rep["streaming"]["experts"]
+    check(x is not None, f"{name}: no expert cache ran: {rep['streaming']['plan_reason']}")
+    per_expert, n, k, routed = slice_bytes(model)
+    check(k <= x["experts_per_layer"] < n, f"{name}: c = {x['experts_per_layer']} of {n}")
+    check(x["misses"] > 0 and x["evictions"] > 0 and x["first_error"] == 0,
+          f"{name}: no miss or eviction under the limit: {x}")
+    check(x["hits"] + x["misses"] == x["selections"] and
+          abs(x["hit_rate"] - x["hits"] / x["selections"]) < 1e-9, f"{name}: the rate: {x}")
+    lo, hi = x["misses"] * per_expert, x["misses"] * (per_expert + 3 * 2 * PAGE)
+    check(lo <= x["bytes_read"] <= hi and x["slices_read"] == 3 * x["misses"],
+          f"{name}: bytes_read {x['bytes_read']} not misses x slices ({lo} .. {hi}): {x}")
+    check(0 < x["bytes_read"] < routed * x["tokens"], f"{name}: bytes_read: {x}")
+    check(x["tensors_pointed"] > 0 and x["tensors_not_mapped"] == 0, f"{name}: pointers: {x}")
+    check(x["direct_io"] or x["direct_io_reason"], f"{name}: no O_DIRECT and no reason: {x}")
+    print(f"{name}: c {x['experts_per_layer']} of {n}, hit rate {x['hit_rate']:.2f}, "
+          f"{x['bytes_read']} bytes read for {x['tokens']} tokens, direct {x['direct_io']}")
+
+
+def case_moe_policy_run(c):
+    if asan_build(c.rf):
+        raise Skip("an AddressSanitizer build: its shadow memory does not fit the 32 MiB limit")
+    model = c.moe()
+    off = c.run("run", "-m", model, "-n", "16", "-p", PROMPT, "-c", "256",
+                "--residency-policy", "off").stdout
+    rep = c.path("policy.json")
+    with memory_child_cgroup("ramforge-moe-policy", LIMIT) as enter:
+        evict(model)
+        p = c.run("run", "-m", model, "-n", "16", "-p", PROMPT, "-c", "256",
+                  "--residency-policy", "streaming", "--residency-report", "--residency-report-json",
+                  rep, preexec_fn=enter)
+    check(p.stdout == off, f"tokens under the expert policy {p.stdout!r} vs off {off!r}")
+    check("experts: cache of" in p.stderr, f"no expert cache line: {p.stderr[-1500:]}")
+    check_experts(c, rep, model, "run")
+
+
+def case_moe_policy_exec(c):
+    skip_unless(c, LLAMA_SERVER, "llama-server from the pin")
+    model = c.moe()
+    args = ["-m", model, "--host", "127.0.0.1", "-c", "512", "-t", "2", "-np", "1"]
+    port = free_port()
+    with open(c.path("bare.err"), "w") as err:
+        bare = server([LLAMA_SERVER, *args, "--port", str(port)], port, err)
+        try:
+            want = completion(port)
+        finally:
+            stop(bare)
+    rep = c.path("exec.json")
+    with memory_child_cgroup("ramforge-moe-policy-exec", LIMIT) as enter, \
+            open(c.path("exec.err"), "w") as err:
+        evict(model)
+        port = free_port()
+        proc = server([c.rf, "exec", "--residency-policy", "streaming", "--idle-seconds", "1",
+                       "--residency-report-json", rep, "--", LLAMA_SERVER, *args, "--port",
+                       str(port)], port, err, preexec_fn=enter)
+        try:
+            first = report_of(rep, 2)["operation"]["operations"]  # the load's, the warmup's
+            got = completion(port)
+            after = report_of(rep, first + 1)  # its idle boundary
+        finally:
+            stop(proc)
+    check(got == want, f"tokens under exec's expert cache {got} against bare {want}")
+    check_experts(c, after, model, "exec llama-server")
+    check_experts(c, rep, model, "exec llama-server (the final report)")
+
+
+CASES = {
+    "moe_policy_run": case_moe_policy_run,
+    "moe_policy_exec": case_moe_policy_exec,
+}
+
+
+if __name__ == "__main__":
+    run_main(CASES, Ctx, "ramforge-e2e-moe-policy-", tmp_dir=os.getcwd(), schema_required=True)
