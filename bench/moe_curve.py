@@ -54,6 +54,7 @@ from e2e_util import Skip, asan_build, evict, memory_child_cgroup, memory_cgroup
 from serve_idle import free_port, llama_server_port  # noqa: E402
 
 PROMPT = "Hello my name is"
+ROWS = ("off", "bare", "run", "exec")  # the table's order
 MIB = 1 << 20
 DIRECT_CHUNK_BYTES = 4 * MIB  # one O_DIRECT request of the bandwidth probe
 DIRECT_MAX_BYTES = 1 << 30  # the probe reads at most this much of the file
@@ -272,6 +273,7 @@ def summarize(runs, ref_tokens):
             "read": med([r["read_per_token"] for r in ok]),
             "exp_read": med([e.get("bytes_read_per_token") for e in exp]),
             "hit": med([e.get("hit_rate") for e in exp]), "has_cache": bool(exp),
+            "cache": med([e.get("experts_per_layer") for e in exp]),
             "tokens_equal": bool(ok) and all(r["tokens"] == ref_tokens for r in ok),
             "errors": [r["error"] for r in runs if "error" in r]}
 
@@ -311,7 +313,10 @@ def measure(a, routing_name, model, bw, tmp, results):
                     got = {"error": str(e)}
                     print(f"moe_curve: {routing_name} 1/{div:g} {r}: {e}", file=sys.stderr)
                 runs[r].append(got)
-        s = {r: summarize(runs[r], ref) for r in rows}
+        for prev in a.reuse:  # an earlier invocation's rows this one did not run
+            if (prev["routing"], prev["divisor"], prev["limit"]) == (routing_name, div, limit):
+                runs.update({r: v for r, v in prev["runs"].items() if r not in runs})
+        s = {r: summarize(runs[r], ref) for r in ROWS if r in runs}
         results.append({"routing": routing_name, "model": model, "divisor": div, "limit": limit,
                         "bound": b, "rows": s, "runs": runs})
         print_limit(routing_name, div, limit, b, s)
@@ -325,16 +330,17 @@ def print_limit(routing, div, limit, b, s):
               f"experts/layer, hit rate {b['hit']:.3f} {b['basis']}) / B {b['B'] / 1e9:.2f} GB/s")
     else:
         print(f"-- 1/{div:g} = {limit / MIB:.0f} MiB: no bound (admission gave no experts)")
-    print(f"{'row':<5} {'runs':>5} {'tok/s':>7} {'ms/tok':>8} {'cache MB/tok':>12} {'hit':>5} "
-          f"{'read MB/tok':>11} {'x bound':>7} {'x off':>6} {'x run':>6} tokens")
+    print(f"{'row':<5} {'runs':>5} {'tok/s':>7} {'ms/tok':>8} {'c':>3} {'cache MB/tok':>12} "
+          f"{'hit':>5} {'read MB/tok':>11} {'x bound':>7} {'x off':>6} {'x run':>6} tokens")
     off, run = s.get("off", {}).get("tps"), s.get("run", {}).get("tps")
     for r, v in s.items():
         tps = v["tps"]
         ms = 1e3 / tps if tps else None
         xb = ms * 1e6 / b["ns"] if ms and b else None
         cache = fmt(v["exp_read"] and v["exp_read"] / 1e6, ".1f") if v["has_cache"] else "no cache"
+        read = fmt(v["read"] and v["read"] / 1e6, ".1f")
         print(f"{r:<5} {v['ok']:>2}/{v['runs']:<2} {fmt(tps):>7} {fmt(ms, '.1f'):>8} "
-              f"{cache:>12} {fmt(v['hit']):>5} {fmt(v['read'] and v['read'] / 1e6, '.1f'):>11} "
+              f"{fmt(v['cache'], 'g'):>3} {cache:>12} {fmt(v['hit']):>5} {read:>11} "
               f"{fmt(xb):>7} {fmt(tps / off if tps and off else None):>6} "
               f"{fmt(tps / run if r == 'exec' and tps and run else None):>6} "
               f"{'equal' if v['tokens_equal'] else 'DIFFER' if v['ok'] else '-'}")
@@ -384,12 +390,19 @@ def parse_args():
     ap.add_argument("-n", type=int, default=16)
     ap.add_argument("-t", type=int, default=2)
     ap.add_argument("--json", default="", help="write every run and the medians here")
+    ap.add_argument("--reuse", default="", help="an earlier --json: its rows of the same "
+                    "routing and limit that --rows leaves out join the table (the slow stock "
+                    "rows measured once)")
     ap.add_argument("--quick", action="store_true",
                     help="smoke test: qwen3moe-small, uniform, 4/3 of the file, R=1, 8 tokens")
     a = ap.parse_args()
     if a.quick:
         a.preset, a.routings, a.limits, a.r, a.n = "qwen3moe-small", "uniform", "0.75", 1, 8
     a.limits = [float(x) for x in a.limits.split(",")]
+    a.reuse = json.load(open(a.reuse)) if a.reuse else []
+    unknown = set(a.rows.split(",")) - set(ROWS)
+    if unknown:
+        ap.error(f"--rows: unknown {','.join(sorted(unknown))} (rows: {','.join(ROWS)})")
     return a
 
 
