@@ -188,14 +188,17 @@ def server_row(a, model, limit, under_exec, tmp):
     if under_exec:
         argv = [a.ramforge, "exec", "--residency-policy", "streaming", "--memory-limit",
                 str(limit), "--residency-report-json", report, "--"] + argv
-    with memory_child_cgroup("rf-moe-curve", limit) as enter:
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    log = os.path.join(tmp, "llama-server.log")
+    with memory_child_cgroup("rf-moe-curve", limit) as enter, open(log, "w") as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err,
                                 preexec_fn=None if under_exec else enter)
         try:
             try:
                 llama_server_port(port)(proc)  # its load and warmup
             except RuntimeError as e:
-                raise RunFailed(f"llama-server{' under exec' if under_exec else ''}: {e}")
+                with open(log, errors="replace") as f:
+                    tail = " | ".join(f.read().strip().splitlines()[-3:])
+                raise RunFailed(f"llama-server{' under exec' if under_exec else ''}: {e}: {tail}")
             pid = server_pid(proc.pid)
             before = proc_read_bytes(pid)
             doc = completion(port, a.n, timeout=3600)
