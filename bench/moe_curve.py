@@ -267,6 +267,7 @@ def summarize(runs, ref_tokens):
     ok = [r for r in runs if "tps" in r]
     exp = [r["experts"] for r in ok if r.get("experts")]
     return {"runs": len(runs), "ok": len(ok), "tps": med([r["tps"] for r in ok]),
+            "range": (min(r["tps"] for r in ok), max(r["tps"] for r in ok)) if ok else None,
             "read": med([r["read_per_token"] for r in ok]),
             "exp_read": med([e.get("bytes_read_per_token") for e in exp]),
             "hit": med([e.get("hit_rate") for e in exp]), "has_cache": bool(exp),
@@ -313,11 +314,12 @@ def measure(a, routing_name, model, bw, tmp, results):
                     print(f"moe_curve: {routing_name} 1/{div:g} {r}: {e}", file=sys.stderr)
                 runs[r].append(got)
         for prev in a.reuse:  # an earlier invocation's rows this one did not run
-            if (prev["routing"], prev["divisor"], prev["limit"]) == (routing_name, div, limit):
+            if (prev["routing"], prev["divisor"], prev["limit"], prev.get("n"), prev.get("t")) \
+                    == (routing_name, div, limit, a.n, a.t):
                 runs.update({r: v for r, v in prev["runs"].items() if r not in runs})
         s = {r: summarize(runs[r], ref) for r in ROWS if r in runs}
         results.append({"routing": routing_name, "model": model, "divisor": div, "limit": limit,
-                        "bound": b, "rows": s, "runs": runs})
+                        "n": a.n, "t": a.t, "bound": b, "rows": s, "runs": runs})
         print_limit(routing_name, div, limit, b, s)
 
 
@@ -329,8 +331,9 @@ def print_limit(routing, div, limit, b, s):
               f"experts/layer, hit rate {b['hit']:.3f} {b['basis']}) / B {b['B'] / 1e9:.2f} GB/s")
     else:
         print(f"-- 1/{div:g} = {limit / MIB:.0f} MiB: no bound (admission gave no experts)")
-    print(f"{'row':<5} {'runs':>5} {'tok/s':>7} {'ms/tok':>8} {'c':>3} {'cache MB/tok':>12} "
-          f"{'hit':>5} {'read MB/tok':>11} {'x bound':>7} {'x off':>6} {'x run':>6} tokens")
+    print(f"{'row':<5} {'runs':>5} {'tok/s':>7} {'range':>11} {'ms/tok':>8} {'c':>3} "
+          f"{'cache MB/tok':>12} {'hit':>5} {'read MB/tok':>11} {'x bound':>7} {'x off':>6} "
+          f"{'x run':>6} tokens")
     off, run = s.get("off", {}).get("tps"), s.get("run", {}).get("tps")
     for r, v in s.items():
         tps = v["tps"]
@@ -338,7 +341,8 @@ def print_limit(routing, div, limit, b, s):
         xb = ms * 1e6 / b["ns"] if ms and b else None
         cache = fmt(v["exp_read"] and v["exp_read"] / 1e6, ".1f") if v["has_cache"] else "no cache"
         read = fmt(v["read"] and v["read"] / 1e6, ".1f")
-        print(f"{r:<5} {v['ok']:>2}/{v['runs']:<2} {fmt(tps):>7} {fmt(ms, '.1f'):>8} "
+        rng = f"{v['range'][0]:.3g}-{v['range'][1]:.3g}" if v["range"] else "-"
+        print(f"{r:<5} {v['ok']:>2}/{v['runs']:<2} {fmt(tps):>7} {rng:>11} {fmt(ms, '.1f'):>8} "
               f"{fmt(v['cache'], 'g'):>3} {cache:>12} {fmt(v['hit']):>5} {read:>11} "
               f"{fmt(xb):>7} {fmt(tps / off if tps and off else None):>6} "
               f"{fmt(tps / run if r == 'exec' and tps and run else None):>6} "
@@ -390,8 +394,8 @@ def parse_args():
     ap.add_argument("-t", type=int, default=2)
     ap.add_argument("--json", default="", help="write every run and the medians here")
     ap.add_argument("--reuse", default="", help="an earlier --json: its rows of the same "
-                    "routing and limit that --rows leaves out join the table (the slow stock "
-                    "rows measured once)")
+                    "routing, limit, -n and -t that --rows leaves out join the table (the slow "
+                    "stock rows measured once)")
     ap.add_argument("--quick", action="store_true",
                     help="smoke test: qwen3moe-small, uniform, 4/3 of the file, R=1, 8 tokens")
     a = ap.parse_args()
