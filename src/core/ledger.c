@@ -1,5 +1,5 @@
 /*
- * The memory ledger: 14 categories, each an optional byte value with its
+ * The memory ledger: 15 categories, each an optional byte value with its
  * provenance, source and note, and the reconciliation built from them.
  *
  * A ledger is a fixed-size struct filled once per report (a handful of
@@ -30,6 +30,7 @@ static const char *const category_names[RF_LEDGER_N_CATEGORIES] = {
     [RF_LEDGER_GRAPH_SCRATCH] = "GraphScratch",
     [RF_LEDGER_RUNTIME] = "Runtime",
     [RF_LEDGER_PROMPT_CACHE] = "PromptCache",
+    [RF_LEDGER_EXPERT_CACHE] = "ExpertCache",
 };
 
 /* Default reasons for the categories the pinned C API cannot measure. */
@@ -40,6 +41,7 @@ static const char *const unavailable_notes[RF_LEDGER_N_CATEGORIES] = {
     [RF_LEDGER_RUNTIME] =
         "allocator/runtime/loader overhead is not available from the pinned llama.cpp C API",
     [RF_LEDGER_PROMPT_CACHE] = RF_LEDGER_PROMPT_CACHE_NOT_OBSERVED,
+    [RF_LEDGER_EXPERT_CACHE] = RF_LEDGER_EXPERT_CACHE_NOT_RUN,
 };
 
 static bool category_valid(enum rf_ledger_category c)

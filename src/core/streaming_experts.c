@@ -15,6 +15,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * The most a cache of c experts a layer holds: c experts of every layer and,
+ * while a prompt batch selects more than c in one layer (all are read: it
+ * stays lossless; the layer is trimmed at the next layer's router), the
+ * other n - c of that layer. -EOVERFLOW.
+ */
+static int cache_bytes(const struct rf_stream_plan *p, uint32_t c, uint64_t *out)
+{
+    uint64_t n;
+    if (__builtin_mul_overflow((uint64_t)c, (uint64_t)p->expert_layers, &n) ||
+        __builtin_add_overflow(n, (uint64_t)(p->n_expert - c), &n) ||
+        __builtin_mul_overflow(n, p->expert_bytes, out))
+        return -EOVERFLOW;
+    return 0;
+}
+
 int rf_stream_plan_experts_size(const struct rf_inventory *inv, const struct rf_stream_params *p,
                                 bool *routed, struct rf_stream_plan *out)
 {
@@ -50,30 +66,28 @@ int rf_stream_plan_experts_size(const struct rf_inventory *inv, const struct rf_
             out->expert_bytes = per_layer[l];
     }
     free(per_layer);
-    if (__builtin_mul_overflow(out->expert_bytes, (uint64_t)out->expert_layers,
-                               &out->expert_min_bytes) ||
-        __builtin_mul_overflow(out->expert_min_bytes, (uint64_t)m->n_expert_used,
-                               &out->expert_min_bytes))
-        return -EOVERFLOW;
-    return 0;
+    return cache_bytes(out, m->n_expert_used, &out->expert_min_bytes);
 }
 
 void rf_stream_plan_experts_cache(struct rf_stream_plan *out)
 {
     if (!out->n_expert || !out->expert_bytes || !out->expert_layers)
         return;
-    uint64_t left = out->pin_budget_bytes + out->expert_min_bytes; /* R - window */
+    uint64_t left = out->pin_budget_bytes + out->expert_min_bytes, need = 0; /* R - window */
     left = left > out->pinned_bytes ? left - out->pinned_bytes : 0;
-    uint64_t c = left / (out->expert_bytes * out->expert_layers); /* no overflow: min fit */
+    uint32_t c = out->n_expert;
+    while (c >= out->n_expert_used && (cache_bytes(out, c, &need) < 0 || need > left))
+        c--; /* at most n steps: n is tens to hundreds */
     if (!out->fits || c < out->n_expert_used)
         c = 0;
-    out->expert_cache_per_layer = c < out->n_expert ? (uint32_t)c : out->n_expert;
-    out->expert_cache_bytes =
-        (uint64_t)out->expert_cache_per_layer * out->expert_bytes * out->expert_layers;
+    out->expert_cache_per_layer = c;
+    if (c == 0 || cache_bytes(out, c, &out->expert_cache_bytes) < 0)
+        out->expert_cache_bytes = 0;
     size_t len = strnlen(out->reason, sizeof(out->reason));
     snprintf(out->reason + len, sizeof(out->reason) - len,
              "; the routed experts are read into an LRU cache of %" PRIu32 " of the %" PRIu32
-             " experts of each of %" PRIu32 " layers (%" PRIu64 " bytes; at least %" PRIu32
+             " experts of each of %" PRIu32 " layers (%" PRIu64 " bytes with the other experts "
+             "of one layer a prompt batch may select; at least %" PRIu32
              ", the experts a token selects, admission's minimum)",
              out->expert_cache_per_layer, out->n_expert, out->expert_layers,
              out->expert_cache_bytes, out->n_expert_used);

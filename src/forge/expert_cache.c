@@ -21,12 +21,10 @@
 #include "ramforge/forge/forge_experts.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include "ggml.h"
 
@@ -54,10 +52,8 @@ struct job {
 };
 
 struct forge_experts {
-    int fd;
-    bool direct;        /* fd has O_DIRECT (under mu once readers run) */
-    const char *reason; /* why not, static */
-    uint64_t page, file_bytes;
+    struct forge_direct_file file; /* the model file, O_DIRECT where allowed */
+    uint64_t page;
     struct xtensor *xt; /* n_xt, sorted by name */
     size_t n_xt;
     uint32_t *by_layer;   /* xt indices grouped by layer: layer_at[l] .. layer_at[l + 1] */
@@ -86,39 +82,6 @@ static int xt_cmp(const void *a, const void *b)
     return strcmp(((const struct xtensor *)a)->name, ((const struct xtensor *)b)->name);
 }
 
-/* Reads n bytes at off into dst; short only at the end of the file. 0 or -errno. */
-static int read_slice(struct forge_experts *x, uint8_t *dst, uint64_t off, uint64_t n)
-{
-    uint64_t got = 0;
-    bool retried = false;
-    while (got < n) {
-        ssize_t r = pread(x->fd, dst + got, (size_t)(n - got), (off_t)(off + got));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0 && errno == EINVAL && !retried) { /* the filesystem refused O_DIRECT? */
-            retried = true;
-            pthread_mutex_lock(&x->mu);
-            bool retry =
-                !x->direct || fcntl(x->fd, F_SETFL, fcntl(x->fd, F_GETFL) & ~O_DIRECT) == 0;
-            if (x->direct && retry) {
-                x->direct = false;
-                x->reason = "the filesystem refused an O_DIRECT read (EINVAL): the expert "
-                            "cache reads through the page cache";
-            }
-            pthread_mutex_unlock(&x->mu);
-            if (retry)
-                continue;
-            errno = EINVAL;
-        }
-        if (r < 0)
-            return -errno;
-        if (r == 0)
-            return off + got >= x->file_bytes ? 0 : -EIO;
-        got += (uint64_t)r;
-    }
-    return 0;
-}
-
 static void *reader(void *arg)
 {
     struct forge_experts *x = arg;
@@ -135,8 +98,9 @@ static void *reader(void *arg)
         int rc = rf_expert_slice_of(t->file_offset, t->slice_bytes, j.expert, x->page, &sl);
         uint64_t bytes = rf_page_range_pages(sl.pages) * x->page;
         if (rc == 0)
-            rc = read_slice(x, t->res + (sl.pages.first_page - t->first_page) * x->page,
-                            sl.pages.first_page * x->page, bytes);
+            rc = forge_direct_read(&x->file,
+                                   t->res + (sl.pages.first_page - t->first_page) * x->page,
+                                   sl.pages.first_page * x->page, bytes);
         pthread_mutex_lock(&x->mu);
         if (rc == 0) {
             x->st.slices_read++;
@@ -206,8 +170,8 @@ static int read_experts(struct forge_experts *x, uint32_t l, const uint32_t *loa
         pthread_cond_wait(&x->cv_done, &x->mu);
     int rc = x->job_error;
     x->n_jobs = x->next_job = x->done_jobs = 0;
-    x->st.direct = x->direct;
-    x->st.direct_reason = x->reason;
+    x->st.direct = x->file.direct;
+    x->st.direct_reason = x->file.reason;
     pthread_mutex_unlock(&x->mu);
     x->st.read_wait_ns += rf_now_ns() - t0;
     return rc;
@@ -223,12 +187,28 @@ static void point_back(struct forge_experts *x)
         }
 }
 
+/* Layer l's weights pointed at their reservations back at the mapping. */
+static void point_back_layer(struct forge_experts *x, uint32_t l)
+{
+    for (uint32_t p = x->layer_at[l]; p < x->layer_at[l + 1]; p++) {
+        struct xtensor *u = &x->xt[x->by_layer[p]];
+        if (u->t) {
+            u->t->data = u->orig;
+            u->t = NULL;
+        }
+    }
+}
+
 void forge_experts_computed(struct forge_experts *x, struct ggml_tensor *t)
 {
     int layer = forge_topk_layer(t);
     if (layer < 0 || (uint32_t)layer >= x->n_layer || x->broken)
         return;
     const uint32_t l = (uint32_t)layer;
+    /* this batch's router: the layer's weights back at the mapping until its experts are read
+       (an earlier batch of the decode may have pointed them; a failure below leaves them so) */
+    point_back_layer(x, l);
+    x->loaded[l] = false;
     const int64_t k = t->ne[0], rows = t->ne[1];
     size_t need = (size_t)(k > 0 ? k : 0) * (size_t)(rows > 0 ? rows : 0);
     if (need > x->ids_cap) {
@@ -362,8 +342,10 @@ static int make_tensors(struct forge_experts *x, struct forge_model *m,
         if (o->layer + 1 > x->n_layer)
             x->n_layer = o->layer + 1;
     }
-    if (!x->n_xt || !m->map_start)
+    if (!m->map_start)
         return -EINVAL;
+    if (!x->n_xt)
+        return -ENODATA; /* every routed tensor repacked: nothing to read */
     qsort(x->xt, x->n_xt, sizeof(*x->xt), xt_cmp);
     return 0;
 }
@@ -410,7 +392,7 @@ int forge_experts_create(struct forge_model *m, const struct rf_inventory *inv,
     struct forge_experts *x = calloc(1, sizeof(*x));
     if (!x)
         return -ENOMEM;
-    x->fd = -1;
+    x->file.fd = -1;
     x->page = inv->page_bytes;
     x->st.per_layer = capacity;
     pthread_mutex_init(&x->mu, NULL);
@@ -419,21 +401,11 @@ int forge_experts_create(struct forge_model *m, const struct rf_inventory *inv,
     if ((rc = make_tensors(x, m, inv, map)) < 0 ||
         (rc = index_layers(x, map->n_expert, capacity)) < 0)
         goto out;
-    x->file_bytes = (uint64_t)m->file_st.st_size;
-    x->direct = true;
-    x->fd = open(m->mapping.path, O_RDONLY | O_CLOEXEC | O_DIRECT);
-    if (x->fd < 0 && errno == EINVAL) {
-        x->direct = false;
-        x->reason = "the filesystem refuses O_DIRECT (open: EINVAL): the expert cache reads "
-                    "through the page cache";
-        x->fd = open(m->mapping.path, O_RDONLY | O_CLOEXEC);
-    }
-    x->st.direct = x->direct;
-    x->st.direct_reason = x->reason;
-    if (x->fd < 0) {
-        rc = -errno;
+    rc = forge_direct_open(&x->file, m, &x->mu);
+    x->st.direct = x->file.direct;
+    x->st.direct_reason = x->file.reason;
+    if (rc < 0)
         goto out;
-    }
     for (rc = 0; rc == 0 && x->n_threads < EXPERT_READERS; x->n_threads += rc == 0)
         rc = -pthread_create(&x->th[x->n_threads], NULL, reader, x);
 out:
@@ -459,8 +431,7 @@ void forge_experts_free(struct forge_experts *x)
         point_back(x);
     for (size_t i = 0; x->xt && i < x->n_xt; i++)
         munmap(x->xt[i].res, (size_t)x->xt[i].res_bytes);
-    if (x->fd >= 0)
-        close(x->fd);
+    forge_direct_close(&x->file);
     rf_expert_lru_free(&x->lru);
     free(x->jobs);
     free(x->ids);

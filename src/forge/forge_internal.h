@@ -2,6 +2,7 @@
 #ifndef RAMFORGE_FORGE_INTERNAL_H
 #define RAMFORGE_FORGE_INTERNAL_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
@@ -219,6 +220,28 @@ struct forge_eval_chain {
  */
 bool forge_window_eval(struct forge_window *w, struct ggml_tensor *t, bool ask,
                        struct forge_eval_chain *inner);
+
+/* --- reads of the model file, O_DIRECT where allowed (direct_read.c) --- */
+
+struct forge_direct_file {
+    int fd;              /* -1: closed */
+    bool direct;         /* fd has O_DIRECT (under *mu once readers run) */
+    const char *reason;  /* static: why not; NULL: direct (as direct) */
+    uint64_t file_bytes; /* the file's size at load */
+    pthread_mutex_t *mu; /* the owner's lock, guarding direct and reason */
+};
+
+/* Opens m's model file with O_DIRECT, or without it where the filesystem refuses (EINVAL),
+   with the reason. 0 or the open's -errno (fd -1). */
+int forge_direct_open(struct forge_direct_file *f, const struct forge_model *m,
+                      pthread_mutex_t *mu);
+
+/* Reads n bytes at off into dst; short only at the end of the file. A refused O_DIRECT read
+   (EINVAL) drops O_DIRECT and reads again. 0 or -errno. */
+int forge_direct_read(struct forge_direct_file *f, uint8_t *dst, uint64_t off, uint64_t n);
+
+/* Closes the file (closed: no-op). */
+void forge_direct_close(struct forge_direct_file *f);
 
 /* --- the MoE router's node (routing.c) and the expert cache (expert_cache.c) --- */
 

@@ -38,12 +38,10 @@
 #include "ramforge/forge/forge_window.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include "ggml.h"
 #include "llama.h"
@@ -73,12 +71,9 @@ struct wunit {
 };
 
 struct forge_window {
-    int fd;
-    bool fd_direct;        /* fd has O_DIRECT (under mu once the threads run) */
-    const char *fd_reason; /* why not, static; as fd_direct */
-    uint64_t file_bytes;
-    uint64_t ring_bytes; /* the option's slots x the largest unit */
-    struct wunit *units; /* n_units, sorted by name */
+    struct forge_direct_file file; /* the model file, O_DIRECT where allowed */
+    uint64_t ring_bytes;           /* the option's slots x the largest unit */
+    struct wunit *units;           /* n_units, sorted by name */
     size_t n_units;
     uint32_t *order; /* n_units: unit indices in the decode's order (n_order learned) */
     size_t n_order;
@@ -109,39 +104,6 @@ struct forge_window {
 static int wunit_cmp(const void *a, const void *b)
 {
     return strcmp(((const struct wunit *)a)->name, ((const struct wunit *)b)->name);
-}
-
-/* Reads n bytes at off into dst; short only at the end of the file. 0 or -errno. */
-static int read_unit(struct forge_window *w, uint8_t *dst, uint64_t off, uint64_t n)
-{
-    uint64_t got = 0;
-    bool retried = false;
-    while (got < n) {
-        ssize_t r = pread(w->fd, dst + got, (size_t)(n - got), (off_t)(off + got));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0 && errno == EINVAL && !retried) { /* the filesystem refused O_DIRECT? */
-            bool retry;
-            retried = true;
-            pthread_mutex_lock(&w->mu);
-            retry = !w->fd_direct || fcntl(w->fd, F_SETFL, fcntl(w->fd, F_GETFL) & ~O_DIRECT) == 0;
-            if (w->fd_direct && retry) {
-                w->fd_direct = false;
-                w->fd_reason = "the filesystem refused an O_DIRECT read (EINVAL): the window "
-                               "reads through the page cache";
-            }
-            pthread_mutex_unlock(&w->mu);
-            if (retry)
-                continue;
-            errno = EINVAL;
-        }
-        if (r < 0)
-            return -errno;
-        if (r == 0)
-            return off + got >= w->file_bytes ? 0 : -EIO;
-        got += (uint64_t)r;
-    }
-    return 0;
 }
 
 /*
@@ -184,12 +146,12 @@ static void *window_thread(void *arg)
         if (w->reading++ == 0)
             w->busy_t0 = rf_now_ns();
         pthread_mutex_unlock(&w->mu);
-        int rc = read_unit(w, w->ring + off, u->file_offset, u->bytes);
+        int rc = forge_direct_read(&w->file, w->ring + off, u->file_offset, u->bytes);
         pthread_mutex_lock(&w->mu);
         if (--w->reading == 0) /* read time: the union of the readers' reads */
             w->st.read_ns += rf_now_ns() - w->busy_t0;
-        w->st.direct = w->fd_direct;
-        w->st.direct_reason = w->fd_reason;
+        w->st.direct = w->file.direct;
+        w->st.direct_reason = w->file.reason;
         if (rc == 0) {
             w->st.units_read++;
             w->st.read_bytes += u->bytes;
@@ -469,7 +431,7 @@ int forge_window_create(struct forge_model *m, const struct rf_inventory *inv,
         return -EINVAL;
     if (!(fw = calloc(1, sizeof(*fw))))
         return -ENOMEM;
-    fw->fd = -1;
+    fw->file.fd = -1;
     fw->ring = MAP_FAILED;
     fw->n_units = w->n_units;
     fw->ring_bytes = ring_bytes;
@@ -484,21 +446,11 @@ int forge_window_create(struct forge_model *m, const struct rf_inventory *inv,
     pthread_cond_init(&fw->cv_ready, NULL);
     if ((rc = copy_units(fw, m, inv, w)) < 0)
         goto out;
-    fw->file_bytes = (uint64_t)m->file_st.st_size;
-    fw->fd_direct = true;
-    fw->fd = open(m->mapping.path, O_RDONLY | O_CLOEXEC | O_DIRECT);
-    if (fw->fd < 0 && errno == EINVAL) {
-        fw->fd_direct = false;
-        fw->fd_reason = "the filesystem refuses O_DIRECT (open: EINVAL): the window "
-                        "reads through the page cache";
-        fw->fd = open(m->mapping.path, O_RDONLY | O_CLOEXEC);
-    }
-    fw->st.direct = fw->fd_direct;
-    fw->st.direct_reason = fw->fd_reason;
-    if (fw->fd < 0) {
-        rc = -errno;
+    rc = forge_direct_open(&fw->file, m, &fw->mu);
+    fw->st.direct = fw->file.direct;
+    fw->st.direct_reason = fw->file.reason;
+    if (rc < 0)
         goto out;
-    }
     for (rc = 0; rc == 0 && w->n_units && fw->n_threads < WINDOW_READERS; fw->n_threads += rc == 0)
         rc = -pthread_create(&fw->threads[fw->n_threads], NULL, window_thread, fw);
 out:
@@ -528,8 +480,7 @@ void forge_window_free(struct forge_window *w)
     forge_experts_free(w->experts); /* its weights back at the mapping */
     if (w->ring != MAP_FAILED)
         munmap(w->ring, (size_t)w->ring_bytes);
-    if (w->fd >= 0)
-        close(w->fd);
+    forge_direct_close(&w->file);
     free(w->slots);
     free(w->pos);
     free(w->order);

@@ -202,8 +202,15 @@ int rf_session_stream_window_open(struct rf_session *s, struct forge_window **ou
         rc = forge_window_create(s->m, sr->inv, &win, out);
     rf_stream_window_free(&win);
     struct forge_experts *x = NULL;
-    if (rc == 0 && c &&
-        (rc = forge_experts_create(s->m, sr->inv, ses_stream_experts(s), c, &x)) < 0) {
+    if (rc == 0 && c)
+        rc = forge_experts_create(s->m, sr->inv, ses_stream_experts(s), c, &x);
+    if (rc == -ENODATA) { /* repacked experts are anonymous copies: they stay, nothing streams */
+        rc = 0;
+        ses_add_warning(s, "streaming: the routed experts were repacked into anonymous copies "
+                           "(CPU_REPACK): the expert cache cannot read them (load with "
+                           "--no-repack for the expert policy, docs/MOE.md)");
+    }
+    if (rc < 0 && *out) {
         forge_window_free(*out);
         *out = NULL;
     }

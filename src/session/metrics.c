@@ -120,15 +120,22 @@ static void operation_metrics(struct rf_prom *f, const struct rf_report *r, cons
     }
 }
 
-/* One gauge of the operation, absent (the family alone) when unknown. */
-static void op_gauge(struct rf_prom *f, const char *m, const char *name, const char *help, bool has,
-                     double v)
+/* One series of the operation of type (gauge, counter), absent (the family alone) when
+   unknown. */
+static void op_series(struct rf_prom *f, const char *m, const char *name, const char *type,
+                      const char *help, bool has, double v)
 {
-    rf_prom_family(f, name, "gauge", help);
+    rf_prom_family(f, name, type, help);
     if (has) {
         series(f, name, m);
         rf_prom_double(f, v); /* bytes and counts exactly */
     }
+}
+
+static void op_gauge(struct rf_prom *f, const char *m, const char *name, const char *help, bool has,
+                     double v)
+{
+    op_series(f, m, name, "gauge", help, has, v);
 }
 
 /* The operation's speed and storage traffic: what a dashboard graphs across requests. */
@@ -271,6 +278,32 @@ static void routing_metrics(struct rf_prom *f, const struct rf_report *r,
     }
 }
 
+/*
+ * The expert cache of a MoE model under streaming (docs/MOE.md): counters over
+ * the session's operations, the last operation's resident bytes and c.
+ */
+static void expert_cache_metrics(struct rf_prom *f, const struct rf_report *r, const char *m)
+{
+    const struct rf_stream_report *sr = r->streaming;
+    if (!sr || !sr->experts_total.on)
+        return;
+    const struct rf_stream_experts *t = &sr->experts_total, *x = &sr->experts;
+    op_series(f, m, "ramforge_expert_cache_hits_total", "counter",
+              "Expert selections the expert cache held (every operation's).", true,
+              (double)t->hits);
+    op_series(f, m, "ramforge_expert_cache_misses_total", "counter",
+              "Expert selections the expert cache read from storage (every operation's).", true,
+              (double)t->misses);
+    op_series(f, m, "ramforge_expert_cache_read_bytes_total", "counter",
+              "Bytes the expert cache read from the model file (every operation's).", true,
+              (double)t->bytes_read);
+    op_gauge(f, m, "ramforge_expert_cache_resident_bytes",
+             "The expert cache's resident pages at the operation's end (mincore).", x->on,
+             (double)x->resident_bytes);
+    op_gauge(f, m, "ramforge_expert_cache_experts_per_layer",
+             "Experts a layer the expert cache keeps (the plan's c).", x->on, (double)x->per_layer);
+}
+
 /* Whether r's operation ran a request: an admission decided, or tokens. */
 static bool ran_request(const struct rf_report *r)
 {
@@ -309,6 +342,8 @@ void ses_metrics_hold(struct rf_session *s)
         h->streaming.read_bytes = r->streaming->read_bytes;
         h->streaming.has_major_faults = r->streaming->has_major_faults;
         h->streaming.major_faults = r->streaming->major_faults;
+        h->streaming.experts = r->streaming->experts;
+        h->streaming.experts_total = r->streaming->experts_total;
         h->rep.streaming = &h->streaming;
     }
 }
@@ -329,6 +364,7 @@ static int metrics_write(const struct rf_report *op, const struct rf_report *fig
     speed_metrics(p, figures, model);
     release_metrics(p, session ? session : op, dropped, model);
     routing_metrics(p, op, figures, model);
+    expert_cache_metrics(p, figures, model);
     return p->error;
 }
 

@@ -514,6 +514,12 @@ int rf_session_operation_end(struct rf_session *s, const struct rf_operation_out
         fill_native_ledger(s);
         if (s->has_prompt_cache)
             op->ledger.entries[RF_LEDGER_PROMPT_CACHE] = s->prompt_cache;
+        if (op->stream.rep.experts.on)
+            rf_ledger_set(&op->ledger, RF_LEDGER_EXPERT_CACHE,
+                          op->stream.rep.experts.resident_bytes, RF_PROV_EXACT_MEASURED,
+                          "mincore of the expert cache's reservations when its window closed",
+                          "anonymous pages charged to the cgroup (within ProcessRss and "
+                          "CgroupCurrent): the routed expert slices the LRU cache held");
         if (op->rep.staging) {
             rf_ledger_set(&op->ledger, RF_LEDGER_STAGING_REQUESTED, op->staging.selected_bytes,
                           RF_PROV_REQUESTED, "ramforge staging plan (union of page ranges)",

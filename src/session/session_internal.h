@@ -183,7 +183,7 @@ struct ses_held {
     struct rf_timing timing;
     struct rf_admission_result admission;
     struct rf_staging_plan staging;    /* selected_bytes only */
-    struct rf_stream_report streaming; /* the read bytes and major faults only */
+    struct rf_stream_report streaming; /* the read bytes, major faults and experts only */
 };
 
 struct rf_session {
@@ -258,15 +258,16 @@ struct rf_session {
     struct ses_held held; /* the last request's figures, for the metrics text */
     uint64_t n_ended;
     bool idle_released; /* the last idle boundary released bytes: the next start stages (host.c) */
-    struct forge_window_hook *window_hook; /* streaming with a read-ahead ring: the window of
-                                              the contexts the application decorates (host.c);
-                                              NULL: none */
-    struct forge_window *window_installed; /* the operation's window in window_hook; NULL: none */
-    struct forge_routing *ctx_routing;     /* a MoE model's routing in the contexts the
-                                              application decorates (host.c), since the
-                                              session began; NULL: a dense model, or off */
-    bool has_prompt_cache;                 /* the host's PromptCache entry below */
-    struct rf_ledger_entry prompt_cache;   /* copied into each operation's ledger at its end */
+    struct forge_window_hook *window_hook;  /* streaming with a read-ahead ring: the window of
+                                               the contexts the application decorates (host.c);
+                                               NULL: none */
+    struct forge_window *window_installed;  /* the operation's window in window_hook; NULL: none */
+    struct rf_stream_experts experts_total; /* the expert caches' figures, every operation's */
+    struct forge_routing *ctx_routing;      /* a MoE model's routing in the contexts the
+                                               application decorates (host.c), since the
+                                               session began; NULL: a dense model, or off */
+    bool has_prompt_cache;                  /* the host's PromptCache entry below */
+    struct rf_ledger_entry prompt_cache;    /* copied into each operation's ledger at its end */
     struct rf_report view[2]; /* rf_session_report's assembly, per scope (operation, session) */
 };
 

@@ -387,14 +387,14 @@ const struct rf_expert_map *ses_stream_experts(struct rf_session *s)
     return &stream_of(s)->experts;
 }
 
-void ses_stream_experts_add(struct rf_session *s, const struct rf_stream_experts *x)
+/* Adds x's figures to o (sums; c and the budget replaced, the direct flag and-ed). */
+static void experts_add(struct rf_stream_experts *o, const struct rf_stream_experts *x,
+                        uint64_t budget_bytes)
 {
-    ses_op_open(s);
-    struct rf_stream_experts *o = &stream_of(s)->rep.experts;
     bool first = !o->on;
     o->on = true;
     o->per_layer = x->per_layer;
-    o->budget_bytes = stream_of(s)->plan.expert_cache_bytes;
+    o->budget_bytes = budget_bytes;
     o->resident_bytes = x->resident_bytes;
     o->selections += x->selections;
     o->hits += x->hits;
@@ -409,6 +409,15 @@ void ses_stream_experts_add(struct rf_session *s, const struct rf_stream_experts
     o->direct = (first || o->direct) && x->direct;
     o->direct_reason = x->direct_reason ? x->direct_reason : o->direct_reason;
     o->first_error = o->first_error ? o->first_error : x->first_error;
+}
+
+void ses_stream_experts_add(struct rf_session *s, const struct rf_stream_experts *x)
+{
+    ses_op_open(s);
+    struct ses_stream *st = stream_of(s);
+    experts_add(&st->rep.experts, x, st->plan.expert_cache_bytes);
+    experts_add(&s->experts_total, x, st->plan.expert_cache_bytes);
+    st->rep.experts_total = s->experts_total;
 }
 
 int rf_session_stream_decode(struct rf_session *s, const struct rf_stream_decode *d)

@@ -21,13 +21,13 @@ static void test_init_defaults(void **state)
         "FileBackedLogical", "FileBackedResident", "AnonymousWeights", "MappingPss",
         "ProcessRss",        "ProcessRssPeak",     "CgroupCurrent",    "CgroupPeak",
         "StagingRequested",  "StagingAccepted",    "KvCache",          "GraphScratch",
-        "Runtime",           "PromptCache",
+        "Runtime",           "PromptCache",        "ExpertCache",
     };
     struct rf_ledger l;
     int c;
 
     (void)state;
-    assert_int_equal(RF_LEDGER_N_CATEGORIES, 14);
+    assert_int_equal(RF_LEDGER_N_CATEGORIES, 15);
     memset(&l, 0xa5, sizeof(l));
     rf_ledger_init(&l);
     for (c = 0; c < RF_LEDGER_N_CATEGORIES; c++) {
@@ -44,6 +44,8 @@ static void test_init_defaults(void **state)
             assert_non_null(strstr(e->note, "not available from the pinned llama.cpp C API"));
         else if (c == RF_LEDGER_PROMPT_CACHE)
             assert_string_equal(e->note, RF_LEDGER_PROMPT_CACHE_NOT_OBSERVED);
+        else if (c == RF_LEDGER_EXPERT_CACHE)
+            assert_string_equal(e->note, RF_LEDGER_EXPERT_CACHE_NOT_RUN);
         else
             assert_string_equal(e->note, "not measured");
     }

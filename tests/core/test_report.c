@@ -72,7 +72,7 @@ static const char *const category_names[RF_LEDGER_N_CATEGORIES] = {
     "FileBackedLogical", "FileBackedResident", "AnonymousWeights", "MappingPss",
     "ProcessRss",        "ProcessRssPeak",     "CgroupCurrent",    "CgroupPeak",
     "StagingRequested",  "StagingAccepted",    "KvCache",          "GraphScratch",
-    "Runtime",           "PromptCache",
+    "Runtime",           "PromptCache",        "ExpertCache",
 };
 
 static const int32_t tokens[] = {1, -1, 256, INT32_MAX, 15043};

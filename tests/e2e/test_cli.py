@@ -26,6 +26,7 @@ LEDGER_CATEGORIES = [
     "ProcessRss", "ProcessRssPeak", "CgroupCurrent", "CgroupPeak",
     "StagingRequested", "StagingAccepted", "KvCache", "GraphScratch", "Runtime",
     "PromptCache",  # a program's host prompt cache (ramforge exec); unknown under run
+    "ExpertCache",  # a MoE model's expert cache under streaming (docs/MOE.md)
 ]
 TOP_LEVEL_KEYS = [
     "schema_version", "kind", "ramforge_version", "llama_cpp_version", "model", "policy",

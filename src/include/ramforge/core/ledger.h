@@ -1,6 +1,6 @@
 /*
- * The memory ledger: the 13 categories of the specification and PromptCache, each with an
- * optional byte value, its provenance, the source it came from and a note.
+ * The memory ledger: the 13 categories of the specification, PromptCache and ExpertCache, each with
+ * an optional byte value, its provenance, the source it came from and a note.
  *
  * The ledger never adds categories into one "total memory". A value that
  * could not be had stays absent (has_value false) with a reason in note;
@@ -36,6 +36,8 @@ enum rf_ledger_category {
     RF_LEDGER_RUNTIME,
     RF_LEDGER_PROMPT_CACHE, /* a program's host prompt cache (llama-server's --cache-ram): the
                                sequence states it saved through libllama (ramforge exec) */
+    RF_LEDGER_EXPERT_CACHE, /* a MoE model's expert cache under streaming: its reservations'
+                               resident anonymous pages (mincore) */
     RF_LEDGER_N_CATEGORIES
 };
 
@@ -47,6 +49,10 @@ enum rf_provenance {
     RF_PROV_REQUESTED,          /* bytes submitted to a hint or release */
     RF_PROV_NATIVE_ACCEPTED,    /* bytes the native layer accepted */
 };
+
+/* ExpertCache's note where no expert cache ran. */
+#define RF_LEDGER_EXPERT_CACHE_NOT_RUN                                                             \
+    "no expert cache ran (a MoE model under --residency-policy streaming, the plan applied)"
 
 /* PromptCache's note where no program's sequence-state saves were observed. */
 #define RF_LEDGER_PROMPT_CACHE_NOT_OBSERVED                                                        \

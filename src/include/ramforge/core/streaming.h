@@ -24,6 +24,10 @@
  *   3. of the first layer that did not fit, each tensor (file order) that
  *      still fits the budget left: every pinned byte is a byte not read
  *      again each token.
+ * On a mixture-of-experts model (params.experts) the routed expert tensors
+ * are neither pinned nor in W: k experts of every layer are reserved before
+ * the pins, and what the limit leaves after them is an LRU expert cache of c
+ * experts a layer (streaming_experts.c, docs/MOE.md).
  * Only entries the graph reads from the file mapping (access FILE_BACKED)
  * with a validated range (file_backed, eligibility ELIGIBLE) are ever
  * pinned: an anonymous or repacked copy is never a pin, nor a range
@@ -124,10 +128,12 @@ struct rf_stream_plan {
     uint32_t expert_layers;            /* layers with routed tensors */
     uint64_t expert_bytes;             /* one expert of the largest layer: its slices' outward
                                           page spans (each at most its pages + 1), bytes */
-    uint64_t expert_min_bytes;         /* k experts of every layer: the cache's minimum, bytes */
+    uint64_t expert_min_bytes;         /* k experts of every layer and the other n - k of one
+                                          (a prompt batch's): the cache's minimum, bytes */
     uint32_t expert_cache_per_layer;   /* c, k <= c <= n; 0: no experts or the minimum does not
                                           fit */
-    uint64_t expert_cache_bytes;       /* c x expert_layers x expert_bytes: the cache budget */
+    uint64_t expert_cache_bytes;       /* (c x expert_layers + n - c) x expert_bytes: the most
+                                          the cache holds (a batch may load a layer's n) */
     char reason[RF_STREAM_REASON_MAX]; /* one sentence: what was pinned or why not */
 };
 
@@ -301,6 +307,8 @@ struct rf_stream_report {
     struct rf_stream_decode decode;         /* the decode's reads and CPU time; on false: none */
     struct rf_stream_read_ahead read_ahead; /* the read-ahead window; on false: none */
     struct rf_stream_experts experts;       /* the expert cache; on false: none */
+    struct rf_stream_experts experts_total; /* every operation's since the session began (the
+                                               /metrics counters); on false: none */
     bool has_overlap_limit;
     uint64_t overlap_limit_token_ns; /* max(t_c, max(0, W - (limit - fixed)) / B), ns */
 };

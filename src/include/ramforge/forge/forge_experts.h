@@ -38,8 +38,10 @@ struct forge_window;
 /*
  * A cache of capacity experts a layer over the routed tensors of map
  * (built over inv; those the graph reads from the mapping), reading m's
- * file. Errors: -EINVAL (NULL, capacity 0 or above n, no routed tensor read
- * from the mapping), -ENOMEM, an open, mmap or pthread_create error.
+ * file. Errors: -EINVAL (NULL, capacity 0 or above n, no model mapping),
+ * -ENODATA (no routed tensor is read from the mapping: repacked into
+ * anonymous copies, which cannot stream), -ENOMEM, an open, mmap or
+ * pthread_create error.
  */
 int forge_experts_create(struct forge_model *m, const struct rf_inventory *inv,
                          const struct rf_expert_map *map, uint32_t capacity,
