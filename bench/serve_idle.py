@@ -131,9 +131,11 @@ def free_port():
 
 
 def llama_server_port(port):
-    """Waits for llama-server's /health (it loads the model before answering 200)."""
+    """Waits for llama-server's /health (it loads the model before answering 200); a piped
+    stderr is drained meanwhile."""
     def wait(p):
-        subprocess.Popen(["cat"], stdin=p.stderr, stdout=subprocess.DEVNULL)
+        if p.stderr is not None:
+            subprocess.Popen(["cat"], stdin=p.stderr, stdout=subprocess.DEVNULL)
         for _ in range(600):
             if p.poll() is not None:
                 raise RuntimeError(f"llama-server exited {p.returncode}")

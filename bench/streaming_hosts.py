@@ -71,6 +71,18 @@ def serve_once(a, limit, policy):
     return doc["timings"]["predicted_per_second"], doc["tokens"]
 
 
+def completion(port, n, timeout=600):
+    """llama-server's answer to one greedy /completion of PROMPT, n tokens (their ids
+    returned, no prompt cache)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    conn.request("POST", "/completion", body=json.dumps(
+        {"prompt": PROMPT, "n_predict": n, "temperature": 0, "return_tokens": True,
+         "cache_prompt": False}))
+    doc = json.loads(conn.getresponse().read())
+    conn.close()
+    return doc
+
+
 def llama_server_once(a, limit, exec_policy):
     """llama-server's decode tok/s (its timings) and tokens for one /completion, under exec with
     exec_policy and --memory-limit, or (None) alone in a child cgroup of the same limit."""
@@ -86,12 +98,7 @@ def llama_server_once(a, limit, exec_policy):
                                 preexec_fn=None if exec_policy else enter)
         try:
             llama_server_port(port)(proc)  # its load and warmup
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-            conn.request("POST", "/completion", body=json.dumps(
-                {"prompt": PROMPT, "n_predict": a.n, "temperature": 0, "return_tokens": True,
-                 "cache_prompt": False}))
-            doc = json.loads(conn.getresponse().read())
-            conn.close()
+            doc = completion(port, a.n)
         finally:
             proc.terminate()
             proc.wait(timeout=120)

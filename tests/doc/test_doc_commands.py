@@ -60,7 +60,7 @@ SKIP = [
      "builds and runs the example against an installed prefix: tests/install does"),
     (r"^(RF_BENCH_DRIVER=\S+ )?bench/(observer_bench\.sh|serve_idle\.py|watch_cost\.py|"
      r"profile_wakeup\.py|load_peak\.py|streaming_curve\.sh|streaming_hosts\.py|"
-     r"admission_sweep\.py|admission_cases\.sh|simple_parity\.sh)\b|^POLICIES=|^R=\d",
+     r"admission_sweep\.py|admission_cases\.sh|simple_parity\.sh|moe_curve\.py)\b|^POLICIES=|^R=\d",
      "a benchmark of several minutes (see its own header)"),
     (r"^scripts/measure-streaming\.sh\b", "a benchmark of several minutes (see its header)"),
     (r"^(make server-suite|tests/server_suite/run_suite\.py)\b",
