@@ -114,6 +114,40 @@ def case_moe_policy_run(c):
               f"against the report's {key} {x[key]}")
 
 
+def case_moe_policy_no_cache(c):
+    """Streaming on a MoE model never drops its expert cache silently: run at limits around
+    where the plan's cache minimum stops fitting (32M = 30.5 MiB, below the 32 MiB above,
+    left no cache on this host: a token's read fit admission, so the old plan said "the
+    working set fits the limit: the plan is not applied" and the decode faulted the experts
+    in through the page cache). Each run either ran the cache, or its plan_reason, its
+    report's warnings and run's summary say why not; never "fits"."""
+    if asan_build(c.rf):
+        raise Skip("an AddressSanitizer build: its shadow memory does not fit the limits")
+    if os.geteuid() != 0:
+        raise Skip("--memory-limit makes a child memory cgroup: needs root")
+    model = c.moe()
+    without = []
+    for limit in ("32M", "32500k", "33M"):
+        rep = c.path(f"no-cache-{limit}.json")
+        evict(model)  # run's own child cgroup of --memory-limit
+        p = c.run("run", "-m", model, "-n", "4", "-p", PROMPT, "-c", "256",
+                  "--residency-policy", "streaming", "--memory-limit", limit,
+                  "--residency-report-json", rep)
+        with open(rep) as f:
+            doc = json.load(f)
+        s = doc["streaming"]
+        if s["experts"] is not None:
+            continue
+        why = s["plan_reason"] or ""
+        without.append((limit, why[:60]))
+        check("fits the limit" not in why and why, f"{limit}: no cache, plan_reason {why!r}")
+        if why.startswith("no expert cache"):
+            check(any(w.startswith("streaming: no expert cache") for w in doc["warnings"]) and
+                  "streaming: no expert cache" in p.stderr,
+                  f"{limit}: no cache, not said: {doc['warnings']}; {p.stderr[-800:]}")
+    print(f"runs without a cache, each saying why: {without}")
+
+
 def case_moe_policy_serve(c):
     if asan_build(c.rf):
         raise Skip("an AddressSanitizer build: its shadow memory does not fit the 32 MiB limit")
@@ -182,6 +216,7 @@ def case_moe_policy_exec(c):
 
 
 CASES = {
+    "moe_policy_no_cache": case_moe_policy_no_cache,
     "moe_policy_run": case_moe_policy_run,
     "moe_policy_serve": case_moe_policy_serve,
     "moe_policy_exec": case_moe_policy_exec,
