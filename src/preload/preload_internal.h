@@ -130,6 +130,7 @@ struct exec_model {
     /* session_mu (engine_admit.c): */
     bool op_rejected;                     /* the last operation's admission was not admitted */
     bool op_said;                         /* a rejection was said: its outcome and cause */
+    bool stream_unplanned_said;           /* streaming's plan not applied was said */
     enum rf_admission_outcome op_outcome; /* the last rejection said: outcome and cause */
     enum rf_admission_cause op_cause;
     uint64_t op_rejections; /* operations whose admission was rejected or unknown */

@@ -114,6 +114,7 @@ static void test_batch_wider_than_capacity(void **state)
     assert_int_equal(lru.n_cached[0], 0);
     assert_int_equal(rf_expert_lru_select(&lru, 2, tok, 2, load, &n_load, evict, &n_evict),
                      -EINVAL);
+    rf_expert_lru_free(&lru);
     assert_int_equal(rf_expert_lru_init(&lru, 2, 8, 9), -EINVAL);
     assert_int_equal(rf_expert_lru_init(&lru, 2, 8, 0), -EINVAL);
 }
