@@ -70,13 +70,11 @@ void exec_op_begin(struct exec_model *m, const struct llama_context *ctx, int32_
                               m->path, rf_strerror(wrc));
     exec_op_admission(m, &st);
     const struct rf_report *r = rf_session_report(m->s, RF_REPORT_OPERATION);
-    const char *why = r && r->streaming ? r->streaming->plan_reason : NULL;
-    /* the plan not applied though the file does not fit (a MoE model without its expert
-       cache, or no room for a window): the decode faults through the page cache; said once */
-    if (why && !m->stream_unplanned_said &&
-        (strncmp(why, "no expert cache", 15) == 0 || strstr(why, "do not fit: not applied"))) {
+    /* the plan not applied though the file does not fit: said once */
+    if (r && r->streaming && r->streaming->plan_short && !m->stream_unplanned_said) {
         m->stream_unplanned_said = true;
-        exec_engine.host->say("exec: warning: %s: streaming: %s", m->path, why);
+        exec_engine.host->say("exec: warning: %s: streaming: %s", m->path,
+                              r->streaming->plan_reason);
     }
 }
 

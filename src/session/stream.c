@@ -20,13 +20,6 @@
 #include <string.h>
 #include <sys/resource.h>
 
-/* A MoE model whose expert cache's minimum does not fit beside the plan's fixed part. */
-#define STREAM_NO_EXPERT_CACHE                                                                     \
-    "no expert cache: its minimum (k experts a layer, and the rest of one layer for a prompt "     \
-    "batch), the fixed part, a minimum window and the margin do not fit the limit "                \
-    "(plan.reason); the routed experts are read by the decode's faults through the page cache, "   \
-    "as under --residency-policy off"
-
 static struct ses_stream *stream_of(struct rf_session *s)
 {
     return &s->op.stream;
@@ -153,8 +146,9 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
         if (p.experts && !st->plan.fits &&
             s->inv.totals.mapped_virtual_bytes + st->plan.fixed_bytes > p.limit_bytes) {
             /* a token's read fits (admission), the plan's cache minimum does not */
-            st->rep.plan_reason = STREAM_NO_EXPERT_CACHE;
-            ses_add_warning(s, "streaming: " STREAM_NO_EXPERT_CACHE);
+            st->rep.plan_reason = RF_STREAM_NO_EXPERT_CACHE;
+            st->rep.plan_short = true;
+            ses_add_warning(s, "streaming: " RF_STREAM_NO_EXPERT_CACHE);
             return 0;
         }
         st->rep.plan_reason = "the working set fits the limit: the plan is not applied";
@@ -183,6 +177,7 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
             __builtin_add_overflow(need, st->plan.margin_bytes, &need) || need > p.limit_bytes;
 
         st->rep.plan_reason = "the fixed part and a minimum window do not fit: not applied";
+        st->rep.plan_short = true;
         rf_admission_append(a, "Streaming cannot help: %s.", st->plan.reason);
         if (hard && over) {
             /* Under the hard limit the kernel kills, whatever the mode says of thrashing. */

@@ -480,9 +480,9 @@ void run_print_summary(FILE *f, const struct rf_report *r)
                 r->verify_tokens_equal ? "identical" : "DIFFERENT");
     if (r->admission)
         print_admission_line(f, r->admission, r->policy_mutates);
-    for (size_t i = 0; i < r->n_warnings; i++) /* streaming on a MoE model without its cache */
-        if (strncmp(r->warnings[i], "streaming: no expert cache", 26) == 0)
-            fprintf(f, "  %s\n", r->warnings[i]);
+    const struct rf_stream_report *sr = r->streaming;
+    if (sr && sr->plan_short && strcmp(sr->plan_reason, RF_STREAM_NO_EXPERT_CACHE) == 0)
+        fprintf(f, "  streaming: %s\n", sr->plan_reason); /* a MoE model without its cache */
     if (r->cgroup_verdict && (r->cgroup_verdict->hit_limit || r->cgroup_verdict->oom_killed))
         fprintf(f, "  the kernel: %s%s\n",
                 r->cgroup_verdict->hit_limit ? "the cgroup hit its limit" : "",

@@ -261,11 +261,23 @@ struct rf_stream_decode {
  * measured whatever the policy; the plan only under streaming). Pointers
  * are borrowed.
  */
+/* plan_reason of a MoE model whose expert cache's minimum does not fit beside the plan's
+   fixed part (plan_short; also a report warning, after "streaming: "). */
+#define RF_STREAM_NO_EXPERT_CACHE                                                                  \
+    "no expert cache: its minimum (k experts a layer, and the rest of one layer for a prompt "     \
+    "batch), the fixed part, a minimum window and the margin do not fit the limit "                \
+    "(plan.reason); the routed experts are read by the decode's faults through the page cache, "   \
+    "as under --residency-policy off"
+
 struct rf_stream_report {
     bool active;                       /* the policy is streaming */
     const struct rf_stream_plan *plan; /* NULL: not planned (plan_reason) */
     const struct rf_inventory *inv;    /* names of the pinned entries */
     const char *plan_reason;           /* static; why no plan, or why it was not applied */
+    bool plan_short;                   /* the file does not fit beside the fixed part and the
+                                          plan was not applied (RF_STREAM_NO_EXPERT_CACHE, or
+                                          no room for a window): the decode faults the
+                                          weights in through the page cache */
     const char *limit_source;          /* where limit_bytes came from */
     bool pin_attempted;                /* mlock was called */
     bool pinned;                       /* every pinned range was locked */
