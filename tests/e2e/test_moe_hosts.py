@@ -12,8 +12,8 @@ import os
 from e2e_util import Skip, asan_build, check, run_main
 from test_moe import LONG_PROMPT, Ctx, half_cache_limit, validate_report  # noqa: I100 (test_moe puts tests/schema on the path)
 from test_serve import Server
-from test_streaming_exec import (LLAMA_SERVER, completion, free_port, report_of, server,
-                                 skip_unless, stop)
+from test_streaming_exec import (LLAMA_SERVER, bare_answer, completion, free_port, report_of,
+                                 server, skip_unless, stop)
 
 
 def experts_seen(c, rep, what, min_tokens):
@@ -54,13 +54,7 @@ def case_moe_exec_routing(c):
     skip_unless(c, LLAMA_SERVER, "llama-server from the pin")
     model = c.moe()
     args = ["-m", model, "--host", "127.0.0.1", "-c", "512", "-t", "2", "-np", "1"]
-    port = free_port()
-    with open(c.path("bare.err"), "w") as err:
-        bare = server([LLAMA_SERVER, *args, "--port", str(port)], port, err)
-        try:
-            want = completion(port)
-        finally:
-            stop(bare)
+    want = bare_answer(args, c.path("bare.err"), completion)
     rep = c.path("exec.json")
     port = free_port()
     with open(c.path("exec.err"), "w") as err:

@@ -31,7 +31,7 @@ import os
 from e2e_util import Skip, asan_build, check, evict, memory_child_cgroup, run_main
 from test_moe import Ctx, expected_read, validate_report
 from test_serve import Server
-from test_streaming_exec import free_port, report_of, server, skip_unless, stop
+from test_streaming_exec import bare_answer, free_port, report_of, server, skip_unless, stop
 
 LIMIT = 32 << 20
 # 19 tokens: a longer prompt's graph scratch (estimated before the load) does not fit 32 MiB
@@ -188,13 +188,7 @@ def case_moe_policy_exec(c):
     # after the first reads its own experts before the layer's weights point at the cache)
     args = ["-m", model, "--host", "127.0.0.1", "-c", "512", "-t", "2", "-np", "1",
             "-ub", "8", "-b", "8"]
-    port = free_port()
-    with open(c.path("bare.err"), "w") as err:
-        bare = server([LLAMA_SERVER, *args, "--port", str(port)], port, err)
-        try:
-            want = completion_probs(port)
-        finally:
-            stop(bare)
+    want = bare_answer(args, c.path("bare.err"), completion_probs)
     rep = c.path("exec.json")
     with memory_child_cgroup("ramforge-moe-policy-exec", LIMIT) as enter, \
             open(c.path("exec.err"), "w") as err:

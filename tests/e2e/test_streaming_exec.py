@@ -88,6 +88,18 @@ def stop(proc):
     check(proc.wait(timeout=120) == 0, f"exit {proc.returncode} after SIGTERM")
 
 
+def bare_answer(args, err_path, ask):
+    """Bare llama-server (the pin's) with args on a free port: ask(port), then stopped;
+    its stderr in err_path."""
+    port = free_port()
+    with open(err_path, "w") as err:
+        bare = server([LLAMA_SERVER, *args, "--port", str(port)], port, err)
+        try:
+            return ask(port)
+        finally:
+            stop(bare)
+
+
 def report_of(path, operations):
     """The session report once it holds that many operations (rewritten at each boundary)."""
     def read():
@@ -113,13 +125,7 @@ def case_exec_streaming_llama_server(c):
     skip_unless(c, LLAMA_SERVER, "llama-server from the pin")
     model = c.model("q8_0")
     args = ["-m", model, "--host", "127.0.0.1", "-c", "512", "-t", "2", "-np", "1"]
-    port = free_port()
-    with open(os.path.join(c.tmp, "bare.err"), "w") as err:
-        bare = server([LLAMA_SERVER, *args, "--port", str(port)], port, err)
-        try:
-            want = completion(port)
-        finally:
-            stop(bare)
+    want = bare_answer(args, os.path.join(c.tmp, "bare.err"), completion)
     rep = os.path.join(c.tmp, "exec.json")
     limit = os.path.getsize(model) * 3 // 4
     with memory_child_cgroup("ramforge-e2e-exec-stream", limit) as enter, \
