@@ -5,13 +5,16 @@
  * expert cache, and the verdict says what streams: the routed bytes a
  * token misses in that cache and the hit rate expected at this budget.
  * Only what cannot fit is refused: the dense part, the anonymous memory
- * (the KV cache among it) and the cache's minimum, k experts per layer.
- * Under streaming the dense part need not fit: what does not is read
- * through the read-ahead window each token (streaming_experts.c plans the
- * cache's minimum before the pins), so the minimum is k experts a layer
- * beside a minimum window.
+ * (the KV cache among it) and the cache's minimum, n experts (what a
+ * prompt batch may select in one layer). The cache is the plan's
+ * (streaming_experts.c): T experts held at once, c a layer, from the same
+ * rf_expert_lru_fit. Under streaming the dense part need not fit: what
+ * does not is read through the read-ahead window each token (the plan
+ * reserves the cache's minimum before the pins), so the minimum is n
+ * experts beside a minimum window.
  */
 #include "admission_internal.h"
+#include "ramforge/core/expert_cache.h"
 #include "ramforge/core/routing.h"
 
 #include <inttypes.h>
@@ -27,25 +30,33 @@ void rf_admission_experts_figures(const struct rf_admission_input *in,
     if (!x->n_expert || !x->n_expert_used || x->n_expert_used > x->n_expert || !c ||
         !c->working_set_checked)
         return;
+    const uint32_t layers = x->n_layer ? x->n_layer : 1;
     uint64_t per_expert = x->routed_bytes / x->n_expert; /* one expert of every layer */
-    if (!per_expert)
+    uint64_t slot = per_expert / layers;                 /* one expert of one layer */
+    if (!slot)
         return;
     uint64_t fit = rf_admission_sat_sub(c->run_room_bytes, out->anonymous_bytes);
-    uint64_t cache = rf_admission_sat_sub(fit, x->dense_bytes) / per_expert;
+    uint64_t slots = rf_admission_sat_sub(fit, x->dense_bytes) / slot;
     out->expert_dense_streams = false;
-    if (in->streaming && cache < x->n_expert_used &&
-        fit / per_expert >= x->n_expert_used + RF_ADMIT_MIN_WINDOW_BYTES / per_expert) {
-        cache = x->n_expert_used; /* the plan's minimum: the dense part streams */
+    if (in->streaming && slots < x->n_expert &&
+        fit / slot >= x->n_expert + RF_ADMIT_MIN_WINDOW_BYTES / slot) {
+        slots = x->n_expert; /* the plan's minimum: the dense part streams */
         out->expert_dense_streams = true;
     }
+    uint32_t cache = 0;
+    out->expert_cache_min =
+        rf_expert_lru_fit(layers, x->n_expert, x->n_expert_used, slots, &cache) == 0;
 
     out->has_experts = true;
     out->n_expert = x->n_expert;
     out->n_expert_used = x->n_expert_used;
-    out->cache_experts = cache < x->n_expert ? (uint32_t)cache : x->n_expert;
-    out->expert_cache_bytes = (uint64_t)out->cache_experts * per_expert;
+    out->cache_experts = cache;
+    out->expert_cache_bytes =
+        out->expert_cache_min
+            ? rf_expert_lru_slots(layers, x->n_expert, x->n_expert_used, cache) * slot
+            : 0;
     out->expert_dense_bytes = x->dense_bytes;
-    out->expert_cache_min = out->cache_experts >= x->n_expert_used;
+    out->expert_routed_bytes = x->routed_bytes;
     if (x->routing && x->routing->n_expert == x->n_expert &&
         rf_routing_lru_hits(x->routing, -1, out->cache_experts, &hits, &selections) == 0 &&
         selections) {
@@ -74,7 +85,8 @@ void rf_admission_experts_note(struct rf_admission_result *out)
     add(out, false,
         "; streams experts: %" PRIu64 " bytes per token, expected hit rate %.2f at this budget (an "
         "LRU cache of %" PRIu32 " of the %" PRIu32 " experts of each layer, %" PRIu64
-        " bytes, beside the dense part of %" PRIu64 " bytes%s; the rate %s)",
+        " bytes with the room of the layer being decoded, beside the dense part of %" PRIu64
+        " bytes%s; the rate %s)",
         out->expert_stream_bytes, out->expert_hit_rate, out->cache_experts, out->n_expert,
         out->expert_cache_bytes, out->expert_dense_bytes,
         out->expert_dense_streams ? ", which does not fit and streams through the read-ahead "
@@ -99,10 +111,11 @@ void rf_admission_experts_refuse(const struct rf_admission_input *in,
     add(out, false,
         "cannot fit the experts' minimum: a token reads the dense part (%" PRIu64
         " bytes) and %" PRIu32 " of the %" PRIu32 " experts of each layer (%" PRIu64
-        " bytes), and only %" PRIu64 " bytes fit under the hard limit of %" PRIu64
+        " bytes; the expert cache holds at least the %" PRIu32 " of one layer a prompt "
+        "batch may select), and only %" PRIu64 " bytes fit under the hard limit of %" PRIu64
         " bytes of cgroup %s beside %" PRIu64 " bytes of anonymous memory (the KV cache among "
         "it); ways out: a larger limit, a smaller context, or a smaller model",
         in->experts.dense_bytes, in->experts.n_expert_used, in->experts.n_expert,
-        in->file_working_set.bytes - in->experts.dense_bytes, out->working_set_fit_bytes,
-        c->level.limit.bytes, c->level.dir, out->anonymous_bytes);
+        in->file_working_set.bytes - in->experts.dense_bytes, in->experts.n_expert,
+        out->working_set_fit_bytes, c->level.limit.bytes, c->level.dir, out->anonymous_bytes);
 }

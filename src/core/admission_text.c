@@ -137,12 +137,14 @@ void rf_admission_headline(const struct rf_admission_result *a, char *buf, size_
 
     if (!a || !buf || !len)
         return;
-    if (a->has_experts && a->cause == RF_ADMIT_CAUSE_THRASH && a->has_thrash_level && ws) {
+    if (a->has_experts && !a->expert_cache_min && a->cause == RF_ADMIT_CAUSE_THRASH &&
+        a->has_thrash_level && ws) {
         snprintf(buf, len,
-                 "cannot fit the experts' minimum: the dense part and %" PRIu32
-                 " experts a layer need %" PRIu64 " bytes, only %" PRIu64
-                 " bytes fit under the limit of %" PRIu64 " bytes",
-                 a->n_expert_used, ws->bytes, a->working_set_fit_bytes, thrash_limit(a));
+                 "cannot fit the experts' minimum: the dense part and the %" PRIu32
+                 " experts of one layer a prompt batch may select need more than the %" PRIu64
+                 " bytes that fit under the limit of %" PRIu64 " bytes (a token reads %" PRIu64
+                 " bytes)",
+                 a->n_expert, a->working_set_fit_bytes, thrash_limit(a), ws->bytes);
         return;
     }
     experts_headline(a, buf, len);

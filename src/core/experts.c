@@ -158,6 +158,18 @@ int rf_expert_share(uint64_t routed, uint32_t k, uint32_t n, uint64_t *out)
     return 0;
 }
 
+uint32_t rf_expert_map_layers(const struct rf_expert_map *m)
+{
+    uint32_t n = 0;
+    for (size_t t = 0; m && t < m->n; t++) {
+        bool seen = m->tensors[t].layer < 0;
+        for (size_t u = 0; u < t && !seen; u++) /* tens to hundreds of tensors */
+            seen = m->tensors[u].layer == m->tensors[t].layer;
+        n += !seen;
+    }
+    return n;
+}
+
 /* rf_admission_read_bytes's filter: the entries of ud's (a map's) dense part. */
 static bool is_dense(const struct rf_inventory_entry *e, void *ud)
 {

@@ -258,6 +258,7 @@ static json_t *admission_experts_json(const struct rf_admission_result *a)
     json_object_set_new(o, "n_expert", json_integer(a->n_expert));
     json_object_set_new(o, "n_expert_used", json_integer(a->n_expert_used));
     json_object_set_new(o, "dense_bytes", rf_json_u64(true, a->expert_dense_bytes));
+    json_object_set_new(o, "routed_bytes", rf_json_u64(true, a->expert_routed_bytes));
     json_object_set_new(o, "cache_experts", json_integer(a->cache_experts));
     json_object_set_new(o, "cache_bytes", rf_json_u64(true, a->expert_cache_bytes));
     json_object_set_new(o, "cache_minimum_fits", json_boolean(a->expert_cache_min));

@@ -59,6 +59,7 @@ static json_t *plan_json(const struct rf_stream_report *sr)
     json_object_set_new(o, "layers_pinned", json_integer(p->layers_pinned));
     json_object_set_new(o, "layers_spread", json_boolean(p->layers_spread));
     json_object_set_new(o, "expert_cache_per_layer", json_integer(p->expert_cache_per_layer));
+    json_object_set_new(o, "expert_cache_slots", json_integer(p->expert_cache_slots));
     json_object_set_new(o, "expert_cache_bytes", rf_json_u64(true, p->expert_cache_bytes));
     json_object_set_new(o, "expert_bytes", rf_json_u64(true, p->expert_bytes));
     json_object_set_new(o, "expert_min_bytes", rf_json_u64(true, p->expert_min_bytes));
@@ -197,6 +198,7 @@ static json_t *experts_json(const struct rf_stream_experts *x)
     if (!o)
         return NULL;
     json_object_set_new(o, "experts_per_layer", json_integer(x->per_layer));
+    json_object_set_new(o, "cache_slots", json_integer(x->slots));
     json_object_set_new(o, "cache_budget_bytes", rf_json_u64(true, x->budget_bytes));
     json_object_set_new(o, "cache_resident_bytes", rf_json_u64(true, x->resident_bytes));
     json_object_set_new(o, "cache_resident_provenance",
@@ -225,7 +227,9 @@ static json_t *experts_json(const struct rf_stream_experts *x)
                                     "experts_per_layer does not hold are read, one pread per "
                                     "slice, into anonymous reservations as large as each routed "
                                     "tensor (charged to the cgroup); the least recently used "
-                                    "leave (MADV_DONTNEED); the routed weights point there "
+                                    "leave (MADV_DONTNEED), a layer's own while it holds more "
+                                    "than experts_per_layer, any layer's while more than "
+                                    "cache_slots are held; the routed weights point there "
                                     "during the decode, never at the file mapping"));
     return o;
 }

@@ -3,10 +3,14 @@
  * on a mixture-of-experts model the routed expert tensors are neither
  * pinned nor streamed by the window; an LRU cache of c experts a layer
  * (src/forge/expert_cache.c) reads the slices the router chooses. The
- * planner reserves the cache's minimum (k experts of every layer, what
- * admission refuses without) before it pins, and what is left after the
- * pins becomes the cache.
+ * planner reserves the cache's minimum (n experts: what a prompt batch may
+ * select in one layer; a token's k of a layer fit in it) before it pins,
+ * and what is left after the pins becomes the cache: T experts held at
+ * once, c a layer (rf_expert_lru_fit; c may be below k). A layer above c
+ * takes its room from the others' least recently used experts, so no
+ * prompt batch's room is held beside c of every layer.
  */
+#include "ramforge/core/expert_cache.h"
 #include "ramforge/core/streaming.h"
 
 #include <errno.h>
@@ -15,20 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/*
- * The most a cache of c experts a layer holds: c experts of every layer and,
- * while a prompt batch selects more than c in one layer (all are read: it
- * stays lossless; the layer is trimmed at the next layer's router), the
- * other n - c of that layer. -EOVERFLOW.
- */
-static int cache_bytes(const struct rf_stream_plan *p, uint32_t c, uint64_t *out)
+/* n slots x expert_bytes: *out. -EOVERFLOW. */
+static int slot_bytes(const struct rf_stream_plan *p, uint64_t slots, uint64_t *out)
 {
-    uint64_t n;
-    if (__builtin_mul_overflow((uint64_t)c, (uint64_t)p->expert_layers, &n) ||
-        __builtin_add_overflow(n, (uint64_t)(p->n_expert - c), &n) ||
-        __builtin_mul_overflow(n, p->expert_bytes, out))
-        return -EOVERFLOW;
-    return 0;
+    return __builtin_mul_overflow(slots, p->expert_bytes, out) ? -EOVERFLOW : 0;
 }
 
 int rf_stream_plan_experts_size(const struct rf_inventory *inv, const struct rf_stream_params *p,
@@ -66,29 +60,34 @@ int rf_stream_plan_experts_size(const struct rf_inventory *inv, const struct rf_
             out->expert_bytes = per_layer[l];
     }
     free(per_layer);
-    return cache_bytes(out, m->n_expert_used, &out->expert_min_bytes);
+    return slot_bytes(out, rf_expert_lru_slots(out->expert_layers, out->n_expert, 0, 0),
+                      &out->expert_min_bytes);
 }
 
 void rf_stream_plan_experts_cache(struct rf_stream_plan *out)
 {
     if (!out->n_expert || !out->expert_bytes || !out->expert_layers)
         return;
-    uint64_t left = out->pin_budget_bytes + out->expert_min_bytes, need = 0; /* R - window */
+    uint64_t left = out->pin_budget_bytes + out->expert_min_bytes; /* R - window */
     left = left > out->pinned_bytes ? left - out->pinned_bytes : 0;
-    uint32_t c = out->n_expert;
-    while (c >= out->n_expert_used && (cache_bytes(out, c, &need) < 0 || need > left))
-        c--; /* at most n steps: n is tens to hundreds */
-    if (!out->fits || c < out->n_expert_used)
-        c = 0;
+    uint32_t c = 0;
+    uint64_t slots = 0;
+    if (out->fits && rf_expert_lru_fit(out->expert_layers, out->n_expert, out->n_expert_used,
+                                       left / out->expert_bytes, &c) == 0)
+        slots = rf_expert_lru_slots(out->expert_layers, out->n_expert, out->n_expert_used, c);
     out->expert_cache_per_layer = c;
-    if (c == 0 || cache_bytes(out, c, &out->expert_cache_bytes) < 0)
+    out->expert_cache_slots = slots <= UINT32_MAX ? (uint32_t)slots : 0;
+    if (!out->expert_cache_slots || slot_bytes(out, slots, &out->expert_cache_bytes) < 0) {
+        out->expert_cache_slots = 0;
         out->expert_cache_bytes = 0;
+    }
     size_t len = strnlen(out->reason, sizeof(out->reason));
     snprintf(out->reason + len, sizeof(out->reason) - len,
              "; the routed experts are read into an LRU cache of %" PRIu32 " of the %" PRIu32
-             " experts of each of %" PRIu32 " layers (%" PRIu64 " bytes with the other experts "
-             "of one layer a prompt batch may select; at least %" PRIu32
-             ", the experts a token selects, admission's minimum)",
-             out->expert_cache_per_layer, out->n_expert, out->expert_layers,
-             out->expert_cache_bytes, out->n_expert_used);
+             " experts of each of %" PRIu32 " layers (%" PRIu32 " experts held at once, %" PRIu64
+             " bytes: a layer above %" PRIu32 ", a token's %" PRIu32
+             " or a prompt batch's, takes room from the others; at least %" PRIu32
+             ", what a prompt batch may select in one layer)",
+             c, out->n_expert, out->expert_layers, out->expert_cache_slots, out->expert_cache_bytes,
+             c, out->n_expert_used, out->n_expert);
 }

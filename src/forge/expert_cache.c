@@ -127,30 +127,22 @@ static bool cached_cb(void *ud, uint32_t j)
     return rf_expert_lru_cached(c->lru, c->layer, j);
 }
 
-/* Drops the own pages of layer l's experts evict[n] (the LRU already holds them out). */
-static void drop(struct forge_experts *x, uint32_t l, const uint32_t *evict, uint32_t n)
+/* Drops the own pages of the experts evict[n] (slot numbers; the LRU already holds them out). */
+static void drop(struct forge_experts *x, const uint32_t *evict, uint32_t n)
 {
-    struct cached_ud ud = {.lru = &x->lru, .layer = l};
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; i < n; i++) {
+        const uint32_t l = evict[i] / x->lru.n_expert, e = evict[i] % x->lru.n_expert;
+        struct cached_ud ud = {.lru = &x->lru, .layer = l};
         for (uint32_t p = x->layer_at[l]; p < x->layer_at[l + 1]; p++) {
             const struct xtensor *t = &x->xt[x->by_layer[p]];
             uint64_t first, end;
-            if (rf_expert_drop_range(t->file_offset, t->slice_bytes, x->lru.n_expert, evict[i],
-                                     x->page, cached_cb, &ud, &first, &end) == 0 &&
+            if (rf_expert_drop_range(t->file_offset, t->slice_bytes, x->lru.n_expert, e, x->page,
+                                     cached_cb, &ud, &first, &end) == 0 &&
                 end > first)
                 madvise(t->res + first * x->page, (size_t)((end - first) * x->page), MADV_DONTNEED);
         }
+    }
     x->st.evictions += n;
-}
-
-/* Trims every layer but keep above c (keep = n_layer: all). */
-static void trim(struct forge_experts *x, uint32_t keep)
-{
-    uint32_t n;
-    for (uint32_t l = 0; l < x->n_layer; l++)
-        if (l != keep && x->lru.n_cached[l] > x->lru.capacity &&
-            rf_expert_lru_trim(&x->lru, l, x->evict, &n) == 0)
-            drop(x, l, x->evict, n);
 }
 
 /* Reads layer l's experts load[n] (every routed tensor's slice) and waits. 0 or -errno. */
@@ -226,8 +218,7 @@ void forge_experts_computed(struct forge_experts *x, struct ggml_tensor *t)
         return;
     if (l == x->first_layer)
         x->st.tokens += (uint64_t)rows;
-    drop(x, l, x->evict, n_evict); /* before the reads: a kept edge page is read again */
-    trim(x, l);                    /* a batch wider than c left another layer above it */
+    drop(x, x->evict, n_evict); /* before the reads: a kept edge page is read again */
     if (read_experts(x, l, x->load, n_load) < 0) {
         x->broken = true; /* the mapping serves every routed weight from now on */
         point_back(x);    /* before the matmuls of this layer (none computes now) */
@@ -272,7 +263,9 @@ void forge_experts_decode_end(struct forge_experts *x)
         return;
     point_back(x);
     memset(x->loaded, 0, x->n_layer * sizeof(*x->loaded));
-    trim(x, x->n_layer);
+    uint32_t n;
+    if (rf_expert_lru_trim(&x->lru, x->evict, &n) == 0)
+        drop(x, x->evict, n);
 }
 
 /* Resident pages of the reservations (mincore), bytes. */
@@ -351,14 +344,15 @@ static int make_tensors(struct forge_experts *x, struct forge_model *m,
 }
 
 /* by_layer and layer_at from xt; the jobs and the LRU's arrays. */
-static int index_layers(struct forge_experts *x, uint32_t n_expert, uint32_t capacity)
+static int index_layers(struct forge_experts *x, uint32_t n_expert, uint32_t capacity,
+                        uint32_t slots)
 {
     uint32_t most = 0;
     x->layer_at = calloc((size_t)x->n_layer + 2, sizeof(*x->layer_at));
     x->by_layer = calloc(x->n_xt, sizeof(*x->by_layer));
     x->loaded = calloc(x->n_layer, sizeof(*x->loaded));
     x->load = calloc(n_expert, sizeof(*x->load));
-    x->evict = calloc(n_expert, sizeof(*x->evict));
+    x->evict = calloc((size_t)x->n_layer * n_expert, sizeof(*x->evict));
     if (!x->layer_at || !x->by_layer || !x->loaded || !x->load || !x->evict)
         return -ENOMEM;
     for (size_t i = 0; i < x->n_xt; i++)
@@ -375,18 +369,18 @@ static int index_layers(struct forge_experts *x, uint32_t n_expert, uint32_t cap
             x->first_layer = l;
     if (!(x->jobs = calloc((size_t)n_expert * most, sizeof(*x->jobs))))
         return -ENOMEM;
-    return rf_expert_lru_init(&x->lru, x->n_layer, n_expert, capacity);
+    return rf_expert_lru_init(&x->lru, x->n_layer, n_expert, capacity, slots);
 }
 
 int forge_experts_create(struct forge_model *m, const struct rf_inventory *inv,
-                         const struct rf_expert_map *map, uint32_t capacity,
+                         const struct rf_expert_map *map, uint32_t capacity, uint32_t slots,
                          struct forge_experts **out)
 {
     int rc;
     if (!out)
         return -EINVAL;
     *out = NULL;
-    if (!m || !inv || !map || !map->n_expert || !capacity || capacity > map->n_expert ||
+    if (!m || !inv || !map || !map->n_expert || capacity > map->n_expert || slots < map->n_expert ||
         !inv->page_bytes)
         return -EINVAL;
     struct forge_experts *x = calloc(1, sizeof(*x));
@@ -395,11 +389,12 @@ int forge_experts_create(struct forge_model *m, const struct rf_inventory *inv,
     x->file.fd = -1;
     x->page = inv->page_bytes;
     x->st.per_layer = capacity;
+    x->st.slots = slots;
     pthread_mutex_init(&x->mu, NULL);
     pthread_cond_init(&x->cv_job, NULL);
     pthread_cond_init(&x->cv_done, NULL);
     if ((rc = make_tensors(x, m, inv, map)) < 0 ||
-        (rc = index_layers(x, map->n_expert, capacity)) < 0)
+        (rc = index_layers(x, map->n_expert, capacity, slots)) < 0)
         goto out;
     rc = forge_direct_open(&x->file, m, &x->mu);
     x->st.direct = x->file.direct;

@@ -10,6 +10,7 @@
 
 #include "ramforge/core/experts.h"
 #include "ramforge/core/fs_profile.h"
+#include "ramforge/core/inventory.h"
 #include "ramforge/error.h"
 #include "ramforge/forge/forge_pages.h"
 #include "ramforge/sys/pages.h"
@@ -139,6 +140,7 @@ int forge_gguf_estimate(const char *path, bool use_extra_bufts, struct forge_ggu
     if (kt >= 0 && gguf_get_kv_type(g, kt) == GGUF_TYPE_ARRAY)
         out->n_vocab = (uint64_t)gguf_get_arr_n(g, kt);
     out->n_tensors = (uint64_t)gguf_get_n_tensors(g);
+    bool *xl = out->n_expert && out->n_layer ? calloc(out->n_layer, sizeof(*xl)) : NULL;
     for (int64_t i = 0; i < gguf_get_n_tensors(g); i++) {
         const char *name = gguf_get_tensor_name(g, i);
         uint64_t bytes = gguf_get_tensor_size(g, i);
@@ -152,12 +154,19 @@ int forge_gguf_estimate(const char *path, bool use_extra_bufts, struct forge_ggu
                                     : &out->dense_read_bytes;
         if (copied && bytes > out->repacked_max_bytes)
             out->repacked_max_bytes = bytes;
+        int32_t layer = routed && !copied && xl ? rf_tensor_layer_of(name) : -1;
+        if (layer >= 0 && (uint32_t)layer < out->n_layer && !xl[layer]) {
+            xl[layer] = true;
+            out->expert_layers++;
+        }
         if (sum && __builtin_add_overflow(*sum, bytes, sum)) {
             snprintf(err, FORGE_ERR_MAX, "%s: tensor sizes overflow", path);
+            free(xl);
             gguf_free(g);
             return -EOVERFLOW;
         }
     }
+    free(xl);
     gguf_free(g);
     uint64_t routed;
     if (rf_expert_share(out->routed_read_bytes, out->n_expert_used, out->n_expert, &routed) < 0 ||

@@ -28,6 +28,7 @@ int ses_token_read(const struct rf_inventory *inv, const struct forge_model_info
         x->n_expert_used = info->n_expert_used;
         x->dense_bytes = dense;
         x->routed_bytes = all - dense; /* every slice's pages no dense weight covers */
+        x->n_layer = rf_expert_map_layers(&m);
     }
     rf_expert_map_free(&m);
     return rc;

@@ -187,14 +187,15 @@ int rf_session_stream_window_open(struct rf_session *s, struct forge_window **ou
     if (!slots || !s->m || !sr || !sr->plan || !sr->inv)
         return 0;
     /* the expert cache (a MoE model, the plan applied): with the window, or in one of no unit */
-    const uint32_t c = ses_stream_expert_capacity(s);
-    if (!c && (!sr->pinned || sr->plan->nothing_streams))
+    uint32_t c;
+    const uint32_t xslots = ses_stream_expert_slots(s, &c);
+    if (!xslots && (!sr->pinned || sr->plan->nothing_streams))
         return 0;
     struct rf_stream_window win;
     const uint64_t slot = sr->plan->read_ahead_bytes / slots;
     int rc =
         rf_stream_window_build(sr->inv, sr->plan, slots, slot - slot % sr->inv->page_bytes, &win);
-    if (rc == 0 && win.n_units == 0 && !c)
+    if (rc == 0 && win.n_units == 0 && !xslots)
         rc = -ENODATA;
     if (rc == 0 && !sr->pinned)
         win.n_units = 0; /* the pins were refused: the dense part streams through the mapping */
@@ -202,8 +203,8 @@ int rf_session_stream_window_open(struct rf_session *s, struct forge_window **ou
         rc = forge_window_create(s->m, sr->inv, &win, out);
     rf_stream_window_free(&win);
     struct forge_experts *x = NULL;
-    if (rc == 0 && c)
-        rc = forge_experts_create(s->m, sr->inv, ses_stream_experts(s), c, &x);
+    if (rc == 0 && xslots)
+        rc = forge_experts_create(s->m, sr->inv, ses_stream_experts(s), c, xslots, &x);
     if (rc == -ENODATA) { /* repacked experts are anonymous copies: they stay, nothing streams */
         rc = 0;
         ses_add_warning(s, "streaming: the routed experts were repacked into anonymous copies "

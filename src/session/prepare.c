@@ -317,6 +317,7 @@ static int preload_decide(const char *path, bool use_extra_bufts, struct rf_sess
         in.experts.n_expert_used = est.n_expert_used;
         in.experts.dense_bytes = est.dense_read_bytes;
         in.experts.routed_bytes = est.routed_read_bytes;
+        in.experts.n_layer = est.expert_layers;
     }
     uint64_t loader, tables;
     long page = sysconf(_SC_PAGESIZE);

@@ -131,8 +131,9 @@ struct ses_stream {
     struct rf_stream_report rep;
 };
 
-/* The expert cache's capacity c when the plan is applied on a MoE model (0: no cache). */
-uint32_t ses_stream_expert_capacity(struct rf_session *s);
+/* The expert cache's T slots (0: no cache) and c a layer (*per_layer) when the plan is applied
+   on a MoE model. */
+uint32_t ses_stream_expert_slots(struct rf_session *s, uint32_t *per_layer);
 
 /* The routed experts the plan was made over (borrowed). */
 const struct rf_expert_map *ses_stream_experts(struct rf_session *s);

@@ -135,7 +135,7 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
             st->rep.plan_reason = NULL;
             return 0;
         }
-        if (st->plan.fits && st->plan.expert_cache_per_layer &&
+        if (st->plan.fits && st->plan.expert_cache_slots &&
             s->inv.totals.mapped_virtual_bytes + st->plan.fixed_bytes > p.limit_bytes) {
             /* a MoE model whose token read fits, its file not: the expert policy reads the
                routed slices into its cache, the dense part is pinned or streamed */
@@ -385,10 +385,12 @@ int rf_session_stream_read_ahead(struct rf_session *s, const struct rf_stream_re
     return 0;
 }
 
-uint32_t ses_stream_expert_capacity(struct rf_session *s)
+uint32_t ses_stream_expert_slots(struct rf_session *s, uint32_t *per_layer)
 {
     const struct ses_stream *st = stream_of(s);
-    return st->planned && st->apply && !st->rep.fallback ? st->plan.expert_cache_per_layer : 0;
+    bool on = st->planned && st->apply && !st->rep.fallback;
+    *per_layer = on ? st->plan.expert_cache_per_layer : 0;
+    return on ? st->plan.expert_cache_slots : 0;
 }
 
 const struct rf_expert_map *ses_stream_experts(struct rf_session *s)
@@ -403,6 +405,7 @@ static void experts_add(struct rf_stream_experts *o, const struct rf_stream_expe
     bool first = !o->on;
     o->on = true;
     o->per_layer = x->per_layer;
+    o->slots = x->slots;
     o->budget_bytes = budget_bytes;
     o->resident_bytes = x->resident_bytes;
     o->selections += x->selections;

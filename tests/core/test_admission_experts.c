@@ -3,8 +3,10 @@
  * (admission_experts.c, issue 33 item 4): the cache a limit leaves beyond
  * the dense part and the anonymous memory, in experts per layer; the hit
  * rate expected of it (uniform c/n, or the observed routing's LRU rate);
- * the routed bytes a token streams; and the refusal when not even k
- * experts a layer fit. Figures are MiB-sized numbers written n * MIB.
+ * the routed bytes a token streams; a cache of fewer than k experts a
+ * layer; and the refusal when not even the cache's minimum (n experts, a
+ * prompt batch's of one layer) fits. Figures are MiB-sized numbers
+ * written n * MIB.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -46,8 +48,8 @@ static struct rf_cgroup_level level(uint64_t limit)
 /*
  * RSS 760 MiB (so the run room is the limit), anonymous 40 + KV 11 +
  * scratch 5 = 56 MiB; a MoE model of dense 300 MiB and routed 1024 MiB
- * in 64 experts (16 MiB each over every layer), 8 used: a token reads
- * 300 + 128 = 428 MiB.
+ * in 16 layers of 64 experts (16 MiB each over every layer, 1 MiB in one),
+ * 8 used: a token reads 300 + 128 = 428 MiB.
  */
 static void moe_input(struct rf_admission_input *in, struct rf_cgroup_level *l)
 {
@@ -61,13 +63,14 @@ static void moe_input(struct rf_admission_input *in, struct rf_cgroup_level *l)
     in->experts.n_expert_used = 8;
     in->experts.dense_bytes = 300 * MIB;
     in->experts.routed_bytes = 1024 * MIB;
+    in->experts.n_layer = 16;
     in->cgroups = l;
     in->n_cgroups = 1;
 }
 
 /*
  * Under 800 MiB: 744 MiB beside the anonymous memory, 444 MiB beyond the
- * dense part: 27 experts a layer (432 MiB). Uniform: hit rate 27/64, a
+ * dense part: 27 experts a layer (432 slots of 1 MiB). Uniform: hit rate 27/64, a
  * token streams (1 - 27/64) x 128 MiB. The verdict admits and says so; the
  * old one (no experts) did not name them.
  */
@@ -151,9 +154,15 @@ static void test_observed(void **state)
 
 /*
  * Under 456 MiB: 400 MiB beside the anonymous memory, 100 MiB beyond the
- * dense part: 6 experts a layer, fewer than the 8 a token selects. The
- * cache's minimum does not fit: refused under enforce (a warning under
- * warn), saying what cannot fit, never "will thrash".
+ * dense part: 100 slots, c = 6 experts a layer (96 + the 2 more of the
+ * layer decoded), fewer than the 8 a token selects. Without streaming the
+ * page cache holds them and re-reads a token's others by faults: "will
+ * thrash", refused under enforce. Under streaming the expert cache reads
+ * them (the old verdict refused the minimum below k of every layer):
+ * "streams". Under 410 MiB: 54 slots, fewer than the 64 a prompt batch may
+ * select in one layer: the cache's minimum does not fit, refused under
+ * enforce (a warning under warn), saying what cannot fit, never "will
+ * thrash".
  */
 static void test_minimum(void **state)
 {
@@ -167,11 +176,35 @@ static void test_minimum(void **state)
     in.mode = RF_ADMISSION_ENFORCE;
     assert_int_equal(rf_admission_decide(&in, &r), 0);
     assert_int_equal(r.outcome, RF_ADMIT_REJECTED);
+    assert_true(r.expert_cache_min);
+    assert_int_equal(r.cache_experts, 6);
+    assert_int_equal(r.expert_cache_bytes, 98 * MIB);
+    assert_true(r.expert_hit_rate == 6.0 / 64.0);
+    assert_non_null(strstr(r.reason, "will thrash"));
+    in.streaming = true;
+    in.mode = RF_ADMISSION_WARN;
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_int_equal(r.outcome, RF_ADMIT_WARNING);
+    assert_true(r.expert_cache_min);
+    assert_false(r.expert_dense_streams);
+    assert_int_equal(r.cache_experts, 6);
+    assert_non_null(strstr(r.reason, "streams: "));
+    assert_null(strstr(r.reason, "will thrash"));
+    assert_null(strstr(r.reason, "cannot fit the experts' minimum"));
+    rf_admission_headline(&r, head, sizeof(head));
+    assert_null(strstr(head, "cannot fit the experts' minimum"));
+    assert_non_null(strstr(head, "streams experts: "));
+    in.streaming = false;
+    in.mode = RF_ADMISSION_ENFORCE;
+    l = level(410 * MIB);
+    assert_int_equal(rf_admission_decide(&in, &r), 0);
+    assert_int_equal(r.outcome, RF_ADMIT_REJECTED);
     assert_true(r.refused);
     assert_true(r.thrash);
-    assert_int_equal(r.cache_experts, 6);
+    assert_int_equal(r.cache_experts, 0);
     assert_false(r.expert_cache_min);
     assert_non_null(strstr(r.reason, "cannot fit the experts' minimum"));
+    assert_non_null(strstr(r.reason, "at least the 64 of one layer a prompt batch may select"));
     assert_null(strstr(r.reason, "will thrash"));
     rf_admission_headline(&r, head, sizeof(head));
     assert_non_null(strstr(head, "cannot fit the experts' minimum"));
@@ -181,17 +214,19 @@ static void test_minimum(void **state)
 }
 
 /*
- * The same 456 MiB under streaming: the dense part (300 MiB) does not fit
- * beside the cache's minimum, but k experts a layer (128 MiB) and a
- * minimum window do in the 400 MiB: the dense part streams through the
- * window (the plan, streaming_experts.c), so the verdict streams, with a
- * cache of k, instead of "cannot fit the experts' minimum" (the old one).
- * With 12 experts used and 260 MiB (204 MiB beside the anonymous memory)
- * even that does not fit, and the minimum is refused as without streaming.
+ * The same 410 MiB under streaming: the dense part (300 MiB) does not fit
+ * beside the cache's minimum, but the minimum (64 slots) and a minimum
+ * window (16 MiB) do in the 354 MiB: the dense part streams through the
+ * window (the plan, streaming_experts.c), so the verdict streams, with the
+ * minimum's cache (c = 3: 48 + 5 of 64 slots), instead of "cannot fit the
+ * experts' minimum" (the verdict without streaming). With experts of 4
+ * MiB a layer (a minimum of 256 MiB) and 260 MiB (204 MiB beside the
+ * anonymous memory) even that does not fit, and the minimum is refused as
+ * without streaming.
  */
 static void test_dense_streams(void **state)
 {
-    struct rf_cgroup_level l = level(456 * MIB);
+    struct rf_cgroup_level l = level(410 * MIB);
     struct rf_admission_input in;
     struct rf_admission_result r;
 
@@ -203,13 +238,14 @@ static void test_dense_streams(void **state)
     assert_int_equal(r.outcome, RF_ADMIT_WARNING);
     assert_true(r.expert_cache_min);
     assert_true(r.expert_dense_streams);
-    assert_int_equal(r.cache_experts, 8);
+    assert_int_equal(r.cache_experts, 3);
+    assert_int_equal(r.expert_cache_bytes, 64 * MIB);
     assert_non_null(strstr(r.reason, "streams: "));
     assert_non_null(strstr(r.reason, "streams through the read-ahead window"));
     assert_null(strstr(r.reason, "cannot fit the experts' minimum"));
     assert_null(strstr(r.reason, "will thrash"));
-    in.experts.n_expert_used = 12; /* 192 MiB a token, and a window: 208 MiB */
-    in.file_working_set = fig(492 * MIB);
+    in.experts.routed_bytes = 4096 * MIB; /* 4 MiB an expert of a layer: 256 MiB the minimum */
+    in.file_working_set = fig(812 * MIB);
     l = level(260 * MIB); /* 204 MiB beside the anonymous memory */
     assert_int_equal(rf_admission_decide(&in, &r), 0);
     assert_false(r.expert_cache_min);

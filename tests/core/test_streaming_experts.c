@@ -2,9 +2,10 @@
  * Tests for the expert policy's part of the streaming plan
  * (streaming_experts.c): on a hand-built MoE inventory the routed expert
  * tensors are neither pinned nor in W nor window units; the cache's
- * minimum (k experts of every layer) is reserved before the pins; what is
- * left becomes c experts a layer, k <= c <= n, and pinned + fixed + window
- * + margin + the cache never exceed the limit. Worked out on paper below.
+ * minimum (the n experts of one layer a prompt batch may select) is
+ * reserved before the pins; what is left becomes T slots, c experts a
+ * layer (0 <= c <= n), and pinned + fixed + window + margin + the cache
+ * never exceed the limit. Worked out on paper below.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -98,10 +99,14 @@ static void check_invariants(const struct rf_inventory *inv, const struct rf_str
                     plan->expert_cache_bytes <=
                 limit);
     assert_true(plan->expert_cache_per_layer <= N_EXPERT);
-    if (plan->fits)
-        assert_true(plan->expert_cache_per_layer >= K);
-    else
-        assert_int_equal(plan->expert_cache_per_layer, 0);
+    assert_int_equal(plan->expert_cache_bytes,
+                     (uint64_t)plan->expert_cache_slots * plan->expert_bytes);
+    if (plan->fits) {
+        assert_true(plan->expert_cache_slots >= N_EXPERT);
+        assert_true(plan->expert_cache_slots >= 2 * plan->expert_cache_per_layer);
+    } else {
+        assert_int_equal(plan->expert_cache_slots, 0);
+    }
 }
 
 static void test_plan_experts(void **state)
@@ -112,8 +117,9 @@ static void test_plan_experts(void **state)
     struct rf_stream_plan plan;
     build_moe(&inv, &map);
     rf_stream_plan_init(&plan);
-    /* the minimum: k experts of both layers, the other n - k of one (a prompt batch's) */
-    const uint64_t expert = 3 * 26 * PAGE, min = (K * 2 + N_EXPERT - K) * expert;
+    /* the minimum: the n experts of one layer a prompt batch may select (a token's k of both
+       layers fit in them) */
+    const uint64_t expert = 3 * 26 * PAGE, min = N_EXPERT * expert;
 
     /* a dense plan sees the routed tensors as layer weights: W holds them */
     struct rf_stream_params p = params(1024 * MIB, NULL);
@@ -135,16 +141,18 @@ static void test_plan_experts(void **state)
     check_invariants(&inv, &plan, p.limit_bytes);
     const uint64_t dense = plan.pinned_bytes;
 
-    /* dense pinned and 7 experts a layer: (7 x 2 + 16 - 7) experts fit, 8 do not */
-    uint64_t limit = 10 * MIB + MIB + 16 * MIB + dense + (7 * 2 + 9) * expert + 1000;
+    /* dense pinned and 12 experts a layer: 24 slots fit, 13 a layer (26) do not; a prompt
+       batch's 16 of one layer take room from the other layer, none is held beside them */
+    uint64_t limit = 10 * MIB + MIB + 16 * MIB + dense + 25 * expert + 1000;
     p = params(limit, &map);
     assert_int_equal(rf_stream_plan_build(&inv, &p, &plan), 0);
     assert_int_equal(plan.pinned_bytes, dense);
-    assert_int_equal(plan.expert_cache_per_layer, 7);
-    assert_int_equal(plan.expert_cache_bytes, (7 * 2 + 9) * expert);
+    assert_int_equal(plan.expert_cache_per_layer, 12);
+    assert_int_equal(plan.expert_cache_slots, 24);
+    assert_int_equal(plan.expert_cache_bytes, 24 * expert);
     check_invariants(&inv, &plan, limit);
 
-    /* the minimum is reserved before the pins: fewer dense pins, c = k */
+    /* the minimum is reserved before the pins: fewer dense pins, c = n / 2 (16 slots) */
     limit = 10 * MIB + MIB + 16 * MIB + min + 3 * MIB;
     p = params(limit, &map);
     assert_int_equal(rf_stream_plan_build(&inv, &p, &plan), 0);

@@ -263,7 +263,7 @@ def half_cache_limit(limit, a):
     anonymous memory (a: an admission at limit)."""
     x = a["experts"]
     lvl = next(g for g in a["cgroups"] if g["checked"] and g["run_room_bytes"] is not None)
-    routed = x["cache_bytes"] * x["n_expert"] // x["cache_experts"]
+    routed = x["routed_bytes"]
     anon = a["working_set_bytes"] - next(r["bytes"] for r in a["inputs"]
                                          if r["name"] == "file_working_set")
     return limit - lvl["run_room_bytes"] + anon + x["dense_bytes"] + routed // 2

@@ -338,13 +338,16 @@ struct rf_admission_result {
     /* A MoE model (input experts) where a limit's working set was compared: */
     bool has_experts;
     uint32_t n_expert, n_expert_used; /* the input's n and k */
-    uint32_t cache_experts;           /* experts per layer the budget's cache holds, <= n */
-    uint64_t expert_cache_bytes;      /* that cache: cache_experts x routed_bytes / n */
+    uint32_t cache_experts;           /* c: experts per layer the budget's cache keeps, <= n
+                                         (rf_expert_lru_fit; below k when the budget is) */
+    uint64_t expert_cache_bytes;      /* that cache: rf_expert_lru_slots(c) x routed_bytes /
+                                         (n x the expert layers); 0: the minimum does not fit */
     uint64_t expert_dense_bytes;      /* the input's dense_bytes */
+    uint64_t expert_routed_bytes;     /* the input's routed_bytes */
     uint64_t expert_stream_bytes;     /* expected routed bytes read per token (the misses) */
     double expert_hit_rate;           /* expected LRU hit rate of the cache, 0..1 */
     bool expert_hit_observed;         /* from observed routing, else uniform c / n */
-    bool expert_cache_min;            /* the cache holds at least k experts per layer */
+    bool expert_cache_min;            /* the cache holds at least its minimum (n experts) */
     bool expert_dense_streams;        /* streaming: the dense part does not fit beside the
                                          cache's minimum and is read through the window */
     size_t unbound_level;             /* cgroups[] index of the first such level */

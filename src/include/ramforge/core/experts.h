@@ -103,6 +103,9 @@ int rf_expert_map_build(const struct rf_inventory *inv, uint32_t n_expert, uint3
 int rf_expert_token_read(const struct rf_inventory *inv, const struct rf_expert_map *m,
                          uint64_t *dense_bytes, uint64_t *routed_bytes, uint64_t *out);
 
+/* The distinct layers of m's tensors (a layer below 0 not counted); 0 for NULL. */
+uint32_t rf_expert_map_layers(const struct rf_expert_map *m);
+
 /* routed x k / n rounded up (0 for n 0) into *out; -EINVAL (k > n), -EOVERFLOW. */
 int rf_expert_share(uint64_t routed, uint32_t k, uint32_t n, uint64_t *out);
 
@@ -122,6 +125,7 @@ struct rf_admission_experts {
     uint32_t n_expert_used;           /* k, <= n_expert */
     uint64_t dense_bytes;             /* file pages of the dense weights a token reads */
     uint64_t routed_bytes;            /* file pages of every routed expert slice (all n) */
+    uint32_t n_layer;                 /* layers with routed experts; 0: taken as 1 */
     const struct rf_routing *routing; /* observed (borrowed; its n must match), NULL: none */
 };
 

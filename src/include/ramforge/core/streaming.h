@@ -128,12 +128,14 @@ struct rf_stream_plan {
     uint32_t expert_layers;            /* layers with routed tensors */
     uint64_t expert_bytes;             /* one expert of the largest layer: its slices' outward
                                           page spans (each at most its pages + 1), bytes */
-    uint64_t expert_min_bytes;         /* k experts of every layer and the other n - k of one
-                                          (a prompt batch's): the cache's minimum, bytes */
-    uint32_t expert_cache_per_layer;   /* c, k <= c <= n; 0: no experts or the minimum does not
-                                          fit */
-    uint64_t expert_cache_bytes;       /* (c x expert_layers + n - c) x expert_bytes: the most
-                                          the cache holds (a batch may load a layer's n) */
+    uint64_t expert_min_bytes;         /* n experts (a prompt batch may select every expert of
+                                          a layer): the cache's minimum, bytes */
+    uint32_t expert_cache_per_layer;   /* c, 0 <= c <= n (below k: every token reads k - c
+                                          or more a layer) */
+    uint32_t expert_cache_slots;       /* T = rf_expert_lru_slots(c): experts held at once over
+                                          every layer; 0: no experts or the minimum does not fit
+                                          (no cache) */
+    uint64_t expert_cache_bytes;       /* T x expert_bytes: the most the cache holds */
     char reason[RF_STREAM_REASON_MAX]; /* one sentence: what was pinned or why not */
 };
 
@@ -177,21 +179,22 @@ int rf_stream_plan_build(const struct rf_inventory *inv, const struct rf_stream_
 
 /*
  * The expert part of a plan (streaming_experts.c): from p->experts, the
- * per-layer expert bytes and the minimum (k of every layer) into out, and
+ * per-layer expert bytes and the minimum (n experts: a prompt batch) into out, and
  * routed[i] true for the inventory entries that are routed expert tensors
  * (inv->n of them). A dense model: nothing set. -EOVERFLOW, -ENOMEM.
  */
 int rf_stream_plan_experts_size(const struct rf_inventory *inv, const struct rf_stream_params *p,
                                 bool *routed, struct rf_stream_plan *out);
 
-/* After the pins: c from what the limit leaves (R - window - pinned - the margin counted in
-   R), at least k when the minimum fits, at most n; appended to out->reason. */
+/* After the pins: c and T from what the limit leaves (R - window - pinned - the margin counted
+   in R; rf_expert_lru_fit), when the minimum fits; appended to out->reason. */
 void rf_stream_plan_experts_cache(struct rf_stream_plan *out);
 
 /* What the expert cache did in one operation (forge_experts.h), the report's streaming.experts. */
 struct rf_stream_experts {
     bool on;                 /* an expert cache ran during the operation */
     uint32_t per_layer;      /* c */
+    uint32_t slots;          /* T: experts held at once over every layer */
     uint64_t budget_bytes;   /* the plan's expert_cache_bytes */
     uint64_t resident_bytes; /* cache pages resident at the end (mincore of the reservations) */
     uint64_t selections, hits, misses; /* the router's selections; hits + misses = selections */

@@ -36,15 +36,17 @@ struct forge_experts;
 struct forge_window;
 
 /*
- * A cache of capacity experts a layer over the routed tensors of map
- * (built over inv; those the graph reads from the mapping), reading m's
- * file. Errors: -EINVAL (NULL, capacity 0 or above n, no model mapping),
+ * A cache of capacity experts a layer (c, 0 .. n) within slots experts
+ * held at once over every layer (T, rf_expert_lru_slots: >= n and >= c x
+ * the layers) over the routed tensors of map (built over inv; those the
+ * graph reads from the mapping), reading m's file. Errors: -EINVAL (NULL,
+ * capacity above n, slots below n or below c x the layers, no model mapping),
  * -ENODATA (no routed tensor is read from the mapping: repacked into
  * anonymous copies, which cannot stream), -ENOMEM, an open, mmap or
  * pthread_create error.
  */
 int forge_experts_create(struct forge_model *m, const struct rf_inventory *inv,
-                         const struct rf_expert_map *map, uint32_t capacity,
+                         const struct rf_expert_map *map, uint32_t capacity, uint32_t slots,
                          struct forge_experts **out);
 
 /* Joins the readers, points every weight back, unmaps; NULL is a no-op. */

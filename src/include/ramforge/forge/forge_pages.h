@@ -251,6 +251,7 @@ struct forge_gguf_estimate {
     uint64_t dense_read_bytes;        /* of those weights, the ones every token reads, bytes */
     uint64_t routed_read_bytes;       /* the routed expert tensors among them (experts.h), of
                                          which a token reads k/n, bytes */
+    uint32_t expert_layers;           /* layers (blk.N below n_layer) with routed tensors */
     uint64_t n_tensors;               /* tensors in the header */
     uint64_t n_vocab;                 /* tokenizer.ggml.tokens entries; 0: absent */
 };
