@@ -77,10 +77,10 @@ void run_print_streaming(FILE *f, const struct rf_report *r)
     const struct rf_stream_experts *x = &sr->experts;
     if (x->on)
         fprintf(f,
-                "streaming: experts: cache of %" PRIu32
-                " a layer (%s budget, %s resident), %" PRIu64
+                "streaming: experts: cache of %" PRIu32 " a layer, %" PRIu32
+                " held at once (%s budget, %s resident), %" PRIu64
                 " selections, hit rate %.2f, %s read (%s a token, %s), the decode waited %s\n",
-                x->per_layer, cli_format_bytes(x->budget_bytes, false, b1, sizeof(b1)),
+                x->per_layer, x->slots, cli_format_bytes(x->budget_bytes, false, b1, sizeof(b1)),
                 cli_format_bytes(x->resident_bytes, false, b2, sizeof(b2)), x->selections,
                 x->selections ? (double)x->hits / (double)x->selections : 0.0,
                 cli_format_bytes(x->bytes_read, false, b3, sizeof(b3)),
