@@ -302,6 +302,9 @@ static void expert_cache_metrics(struct rf_prom *f, const struct rf_report *r, c
              (double)x->resident_bytes);
     op_gauge(f, m, "ramforge_expert_cache_experts_per_layer",
              "Experts a layer the expert cache keeps (the plan's c).", x->on, (double)x->per_layer);
+    op_gauge(f, m, "ramforge_expert_cache_slots",
+             "Experts the expert cache holds at once over every layer (the plan's T).", x->on,
+             (double)x->slots);
 }
 
 /* Whether r's operation ran a request: an admission decided, or tokens. */

@@ -64,7 +64,10 @@ def check_experts(c, rep, model, name):
     x = rep["streaming"]["experts"]
     check(x is not None, f"{name}: no expert cache ran: {rep['streaming']['plan_reason']}")
     per_expert, n, k, routed = slice_bytes(model)
-    check(k <= x["experts_per_layer"] < n, f"{name}: c = {x['experts_per_layer']} of {n}")
+    check(x["experts_per_layer"] < n and x["cache_slots"] >= n and
+          x["cache_budget_bytes"] == x["cache_slots"] * rep["streaming"]["plan"]["expert_bytes"],
+          f"{name}: c = {x['experts_per_layer']} of {n}, {x['cache_slots']} held at once, "
+          f"budget {x['cache_budget_bytes']}")
     check(x["misses"] > 0 and x["evictions"] > 0 and x["first_error"] == 0,
           f"{name}: no miss or eviction under the limit: {x}")
     check(x["hits"] + x["misses"] == x["selections"] and
@@ -108,7 +111,7 @@ def case_moe_policy_run(c):
     for name, key in (("hits_total", "hits"), ("misses_total", "misses"),
                       ("read_bytes_total", "bytes_read"),
                       ("resident_bytes", "cache_resident_bytes"),
-                      ("experts_per_layer", "experts_per_layer")):
+                      ("experts_per_layer", "experts_per_layer"), ("slots", "cache_slots")):
         check(prom.get("ramforge_expert_cache_" + name) == x[key],
               f"metrics ramforge_expert_cache_{name} {prom.get('ramforge_expert_cache_' + name)} "
               f"against the report's {key} {x[key]}")
