@@ -53,7 +53,6 @@ int rf_expert_lru_init(struct rf_expert_lru *c, uint32_t n_layer, uint32_t n_exp
         return -EINVAL;
     memset(c, 0, sizeof(*c));
     if (!n_layer || !n_expert || capacity > n_expert || slots < n_expert ||
-        (uint64_t)capacity * n_layer > slots ||
         __builtin_mul_overflow((size_t)n_layer, (size_t)n_expert, &n))
         return -EINVAL;
     c->stamp = calloc(n, sizeof(*c->stamp));

@@ -58,8 +58,9 @@ uint64_t rf_expert_lru_slots(uint32_t n_layer, uint32_t n_expert, uint32_t k, ui
  */
 int rf_expert_lru_fit(uint32_t n_layer, uint32_t n_expert, uint32_t k, uint64_t slots, uint32_t *c);
 
-/* An empty cache of c experts a layer and T slots in all. -EINVAL (NULL, a zero size, c > n,
-   T < n or T < c x n_layer), -ENOMEM. */
+/* An empty cache of c experts a layer and T slots in all (n_layer may count layers without
+   experts, blk.N numbers below the highest: they hold none). -EINVAL (NULL, a zero size, c > n,
+   T < n), -ENOMEM. */
 int rf_expert_lru_init(struct rf_expert_lru *c, uint32_t n_layer, uint32_t n_expert,
                        uint32_t capacity, uint32_t slots);
 

@@ -37,10 +37,10 @@ struct forge_window;
 
 /*
  * A cache of capacity experts a layer (c, 0 .. n) within slots experts
- * held at once over every layer (T, rf_expert_lru_slots: >= n and >= c x
- * the layers) over the routed tensors of map (built over inv; those the
- * graph reads from the mapping), reading m's file. Errors: -EINVAL (NULL,
- * capacity above n, slots below n or below c x the layers, no model mapping),
+ * held at once over every layer (T, rf_expert_lru_slots: >= n) over the
+ * routed tensors of map (built over inv; those the graph reads from the
+ * mapping), reading m's file. Errors: -EINVAL (NULL, capacity above n,
+ * slots below n, no model mapping),
  * -ENODATA (no routed tensor is read from the mapping: repacked into
  * anonymous copies, which cannot stream), -ENOMEM, an open, mmap or
  * pthread_create error.
