@@ -209,20 +209,24 @@ struct rf_operation_request {
     uint32_t type_k;
     uint32_t type_v;
     /* The operation decodes in a context that exists (an embedder's, exec's): its KV cache
-       was allocated and cleared at its creation and is in the measured RSS, not growth; with
-       context_warm (it decoded before) its compute buffers and logits are resident too. */
+       was allocated and cleared at its creation and is in the RSS, read now (not the latest
+       sample's, which may predate the context), not growth; with context_warm (it decoded
+       before) its compute buffers and logits are resident too. */
     bool in_context;
     bool context_warm;
-    /* in_context without context_warm: the context's compute buffers, bytes (llama.cpp's
-       memory breakdown of it, allocated at its creation, touched by its first decode), counted
-       as its graph scratch; 0: not known, estimated from the batch and the vocabulary. */
+    /* in_context without context_warm: the compute buffers of the contexts whose first decode
+       runs in the operation (exec: every context of the model that has not decoded), bytes
+       (llama.cpp's memory breakdown, allocated at their creation, touched by their first
+       decode), counted as graph scratch; 0: not known, estimated from the batch and the
+       vocabulary. */
     uint64_t compute_bytes;
 };
 
 /*
  * Decides admission of the next operation from the latest sample and a
  * fresh read of the process's memory cgroup and every ancestor: process
- * RSS and RssAnon (/proc/self/status), the model mapping's Rss and Locked
+ * RSS and RssAnon (/proc/self/status; read now with request->in_context,
+ * in a sample not kept), the model mapping's Rss and Locked
  * (smaps; Locked read afresh when the sample did not read it and VmLck is
  * not 0; unknown with the reason, never 0, when it cannot be read; a locked
  * mapping is never counted reclaimable), the KV cache of the request's

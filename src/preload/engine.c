@@ -440,15 +440,16 @@ static void hook_submit(struct llama_context *ctx, int32_t n_tokens)
     while (m && m->starting)
         pthread_cond_wait(&exec_engine.start_cv, &exec_engine.table_mu);
     bool book = m && m->submits_bookkept <= m->clock.submits_closed;
-    bool first = book && !e->decoded; /* the context's first operation */
+    uint64_t cold = 0; /* the compute buffers of m's contexts that never decoded, bytes */
+    bool warm = !exec_ctx_submit_cold(m, e, book, &cold);
     if (book)
-        m->starting = e->decoded = true;
+        m->starting = true;
     pthread_mutex_unlock(&exec_engine.table_mu);
     if (!m)
         return;
     if (book) {
         if (lock_within(&exec_engine.session_mu, START_LOCK_NS)) {
-            exec_op_begin(m, ctx, n_tokens, first);
+            exec_op_begin(m, n_tokens, warm, cold);
             pthread_mutex_unlock(&exec_engine.session_mu);
         } else {
             book = false;

@@ -1,8 +1,9 @@
 /*
  * What the engine hands its session of the program's contexts (docs/EXEC.md,
- * "The context"): a context's compute buffers before its first decode, for
- * that operation's admission (allocated at its creation, untouched until
- * then: llama.cpp's memory breakdown of it, not the batch estimate), and at
+ * "The context"): the compute buffers of the contexts that have not decoded
+ * yet, for the admission of the operation their first decodes run in
+ * (allocated at their creation, untouched until then: llama.cpp's memory
+ * breakdown of each, not the batch estimate), and at
  * an operation's end the KV cache and compute buffers of the contexts it ran
  * in (alive, or freed since it opened) for the ledger: the memory breakdown
  * when the running libllama answers, else their sizes and cache types
@@ -14,10 +15,23 @@
 
 #include "ramforge/forge/forge.h"
 
-uint64_t exec_ctx_compute_bytes(const struct llama_context *ctx)
+bool exec_ctx_submit_cold(struct exec_model *m, struct exec_ctx *e, bool book, uint64_t *cold_bytes)
 {
     uint64_t kv, compute;
-    return ctx && forge_memory_breakdown(ctx, &kv, &compute) == 0 ? compute : 0;
+    bool cold = false;
+
+    *cold_bytes = 0;
+    for (size_t i = 0; book && i < exec_engine.n_ctxs; i++) {
+        const struct exec_ctx *c = &exec_engine.ctxs[i];
+        if (c->m != m || c->decoded)
+            continue;
+        cold = true;
+        if (forge_memory_breakdown(c->ctx, &kv, &compute) == 0)
+            *cold_bytes += compute;
+    }
+    if (e)
+        e->decoded = true;
+    return cold;
 }
 
 void exec_ctx_account(struct exec_ctx_figures *f, const struct exec_ctx *e)

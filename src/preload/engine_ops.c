@@ -39,21 +39,21 @@ static bool submitted_since(struct exec_model *m, uint64_t *submits)
     return since;
 }
 
-void exec_op_begin(struct exec_model *m, const struct llama_context *ctx, int32_t n_tokens,
-                   bool first)
+void exec_op_begin(struct exec_model *m, int32_t n_tokens, bool warm, uint64_t cold_bytes)
 {
     const struct exec_config *c = &exec_engine.cfg;
     m->op_open = true;
     if (c->params.policy == RF_POLICY_OFF)
         return;
     struct rf_operation_start_params sp = {
-        /* in the context: its KV cache was admitted at its creation and is in the process's
-           memory already (engine_admit.c), its compute buffers too after its first operation */
+        /* in the contexts: their KV caches were admitted at their creation and are in the
+           process's memory already (engine_admit.c; admission reads it now), their compute
+           buffers too once they decoded: those of the contexts that did not are the growth */
         .request = {.n_prompt = n_tokens > 0 ? (uint32_t)n_tokens : 1,
                     .n_predict = 1,
                     .in_context = true,
-                    .context_warm = !first,
-                    .compute_bytes = first ? exec_ctx_compute_bytes(ctx) : 0},
+                    .context_warm = warm,
+                    .compute_bytes = warm ? 0 : cold_bytes},
         .admit = c->params.admission_mode != RF_ADMISSION_OFF, /* recorded: a submission is
                                                                   never refused */
         .staging_budget_bytes = c->has_staging ? c->staging_bytes : 0,

@@ -176,7 +176,7 @@ struct exec_engine {
         uint32_t n_ctx;
         uint32_t type_k, type_v; /* its cache types (ggml_type ids, -ctk/-ctv) */
         bool in_flight;
-        bool decoded; /* table_mu: an operation was admitted in it (its buffers touched) */
+        bool decoded; /* table_mu: it submitted a decode (its compute buffers touched) */
         struct forge_window_decoration *window; /* its params' decoration (streaming with
                                                    a read-ahead ring); NULL: none */
     } * ctxs;
@@ -227,8 +227,15 @@ void exec_prompt_push(struct exec_model *m);
 struct rf_prom;
 void exec_prompt_families(struct exec_model *m, struct rf_prom *p, const char *canon);
 
-/* engine_memory.c: ctx's compute buffers (llama.cpp's memory breakdown), bytes; 0: unknown. */
-uint64_t exec_ctx_compute_bytes(const struct llama_context *ctx);
+/*
+ * engine_memory.c, under table_mu, at a submission on e (NULL: not managed): marks e decoded
+ * (its decode touches its compute buffers, in an operation or not). When the submission
+ * starts m's operation (book), whether any context of m had not decoded before, e included;
+ * *cold_bytes: their compute buffers (llama.cpp's memory breakdown, the known ones), the
+ * operation's growth. Two contexts made before either decodes are both cold at the start.
+ */
+bool exec_ctx_submit_cold(struct exec_model *m, struct exec_ctx *e, bool book,
+                          uint64_t *cold_bytes);
 /* e's size, cache types and memory breakdown added to f (under table_mu, e alive). */
 void exec_ctx_account(struct exec_ctx_figures *f, const struct exec_ctx *e);
 /* The output of m's operation for its ledger: the n_ctx, cache types and memory breakdown of
@@ -237,10 +244,10 @@ bool exec_op_output(struct exec_model *m, struct rf_operation_output *out);
 
 /* engine_ops.c, under session_mu unless said. */
 
-/* Opens the operation of m's submissions in ctx: admission, staging after an idle release,
-   pins; first: ctx's first operation (its compute buffers, allocated, not yet touched). */
-void exec_op_begin(struct exec_model *m, const struct llama_context *ctx, int32_t n_tokens,
-                   bool first);
+/* Opens the operation of m's submissions: admission, staging after an idle release, pins;
+   warm: every context of m decoded before, else cold_bytes: the compute buffers (allocated,
+   not yet touched) of those that did not (exec_ctx_submit_cold). */
+void exec_op_begin(struct exec_model *m, int32_t n_tokens, bool warm, uint64_t cold_bytes);
 /* Ends the open operation with boundary b (-1: none, at exit), then writes the figures. */
 void exec_op_end(struct exec_model *m, int b);
 /* The idle boundary (alive: contexts kept), the operation ended, the figures written. */

@@ -62,13 +62,35 @@ static struct rf_admission_figure admission_locked(struct rf_session *s,
     return f;
 }
 
+/*
+ * The sample admission reads the process from: the latest one, or for an operation in a
+ * context that exists (request->in_context) one taken now into *fresh and not kept. Such a
+ * context's KV cache and buffers count as inside the measured RSS, so the RSS must be read
+ * after its creation: the latest sample may be after_load's, before any context (exec's two
+ * contexts' 11 MiB of KV cache were left out of the streaming plan's fixed part, which pinned
+ * that much more and got the program OOM-killed under 0.75x the file).
+ */
+static const struct rf_residency_sample *admission_sample(struct rf_session *s,
+                                                          const struct rf_operation_request *r,
+                                                          struct rf_residency_sample *fresh)
+{
+    struct rfsys_cgroup_memory cg;
+
+    if (!r->in_context)
+        return ses_last_sample(s);
+    memset(fresh, 0, sizeof(*fresh));
+    s->native->sample(s->ud, "admission", RF_MEASURE_MAPPING_RSS, fresh, &cg);
+    return fresh;
+}
+
 int rf_session_admit_result(struct rf_session *s, const struct rf_operation_request *request,
                             struct rf_admission_result *out)
 {
     if (!s || !request || s->p.policy == RF_POLICY_OFF)
         return -EINVAL;
     ses_op_open(s);
-    const struct rf_residency_sample *now = ses_last_sample(s);
+    struct rf_residency_sample fresh;
+    const struct rf_residency_sample *now = admission_sample(s, request, &fresh);
     struct rf_admission_input in;
     struct rfsys_cgroup_tree *tree = calloc(1, sizeof(*tree));
     uint64_t cells, kv, fws;

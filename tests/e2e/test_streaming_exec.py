@@ -18,7 +18,9 @@ runs under a child memory cgroup of 0.75x its file, evicted first, under
                     submission (one starts the operation, the other waits for its pins and
                     window): the window serves both one decode at a time, the tokens are those
                     of the bare program without a limit and its callbacks saw as many nodes as
-                    without ramforge
+                    without ramforge; the operation's admission (the plan's fixed part) counts
+                    both contexts' KV caches in the RssAnon it reads at its start and both
+                    contexts' compute buffers
 
 Exit 0 pass, 1 fail, 77 skip (no root or no v1 memory cgroup, an ASan build, llama-server or
 the test program not built).
@@ -168,7 +170,20 @@ def case_exec_streaming_two_contexts(c):
     check(p.stdout == bare.stdout and p.stdout.count("tokens ") == 2,
           f"two contexts under the window:\n{p.stdout}against bare:\n{bare.stdout}")
     with open(rep) as f:
-        window_used(json.load(f), "two contexts")
+        doc = json.load(f)
+    window_used(doc, "two contexts")
+    # the plan's fixed part holds both contexts: their KV caches, made before the operation, in
+    # the RssAnon read at its start, and the compute buffers of both as its growth (the old
+    # engine read the load's sample, 8 MB without the 11 MB of KV caches, and counted one
+    # context's buffers: 16 MB more pinned, the program OOM-killed 2 runs in 3)
+    inputs = {r["name"]: r["bytes"] for r in doc["admission"]["inputs"]}
+    ledger = {e["category"]: e["value_bytes"] for e in doc["ledger"]["entries"]}
+    check(inputs["anonymous"] > ledger["KvCache"] and
+          inputs["graph_scratch"] == ledger["GraphScratch"],
+          f"the operation's admission counted RssAnon {inputs['anonymous']} and graph scratch "
+          f"{inputs['graph_scratch']}, against KV caches of {ledger['KvCache']} and compute "
+          f"buffers of {ledger['GraphScratch']}: the streaming plan's fixed part "
+          f"{doc['streaming']['plan']['fixed_bytes']} leaves them out")
 
 
 CASES = {

@@ -305,6 +305,35 @@ static void test_admission_in_context(void **state)
     rf_session_free(s);
 }
 
+/* An operation in a context that exists counts the context's KV cache inside the measured RSS,
+   so admission reads the process now, not the latest sample: that may be after_load's, before
+   the context was made (the old session decided from it: exec's two contexts' KV caches were
+   left out of the streaming plan's fixed part, which pinned that much more and the program was
+   OOM-killed under 0.75x the file). An operation not in a context keeps the latest sample. */
+static void test_admission_in_context_reads_now(void **state)
+{
+    (void)state;
+    struct fake f = {.nat.resident_bytes = TENSOR_BYTES,
+                     .nat.has_anon = true,
+                     .nat.anon_bytes = TENSOR_BYTES,
+                     .drop_num = 1,
+                     .drop_den = 1,
+                     .refuse_range = -1};
+    struct rf_session *s = start(&f, memory_bound(64 * TENSOR_BYTES));
+    struct rf_operation_request req = {.n_prompt = 10, .n_predict = 1, .in_context = true};
+    struct rf_admission_result *adm = calloc(1, sizeof(*adm));
+    assert_non_null(adm);
+    f.nat.anon_bytes = 5 * TENSOR_BYTES; /* contexts made since the last sample */
+    assert_int_equal(rf_session_admit_result(s, &req, adm), 0);
+    assert_int_equal(record(adm, "anonymous")->bytes, 5 * TENSOR_BYTES);
+    assert_int_equal(adm->anonymous_bytes, 5 * TENSOR_BYTES + adm->growth_bytes);
+    req.in_context = false; /* admission before its context: the latest sample's */
+    assert_int_equal(rf_session_admit_result(s, &req, adm), 0);
+    assert_int_equal(record(adm, "anonymous")->bytes, TENSOR_BYTES);
+    free(adm);
+    rf_session_free(s);
+}
+
 /* Without the memory breakdown (another libllama) the ledger's KV cache is estimated in the
    context's cache types: a q8_0 cache as q8_0 (the old ledger assumed f16). */
 static void test_ledger_kv_in_cache_types(void **state)
@@ -1034,6 +1063,7 @@ int main(void)
         cmocka_unit_test(test_thirteen_samples_one_operation),
         cmocka_unit_test(test_operations_have_their_own_reports),
         cmocka_unit_test(test_admission_in_context),
+        cmocka_unit_test(test_admission_in_context_reads_now),
         cmocka_unit_test(test_ledger_kv_in_cache_types),
         cmocka_unit_test(test_idle_alive_boundary),
         cmocka_unit_test(test_busy_gate),
