@@ -19,7 +19,8 @@ per token / the bound; / off's; exec / run's; tokens equal to off's (a warm unli
 
 The bound per (routing, limit) = t_c + missed bytes / B per token: t_c a warm unlimited off
 run's decode time per token (the least of R); B the disk's sequential O_DIRECT read rate (the
-evicted file read in 4 MiB requests, once per invocation); missed bytes = the dense bytes that
+evicted file read in 4 MiB requests), the faster of two probes just before and just after the
+limit's rows (a shared disk's rate moves by tens of percent over minutes); missed bytes = the dense bytes that
 do not fit (admission's dense part + its projected anonymous memory - L) + the routed bytes an
 LRU expert cache of admission's size at L misses per token, at the hit rate of the routing a
 warm `observe` run recorded (reuse distances; uniform c/n without one). The figures used are
@@ -276,7 +277,7 @@ def summarize(runs, ref_tokens):
             "errors": [r["error"] for r in runs if "error" in r]}
 
 
-def measure(a, routing_name, model, bw, tmp, results):
+def measure(a, routing_name, model, tmp, results):
     """Every row at every limit of one model; appends to results and prints its table."""
     warm = [run_report(a, model, "off", None, tmp) for _ in range(a.r + 1)][1:]
     ref = warm[0]["output"]["token_ids"]
@@ -300,7 +301,7 @@ def measure(a, routing_name, model, bw, tmp, results):
     for div in a.limits:
         limit = int(size / div)
         fit, projected = fit_check(a, model, limit)
-        b = bound_of(fit, projected, limit, routing, share, t_c, bw)
+        bw_before = direct_read_rate(model)
         runs = {r: [] for r in rows}
         for _ in range(a.r):
             for r in rows:
@@ -313,6 +314,10 @@ def measure(a, routing_name, model, bw, tmp, results):
                     got = {"error": str(e)}
                     print(f"moe_curve: {routing_name} 1/{div:g} {r}: {e}", file=sys.stderr)
                 runs[r].append(got)
+        probes = (bw_before, direct_read_rate(model))
+        b = bound_of(fit, projected, limit, routing, share, t_c, max(probes))
+        if b:
+            b["B_probes"] = probes
         for prev in a.reuse:  # an earlier invocation's rows this one did not run
             if (prev["routing"], prev["divisor"], prev["limit"], prev.get("n"), prev.get("t")) \
                     == (routing_name, div, limit, a.n, a.t):
@@ -328,7 +333,9 @@ def print_limit(routing, div, limit, b, s):
         print(f"-- 1/{div:g} = {limit / MIB:.0f} MiB: bound {b['ns'] / 1e6:.1f} ms/token = t_c "
               f"{b['t_c_ns'] / 1e6:.1f} ms + (dense missed {b['dense_missed'] / MIB:.1f} MiB + "
               f"routed missed {b['routed_missed'] / MIB:.1f} MiB: LRU cache of {b['cache']} "
-              f"experts/layer, hit rate {b['hit']:.3f} {b['basis']}) / B {b['B'] / 1e9:.2f} GB/s")
+              f"experts/layer, hit rate {b['hit']:.3f} {b['basis']}) / B {b['B'] / 1e9:.2f} GB/s "
+              f"(probes before and after the rows: "
+              f"{', '.join(f'{x / 1e9:.2f}' for x in b['B_probes'])})")
     else:
         print(f"-- 1/{div:g} = {limit / MIB:.0f} MiB: no bound (admission gave no experts)")
     print(f"{'row':<5} {'runs':>5} {'tok/s':>7} {'range':>11} {'ms/tok':>8} {'c':>3} "
@@ -430,13 +437,14 @@ def main():
     if "skewed" in a.routings:
         models["skewed"] = ensure_model(a, a.preset, a.skew)
     bw = direct_read_rate(models["uniform"])
-    print(f"moe_curve: {a.n} tokens, {a.t} threads, medians of {a.r}; B = {bw / 1e9:.2f} GB/s "
+    print(f"moe_curve: {a.n} tokens, {a.t} threads, medians of {a.r}; B at the start "
+          f"{bw / 1e9:.2f} GB/s "
           f"(O_DIRECT, {DIRECT_CHUNK_BYTES // MIB} MiB requests); load average "
           f"{os.getloadavg()[0]:.2f} (speed figures only mean something on a quiet host)")
     results = []
     with tempfile.TemporaryDirectory(prefix="rf-moe-curve-") as tmp:
         for name in a.routings.split(","):
-            measure(a, name, models[name], bw, tmp, results)
+            measure(a, name, models[name], tmp, results)
     goals(results)
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
     if a.json:
