@@ -151,6 +151,14 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
             ses_add_warning(s, "streaming: " RF_STREAM_NO_EXPERT_CACHE);
             return 0;
         }
+        if (s->model.info.n_expert && !p.read_ahead_slots &&
+            s->inv.totals.mapped_virtual_bytes + st->plan.fixed_bytes > p.limit_bytes) {
+            /* a MoE model whose file does not fit, its cache turned off with the window */
+            st->rep.plan_reason = RF_STREAM_NO_EXPERT_CACHE_OFF;
+            st->rep.plan_short = true;
+            ses_add_warning(s, "streaming: " RF_STREAM_NO_EXPERT_CACHE_OFF);
+            return 0;
+        }
         st->rep.plan_reason = "the working set fits the limit: the plan is not applied";
         return 0;
     }

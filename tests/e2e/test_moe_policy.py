@@ -123,7 +123,8 @@ def case_moe_policy_no_cache(c):
     left no cache on this host: a token's read fit admission, so the old plan said "the
     working set fits the limit: the plan is not applied" and the decode faulted the experts
     in through the page cache). Each run either ran the cache, or its plan_reason, its
-    report's warnings and run's summary say why not; never "fits"."""
+    report's warnings and run's summary say why not; never "fits". With --stream-read-ahead 0
+    (no window, so no cache) they say that."""
     if asan_build(c.rf):
         raise Skip("an AddressSanitizer build: its shadow memory does not fit the limits")
     if os.geteuid() != 0:
@@ -149,6 +150,22 @@ def case_moe_policy_no_cache(c):
                   "streaming: no expert cache" in p.stderr,
                   f"{limit}: no cache, not said: {doc['warnings']}; {p.stderr[-800:]}")
     print(f"runs without a cache, each saying why: {without}")
+    # the read-ahead window off turns the cache off with it: said, never "fits" (it said the
+    # working set fits the limit, and the ledger's ExpertCache note said the plan applied)
+    rep = c.path("no-cache-ra0.json")
+    evict(model)
+    p = c.run("run", "-m", model, "-n", "4", "-p", PROMPT, "-c", "256",
+              "--residency-policy", "streaming", "--memory-limit", "32Mi",
+              "--stream-read-ahead", "0", "--residency-report-json", rep)
+    with open(rep) as f:
+        doc = json.load(f)
+    why = doc["streaming"]["plan_reason"] or ""
+    check(doc["streaming"]["experts"] is None and
+          why.startswith("no expert cache: --stream-read-ahead 0") and
+          any(w.startswith("streaming: no expert cache: --stream-read-ahead 0")
+              for w in doc["warnings"]) and
+          "streaming: no expert cache: --stream-read-ahead 0" in p.stderr,
+          f"--stream-read-ahead 0: plan_reason {why!r}, {doc['warnings']}, {p.stderr[-600:]}")
 
 
 def case_moe_policy_serve(c):

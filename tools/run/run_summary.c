@@ -481,7 +481,9 @@ void run_print_summary(FILE *f, const struct rf_report *r)
     if (r->admission)
         print_admission_line(f, r->admission, r->policy_mutates);
     const struct rf_stream_report *sr = r->streaming;
-    if (sr && sr->plan_short && strcmp(sr->plan_reason, RF_STREAM_NO_EXPERT_CACHE) == 0)
+    if (sr && sr->plan_short &&
+        (strcmp(sr->plan_reason, RF_STREAM_NO_EXPERT_CACHE) == 0 ||
+         strcmp(sr->plan_reason, RF_STREAM_NO_EXPERT_CACHE_OFF) == 0))
         fprintf(f, "  streaming: %s\n", sr->plan_reason); /* a MoE model without its cache */
     if (r->cgroup_verdict && (r->cgroup_verdict->hit_limit || r->cgroup_verdict->oom_killed))
         fprintf(f, "  the kernel: %s%s\n",

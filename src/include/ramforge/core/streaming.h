@@ -267,10 +267,17 @@ struct rf_stream_decode {
 /* plan_reason of a MoE model whose expert cache's minimum does not fit beside the plan's
    fixed part (plan_short; also a report warning, after "streaming: "). */
 #define RF_STREAM_NO_EXPERT_CACHE                                                                  \
-    "no expert cache: its minimum (k experts a layer, and the rest of one layer for a prompt "     \
-    "batch), the fixed part, a minimum window and the margin do not fit the limit "                \
-    "(plan.reason); the routed experts are read by the decode's faults through the page cache, "   \
-    "as under --residency-policy off"
+    "no expert cache: its minimum (the n experts of one layer a prompt batch may select), the "    \
+    "fixed part, a minimum window and the margin do not fit the limit (plan.reason); the routed "  \
+    "experts are read by the decode's faults through the page cache, as under "                    \
+    "--residency-policy off"
+
+/* plan_reason of a MoE model streamed with the read-ahead window off (--stream-read-ahead 0),
+   which carries the expert cache (plan_short, and a report warning after "streaming: "). */
+#define RF_STREAM_NO_EXPERT_CACHE_OFF                                                              \
+    "no expert cache: --stream-read-ahead 0 turns it off with the read-ahead window; the routed "  \
+    "experts are read by the decode's faults through the page cache, as under "                    \
+    "--residency-policy off"
 
 struct rf_stream_report {
     bool active;                       /* the policy is streaming */
