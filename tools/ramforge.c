@@ -25,7 +25,7 @@ static void usage(FILE *out)
             "            memory went and the speed (--memory-limit: under a real cap)\n"
             "  inspect   the fit check (-c N [--memory-limit SIZE]: would a run fit, before\n"
             "            loading) and the model's tensor inventory (no prompt is run)\n"
-            "  mkmodel   generate a llama-architecture test model with llama.cpp's API\n"
+            "  mkmodel   generate a test model (llama, qwen3moe presets) with llama.cpp's API\n"
             "  bench     'run' as a process per repetition over policies and verified cache\n"
             "            conditions (warm, isolated-nonresident): results.tsv, summary.json\n"
             "  serve     llama-server's HTTP endpoints over one model kept under a memory\n"
