@@ -233,11 +233,9 @@ enum {
 
 #define PROMPT_FILE_MAX (16u << 20) /* the largest prompt file -f reads, bytes */
 
-/*
- * The text of -f FILE ('-': standard input), one trailing newline dropped as llama.cpp's -f
- * does; NULL after printing the error (unreadable, a NUL byte, larger than PROMPT_FILE_MAX).
- * The text lives until the process exits (options hold borrowed strings, argv's or this one).
- */
+/* The text of -f FILE ('-': standard input), one trailing newline dropped as llama.cpp's -f does;
+   NULL after printing the error (unreadable, a NUL byte, larger than PROMPT_FILE_MAX). It lives
+   until the process exits (options hold borrowed strings, argv's or this one). */
 static const char *read_prompt_file(const char *path)
 {
     static char *text;
@@ -549,11 +547,9 @@ int run_put_json(const char *text)
     return 0;
 }
 
-/*
- * Fails early, before inference, when the report cannot be written: the path names something
- * that is not a regular file (a directory, a device, a FIFO, a symlink: the report is renamed
- * into place and would replace it), the model itself, or its directory is not writable.
- */
+/* Fails early, before inference, when the report cannot be written: the path names no regular
+   file (a directory, a device, a FIFO, a symlink: the report is renamed into place and would
+   replace it), the model itself, or its directory is not writable. */
 bool run_report_path_usable(const char *path, const char *model)
 {
     struct stat st, ms;
