@@ -60,7 +60,8 @@ int rf_stream_plan_experts_size(const struct rf_inventory *inv, const struct rf_
             out->expert_bytes = per_layer[l];
     }
     free(per_layer);
-    return slot_bytes(out, rf_expert_lru_slots(out->expert_layers, out->n_expert, 0, 0),
+    return slot_bytes(out,
+                      rf_expert_lru_slots(out->expert_layers, out->n_expert, out->n_expert_used, 0),
                       &out->expert_min_bytes);
 }
 

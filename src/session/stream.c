@@ -119,6 +119,9 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
                         " streamed pages may be reclaimed before they are used (a 16 MiB "
                         "window thrashed in docs/STREAMING.md)");
     st->rep.limit_source = source;
+    /* the file does not fit beside the fixed part (the page cache cannot hold it whole) */
+    const bool file_over =
+        s->inv.totals.mapped_virtual_bytes + st->plan.fixed_bytes > p.limit_bytes;
     if (!a->thrash) {
         if (a->cause == RF_ADMIT_CAUSE_NOT_BOUND) {
             st->rep.plan_reason = "not bound: the model's pages are charged to another cgroup "
@@ -126,8 +129,7 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
                                   "nothing streams, the plan is not applied";
             return 0;
         }
-        if (st->plan.fits && st->plan.nothing_streams && st->plan.n_ranges > 0 &&
-            s->inv.totals.mapped_virtual_bytes + st->plan.fixed_bytes > p.limit_bytes) {
+        if (st->plan.fits && st->plan.nothing_streams && st->plan.n_ranges > 0 && file_over) {
             /* W fits, the file does not beside the fixed part (repacked weights: anonymous
                copies): reclaim takes the file's pages, W's among them, each read again by a
                fault with its read-around (docs/STREAMING.md): W is pinned, nothing streams */
@@ -135,28 +137,21 @@ int ses_stream_admit(struct rf_session *s, const struct rf_admission_input *in)
             st->rep.plan_reason = NULL;
             return 0;
         }
-        if (st->plan.fits && st->plan.expert_cache_slots &&
-            s->inv.totals.mapped_virtual_bytes + st->plan.fixed_bytes > p.limit_bytes) {
+        if (st->plan.fits && st->plan.expert_cache_slots && file_over) {
             /* a MoE model whose token read fits, its file not: the expert policy reads the
                routed slices into its cache, the dense part is pinned or streamed */
             st->apply = true;
             st->rep.plan_reason = NULL;
             return 0;
         }
-        if (p.experts && !st->plan.fits &&
-            s->inv.totals.mapped_virtual_bytes + st->plan.fixed_bytes > p.limit_bytes) {
-            /* a token's read fits (admission), the plan's cache minimum does not */
-            st->rep.plan_reason = RF_STREAM_NO_EXPERT_CACHE;
+        /* a MoE model without its cache: the window that carries it is off (no expert map
+           was built), or a token's read fits admission and the plan's cache minimum does not */
+        const bool off = s->model.info.n_expert && !p.read_ahead_slots;
+        if (file_over && (off || (p.experts && !st->plan.fits))) {
+            st->rep.plan_reason = off ? RF_STREAM_NO_EXPERT_CACHE_OFF : RF_STREAM_NO_EXPERT_CACHE;
             st->rep.plan_short = true;
-            ses_add_warning(s, "streaming: " RF_STREAM_NO_EXPERT_CACHE);
-            return 0;
-        }
-        if (s->model.info.n_expert && !p.read_ahead_slots &&
-            s->inv.totals.mapped_virtual_bytes + st->plan.fixed_bytes > p.limit_bytes) {
-            /* a MoE model whose file does not fit, its cache turned off with the window */
-            st->rep.plan_reason = RF_STREAM_NO_EXPERT_CACHE_OFF;
-            st->rep.plan_short = true;
-            ses_add_warning(s, "streaming: " RF_STREAM_NO_EXPERT_CACHE_OFF);
+            ses_add_warning(s, off ? "streaming: " RF_STREAM_NO_EXPERT_CACHE_OFF
+                                   : "streaming: " RF_STREAM_NO_EXPERT_CACHE);
             return 0;
         }
         st->rep.plan_reason = "the working set fits the limit: the plan is not applied";
