@@ -261,6 +261,7 @@ static json_t *decode_json(const struct rf_stream_report *sr)
     json_object_set_new(o, "user_ns", rf_json_u64(cpu, d->user_ns));
     json_object_set_new(o, "system_ns", rf_json_u64(cpu, d->system_ns));
     json_object_set_new(o, "omp_wait_policy", rf_json_str(d->omp_wait_policy));
+    json_object_set_new(o, "gomp_spincount", rf_json_str(d->gomp_spincount));
     const struct rf_stream_read_ahead *ra = &sr->read_ahead;
     if (ra->on && ra->read_ns > 0) {
         double f = 1.0 - (double)ra->wait_ns / (double)ra->read_ns;

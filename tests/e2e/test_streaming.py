@@ -190,10 +190,14 @@ def case_streaming_limit(c):
     k = pst["plan"]["layers_pinned"]
     check(set(range(k)) <= plain_layers <= set(range(k + 1)),
           f"without the read-ahead the first layers are pinned: {sorted(plain_layers)}")
-    # run executed itself again with OMP_WAIT_POLICY=PASSIVE (unless the environment set it):
-    # the file exceeds its cgroup's limit; without a limit it did not
+    # run executed itself again with OMP_WAIT_POLICY=PASSIVE and GOMP_SPINCOUNT=300 (unless
+    # the environment set the policy; a GOMP_SPINCOUNT set stands): the file exceeds its
+    # cgroup's limit; without a limit it did not
     check(dec["omp_wait_policy"] == os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
           f"OMP_WAIT_POLICY {dec['omp_wait_policy']}")
+    want_spin = os.environ.get("GOMP_SPINCOUNT",
+                               None if "OMP_WAIT_POLICY" in os.environ else "300")
+    check(dec["gomp_spincount"] == want_spin, f"GOMP_SPINCOUNT {dec['gomp_spincount']}")
     check(free["streaming"]["decode"]["omp_wait_policy"] == os.environ.get("OMP_WAIT_POLICY"),
           f"no limit: OMP_WAIT_POLICY {free['streaming']['decode']['omp_wait_policy']}")
     # MADV_HUGEPAGE on the streamed ranges: accepted wherever the kernel has THP
@@ -320,6 +324,8 @@ def case_streaming_read_ahead(c):
     spin, _ = c.report("spin", model, "--residency-policy", "streaming", "--stream-spin-wait")
     check(spin["streaming"]["decode"]["omp_wait_policy"] == os.environ.get("OMP_WAIT_POLICY"),
           f"--stream-spin-wait: OMP_WAIT_POLICY {spin['streaming']['decode']['omp_wait_policy']}")
+    check(spin["streaming"]["decode"]["gomp_spincount"] == os.environ.get("GOMP_SPINCOUNT"),
+          f"--stream-spin-wait: GOMP_SPINCOUNT {spin['streaming']['decode']['gomp_spincount']}")
     check(tokens(spin) == tokens(off), "--stream-spin-wait changed the tokens")
     # the after_session boundary ran between the two sessions, the window's pointers restored
     check(rep["streaming"]["pin"]["unpinned_at"] == "after_session",

@@ -114,6 +114,25 @@ def report_of(path, operations):
     return wait_for(read, 120, f"the report of {operations} operations")
 
 
+def program_environ(pid, exe):
+    """The environment of the process at or below pid whose executable is named exe."""
+    for p in [pid] + [int(d) for d in os.listdir("/proc") if d.isdigit()]:
+        try:
+            if os.path.basename(os.readlink(f"/proc/{p}/exe")) != exe:
+                continue
+            q = p
+            while q > 1 and q != pid:  # is pid an ancestor (or itself)?
+                with open(f"/proc/{q}/stat") as f:
+                    q = int(f.read().rsplit(")", 1)[1].split()[1])
+            if q != pid:
+                continue
+            with open(f"/proc/{p}/environ", "rb") as f:
+                return dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+        except (OSError, ValueError):
+            continue
+    raise Failure(f"no {exe} process at or below {pid}")
+
+
 def window_used(rep, name):
     ra = rep["streaming"]["read_ahead"]
     check(ra is not None and ra["units"] > 0 and ra["units_used"] > 0 and
@@ -140,6 +159,7 @@ def case_exec_streaming_llama_server(c):
         try:
             first = report_of(rep, 2)["operation"]["operations"]  # the load's, llama's warmup
             got = completion(port)
+            env = program_environ(proc.pid, os.path.basename(LLAMA_SERVER))
             after_first = report_of(rep, first + 1)  # its idle boundary
             second = completion(port)
         finally:
@@ -148,6 +168,13 @@ def case_exec_streaming_llama_server(c):
           f"tokens under exec's window {got}, {second} against bare llama-server's {want}")
     window_used(after_first, "the first request's operation")
     window_used(report_of(rep, first + 2), "the second request's operation")
+    # exec gave PROGRAM libgomp's wait: PASSIVE after a short spin (unless the environment
+    # set the policy; a GOMP_SPINCOUNT set stands)
+    policy = os.environ.get("OMP_WAIT_POLICY", "PASSIVE")
+    spin = os.environ.get("GOMP_SPINCOUNT", None if "OMP_WAIT_POLICY" in os.environ else "300")
+    got_env = (env.get(b"OMP_WAIT_POLICY"), env.get(b"GOMP_SPINCOUNT"))
+    check(got_env == (policy.encode(), spin.encode() if spin else None),
+          f"llama-server's OMP_WAIT_POLICY, GOMP_SPINCOUNT under exec: {got_env}")
     errors = validate_report.validate(c.schema, rep)
     check(not errors, f"the report does not match the schema: {errors[:3]}")
 

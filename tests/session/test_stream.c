@@ -873,7 +873,8 @@ static void test_read_ahead_ring_is_the_window(void **state)
                                       .wait_ns = 100};
     assert_int_equal(rf_session_stream_read_ahead(s, &ra), 0);
     assert_int_equal(rf_session_stream_read_ahead(s, NULL), -EINVAL);
-    struct rf_stream_decode dec = {.decode_ns = 1000, .tokens = 4, .omp_wait_policy = "PASSIVE"};
+    struct rf_stream_decode dec = {
+        .decode_ns = 1000, .tokens = 4, .omp_wait_policy = "PASSIVE", .gomp_spincount = "300"};
     assert_int_equal(rf_session_stream_decode(s, &dec), 0);
     json_t *doc = fake_report(s, RF_REPORT_OPERATION);
     json_t *st = json_object_get(doc, "streaming");
@@ -892,6 +893,7 @@ static void test_read_ahead_ring_is_the_window(void **state)
     assert_float_equal(json_real_value(json_object_get(d, "overlapped_fraction")), 0.75, 1e-9);
     assert_true(json_is_null(json_object_get(d, "overlapped_reason")));
     assert_string_equal(json_string_value(json_object_get(d, "omp_wait_policy")), "PASSIVE");
+    assert_string_equal(json_string_value(json_object_get(d, "gomp_spincount")), "300");
     json_decref(doc);
     rf_session_free(s);
 }

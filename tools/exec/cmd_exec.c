@@ -17,6 +17,7 @@
 
 #include "common/cli.h"
 #include "common/metrics_listen.h"
+#include "common/omp_env.h"
 #include "common/session_options.h"
 #include "exec.h"
 #include "exec_parent.h"
@@ -82,7 +83,8 @@ static void usage(FILE *out)
             "                                window in PROGRAM's contexts, their decodes of\n"
             "                                one model one at a time while it is installed;\n"
             "                                a MoE model's routed experts in an LRU expert\n"
-            "                                cache; OMP_WAIT_POLICY=PASSIVE unless set)\n"
+            "                                cache; OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=300\n"
+            "                                unless the policy is set)\n"
             "      --memory-target SIZE      each model's target (memory-bound, active)\n"
             "      --safety-reserve SIZE     taken off the target (default 0)\n"
             "      --release-mode MODE       how the policy releases: dontneed (default),\n"
@@ -234,10 +236,10 @@ static bool set_environment(const struct exec_options *o, const char *preload, c
     rc |= set_str("RAMFORGE_EXEC_METRICS_FILE", o->metrics_path);
     rc |= set_str("RAMFORGE_EXEC_VERBOSE", s->verbose ? "1" : NULL);
     rc |= unsetenv("RAMFORGE_EXEC_METRICS_SPOOL"); /* set by exec's parent, for its child */
-    /* streaming: libgomp's threads sleep at a barrier instead of spinning while a decode
-       waits for the read-ahead window (run's rule, docs/STREAMING.md), unless already said */
-    if (s->policy == RF_POLICY_STREAMING && !getenv("OMP_WAIT_POLICY"))
-        rc |= setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    /* streaming: libgomp's threads sleep at a barrier after a short spin instead of spinning
+       while a decode waits for a read (run's rule, docs/STREAMING.md), unless already said */
+    if (s->policy == RF_POLICY_STREAMING && cli_streaming_omp_env() < 0)
+        rc = -1;
     if (rc) {
         cli_error("exec: cannot set the environment: %s", strerror(errno));
         return false;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/cli.h"
+#include "common/omp_env.h"
 #include "ramforge/core/residency.h"
 #include "ramforge/core/stream_window.h"
 #include "ramforge/core/streaming.h"
@@ -94,24 +95,27 @@ static bool file_over_limit(const struct run_options *o)
  * ggml's OpenMP threads wait for each other at every barrier by spinning
  * (libgomp's default): under streaming, while one decode thread waits for a
  * read, the other spins, 83-89% of a limited run's CPU samples
- * (docs/STREAMING.md). libgomp reads OMP_WAIT_POLICY once, as it loads, so
+ * (docs/STREAMING.md). libgomp reads its environment once, as it loads, so
  * when the file exceeds the limit (file_over_limit) run executes itself
- * again with OMP_WAIT_POLICY=PASSIVE (the threads sleep on a futex) unless
- * the environment sets it (or the prompt came from standard input, read
- * once: the environment must say it then); a failed exec goes on as is. A
- * model that fits keeps the spin: its decode is the compute alone.
+ * again with OMP_WAIT_POLICY=PASSIVE and GOMP_SPINCOUNT=300 (a waiting
+ * thread spins a few microseconds, then sleeps on a futex:
+ * cli_streaming_omp_env) unless the environment sets the policy (or the
+ * prompt came from standard input, read once: the environment must say it
+ * then); a failed exec goes on as is. A model that fits keeps the spin: its
+ * decode is the compute alone.
  */
 static void exec_passive_wait(int argc, char **argv)
 {
     char **args = calloc((size_t)argc + 2, sizeof(*args));
-    if (!args || getenv("OMP_WAIT_POLICY") || setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) {
+    int set = args ? cli_streaming_omp_env() : 0;
+    if (set <= 0) {
         free(args);
         return;
     }
     args[0] = (char *)RF_PROGRAM;
     memcpy(args + 1, argv, (size_t)argc * sizeof(*args)); /* argv[0] is "run" */
     execv("/proc/self/exe", args);
-    unsetenv("OMP_WAIT_POLICY");
+    cli_streaming_omp_env_undo(set);
     free(args);
 }
 
@@ -129,6 +133,7 @@ static void stream_figures(struct rf_session *s, struct forge_ahead *ahead, uint
         .user_ns = gen->decode_user_ns,
         .system_ns = gen->decode_system_ns,
         .omp_wait_policy = getenv("OMP_WAIT_POLICY"),
+        .gomp_spincount = getenv("GOMP_SPINCOUNT"),
     };
     rf_session_stream_decode(s, &d);
     if (!ahead)

@@ -256,6 +256,7 @@ struct rf_stream_decode {
     uint64_t user_ns;            /* getrusage user time over the decode, every thread */
     uint64_t system_ns;          /* getrusage system time over the decode (faults, reclaim) */
     const char *omp_wait_policy; /* OMP_WAIT_POLICY in the environment (borrowed); NULL: unset */
+    const char *gomp_spincount;  /* GOMP_SPINCOUNT in the environment (borrowed); NULL: unset */
 };
 
 /*

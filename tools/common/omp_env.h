@@ -1,0 +1,28 @@
+/*
+ * libgomp's wait under streaming (docs/STREAMING.md, "libgomp's barrier
+ * spin"): the environment run gives itself and exec gives PROGRAM.
+ */
+#ifndef RAMFORGE_TOOLS_OMP_ENV_H
+#define RAMFORGE_TOOLS_OMP_ENV_H
+
+/* What a waiting OpenMP thread does before it sleeps on a futex: this many spins (a few
+   microseconds), enough for the barriers between a token's ops, short of a read's wait. */
+#define CLI_GOMP_SPINCOUNT "300"
+
+/* What cli_streaming_omp_env set (bits). */
+#define CLI_OMP_SET_POLICY 1
+#define CLI_OMP_SET_SPINCOUNT 2
+
+/*
+ * Unless OMP_WAIT_POLICY is set (the user's choice stands, GOMP_SPINCOUNT with it), sets
+ * OMP_WAIT_POLICY=PASSIVE and, unless set, GOMP_SPINCOUNT=CLI_GOMP_SPINCOUNT in this
+ * process's environment. libgomp reads both once, as it loads: they act in a program
+ * executed after this call. The CLI_OMP_SET_* bits of what it set (0: left as the
+ * environment said), or -errno (setenv; what it set is unset again).
+ */
+int cli_streaming_omp_env(void);
+
+/* Unsets what cli_streaming_omp_env set (its return, the CLI_OMP_SET_* bits). */
+void cli_streaming_omp_env_undo(int set);
+
+#endif
