@@ -10,7 +10,8 @@ on failure, SIGINT and SIGTERM):
   bare   the pinned llama-server alone in a child cgroup of limit L, one /completion (greedy)
   run    ramforge run --residency-policy streaming --memory-limit L (the expert policy)
   exec   ramforge exec --residency-policy streaming --memory-limit L -- llama-server
-Columns: decode tok/s (median), ms/token; the expert cache's bytes read per token and hit
+Columns: decode tok/s (median), its range over the runs, ms/token; c, the expert cache's
+experts a layer (the report's experts_per_layer, median); the cache's bytes read per token and hit
 rate (the report's streaming.experts; "no expert cache" when absent); /proc read_bytes per
 decoded token (run: the report's streaming.decode, from /proc/self/io between the first token
 and the last; llama-server: /proc/PID/io around the request, its prompt included); the time
@@ -35,7 +36,8 @@ every run.
 The models (`mkmodel -P qwen3moe-a3b`, uniform and --route-skew 1.2) are generated into the
 cache directory once and reused. --quick: qwen3moe-small, uniform, one limit (4/3 of the
 file: the small model's dense part and process do not fit below it), R=1, 8 tokens (a smoke
-test; exit 77 without llama-server or in an AddressSanitizer build). Needs root (memory
+test; exit 77 without llama-server or in an AddressSanitizer build; at that limit exec's plan
+may not apply, "no cache", and its row is then no measure of the policy). Needs root (memory
 cgroups; exit 77 otherwise). Exit 1 when a run failed or tokens
 differ; the goals are printed, not enforced. Quote figures from a quiet host only.
 """

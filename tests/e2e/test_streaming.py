@@ -142,8 +142,12 @@ def case_streaming_limit(c):
     size = os.path.getsize(model)
     with memory_child_cgroup("ramforge-e2e-stream", size * 3 // 4) as enter:
         lim, p = c.report("limit", model, "--residency-policy", "streaming",
-                          "--admission", "enforce", "--residency-report", preexec_fn=enter)
+                          "--admission", "enforce", "--residency-report",
+                          "--safety-reserve", "1Mi", preexec_fn=enter)
     st = lim["streaming"]
+    # an option the policy does not use is warned of once, though run executed itself again
+    n_warn = p.stderr.count("--safety-reserve has no effect")
+    check(n_warn == 1, f"the --safety-reserve warning {n_warn} times: {p.stderr[:600]}")
     # the human line's W and streamed-per-token figures are the report's
     m = re.search(r"streaming: W (\S+ \S+) read .* ~(\S+ \S+) streamed per token", p.stderr)
     check(m is not None, f"no streaming line in stderr: {p.stderr[-400:]}")

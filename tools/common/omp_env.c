@@ -13,12 +13,13 @@
 int cli_streaming_omp_env(void)
 {
     int set = 0;
-    if (getenv("OMP_WAIT_POLICY"))
+    const char *policy = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
+    if (policy && *policy) /* libgomp takes an empty value for unset */
         return 0;
     if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0)
         return -errno;
     set |= CLI_OMP_SET_POLICY;
-    if (!getenv("GOMP_SPINCOUNT")) {
+    if (!spin || !*spin) {
         if (setenv("GOMP_SPINCOUNT", CLI_GOMP_SPINCOUNT, 1) != 0) {
             int rc = -errno;
             cli_streaming_omp_env_undo(set);

@@ -14,7 +14,8 @@
 #define CLI_OMP_SET_SPINCOUNT 2
 
 /*
- * Unless OMP_WAIT_POLICY is set (the user's choice stands, GOMP_SPINCOUNT with it), sets
+ * Unless OMP_WAIT_POLICY is set and not empty (the user's choice stands, GOMP_SPINCOUNT with
+ * it; libgomp takes an empty value for unset, and so does this call), sets
  * OMP_WAIT_POLICY=PASSIVE and, unless set, GOMP_SPINCOUNT=CLI_GOMP_SPINCOUNT in this
  * process's environment. libgomp reads both once, as it loads: they act in a program
  * executed after this call. The CLI_OMP_SET_* bits of what it set (0: left as the

@@ -321,6 +321,7 @@ int cmd_run(int argc, char **argv)
     if (o.sess.policy == RF_POLICY_STREAMING && !o.stream_spin_wait && !o.prompt_from_stdin &&
         file_over_limit(&o))
         exec_passive_wait(argc, argv);
+    run_warn_unused_options(&o);
     cli_default_threads(&o.sess.n_threads);
     const bool observing = o.sess.policy != RF_POLICY_OFF;
     if (o.sess.json_path && !run_json_to_stdout(&o) &&

@@ -53,6 +53,10 @@ struct run_options {
  */
 int run_parse_options(int argc, char **argv, struct run_options *o);
 
+/* Warns on stderr of the options *o's policy does not use (run_warnings.c); called once the
+   process that does the work runs (after run executed itself again, if it did). */
+void run_warn_unused_options(const struct run_options *o);
+
 /*
  * Whether the JSON report (or the metrics file) can be written to path before inference: a
  * regular file (or none yet) that is not the model, in a writable

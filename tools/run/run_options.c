@@ -485,36 +485,10 @@ int run_parse_options(int argc, char **argv, struct run_options *o)
                         "the inventory's page snapshots");
         return RF_EXIT_USAGE;
     }
-    /* Options the chosen policy does not use: say so rather than ignore them. */
-    if (so->policy == RF_POLICY_OFF && (so->has_target || so->has_reserve))
-        cli_error("warning: --memory-target and --safety-reserve have no effect with "
-                  "--residency-policy off");
-    else if (so->has_reserve && !so->has_target)
-        cli_error("warning: --safety-reserve has no effect without --memory-target");
-    if (!o->observe_dispatch && (o->has_dispatch_events || o->has_dispatch_sample_pages))
-        cli_error("warning: --dispatch-events and --dispatch-sample-pages have no effect "
-                  "without --observe-dispatch");
-    if (so->policy == RF_POLICY_OFF && o->verify)
-        cli_error("warning: --verify-session has no effect with --residency-policy off (nothing "
-                  "is released to verify)");
-    if (so->policy == RF_POLICY_OFF && (o->access_probe || o->sample_smaps))
-        cli_error("warning: --access-probe and --sample-smaps have no effect with "
-                  "--residency-policy off");
     if (so->profile_path && so->policy == RF_POLICY_OFF) {
         cli_usage_error("--profile needs a residency policy (not off): the profile is "
                         "matched to the model's inventory");
         return RF_EXIT_USAGE;
-    }
-    if (so->policy != RF_POLICY_STREAMING) {
-        const char *ignored = o->stream_window           ? "--stream-window"
-                              : o->stream_prefetch > 0   ? "--stream-prefetch-layers"
-                              : o->stream_read_ahead_set ? "--stream-read-ahead"
-                              : o->stream_spin_wait      ? "--stream-spin-wait"
-                              : !o->stream_hugepage      ? "--no-stream-hugepage"
-                              : !o->stream_sequential    ? "--no-stream-sequential"
-                                                         : NULL;
-        if (ignored)
-            cli_error("warning: %s has no effect without --residency-policy streaming", ignored);
     }
     if (!o->stream_read_ahead_set && (o->stream_window || o->stream_prefetch > 0))
         o->stream_read_ahead = 0; /* the page-cache window asked for: no ring */
