@@ -170,8 +170,9 @@ def case_exec_streaming_llama_server(c):
     window_used(report_of(rep, first + 2), "the second request's operation")
     # exec gave PROGRAM libgomp's wait: PASSIVE after a short spin (unless the environment
     # set the policy; a GOMP_SPINCOUNT set stands)
-    policy = os.environ.get("OMP_WAIT_POLICY", "PASSIVE")
-    spin = os.environ.get("GOMP_SPINCOUNT", None if "OMP_WAIT_POLICY" in os.environ else "300")
+    policy = os.environ.get("OMP_WAIT_POLICY") or "PASSIVE"
+    spin = os.environ.get("GOMP_SPINCOUNT") or (None if os.environ.get("OMP_WAIT_POLICY")
+                                                else "300")
     got_env = (env.get(b"OMP_WAIT_POLICY"), env.get(b"GOMP_SPINCOUNT"))
     check(got_env == (policy.encode(), spin.encode() if spin else None),
           f"llama-server's OMP_WAIT_POLICY, GOMP_SPINCOUNT under exec: {got_env}")

@@ -5,6 +5,10 @@
 #ifndef RAMFORGE_TOOLS_OMP_ENV_H
 #define RAMFORGE_TOOLS_OMP_ENV_H
 
+#include <stdbool.h>
+
+#include "session_options.h"
+
 /* What a waiting OpenMP thread does before it sleeps on a futex: this many spins (a few
    microseconds), enough for the barriers between a token's ops, short of a read's wait. */
 #define CLI_GOMP_SPINCOUNT "300"
@@ -25,5 +29,20 @@ int cli_streaming_omp_env(void);
 
 /* Unsets what cli_streaming_omp_env set (its return, the CLI_OMP_SET_* bits). */
 void cli_streaming_omp_env_undo(int set);
+
+/*
+ * Whether so's model file exceeds the memory limit the command will be under (so's
+ * --memory-limit, this process's cgroup's effective limit: the lower), so that streaming
+ * streams; false when either is unknown. The file alone is compared, before any load.
+ */
+bool cli_file_over_limit(const struct session_options *so);
+
+/*
+ * Executes this program again (/proc/self/exe as "ramforge", then argv[0..argc): the command
+ * and its arguments) with cli_streaming_omp_env's environment, when that call set something:
+ * libgomp reads it once, as it loads. Returns only when it did not execute (nothing to set,
+ * or the exec failed: what it set is unset again); the command then goes on as it is.
+ */
+void cli_exec_streaming_omp_env(int argc, char **argv);
 
 #endif

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/cli.h"
@@ -72,51 +71,6 @@ static void window_open(struct rf_session *s, struct forge_window **w)
     int rc = rf_session_stream_window_open(s, w);
     if (rc < 0)
         cli_warn_no_window(rc);
-}
-
-/*
- * Whether the model file exceeds the memory limit the run will be under
- * (--memory-limit, its own cgroup's effective limit: the lower), so that
- * streaming streams; false when either is unknown.
- */
-static bool file_over_limit(const struct run_options *o)
-{
-    struct rfsys_cgroup_memory *cg = calloc(1, sizeof(*cg));
-    uint64_t limit = o->sess.has_memory_limit ? o->sess.memory_limit : UINT64_MAX;
-    struct stat st;
-    if (cg && rfsys_read_cgroup_memory(NULL, "self", cg) == 0 && cg->has_limit &&
-        !cg->limit_unlimited && cg->limit_bytes < limit)
-        limit = cg->limit_bytes;
-    free(cg);
-    return stat(o->sess.model, &st) == 0 && limit != UINT64_MAX && (uint64_t)st.st_size > limit;
-}
-
-/*
- * ggml's OpenMP threads wait for each other at every barrier by spinning
- * (libgomp's default): under streaming, while one decode thread waits for a
- * read, the other spins, 83-89% of a limited run's CPU samples
- * (docs/STREAMING.md). libgomp reads its environment once, as it loads, so
- * when the file exceeds the limit (file_over_limit) run executes itself
- * again with OMP_WAIT_POLICY=PASSIVE and GOMP_SPINCOUNT=300 (a waiting
- * thread spins a few microseconds, then sleeps on a futex:
- * cli_streaming_omp_env) unless the environment sets the policy (or the
- * prompt came from standard input, read once: the environment must say it
- * then); a failed exec goes on as is. A model that fits keeps the spin: its
- * decode is the compute alone.
- */
-static void exec_passive_wait(int argc, char **argv)
-{
-    char **args = calloc((size_t)argc + 2, sizeof(*args));
-    int set = args ? cli_streaming_omp_env() : 0;
-    if (set <= 0) {
-        free(args);
-        return;
-    }
-    args[0] = (char *)RF_PROGRAM;
-    memcpy(args + 1, argv, (size_t)argc * sizeof(*args)); /* argv[0] is "run" */
-    execv("/proc/self/exe", args);
-    cli_streaming_omp_env_undo(set);
-    free(args);
 }
 
 /* The read-ahead's and the decode's figures, for the report's streaming object. */
@@ -318,9 +272,11 @@ int cmd_run(int argc, char **argv)
     rc = run_parse_options(argc, argv, &o);
     if (rc >= 0)
         return rc;
+    /* libgomp's wait under streaming (omp_env.h): not with the prompt from standard input,
+       read once (the environment must say it then) */
     if (o.sess.policy == RF_POLICY_STREAMING && !o.stream_spin_wait && !o.prompt_from_stdin &&
-        file_over_limit(&o))
-        exec_passive_wait(argc, argv);
+        cli_file_over_limit(&o.sess))
+        cli_exec_streaming_omp_env(argc, argv);
     run_warn_unused_options(&o);
     cli_default_threads(&o.sess.n_threads);
     const bool observing = o.sess.policy != RF_POLICY_OFF;

@@ -18,6 +18,7 @@
 
 #include "common/cli.h"
 #include "common/limit_cgroup.h"
+#include "common/omp_env.h"
 #include "ramforge/core/idle_clock.h"
 #include "ramforge/core/stream_window.h"
 #include "ramforge/core/timing.h"
@@ -88,6 +89,8 @@ int cmd_serve(int argc, char **argv)
     int rc = serve_parse_options(argc, argv, &o);
     if (rc >= 0)
         return rc;
+    if (o.sess.policy == RF_POLICY_STREAMING && cli_file_over_limit(&o.sess))
+        cli_exec_streaming_omp_env(argc, argv); /* libgomp's wait under streaming: omp_env.h */
     if (o.sess.has_memory_limit &&
         (rc = limit_cgroup_enter("rf-serve-", o.sess.memory_limit, o.sess.quiet,
                                  o.sess.policy == RF_POLICY_STREAMING)) >= 0)
