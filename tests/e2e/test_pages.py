@@ -181,7 +181,9 @@ def case_page_cache_crosscheck(c):
     check(f"whole file: {f['pages']} pages, in page cache {f['resident_pages']} "
           f"({f['resident_bytes']})" in p.stdout, f"table whole-file line: {p.stdout[-800:]}")
     check("smaps Rss" in p.stdout, "the table says page cache is not smaps Rss")
-    check(fincore_res(path) == after, "the table run changed the page cache")
+    again = fincore_res(path)
+    check(again == after, f"the table run changed the page cache: fincore (bytes, pages) "
+          f"{after} before it, {again} after")
     print(f"file {f['pages']} pages: {f['resident_pages']} in page cache "
           f"(fincore {res_pages}, vmtouch {vt_res}), {f['nonresident_pages']} evicted")
 
