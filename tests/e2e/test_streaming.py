@@ -68,6 +68,22 @@ PROMPT = "Hello my name is"
 N_PREDICT = "4"
 
 
+def streaming_omp_env():
+    """(OMP_WAIT_POLICY, GOMP_SPINCOUNT) that run and serve (when they execute themselves
+    again) and exec (for PROGRAM) put in force under streaming, given this environment: a
+    policy set leaves both to the user, a GOMP_SPINCOUNT set stands, an empty value is unset."""
+    policy = os.environ.get("OMP_WAIT_POLICY")
+    return policy or "PASSIVE", os.environ.get("GOMP_SPINCOUNT") or (None if policy else "300")
+
+
+def check_streaming_omp_env(pid, who):
+    """The environment of process pid (/proc/PID/environ) holds streaming_omp_env()."""
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        env = dict(kv.decode().split("=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+    got = (env.get("OMP_WAIT_POLICY"), env.get("GOMP_SPINCOUNT"))
+    check(got == streaming_omp_env(), f"{who}'s OMP_WAIT_POLICY, GOMP_SPINCOUNT: {got}")
+
+
 class Ctx:
     def __init__(self, args, tmp):
         self.rf = args.ramforge
@@ -197,11 +213,8 @@ def case_streaming_limit(c):
     # run executed itself again with OMP_WAIT_POLICY=PASSIVE and GOMP_SPINCOUNT=300 (unless
     # the environment set the policy; a GOMP_SPINCOUNT set stands): the file exceeds its
     # cgroup's limit; without a limit it did not
-    check(dec["omp_wait_policy"] == (os.environ.get("OMP_WAIT_POLICY") or "PASSIVE"),
-          f"OMP_WAIT_POLICY {dec['omp_wait_policy']}")
-    want_spin = os.environ.get("GOMP_SPINCOUNT") or (None if os.environ.get("OMP_WAIT_POLICY")
-                                                     else "300")
-    check(dec["gomp_spincount"] == want_spin, f"GOMP_SPINCOUNT {dec['gomp_spincount']}")
+    got = (dec["omp_wait_policy"], dec["gomp_spincount"])
+    check(got == streaming_omp_env(), f"OMP_WAIT_POLICY, GOMP_SPINCOUNT {got}")
     check(free["streaming"]["decode"]["omp_wait_policy"] == os.environ.get("OMP_WAIT_POLICY"),
           f"no limit: OMP_WAIT_POLICY {free['streaming']['decode']['omp_wait_policy']}")
     # MADV_HUGEPAGE on the streamed ranges: accepted wherever the kernel has THP
@@ -375,8 +388,9 @@ def case_streaming_serve_window(c):
             line = proc.stderr.readline()
             check("serving" in line, f"serve did not start: {line!r}")
             port = int(line.rsplit(":", 1)[1].strip().strip("/"))
-            with open(f"/proc/{proc.pid}/environ", "rb") as f:  # serve executed itself again
-                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+            # libgomp's wait as run's: the file exceeds serve's cgroup's limit, serve executed
+            # itself again
+            check_streaming_omp_env(proc.pid, "serve")
             docs = []
             for _ in range(2):  # the second request finds no kept context built on a window
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
@@ -391,13 +405,6 @@ def case_streaming_serve_window(c):
         finally:
             proc.terminate()
             proc.wait(timeout=60)
-    # libgomp's wait as run's: the file exceeds serve's cgroup's limit
-    policy = os.environ.get("OMP_WAIT_POLICY") or "PASSIVE"
-    spin = os.environ.get("GOMP_SPINCOUNT") or (None if os.environ.get("OMP_WAIT_POLICY")
-                                                else "300")
-    got_env = (env.get(b"OMP_WAIT_POLICY"), env.get(b"GOMP_SPINCOUNT"))
-    check(got_env == (policy.encode(), spin.encode() if spin else None),
-          f"serve's OMP_WAIT_POLICY, GOMP_SPINCOUNT under streaming: {got_env}")
     for answer, rep in docs:
         check(answer["tokens"] == tokens(off),
               f"serve under the window: {answer['tokens']} against off's {tokens(off)}")

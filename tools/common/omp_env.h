@@ -1,6 +1,7 @@
 /*
  * libgomp's wait under streaming (docs/STREAMING.md, "libgomp's barrier
- * spin"): the environment run gives itself and exec gives PROGRAM.
+ * spin"): the environment run and serve give themselves and exec gives
+ * PROGRAM.
  */
 #ifndef RAMFORGE_TOOLS_OMP_ENV_H
 #define RAMFORGE_TOOLS_OMP_ENV_H
